@@ -1,0 +1,148 @@
+//! Outputs of the replica state machine, drained by the driver with `poll_action` in order.
+//!
+//! **Ordering contract (durability):** a [`Action::Persist`] must be durable before the driver
+//! performs any later action of the same replica. A driver may group-commit: write every
+//! consecutive `Persist`, fsync once, then perform the sends that follow. The simulator checks
+//! that every vote (PRE-PREPARE, PREPARE, COMMIT, VIEW-CHANGE) leaves only after its record.
+
+use crate::crypto::Digest;
+use crate::ids::{ClientId, ReplicaId, RequestId, Seq, View};
+use std::sync::Arc;
+
+/// Something the driver must do.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Action {
+    /// Send a frame to one replica.
+    Send {
+        /// Destination.
+        to: ReplicaId,
+        /// The frame.
+        bytes: Arc<[u8]>,
+    },
+    /// Send the same frame to every other replica.
+    Broadcast {
+        /// The frame.
+        bytes: Arc<[u8]>,
+    },
+    /// Send a frame (a REPLY) to a client.
+    SendClient {
+        /// Destination.
+        client: ClientId,
+        /// The frame.
+        bytes: Arc<[u8]>,
+    },
+    /// Make a promise durable before any later action.
+    Persist(PersistRecord),
+    /// An observation for logs, metrics and the simulator's checkers. Needs no action.
+    Event(Event),
+}
+
+/// A promise a replica must not forget across a restart (PROTOCOL.md §3.6 #11).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum PersistRecord {
+    /// The replica moved to `view` (never vote in a lower one again).
+    View(View),
+    /// The replica pre-prepared or prepared `digest` at `(view, seq)`.
+    Prepared {
+        /// View.
+        view: View,
+        /// Sequence number.
+        seq: Seq,
+        /// Batch digest.
+        digest: Digest,
+    },
+    /// The replica committed `digest` at `(view, seq)`.
+    Committed {
+        /// View.
+        view: View,
+        /// Sequence number.
+        seq: Seq,
+        /// Batch digest.
+        digest: Digest,
+    },
+}
+
+/// Observable protocol progress.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Event {
+    /// A batch was executed (tentatively or committed). `requests` lists the requests that ran
+    /// (duplicates answered from the reply cache are not listed).
+    Executed {
+        /// Sequence number.
+        seq: Seq,
+        /// Batch digest.
+        digest: Digest,
+        /// Non-deterministic input used.
+        nondet: Vec<u8>,
+        /// Requests executed, in order.
+        requests: Vec<(ClientId, RequestId)>,
+        /// Executed before the commit certificate was complete.
+        tentative: bool,
+    },
+    /// The batch at `seq` is committed and executed (`last_executed = seq`).
+    Committed {
+        /// Sequence number.
+        seq: Seq,
+        /// Batch digest.
+        digest: Digest,
+    },
+    /// Tentative execution was undone; the state is that of checkpoint `to`.
+    RolledBack {
+        /// The checkpoint restored.
+        to: Seq,
+    },
+    /// A checkpoint was taken.
+    CheckpointTaken {
+        /// Sequence number.
+        seq: Seq,
+        /// State digest.
+        digest: Digest,
+    },
+    /// A checkpoint became stable (`2f+1` matching, own included).
+    CheckpointStable {
+        /// Sequence number.
+        seq: Seq,
+        /// State digest.
+        digest: Digest,
+    },
+    /// A view change started: the replica sent VIEW-CHANGE for `view`.
+    ViewChangeStarted {
+        /// The new view.
+        view: View,
+    },
+    /// A NEW-VIEW was installed.
+    ViewInstalled {
+        /// The view.
+        view: View,
+        /// The checkpoint chosen as `min`.
+        min: Seq,
+    },
+    /// State transfer brought the state to checkpoint `seq`.
+    StateTransferred {
+        /// The checkpoint.
+        seq: Seq,
+        /// Its digest.
+        digest: Digest,
+    },
+    /// An input was dropped.
+    Dropped(DropReason),
+}
+
+/// Why an input was dropped (counted by the driver's metrics).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum DropReason {
+    /// The frame did not parse or decode.
+    Malformed,
+    /// A MAC or signature did not verify, or the sender is unknown.
+    BadAuth,
+    /// Wrong configuration epoch.
+    WrongEpoch,
+    /// Outside the watermark window or for another view.
+    OutOfWindow,
+    /// Semantically invalid (e.g. conflicting pre-prepare, bad NEW-VIEW, bad nondet).
+    Invalid,
+    /// A stale or duplicate message.
+    Stale,
+    /// A bounded queue was full.
+    QueueFull,
+}

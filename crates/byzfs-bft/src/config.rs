@@ -1,0 +1,123 @@
+//! Protocol parameters (PROTOCOL.md §8). The same values drive the simulator, local clusters
+//! and real deployments.
+
+use crate::ids::{ReplicaId, View};
+use core::time::Duration;
+use serde::{Deserialize, Serialize};
+
+/// Largest cluster supported (library `Max_num_replicas`).
+pub const MAX_REPLICAS: usize = 32;
+
+/// Protocol parameters shared by every node of one cluster.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Config {
+    /// Faults tolerated; `n = 3f + 1`.
+    pub f: u32,
+    /// Configuration epoch carried in every message header; messages from another epoch are
+    /// dropped, so nothing is accepted across reconfigurations.
+    pub epoch: u32,
+    /// Checkpoint interval `K`.
+    pub checkpoint_interval: u64,
+    /// Log window `L` (`H = h + L`); must exceed `K` (we require `L >= 2K`).
+    pub log_window: u64,
+    /// Batching window `W`: the primary runs at most `W` instances beyond the last executed one.
+    pub batch_window: u64,
+    /// Largest batch the primary builds, in bytes of inlined requests.
+    pub batch_bytes_max: usize,
+    /// Requests whose operation is larger than this are sent by the client to every replica
+    /// and ordered by digest only (separate request transmission). `usize::MAX` disables it.
+    pub big_request_threshold: usize,
+    /// Results at most this large are sent in full by every replica, not only the designated
+    /// replier.
+    pub full_reply_threshold: usize,
+    /// Whether replicas execute prepared batches tentatively (reply before commit).
+    pub tentative_execution: bool,
+    /// Whether replicas answer read-only requests without ordering them.
+    pub read_only_optimisation: bool,
+    /// Base view-change timeout `T` (doubles per consecutive failed view).
+    pub view_change_timeout: Duration,
+    /// Cap on the view-change timeout after back-off.
+    pub view_change_timeout_max: Duration,
+    /// Period of STATUS messages (retransmission / negative acknowledgement).
+    pub status_interval: Duration,
+    /// Client's first retransmission timeout.
+    pub client_retransmit: Duration,
+    /// Client's retransmission timeout cap.
+    pub client_retransmit_max: Duration,
+    /// Largest message accepted from the network, in bytes.
+    pub message_bytes_max: usize,
+    /// Largest client operation accepted, in bytes.
+    pub op_bytes_max: usize,
+}
+
+impl Config {
+    /// Parameters of the BFT library (K = 128, L = 256, W = 1) for a cluster tolerating `f`
+    /// faults, with our recommended thresholds.
+    pub fn new(f: u32) -> Config {
+        Config {
+            f,
+            epoch: 0,
+            checkpoint_interval: 128,
+            log_window: 256,
+            batch_window: 1,
+            batch_bytes_max: 64 * 1024,
+            big_request_threshold: 1024,
+            full_reply_threshold: 256,
+            tentative_execution: true,
+            read_only_optimisation: true,
+            view_change_timeout: Duration::from_millis(5000),
+            view_change_timeout_max: Duration::from_secs(60),
+            status_interval: Duration::from_millis(150),
+            client_retransmit: Duration::from_millis(150),
+            client_retransmit_max: Duration::from_secs(5),
+            message_bytes_max: 4 * 1024 * 1024,
+            op_bytes_max: 1024 * 1024,
+        }
+    }
+
+    /// Number of replicas, `3f + 1`.
+    pub fn n(&self) -> usize {
+        3 * self.f as usize + 1
+    }
+
+    /// Quorum size `2f + 1`.
+    pub fn quorum(&self) -> usize {
+        2 * self.f as usize + 1
+    }
+
+    /// Weak certificate size `f + 1`.
+    pub fn weak(&self) -> usize {
+        self.f as usize + 1
+    }
+
+    /// The primary of view `v`.
+    pub fn primary(&self, v: View) -> ReplicaId {
+        (v % self.n() as u64) as ReplicaId
+    }
+
+    /// Checks the parameters' internal consistency.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.f == 0 {
+            return Err("f must be at least 1 (n = 3f+1 replicas)".into());
+        }
+        if self.n() > MAX_REPLICAS {
+            return Err(format!("n = {} exceeds the maximum of {MAX_REPLICAS} replicas", self.n()));
+        }
+        if self.checkpoint_interval == 0 {
+            return Err("checkpoint_interval must be positive".into());
+        }
+        if self.log_window < 2 * self.checkpoint_interval {
+            return Err("log_window must be at least 2 × checkpoint_interval".into());
+        }
+        if self.batch_window == 0 || self.batch_window > self.log_window - self.checkpoint_interval {
+            return Err("batch_window must be in 1..=log_window-checkpoint_interval".into());
+        }
+        if self.batch_bytes_max + 64 * 1024 > self.message_bytes_max {
+            return Err("message_bytes_max must exceed batch_bytes_max by at least 64 KiB".into());
+        }
+        if self.op_bytes_max + 64 * 1024 > self.message_bytes_max {
+            return Err("message_bytes_max must exceed op_bytes_max by at least 64 KiB".into());
+        }
+        Ok(())
+    }
+}

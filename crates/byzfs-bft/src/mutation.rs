@@ -1,0 +1,45 @@
+//! Deliberately broken protocol rules (test-only switch, feature `mutations`). Each one breaks
+//! a rule the safety argument needs; the simulator must catch every one
+//! (`byzfs-sim --mutation NAME`). Production builds do not compile this module.
+
+/// One broken rule.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Mutation {
+    /// Commit certificate of `2f` instead of `2f+1` COMMITs.
+    CommitQuorum2f,
+    /// Accept a second, different PRE-PREPARE for the same `(view, seq)`.
+    AcceptSecondPrePrepare,
+    /// New-view computation picks the prepared entry with the lowest view.
+    NewViewLowestView,
+    /// PREPARE votes match on `(view, seq)` only, ignoring the digest.
+    PrepareWithoutDigest,
+    /// Execute tentatively before all earlier batches have committed.
+    TentativeBeforeCommitted,
+}
+
+impl Mutation {
+    /// Every mutation.
+    pub const ALL: [Mutation; 5] = [
+        Mutation::CommitQuorum2f,
+        Mutation::AcceptSecondPrePrepare,
+        Mutation::NewViewLowestView,
+        Mutation::PrepareWithoutDigest,
+        Mutation::TentativeBeforeCommitted,
+    ];
+
+    /// Command-line name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Mutation::CommitQuorum2f => "commit-quorum-2f",
+            Mutation::AcceptSecondPrePrepare => "accept-second-preprepare",
+            Mutation::NewViewLowestView => "newview-lowest-view",
+            Mutation::PrepareWithoutDigest => "prepare-without-digest",
+            Mutation::TentativeBeforeCommitted => "tentative-before-committed",
+        }
+    }
+
+    /// Parses a command-line name.
+    pub fn from_name(s: &str) -> Option<Mutation> {
+        Mutation::ALL.into_iter().find(|m| m.name() == s)
+    }
+}

@@ -1,0 +1,78 @@
+//! The boundary between the replication library and the replicated service
+//! (ARCHITECTURE.md rule 3). The library knows nothing about files or keys.
+//!
+//! State is exposed as a fixed number of *partitions*, each with a digest maintained
+//! incrementally, so a checkpoint costs O(changes) and state transfer fetches only the
+//! partitions that differ. The checkpoint digest is [`root_digest`] over the partition digests
+//! (the library appends its own partitions — the reply cache — after the service's).
+
+use crate::crypto::Digest;
+use crate::ids::{ClientId, Seq};
+use crate::time::Time;
+
+/// A deterministic state machine replicated by the library.
+///
+/// Every method must be a deterministic function of the state and its arguments: no clocks
+/// (the agreed `nondet` carries time), no randomness, no host-specific data, no iteration over
+/// unordered containers. Invalid operations must produce the same error result everywhere.
+pub trait Service {
+    /// Whether `op` only reads state. Decided from the operation itself, never from the
+    /// client's read-only flag.
+    fn is_read_only(&self, op: &[u8]) -> bool;
+
+    /// Non-deterministic input the primary proposes for the batch at `seq` (e.g. a timestamp);
+    /// `now` is the primary's clock. May return an empty vector.
+    fn propose_nondet(&mut self, seq: Seq, now: Time) -> Vec<u8>;
+
+    /// Whether a backup accepts the primary's proposal; `now` is the backup's clock.
+    fn check_nondet(&self, seq: Seq, nondet: &[u8], now: Time) -> bool;
+
+    /// Executes an ordered operation with the agreed non-deterministic input of its batch.
+    fn execute(&mut self, client: ClientId, op: &[u8], nondet: &[u8]) -> Vec<u8>;
+
+    /// Executes a read-only operation against the current state, without changing it.
+    fn execute_read_only(&self, client: ClientId, op: &[u8]) -> Vec<u8>;
+
+    /// Number of state partitions (constant for the life of the service).
+    fn partition_count(&self) -> u32;
+
+    /// Takes a checkpoint of the current state at `seq` and returns its partition digests.
+    /// Must cost O(changes since the previous checkpoint) (plus O(partitions)).
+    fn checkpoint(&mut self, seq: Seq) -> Vec<Digest>;
+
+    /// Forgets checkpoints older than `seq` (the new stable checkpoint).
+    fn discard_checkpoints_below(&mut self, seq: Seq);
+
+    /// Restores the state of the most recent checkpoint, undoing everything executed since
+    /// (tentative execution). Returns that checkpoint's sequence number, or `None` if none is
+    /// held (then the state is unchanged).
+    fn rollback(&mut self) -> Option<Seq>;
+
+    /// Partition digests of the current (live) state.
+    fn current_partition_digests(&self) -> Vec<Digest>;
+
+    /// Partition digests of a held checkpoint.
+    fn checkpoint_partition_digests(&self, seq: Seq) -> Option<Vec<Digest>>;
+
+    /// The content of partition `part` as of held checkpoint `seq`, encoded for transfer.
+    fn export_partition(&self, seq: Seq, part: u32) -> Option<Vec<u8>>;
+
+    /// Replaces partition `part` of the live state with `data` if `data` decodes and its
+    /// digest equals `expected`; returns whether it did. On `false` nothing changed.
+    fn import_partition(&mut self, part: u32, data: &[u8], expected: Digest) -> bool;
+
+    /// Ends a state transfer: the live state now equals checkpoint `seq`. Drops every other
+    /// checkpoint, records this one, and returns its partition digests.
+    fn finish_import(&mut self, seq: Seq) -> Vec<Digest>;
+}
+
+/// The checkpoint digest over a list of partition digests.
+pub fn root_digest(parts: &[Digest]) -> Digest {
+    let mut h = blake3::Hasher::new();
+    h.update(b"byzfs state root v1");
+    h.update(&(parts.len() as u64).to_le_bytes());
+    for p in parts {
+        h.update(&p.0);
+    }
+    Digest(*h.finalize().as_bytes())
+}

@@ -1,0 +1,1 @@
+//! Services shipped with the library. PLACEHOLDER.

@@ -1,0 +1,1 @@
+//! Partitioned, checkpointed key-value state with incremental digests. PLACEHOLDER.
