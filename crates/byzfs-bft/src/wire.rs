@@ -380,7 +380,8 @@ mod tests {
         let last = bytes.len() - 1;
         bytes[last] ^= 1;
         assert_eq!(Frame::parse(&bytes, 1 << 20).unwrap_err(), DecodeError::BadDigest);
-        assert_eq!(Frame::parse(&bytes, 10).unwrap_err(), DecodeError::Truncated);
+        assert_eq!(Frame::parse(&bytes, 10).unwrap_err(), DecodeError::BadLength);
+        assert_eq!(Frame::parse(&bytes[..10], 1 << 20).unwrap_err(), DecodeError::Truncated);
     }
 
     #[test]
