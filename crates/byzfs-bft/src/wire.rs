@@ -146,7 +146,7 @@ impl<'a> Frame<'a> {
         let auth_ok = match auth {
             AuthKind::None => auth_len == 0,
             AuthKind::Authenticator => {
-                auth_len as usize % MAC_LEN == 0
+                (auth_len as usize).is_multiple_of(MAC_LEN)
                     && (auth_len as usize / MAC_LEN) <= crate::config::MAX_REPLICAS
             }
             AuthKind::Mac => auth_len as usize == MAC_LEN,
@@ -189,7 +189,7 @@ impl<'a> Frame<'a> {
     pub fn decode(&self) -> Result<Message, DecodeError> {
         fn de<T: DeserializeOwned>(b: &[u8]) -> Result<T, DecodeError> {
             match postcard::take_from_bytes::<T>(b) {
-                Ok((v, rest)) if rest.is_empty() => Ok(v),
+                Ok((v, [])) => Ok(v),
                 _ => Err(DecodeError::BadBody),
             }
         }
@@ -263,7 +263,12 @@ pub struct Envelope {
 impl Envelope {
     /// An envelope with no request fields.
     pub fn new(sender: Principal, epoch: u32) -> Envelope {
-        Envelope { sender, epoch, flags: 0, replier: REPLIER_ALL }
+        Envelope {
+            sender,
+            epoch,
+            flags: 0,
+            replier: REPLIER_ALL,
+        }
     }
 }
 
@@ -352,7 +357,12 @@ mod tests {
     use crate::crypto::TestKeys;
 
     fn prepare() -> Message {
-        Message::Prepare(Prepare { view: 3, seq: 9, digest: Digest::of(b"x"), replica: 2 })
+        Message::Prepare(Prepare {
+            view: 3,
+            seq: 9,
+            digest: Digest::of(b"x"),
+            replica: 2,
+        })
     }
 
     #[test]
@@ -375,20 +385,36 @@ mod tests {
 
     #[test]
     fn rejects_tampered_body_and_lengths() {
-        let mut bytes = encode(Envelope::new(Principal::Replica(0), 0), &prepare(), Auth::None);
+        let mut bytes = encode(
+            Envelope::new(Principal::Replica(0), 0),
+            &prepare(),
+            Auth::None,
+        );
         assert!(Frame::parse(&bytes[..bytes.len() - 1], 1 << 20).is_err());
         let last = bytes.len() - 1;
         bytes[last] ^= 1;
-        assert_eq!(Frame::parse(&bytes, 1 << 20).unwrap_err(), DecodeError::BadDigest);
-        assert_eq!(Frame::parse(&bytes, 10).unwrap_err(), DecodeError::BadLength);
-        assert_eq!(Frame::parse(&bytes[..10], 1 << 20).unwrap_err(), DecodeError::Truncated);
+        assert_eq!(
+            Frame::parse(&bytes, 1 << 20).unwrap_err(),
+            DecodeError::BadDigest
+        );
+        assert_eq!(
+            Frame::parse(&bytes, 10).unwrap_err(),
+            DecodeError::BadLength
+        );
+        assert_eq!(
+            Frame::parse(&bytes[..10], 1 << 20).unwrap_err(),
+            DecodeError::Truncated
+        );
     }
 
     #[test]
     fn signature_round_trip() {
         let keys = TestKeys::new(1, 4).replica(1, []);
-        let bytes =
-            encode(Envelope::new(Principal::Replica(1), 0), &prepare(), Auth::Signature(&keys.signing));
+        let bytes = encode(
+            Envelope::new(Principal::Replica(1), 0),
+            &prepare(),
+            Auth::Signature(&keys.signing),
+        );
         let f = Frame::parse(&bytes, 1 << 20).unwrap();
         assert!(f.verify_signature(&keys.replica_public[1]));
         assert!(!f.verify_signature(&keys.replica_public[0]));
