@@ -548,7 +548,7 @@ impl Cluster {
             }
         }
     }
-    fn to_all(&mut self, bytes: &[u8]) {
+    fn deliver_all(&mut self, bytes: &[u8]) {
         for i in 0..self.r.len() {
             if !self.down[i] {
                 self.r[i].handle_message(self.now, bytes);
@@ -588,7 +588,7 @@ fn cluster_commits_checkpoints_and_garbage_collects() {
     let mut c = Cluster::new(config());
     for rid in 1..=9 {
         let req = request(&c.cfg, rid, b"w", false);
-        c.to_all(&req);
+        c.deliver_all(&req);
     }
     for r in &c.r {
         assert_eq!(r.last_executed(), 9);
@@ -604,11 +604,11 @@ fn view_change_after_primary_crash_keeps_committed_requests() {
     let mut c = Cluster::new(config());
     for rid in 1..=3 {
         let req = request(&c.cfg, rid, b"w", false);
-        c.to_all(&req);
+        c.deliver_all(&req);
     }
     c.down[0] = true;
     let req = request(&c.cfg, 4, b"w", false);
-    c.to_all(&req);
+    c.deliver_all(&req);
     c.advance(Duration::from_secs(3));
     for i in 1..4 {
         assert_eq!(c.r[i].view(), 1, "replica {i}");
@@ -624,7 +624,7 @@ fn lagging_replica_catches_up_by_state_transfer() {
     c.down[3] = true;
     for rid in 1..=13 {
         let req = request(&c.cfg, rid, b"w", false);
-        c.to_all(&req);
+        c.deliver_all(&req);
     }
     assert_eq!(c.r[0].last_stable(), 12);
     c.down[3] = false;
@@ -639,14 +639,14 @@ fn restart_from_durable_state_rejoins() {
     let mut c = Cluster::new(config());
     for rid in 1..=6 {
         let req = request(&c.cfg, rid, b"w", false);
-        c.to_all(&req);
+        c.deliver_all(&req);
     }
     let r2 = std::mem::replace(&mut c.r[2], replica(2, &c.cfg));
     c.r[2] = r2.restart_from_durable(c.now);
     assert_eq!(c.r[2].last_executed(), 4, "back to its latest checkpoint");
     for rid in 7..=9 {
         let req = request(&c.cfg, rid, b"w", false);
-        c.to_all(&req);
+        c.deliver_all(&req);
     }
     c.advance(Duration::from_secs(1));
     assert_eq!(c.r[2].last_executed(), 9);
