@@ -100,7 +100,7 @@ fn encode<T: Serialize>(v: &T) -> Vec<u8> {
 /// Postcard decoding of exactly `b` (trailing bytes rejected); never panics.
 fn decode<'a, T: Deserialize<'a>>(b: &'a [u8]) -> Option<T> {
     match postcard::take_from_bytes(b) {
-        Ok((v, rest)) if rest.is_empty() => Some(v),
+        Ok((v, [])) => Some(v),
         _ => None,
     }
 }
