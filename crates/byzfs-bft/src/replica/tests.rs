@@ -652,3 +652,30 @@ fn restart_from_durable_state_rejoins() {
     assert_eq!(c.r[2].last_executed(), 9);
     assert_eq!(c.r[2].state_digest(), c.r[0].state_digest());
 }
+
+#[test]
+fn view_change_must_be_signed() {
+    let cfg = config();
+    let mut b = replica(1, &cfg);
+    drain(&mut b);
+    let vc = ViewChange {
+        view: 1,
+        replica: 2,
+        last_stable: 0,
+        checkpoints: vec![],
+        prepared: vec![],
+        pre_prepared: vec![],
+    };
+    // MAC-authenticated instead of signed: it must not be stored (it could not be forwarded).
+    let keys = TestKeys::new(1, cfg.n()).replica(2, [CLIENT]);
+    let bytes = encode(
+        Envelope::new(Principal::Replica(2), 0),
+        &Message::ViewChange(vc),
+        Auth::Authenticator(&keys.to_replica),
+    );
+    b.handle_message(Time(1), &bytes);
+    assert_eq!(
+        drain(&mut b),
+        vec![Action::Event(Event::Dropped(DropReason::BadAuth))]
+    );
+}
