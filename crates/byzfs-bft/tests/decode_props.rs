@@ -580,14 +580,14 @@ proptest! {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Known gap, kept visible.
+// Canonical request bodies.
 // ---------------------------------------------------------------------------------------------
 
-/// Distinct bodies should not decode to the same message: for a REQUEST the body digest *is*
-/// the request digest, so two encodings of one request would carry two digests. postcard
-/// accepts overlong varints (`0x80 0x00` reads as 0), so today they do.
+/// For a REQUEST the body digest *is* the request digest, so two encodings of one request would
+/// carry two digests. postcard accepts overlong varints (`0x80 0x00` reads as 0); the decoder
+/// rejects any request body longer than its canonical encoding. (Other bodies need no such
+/// rule: nothing identifies them by their body digest.)
 #[test]
-#[ignore = "postcard accepts non-canonical (overlong) varints; the wire owner decides the fix"]
 fn body_encoding_is_canonical() {
     let msg = Message::Request(Request {
         client: 0,
