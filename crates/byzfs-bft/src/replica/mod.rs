@@ -311,6 +311,12 @@ impl<S: Service> Replica<S> {
         self.keys.clients.insert(client, (to_client, from_client));
     }
 
+    /// Forgets a client's MAC keys (a disconnected session); its reply-cache entry, which is
+    /// replicated state, stays.
+    pub fn remove_client(&mut self, client: ClientId) {
+        self.keys.clients.remove(&client);
+    }
+
     /// This replica's id.
     pub fn id(&self) -> ReplicaId {
         self.me

@@ -679,3 +679,45 @@ fn view_change_must_be_signed() {
         vec![Action::Event(Event::Dropped(DropReason::BadAuth))]
     );
 }
+
+#[test]
+fn big_request_body_after_pre_prepare_still_prepares() {
+    let cfg = config();
+    let mut b = replica(1, &cfg);
+    drain(&mut b);
+    let big = request(&cfg, 1, &[b'w'; 100], false); // above the 64-byte SRT threshold
+    let d = Frame::parse(&big, 1 << 20).unwrap().header.body_digest;
+    let batch = BatchBody {
+        requests: vec![],
+        big: vec![d],
+        nondet: vec![1],
+    };
+    let bd = batch_digest(&batch).unwrap();
+    b.handle_message(
+        Time(1),
+        &from_replica(
+            &cfg,
+            0,
+            &Message::PrePrepare(PrePrepare {
+                view: 0,
+                seq: 1,
+                batch,
+            }),
+        ),
+    );
+    assert!(
+        sent(&drain(&mut b)).is_empty(),
+        "no PREPARE without the body"
+    );
+    b.handle_message(Time(2), &big);
+    let msgs = sent(&drain(&mut b));
+    assert_eq!(
+        msgs,
+        vec![Message::Prepare(Prepare {
+            view: 0,
+            seq: 1,
+            digest: bd,
+            replica: 1
+        })]
+    );
+}
