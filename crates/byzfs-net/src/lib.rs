@@ -1,0 +1,24 @@
+//! # byzfs-net — the network runtime of ByzFS
+//!
+//! Runs the sans-IO PBFT core of [`byzfs_bft`] as real processes: configuration and keys,
+//! a TCP transport with a small authenticated handshake, one event loop per replica, and an
+//! async client. No protocol logic lives here (ARCHITECTURE.md rule 2): the runtime moves
+//! bytes, keeps time, and performs the core's actions.
+//!
+//! See `README.md` in this crate for the handshake, the framing and the key derivation.
+
+#![deny(missing_docs)]
+#![forbid(unsafe_code)]
+
+pub mod cert;
+pub mod cluster;
+pub mod error;
+pub mod hex;
+pub mod kdf;
+pub mod keyfile;
+pub mod keygen;
+
+pub use cert::ClientCert;
+pub use cluster::ClusterConfig;
+pub use error::SetupError;
+pub use keyfile::{AdminSecret, ClientCredential, ReplicaSecret};
