@@ -8,7 +8,7 @@
 //! process, and replicas answer a request id they have already executed from their reply
 //! cache. Two successive processes with the same client id would therefore receive each
 //! other's results. Until the core lets a driver choose the first request id, every
-//! `ByzClient` runs as a fresh *session*: its protocol client id is
+//! [`crate::ByzClient`] runs as a fresh *session*: its protocol client id is
 //! `certificate id << 40 | session`, where the session number is the connect time in
 //! milliseconds (strictly increasing within a process). The certificate authorises every
 //! session of its id; replicas check the session's prefix against the certificate.

@@ -10,15 +10,28 @@
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
+mod backoff;
 pub mod cert;
+pub mod client;
+pub mod clock;
 pub mod cluster;
+pub mod counters;
 pub mod error;
+pub mod framing;
+pub mod handshake;
 pub mod hex;
 pub mod kdf;
 pub mod keyfile;
 pub mod keygen;
+pub mod node;
+mod queue;
+pub mod status;
+pub mod storage;
 
 pub use cert::ClientCert;
+pub use client::{ByzClient, ClientError, ClientOptions};
 pub use cluster::ClusterConfig;
 pub use error::SetupError;
 pub use keyfile::{AdminSecret, ClientCredential, ReplicaSecret};
+pub use node::{NodeError, NodeHandle, NodeOptions, ReplicaNode};
+pub use status::NodeStatus;
