@@ -183,7 +183,7 @@ impl ClusterConfig {
                 return Err(SetupError::Io {
                     path: path.to_path_buf(),
                     action: "read",
-                    source,
+                    error: source,
                 })
             }
         };

@@ -17,14 +17,14 @@ pub enum SetupError {
         hint: String,
     },
     /// A file exists but cannot be read (or written).
-    #[error("cannot {action} {}: {source}", path.display())]
+    #[error("cannot {action} {}: {error}", path.display())]
     Io {
         /// The file.
         path: PathBuf,
         /// "read", "write", "create" …
         action: &'static str,
         /// The OS error.
-        source: std::io::Error,
+        error: std::io::Error,
     },
     /// A secret key file is accessible by group or others.
     #[error("{} is readable by others (mode {mode:04o}); run: chmod 600 {}", path.display(), path.display())]

@@ -25,7 +25,13 @@ pub enum FrameError {
     },
     /// I/O error or end of stream inside a frame.
     #[error("{0}")]
-    Io(#[from] std::io::Error),
+    Io(std::io::Error),
+}
+
+impl From<std::io::Error> for FrameError {
+    fn from(e: std::io::Error) -> Self {
+        FrameError::Io(e)
+    }
 }
 
 /// Reads one frame of at most `max` bytes.

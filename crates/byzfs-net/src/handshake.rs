@@ -136,16 +136,16 @@ pub fn prove(key: &MacKey, data: &[u8]) -> [u8; PROOF_LEN] {
 #[derive(Debug, thiserror::Error)]
 pub enum HandshakeError {
     /// TCP connect failed.
-    #[error("cannot connect to {addr}: {source}")]
+    #[error("cannot connect to {addr}: {error}")]
     Connect {
         /// The address.
         addr: String,
         /// The OS error.
-        source: std::io::Error,
+        error: std::io::Error,
     },
     /// The connection failed during the handshake.
     #[error("connection lost during the handshake: {0}")]
-    Io(#[from] std::io::Error),
+    Io(std::io::Error),
     /// No answer in time.
     #[error("handshake timed out")]
     Timeout,
@@ -161,6 +161,12 @@ pub enum HandshakeError {
     /// The acceptor refused us.
     #[error("rejected: {0}")]
     Rejected(String),
+}
+
+impl From<std::io::Error> for HandshakeError {
+    fn from(e: std::io::Error) -> Self {
+        HandshakeError::Io(e)
+    }
 }
 
 impl From<FrameError> for HandshakeError {
@@ -212,7 +218,7 @@ pub async fn dial(
                 .await
                 .map_err(|source| HandshakeError::Connect {
                     addr: addr.clone(),
-                    source,
+                    error: source,
                 })?;
         stream.set_nodelay(true)?;
         let ch: Challenge = read_msg(&mut stream).await?;

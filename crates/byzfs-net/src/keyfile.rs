@@ -111,7 +111,7 @@ fn read_secret(path: &Path) -> Result<KeyFile, SetupError> {
             return Err(SetupError::Io {
                 path: path.to_path_buf(),
                 action: "read",
-                source,
+                error: source,
             })
         }
     };
@@ -131,7 +131,7 @@ fn read_secret(path: &Path) -> Result<KeyFile, SetupError> {
     let text = std::fs::read_to_string(path).map_err(|source| SetupError::Io {
         path: path.to_path_buf(),
         action: "read",
-        source,
+        error: source,
     })?;
     toml::from_str(&text).map_err(|e| toml_error(path, &text, &e))
 }
@@ -157,7 +157,7 @@ pub(crate) fn create_file(path: &Path, text: &str, mode: u32) -> Result<(), Setu
             SetupError::Io {
                 path: path.to_path_buf(),
                 action: "create",
-                source,
+                error: source,
             }
         }
     })?;
@@ -166,7 +166,7 @@ pub(crate) fn create_file(path: &Path, text: &str, mode: u32) -> Result<(), Setu
         .map_err(|source| SetupError::Io {
             path: path.to_path_buf(),
             action: "write",
-            source,
+            error: source,
         })
 }
 

@@ -33,7 +33,7 @@ impl KeygenOptions {
             free_ports(replicas).map_err(|source| SetupError::Io {
                 path: PathBuf::from("127.0.0.1:0"),
                 action: "bind",
-                source,
+                error: source,
             })?
         } else {
             (0..replicas)
@@ -108,7 +108,7 @@ pub fn keygen(out: &Path, opts: &KeygenOptions) -> Result<Generated, SetupError>
     std::fs::create_dir_all(out).map_err(|source| SetupError::Io {
         path: out.to_path_buf(),
         action: "create",
-        source,
+        error: source,
     })?;
     let mut cluster_id = [0u8; 16];
     OsRng.fill_bytes(&mut cluster_id);

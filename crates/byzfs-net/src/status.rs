@@ -8,6 +8,17 @@ use byzfs_bft::{DropReason, ReplicaId, Seq, View};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
+/// Every core drop reason (exported even when zero, so each series exists from the start).
+pub const DROP_REASONS: [DropReason; 7] = [
+    DropReason::Malformed,
+    DropReason::BadAuth,
+    DropReason::WrongEpoch,
+    DropReason::OutOfWindow,
+    DropReason::Invalid,
+    DropReason::Stale,
+    DropReason::QueueFull,
+];
+
 /// Metric label of a core drop reason.
 pub fn drop_reason_name(r: DropReason) -> &'static str {
     match r {
@@ -51,10 +62,13 @@ impl From<&Stats> for CoreCounters {
             checkpoints_stable: s.checkpoints_stable,
             state_transfers: s.state_transfers,
             rollbacks: s.rollbacks,
-            dropped: s
-                .dropped
+            dropped: DROP_REASONS
                 .iter()
-                .map(|(r, n)| (drop_reason_name(*r).to_string(), *n))
+                .chain(s.dropped.keys())
+                .map(|r| {
+                    let n = s.dropped.get(r).copied().unwrap_or(0);
+                    (drop_reason_name(*r).to_string(), n)
+                })
                 .collect(),
         }
     }

@@ -176,7 +176,8 @@ impl ByzClient {
 
     /// Connects with `options`. Returns once every link is up, or once every link has
     /// either come up or failed at least once with a quorum (`2f+1`) up, or once every link
-    /// is up or rejected our credential, or at the connect timeout — then it succeeds if at least `f+1` links are up (links keep reconnecting in
+    /// is up or rejected our credential, or once every link has failed at least once with
+    /// fewer than `f+1` up, or at the connect timeout — then it succeeds if at least `f+1` links are up (links keep reconnecting in
     /// the background either way).
     pub async fn connect_with(
         cluster: &ClusterConfig,
@@ -231,7 +232,9 @@ impl ByzClient {
             let decided = s
                 .iter()
                 .all(|l| matches!(l, LinkState::Up | LinkState::Rejected(_)));
-            up == s.len() || (!pending && (up >= quorum || decided))
+            // Every link tried once and too few are up: report now rather than at the
+            // timeout (links keep retrying only for a client that exists).
+            up == s.len() || (!pending && (up >= quorum || decided || up < weak))
         };
         let _ = tokio::time::timeout(options.connect_timeout, async {
             loop {

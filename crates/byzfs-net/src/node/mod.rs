@@ -17,6 +17,8 @@ mod event_loop;
 mod metrics;
 mod peer;
 
+pub use metrics::BATCH_SIZE as BATCH_SIZE_METRIC;
+
 use crate::cluster::ClusterConfig;
 use crate::counters::Counters;
 use crate::error::SetupError;
@@ -86,12 +88,12 @@ impl Default for NodeOptions {
 #[derive(Debug, thiserror::Error)]
 pub enum NodeError {
     /// The listening socket could not be opened.
-    #[error("cannot listen on {addr}: {source}; is another replica running there?")]
+    #[error("cannot listen on {addr}: {error}; is another replica running there?")]
     Bind {
         /// The address.
         addr: String,
         /// The OS error.
-        source: std::io::Error,
+        error: std::io::Error,
     },
     /// A promise could not be made durable: the replica stops rather than vote unbacked.
     #[error("durability failure: {0}")]
@@ -225,7 +227,7 @@ impl<S: Service> ReplicaNode<S> {
             .clone();
         let bind_err = |source| NodeError::Bind {
             addr: addr.clone(),
-            source,
+            error: source,
         };
         if self.listener.is_none() {
             self.listener = Some(std::net::TcpListener::bind(&addr).map_err(bind_err)?);
@@ -247,10 +249,13 @@ impl<S: Service> ReplicaNode<S> {
         let addr = self.cluster.replicas[me as usize].address.clone();
         let std_listener = self.listener.take().ok_or_else(|| NodeError::Bind {
             addr: addr.clone(),
-            source: std::io::ErrorKind::NotConnected.into(),
+            error: std::io::ErrorKind::NotConnected.into(),
         })?;
-        let listener = tokio::net::TcpListener::from_std(std_listener)
-            .map_err(|source| NodeError::Bind { addr, source })?;
+        let listener =
+            tokio::net::TcpListener::from_std(std_listener).map_err(|source| NodeError::Bind {
+                addr,
+                error: source,
+            })?;
         let cluster = self.cluster.clone();
         let n = cluster.n();
         let salt = kdf::salt(&cluster.cluster_id, cluster.bft.epoch);
