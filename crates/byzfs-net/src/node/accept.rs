@@ -184,8 +184,11 @@ async fn serve(
         Admit::Replica(from) => {
             // One inbound link per replica: this one supersedes any older one.
             let gen_tx = &shared.inbound_gen[from as usize];
-            gen_tx.send_modify(|g| *g += 1);
-            let mine = *gen_tx.borrow();
+            let mut mine = 0;
+            gen_tx.send_modify(|g| {
+                *g += 1;
+                mine = *g;
+            });
             let mut gen_rx = gen_tx.subscribe();
             if write_msg(&mut wr, &Welcome::Accepted).await.is_err() {
                 return;

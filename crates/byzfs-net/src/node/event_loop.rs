@@ -110,6 +110,7 @@ impl<S: Service> EventLoop<S> {
                 if deadline <= now {
                     self.replica.handle_timeout(now);
                     self.drain()?;
+                    self.publish_progress();
                     continue;
                 }
                 sleep.as_mut().reset(self.clock.instant_of(deadline));
@@ -117,8 +118,8 @@ impl<S: Service> EventLoop<S> {
                 let far = tokio::time::Instant::now() + core::time::Duration::from_secs(3600);
                 sleep.as_mut().reset(far);
             }
+            // Unbiased: under a constant stream of inputs the ticks still get their turn.
             tokio::select! {
-                biased;
                 _ = &mut shutdown => break,
                 input = self.inbox.recv() => {
                     let Some(input) = input else { break };
@@ -147,7 +148,17 @@ impl<S: Service> EventLoop<S> {
 
     fn on_input(&mut self, input: Inbound) {
         match input {
-            Inbound::Frame(bytes) => self.replica.handle_message(self.clock.now(), &bytes),
+            Inbound::Frame(bytes) => {
+                if tracing::enabled!(tracing::Level::TRACE) {
+                    trace_frame(
+                        self.me(),
+                        "in",
+                        &bytes,
+                        self.shared.cluster.bft.message_bytes_max,
+                    );
+                }
+                self.replica.handle_message(self.clock.now(), &bytes)
+            }
             Inbound::ClientUp {
                 client,
                 to_client,
@@ -191,6 +202,14 @@ impl<S: Service> EventLoop<S> {
     }
 
     fn perform(&mut self, a: Action) {
+        if tracing::enabled!(tracing::Level::TRACE) {
+            if let Action::Send { bytes, .. }
+            | Action::Broadcast { bytes }
+            | Action::SendClient { bytes, .. } = &a
+            {
+                trace_frame(self.me(), "out", bytes, usize::MAX);
+            }
+        }
         let counters = &self.shared.counters;
         match a {
             Action::Send { to, bytes } => {
@@ -301,5 +320,22 @@ impl<S: Service> EventLoop<S> {
             net: self.shared.counters.snapshot(),
         };
         self.status_tx.send_replace(status);
+    }
+}
+
+/// Logs a frame's header at trace level (debugging aid; parsing hashes the body).
+fn trace_frame(me: ReplicaId, dir: &'static str, bytes: &[u8], max: usize) {
+    match byzfs_bft::wire::Frame::parse(bytes, max) {
+        Ok(f) => tracing::trace!(
+            replica = me,
+            dir,
+            tag = ?f.header.tag,
+            sender = ?f.header.sender,
+            len = bytes.len(),
+            "frame"
+        ),
+        Err(e) => {
+            tracing::trace!(replica = me, dir, error = %e, len = bytes.len(), "unparsable frame")
+        }
     }
 }
