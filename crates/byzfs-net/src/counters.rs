@@ -10,7 +10,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// Why the runtime dropped something.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum NetDrop {
-    /// A frame announced a length above `message_bytes_max` (connection closed).
+    /// A frame above `message_bytes_max`: announced by a peer (its connection is closed) or
+    /// produced locally (not sent).
     Oversized,
     /// A handshake message did not parse, had the wrong version, or failed authentication.
     BadHandshake,

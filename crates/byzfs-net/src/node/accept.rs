@@ -182,7 +182,8 @@ async fn serve(
             .await;
         }
         Admit::Replica(from) => {
-            // One inbound link per replica: this one supersedes any older one.
+            // One inbound link per replica: this one supersedes any older one. `admit`
+            // checked `from < n` (one `hello_in` key per replica), so the index is valid.
             let gen_tx = &shared.inbound_gen[from as usize];
             let mut mine = 0;
             gen_tx.send_modify(|g| {

@@ -211,6 +211,21 @@ impl<S: Service> EventLoop<S> {
             }
         }
         let counters = &self.shared.counters;
+        if let Action::Send { bytes, .. }
+        | Action::Broadcast { bytes }
+        | Action::SendClient { bytes, .. } = &a
+        {
+            if bytes.len() > self.shared.cluster.bft.message_bytes_max {
+                // The receiver would close the connection over it: drop it here instead.
+                counters.dropped(NetDrop::Oversized);
+                tracing::warn!(
+                    replica = self.replica.id(),
+                    len = bytes.len(),
+                    "core produced a frame above message_bytes_max; dropped"
+                );
+                return;
+            }
+        }
         match a {
             Action::Send { to, bytes } => {
                 if let Some(Some(q)) = self.peers.get(to as usize) {
