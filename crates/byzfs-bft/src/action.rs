@@ -79,6 +79,26 @@ pub enum Event {
         /// Executed before the commit certificate was complete.
         tentative: bool,
     },
+    /// A prepared certificate completed here: the pre-prepare for `digest` at `(view, seq)` and
+    /// `2f` matching PREPAREs (INV-PREPARED, PROTOCOL.md §6.6, is checked on these).
+    Prepared {
+        /// View.
+        view: View,
+        /// Sequence number.
+        seq: Seq,
+        /// Batch digest.
+        digest: Digest,
+    },
+    /// A commit certificate completed here (`committed-local`): prepared plus `2f+1` matching
+    /// COMMITs. It must imply that `f+1` correct replicas prepared the same `(view, seq, digest)`.
+    CommittedLocal {
+        /// View.
+        view: View,
+        /// Sequence number.
+        seq: Seq,
+        /// Batch digest.
+        digest: Digest,
+    },
     /// The batch at `seq` is committed and executed (`last_executed = seq`).
     Committed {
         /// Sequence number.

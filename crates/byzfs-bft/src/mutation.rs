@@ -7,11 +7,13 @@
 pub enum Mutation {
     /// Commit certificate of `2f` instead of `2f+1` COMMITs.
     CommitQuorum2f,
-    /// Accept a second, different PRE-PREPARE for the same `(view, seq)`.
+    /// Accept a second, different PRE-PREPARE for the same `(view, seq)` and vote for it too.
     AcceptSecondPrePrepare,
-    /// New-view computation picks the prepared entry with the lowest view.
+    /// New-view computation picks the prepared entry with the lowest view, without the A1
+    /// non-contradiction count (with A1 the order alone cannot change a safe outcome).
     NewViewLowestView,
-    /// PREPARE votes match on `(view, seq)` only, ignoring the digest.
+    /// PREPARE votes match on `(view, seq)` only, ignoring the digest. (COMMITs still bind the
+    /// digest, so this shows as two prepared certificates for one `(view, seq)`: INV-PREPARED.)
     PrepareWithoutDigest,
     /// Execute tentatively before all earlier batches have committed.
     TentativeBeforeCommitted,

@@ -41,6 +41,8 @@ pub(crate) struct Slot {
     pub sent_prepare: bool,
     /// Whether this replica sent COMMIT in the current view.
     pub sent_commit: bool,
+    /// Whether the commit certificate of the current view was reported.
+    pub committed_reported: bool,
     /// Own frames of the current view, for retransmission.
     pub own_prepare: Option<Arc<[u8]>>,
     /// Own COMMIT frame.
@@ -62,6 +64,7 @@ impl Slot {
         self.commits.clear();
         self.sent_prepare = false;
         self.sent_commit = false;
+        self.committed_reported = false;
         self.own_prepare = None;
         self.own_commit = None;
     }

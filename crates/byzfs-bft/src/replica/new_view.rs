@@ -117,7 +117,11 @@ fn decide_seq(
                         .any(|e| e.seq == n && e.digest == d && e.view >= v)
             })
             .count();
-        if a1 >= quorum && a2 >= weak {
+        // A1 makes the candidate order irrelevant for safety (a lower-view candidate passes
+        // A1 only if at most f messages report a higher view, so nothing of a higher view can
+        // have committed); the broken rule therefore drops A1 too: it is the "first/lowest
+        // certificate wins" merge of pitfall §3.6 #1.
+        if (a1 >= quorum || lowest_first) && a2 >= weak {
             return Some(d);
         }
     }

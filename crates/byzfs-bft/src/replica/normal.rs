@@ -2,7 +2,7 @@
 
 use super::log::{Accepted, Unverified};
 use super::{Replica, StoredRequest, LOOSE_REQUESTS_MAX, M};
-use crate::action::{DropReason, PersistRecord};
+use crate::action::{DropReason, Event, PersistRecord};
 use crate::batch::{batch_digest, null_digest};
 use crate::crypto::Digest;
 use crate::ids::{Principal, Seq};
@@ -302,6 +302,12 @@ impl<S: Service> Replica<S> {
     ) {
         self.note_batch(d, batch);
         let slot = self.log.entry(seq).or_default();
+        if slot.pre_prepare.as_ref().is_some_and(|a| a.digest != d) {
+            // Only reachable under the AcceptSecondPrePrepare mutation: vote again.
+            slot.sent_prepare = false;
+            slot.sent_commit = false;
+            slot.committed_reported = false;
+        }
         slot.unverified = None;
         slot.pre_prepare = Some(Accepted { digest: d, frame });
         self.maybe_send_prepare(seq);
@@ -430,6 +436,11 @@ impl<S: Service> Replica<S> {
         if slot.prepared_info.is_none_or(|(pv, _)| pv <= v) {
             slot.prepared_info = Some((v, d));
         }
+        self.event(Event::Prepared {
+            view: v,
+            seq,
+            digest: d,
+        });
         self.try_execute_tentative();
         self.persist(PersistRecord::Committed {
             view: v,
@@ -447,7 +458,31 @@ impl<S: Service> Replica<S> {
             slot.own_commit = Some(frame);
             slot.commits.insert(me, d);
         }
+        self.report_committed(seq);
         self.execute_committed();
+    }
+
+    /// Reports a completed commit certificate once per view (for the checkers).
+    fn report_committed(&mut self, seq: Seq) {
+        if !self.is_committed(seq) {
+            return;
+        }
+        let v = self.view;
+        let Some(slot) = self.log.get_mut(&seq) else {
+            return;
+        };
+        let Some(d) = slot.pre_prepare.as_ref().map(|a| a.digest) else {
+            return;
+        };
+        if slot.committed_reported {
+            return;
+        }
+        slot.committed_reported = true;
+        self.event(Event::CommittedLocal {
+            view: v,
+            seq,
+            digest: d,
+        });
     }
 
     /// §1.5 "On COMMIT".
@@ -460,6 +495,7 @@ impl<S: Service> Replica<S> {
         }
         let slot = self.log.entry(c.seq).or_default();
         slot.commits.entry(c.replica).or_insert(c.digest);
+        self.report_committed(c.seq);
         self.execute_committed();
     }
 }
