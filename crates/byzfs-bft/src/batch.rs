@@ -45,5 +45,9 @@ pub fn batch_digest(batch: &BatchBody) -> Option<Digest> {
 
 /// Parses every inlined request frame of a batch (checking each body digest).
 pub fn parse_requests(batch: &BatchBody, max_len: usize) -> Option<Vec<Frame<'_>>> {
-    batch.requests.iter().map(|r| Frame::parse(r, max_len).ok()).collect()
+    batch
+        .requests
+        .iter()
+        .map(|r| Frame::parse(r, max_len).ok())
+        .collect()
 }

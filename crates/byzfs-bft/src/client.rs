@@ -1,10 +1,37 @@
-//! The sans-IO client (PROTOCOL.md §1.6, §1.8). PLACEHOLDER API — implementation in progress.
+//! The sans-IO client (PROTOCOL.md §1.6, §1.8, §1.10, §1.12).
+//!
+//! A [`Client`] has at most one outstanding request. The driver:
+//!
+//! 1. calls [`Client::invoke`] to start a request, [`Client::handle_message`] for every frame
+//!    received from a replica and [`Client::handle_timeout`] when the deadline returned by
+//!    [`Client::poll_timeout`] has passed;
+//! 2. after each of those calls, drains [`Client::poll_action`] until it returns `None`,
+//!    performing the sends in order, then re-arms its timer from [`Client::poll_timeout`].
+//!
+//! The client never reads a clock (`now` is passed in) and draws randomness (the designated
+//! replier, the retransmission jitter) only from its own `ChaCha8Rng` seeded at construction,
+//! so the same inputs always produce byte-identical frames.
+//!
+//! **What the client expects of a replica's REPLY** (the contract with the replica):
+//! a frame tagged [`Tag::Reply`], sender `Principal::Replica(j)`, the configuration epoch,
+//! authenticated with one MAC ([`AuthKind::Mac`]) under the key replica `j` uses towards this
+//! client; the body's `client` and `rid` are those of the request, `replica == j`,
+//! `result_digest == Digest::of(result)`, `result` is `Some` for a full reply, `tentative` is
+//! set for tentative and read-only executions, and `view` is the replica's current view.
 
 use crate::config::Config;
-use crate::crypto::ClientKeys;
-use crate::ids::{ReplicaId, RequestId};
+use crate::crypto::{ClientKeys, Digest};
+use crate::ids::{Principal, ReplicaId, RequestId, View};
+use crate::message::{Message, Reply, Request, Tag};
 use crate::time::Time;
+use crate::wire::{self, Auth, AuthKind, Envelope, Frame, REPLIER_ALL};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
+
+/// Request header flag: the operation is read-only (PROTOCOL.md §1.8).
+pub const FLAG_READ_ONLY: u8 = 0x01;
 
 /// Output of the client state machine.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -41,37 +68,1075 @@ pub enum ClientError {
     TooLarge,
 }
 
-/// A BFT client.
+/// Counters of the client's activity; bad input is dropped and counted here, never panics.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ClientStats {
+    /// Authentic, well-formed replies for the outstanding request that were recorded.
+    pub replies_accepted: u64,
+    /// Frames whose MAC is missing, of the wrong kind, or does not verify.
+    pub dropped_bad_auth: u64,
+    /// Frames that do not parse, are not replies, come from no replica of the configuration,
+    /// name another client or another sender, or carry a full result that does not match its
+    /// digest.
+    pub dropped_malformed: u64,
+    /// Replies for a request that is not outstanding (an earlier one, or after completion), or
+    /// from another configuration epoch.
+    pub dropped_stale: u64,
+    /// Retransmissions of the outstanding request.
+    pub retransmissions: u64,
+    /// Read-only requests resent as ordinary read-write requests (PROTOCOL.md §1.8).
+    pub read_only_fallbacks: u64,
+}
+
+/// The latest reply of one replica for the outstanding request.
+#[derive(Clone, Debug)]
+struct ReplySlot {
+    view: View,
+    tentative: bool,
+    digest: Digest,
+    /// The full result, checked against `digest` on receipt.
+    full: Option<Vec<u8>>,
+}
+
+/// The outstanding request.
+#[derive(Debug)]
+struct Outstanding {
+    rid: RequestId,
+    /// The serialised [`Request`] body, encoded once; its digest is `digest`.
+    body: Vec<u8>,
+    digest: Digest,
+    /// Sent to every replica from the first transmission on (read-only or big).
+    read_only: bool,
+    replier: u8,
+    /// The current frame; rebuilt (MACs only) when `read_only` or `replier` change.
+    frame: Arc<[u8]>,
+    retransmissions: u32,
+    /// Current retransmission timeout, in microseconds (at least 1).
+    rtimeout_us: u64,
+    deadline: Time,
+    /// Latest reply per replica.
+    replies: BTreeMap<ReplicaId, ReplySlot>,
+}
+
+/// Why a frame was dropped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum DropReason {
+    BadAuth,
+    Malformed,
+    Stale,
+}
+
+/// A BFT client (PROTOCOL.md §1.6).
 pub struct Client {
-    _config: Config,
-    _keys: ClientKeys,
+    config: Config,
+    keys: ClientKeys,
+    rng: ChaCha8Rng,
+    view: View,
+    next_rid: RequestId,
+    out: Option<Outstanding>,
+    actions: VecDeque<ClientAction>,
+    stats: ClientStats,
+}
+
+fn micros(d: core::time::Duration) -> u64 {
+    u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
 }
 
 impl Client {
-    /// Creates a client.
+    /// Creates a client. `keys` must hold one key per replica of `config` in each direction;
+    /// `rng_seed` seeds every random choice the client makes.
     pub fn new(config: Config, keys: ClientKeys, rng_seed: u64) -> Client {
-        let _ = rng_seed;
-        Client { _config: config, _keys: keys }
+        debug_assert_eq!(
+            keys.to_replica.len(),
+            config.n(),
+            "one outgoing key per replica"
+        );
+        debug_assert_eq!(
+            keys.from_replica.len(),
+            config.n(),
+            "one incoming key per replica"
+        );
+        Client {
+            config,
+            keys,
+            rng: ChaCha8Rng::seed_from_u64(rng_seed),
+            view: 0,
+            next_rid: 1,
+            out: None,
+            actions: VecDeque::new(),
+            stats: ClientStats::default(),
+        }
     }
-    /// Invokes an operation.
-    pub fn invoke(&mut self, now: Time, op: Vec<u8>, read_only: bool) -> Result<RequestId, ClientError> {
-        let _ = (now, op, read_only);
-        Err(ClientError::Busy)
+
+    /// The view the client believes current; its primary receives first transmissions.
+    pub fn view(&self) -> View {
+        self.view
     }
-    /// Handles a frame from a replica.
+
+    /// The outstanding request, if any.
+    pub fn outstanding(&self) -> Option<RequestId> {
+        self.out.as_ref().map(|o| o.rid)
+    }
+
+    /// The id the next successful [`Client::invoke`] will return.
+    pub fn next_rid(&self) -> RequestId {
+        self.next_rid
+    }
+
+    /// Activity counters.
+    pub fn stats(&self) -> &ClientStats {
+        &self.stats
+    }
+
+    /// Invokes an operation and returns its request id (ids start at 1 and strictly
+    /// increase; a refused invocation consumes none).
+    ///
+    /// The request body is serialised and hashed once. First transmission (PROTOCOL.md §1.6,
+    /// §1.10): a small read-write request goes to the primary of the client's view only; a
+    /// read-only or big request goes to every replica.
+    pub fn invoke(
+        &mut self,
+        now: Time,
+        op: Vec<u8>,
+        read_only: bool,
+    ) -> Result<RequestId, ClientError> {
+        if self.out.is_some() {
+            return Err(ClientError::Busy);
+        }
+        if op.len() > self.config.op_bytes_max {
+            return Err(ClientError::TooLarge);
+        }
+        let rid = self.next_rid;
+        // 2^64 requests never happen; saturating keeps the code panic-free regardless.
+        self.next_rid = rid.saturating_add(1);
+        let big = op.len() > self.config.big_request_threshold;
+        let body = wire::encode_body(&Message::Request(Request {
+            client: self.keys.me,
+            rid,
+            op,
+        }));
+        let digest = Digest::of(&body);
+        let replier = self.random_replier(None);
+        let max_us = micros(self.config.client_retransmit_max).max(1);
+        let rtimeout_us = micros(self.config.client_retransmit).clamp(1, max_us);
+        let mut o = Outstanding {
+            rid,
+            body,
+            digest,
+            read_only,
+            replier,
+            frame: Arc::from(Vec::new()),
+            retransmissions: 0,
+            rtimeout_us,
+            deadline: Time::from_micros(now.as_micros().saturating_add(rtimeout_us)),
+            replies: BTreeMap::new(),
+        };
+        o.frame = build_frame(&self.config, &self.keys, &o);
+        let bytes = o.frame.clone();
+        self.actions.push_back(if read_only || big {
+            ClientAction::Broadcast { bytes }
+        } else {
+            ClientAction::Send {
+                to: self.config.primary(self.view),
+                bytes,
+            }
+        });
+        tracing::debug!(client = self.keys.me, rid, read_only, big, "request sent");
+        self.out = Some(o);
+        Ok(rid)
+    }
+
+    /// Handles a frame from a replica: a REPLY for the outstanding request is recorded and may
+    /// complete it (PROTOCOL.md §1.6); anything else is dropped and counted.
     pub fn handle_message(&mut self, now: Time, bytes: &[u8]) {
-        let _ = (now, bytes);
-    }
-    /// Handles timer expiry.
-    pub fn handle_timeout(&mut self, now: Time) {
         let _ = now;
+        match self.check_reply(bytes) {
+            Ok((j, reply)) => {
+                self.stats.replies_accepted += 1;
+                self.record(j, reply);
+                self.try_complete();
+            }
+            Err(reason) => {
+                tracing::debug!(client = self.keys.me, ?reason, "reply dropped");
+                match reason {
+                    DropReason::BadAuth => self.stats.dropped_bad_auth += 1,
+                    DropReason::Malformed => self.stats.dropped_malformed += 1,
+                    DropReason::Stale => self.stats.dropped_stale += 1,
+                }
+            }
+        }
     }
-    /// The next deadline.
+
+    /// Handles timer expiry: if the outstanding request's deadline has passed, retransmit it
+    /// to every replica with exponential back-off (PROTOCOL.md §1.6). After more than one
+    /// retransmission a read-only request falls back to an ordered one with a new designated
+    /// replier (§1.8); if a certificate is complete except for its full result, every replica
+    /// is asked for the full result (§1.12).
+    pub fn handle_timeout(&mut self, now: Time) {
+        let f = self.config.f as usize;
+        let max_us = micros(self.config.client_retransmit_max).max(1);
+        let Some(o) = self.out.as_mut() else {
+            return;
+        };
+        if now < o.deadline {
+            return;
+        }
+        o.retransmissions = o.retransmissions.saturating_add(1);
+        self.stats.retransmissions += 1;
+        let mut changed = false;
+        if o.read_only && o.retransmissions > 1 {
+            o.read_only = false;
+            self.stats.read_only_fallbacks += 1;
+            // Read-only replies cannot certify the ordered request (library `t_reps.clear()`).
+            o.replies.retain(|_, s| !s.tentative);
+            let n = self.config.n();
+            o.replier = random_replier(&mut self.rng, n, Some(o.replier));
+            changed = true;
+        }
+        if o.replier != REPLIER_ALL && certified(o, f, false).is_some() {
+            o.replier = REPLIER_ALL;
+            changed = true;
+        }
+        let t = o.rtimeout_us.max(1);
+        let jitter = self.rng.gen_range(0..t);
+        o.rtimeout_us = t.saturating_add(jitter).clamp(1, max_us);
+        o.deadline = Time::from_micros(now.as_micros().saturating_add(o.rtimeout_us));
+        if changed {
+            // Re-authenticate only: the body and its digest are reused as they are.
+            let frame = build_frame(&self.config, &self.keys, o);
+            o.frame = frame;
+        }
+        self.actions.push_back(ClientAction::Broadcast {
+            bytes: o.frame.clone(),
+        });
+        tracing::debug!(
+            client = self.keys.me,
+            rid = o.rid,
+            n_retrans = o.retransmissions,
+            "request retransmitted"
+        );
+    }
+
+    /// The next deadline: when the outstanding request is retransmitted.
+    #[must_use]
     pub fn poll_timeout(&self) -> Option<Time> {
-        None
+        self.out.as_ref().map(|o| o.deadline)
     }
-    /// The next output.
+
+    /// The next output, in order.
+    #[must_use]
     pub fn poll_action(&mut self) -> Option<ClientAction> {
-        None
+        self.actions.pop_front()
+    }
+
+    fn random_replier(&mut self, avoid: Option<u8>) -> u8 {
+        random_replier(&mut self.rng, self.config.n(), avoid)
+    }
+
+    /// Checks a frame as a REPLY to the outstanding request; returns its sender and body.
+    fn check_reply(&self, bytes: &[u8]) -> Result<(ReplicaId, Reply), DropReason> {
+        let frame = Frame::parse(bytes, self.config.message_bytes_max)
+            .map_err(|_| DropReason::Malformed)?;
+        let h = frame.header;
+        if h.tag != Tag::Reply {
+            return Err(DropReason::Malformed);
+        }
+        let j = match h.sender {
+            Principal::Replica(j) if (j as usize) < self.config.n() => j,
+            _ => return Err(DropReason::Malformed),
+        };
+        if h.epoch != self.config.epoch {
+            return Err(DropReason::Stale);
+        }
+        if h.auth != AuthKind::Mac {
+            return Err(DropReason::BadAuth);
+        }
+        let key = self
+            .keys
+            .from_replica
+            .get(j as usize)
+            .ok_or(DropReason::BadAuth)?;
+        if !frame.verify_mac(key, 0) {
+            return Err(DropReason::BadAuth);
+        }
+        let reply = match frame.decode() {
+            Ok(Message::Reply(r)) => r,
+            _ => return Err(DropReason::Malformed),
+        };
+        if reply.client != self.keys.me || reply.replica != j {
+            return Err(DropReason::Malformed);
+        }
+        match &self.out {
+            Some(o) if o.rid == reply.rid => {}
+            _ => return Err(DropReason::Stale),
+        }
+        if let Some(result) = &reply.result {
+            if Digest::of(result) != reply.result_digest {
+                return Err(DropReason::Malformed);
+            }
+        }
+        Ok((j, reply))
+    }
+
+    /// Records `reply` as replica `j`'s latest. A later reply replaces an earlier one, except
+    /// that a committed reply is final and is not replaced by a tentative one (a reordered
+    /// earlier reply). A digest-only reply keeps the full result already received for the same
+    /// digest.
+    fn record(&mut self, j: ReplicaId, reply: Reply) {
+        let Some(o) = self.out.as_mut() else {
+            return;
+        };
+        let mut new = ReplySlot {
+            view: reply.view,
+            tentative: reply.tentative,
+            digest: reply.result_digest,
+            full: reply.result,
+        };
+        match o.replies.get_mut(&j) {
+            Some(old) if !old.tentative && new.tentative => {
+                if old.digest == new.digest && old.full.is_none() {
+                    old.full = new.full;
+                }
+            }
+            Some(old) => {
+                if old.digest == new.digest && new.full.is_none() {
+                    new.full = old.full.take();
+                }
+                *old = new;
+            }
+            None => {
+                o.replies.insert(j, new);
+            }
+        }
+    }
+
+    /// Completes the outstanding request if a certificate with a full result is complete,
+    /// and adopts the view of its replies.
+    fn try_complete(&mut self) {
+        let f = self.config.f as usize;
+        let Some(d) = self.out.as_ref().and_then(|o| certified(o, f, true)) else {
+            return;
+        };
+        let Some(o) = self.out.take() else {
+            return;
+        };
+        let mut views = Vec::new();
+        let mut result = None;
+        for s in o.replies.into_values().filter(|s| s.digest == d) {
+            views.push(s.view);
+            if result.is_none() {
+                result = s.full;
+            }
+        }
+        // The f+1-th highest view: at least f+1 matching replies report a view at least this
+        // high, so at least one correct replica has reached it.
+        views.sort_unstable_by(|a, b| b.cmp(a));
+        if let Some(&v) = views.get(f) {
+            self.view = self.view.max(v);
+        }
+        // `certified(.., true)` only returns a digest some matching reply holds in full.
+        let result = result.unwrap_or_default();
+        tracing::debug!(
+            client = self.keys.me,
+            rid = o.rid,
+            view = self.view,
+            "request completed"
+        );
+        self.actions
+            .push_back(ClientAction::Completed { rid: o.rid, result });
+    }
+}
+
+/// Builds the request frame: header, the stored body, an authenticator with one MAC per
+/// replica `0..n` in order.
+fn build_frame(config: &Config, keys: &ClientKeys, o: &Outstanding) -> Arc<[u8]> {
+    let n = config.n();
+    let macs = keys.to_replica.get(..n).unwrap_or(&keys.to_replica);
+    let env = Envelope {
+        sender: Principal::Client(keys.me),
+        epoch: config.epoch,
+        flags: if o.read_only { FLAG_READ_ONLY } else { 0 },
+        replier: o.replier,
+    };
+    Arc::from(wire::encode_with_body(
+        env,
+        Tag::Request,
+        &o.body,
+        o.digest,
+        Auth::Authenticator(macs),
+    ))
+}
+
+/// A designated replier drawn uniformly from `0..n`, different from `avoid` when possible.
+fn random_replier(rng: &mut ChaCha8Rng, n: usize, avoid: Option<u8>) -> u8 {
+    let pick = match avoid {
+        Some(a) if (a as usize) < n && n > 1 => {
+            let r = rng.gen_range(0..n - 1);
+            if r >= a as usize {
+                r + 1
+            } else {
+                r
+            }
+        }
+        _ => rng.gen_range(0..n.max(1)),
+    };
+    u8::try_from(pick).unwrap_or(REPLIER_ALL)
+}
+
+/// The result digest of a complete reply certificate (PROTOCOL.md §1.6): `f+1` matching
+/// committed replies, or `2f+1` matching replies tentative and committed together. With
+/// `need_full`, only a digest for which some matching reply carried the full result counts.
+fn certified(o: &Outstanding, f: usize, need_full: bool) -> Option<Digest> {
+    // digest → (committed, total, has full result)
+    let mut tally: BTreeMap<Digest, (usize, usize, bool)> = BTreeMap::new();
+    for s in o.replies.values() {
+        let e = tally.entry(s.digest).or_default();
+        if !s.tentative {
+            e.0 += 1;
+        }
+        e.1 += 1;
+        e.2 |= s.full.is_some();
+    }
+    tally
+        .into_iter()
+        .find(|(_, (c, t, full))| (*c > f || *t > 2 * f) && (*full || !need_full))
+        .map(|(d, _)| d)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::crypto::{TestKeys, MAC_LEN};
+    use crate::ids::ClientId;
+    use core::time::Duration;
+
+    const C: ClientId = 7;
+    const KEY_SEED: u64 = 11;
+
+    struct Harness {
+        config: Config,
+        keys: TestKeys,
+        client: Client,
+    }
+
+    impl Harness {
+        fn new(f: u32) -> Harness {
+            Harness::with_seed(f, 1)
+        }
+
+        fn with_seed(f: u32, seed: u64) -> Harness {
+            let config = Config::new(f);
+            let keys = TestKeys::new(KEY_SEED, config.n());
+            let client = Client::new(config.clone(), keys.client(C), seed);
+            Harness {
+                config,
+                keys,
+                client,
+            }
+        }
+
+        fn n(&self) -> u32 {
+            self.config.n() as u32
+        }
+
+        /// A REPLY frame from replica `j`, MAC'd with `j`'s key for client `C`.
+        fn frame(&self, j: ReplicaId, reply: &Reply) -> Vec<u8> {
+            let rk = self.keys.replica(j, [C]);
+            wire::encode(
+                Envelope::new(Principal::Replica(j), self.config.epoch),
+                &Message::Reply(reply.clone()),
+                Auth::Mac(&rk.clients[&C].0),
+            )
+        }
+
+        fn deliver(&mut self, j: ReplicaId, reply: &Reply) {
+            let bytes = self.frame(j, reply);
+            self.client.handle_message(Time::ZERO, &bytes);
+        }
+
+        fn actions(&mut self) -> Vec<ClientAction> {
+            std::iter::from_fn(|| self.client.poll_action()).collect()
+        }
+
+        fn completed(&mut self) -> Option<(RequestId, Vec<u8>)> {
+            let mut done = None;
+            for a in self.actions() {
+                if let ClientAction::Completed { rid, result } = a {
+                    assert!(done.is_none(), "completed twice");
+                    done = Some((rid, result));
+                }
+            }
+            done
+        }
+
+        /// Invokes and drains the first transmission.
+        fn invoke(&mut self, op: &[u8], read_only: bool) -> RequestId {
+            let rid = self
+                .client
+                .invoke(Time::ZERO, op.to_vec(), read_only)
+                .unwrap();
+            self.actions();
+            rid
+        }
+
+        /// Fires the retransmission timer and returns the one frame broadcast.
+        fn retransmit(&mut self) -> (Time, Arc<[u8]>) {
+            let at = self.client.poll_timeout().expect("armed");
+            self.client.handle_timeout(at);
+            match self.actions().as_slice() {
+                [ClientAction::Broadcast { bytes }] => (at, bytes.clone()),
+                other => panic!("expected one broadcast, got {other:?}"),
+            }
+        }
+    }
+
+    fn reply(
+        j: ReplicaId,
+        rid: RequestId,
+        view: View,
+        tentative: bool,
+        result: &[u8],
+        full: bool,
+    ) -> Reply {
+        Reply {
+            view,
+            rid,
+            client: C,
+            replica: j,
+            tentative,
+            result_digest: Digest::of(result),
+            result: full.then(|| result.to_vec()),
+        }
+    }
+
+    fn body(bytes: &[u8]) -> &[u8] {
+        let f = Frame::parse(bytes, 1 << 24).unwrap();
+        f.body
+    }
+
+    fn header(bytes: &[u8]) -> wire::Header {
+        Frame::parse(bytes, 1 << 24).unwrap().header
+    }
+
+    fn only_frame(actions: &[ClientAction]) -> Arc<[u8]> {
+        match actions {
+            [ClientAction::Send { bytes, .. }] | [ClientAction::Broadcast { bytes }] => {
+                bytes.clone()
+            }
+            other => panic!("expected one frame, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn first_send_read_write_goes_to_primary_only() {
+        for f in [1, 2] {
+            let mut h = Harness::new(f);
+            h.client.invoke(Time::ZERO, b"w".to_vec(), false).unwrap();
+            match h.actions().as_slice() {
+                [ClientAction::Send { to: 0, .. }] => {}
+                other => panic!("f={f}: {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn first_send_read_only_or_big_is_broadcast() {
+        for f in [1, 2] {
+            let mut h = Harness::new(f);
+            h.client.invoke(Time::ZERO, b"r".to_vec(), true).unwrap();
+            let a = h.actions();
+            assert!(
+                matches!(a.as_slice(), [ClientAction::Broadcast { .. }]),
+                "{a:?}"
+            );
+            assert_eq!(
+                header(&only_frame(&a)).flags & FLAG_READ_ONLY,
+                FLAG_READ_ONLY
+            );
+
+            let mut h = Harness::new(f);
+            let big = vec![9u8; h.config.big_request_threshold + 1];
+            h.client.invoke(Time::ZERO, big, false).unwrap();
+            let a = h.actions();
+            assert!(
+                matches!(a.as_slice(), [ClientAction::Broadcast { .. }]),
+                "{a:?}"
+            );
+            assert_eq!(header(&only_frame(&a)).flags & FLAG_READ_ONLY, 0);
+
+            let mut h = Harness::new(f);
+            let small = vec![9u8; h.config.big_request_threshold];
+            h.client.invoke(Time::ZERO, small, false).unwrap();
+            assert!(matches!(
+                h.actions().as_slice(),
+                [ClientAction::Send { to: 0, .. }]
+            ));
+        }
+    }
+
+    #[test]
+    fn request_frame_is_authenticated_for_every_replica() {
+        for f in [1, 2] {
+            let mut h = Harness::new(f);
+            let rid = h.client.invoke(Time::ZERO, b"op".to_vec(), false).unwrap();
+            let bytes = only_frame(&h.actions());
+            let frame = Frame::parse(&bytes, h.config.message_bytes_max).unwrap();
+            let hd = frame.header;
+            assert_eq!(hd.tag, Tag::Request);
+            assert_eq!(hd.sender, Principal::Client(C));
+            assert_eq!(hd.epoch, h.config.epoch);
+            assert_eq!(hd.flags, 0);
+            assert!((hd.replier as u32) < h.n());
+            assert_eq!(hd.auth, AuthKind::Authenticator);
+            assert_eq!(hd.auth_len as usize, h.config.n() * MAC_LEN);
+            assert_eq!(
+                frame.decode().unwrap(),
+                Message::Request(Request {
+                    client: C,
+                    rid,
+                    op: b"op".to_vec()
+                })
+            );
+            for j in 0..h.n() {
+                let rk = h.keys.replica(j, [C]);
+                assert!(frame.verify_mac(&rk.clients[&C].1, j as usize), "slot {j}");
+                let other = (j as usize + 1) % h.config.n();
+                assert!(!frame.verify_mac(&rk.clients[&C].1, other), "slot {other}");
+                assert!(!frame.verify_mac(&rk.clients[&C].0, j as usize));
+            }
+        }
+    }
+
+    #[test]
+    fn f_plus_one_committed_complete_and_f_do_not() {
+        for f in [1, 2] {
+            let mut h = Harness::new(f);
+            let rid = h.invoke(b"w", false);
+            for j in 0..f {
+                h.deliver(j, &reply(j, rid, 0, false, b"ok", j == 0));
+            }
+            assert_eq!(h.completed(), None, "f={f}");
+            assert_eq!(h.client.outstanding(), Some(rid));
+            h.deliver(f, &reply(f, rid, 0, false, b"ok", false));
+            assert_eq!(h.completed(), Some((rid, b"ok".to_vec())), "f={f}");
+            assert_eq!(h.client.outstanding(), None);
+            assert_eq!(h.client.poll_timeout(), None);
+            assert_eq!(h.client.stats().replies_accepted, f as u64 + 1);
+        }
+    }
+
+    #[test]
+    fn two_f_plus_one_tentative_complete_and_2f_do_not() {
+        for f in [1, 2] {
+            let mut h = Harness::new(f);
+            let rid = h.invoke(b"r", true);
+            for j in 0..2 * f {
+                h.deliver(j, &reply(j, rid, 0, true, b"val", true));
+            }
+            assert_eq!(h.completed(), None, "f={f}");
+            h.deliver(2 * f, &reply(2 * f, rid, 0, true, b"val", false));
+            assert_eq!(h.completed(), Some((rid, b"val".to_vec())), "f={f}");
+        }
+    }
+
+    #[test]
+    fn tentative_and_committed_count_together_towards_2f_plus_1() {
+        for f in [1, 2] {
+            let mut h = Harness::new(f);
+            let rid = h.invoke(b"w", false);
+            // f committed (one short of f+1) plus f+1 tentative: 2f+1 matching.
+            for j in 0..f {
+                h.deliver(j, &reply(j, rid, 0, false, b"ok", false));
+            }
+            for j in f..2 * f {
+                h.deliver(j, &reply(j, rid, 0, true, b"ok", true));
+            }
+            assert_eq!(h.completed(), None, "f={f}");
+            h.deliver(2 * f, &reply(2 * f, rid, 0, true, b"ok", false));
+            assert_eq!(h.completed(), Some((rid, b"ok".to_vec())), "f={f}");
+        }
+    }
+
+    #[test]
+    fn mixed_digests_do_not_complete() {
+        for f in [1, 2] {
+            let mut h = Harness::new(f);
+            let rid = h.invoke(b"w", false);
+            // Every replica answers in full, half of them committed, but each digest gathers
+            // at most f replies.
+            let n = h.n();
+            let results: Vec<&[u8]> = vec![b"a", b"b", b"c", b"d"];
+            for j in 0..n {
+                let r = results[(j / f) as usize % results.len()];
+                h.deliver(j, &reply(j, rid, 0, j % 2 == 0, r, true));
+            }
+            assert_eq!(h.completed(), None, "f={f}");
+
+            // f committed "x" + f committed "y": 2f >= f+1 replies, but mismatched.
+            let mut h = Harness::new(f);
+            let rid = h.invoke(b"w", false);
+            for j in 0..f {
+                h.deliver(j, &reply(j, rid, 0, false, b"x", true));
+            }
+            for j in f..2 * f {
+                h.deliver(j, &reply(j, rid, 0, false, b"y", true));
+            }
+            assert_eq!(h.completed(), None, "f={f}");
+            // And 2f tentative "x" + 1 tentative "y" is not 2f+1 matching.
+            let mut h = Harness::new(f);
+            let rid = h.invoke(b"r", true);
+            for j in 0..2 * f {
+                h.deliver(j, &reply(j, rid, 0, true, b"x", true));
+            }
+            h.deliver(2 * f, &reply(2 * f, rid, 0, true, b"y", true));
+            assert_eq!(h.completed(), None, "f={f}");
+        }
+    }
+
+    #[test]
+    fn bad_frames_are_dropped_and_counted() {
+        for f in [1, 2] {
+            let mut h = Harness::new(f);
+            let rid = h.invoke(b"w", false);
+            let good = reply(1, rid, 0, false, b"ok", true);
+
+            // Bad MAC: replica 1's reply MAC'd with replica 2's key.
+            let rk2 = h.keys.replica(2, [C]);
+            let forged = wire::encode(
+                Envelope::new(Principal::Replica(1), h.config.epoch),
+                &Message::Reply(good.clone()),
+                Auth::Mac(&rk2.clients[&C].0),
+            );
+            h.client.handle_message(Time::ZERO, &forged);
+            // Unauthenticated and authenticator-carrying replies.
+            let none = wire::encode(
+                Envelope::new(Principal::Replica(1), h.config.epoch),
+                &Message::Reply(good.clone()),
+                Auth::None,
+            );
+            h.client.handle_message(Time::ZERO, &none);
+            assert_eq!(h.client.stats().dropped_bad_auth, 2);
+
+            // Wrong rid: stale.
+            h.deliver(1, &reply(1, rid + 1, 0, false, b"ok", true));
+            h.deliver(1, &reply(1, rid - 1, 0, false, b"ok", true));
+            // Wrong epoch: stale.
+            let rk1 = h.keys.replica(1, [C]);
+            let other_epoch = wire::encode(
+                Envelope::new(Principal::Replica(1), h.config.epoch + 1),
+                &Message::Reply(good.clone()),
+                Auth::Mac(&rk1.clients[&C].0),
+            );
+            h.client.handle_message(Time::ZERO, &other_epoch);
+            assert_eq!(h.client.stats().dropped_stale, 3);
+
+            // Wrong client, sender/replica mismatch, mismatching full result, garbage,
+            // a non-reply, a replica id out of range.
+            h.deliver(
+                1,
+                &Reply {
+                    client: C + 1,
+                    ..good.clone()
+                },
+            );
+            h.deliver(
+                1,
+                &Reply {
+                    replica: 2,
+                    ..good.clone()
+                },
+            );
+            h.deliver(
+                1,
+                &Reply {
+                    result: Some(b"forged".to_vec()),
+                    ..good.clone()
+                },
+            );
+            h.client.handle_message(Time::ZERO, b"garbage");
+            h.client.handle_message(Time::ZERO, &[0u8; 200]);
+            let mut truncated = h.frame(1, &good);
+            truncated.pop();
+            h.client.handle_message(Time::ZERO, &truncated);
+            let prepare = wire::encode(
+                Envelope::new(Principal::Replica(1), h.config.epoch),
+                &Message::Prepare(crate::message::Prepare {
+                    view: 0,
+                    seq: 1,
+                    digest: Digest::ZERO,
+                    replica: 1,
+                }),
+                Auth::Mac(&rk1.clients[&C].0),
+            );
+            h.client.handle_message(Time::ZERO, &prepare);
+            let far = wire::encode(
+                Envelope::new(Principal::Replica(h.n()), h.config.epoch),
+                &Message::Reply(Reply {
+                    replica: h.n(),
+                    ..good.clone()
+                }),
+                Auth::Mac(&rk1.clients[&C].0),
+            );
+            h.client.handle_message(Time::ZERO, &far);
+            assert_eq!(h.client.stats().dropped_malformed, 8);
+
+            assert_eq!(h.client.stats().replies_accepted, 0);
+            // None of it counted: f more good committed replies still do not complete.
+            for j in 0..f {
+                h.deliver(j, &reply(j, rid, 0, false, b"ok", true));
+            }
+            assert_eq!(h.completed(), None);
+            h.deliver(f, &reply(f, rid, 0, false, b"ok", true));
+            assert_eq!(h.completed(), Some((rid, b"ok".to_vec())));
+        }
+    }
+
+    #[test]
+    fn digest_only_certificate_waits_for_a_full_reply() {
+        for f in [1, 2] {
+            let mut h = Harness::new(f);
+            let rid = h.invoke(b"w", false);
+            for j in 0..=f {
+                h.deliver(j, &reply(j, rid, 0, false, b"big result", false));
+            }
+            assert_eq!(h.completed(), None, "f={f}");
+            // The retransmission asks every replica for the full result.
+            let (_, bytes) = h.retransmit();
+            assert_eq!(header(&bytes).replier, REPLIER_ALL);
+            // A full reply with another digest does not help.
+            h.deliver(f + 1, &reply(f + 1, rid, 0, false, b"other", true));
+            assert_eq!(h.completed(), None, "f={f}");
+            // The same replica upgrading to a full reply completes it.
+            h.deliver(0, &reply(0, rid, 0, false, b"big result", true));
+            assert_eq!(h.completed(), Some((rid, b"big result".to_vec())), "f={f}");
+        }
+    }
+
+    #[test]
+    fn tentative_reply_upgrades_to_committed_but_not_back() {
+        let f = 1;
+        let mut h = Harness::new(f);
+        let rid = h.invoke(b"w", false);
+        // Replica 0: full tentative, then digest-only committed (keeps its full result).
+        h.deliver(0, &reply(0, rid, 0, true, b"ok", true));
+        h.deliver(0, &reply(0, rid, 0, false, b"ok", false));
+        // Replica 1: committed, then a reordered tentative reply (must not downgrade).
+        h.deliver(1, &reply(1, rid, 0, false, b"ok", false));
+        assert_eq!(h.completed(), Some((rid, b"ok".to_vec())));
+
+        let mut h = Harness::new(f);
+        let rid = h.invoke(b"w", false);
+        h.deliver(0, &reply(0, rid, 0, false, b"ok", true));
+        h.deliver(0, &reply(0, rid, 0, true, b"ok", false));
+        h.deliver(1, &reply(1, rid, 0, false, b"ok", false));
+        assert_eq!(h.completed(), Some((rid, b"ok".to_vec())));
+
+        // A replica repeating itself counts once.
+        let mut h = Harness::new(f);
+        let rid = h.invoke(b"w", false);
+        for _ in 0..5 {
+            h.deliver(0, &reply(0, rid, 0, false, b"ok", true));
+        }
+        assert_eq!(h.completed(), None);
+    }
+
+    #[test]
+    fn retransmissions_back_off_and_broadcast() {
+        for f in [1, 2] {
+            let mut h = Harness::new(f);
+            h.client.invoke(Time::ZERO, b"w".to_vec(), false).unwrap();
+            let first = only_frame(&h.actions());
+            let base = micros(h.config.client_retransmit);
+            let max = micros(h.config.client_retransmit_max);
+            assert_eq!(h.client.poll_timeout(), Some(Time::from_micros(base)));
+            // Early timeouts do nothing.
+            h.client.handle_timeout(Time::from_micros(base - 1));
+            assert!(h.actions().is_empty());
+            assert_eq!(h.client.stats().retransmissions, 0);
+
+            let mut last = Time::ZERO;
+            let mut intervals = Vec::new();
+            for k in 1..=12u64 {
+                let (at, bytes) = h.retransmit();
+                intervals.push(at.as_micros() - last.as_micros());
+                last = at;
+                assert_eq!(h.client.stats().retransmissions, k);
+                // Same body, same digest: only the authentication may differ.
+                let (a, b) = (header(&first), header(&bytes));
+                assert_eq!(a.body_digest, b.body_digest);
+                assert_eq!(body(&first), body(&bytes));
+            }
+            assert_eq!(intervals[0], base);
+            for w in intervals.windows(2) {
+                assert!(w[0] <= w[1], "{intervals:?}");
+                assert!(w[1] <= max, "{intervals:?}");
+            }
+            assert!(intervals[1] > intervals[0], "{intervals:?}");
+            assert_eq!(*intervals.last().unwrap(), max, "{intervals:?}");
+        }
+    }
+
+    #[test]
+    fn read_only_falls_back_after_more_than_one_retransmission() {
+        for f in [1, 2] {
+            let mut h = Harness::new(f);
+            let rid = h.invoke(b"r", true);
+            let first_replier = {
+                // Rebuild the first frame's header from a fresh client with the same seed.
+                let mut g = Harness::new(f);
+                g.client.invoke(Time::ZERO, b"r".to_vec(), true).unwrap();
+                header(&only_frame(&g.actions())).replier
+            };
+            // A read-only (tentative) reply arrives before the fallback.
+            h.deliver(0, &reply(0, rid, 0, true, b"new", true));
+            let (_, one) = h.retransmit();
+            assert_eq!(header(&one).flags & FLAG_READ_ONLY, FLAG_READ_ONLY);
+            assert_eq!(header(&one).replier, first_replier);
+            assert_eq!(h.client.stats().read_only_fallbacks, 0);
+            let (_, two) = h.retransmit();
+            assert_eq!(header(&two).flags & FLAG_READ_ONLY, 0);
+            assert_ne!(header(&two).replier, first_replier);
+            assert!((header(&two).replier as u32) < h.n());
+            assert_eq!(header(&two).body_digest, header(&one).body_digest);
+            assert_eq!(h.client.stats().read_only_fallbacks, 1);
+            let (_, three) = h.retransmit();
+            assert_eq!(header(&three).flags & FLAG_READ_ONLY, 0);
+            assert_eq!(h.client.stats().read_only_fallbacks, 1);
+            // The read-only reply was discarded at the fallback (library `t_reps.clear()`):
+            // 2f ordered tentative replies do not complete until replica 0 answers again.
+            for j in 1..=2 * f {
+                h.deliver(j, &reply(j, rid, 0, true, b"new", true));
+            }
+            assert_eq!(h.completed(), None);
+            h.deliver(0, &reply(0, rid, 0, true, b"new", true));
+            assert_eq!(h.completed(), Some((rid, b"new".to_vec())));
+        }
+    }
+
+    #[test]
+    fn view_is_learned_from_f_plus_one_replies() {
+        for f in [1, 2] {
+            let mut h = Harness::new(f);
+            let n = h.n();
+            let rid = h.invoke(b"w", false);
+            // One liar reports a huge view; the others report view n+1.
+            h.deliver(0, &reply(0, rid, u64::MAX, true, b"ok", true));
+            for j in 1..=2 * f {
+                h.deliver(j, &reply(j, rid, n as u64 + 1, true, b"ok", false));
+            }
+            assert!(h.completed().is_some());
+            assert_eq!(h.client.view(), n as u64 + 1, "f={f}");
+            // The next request goes to the new primary only.
+            h.client.invoke(Time::ZERO, b"w2".to_vec(), false).unwrap();
+            match h.actions().as_slice() {
+                [ClientAction::Send { to: 1, .. }] => {}
+                other => panic!("{other:?}"),
+            }
+            assert_eq!(h.config.primary(h.client.view()), 1);
+
+            // f liars alone cannot move the view forward; the view never goes backwards.
+            let mut h = Harness::new(f);
+            let rid = h.invoke(b"w", false);
+            for j in 0..f {
+                h.deliver(j, &reply(j, rid, 1000, false, b"ok", true));
+            }
+            h.deliver(f, &reply(f, rid, 2, false, b"ok", true));
+            assert!(h.completed().is_some());
+            assert_eq!(h.client.view(), 2, "f={f}");
+            let rid = h.invoke(b"w", false);
+            for j in 0..=f {
+                h.deliver(j, &reply(j, rid, 1, false, b"ok", true));
+            }
+            assert!(h.completed().is_some());
+            assert_eq!(h.client.view(), 2, "f={f}");
+        }
+    }
+
+    #[test]
+    fn busy_too_large_and_increasing_rids() {
+        let mut h = Harness::new(1);
+        assert_eq!(h.client.next_rid(), 1);
+        let max = h.config.op_bytes_max;
+        assert_eq!(
+            h.client.invoke(Time::ZERO, vec![0; max + 1], false),
+            Err(ClientError::TooLarge)
+        );
+        let rid = h.invoke(b"a", false);
+        assert_eq!(rid, 1);
+        assert_eq!(h.client.outstanding(), Some(1));
+        assert_eq!(
+            h.client.invoke(Time::ZERO, b"b".to_vec(), false),
+            Err(ClientError::Busy)
+        );
+        assert!(h.actions().is_empty());
+        for j in 0..2 {
+            h.deliver(j, &reply(j, rid, 0, false, b"ok", true));
+        }
+        assert_eq!(h.completed(), Some((1, b"ok".to_vec())));
+        // Anything after completion is stale and ignored.
+        h.deliver(2, &reply(2, rid, 0, false, b"ok", true));
+        h.client.handle_timeout(Time::from_micros(u64::MAX));
+        assert!(h.actions().is_empty());
+        assert_eq!(h.client.stats().dropped_stale, 1);
+        assert_eq!(h.invoke(b"b", false), 2);
+        assert_eq!(h.client.next_rid(), 3);
+        assert_eq!(
+            h.client.invoke(Time::ZERO, b"c".to_vec(), false),
+            Err(ClientError::Busy)
+        );
+        assert_eq!(h.client.next_rid(), 3);
+    }
+
+    /// Runs a fixed scenario and returns every action.
+    fn trace(seed: u64) -> Vec<ClientAction> {
+        let mut h = Harness::with_seed(2, seed);
+        let mut out = Vec::new();
+        for round in 0..4u64 {
+            h.client
+                .invoke(
+                    Time::from_micros(round),
+                    vec![round as u8; 10],
+                    round % 2 == 0,
+                )
+                .unwrap();
+            out.extend(h.actions());
+            for _ in 0..5 {
+                let at = h.client.poll_timeout().unwrap();
+                h.client.handle_timeout(at);
+                out.extend(h.actions());
+            }
+            let rid = h.client.outstanding().unwrap();
+            for j in 0..3 {
+                h.deliver(j, &reply(j, rid, 0, false, b"ok", true));
+            }
+            out.extend(h.actions());
+        }
+        out
+    }
+
+    #[test]
+    fn same_seed_same_frames() {
+        let a = trace(5);
+        assert_eq!(a, trace(5));
+        assert!(
+            a.iter()
+                .filter(|x| matches!(x, ClientAction::Completed { .. }))
+                .count()
+                == 4
+        );
+        assert_ne!(a, trace(6));
+    }
+
+    #[test]
+    fn zero_timeouts_still_make_progress() {
+        let mut config = Config::new(1);
+        config.client_retransmit = Duration::ZERO;
+        config.client_retransmit_max = Duration::ZERO;
+        let keys = TestKeys::new(KEY_SEED, config.n());
+        let mut c = Client::new(config, keys.client(C), 3);
+        c.invoke(Time::ZERO, b"w".to_vec(), false).unwrap();
+        assert_eq!(c.poll_timeout(), Some(Time::from_micros(1)));
+        c.handle_timeout(Time::from_micros(1));
+        assert_eq!(c.poll_timeout(), Some(Time::from_micros(2)));
     }
 }

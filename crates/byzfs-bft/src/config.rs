@@ -101,7 +101,10 @@ impl Config {
             return Err("f must be at least 1 (n = 3f+1 replicas)".into());
         }
         if self.n() > MAX_REPLICAS {
-            return Err(format!("n = {} exceeds the maximum of {MAX_REPLICAS} replicas", self.n()));
+            return Err(format!(
+                "n = {} exceeds the maximum of {MAX_REPLICAS} replicas",
+                self.n()
+            ));
         }
         if self.checkpoint_interval == 0 {
             return Err("checkpoint_interval must be positive".into());
@@ -109,7 +112,8 @@ impl Config {
         if self.log_window < 2 * self.checkpoint_interval {
             return Err("log_window must be at least 2 × checkpoint_interval".into());
         }
-        if self.batch_window == 0 || self.batch_window > self.log_window - self.checkpoint_interval {
+        if self.batch_window == 0 || self.batch_window > self.log_window - self.checkpoint_interval
+        {
             return Err("batch_window must be in 1..=log_window-checkpoint_interval".into());
         }
         if self.batch_bytes_max + 64 * 1024 > self.message_bytes_max {

@@ -163,7 +163,11 @@ impl TestKeys {
     }
 
     fn client_pair(&self, client: ClientId, replica: ReplicaId, to_client: bool) -> MacKey {
-        let what = if to_client { "replica->client mac" } else { "client->replica mac" };
+        let what = if to_client {
+            "replica->client mac"
+        } else {
+            "client->replica mac"
+        };
         MacKey(self.derive(what, client, replica as u64))
     }
 
@@ -173,7 +177,11 @@ impl TestKeys {
     }
 
     /// The keys of replica `r`, knowing the given clients.
-    pub fn replica(&self, r: ReplicaId, clients: impl IntoIterator<Item = ClientId>) -> ReplicaKeys {
+    pub fn replica(
+        &self,
+        r: ReplicaId,
+        clients: impl IntoIterator<Item = ClientId>,
+    ) -> ReplicaKeys {
         let n = self.n as ReplicaId;
         ReplicaKeys {
             me: r,
@@ -181,7 +189,12 @@ impl TestKeys {
             from_replica: (0..n).map(|j| self.replica_pair(j, r)).collect(),
             clients: clients
                 .into_iter()
-                .map(|c| (c, (self.client_pair(c, r, true), self.client_pair(c, r, false))))
+                .map(|c| {
+                    (
+                        c,
+                        (self.client_pair(c, r, true), self.client_pair(c, r, false)),
+                    )
+                })
                 .collect(),
             signing: self.signing(r),
             replica_public: (0..n).map(|j| self.signing(j).verifying_key()).collect(),
@@ -230,6 +243,9 @@ mod tests {
 
     #[test]
     fn digest_parts_are_unambiguous() {
-        assert_ne!(Digest::of_parts(&[b"ab", b"c"]), Digest::of_parts(&[b"a", b"bc"]));
+        assert_ne!(
+            Digest::of_parts(&[b"ab", b"c"]),
+            Digest::of_parts(&[b"a", b"bc"])
+        );
     }
 }

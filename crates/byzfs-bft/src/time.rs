@@ -5,7 +5,9 @@ use serde::{Deserialize, Serialize};
 
 /// A point in time, in microseconds since an epoch chosen by the driver (the simulator uses
 /// virtual time starting at 0; the network runtime uses the Unix epoch).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
 pub struct Time(pub u64);
 
 impl Time {
@@ -23,8 +25,11 @@ impl Time {
     }
 
     /// `self + d`, saturating at the far future.
-    pub fn add(self, d: Duration) -> Time {
-        Time(self.0.saturating_add(u64::try_from(d.as_micros()).unwrap_or(u64::MAX)))
+    pub fn plus(self, d: Duration) -> Time {
+        Time(
+            self.0
+                .saturating_add(u64::try_from(d.as_micros()).unwrap_or(u64::MAX)),
+        )
     }
 
     /// `self - earlier`, or zero if `earlier` is later.
@@ -36,6 +41,6 @@ impl Time {
 impl core::ops::Add<Duration> for Time {
     type Output = Time;
     fn add(self, d: Duration) -> Time {
-        Time::add(self, d)
+        self.plus(d)
     }
 }

@@ -146,7 +146,7 @@ impl<'a> Frame<'a> {
         let auth_ok = match auth {
             AuthKind::None => auth_len == 0,
             AuthKind::Authenticator => {
-                auth_len as usize % MAC_LEN == 0
+                (auth_len as usize).is_multiple_of(MAC_LEN)
                     && (auth_len as usize / MAC_LEN) <= crate::config::MAX_REPLICAS
             }
             AuthKind::Mac => auth_len as usize == MAC_LEN,
@@ -189,7 +189,7 @@ impl<'a> Frame<'a> {
     pub fn decode(&self) -> Result<Message, DecodeError> {
         fn de<T: DeserializeOwned>(b: &[u8]) -> Result<T, DecodeError> {
             match postcard::take_from_bytes::<T>(b) {
-                Ok((v, rest)) if rest.is_empty() => Ok(v),
+                Ok((v, [])) => Ok(v),
                 _ => Err(DecodeError::BadBody),
             }
         }
@@ -263,7 +263,12 @@ pub struct Envelope {
 impl Envelope {
     /// An envelope with no request fields.
     pub fn new(sender: Principal, epoch: u32) -> Envelope {
-        Envelope { sender, epoch, flags: 0, replier: REPLIER_ALL }
+        Envelope {
+            sender,
+            epoch,
+            flags: 0,
+            replier: REPLIER_ALL,
+        }
     }
 }
 
@@ -291,10 +296,35 @@ pub fn encode_body(msg: &Message) -> Vec<u8> {
     }
 }
 
-/// Builds a complete frame: header, body, authentication.
+/// Builds a complete frame: header, body, authentication. The body is serialised straight
+/// into the frame buffer and hashed there (no intermediate copy).
 pub fn encode(env: Envelope, msg: &Message, auth: Auth<'_>) -> Vec<u8> {
-    let body = encode_body(msg);
-    encode_with_body(env, msg.tag(), &body, Digest::of(&body), auth)
+    fn ser<T: Serialize>(v: &T, out: Vec<u8>) -> Vec<u8> {
+        // Serialising plain owned data into a Vec cannot fail (see `encode_body`).
+        postcard::to_extend(v, out).expect("postcard serialisation into a Vec is infallible")
+    }
+    let mut out = vec![0u8; HEADER_LEN];
+    out = match msg {
+        Message::Request(m) => ser(m, out),
+        Message::Reply(m) => ser(m, out),
+        Message::PrePrepare(m) => ser(m, out),
+        Message::Prepare(m) => ser(m, out),
+        Message::Commit(m) => ser(m, out),
+        Message::Checkpoint(m) => ser(m, out),
+        Message::ViewChange(m) => ser(m, out),
+        Message::NewView(m) => ser(m, out),
+        Message::Status(m) => ser(m, out),
+        Message::Fetch(m) => ser(m, out),
+        Message::BatchData(m) => ser(m, out),
+        Message::StateMeta(m) => ser(m, out),
+        Message::StatePart(m) => ser(m, out),
+    };
+    let body_len = out.len() - HEADER_LEN;
+    let digest = Digest::of(&out[HEADER_LEN..]);
+    let header = header_bytes(env, msg.tag(), body_len, digest, &auth);
+    out[..HEADER_LEN].copy_from_slice(&header);
+    append_auth(&mut out, &header, auth);
+    out
 }
 
 /// Builds a frame around an already-serialised body whose digest is known (lets a client
@@ -306,44 +336,62 @@ pub fn encode_with_body(
     body_digest: Digest,
     auth: Auth<'_>,
 ) -> Vec<u8> {
-    let (kind, auth_len) = match &auth {
+    let header = header_bytes(env, tag, body.len(), body_digest, &auth);
+    let mut out = Vec::with_capacity(HEADER_LEN + body.len() + auth_len(&auth).1);
+    out.extend_from_slice(&header);
+    out.extend_from_slice(body);
+    append_auth(&mut out, &header, auth);
+    out
+}
+
+fn auth_len(auth: &Auth<'_>) -> (AuthKind, usize) {
+    match auth {
         Auth::None => (AuthKind::None, 0),
         Auth::Authenticator(keys) => (AuthKind::Authenticator, keys.len() * MAC_LEN),
         Auth::Mac(_) => (AuthKind::Mac, MAC_LEN),
         Auth::Signature(_) => (AuthKind::Signature, SIG_LEN),
-    };
-    let mut out = Vec::with_capacity(HEADER_LEN + body.len() + auth_len);
-    out.extend_from_slice(&MAGIC);
-    out.push(VERSION);
-    out.push(tag as u8);
+    }
+}
+
+fn header_bytes(
+    env: Envelope,
+    tag: Tag,
+    body_len: usize,
+    body_digest: Digest,
+    auth: &Auth<'_>,
+) -> [u8; HEADER_LEN] {
+    let (kind, alen) = auth_len(auth);
     let (sk, id) = match env.sender {
         Principal::Replica(r) => (0u8, r as u64),
         Principal::Client(c) => (1u8, c),
     };
-    out.push(sk);
-    out.push(env.flags);
-    out.push(env.replier);
-    out.push(kind as u8);
-    out.extend_from_slice(&id.to_le_bytes());
-    out.extend_from_slice(&env.epoch.to_le_bytes());
-    out.extend_from_slice(&(body.len() as u32).to_le_bytes());
-    out.extend_from_slice(&(auth_len as u32).to_le_bytes());
-    out.extend_from_slice(&[0; 4]);
-    out.extend_from_slice(&body_digest.0);
-    debug_assert_eq!(out.len(), HEADER_LEN);
-    out.extend_from_slice(body);
-    let header = out[..HEADER_LEN].to_vec();
+    let mut h = [0u8; HEADER_LEN];
+    h[0..2].copy_from_slice(&MAGIC);
+    h[2] = VERSION;
+    h[3] = tag as u8;
+    h[4] = sk;
+    h[5] = env.flags;
+    h[6] = env.replier;
+    h[7] = kind as u8;
+    h[8..16].copy_from_slice(&id.to_le_bytes());
+    h[16..20].copy_from_slice(&env.epoch.to_le_bytes());
+    h[20..24].copy_from_slice(&(body_len as u32).to_le_bytes());
+    h[24..28].copy_from_slice(&(alen as u32).to_le_bytes());
+    h[32..64].copy_from_slice(&body_digest.0);
+    h
+}
+
+fn append_auth(out: &mut Vec<u8>, header: &[u8; HEADER_LEN], auth: Auth<'_>) {
     match auth {
         Auth::None => {}
         Auth::Authenticator(keys) => {
             for k in keys {
-                out.extend_from_slice(&k.mac(&header));
+                out.extend_from_slice(&k.mac(header));
             }
         }
-        Auth::Mac(k) => out.extend_from_slice(&k.mac(&header)),
-        Auth::Signature(k) => out.extend_from_slice(&crate::crypto::sign(k, &header)),
+        Auth::Mac(k) => out.extend_from_slice(&k.mac(header)),
+        Auth::Signature(k) => out.extend_from_slice(&crate::crypto::sign(k, header)),
     }
-    out
 }
 
 #[cfg(test)]
@@ -352,7 +400,12 @@ mod tests {
     use crate::crypto::TestKeys;
 
     fn prepare() -> Message {
-        Message::Prepare(Prepare { view: 3, seq: 9, digest: Digest::of(b"x"), replica: 2 })
+        Message::Prepare(Prepare {
+            view: 3,
+            seq: 9,
+            digest: Digest::of(b"x"),
+            replica: 2,
+        })
     }
 
     #[test]
@@ -375,20 +428,36 @@ mod tests {
 
     #[test]
     fn rejects_tampered_body_and_lengths() {
-        let mut bytes = encode(Envelope::new(Principal::Replica(0), 0), &prepare(), Auth::None);
+        let mut bytes = encode(
+            Envelope::new(Principal::Replica(0), 0),
+            &prepare(),
+            Auth::None,
+        );
         assert!(Frame::parse(&bytes[..bytes.len() - 1], 1 << 20).is_err());
         let last = bytes.len() - 1;
         bytes[last] ^= 1;
-        assert_eq!(Frame::parse(&bytes, 1 << 20).unwrap_err(), DecodeError::BadDigest);
-        assert_eq!(Frame::parse(&bytes, 10).unwrap_err(), DecodeError::BadLength);
-        assert_eq!(Frame::parse(&bytes[..10], 1 << 20).unwrap_err(), DecodeError::Truncated);
+        assert_eq!(
+            Frame::parse(&bytes, 1 << 20).unwrap_err(),
+            DecodeError::BadDigest
+        );
+        assert_eq!(
+            Frame::parse(&bytes, 10).unwrap_err(),
+            DecodeError::BadLength
+        );
+        assert_eq!(
+            Frame::parse(&bytes[..10], 1 << 20).unwrap_err(),
+            DecodeError::Truncated
+        );
     }
 
     #[test]
     fn signature_round_trip() {
         let keys = TestKeys::new(1, 4).replica(1, []);
-        let bytes =
-            encode(Envelope::new(Principal::Replica(1), 0), &prepare(), Auth::Signature(&keys.signing));
+        let bytes = encode(
+            Envelope::new(Principal::Replica(1), 0),
+            &prepare(),
+            Auth::Signature(&keys.signing),
+        );
         let f = Frame::parse(&bytes, 1 << 20).unwrap();
         assert!(f.verify_signature(&keys.replica_public[1]));
         assert!(!f.verify_signature(&keys.replica_public[0]));

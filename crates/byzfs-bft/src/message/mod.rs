@@ -333,3 +333,26 @@ impl Message {
         }
     }
 }
+
+/// A borrowed view of a [`Request`] body: decodes without copying the operation (the encoding
+/// of `Vec<u8>` and `&[u8]` is the same in postcard).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+pub struct RequestView<'a> {
+    /// The client.
+    pub client: ClientId,
+    /// Request id.
+    pub rid: RequestId,
+    /// The operation, borrowed from the frame.
+    #[serde(borrow)]
+    pub op: &'a [u8],
+}
+
+impl<'a> RequestView<'a> {
+    /// Decodes a request body, rejecting trailing bytes.
+    pub fn decode(body: &'a [u8]) -> Option<RequestView<'a>> {
+        match postcard::take_from_bytes::<RequestView<'a>>(body) {
+            Ok((v, [])) => Some(v),
+            _ => None,
+        }
+    }
+}

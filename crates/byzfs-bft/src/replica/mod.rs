@@ -1,107 +1,349 @@
-//! The PBFT replica state machine. API SKELETON — internals in progress.
+//! The PBFT replica state machine (PROTOCOL.md §1–3).
+//!
+//! Methods come in the four kinds of quinn-proto's `Connection` (STYLE.md): getters;
+//! `handle_*` for inputs (each takes `now`); `restart_from_durable` / `add_client` mutators;
+//! and `poll_*` for outputs. After every `handle_*` call the driver drains `poll_action` in
+//! order (honouring the Persist-before-send contract of [`crate::action`]) and re-arms its
+//! timer from `poll_timeout`.
+//!
+//! The implementation is split by protocol phase: [`normal`] (requests, PRE-PREPARE, PREPARE,
+//! COMMIT), [`execute`] (tentative/committed/read-only execution and replies), [`checkpoint`],
+//! [`view_change`], [`new_view`] (the pure decision procedure), [`state_transfer`], [`status`]
+//! (retransmission) and [`durable`] (restart).
 
-use crate::action::{Action, PersistRecord};
+mod checkpoint;
+mod durable;
+mod execute;
+mod log;
+pub mod new_view;
+mod normal;
+mod reply_cache;
+mod state_transfer;
+mod status;
+mod timers;
+mod view_change;
+
+#[cfg(test)]
+mod tests;
+
+use crate::action::{Action, DropReason, Event, PersistRecord};
 use crate::config::Config;
 use crate::crypto::{Digest, MacKey, ReplicaKeys};
-use crate::ids::{ClientId, ReplicaId, Seq, View};
-use crate::service::Service;
+use crate::ids::{ClientId, Principal, ReplicaId, RequestId, Seq, View};
+use crate::message::{BatchBody, Message};
+use crate::service::{root_digest, Service};
+use crate::state::PartitionedState;
 use crate::time::Time;
+use crate::wire::{Auth, AuthKind, Envelope, Frame};
+use core::time::Duration;
+use rand_chacha::rand_core::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::sync::Arc;
+
+use log::Slot;
+use state_transfer::FetchState;
+use timers::{TimerKind, Timers};
+use view_change::ViewChangeState;
+
+/// Partitions of the library's own checkpointed state (the reply cache).
+const LIB_PARTITIONS: u32 = 16;
+/// Bound on queued read-only requests.
+const RO_QUEUE_MAX: usize = 4096;
+/// Bound on big requests stored without being ordered yet.
+const LOOSE_REQUESTS_MAX: usize = 65536;
 
 /// Counters kept by the core; the driver exports them as metrics.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Stats {
-    /// Requests executed (ordered, committed).
+    /// Requests executed in committed batches.
     pub requests_executed: u64,
-    /// Read-only requests executed.
+    /// Read-only requests executed without ordering.
     pub read_only_executed: u64,
     /// Batches committed.
     pub batches_committed: u64,
+    /// Pre-prepares sent (as primary).
+    pub pre_prepares_sent: u64,
+    /// Requests in those pre-prepares (batch sizes).
+    pub batched_requests: u64,
     /// View changes started.
     pub view_changes: u64,
+    /// NEW-VIEWs installed.
+    pub views_installed: u64,
     /// Checkpoints that became stable.
     pub checkpoints_stable: u64,
     /// State transfers completed.
     pub state_transfers: u64,
+    /// Tentative executions rolled back.
+    pub rollbacks: u64,
+    /// Inputs dropped, by reason.
+    pub dropped: BTreeMap<DropReason, u64>,
+}
+
+/// A request the replica holds: the client's authenticated frame and its decoded fields.
+#[derive(Clone, Debug)]
+pub(crate) struct StoredRequest {
+    pub frame: Arc<[u8]>,
+    pub client: ClientId,
+    pub rid: RequestId,
+    pub digest: Digest,
+    pub big: bool,
 }
 
 /// A PBFT replica.
 pub struct Replica<S: Service> {
     config: Config,
     keys: ReplicaKeys,
+    me: ReplicaId,
     service: S,
+    /// Library state inside every checkpoint: the reply cache (PROTOCOL.md §1.6).
+    lib: PartitionedState,
+    rng: ChaCha8Rng,
+    now: Time,
     stats: Stats,
+    out: VecDeque<Action>,
+    timers: Timers,
+    #[cfg(feature = "mutations")]
+    mutation: Option<crate::mutation::Mutation>,
+
+    // View.
+    view: View,
+    has_new_view: bool,
+    /// Messages for sequence numbers ≤ this are refused in the current view (§1.4).
+    low_bound: Seq,
+
+    // Log.
+    log: BTreeMap<Seq, Slot>,
+    /// Last sequence number assigned (primary) or known to be assigned by the new view.
+    seqno: Seq,
+    last_executed: Seq,
+    last_tentative: Seq,
+    last_stable: Seq,
+    /// Digests of executed batches above the latest checkpoint (replayed after a rollback).
+    executed: BTreeMap<Seq, Digest>,
+    /// Batch bodies by digest (for execution, relaying and new-view re-proposal).
+    batches: BTreeMap<Digest, Arc<BatchBody>>,
+    /// Batch digests known but whose body is missing (asked for in STATUS).
+    missing_batches: BTreeSet<Digest>,
+
+    // Requests.
+    /// Request bodies by request digest.
+    requests: BTreeMap<Digest, StoredRequest>,
+    /// Primary: requests waiting for a sequence number, in arrival order.
+    queue: VecDeque<Digest>,
+    /// Request digests already placed in a batch of an unexecuted slot (dedup).
+    proposed: BTreeSet<Digest>,
+    /// Backup: the newest unexecuted request per client (drives the view-change timer).
+    pending: BTreeMap<ClientId, (RequestId, Digest)>,
+    /// Read-only requests waiting until they can run (§1.8).
+    ro_queue: VecDeque<StoredRequest>,
+
+    // Checkpoints.
+    checkpoints: checkpoint::Checkpoints,
+
+    // View change.
+    vc: ViewChangeState,
+
+    // State transfer.
+    fetch: Option<FetchState>,
+
+    /// Each peer's last executed sequence number from its latest STATUS.
+    peer_executed: BTreeMap<ReplicaId, Seq>,
+
+    // Durable promises (what survives a restart with disk).
+    durable: durable::DurableLog,
 }
 
 impl<S: Service> Replica<S> {
-    /// A fresh replica (empty log, view 0) over `service` in its initial state.
+    /// A fresh replica (empty log, view 0) over `service` in its initial state. All correct
+    /// replicas must start from the same initial service state.
     pub fn new(config: Config, keys: ReplicaKeys, service: S, rng_seed: u64, now: Time) -> Self {
-        let _ = (rng_seed, now);
-        Replica { config, keys, service, stats: Stats::default() }
+        let mut r = Self::blank(
+            config,
+            keys,
+            service,
+            PartitionedState::new(LIB_PARTITIONS),
+            rng_seed,
+            now,
+        );
+        // The initial state is checkpoint 0, identical at every correct replica; it anchors
+        // the first view change and state transfer.
+        let digest = r.take_checkpoint(0);
+        r.checkpoints.set_own(0, digest);
+        r.timers
+            .set(TimerKind::Status, now + r.config.status_interval);
+        r
     }
-    /// A replica restarted from its persisted promises; `service` must hold the state of its
-    /// latest checkpoint.
-    pub fn recover(
+
+    fn blank(
         config: Config,
         keys: ReplicaKeys,
         service: S,
-        persisted: &[PersistRecord],
+        lib: PartitionedState,
         rng_seed: u64,
         now: Time,
     ) -> Self {
-        let _ = persisted;
-        Self::new(config, keys, service, rng_seed, now)
+        let me = keys.me;
+        let vc_timeout = config.view_change_timeout;
+        Replica {
+            me,
+            keys,
+            service,
+            lib,
+            rng: ChaCha8Rng::seed_from_u64(rng_seed),
+            now,
+            stats: Stats::default(),
+            out: VecDeque::new(),
+            timers: Timers::default(),
+            #[cfg(feature = "mutations")]
+            mutation: None,
+            view: 0,
+            has_new_view: true,
+            low_bound: 0,
+            log: BTreeMap::new(),
+            seqno: 0,
+            last_executed: 0,
+            last_tentative: 0,
+            last_stable: 0,
+            executed: BTreeMap::new(),
+            batches: BTreeMap::new(),
+            missing_batches: BTreeSet::new(),
+            requests: BTreeMap::new(),
+            queue: VecDeque::new(),
+            proposed: BTreeSet::new(),
+            pending: BTreeMap::new(),
+            ro_queue: VecDeque::new(),
+            checkpoints: checkpoint::Checkpoints::default(),
+            vc: ViewChangeState::new(vc_timeout),
+            fetch: None,
+            peer_executed: BTreeMap::new(),
+            durable: durable::DurableLog::default(),
+            config,
+        }
     }
-    /// Handles one received frame (from a replica or a client).
+
+    /// Handles one received frame (from a replica or a client). Invalid input is dropped and
+    /// counted; it never panics.
     pub fn handle_message(&mut self, now: Time, bytes: &[u8]) {
-        let _ = (now, bytes);
+        self.now = now;
+        let frame = match Frame::parse(bytes, self.config.message_bytes_max) {
+            Ok(f) => f,
+            Err(_) => return self.drop_input(DropReason::Malformed),
+        };
+        if frame.header.epoch != self.config.epoch {
+            return self.drop_input(DropReason::WrongEpoch);
+        }
+        if !self.authentic(&frame) {
+            return self.drop_input(DropReason::BadAuth);
+        }
+        let msg = match frame.decode() {
+            Ok(m) => m,
+            Err(_) => return self.drop_input(DropReason::Malformed),
+        };
+        // The body must name the authenticated sender: a replica cannot speak for another.
+        let sender_ok = match (&msg, frame.header.sender) {
+            (Message::Request(m), Principal::Client(c)) => m.client == c,
+            (Message::Reply(_), _) => false,
+            (Message::PrePrepare(_), Principal::Replica(_)) => true,
+            (Message::Prepare(m), Principal::Replica(j)) => m.replica == j,
+            (Message::Commit(m), Principal::Replica(j)) => m.replica == j,
+            (Message::Checkpoint(m), Principal::Replica(j)) => m.replica == j,
+            (Message::ViewChange(m), Principal::Replica(j)) => m.replica == j,
+            (Message::NewView(_), Principal::Replica(_)) => true,
+            (Message::Status(m), Principal::Replica(j)) => m.replica == j,
+            (Message::Fetch(m), Principal::Replica(j)) => m.replica == j,
+            (Message::BatchData(m), Principal::Replica(j)) => m.replica == j,
+            (Message::StateMeta(m), Principal::Replica(j)) => m.replica == j,
+            (Message::StatePart(m), Principal::Replica(j)) => m.replica == j,
+            _ => false,
+        };
+        if !sender_ok {
+            return self.drop_input(DropReason::Invalid);
+        }
+        match msg {
+            Message::Request(m) => self.on_request(&frame, m, bytes),
+            Message::PrePrepare(m) => self.on_pre_prepare(&frame, m, bytes),
+            Message::Prepare(m) => self.on_prepare(m),
+            Message::Commit(m) => self.on_commit(m),
+            Message::Checkpoint(m) => self.on_checkpoint(m, bytes),
+            Message::ViewChange(m) => self.on_view_change(m, bytes),
+            Message::NewView(m) => self.on_new_view(&frame, m, bytes),
+            Message::Status(m) => self.on_status(m),
+            Message::Fetch(m) => self.on_fetch(m),
+            Message::BatchData(m) => self.on_batch_data(m),
+            Message::StateMeta(m) => self.on_state_meta(m),
+            Message::StatePart(m) => self.on_state_part(m),
+            Message::Reply(_) => self.drop_input(DropReason::Invalid),
+        }
+        self.check_invariants();
     }
+
     /// Handles timer expiry (call when `now >= poll_timeout()`).
     pub fn handle_timeout(&mut self, now: Time) {
-        let _ = now;
+        self.now = now;
+        for kind in self.timers.expired(now) {
+            match kind {
+                TimerKind::Status => {
+                    self.send_status();
+                    self.timers
+                        .set(TimerKind::Status, now + self.config.status_interval);
+                }
+                TimerKind::ViewChange => self.on_view_change_timeout(),
+                TimerKind::Fetch => self.on_fetch_timeout(),
+            }
+        }
+        self.check_invariants();
     }
+
     /// The earliest deadline at which `handle_timeout` must be called.
     pub fn poll_timeout(&self) -> Option<Time> {
-        None
+        self.timers.next()
     }
+
     /// The next output, in order.
     pub fn poll_action(&mut self) -> Option<Action> {
-        None
+        self.out.pop_front()
     }
-    /// Installs a client's MAC keys (`to_client`: replica → client; `from_client`: client → replica).
+
+    /// Installs a client's MAC keys (`to_client`: replica → client; `from_client`:
+    /// client → replica). The driver calls it once it has checked the client's credentials.
     pub fn add_client(&mut self, client: ClientId, to_client: MacKey, from_client: MacKey) {
         self.keys.clients.insert(client, (to_client, from_client));
     }
+
     /// This replica's id.
     pub fn id(&self) -> ReplicaId {
-        self.keys.me
+        self.me
     }
     /// Current view.
     pub fn view(&self) -> View {
-        0
+        self.view
     }
     /// Whether the replica holds the NEW-VIEW of its current view (not in view-change limbo).
     pub fn has_new_view(&self) -> bool {
-        true
+        self.has_new_view
     }
     /// Last committed-and-executed sequence number.
     pub fn last_executed(&self) -> Seq {
-        0
+        self.last_executed
     }
     /// Last tentatively executed sequence number (≥ `last_executed`).
     pub fn last_tentative(&self) -> Seq {
-        0
+        self.last_tentative
     }
     /// Last stable checkpoint `h`.
     pub fn last_stable(&self) -> Seq {
-        0
+        self.last_stable
     }
     /// Whether the replica is fetching state.
     pub fn is_fetching(&self) -> bool {
-        false
+        self.fetch.is_some()
     }
     /// Digest of the live state (service and reply cache), as a checkpoint taken now would have.
     pub fn state_digest(&self) -> Digest {
-        Digest::ZERO
+        let mut parts = self.service.current_partition_digests();
+        parts.extend(self.lib.current_digests());
+        root_digest(&parts)
     }
     /// The service.
     pub fn service(&self) -> &S {
@@ -115,9 +357,189 @@ impl<S: Service> Replica<S> {
     pub fn config(&self) -> &Config {
         &self.config
     }
+    /// The primary of the current view.
+    pub fn primary(&self) -> ReplicaId {
+        self.config.primary(self.view)
+    }
     /// Switches a deliberately broken rule on (test-only).
     #[cfg(feature = "mutations")]
     pub fn set_mutation(&mut self, m: Option<crate::mutation::Mutation>) {
-        let _ = m;
+        self.mutation = m;
+    }
+
+    // ----- helpers shared by the phase modules -----
+
+    #[cfg(feature = "mutations")]
+    pub(crate) fn mutated(&self, m: crate::mutation::Mutation) -> bool {
+        self.mutation == Some(m)
+    }
+
+    #[cfg(not(feature = "mutations"))]
+    #[inline(always)]
+    pub(crate) fn mutated(&self, _m: MutationStub) -> bool {
+        false
+    }
+
+    fn is_primary(&self) -> bool {
+        self.primary() == self.me
+    }
+
+    fn n(&self) -> usize {
+        self.config.n()
+    }
+
+    fn f(&self) -> usize {
+        self.config.f as usize
+    }
+
+    fn drop_input(&mut self, why: DropReason) {
+        *self.stats.dropped.entry(why).or_insert(0) += 1;
+        tracing::debug!(replica = self.me, ?why, "dropped input");
+        self.out.push_back(Action::Event(Event::Dropped(why)));
+    }
+
+    fn event(&mut self, e: Event) {
+        self.out.push_back(Action::Event(e));
+    }
+
+    fn persist(&mut self, rec: PersistRecord) {
+        self.durable.record(rec);
+        self.out.push_back(Action::Persist(rec));
+    }
+
+    /// Checks a frame's authentication: replicas' normal-case traffic carries an authenticator
+    /// (our slot is checked), VIEW-CHANGE and NEW-VIEW a signature, clients' requests an
+    /// authenticator, point-to-point replica messages a single MAC.
+    fn authentic(&self, frame: &Frame<'_>) -> bool {
+        match frame.header.sender {
+            Principal::Replica(j) => {
+                let j = j as usize;
+                if j >= self.n() || j == self.me as usize {
+                    return false;
+                }
+                match frame.header.auth {
+                    AuthKind::Signature => frame.verify_signature(&self.keys.replica_public[j]),
+                    AuthKind::Authenticator => {
+                        frame.header.auth_len as usize == self.n() * crate::crypto::MAC_LEN
+                            && frame.verify_mac(&self.keys.from_replica[j], self.me as usize)
+                    }
+                    AuthKind::Mac => frame.verify_mac(&self.keys.from_replica[j], 0),
+                    AuthKind::None => false,
+                }
+            }
+            // Client MACs are checked in `on_request`, because a request whose MAC fails for us
+            // may still be accepted inside a pre-prepare (§1.14) and is verified there.
+            Principal::Client(_) => frame.header.auth == AuthKind::Authenticator,
+        }
+    }
+
+    /// Whether a client's request frame carries a valid MAC for this replica.
+    fn client_mac_ok(&self, frame: &Frame<'_>) -> bool {
+        let Principal::Client(c) = frame.header.sender else {
+            return false;
+        };
+        match self.keys.clients.get(&c) {
+            Some((_, from_client)) => {
+                frame.header.auth == AuthKind::Authenticator
+                    && frame.header.auth_len as usize == self.n() * crate::crypto::MAC_LEN
+                    && frame.verify_mac(from_client, self.me as usize)
+            }
+            None => false,
+        }
+    }
+
+    fn encode(&self, msg: &Message, auth: AuthChoice) -> Arc<[u8]> {
+        let env = Envelope::new(Principal::Replica(self.me), self.config.epoch);
+        let auth = match auth {
+            AuthChoice::Authenticator => Auth::Authenticator(&self.keys.to_replica),
+            AuthChoice::MacTo(j) => Auth::Mac(&self.keys.to_replica[j as usize]),
+            AuthChoice::Signature => Auth::Signature(&self.keys.signing),
+        };
+        crate::wire::encode(env, msg, auth).into()
+    }
+
+    fn broadcast(&mut self, msg: &Message) -> Arc<[u8]> {
+        let bytes = self.encode(msg, AuthChoice::Authenticator);
+        self.out.push_back(Action::Broadcast {
+            bytes: bytes.clone(),
+        });
+        bytes
+    }
+
+    fn send_to(&mut self, to: ReplicaId, msg: &Message) {
+        let bytes = self.encode(msg, AuthChoice::MacTo(to));
+        self.out.push_back(Action::Send { to, bytes });
+    }
+
+    fn send_frame(&mut self, to: ReplicaId, bytes: Arc<[u8]>) {
+        if to != self.me {
+            self.out.push_back(Action::Send { to, bytes });
+        }
+    }
+
+    fn in_window(&self, seq: Seq) -> bool {
+        seq > self.last_stable && seq <= self.last_stable + self.config.log_window
+    }
+
+    /// Checkpoint of the live state at `seq` (service + reply cache) → its digest.
+    fn take_checkpoint(&mut self, seq: Seq) -> Digest {
+        let mut parts = self.service.checkpoint(seq);
+        parts.extend(self.lib.checkpoint(seq));
+        root_digest(&parts)
+    }
+
+    /// Invariants that must hold after every handler (STYLE.md §10). A violation is a bug in
+    /// this replica, not bad input, so it stops the process.
+    fn check_invariants(&self) {
+        debug_assert!(self.last_stable <= self.last_executed || self.fetch.is_some());
+        debug_assert!(self.last_executed <= self.last_tentative);
+        debug_assert!(self.last_tentative <= self.last_executed + 1 || self.mutation_active());
+        debug_assert!(self.log.keys().next().is_none_or(|&s| s > self.last_stable));
+    }
+
+    #[cfg(feature = "mutations")]
+    fn mutation_active(&self) -> bool {
+        self.mutation.is_some()
+    }
+    #[cfg(not(feature = "mutations"))]
+    fn mutation_active(&self) -> bool {
+        false
+    }
+
+    /// A duration drawn uniformly from `[0, max)` with the replica's seeded RNG.
+    fn jitter(&mut self, max: Duration) -> Duration {
+        use rand::Rng;
+        let us = max.as_micros() as u64;
+        if us == 0 {
+            return Duration::ZERO;
+        }
+        Duration::from_micros(self.rng.gen_range(0..us))
     }
 }
+
+/// How to authenticate an outgoing replica message.
+#[derive(Clone, Copy)]
+enum AuthChoice {
+    Authenticator,
+    MacTo(ReplicaId),
+    Signature,
+}
+
+/// Stand-in for the mutation enum when the `mutations` feature is off, so call sites compile
+/// unchanged and the checks fold to `false`.
+#[cfg(not(feature = "mutations"))]
+#[derive(Clone, Copy)]
+#[allow(dead_code)]
+pub(crate) enum MutationStub {
+    CommitQuorum2f,
+    AcceptSecondPrePrepare,
+    NewViewLowestView,
+    PrepareWithoutDigest,
+    TentativeBeforeCommitted,
+}
+
+/// The mutation type call sites name (`M::CommitQuorum2f`).
+#[cfg(feature = "mutations")]
+pub(crate) use crate::mutation::Mutation as M;
+#[cfg(not(feature = "mutations"))]
+pub(crate) use MutationStub as M;

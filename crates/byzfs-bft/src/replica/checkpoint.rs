@@ -1,0 +1,165 @@
+//! Checkpoints, stability and garbage collection (PROTOCOL.md §2.1, §2.2).
+
+use super::Replica;
+use crate::action::{DropReason, Event};
+use crate::crypto::Digest;
+use crate::ids::{ReplicaId, Seq};
+use crate::message::{Checkpoint, Message};
+use crate::service::Service;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+/// Stable-checkpoint claims remembered per replica.
+const CLAIMS_PER_REPLICA: usize = 4;
+
+/// Checkpoint bookkeeping.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Checkpoints {
+    /// Checkpoints this replica holds (at or above the last stable one), with digests.
+    pub own: BTreeMap<Seq, Digest>,
+    /// CHECKPOINT votes inside the window, by sequence number and sender.
+    pub votes: BTreeMap<Seq, BTreeMap<ReplicaId, Digest>>,
+    /// Each replica's latest claims of *stable* checkpoints (lag detection, §2.1), at most
+    /// [`CLAIMS_PER_REPLICA`] per replica.
+    pub stable_claims: BTreeMap<ReplicaId, BTreeMap<Seq, Digest>>,
+    /// Own CHECKPOINT frame (stable flag set) for the last stable checkpoint, for relaying.
+    pub stable_frame: Option<Arc<[u8]>>,
+}
+
+impl Checkpoints {
+    pub fn set_own(&mut self, seq: Seq, d: Digest) {
+        self.own.insert(seq, d);
+    }
+}
+
+impl<S: Service> Replica<S> {
+    /// Takes the checkpoint at `n` (every K executed batches) and multicasts it.
+    pub(super) fn make_checkpoint(&mut self, n: Seq) {
+        let d = self.take_checkpoint(n);
+        self.checkpoints.set_own(n, d);
+        // Batches at or below the checkpoint are never replayed again.
+        self.executed = self.executed.split_off(&(n + 1));
+        self.event(Event::CheckpointTaken { seq: n, digest: d });
+        self.broadcast(&Message::Checkpoint(Checkpoint {
+            seq: n,
+            digest: d,
+            replica: self.me,
+            stable: false,
+        }));
+        self.check_stable(n);
+    }
+
+    /// §2.1: record a CHECKPOINT; a checkpoint is stable with `2f+1` matching, own included.
+    pub(super) fn on_checkpoint(&mut self, m: Checkpoint, _bytes: &[u8]) {
+        if m.stable && m.seq > self.last_executed {
+            let claims = self.checkpoints.stable_claims.entry(m.replica).or_default();
+            claims.entry(m.seq).or_insert(m.digest);
+            while claims.len() > CLAIMS_PER_REPLICA {
+                claims.pop_first();
+            }
+        }
+        if m.seq <= self.last_stable {
+            return self.drop_input(DropReason::Stale);
+        }
+        if !m.seq.is_multiple_of(self.config.checkpoint_interval) {
+            return self.drop_input(DropReason::Invalid);
+        }
+        if m.seq <= self.last_stable + self.config.log_window {
+            self.checkpoints
+                .votes
+                .entry(m.seq)
+                .or_default()
+                .entry(m.replica)
+                .or_insert(m.digest);
+            self.check_stable(m.seq);
+        }
+        self.check_lagging();
+    }
+
+    fn check_stable(&mut self, seq: Seq) {
+        let Some(&own) = self.checkpoints.own.get(&seq) else {
+            return;
+        };
+        let matching = self
+            .checkpoints
+            .votes
+            .get(&seq)
+            .map_or(0, |v| v.values().filter(|&&d| d == own).count());
+        if matching + 1 >= self.config.quorum() && seq > self.last_stable {
+            self.mark_stable(seq);
+        }
+    }
+
+    /// The checkpoint at `seq` is stable: advance `h`, discard what it covers (§2.2).
+    pub(super) fn mark_stable(&mut self, seq: Seq) {
+        let Some(&d) = self.checkpoints.own.get(&seq) else {
+            return;
+        };
+        self.last_stable = seq;
+        self.log = self.log.split_off(&(seq + 1));
+        self.checkpoints.own = self.checkpoints.own.split_off(&seq);
+        self.checkpoints.votes = self.checkpoints.votes.split_off(&(seq + 1));
+        self.service.discard_checkpoints_below(seq);
+        self.lib.discard_checkpoints_below(seq);
+        self.durable.gc(seq);
+        self.executed = self.executed.split_off(&(seq + 1));
+        let frame = self.encode(
+            &Message::Checkpoint(Checkpoint {
+                seq,
+                digest: d,
+                replica: self.me,
+                stable: true,
+            }),
+            super::AuthChoice::Authenticator,
+        );
+        self.checkpoints.stable_frame = Some(frame);
+        self.collect_garbage();
+        self.stats.checkpoints_stable += 1;
+        self.event(Event::CheckpointStable { seq, digest: d });
+        self.try_send_pre_prepare();
+    }
+
+    /// Drops batch bodies no log entry references and request bodies already executed that
+    /// no remaining batch needs (§2.2).
+    fn collect_garbage(&mut self) {
+        let mut live: BTreeSet<Digest> = BTreeSet::new();
+        for slot in self.log.values() {
+            if let Some(a) = &slot.pre_prepare {
+                live.insert(a.digest);
+            }
+            if let Some(u) = &slot.unverified {
+                live.insert(u.digest);
+            }
+            live.extend(slot.pp_info.keys().copied());
+        }
+        live.extend(self.executed.values().copied());
+        live.extend(self.missing_batches.iter().copied());
+        self.batches.retain(|d, _| live.contains(d));
+        let needed: BTreeSet<Digest> = self
+            .batches
+            .values()
+            .flat_map(|b| b.big.iter().copied())
+            .collect();
+        let lib = &self.lib;
+        self.requests.retain(|d, r| {
+            let executed =
+                super::reply_cache::last(lib, r.client).is_some_and(|(rid, _)| rid >= r.rid);
+            !executed || needed.contains(d)
+        });
+    }
+
+    /// §2.1 lagging replica: `f+1` replicas claim the same stable checkpoint above what we
+    /// executed, so the log entries we miss may be gone: fetch the state.
+    pub(super) fn check_lagging(&mut self) {
+        let mut counts: BTreeMap<(Seq, Digest), usize> = BTreeMap::new();
+        for claims in self.checkpoints.stable_claims.values() {
+            for (&s, &d) in claims.range(self.last_executed + 1..) {
+                *counts.entry((s, d)).or_insert(0) += 1;
+            }
+        }
+        let weak = self.config.weak();
+        if let Some((&(s, d), _)) = counts.iter().rev().find(|(_, &c)| c >= weak) {
+            self.start_fetch(s, d);
+        }
+    }
+}

@@ -1,0 +1,275 @@
+//! Execution: tentative and committed (PROTOCOL.md §1.6, §1.7), read-only (§1.8), replies
+//! with a designated replier (§1.12), rollback of tentative execution.
+
+use super::{reply_cache, Replica, StoredRequest, M, RO_QUEUE_MAX};
+use crate::action::{Action, DropReason, Event};
+use crate::crypto::Digest;
+use crate::ids::{ClientId, Principal, RequestId, Seq};
+use crate::message::{Message, Reply, RequestView};
+use crate::service::Service;
+use crate::wire::{Auth, Envelope, Frame, REPLIER_ALL};
+use std::sync::Arc;
+
+impl<S: Service> Replica<S> {
+    pub(super) fn cached_rid(&self, c: ClientId) -> Option<(RequestId, Seq)> {
+        reply_cache::last(&self.lib, c)
+    }
+
+    /// Tentative execution (§1.7): batch `n` once prepared, if every earlier batch has
+    /// committed and executed and no other tentative execution is outstanding.
+    pub(super) fn try_execute_tentative(&mut self) {
+        if !self.config.tentative_execution || self.fetch.is_some() || !self.has_new_view {
+            return;
+        }
+        loop {
+            let ok_order = self.last_tentative == self.last_executed
+                || self.mutated(M::TentativeBeforeCommitted);
+            let n = self.last_tentative + 1;
+            if !ok_order || !self.is_prepared(n) {
+                return;
+            }
+            let Some(d) = self
+                .log
+                .get(&n)
+                .and_then(|s| s.pre_prepare.as_ref())
+                .map(|a| a.digest)
+            else {
+                return;
+            };
+            self.execute_batch(n, d, true, false);
+            self.last_tentative = n;
+        }
+    }
+
+    /// `execute_committed` (§1.15): run every committed batch in order, take checkpoints,
+    /// then let tentative execution, read-only requests and the primary continue.
+    pub(super) fn execute_committed(&mut self) {
+        let mut progressed = false;
+        while self.fetch.is_none() {
+            let n = self.last_executed + 1;
+            if !self.is_committed(n) {
+                break;
+            }
+            let Some(d) = self
+                .log
+                .get(&n)
+                .and_then(|s| s.pre_prepare.as_ref())
+                .map(|a| a.digest)
+            else {
+                break;
+            };
+            if self.last_tentative < n {
+                self.execute_batch(n, d, false, false);
+                self.last_tentative = n;
+            }
+            self.last_executed = n;
+            self.executed.insert(n, d);
+            self.stats.batches_committed += 1;
+            self.event(Event::Committed { seq: n, digest: d });
+            if let Some(b) = self.batches.get(&d).cloned() {
+                self.unpropose(&b);
+            }
+            if n.is_multiple_of(self.config.checkpoint_interval) {
+                self.make_checkpoint(n);
+            }
+            progressed = true;
+        }
+        if progressed {
+            self.try_execute_tentative();
+            self.drain_read_only();
+            self.try_send_pre_prepare();
+        }
+    }
+
+    fn unpropose(&mut self, b: &crate::message::BatchBody) {
+        for r in &b.requests {
+            if let Some(d) = super::normal::request_digest(r) {
+                self.proposed.remove(&d);
+            }
+        }
+        for d in &b.big {
+            self.proposed.remove(d);
+        }
+    }
+
+    /// Executes batch `n` (digest `d`): each request not already in the reply cache runs once.
+    /// `replay` re-executes a committed batch after a rollback: no replies are sent.
+    pub(super) fn execute_batch(&mut self, n: Seq, d: Digest, tentative: bool, replay: bool) {
+        let Some(batch) = self.batches.get(&d).cloned() else {
+            // `is_prepared` requires the batch body, so it is present; if not, executing
+            // nothing would diverge, so this is a broken invariant.
+            panic!("replica {}: executing batch {n} without its body", self.me);
+        };
+        let mut ran: Vec<(ClientId, RequestId)> = Vec::new();
+        let big_frames: Vec<Arc<[u8]>> = batch
+            .big
+            .iter()
+            .filter_map(|bd| self.requests.get(bd).map(|r| r.frame.clone()))
+            .collect();
+        let frames = batch
+            .requests
+            .iter()
+            .map(|v| v.as_slice())
+            .chain(big_frames.iter().map(|a| &a[..]));
+        let mut progress_clients = Vec::new();
+        for bytes in frames {
+            // Batches were validated when accepted; a frame that still fails to parse is
+            // skipped identically at every correct replica (parsing is deterministic).
+            let Ok(f) = Frame::parse(bytes, usize::MAX) else {
+                continue;
+            };
+            let Some(req) = RequestView::decode(f.body) else {
+                continue;
+            };
+            let c = req.client;
+            if let Some((rid, seq)) = self.cached_rid(c) {
+                if req.rid <= rid {
+                    if req.rid == rid && !replay {
+                        self.resend_cached_reply(c, seq, f.header.replier);
+                    }
+                    continue;
+                }
+            }
+            let result = self.service.execute(c, req.op, &batch.nondet);
+            if !replay {
+                self.send_reply(c, req.rid, &result, tentative, f.header.replier);
+                progress_clients.push((c, req.rid));
+            }
+            reply_cache::store(&mut self.lib, c, req.rid, n, result);
+            ran.push((c, req.rid));
+        }
+        if !replay {
+            self.stats.requests_executed += ran.len() as u64;
+        }
+        self.event(Event::Executed {
+            seq: n,
+            digest: d,
+            nondet: batch.nondet.clone(),
+            requests: ran,
+            tentative,
+        });
+        for (c, rid) in progress_clients {
+            self.request_done(c, rid);
+        }
+    }
+
+    /// A client's request executed: forget it as pending and restart the view-change timer
+    /// if others still wait (§3.1).
+    fn request_done(&mut self, c: ClientId, rid: RequestId) {
+        if let Some(&(prid, pd)) = self.pending.get(&c) {
+            if prid <= rid {
+                self.pending.remove(&c);
+                if let Some(r) = self.requests.get(&pd) {
+                    if !r.big {
+                        self.requests.remove(&pd);
+                    }
+                }
+                self.vc.progress();
+                self.restart_vtimer();
+            }
+        }
+    }
+
+    /// Undoes tentative execution (§1.7): restore the latest checkpoint, then re-execute the
+    /// committed batches after it, so only the tentative suffix is lost.
+    pub(super) fn rollback_tentative(&mut self) {
+        if self.last_tentative <= self.last_executed {
+            return;
+        }
+        let to = self.service.rollback().unwrap_or(0);
+        let lib_to = self.lib.rollback().unwrap_or(0);
+        debug_assert_eq!(to, lib_to, "service and library checkpoints move together");
+        self.stats.rollbacks += 1;
+        self.event(Event::RolledBack { to });
+        let redo: Vec<(Seq, Digest)> = self
+            .executed
+            .range(to + 1..=self.last_executed)
+            .map(|(s, d)| (*s, *d))
+            .collect();
+        for (n, d) in redo {
+            self.execute_batch(n, d, false, true);
+            self.event(Event::Committed { seq: n, digest: d });
+        }
+        self.last_tentative = self.last_executed;
+    }
+
+    /// Read-only optimisation (§1.8): run now if no tentative execution is outstanding, the
+    /// replica is not fetching and holds the new view; otherwise queue.
+    pub(super) fn on_read_only(&mut self, r: StoredRequest) {
+        if self.can_run_read_only() {
+            self.run_read_only(&r);
+        } else if self.ro_queue.len() < RO_QUEUE_MAX {
+            self.ro_queue.push_back(r);
+        } else {
+            self.drop_input(DropReason::QueueFull);
+        }
+    }
+
+    fn can_run_read_only(&self) -> bool {
+        self.last_tentative == self.last_executed && self.fetch.is_none() && self.has_new_view
+    }
+
+    fn run_read_only(&mut self, r: &StoredRequest) {
+        let Ok(f) = Frame::parse(&r.frame, usize::MAX) else {
+            return;
+        };
+        let Some(req) = RequestView::decode(f.body) else {
+            return;
+        };
+        let result = self.service.execute_read_only(req.client, req.op);
+        self.stats.read_only_executed += 1;
+        self.send_reply(req.client, req.rid, &result, true, f.header.replier);
+    }
+
+    pub(super) fn drain_read_only(&mut self) {
+        while self.can_run_read_only() {
+            let Some(r) = self.ro_queue.pop_front() else {
+                break;
+            };
+            self.run_read_only(&r);
+        }
+    }
+
+    /// Sends a REPLY: the full result from the designated replier (or everyone, or when it
+    /// is small), the digest only from the others (§1.12).
+    pub(super) fn send_reply(
+        &mut self,
+        c: ClientId,
+        rid: RequestId,
+        result: &[u8],
+        tentative: bool,
+        replier: u8,
+    ) {
+        let Some((to_client, _)) = self.keys.clients.get(&c) else {
+            return;
+        };
+        let full = replier == REPLIER_ALL
+            || replier as u32 == self.me
+            || result.len() <= self.config.full_reply_threshold;
+        let reply = Reply {
+            view: self.view,
+            rid,
+            client: c,
+            replica: self.me,
+            tentative,
+            result_digest: Digest::of(result),
+            result: full.then(|| result.to_vec()),
+        };
+        let env = Envelope::new(Principal::Replica(self.me), self.config.epoch);
+        let bytes: Arc<[u8]> =
+            crate::wire::encode(env, &Message::Reply(reply), Auth::Mac(to_client)).into();
+        self.out.push_back(Action::SendClient { client: c, bytes });
+    }
+
+    /// Answers a retransmitted request from the reply cache; committed iff its batch is.
+    pub(super) fn resend_cached_reply(&mut self, c: ClientId, seq: Seq, replier: u8) {
+        let Some((rid, _)) = self.cached_rid(c) else {
+            return;
+        };
+        let Some(result) = reply_cache::result(&self.lib, c).map(|r| r.to_vec()) else {
+            return;
+        };
+        let tentative = seq > self.last_executed;
+        self.send_reply(c, rid, &result, tentative, replier);
+    }
+}

@@ -1,0 +1,453 @@
+//! Normal case: REQUEST, PRE-PREPARE, PREPARE, COMMIT (PROTOCOL.md §1.5, §1.9, §1.10, §1.14).
+
+use super::log::{Accepted, Unverified};
+use super::{Replica, StoredRequest, LOOSE_REQUESTS_MAX, M};
+use crate::action::{DropReason, PersistRecord};
+use crate::batch::{batch_digest, null_digest};
+use crate::crypto::Digest;
+use crate::ids::{Principal, Seq};
+use crate::message::{BatchBody, Commit, Message, PrePrepare, Prepare, Request, RequestView};
+use crate::service::Service;
+use crate::wire::{Frame, HEADER_LEN};
+use std::sync::Arc;
+
+/// Most big-request digests in one batch.
+const BIG_PER_BATCH_MAX: usize = 1024;
+
+impl<S: Service> Replica<S> {
+    /// §1.5 "on REQUEST": reply-cache check, read-only path, queue (primary) or forward and
+    /// start the view-change timer (backup).
+    pub(super) fn on_request(&mut self, frame: &Frame<'_>, req: Request, bytes: &[u8]) {
+        if req.op.len() > self.config.op_bytes_max {
+            return self.drop_input(DropReason::Invalid);
+        }
+        if !self.client_mac_ok(frame) {
+            return self.drop_input(DropReason::BadAuth);
+        }
+        let c = req.client;
+        if let Some((rid, seq)) = self.cached_rid(c) {
+            if req.rid < rid {
+                return self.drop_input(DropReason::Stale);
+            }
+            if req.rid == rid {
+                self.resend_cached_reply(c, seq, frame.header.replier);
+                return;
+            }
+        }
+        let stored = StoredRequest {
+            frame: Arc::from(bytes),
+            client: c,
+            rid: req.rid,
+            digest: frame.header.body_digest,
+            big: req.op.len() > self.config.big_request_threshold,
+        };
+        let read_only_flag = frame.header.flags & 1 != 0;
+        if read_only_flag
+            && self.config.read_only_optimisation
+            && self.service.is_read_only(&req.op)
+        {
+            return self.on_read_only(stored);
+        }
+        if !self.store_request(stored.clone()) {
+            return self.drop_input(DropReason::QueueFull);
+        }
+        if self.is_primary() {
+            if !self.proposed.contains(&stored.digest) && !self.queue.contains(&stored.digest) {
+                self.queue.push_back(stored.digest);
+            }
+            self.try_send_pre_prepare();
+        } else {
+            if !stored.big {
+                // Forward the client's own frame: its authenticator covers the primary too.
+                let primary = self.primary();
+                self.send_frame(primary, stored.frame.clone());
+            }
+            self.add_pending(c, stored.rid, stored.digest);
+        }
+    }
+
+    /// Keeps the newest request per client (and big bodies referenced by the log). Returns
+    /// false if the store is full.
+    pub(super) fn store_request(&mut self, r: StoredRequest) -> bool {
+        if self.requests.contains_key(&r.digest) {
+            return true;
+        }
+        if self.requests.len() >= LOOSE_REQUESTS_MAX {
+            return false;
+        }
+        self.requests.insert(r.digest, r);
+        true
+    }
+
+    /// The primary assigns sequence numbers while the window allows (§1.9).
+    pub(super) fn try_send_pre_prepare(&mut self) {
+        while self.is_primary()
+            && self.has_new_view
+            && self.fetch.is_none()
+            && !self.queue.is_empty()
+            && self.seqno < self.last_executed + self.config.batch_window
+            && self.seqno < self.last_stable + self.config.log_window
+        {
+            let Some(batch) = self.build_batch() else {
+                break;
+            };
+            let seq = self.seqno + 1;
+            let mut batch = batch;
+            batch.nondet = self.service.propose_nondet(seq, self.now);
+            let Some(digest) = batch_digest(&batch) else {
+                // Every inlined frame came from our own request store, which holds only
+                // parsed frames; a failure here means a bug, but dropping is still safe.
+                break;
+            };
+            self.seqno = seq;
+            let v = self.view;
+            let n_reqs = (batch.requests.len() + batch.big.len()) as u64;
+            self.persist(PersistRecord::Prepared {
+                view: v,
+                seq,
+                digest,
+            });
+            let pp = Message::PrePrepare(PrePrepare {
+                view: v,
+                seq,
+                batch,
+            });
+            let frame = self.broadcast(&pp);
+            let Message::PrePrepare(pp) = pp else {
+                unreachable!("constructed above")
+            };
+            self.note_batch(digest, pp.batch);
+            let slot = self.log.entry(seq).or_default();
+            slot.pre_prepare = Some(Accepted {
+                digest,
+                frame: Some(frame),
+            });
+            slot.note_pre_prepared(digest, v);
+            self.stats.pre_prepares_sent += 1;
+            self.stats.batched_requests += n_reqs;
+            self.check_prepared(seq);
+        }
+    }
+
+    /// Takes queued requests into a batch: inline up to the byte bound, big ones by digest.
+    fn build_batch(&mut self) -> Option<BatchBody> {
+        let mut batch = BatchBody::default();
+        let mut bytes = 0usize;
+        while let Some(&d) = self.queue.front() {
+            let Some(r) = self.requests.get(&d) else {
+                self.queue.pop_front();
+                continue;
+            };
+            let executed = self
+                .cached_rid(r.client)
+                .is_some_and(|(rid, _)| rid >= r.rid);
+            if executed || self.proposed.contains(&d) {
+                self.queue.pop_front();
+                continue;
+            }
+            if r.big {
+                if batch.big.len() >= BIG_PER_BATCH_MAX {
+                    break;
+                }
+                batch.big.push(d);
+            } else {
+                let len = r.frame.len();
+                if !batch.requests.is_empty() && bytes + len > self.config.batch_bytes_max {
+                    break;
+                }
+                bytes += len;
+                batch.requests.push(r.frame.to_vec());
+            }
+            self.queue.pop_front();
+        }
+        (!batch.requests.is_empty() || !batch.big.is_empty()).then_some(batch)
+    }
+
+    /// Stores a batch body and marks its requests as proposed.
+    pub(super) fn note_batch(&mut self, digest: Digest, batch: BatchBody) {
+        for r in &batch.requests {
+            if let Some(d) = request_digest(r) {
+                self.proposed.insert(d);
+            }
+        }
+        for d in &batch.big {
+            self.proposed.insert(*d);
+        }
+        self.missing_batches.remove(&digest);
+        self.batches
+            .entry(digest)
+            .or_insert_with(|| Arc::new(batch));
+    }
+
+    /// §1.5 "Backup on PRE-PREPARE", conditions (a)–(g).
+    pub(super) fn on_pre_prepare(&mut self, frame: &Frame<'_>, pp: PrePrepare, bytes: &[u8]) {
+        let Principal::Replica(j) = frame.header.sender else {
+            return self.drop_input(DropReason::Invalid);
+        };
+        if j != self.config.primary(pp.view)
+            || frame.header.auth != crate::wire::AuthKind::Authenticator
+        {
+            return self.drop_input(DropReason::Invalid);
+        }
+        if pp.view != self.view || !self.has_new_view {
+            return self.drop_input(DropReason::OutOfWindow);
+        }
+        if !self.in_window(pp.seq) || pp.seq <= self.low_bound {
+            return self.drop_input(DropReason::OutOfWindow);
+        }
+        let Some(d) = self.validate_batch(&pp.batch, pp.seq, true) else {
+            return self.drop_input(DropReason::Invalid);
+        };
+        let (v, seq) = (pp.view, pp.seq);
+        let slot = self.log.entry(seq).or_default();
+        if let Some(acc) = &slot.pre_prepare {
+            if acc.digest == d {
+                return self.drop_input(DropReason::Stale);
+            }
+            if !self.mutated(M::AcceptSecondPrePrepare) {
+                return self.drop_input(DropReason::Invalid);
+            }
+        }
+        let slot = self.log.entry(seq).or_default();
+        if slot.conflicts_in_view(d, v) && !self.mutated(M::AcceptSecondPrePrepare) {
+            return self.drop_input(DropReason::Invalid);
+        }
+        let frame_arc: Arc<[u8]> = Arc::from(bytes);
+        if !self.requests_authentic(&pp.batch) {
+            let f = self.f();
+            let slot = self.log.entry(seq).or_default();
+            if slot.prepare_count(d, false) < f {
+                slot.unverified = Some(Unverified {
+                    digest: d,
+                    frame: frame_arc,
+                });
+                return;
+            }
+        }
+        self.accept_pre_prepare(seq, d, pp.batch, Some(frame_arc));
+    }
+
+    /// Checks a batch's form: every inlined request parses, decodes and names its sender;
+    /// sizes are bounded; the non-deterministic choices pass the service's check (null batches
+    /// carry none). Returns the batch digest.
+    pub(super) fn validate_batch(
+        &self,
+        batch: &BatchBody,
+        seq: Seq,
+        check_nondet: bool,
+    ) -> Option<Digest> {
+        if batch.big.len() > BIG_PER_BATCH_MAX {
+            return None;
+        }
+        for r in &batch.requests {
+            let f = Frame::parse(r, self.config.message_bytes_max).ok()?;
+            if f.header.tag != crate::message::Tag::Request || f.header.epoch != self.config.epoch {
+                return None;
+            }
+            let Principal::Client(c) = f.header.sender else {
+                return None;
+            };
+            let v = RequestView::decode(f.body)?;
+            if v.client != c || v.op.len() > self.config.op_bytes_max {
+                return None;
+            }
+        }
+        let is_null = batch.requests.is_empty() && batch.big.is_empty();
+        if is_null {
+            if !batch.nondet.is_empty() {
+                return None;
+            }
+        } else if check_nondet && !self.service.check_nondet(seq, &batch.nondet, self.now) {
+            return None;
+        }
+        batch_digest(batch)
+    }
+
+    /// Whether every inlined request carries a valid MAC for us or was received directly.
+    fn requests_authentic(&self, batch: &BatchBody) -> bool {
+        batch.requests.iter().all(|r| {
+            let Ok(f) = Frame::parse(r, self.config.message_bytes_max) else {
+                return false;
+            };
+            self.requests.contains_key(&f.header.body_digest) || self.client_mac_ok(&f)
+        })
+    }
+
+    pub(super) fn accept_pre_prepare(
+        &mut self,
+        seq: Seq,
+        d: Digest,
+        batch: BatchBody,
+        frame: Option<Arc<[u8]>>,
+    ) {
+        self.note_batch(d, batch);
+        let slot = self.log.entry(seq).or_default();
+        slot.unverified = None;
+        slot.pre_prepare = Some(Accepted { digest: d, frame });
+        self.maybe_send_prepare(seq);
+    }
+
+    /// Whether all big-request bodies of batch `d` are present (§1.10 `is_pp_complete`).
+    pub(super) fn batch_complete(&self, d: Digest) -> bool {
+        match self.batches.get(&d) {
+            Some(b) => b.big.iter().all(|r| self.requests.contains_key(r)),
+            None => false,
+        }
+    }
+
+    /// A backup multicasts PREPARE once the pre-prepare is accepted and complete.
+    pub(super) fn maybe_send_prepare(&mut self, seq: Seq) {
+        let Some(slot) = self.log.get(&seq) else {
+            return;
+        };
+        let Some(acc) = &slot.pre_prepare else { return };
+        let d = acc.digest;
+        if slot.sent_prepare || self.is_primary() || !self.batch_complete(d) {
+            if !self.batches.contains_key(&d) && d != null_digest() {
+                self.missing_batches.insert(d);
+            }
+            return;
+        }
+        let v = self.view;
+        self.persist(PersistRecord::Prepared {
+            view: v,
+            seq,
+            digest: d,
+        });
+        let frame = self.broadcast(&Message::Prepare(Prepare {
+            view: v,
+            seq,
+            digest: d,
+            replica: self.me,
+        }));
+        let slot = self.log.entry(seq).or_default();
+        slot.sent_prepare = true;
+        slot.own_prepare = Some(frame);
+        // Our own PREPARE counts toward the 2f of the prepared certificate.
+        slot.prepares.insert(self.me, d);
+        slot.note_pre_prepared(d, v);
+        self.check_prepared(seq);
+    }
+
+    /// §1.5 "On PREPARE".
+    pub(super) fn on_prepare(&mut self, p: Prepare) {
+        if p.view != self.view || !self.has_new_view {
+            return self.drop_input(DropReason::OutOfWindow);
+        }
+        if !self.in_window(p.seq) || p.seq <= self.low_bound {
+            return self.drop_input(DropReason::OutOfWindow);
+        }
+        if p.replica == self.primary() {
+            return self.drop_input(DropReason::Invalid);
+        }
+        let f = self.f();
+        let slot = self.log.entry(p.seq).or_default();
+        slot.prepares.entry(p.replica).or_insert(p.digest);
+        // §1.14: a pre-prepare we could not authenticate is accepted once f others vouch.
+        if let Some(u) = slot.unverified.clone() {
+            if slot.prepare_count(u.digest, false) >= f {
+                if let Ok(fr) = Frame::parse(&u.frame, self.config.message_bytes_max) {
+                    if let Ok(Message::PrePrepare(pp)) = fr.decode() {
+                        self.accept_pre_prepare(p.seq, u.digest, pp.batch, Some(u.frame.clone()));
+                    }
+                }
+            }
+        }
+        self.check_prepared(p.seq);
+    }
+
+    /// `prepared(m, v, n, i)`: the pre-prepare, its complete batch, and `2f` matching PREPAREs
+    /// from backups.
+    pub(super) fn is_prepared(&self, seq: Seq) -> bool {
+        let Some(slot) = self.log.get(&seq) else {
+            return false;
+        };
+        let Some(acc) = &slot.pre_prepare else {
+            return false;
+        };
+        if !self.batch_complete(acc.digest) {
+            return false;
+        }
+        let ignore = self.mutated(M::PrepareWithoutDigest);
+        slot.prepare_count(acc.digest, ignore) >= 2 * self.f()
+    }
+
+    /// `committed-local`: prepared, and `2f+1` matching COMMITs (own included).
+    pub(super) fn is_committed(&self, seq: Seq) -> bool {
+        if !self.is_prepared(seq) {
+            return false;
+        }
+        let Some(slot) = self.log.get(&seq) else {
+            return false;
+        };
+        let Some(acc) = &slot.pre_prepare else {
+            return false;
+        };
+        let need = if self.mutated(M::CommitQuorum2f) {
+            2 * self.f()
+        } else {
+            2 * self.f() + 1
+        };
+        slot.sent_commit && slot.commit_count(acc.digest) >= need
+    }
+
+    /// When `seq` becomes prepared: record P-info, execute tentatively if possible, send
+    /// COMMIT (`send_commit`, §1.5).
+    pub(super) fn check_prepared(&mut self, seq: Seq) {
+        if !self.is_prepared(seq) {
+            return;
+        }
+        let v = self.view;
+        let me = self.me;
+        let Some(slot) = self.log.get_mut(&seq) else {
+            return;
+        };
+        if slot.sent_commit {
+            return;
+        }
+        let Some(acc) = &slot.pre_prepare else { return };
+        let d = acc.digest;
+        if slot.prepared_info.is_none_or(|(pv, _)| pv <= v) {
+            slot.prepared_info = Some((v, d));
+        }
+        self.try_execute_tentative();
+        self.persist(PersistRecord::Committed {
+            view: v,
+            seq,
+            digest: d,
+        });
+        let frame = self.broadcast(&Message::Commit(Commit {
+            view: v,
+            seq,
+            digest: d,
+            replica: me,
+        }));
+        if let Some(slot) = self.log.get_mut(&seq) {
+            slot.sent_commit = true;
+            slot.own_commit = Some(frame);
+            slot.commits.insert(me, d);
+        }
+        self.execute_committed();
+    }
+
+    /// §1.5 "On COMMIT".
+    pub(super) fn on_commit(&mut self, c: Commit) {
+        if c.view != self.view || !self.has_new_view {
+            return self.drop_input(DropReason::OutOfWindow);
+        }
+        if !self.in_window(c.seq) || c.seq <= self.low_bound {
+            return self.drop_input(DropReason::OutOfWindow);
+        }
+        let slot = self.log.entry(c.seq).or_default();
+        slot.commits.entry(c.replica).or_insert(c.digest);
+        self.execute_committed();
+    }
+}
+
+/// The request digest in an inlined frame's header (its body digest), if it has a header.
+pub(super) fn request_digest(frame: &[u8]) -> Option<Digest> {
+    let h = frame.get(32..HEADER_LEN)?;
+    let mut d = [0u8; 32];
+    d.copy_from_slice(h);
+    Some(Digest(d))
+}

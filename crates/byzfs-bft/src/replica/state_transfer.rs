@@ -1,0 +1,279 @@
+//! State transfer (PROTOCOL.md §2.4), over a two-level partition tree: the checkpoint digest
+//! is [`root_digest`] over per-partition digests, each an incremental (AdHASH-style) sum kept
+//! by the state. The fetcher knows the target `(seq, digest)` from `f+1` matching stable
+//! claims or from the NEW-VIEW decision, so at least one correct replica vouches for it; it
+//! then takes partition digests from one replier (checked against the root), fetches only
+//! the partitions that differ from its own, and checks each against its digest. A replier
+//! that sends anything that does not check is replaced.
+
+use super::timers::TimerKind;
+use super::{Replica, LIB_PARTITIONS};
+use crate::action::{DropReason, Event};
+use crate::crypto::Digest;
+use crate::ids::{ReplicaId, Seq};
+use crate::message::{BatchData, Fetch, FetchWhat, Message, StateMeta, StatePart};
+use crate::service::{root_digest, Service};
+use std::collections::BTreeSet;
+
+/// Partition requests in flight at once.
+const PARTS_IN_FLIGHT: usize = 32;
+
+/// An ongoing fetch.
+#[derive(Clone, Debug)]
+pub(crate) struct FetchState {
+    pub seq: Seq,
+    pub digest: Digest,
+    pub replier: ReplicaId,
+    pub parts: Option<Vec<Digest>>,
+    pub needed: BTreeSet<u32>,
+    pub asked: BTreeSet<u32>,
+}
+
+impl<S: Service> Replica<S> {
+    fn svc_parts(&self) -> u32 {
+        self.service.partition_count()
+    }
+
+    /// Starts (or retargets) a fetch of checkpoint `(seq, digest)`.
+    pub(super) fn start_fetch(&mut self, seq: Seq, digest: Digest) {
+        if self.fetch.as_ref().is_some_and(|f| f.seq >= seq) {
+            return;
+        }
+        // Tentative results are about to be overwritten; undo them so the counters agree.
+        self.rollback_tentative();
+        let replier = self.pick_replier(None);
+        self.fetch = Some(FetchState {
+            seq,
+            digest,
+            replier,
+            parts: None,
+            needed: BTreeSet::new(),
+            asked: BTreeSet::new(),
+        });
+        self.timers.stop(TimerKind::ViewChange);
+        tracing::debug!(replica = self.me, seq, "state transfer started");
+        self.request_fetch();
+    }
+
+    fn pick_replier(&mut self, avoid: Option<ReplicaId>) -> ReplicaId {
+        use rand::Rng;
+        let n = self.n() as u32;
+        loop {
+            let r = self.rng.gen_range(0..n);
+            if r != self.me && Some(r) != avoid {
+                return r;
+            }
+        }
+    }
+
+    /// Sends the next requests of the current fetch and arms the retry timer.
+    fn request_fetch(&mut self) {
+        let Some(f) = self.fetch.as_mut() else { return };
+        let (seq, replier) = (f.seq, f.replier);
+        let mut asks = Vec::new();
+        if f.parts.is_none() {
+            asks.push(FetchWhat::StateMeta { seq });
+        } else {
+            let todo: Vec<u32> = f
+                .needed
+                .difference(&f.asked)
+                .copied()
+                .take(PARTS_IN_FLIGHT.saturating_sub(f.asked.len()))
+                .collect();
+            for part in todo {
+                f.asked.insert(part);
+                asks.push(FetchWhat::StatePart { seq, part });
+            }
+        }
+        for what in asks {
+            self.send_to(
+                replier,
+                &Message::Fetch(Fetch {
+                    replica: self.me,
+                    what,
+                }),
+            );
+        }
+        let at = self.now + self.config.status_interval * 4;
+        self.timers.set(TimerKind::Fetch, at);
+    }
+
+    /// No answer in time: rotate the replier and ask again.
+    pub(super) fn on_fetch_timeout(&mut self) {
+        let Some(old) = self.fetch.as_ref().map(|f| f.replier) else {
+            return;
+        };
+        let r = self.pick_replier(Some(old));
+        if let Some(f) = self.fetch.as_mut() {
+            f.replier = r;
+            f.asked.clear();
+        }
+        self.request_fetch();
+    }
+
+    /// Serves FETCH from a checkpoint we hold.
+    pub(super) fn on_fetch(&mut self, m: Fetch) {
+        match m.what {
+            FetchWhat::StateMeta { seq } => {
+                let (Some(mut parts), Some(lib)) = (
+                    self.service.checkpoint_partition_digests(seq),
+                    self.lib.checkpoint_digests(seq),
+                ) else {
+                    return self.drop_input(DropReason::Stale);
+                };
+                parts.extend(lib);
+                self.send_to(
+                    m.replica,
+                    &Message::StateMeta(StateMeta {
+                        replica: self.me,
+                        seq,
+                        parts,
+                    }),
+                );
+            }
+            FetchWhat::StatePart { seq, part } => {
+                let svc = self.svc_parts();
+                let data = if part < svc {
+                    self.service.export_partition(seq, part)
+                } else {
+                    self.lib.export_partition(seq, part - svc)
+                };
+                let Some(data) = data else {
+                    return self.drop_input(DropReason::Stale);
+                };
+                self.send_to(
+                    m.replica,
+                    &Message::StatePart(StatePart {
+                        replica: self.me,
+                        seq,
+                        part,
+                        data,
+                    }),
+                );
+            }
+        }
+    }
+
+    /// Partition digests from the replier: accepted only if they hash to the agreed root.
+    pub(super) fn on_state_meta(&mut self, m: StateMeta) {
+        let total = self.svc_parts() + LIB_PARTITIONS;
+        let Some(f) = self.fetch.as_ref() else {
+            return self.drop_input(DropReason::Stale);
+        };
+        if m.seq != f.seq || f.parts.is_some() {
+            return self.drop_input(DropReason::Stale);
+        }
+        if m.parts.len() != total as usize || root_digest(&m.parts) != f.digest {
+            // A lying or stale replier: try another.
+            self.drop_input(DropReason::Invalid);
+            return self.on_fetch_timeout();
+        }
+        let mut mine = self.service.current_partition_digests();
+        mine.extend(self.lib.current_digests());
+        let needed: BTreeSet<u32> = (0..total)
+            .filter(|&i| mine.get(i as usize) != Some(&m.parts[i as usize]))
+            .collect();
+        if let Some(f) = self.fetch.as_mut() {
+            f.parts = Some(m.parts);
+            f.needed = needed;
+        }
+        self.continue_fetch();
+    }
+
+    /// One partition: imported only if it matches its authenticated digest.
+    pub(super) fn on_state_part(&mut self, m: StatePart) {
+        let Some(f) = self.fetch.as_ref() else {
+            return self.drop_input(DropReason::Stale);
+        };
+        let Some(parts) = &f.parts else {
+            return self.drop_input(DropReason::Stale);
+        };
+        if m.seq != f.seq || !f.needed.contains(&m.part) {
+            return self.drop_input(DropReason::Stale);
+        }
+        let expected = parts[m.part as usize];
+        let svc = self.svc_parts();
+        let ok = if m.part < svc {
+            self.service.import_partition(m.part, &m.data, expected)
+        } else {
+            self.lib.import_partition(m.part - svc, &m.data, expected)
+        };
+        if !ok {
+            self.drop_input(DropReason::Invalid);
+            return self.on_fetch_timeout();
+        }
+        if let Some(f) = self.fetch.as_mut() {
+            f.needed.remove(&m.part);
+            f.asked.remove(&m.part);
+        }
+        self.continue_fetch();
+    }
+
+    fn continue_fetch(&mut self) {
+        if self.fetch.as_ref().is_some_and(|f| f.needed.is_empty()) {
+            self.finish_fetch();
+        } else {
+            self.request_fetch();
+        }
+    }
+
+    /// The state now equals checkpoint `seq`: install it as stable and resume.
+    fn finish_fetch(&mut self) {
+        let Some(f) = self.fetch.take() else { return };
+        self.timers.stop(TimerKind::Fetch);
+        let mut parts = self.service.finish_import(f.seq);
+        parts.extend(self.lib.finish_import(f.seq));
+        let digest = root_digest(&parts);
+        debug_assert_eq!(
+            digest, f.digest,
+            "imported state must match the agreed checkpoint"
+        );
+        self.last_executed = f.seq;
+        self.last_tentative = f.seq;
+        self.seqno = self.seqno.max(f.seq);
+        self.executed.clear();
+        self.checkpoints.own.clear();
+        self.checkpoints.set_own(f.seq, digest);
+        if f.seq > self.last_stable {
+            self.mark_stable(f.seq);
+        }
+        // Forget requests the transferred reply cache shows as executed.
+        let lib = &self.lib;
+        self.pending
+            .retain(|c, (rid, _)| super::reply_cache::last(lib, *c).is_none_or(|(r, _)| r < *rid));
+        self.stats.state_transfers += 1;
+        tracing::debug!(replica = self.me, seq = f.seq, "state transfer done");
+        self.event(Event::StateTransferred { seq: f.seq, digest });
+        self.execute_committed();
+        self.try_execute_tentative();
+        self.drain_read_only();
+        self.restart_vtimer();
+        self.try_send_pre_prepare();
+    }
+
+    /// A batch body asked for in STATUS: stored if it matches a digest we are missing.
+    pub(super) fn on_batch_data(&mut self, m: BatchData) {
+        let Some(d) = crate::batch::batch_digest(&m.batch) else {
+            return self.drop_input(DropReason::Invalid);
+        };
+        if !self.missing_batches.contains(&d) {
+            return self.drop_input(DropReason::Stale);
+        }
+        // Form only: the digest was agreed (picked in a NEW-VIEW), so nondet is not re-checked.
+        if self.validate_batch(&m.batch, 0, false) != Some(d) {
+            return self.drop_input(DropReason::Invalid);
+        }
+        self.note_batch(d, m.batch);
+        let seqs: Vec<Seq> = self
+            .log
+            .iter()
+            .filter(|(_, s)| s.pre_prepare.as_ref().is_some_and(|a| a.digest == d))
+            .map(|(k, _)| *k)
+            .collect();
+        for seq in seqs {
+            self.maybe_send_prepare(seq);
+            self.check_prepared(seq);
+        }
+        self.execute_committed();
+    }
+}

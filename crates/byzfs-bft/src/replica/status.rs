@@ -1,0 +1,144 @@
+//! STATUS and retransmission (PROTOCOL.md §1.3, §3.6 #6 and #12): each replica periodically
+//! says what it has; peers resend what it lacks — normal-case messages, the NEW-VIEW or
+//! VIEW-CHANGE, checkpoints, missing batch bodies and big requests. The protocol never relies
+//! on a message arriving the first time.
+
+use super::{AuthChoice, Replica};
+use crate::action::Action;
+use crate::crypto::Digest;
+use crate::message::{BatchBody, BatchData, Checkpoint, Message, Status};
+use crate::service::Service;
+use std::collections::BTreeSet;
+
+/// Bounds on what one STATUS asks for and what one answer resends.
+const MISSING_MAX: usize = 64;
+const RESEND_SLOTS_MAX: u64 = 32;
+
+impl<S: Service> Replica<S> {
+    pub(super) fn send_status(&mut self) {
+        let mut missing_requests: BTreeSet<Digest> = BTreeSet::new();
+        for slot in self.log.values() {
+            if let Some(b) = slot
+                .pre_prepare
+                .as_ref()
+                .and_then(|a| self.batches.get(&a.digest))
+            {
+                missing_requests.extend(b.big.iter().filter(|d| !self.requests.contains_key(d)));
+            }
+        }
+        let st = Status {
+            replica: self.me,
+            view: self.view,
+            has_new_view: self.has_new_view,
+            last_stable: self.last_stable,
+            last_executed: self.last_executed,
+            missing_batches: self
+                .missing_batches
+                .iter()
+                .take(MISSING_MAX)
+                .copied()
+                .collect(),
+            missing_requests: missing_requests.into_iter().take(MISSING_MAX).collect(),
+        };
+        self.broadcast(&Message::Status(st));
+        // Retransmit our VIEW-CHANGE until the new view is installed (§3.6 #6).
+        if !self.has_new_view {
+            if let Some(own) = self
+                .vc
+                .latest
+                .get(&self.me)
+                .filter(|s| s.vc.view == self.view)
+            {
+                let bytes = own.frame.clone();
+                self.out.push_back(Action::Broadcast { bytes });
+            }
+        }
+    }
+
+    pub(super) fn on_status(&mut self, m: Status) {
+        let j = m.replica;
+        let behind_view = m.view < self.view || (m.view == self.view && !m.has_new_view);
+        if behind_view {
+            // The signed NEW-VIEW (or our VIEW-CHANGE) lets it catch up to our view.
+            if let Some(nv) = self.vc.new_view_frame.clone().filter(|_| self.has_new_view) {
+                self.send_frame(j, nv);
+            }
+            if let Some(own) = self
+                .vc
+                .latest
+                .get(&self.me)
+                .filter(|s| s.vc.view == self.view)
+            {
+                let f = own.frame.clone();
+                self.send_frame(j, f);
+            }
+        }
+        // Resend normal-case messages only to a peer that made no progress since its last
+        // STATUS: in-flight slots are normal under load and need no retransmission.
+        let stuck = self.peer_executed.insert(j, m.last_executed) == Some(m.last_executed);
+        if m.view == self.view && m.has_new_view && self.has_new_view && stuck {
+            self.resend_slots(j, m.last_executed);
+        }
+        // Checkpoints: a stable one if it is behind it, our newer own ones otherwise.
+        if m.last_executed < self.last_stable {
+            if let Some(f) = self.checkpoints.stable_frame.clone() {
+                self.send_frame(j, f);
+            }
+        }
+        let newer: Vec<(u64, Digest)> = self
+            .checkpoints
+            .own
+            .range(m.last_stable + 1..)
+            .map(|(s, d)| (*s, *d))
+            .collect();
+        for (seq, digest) in newer {
+            let cp = Message::Checkpoint(Checkpoint {
+                seq,
+                digest,
+                replica: self.me,
+                stable: false,
+            });
+            let f = self.encode(&cp, AuthChoice::MacTo(j));
+            self.send_frame(j, f);
+        }
+        for d in m.missing_batches.iter().take(MISSING_MAX) {
+            if let Some(b) = self.batches.get(d).cloned() {
+                let batch: BatchBody = (*b).clone();
+                self.send_to(
+                    j,
+                    &Message::BatchData(BatchData {
+                        replica: self.me,
+                        batch,
+                    }),
+                );
+            }
+        }
+        for d in m.missing_requests.iter().take(MISSING_MAX) {
+            if let Some(r) = self.requests.get(d) {
+                let f = r.frame.clone();
+                self.send_frame(j, f);
+            }
+        }
+    }
+
+    /// Resends the primary's PRE-PREPARE (its authenticator covers every replica) and our own
+    /// PREPARE/COMMIT for the slots after what `j` executed.
+    fn resend_slots(&mut self, j: u32, their_executed: u64) {
+        let from = their_executed.max(self.last_stable) + 1;
+        let to = from + RESEND_SLOTS_MAX;
+        let primary = self.primary();
+        let mut frames = Vec::new();
+        for (_, slot) in self.log.range(from..to) {
+            if j != primary {
+                if let Some(f) = slot.pre_prepare.as_ref().and_then(|a| a.frame.clone()) {
+                    frames.push(f);
+                }
+            }
+            frames.extend(slot.own_prepare.clone());
+            frames.extend(slot.own_commit.clone());
+        }
+        for f in frames {
+            self.send_frame(j, f);
+        }
+    }
+}

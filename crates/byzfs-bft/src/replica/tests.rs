@@ -1,0 +1,654 @@
+//! Handler-level tests: each protocol step with its exact outputs (STYLE.md level 1), plus a
+//! small synchronous cluster for multi-step paths (view change, checkpoints, state transfer).
+
+use super::*;
+use crate::action::{Action, Event, PersistRecord};
+use crate::batch::batch_digest;
+use crate::crypto::TestKeys;
+use crate::message::*;
+use crate::wire::{encode, encode_with_body, Auth, Envelope, Frame, REPLIER_ALL};
+
+/// A counter service over `PartitionedState`: op `w…` increments and returns the count,
+/// op `r…` reads it (read-only).
+struct Counter {
+    state: PartitionedState,
+}
+
+impl Counter {
+    fn new() -> Self {
+        Counter {
+            state: PartitionedState::new(4),
+        }
+    }
+    fn count(&self) -> u64 {
+        self.state
+            .get(b"n")
+            .map_or(0, |v| u64::from_le_bytes(v.try_into().unwrap()))
+    }
+}
+
+impl Service for Counter {
+    fn is_read_only(&self, op: &[u8]) -> bool {
+        op.first() == Some(&b'r')
+    }
+    fn propose_nondet(&mut self, _seq: Seq, _now: Time) -> Vec<u8> {
+        vec![1]
+    }
+    fn check_nondet(&self, _seq: Seq, nondet: &[u8], _now: Time) -> bool {
+        nondet == [1]
+    }
+    fn execute(&mut self, _c: ClientId, _op: &[u8], _nondet: &[u8]) -> Vec<u8> {
+        let n = self.count() + 1;
+        self.state.put(b"n".to_vec(), n.to_le_bytes().to_vec());
+        n.to_le_bytes().to_vec()
+    }
+    fn execute_read_only(&self, _c: ClientId, _op: &[u8]) -> Vec<u8> {
+        self.count().to_le_bytes().to_vec()
+    }
+    fn partition_count(&self) -> u32 {
+        self.state.partition_count()
+    }
+    fn checkpoint(&mut self, seq: Seq) -> Vec<Digest> {
+        self.state.checkpoint(seq)
+    }
+    fn discard_checkpoints_below(&mut self, seq: Seq) {
+        self.state.discard_checkpoints_below(seq)
+    }
+    fn rollback(&mut self) -> Option<Seq> {
+        self.state.rollback()
+    }
+    fn current_partition_digests(&self) -> Vec<Digest> {
+        self.state.current_digests()
+    }
+    fn checkpoint_partition_digests(&self, seq: Seq) -> Option<Vec<Digest>> {
+        self.state.checkpoint_digests(seq)
+    }
+    fn export_partition(&self, seq: Seq, part: u32) -> Option<Vec<u8>> {
+        self.state.export_partition(seq, part)
+    }
+    fn import_partition(&mut self, part: u32, data: &[u8], expected: Digest) -> bool {
+        self.state.import_partition(part, data, expected)
+    }
+    fn finish_import(&mut self, seq: Seq) -> Vec<Digest> {
+        self.state.finish_import(seq)
+    }
+}
+
+const CLIENT: ClientId = 77;
+
+fn config() -> Config {
+    let mut c = Config::new(1);
+    c.checkpoint_interval = 4;
+    c.log_window = 8;
+    c.big_request_threshold = 64;
+    c.view_change_timeout = Duration::from_millis(500);
+    c
+}
+
+fn replica(i: ReplicaId, cfg: &Config) -> Replica<Counter> {
+    let keys = TestKeys::new(1, cfg.n());
+    Replica::new(
+        cfg.clone(),
+        keys.replica(i, [CLIENT]),
+        Counter::new(),
+        i as u64,
+        Time::ZERO,
+    )
+}
+
+fn drain(r: &mut Replica<Counter>) -> Vec<Action> {
+    std::iter::from_fn(|| r.poll_action()).collect()
+}
+
+fn without_events(v: Vec<Action>) -> Vec<Action> {
+    v.into_iter()
+        .filter(|a| !matches!(a, Action::Event(_)))
+        .collect()
+}
+
+fn request(cfg: &Config, rid: u64, op: &[u8], read_only: bool) -> Vec<u8> {
+    let keys = TestKeys::new(1, cfg.n()).client(CLIENT);
+    let body = encode_body(&Message::Request(Request {
+        client: CLIENT,
+        rid,
+        op: op.to_vec(),
+    }));
+    let env = Envelope {
+        sender: Principal::Client(CLIENT),
+        epoch: 0,
+        flags: read_only as u8,
+        replier: REPLIER_ALL,
+    };
+    encode_with_body(
+        env,
+        Tag::Request,
+        &body,
+        Digest::of(&body),
+        Auth::Authenticator(&keys.to_replica),
+    )
+}
+
+fn from_replica(cfg: &Config, j: ReplicaId, msg: &Message) -> Vec<u8> {
+    let keys = TestKeys::new(1, cfg.n()).replica(j, [CLIENT]);
+    let auth = match msg {
+        Message::ViewChange(_) | Message::NewView(_) => Auth::Signature(&keys.signing),
+        _ => Auth::Authenticator(&keys.to_replica),
+    };
+    encode(Envelope::new(Principal::Replica(j), 0), msg, auth)
+}
+
+fn decode(bytes: &[u8]) -> Message {
+    Frame::parse(bytes, 1 << 24).unwrap().decode().unwrap()
+}
+
+fn sent(actions: &[Action]) -> Vec<Message> {
+    actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::Send { bytes, .. }
+            | Action::Broadcast { bytes }
+            | Action::SendClient { bytes, .. } => Some(decode(bytes)),
+            _ => None,
+        })
+        .collect()
+}
+
+use crate::wire::encode_body;
+
+#[test]
+fn primary_orders_a_request_with_persist_then_pre_prepare() {
+    let cfg = config();
+    let mut p = replica(0, &cfg);
+    drain(&mut p);
+    let req = request(&cfg, 1, b"w", false);
+    p.handle_message(Time(10), &req);
+    let out = without_events(drain(&mut p));
+    assert_eq!(out.len(), 2, "{out:?}");
+    let Action::Broadcast { bytes } = &out[1] else {
+        panic!("expected broadcast: {out:?}")
+    };
+    let Message::PrePrepare(pp) = decode(bytes) else {
+        panic!()
+    };
+    assert_eq!(
+        (
+            pp.view,
+            pp.seq,
+            pp.batch.requests.len(),
+            &pp.batch.nondet[..]
+        ),
+        (0, 1, 1, &[1u8][..])
+    );
+    assert_eq!(pp.batch.requests[0], req);
+    let d = batch_digest(&pp.batch).unwrap();
+    assert_eq!(
+        out[0],
+        Action::Persist(PersistRecord::Prepared {
+            view: 0,
+            seq: 1,
+            digest: d
+        })
+    );
+}
+
+#[test]
+fn backup_prepares_then_commits_then_executes() {
+    let cfg = config();
+    let mut b = replica(1, &cfg);
+    drain(&mut b);
+    let req = request(&cfg, 1, b"w", false);
+    let batch = BatchBody {
+        requests: vec![req],
+        big: vec![],
+        nondet: vec![1],
+    };
+    let d = batch_digest(&batch).unwrap();
+    let pp = Message::PrePrepare(PrePrepare {
+        view: 0,
+        seq: 1,
+        batch,
+    });
+    b.handle_message(Time(10), &from_replica(&cfg, 0, &pp));
+    let out = drain(&mut b);
+    assert_eq!(
+        out[0],
+        Action::Persist(PersistRecord::Prepared {
+            view: 0,
+            seq: 1,
+            digest: d
+        })
+    );
+    assert_eq!(
+        sent(&out),
+        vec![Message::Prepare(Prepare {
+            view: 0,
+            seq: 1,
+            digest: d,
+            replica: 1
+        })]
+    );
+
+    // One more PREPARE (from replica 2) completes the certificate (2f = 2 with our own).
+    b.handle_message(
+        Time(11),
+        &from_replica(
+            &cfg,
+            2,
+            &Message::Prepare(Prepare {
+                view: 0,
+                seq: 1,
+                digest: d,
+                replica: 2,
+            }),
+        ),
+    );
+    let out = drain(&mut b);
+    // Tentative execution: reply, Executed event; then persist and COMMIT.
+    let msgs = sent(&out);
+    assert!(
+        matches!(&msgs[0], Message::Reply(r) if r.tentative && r.rid == 1 && r.result == Some(1u64.to_le_bytes().to_vec()))
+    );
+    assert_eq!(
+        msgs[1],
+        Message::Commit(Commit {
+            view: 0,
+            seq: 1,
+            digest: d,
+            replica: 1
+        })
+    );
+    assert!(out.contains(&Action::Persist(PersistRecord::Committed {
+        view: 0,
+        seq: 1,
+        digest: d
+    })));
+    assert_eq!((b.last_tentative(), b.last_executed()), (1, 0));
+
+    // Commits from 0 and 2 complete the commit certificate (2f+1 = 3 with our own).
+    for j in [0, 2] {
+        b.handle_message(
+            Time(12),
+            &from_replica(
+                &cfg,
+                j,
+                &Message::Commit(Commit {
+                    view: 0,
+                    seq: 1,
+                    digest: d,
+                    replica: j,
+                }),
+            ),
+        );
+    }
+    let out = drain(&mut b);
+    assert!(out.contains(&Action::Event(Event::Committed { seq: 1, digest: d })));
+    assert_eq!(b.last_executed(), 1);
+    assert_eq!(b.service().count(), 1, "executed exactly once");
+}
+
+#[test]
+fn conflicting_pre_prepare_is_refused() {
+    let cfg = config();
+    let mut b = replica(1, &cfg);
+    let pp1 = Message::PrePrepare(PrePrepare {
+        view: 0,
+        seq: 1,
+        batch: BatchBody {
+            requests: vec![request(&cfg, 1, b"w", false)],
+            big: vec![],
+            nondet: vec![1],
+        },
+    });
+    let pp2 = Message::PrePrepare(PrePrepare {
+        view: 0,
+        seq: 1,
+        batch: BatchBody {
+            requests: vec![request(&cfg, 2, b"w", false)],
+            big: vec![],
+            nondet: vec![1],
+        },
+    });
+    b.handle_message(Time(1), &from_replica(&cfg, 0, &pp1));
+    drain(&mut b);
+    b.handle_message(Time(2), &from_replica(&cfg, 0, &pp2));
+    assert_eq!(
+        drain(&mut b),
+        vec![Action::Event(Event::Dropped(DropReason::Invalid))]
+    );
+}
+
+#[test]
+fn pre_prepare_from_non_primary_or_bad_nondet_is_refused() {
+    let cfg = config();
+    let mut b = replica(1, &cfg);
+    let batch = BatchBody {
+        requests: vec![request(&cfg, 1, b"w", false)],
+        big: vec![],
+        nondet: vec![1],
+    };
+    b.handle_message(
+        Time(1),
+        &from_replica(
+            &cfg,
+            2,
+            &Message::PrePrepare(PrePrepare {
+                view: 0,
+                seq: 1,
+                batch: batch.clone(),
+            }),
+        ),
+    );
+    assert_eq!(
+        drain(&mut b),
+        vec![Action::Event(Event::Dropped(DropReason::Invalid))]
+    );
+    let bad = BatchBody {
+        nondet: vec![9],
+        ..batch
+    };
+    b.handle_message(
+        Time(1),
+        &from_replica(
+            &cfg,
+            0,
+            &Message::PrePrepare(PrePrepare {
+                view: 0,
+                seq: 1,
+                batch: bad,
+            }),
+        ),
+    );
+    assert_eq!(
+        drain(&mut b),
+        vec![Action::Event(Event::Dropped(DropReason::Invalid))]
+    );
+}
+
+#[test]
+fn out_of_window_and_bad_mac_are_dropped_and_counted() {
+    let cfg = config();
+    let mut b = replica(1, &cfg);
+    let batch = BatchBody {
+        requests: vec![request(&cfg, 1, b"w", false)],
+        big: vec![],
+        nondet: vec![1],
+    };
+    b.handle_message(
+        Time(1),
+        &from_replica(
+            &cfg,
+            0,
+            &Message::PrePrepare(PrePrepare {
+                view: 0,
+                seq: 9,
+                batch,
+            }),
+        ),
+    );
+    assert_eq!(
+        drain(&mut b),
+        vec![Action::Event(Event::Dropped(DropReason::OutOfWindow))]
+    );
+    let mut bytes = from_replica(
+        &cfg,
+        2,
+        &Message::Prepare(Prepare {
+            view: 0,
+            seq: 1,
+            digest: Digest::ZERO,
+            replica: 2,
+        }),
+    );
+    let slot1 = bytes.len() - 3 * 16; // replica 1's MAC in the 4-entry authenticator
+    bytes[slot1] ^= 0xFF;
+    b.handle_message(Time(1), &bytes);
+    b.handle_message(Time(1), b"garbage");
+    assert_eq!(b.stats().dropped[&DropReason::OutOfWindow], 1);
+    assert_eq!(b.stats().dropped[&DropReason::BadAuth], 1);
+    assert_eq!(b.stats().dropped[&DropReason::Malformed], 1);
+}
+
+#[test]
+fn prepare_claiming_another_sender_is_refused() {
+    let cfg = config();
+    let mut b = replica(1, &cfg);
+    // Replica 2 signs a PREPARE that says it is from replica 3.
+    b.handle_message(
+        Time(1),
+        &from_replica(
+            &cfg,
+            2,
+            &Message::Prepare(Prepare {
+                view: 0,
+                seq: 1,
+                digest: Digest::ZERO,
+                replica: 3,
+            }),
+        ),
+    );
+    assert_eq!(
+        drain(&mut b),
+        vec![Action::Event(Event::Dropped(DropReason::Invalid))]
+    );
+}
+
+#[test]
+fn read_only_request_is_answered_without_ordering() {
+    let cfg = config();
+    let mut b = replica(2, &cfg);
+    drain(&mut b);
+    b.handle_message(Time(1), &request(&cfg, 1, b"r", true));
+    let msgs = sent(&drain(&mut b));
+    assert_eq!(msgs.len(), 1);
+    let Message::Reply(r) = &msgs[0] else {
+        panic!()
+    };
+    assert!(r.tentative);
+    assert_eq!(r.result, Some(0u64.to_le_bytes().to_vec()));
+    // A write flagged read-only by a lying client is ordered, not executed locally.
+    b.handle_message(Time(1), &request(&cfg, 2, b"w", true));
+    let msgs = sent(&drain(&mut b));
+    assert!(
+        msgs.iter().all(|m| !matches!(m, Message::Reply(_))),
+        "{msgs:?}"
+    );
+}
+
+#[test]
+fn backup_forwards_request_and_times_out_into_view_change() {
+    let cfg = config();
+    let mut b = replica(1, &cfg);
+    drain(&mut b);
+    let req = request(&cfg, 1, b"w", false);
+    b.handle_message(Time(0), &req);
+    let out = drain(&mut b);
+    assert_eq!(
+        out,
+        vec![Action::Send {
+            to: 0,
+            bytes: req.into()
+        }]
+    );
+    let deadline = b.poll_timeout().unwrap();
+    assert!(
+        deadline <= Time(0) + Duration::from_millis(150),
+        "status timer first"
+    );
+    // Run timers until the view-change timer fires.
+    let mut now = Time(0);
+    while b.view() == 0 {
+        now = b.poll_timeout().unwrap();
+        b.handle_timeout(now);
+    }
+    assert!(now >= Time(0) + cfg.view_change_timeout);
+    let out = drain(&mut b);
+    assert!(out.contains(&Action::Persist(PersistRecord::View(1))));
+    let vc = sent(&out)
+        .into_iter()
+        .find_map(|m| {
+            if let Message::ViewChange(v) = m {
+                Some(v)
+            } else {
+                None
+            }
+        })
+        .unwrap();
+    assert_eq!((vc.view, vc.replica, vc.last_stable), (1, 1, 0));
+    assert_eq!(vc.checkpoints.len(), 1, "checkpoint 0");
+    assert!(!b.has_new_view());
+}
+
+/// Delivers every frame instantly between replicas (a toy driver), collecting client replies.
+struct Cluster {
+    cfg: Config,
+    r: Vec<Replica<Counter>>,
+    down: Vec<bool>,
+    now: Time,
+    replies: Vec<Reply>,
+}
+
+impl Cluster {
+    fn new(cfg: Config) -> Self {
+        let r: Vec<_> = (0..cfg.n() as u32).map(|i| replica(i, &cfg)).collect();
+        let down = vec![false; r.len()];
+        Cluster {
+            cfg,
+            r,
+            down,
+            now: Time(0),
+            replies: vec![],
+        }
+    }
+    fn pump(&mut self) {
+        let mut queue: Vec<(usize, Arc<[u8]>)> = Vec::new();
+        loop {
+            for i in 0..self.r.len() {
+                for a in drain(&mut self.r[i]) {
+                    match a {
+                        Action::Send { to, bytes } => queue.push((to as usize, bytes)),
+                        Action::Broadcast { bytes } => (0..self.r.len())
+                            .filter(|&j| j != i)
+                            .for_each(|j| queue.push((j, bytes.clone()))),
+                        Action::SendClient { bytes, .. } => {
+                            if let Message::Reply(r) = decode(&bytes) {
+                                self.replies.push(r)
+                            }
+                        }
+                        _ => {}
+                    }
+                }
+            }
+            if queue.is_empty() {
+                return;
+            }
+            for (to, bytes) in std::mem::take(&mut queue) {
+                if !self.down[to] {
+                    self.r[to].handle_message(self.now, &bytes);
+                }
+            }
+        }
+    }
+    fn deliver_all(&mut self, bytes: &[u8]) {
+        for i in 0..self.r.len() {
+            if !self.down[i] {
+                self.r[i].handle_message(self.now, bytes);
+            }
+        }
+        self.pump();
+    }
+    fn advance(&mut self, d: Duration) {
+        let end = self.now + d;
+        loop {
+            let next = self
+                .r
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| !self.down[*i])
+                .filter_map(|(_, r)| r.poll_timeout())
+                .min();
+            match next {
+                Some(t) if t <= end => {
+                    self.now = t;
+                    for i in 0..self.r.len() {
+                        if !self.down[i] && self.r[i].poll_timeout().is_some_and(|x| x <= t) {
+                            self.r[i].handle_timeout(t);
+                        }
+                    }
+                    self.pump();
+                }
+                _ => break,
+            }
+        }
+        self.now = end;
+    }
+}
+
+#[test]
+fn cluster_commits_checkpoints_and_garbage_collects() {
+    let mut c = Cluster::new(config());
+    for rid in 1..=9 {
+        let req = request(&c.cfg, rid, b"w", false);
+        c.deliver_all(&req);
+    }
+    for r in &c.r {
+        assert_eq!(r.last_executed(), 9);
+        assert_eq!(r.last_stable(), 8, "checkpoint every 4, stable with 2f+1");
+        assert_eq!(r.service().count(), 9);
+    }
+    let d = c.r[0].state_digest();
+    assert!(c.r.iter().all(|r| r.state_digest() == d));
+}
+
+#[test]
+fn view_change_after_primary_crash_keeps_committed_requests() {
+    let mut c = Cluster::new(config());
+    for rid in 1..=3 {
+        let req = request(&c.cfg, rid, b"w", false);
+        c.deliver_all(&req);
+    }
+    c.down[0] = true;
+    let req = request(&c.cfg, 4, b"w", false);
+    c.deliver_all(&req);
+    c.advance(Duration::from_secs(3));
+    for i in 1..4 {
+        assert_eq!(c.r[i].view(), 1, "replica {i}");
+        assert!(c.r[i].has_new_view());
+        assert_eq!(c.r[i].last_executed(), 4, "replica {i}");
+        assert_eq!(c.r[i].service().count(), 4);
+    }
+}
+
+#[test]
+fn lagging_replica_catches_up_by_state_transfer() {
+    let mut c = Cluster::new(config());
+    c.down[3] = true;
+    for rid in 1..=13 {
+        let req = request(&c.cfg, rid, b"w", false);
+        c.deliver_all(&req);
+    }
+    assert_eq!(c.r[0].last_stable(), 12);
+    c.down[3] = false;
+    c.advance(Duration::from_secs(1));
+    assert!(c.r[3].stats().state_transfers >= 1);
+    assert_eq!(c.r[3].last_executed(), 13);
+    assert_eq!(c.r[3].state_digest(), c.r[0].state_digest());
+}
+
+#[test]
+fn restart_from_durable_state_rejoins() {
+    let mut c = Cluster::new(config());
+    for rid in 1..=6 {
+        let req = request(&c.cfg, rid, b"w", false);
+        c.deliver_all(&req);
+    }
+    let r2 = std::mem::replace(&mut c.r[2], replica(2, &c.cfg));
+    c.r[2] = r2.restart_from_durable(c.now);
+    assert_eq!(c.r[2].last_executed(), 4, "back to its latest checkpoint");
+    for rid in 7..=9 {
+        let req = request(&c.cfg, rid, b"w", false);
+        c.deliver_all(&req);
+    }
+    c.advance(Duration::from_secs(1));
+    assert_eq!(c.r[2].last_executed(), 9);
+    assert_eq!(c.r[2].state_digest(), c.r[0].state_digest());
+}

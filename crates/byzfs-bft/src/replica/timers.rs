@@ -1,0 +1,48 @@
+//! The replica's timers: an enum indexing a fixed table (STYLE.md, quinn's `TimerTable`).
+
+use crate::time::Time;
+
+/// Every timer a replica runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum TimerKind {
+    /// Periodic STATUS (retransmission, §1.3).
+    Status = 0,
+    /// View-change timer: a pending request not executed, or waiting for NEW-VIEW (§3.1).
+    ViewChange = 1,
+    /// State-transfer retry (rotate the replier).
+    Fetch = 2,
+}
+
+const ALL: [TimerKind; 3] = [TimerKind::Status, TimerKind::ViewChange, TimerKind::Fetch];
+
+/// Deadlines by kind.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Timers {
+    at: [Option<Time>; 3],
+}
+
+impl Timers {
+    pub fn set(&mut self, k: TimerKind, at: Time) {
+        self.at[k as usize] = Some(at);
+    }
+    pub fn stop(&mut self, k: TimerKind) {
+        self.at[k as usize] = None;
+    }
+    pub fn is_set(&self, k: TimerKind) -> bool {
+        self.at[k as usize].is_some()
+    }
+    pub fn next(&self) -> Option<Time> {
+        self.at.iter().flatten().min().copied()
+    }
+    /// Removes and returns the timers due at `now`, in a fixed order.
+    pub fn expired(&mut self, now: Time) -> Vec<TimerKind> {
+        let mut due = Vec::new();
+        for k in ALL {
+            if self.at[k as usize].is_some_and(|t| t <= now) {
+                self.at[k as usize] = None;
+                due.push(k);
+            }
+        }
+        due
+    }
+}

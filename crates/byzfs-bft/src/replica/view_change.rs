@@ -1,0 +1,427 @@
+//! View change (PROTOCOL.md §3): timers with exponential back-off, the `f+1` join rule, the
+//! `2f+1` limbo rule, signed VIEW-CHANGE, NEW-VIEW construction and verification,
+//! retransmission until installed, and rollback of tentative execution.
+
+use super::log::{Accepted, PP_INFO_MAX};
+use super::new_view::{decide, Decision};
+use super::timers::TimerKind;
+use super::{AuthChoice, Replica, M};
+use crate::action::{DropReason, Event, PersistRecord};
+use crate::batch::null_digest;
+use crate::crypto::Digest;
+use crate::ids::{ClientId, Principal, ReplicaId, RequestId, View};
+use crate::message::{Message, NewView, PrePreparedEntry, PreparedEntry, Tag, ViewChange};
+use crate::service::Service;
+use crate::wire::{AuthKind, Frame};
+use core::time::Duration;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// Random extra delay on the view-change timer so replicas do not fire in lockstep (§3.1).
+const VTIMER_JITTER: Duration = Duration::from_millis(100);
+
+/// A VIEW-CHANGE received (or sent), with its signed frame.
+#[derive(Clone, Debug)]
+pub(crate) struct StoredVc {
+    pub frame: Arc<[u8]>,
+    pub vc: ViewChange,
+}
+
+/// View-change bookkeeping.
+#[derive(Clone, Debug)]
+pub(crate) struct ViewChangeState {
+    base: Duration,
+    /// Current timeout (doubles per consecutive failed view, §3.1).
+    pub timeout: Duration,
+    /// Latest VIEW-CHANGE per replica (own included).
+    pub latest: BTreeMap<ReplicaId, StoredVc>,
+    /// The NEW-VIEW frame of the current view (sent or received), relayed on STATUS.
+    pub new_view_frame: Option<Arc<[u8]>>,
+}
+
+impl ViewChangeState {
+    pub fn new(base: Duration) -> Self {
+        ViewChangeState {
+            base,
+            timeout: base,
+            latest: BTreeMap::new(),
+            new_view_frame: None,
+        }
+    }
+    /// A request executed in the current view: the back-off resets (§3.1 [REC]).
+    pub fn progress(&mut self) {
+        self.timeout = self.base;
+    }
+}
+
+impl<S: Service> Replica<S> {
+    /// A backup tracks the newest unexecuted request per client and runs the view-change
+    /// timer while any is pending (§3.1).
+    pub(super) fn add_pending(&mut self, c: ClientId, rid: RequestId, d: Digest) {
+        if self.pending.get(&c).is_some_and(|&(r, _)| r >= rid) {
+            return;
+        }
+        self.pending.insert(c, (rid, d));
+        if !self.timers.is_set(TimerKind::ViewChange) {
+            self.restart_vtimer();
+        }
+    }
+
+    /// (Re)starts the normal-case view-change timer if requests are pending; stops it if none.
+    pub(super) fn restart_vtimer(&mut self) {
+        if !self.has_new_view {
+            return;
+        }
+        if self.pending.is_empty() || self.fetch.is_some() || self.is_primary() {
+            self.timers.stop(TimerKind::ViewChange);
+            return;
+        }
+        let at = self.now + self.vc.timeout + self.jitter(VTIMER_JITTER);
+        self.timers.set(TimerKind::ViewChange, at);
+    }
+
+    pub(super) fn on_view_change_timeout(&mut self) {
+        if !self.has_new_view {
+            // The new view failed to install in time: back off (§3.1, pitfall #8).
+            let doubled = self.vc.timeout.saturating_mul(2);
+            self.vc.timeout = doubled.min(self.config.view_change_timeout_max);
+        }
+        self.start_view_change(self.view + 1);
+    }
+
+    /// §3.2: move to view `v`.
+    pub(super) fn start_view_change(&mut self, v: View) {
+        if v <= self.view {
+            return;
+        }
+        self.rollback_tentative();
+        // Record P-info of certificates completed in the old view before clearing it.
+        let old = self.view;
+        for seq in self.log.keys().copied().collect::<Vec<_>>() {
+            if self.is_prepared(seq) {
+                if let Some(slot) = self.log.get_mut(&seq) {
+                    if let Some(acc) = &slot.pre_prepare {
+                        if slot.prepared_info.is_none_or(|(pv, _)| pv <= old) {
+                            slot.prepared_info = Some((old, acc.digest));
+                        }
+                    }
+                }
+            }
+        }
+        for slot in self.log.values_mut() {
+            slot.clear_view_state();
+        }
+        self.view = v;
+        self.has_new_view = false;
+        self.vc.new_view_frame = None;
+        self.queue.clear();
+        self.proposed.clear();
+        self.timers.stop(TimerKind::ViewChange);
+        self.persist(PersistRecord::View(v));
+        self.resend_view_change();
+        self.stats.view_changes += 1;
+        tracing::debug!(replica = self.me, view = v, "view change started");
+        self.event(Event::ViewChangeStarted { view: v });
+        self.after_view_change_input();
+    }
+
+    /// Signs and multicasts our VIEW-CHANGE for the current view.
+    pub(super) fn resend_view_change(&mut self) {
+        let vc = self.build_view_change();
+        let frame = self.encode(&Message::ViewChange(vc.clone()), AuthChoice::Signature);
+        self.out.push_back(crate::action::Action::Broadcast {
+            bytes: frame.clone(),
+        });
+        self.vc.latest.insert(self.me, StoredVc { frame, vc });
+    }
+
+    fn build_view_change(&self) -> ViewChange {
+        let h = self.last_stable;
+        let top = h + self.config.log_window;
+        let mut prepared = Vec::new();
+        let mut pre_prepared = Vec::new();
+        for (&seq, slot) in self.log.range(h + 1..=top) {
+            if let Some((view, digest)) = slot.prepared_info {
+                prepared.push(PreparedEntry { seq, view, digest });
+            }
+            for (&digest, &view) in &slot.pp_info {
+                pre_prepared.push(PrePreparedEntry { seq, view, digest });
+            }
+        }
+        ViewChange {
+            view: self.view,
+            replica: self.me,
+            last_stable: h,
+            checkpoints: self.checkpoints.own.iter().map(|(s, d)| (*s, *d)).collect(),
+            prepared,
+            pre_prepared,
+        }
+    }
+
+    /// Structural checks of a VIEW-CHANGE (bounded sizes, entries in its window, sorted).
+    fn view_change_well_formed(&self, m: &ViewChange) -> bool {
+        let l = self.config.log_window;
+        let k = self.config.checkpoint_interval;
+        let in_win = |s: u64| s > m.last_stable && s <= m.last_stable.saturating_add(l);
+        m.checkpoints.len() <= (l / k) as usize + 2
+            && m.checkpoints
+                .iter()
+                .all(|&(s, _)| s >= m.last_stable && s % k == 0)
+            && m.checkpoints.windows(2).all(|w| w[0].0 < w[1].0)
+            && m.prepared.len() <= l as usize
+            && m.prepared.iter().all(|e| in_win(e.seq) && e.view < m.view)
+            && m.prepared.windows(2).all(|w| w[0].seq < w[1].seq)
+            && m.pre_prepared.len() <= l as usize * PP_INFO_MAX
+            && m.pre_prepared
+                .iter()
+                .all(|e| in_win(e.seq) && e.view < m.view)
+            && m.pre_prepared
+                .windows(2)
+                .all(|w| (w[0].seq, w[0].digest) < (w[1].seq, w[1].digest))
+    }
+
+    /// A signed VIEW-CHANGE from replica `m.replica` (signature checked by `authentic`).
+    pub(super) fn on_view_change(&mut self, m: ViewChange, bytes: &[u8]) {
+        if m.view == 0 || !self.view_change_well_formed(&m) {
+            return self.drop_input(DropReason::Invalid);
+        }
+        if m.view < self.view || (m.view == self.view && self.has_new_view) {
+            return self.drop_input(DropReason::Stale);
+        }
+        let newer = self
+            .vc
+            .latest
+            .get(&m.replica)
+            .is_none_or(|s| s.vc.view < m.view);
+        if !newer {
+            return self.drop_input(DropReason::Stale);
+        }
+        self.vc.latest.insert(
+            m.replica,
+            StoredVc {
+                frame: Arc::from(bytes),
+                vc: m,
+            },
+        );
+        self.after_view_change_input();
+    }
+
+    /// Applies the join rule, the limbo timer rule and (at the new primary) tries NEW-VIEW.
+    fn after_view_change_input(&mut self) {
+        // f+1 rule: jump to the largest view that f+1 replicas have reached beyond ours.
+        let mut views: Vec<View> = self
+            .vc
+            .latest
+            .iter()
+            .filter(|(&r, _)| r != self.me)
+            .map(|(_, s)| s.vc.view)
+            .collect();
+        views.sort_unstable_by(|a, b| b.cmp(a));
+        let weak = self.config.weak();
+        if let Some(&target) = views.get(weak - 1) {
+            if target > self.view {
+                return self.start_view_change(target);
+            }
+        }
+        if self.has_new_view {
+            return;
+        }
+        // 2f+1 rule: start waiting for NEW-VIEW once a quorum is in this view or later.
+        let at_least = self
+            .vc
+            .latest
+            .values()
+            .filter(|s| s.vc.view >= self.view)
+            .count();
+        if at_least >= self.config.quorum() && !self.timers.is_set(TimerKind::ViewChange) {
+            let at = self.now + self.vc.timeout;
+            self.timers.set(TimerKind::ViewChange, at);
+        }
+        if self.is_primary() {
+            self.try_new_view();
+        }
+    }
+
+    fn view_change_set(&self) -> Vec<&StoredVc> {
+        self.vc
+            .latest
+            .values()
+            .filter(|s| s.vc.view == self.view)
+            .collect()
+    }
+
+    /// The new primary decides once the VIEW-CHANGEs it holds settle every sequence number.
+    fn try_new_view(&mut self) {
+        let set = self.view_change_set();
+        if set.len() < self.config.quorum() {
+            return;
+        }
+        let vcs: Vec<&ViewChange> = set.iter().map(|s| &s.vc).collect();
+        let Some(dec) = decide(
+            &vcs,
+            self.f(),
+            self.config.log_window,
+            self.mutated(M::NewViewLowestView),
+        ) else {
+            return;
+        };
+        let frames: Vec<Vec<u8>> = set.iter().map(|s| s.frame.to_vec()).collect();
+        let v = self.view;
+        for (i, d) in dec.picks.iter().enumerate() {
+            self.persist(PersistRecord::Prepared {
+                view: v,
+                seq: dec.min + 1 + i as u64,
+                digest: *d,
+            });
+        }
+        let nv = NewView {
+            view: v,
+            view_changes: frames,
+            min: dec.min,
+            min_digest: dec.min_digest,
+            picks: dec.picks.clone(),
+        };
+        let frame = self.encode(&Message::NewView(nv), AuthChoice::Signature);
+        self.out.push_back(crate::action::Action::Broadcast {
+            bytes: frame.clone(),
+        });
+        self.vc.new_view_frame = Some(frame);
+        self.process_new_view(dec);
+    }
+
+    /// A signed NEW-VIEW: verify every embedded VIEW-CHANGE and recompute the decision.
+    pub(super) fn on_new_view(&mut self, frame: &Frame<'_>, nv: NewView, bytes: &[u8]) {
+        let Principal::Replica(j) = frame.header.sender else {
+            return self.drop_input(DropReason::Invalid);
+        };
+        if j != self.config.primary(nv.view) || frame.header.auth != AuthKind::Signature {
+            return self.drop_input(DropReason::Invalid);
+        }
+        if nv.view < self.view || (nv.view == self.view && self.has_new_view) || nv.view == 0 {
+            return self.drop_input(DropReason::Stale);
+        }
+        let Some(dec) = self.verify_new_view(&nv) else {
+            return self.drop_input(DropReason::Invalid);
+        };
+        if nv.view > self.view {
+            self.start_view_change(nv.view);
+            if self.has_new_view || self.view != nv.view {
+                return;
+            }
+        }
+        self.vc.new_view_frame = Some(Arc::from(bytes));
+        self.process_new_view(dec);
+    }
+
+    fn verify_new_view(&self, nv: &NewView) -> Option<Decision> {
+        if nv.view_changes.len() < self.config.quorum() || nv.view_changes.len() > self.n() {
+            return None;
+        }
+        let mut vcs: BTreeMap<ReplicaId, ViewChange> = BTreeMap::new();
+        for fb in &nv.view_changes {
+            let f = Frame::parse(fb, self.config.message_bytes_max).ok()?;
+            let Principal::Replica(r) = f.header.sender else {
+                return None;
+            };
+            if f.header.tag != Tag::ViewChange
+                || f.header.epoch != self.config.epoch
+                || r as usize >= self.n()
+                || !f.verify_signature(&self.keys.replica_public[r as usize])
+            {
+                return None;
+            }
+            let Ok(Message::ViewChange(vc)) = f.decode() else {
+                return None;
+            };
+            if vc.replica != r || vc.view != nv.view || !self.view_change_well_formed(&vc) {
+                return None;
+            }
+            if vcs.insert(r, vc).is_some() {
+                return None;
+            }
+        }
+        let refs: Vec<&ViewChange> = vcs.values().collect();
+        let dec = decide(
+            &refs,
+            self.f(),
+            self.config.log_window,
+            self.mutated(M::NewViewLowestView),
+        )?;
+        (dec.min == nv.min && dec.min_digest == nv.min_digest && dec.picks == nv.picks)
+            .then_some(dec)
+    }
+
+    /// `process_new_view` (§3.4): leave limbo, install the chosen checkpoint (fetching state if
+    /// behind), re-propose the picked batches, and resume.
+    fn process_new_view(&mut self, dec: Decision) {
+        let v = self.view;
+        self.has_new_view = true;
+        self.timers.stop(TimerKind::ViewChange);
+        let max = dec.min + dec.picks.len() as u64 + 1;
+        self.low_bound = dec.min;
+        self.seqno = max - 1;
+        if dec.min > self.last_stable && self.checkpoints.own.get(&dec.min) == Some(&dec.min_digest)
+        {
+            self.mark_stable(dec.min);
+        }
+        if self.last_executed < dec.min
+            || self
+                .checkpoints
+                .own
+                .get(&dec.min)
+                .is_some_and(|d| *d != dec.min_digest)
+        {
+            self.start_fetch(dec.min, dec.min_digest);
+        }
+        let null = null_digest();
+        self.batches.entry(null).or_default();
+        for (i, &d) in dec.picks.iter().enumerate() {
+            let seq = dec.min + 1 + i as u64;
+            if seq <= self.last_stable {
+                continue;
+            }
+            if let Some(b) = self.batches.get(&d).cloned() {
+                self.note_batch(d, (*b).clone());
+            } else {
+                self.missing_batches.insert(d);
+            }
+            let slot = self.log.entry(seq).or_default();
+            slot.pre_prepare = Some(Accepted {
+                digest: d,
+                frame: None,
+            });
+            slot.note_pre_prepared(d, v);
+            self.maybe_send_prepare(seq);
+        }
+        self.stats.views_installed += 1;
+        tracing::debug!(
+            replica = self.me,
+            view = v,
+            min = dec.min,
+            "new view installed"
+        );
+        self.event(Event::ViewInstalled {
+            view: v,
+            min: dec.min,
+        });
+        if self.is_primary() {
+            // Re-queue every request we hold that is neither executed nor carried over.
+            let mut reqs: Vec<(ClientId, RequestId, Digest)> = self
+                .requests
+                .values()
+                .map(|r| (r.client, r.rid, r.digest))
+                .collect();
+            reqs.sort();
+            for (c, rid, d) in reqs {
+                let done = self.cached_rid(c).is_some_and(|(r, _)| r >= rid);
+                if !done && !self.proposed.contains(&d) {
+                    self.queue.push_back(d);
+                }
+            }
+            self.try_send_pre_prepare();
+        }
+        self.restart_vtimer();
+        self.drain_read_only();
+        self.execute_committed();
+    }
+}
