@@ -9,7 +9,7 @@
 //! replays it. The last line is `N runs, M violations`; the exit code is 1 if M > 0.
 
 use byzfs_bft::mutation::Mutation;
-use byzfs_sim::run::{run, RunConfig, RunReport, EVENTS_MAX};
+use byzfs_sim::run::{capture_panics, run, RunConfig, RunReport, EVENTS_MAX};
 use byzfs_sim::scenario::{Family, FAMILIES};
 use clap::Parser;
 use std::collections::BTreeMap;
@@ -100,6 +100,7 @@ fn main() -> ExitCode {
         .threads
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
         .clamp(1, 256);
+    capture_panics();
     let wall = std::time::Instant::now();
     let next = AtomicU64::new(start);
     let (tx, rx) = mpsc::channel::<(u64, Result<RunReport, String>)>();

@@ -10,9 +10,7 @@ use crate::clock::Clock;
 use crate::kv::{KvOp, KvService};
 use crate::rng::SimRng;
 use crate::workload::Workload;
-use byzfs_bft::{
-    Client, ClientId, Config, PersistRecord, Replica, ReplicaId, ReplicaKeys, RequestId, Time,
-};
+use byzfs_bft::{Client, ClientId, Replica, ReplicaId, ReplicaKeys, RequestId, Time};
 
 /// A Byzantine replica's adversary state.
 pub struct Adversary {
@@ -38,8 +36,6 @@ pub struct ReplicaNode {
     pub crash_at_next_send: bool,
     /// Restart mode decided at crash time.
     pub restart_with_state: bool,
-    /// Every record persisted since the last restart without state.
-    pub durable: Vec<PersistRecord>,
     /// Its clock.
     pub clock: Clock,
     /// The armed timer (global time) and its generation.
@@ -91,26 +87,7 @@ pub struct BadClientNode {
 }
 
 /// Crash and restart keeping what the replica persisted (its promises and the state of its
-/// latest checkpoint).
-///
-/// TODO(replica): switch to `old.restart_from_durable(now)` once it exists. Until then this
-/// rebuilds the replica with `Replica::recover` from the records the simulator saw it persist;
-/// the service restarts empty (the checkpoint is fetched by state transfer).
-pub fn restart_with_state(
-    old: Replica<KvService>,
-    config: &Config,
-    keys: &ReplicaKeys,
-    durable: &[PersistRecord],
-    rng_seed: u64,
-    now: Time,
-) -> Replica<KvService> {
-    drop(old);
-    Replica::recover(
-        config.clone(),
-        keys.clone(),
-        KvService::new(),
-        durable,
-        rng_seed,
-        now,
-    )
+/// latest checkpoint); everything else it held is lost.
+pub fn restart_with_state(old: Replica<KvService>, now: Time) -> Replica<KvService> {
+    old.restart_from_durable(now)
 }

@@ -192,6 +192,7 @@ struct Sim {
     phase: Phase,
     converged: bool,
     catchup_target: Option<Seq>,
+    filler: bool,
     events: u64,
 }
 
@@ -267,7 +268,6 @@ impl Sim {
                 up,
                 crash_at_next_send: false,
                 restart_with_state: true,
-                durable: Vec::new(),
                 clock,
                 timer: None,
                 timer_gen: 0,
@@ -351,6 +351,7 @@ impl Sim {
             phase: Phase::Safety,
             converged: false,
             catchup_target: None,
+            filler: false,
             events: 0,
             plan,
         })
@@ -438,7 +439,6 @@ impl Sim {
             };
             match action {
                 Action::Persist(rec) => {
-                    node.durable.push(rec);
                     trace_line!(self.trace, self.now, "persist {} {rec:?}", self.name(inst));
                     self.oracle.persist(inst, rec);
                 }
@@ -553,11 +553,11 @@ impl Sim {
             fresh_replica(&self.config, &node.keys, seed, local),
         );
         if with_state {
-            node.replica =
-                restart_with_state(old, &self.config, &node.keys, &node.durable, seed, local);
+            // `old` keeps its durable promises and checkpoint; the fresh one is discarded.
+            node.replica = restart_with_state(old, local);
         } else {
+            // Amnesia: the fresh replica (empty disk) stays.
             drop(old);
-            node.durable.clear();
             node.role = Role::Amnesiac;
             self.oracle.set_role(inst, Role::Amnesiac);
         }
@@ -742,6 +742,7 @@ impl Sim {
     fn think(&mut self, idx: usize) {
         let now = self.now;
         let phase = self.phase;
+        let filler = self.filler;
         let cap = self.plan.params.safety_ops_max;
         let node = &mut self.clients[idx];
         node.thinking = false;
@@ -750,7 +751,7 @@ impl Sim {
         }
         match phase {
             Phase::Safety if node.invoked >= cap => return,
-            Phase::Liveness(_) if node.completed >= node.target => return,
+            Phase::Liveness(_) if node.completed >= node.target && !filler => return,
             Phase::Done => return,
             _ => {}
         }
@@ -1093,25 +1094,60 @@ impl Sim {
             .collect()
     }
 
+    /// The liveness phase converges in three stages: (1) every correct client completed its
+    /// quota and every accepted write is agreed — the catch-up target is then the highest
+    /// sequence number holding an accepted write; (2) while a correct replica lags behind the
+    /// target, clients keep issuing operations (a replica left alone in a higher view, say,
+    /// catches up only through the next stable checkpoint); (3) clients stop, and the run ends
+    /// once their last requests completed and are agreed.
     fn check_converged(&mut self) {
         let Phase::Liveness(_) = self.phase else {
             return;
         };
-        if !Liveness::clients_done(&self.client_progress()) {
+        let target = match self.catchup_target {
+            Some(t) => t,
+            None => {
+                if !Liveness::clients_done(&self.client_progress())
+                    || self.oracle.results.unplaced_writes() > 0
+                {
+                    return;
+                }
+                let t = self.oracle.results.acked_write_max_seq();
+                self.catchup_target = Some(t);
+                t
+            }
+        };
+        if !self.lagging(target).is_empty() {
+            if !self.filler {
+                self.filler = true;
+                trace_line!(
+                    self.trace,
+                    self.now,
+                    "catch-up: replicas lag behind seq {target}; clients keep going"
+                );
+                for idx in 0..self.clients.len() {
+                    let c = &mut self.clients[idx];
+                    if c.outstanding.is_none() && !c.thinking {
+                        c.thinking = true;
+                        self.queue.push(self.now, Ev::Think { idx });
+                    }
+                }
+            }
             return;
         }
-        let target = *self
-            .catchup_target
-            .get_or_insert_with(|| durability::acked_max_seq(&self.oracle.results));
-        if self.lagging(target).is_empty() {
-            trace_line!(
-                self.trace,
-                self.now,
-                "converged: clients done, replicas through seq {target}"
-            );
-            self.converged = true;
-            self.phase = Phase::Done;
+        self.filler = false;
+        if self.clients.iter().any(|c| c.outstanding.is_some())
+            || self.oracle.results.unplaced_writes() > 0
+        {
+            return;
         }
+        trace_line!(
+            self.trace,
+            self.now,
+            "converged: clients done, replicas through seq {target}"
+        );
+        self.converged = true;
+        self.phase = Phase::Done;
     }
 
     fn deadline(&mut self) {
@@ -1120,7 +1156,7 @@ impl Sim {
         };
         let target = self
             .catchup_target
-            .unwrap_or_else(|| durability::acked_max_seq(&self.oracle.results));
+            .unwrap_or_else(|| self.oracle.results.acked_write_max_seq());
         let lagging = self.lagging(target);
         let clients = self.client_progress();
         l.report(&mut self.oracle.sink, self.now, &clients, &lagging);
@@ -1204,13 +1240,21 @@ impl Sim {
                 .iter()
                 .enumerate()
                 .filter(|(_, r)| r.up && r.role == Role::Correct)
+                .filter(|(_, r)| !self.plan.clock_faulty.contains(&r.id))
                 .map(|(inst, r)| ReplicaProgress {
                     inst,
                     last_executed: r.replica.last_executed(),
                     last_stable: r.replica.last_stable(),
                 })
                 .collect();
-            durability::check(&mut self.oracle.sink, self.now, &self.oracle.results, &up);
+            let through = self.catchup_target.unwrap_or(0);
+            durability::check(
+                &mut self.oracle.sink,
+                self.now,
+                &self.oracle.results,
+                &up,
+                through,
+            );
         }
     }
 
@@ -1244,9 +1288,46 @@ impl Sim {
     }
 }
 
-/// Runs one seed.
+/// Checker name for a panic inside the run (a broken assertion in the replica, client, service
+/// or simulator).
+pub const PANIC: &str = "panic";
+
+thread_local! {
+    static LAST_PANIC: std::cell::RefCell<Option<String>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Replaces the process's panic hook with one that records the message and location for
+/// [`run`] to report instead of printing it (for the CLI; tests keep the default hook).
+pub fn capture_panics() {
+    std::panic::set_hook(Box::new(|info| {
+        let msg = info.to_string().replace('\n', " ");
+        LAST_PANIC.with(|p| *p.borrow_mut() = Some(msg));
+    }));
+}
+
+fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    if let Some(m) = LAST_PANIC.with(|p| p.borrow_mut().take()) {
+        return m;
+    }
+    if let Some(s) = payload.downcast_ref::<&str>() {
+        (*s).to_string()
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "non-string panic payload".to_string()
+    }
+}
+
+/// Runs one seed. A panic anywhere in the run becomes a [`PANIC`] violation; the report keeps
+/// the trace up to that point.
 pub fn run(cfg: &RunConfig) -> Result<RunReport, String> {
     let mut sim = Sim::new(cfg)?;
-    sim.run(cfg.max_events);
+    let outcome =
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| sim.run(cfg.max_events)));
+    if let Err(payload) = outcome {
+        let msg = panic_message(payload.as_ref());
+        trace_line!(sim.trace, sim.now, "PANIC {msg}");
+        sim.oracle.sink.report(PANIC, sim.now, msg);
+    }
     Ok(sim.report())
 }

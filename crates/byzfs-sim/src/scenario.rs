@@ -11,7 +11,7 @@
 use crate::byzantine::StrategyKind;
 use crate::checker::Role;
 use crate::fault::{Fault, Target};
-use crate::kv::service::NONDET_TOLERANCE_US;
+use crate::kv::DEFAULT_CLOCK_TOLERANCE;
 use crate::network::NetFaults;
 use crate::partition::Shape;
 use crate::rng::{self, stream, Purpose, SimRng};
@@ -371,7 +371,7 @@ pub fn plan(seed: u64, family: Family, replicas: Option<usize>) -> Result<Plan, 
             }
         }
         Family::Clock => {
-            let delta = NONDET_TOLERANCE_US as i64;
+            let delta = DEFAULT_CLOCK_TOLERANCE.as_micros() as i64;
             for o in plan.clock_offsets_us.iter_mut() {
                 *o = r.gen_range(-delta / 2..=delta / 2);
             }

@@ -4,7 +4,7 @@
 //! `Cas` against the last value the client saw, a few `Delete`s and `Time`s. One outstanding
 //! request per client.
 
-use crate::kv::{KvOp, KvResult};
+use crate::kv::{op_key, KvOp, KvResult};
 use crate::rng::{chance, Ppm, SimRng};
 use byzfs_bft::ClientId;
 use rand::Rng;
@@ -84,7 +84,7 @@ impl Workload {
 
     /// Learns from a completed operation (for `Cas` expectations).
     pub fn observe(&mut self, op: &KvOp, result: &KvResult) {
-        let Some(key) = op.key() else { return };
+        let Some(key) = op_key(op) else { return };
         let v = match (op, result) {
             (KvOp::Get { .. } | KvOp::Append { .. }, KvResult::Value(v)) => v.clone(),
             (_, KvResult::CasFailed(v)) => v.clone(),

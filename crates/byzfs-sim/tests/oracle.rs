@@ -126,7 +126,7 @@ fn vote_before_persist_is_caught_and_byzantine_sends_are_not_checked() {
         }),
         Auth::None,
     );
-    o.send(Time(1), 3, &c);
+    o.send(Time(1), 3, &commit_by(3));
     assert!(!o.sink.any());
     o.persist(
         0,
@@ -138,7 +138,10 @@ fn vote_before_persist_is_caught_and_byzantine_sends_are_not_checked() {
     );
     o.send(Time(1), 0, &c);
     assert!(!o.sink.any());
+    // Replica 1 relaying replica 0's COMMIT is fine; its own COMMIT without the record is not.
     o.send(Time(1), 1, &c);
+    assert!(!o.sink.any());
+    o.send(Time(1), 1, &commit_by(1));
     assert_eq!(o.sink.violations()[0].checker, checker::persist::NAME);
 }
 

@@ -21,20 +21,17 @@ pub struct ReplicaProgress {
     pub last_stable: Seq,
 }
 
-/// The highest sequence number holding an acknowledged write (0 if none).
-pub fn acked_max_seq(results: &Results) -> Seq {
-    results
-        .acked()
-        .iter()
-        .filter(|a| !a.is_get)
-        .filter_map(|a| results.position(a.client, a.rid))
-        .map(|p| p.seq)
-        .max()
-        .unwrap_or(0)
-}
-
-/// Runs the end-of-run durability check over the correct replicas that are up.
-pub fn check(sink: &mut Sink, now: Time, results: &Results, replicas: &[ReplicaProgress]) {
+/// Runs the end-of-run durability check: every acknowledged write is agreed, and each listed
+/// replica (the correct ones that are up) executed through `through` (or holds a stable
+/// checkpoint covering it) — the highest sequence number of a write acknowledged before the
+/// catch-up stage of the liveness phase.
+pub fn check(
+    sink: &mut Sink,
+    now: Time,
+    results: &Results,
+    replicas: &[ReplicaProgress],
+    through: Seq,
+) {
     for a in results.acked().iter().filter(|a| !a.is_get) {
         if results.position(a.client, a.rid).is_none() {
             sink.report(
@@ -50,7 +47,7 @@ pub fn check(sink: &mut Sink, now: Time, results: &Results, replicas: &[ReplicaP
             );
         }
     }
-    let max_seq = acked_max_seq(results);
+    let max_seq = through;
     for r in replicas {
         if r.last_executed < max_seq && r.last_stable < max_seq {
             sink.report(
@@ -112,7 +109,8 @@ mod tests {
         }
         r.advance(&mut s, Time(1), &h);
         r.accept(&mut s, Time(2), 1, 1, &KvResult::Ok.encode());
-        assert_eq!(acked_max_seq(&r), 3);
+        assert_eq!(r.acked_write_max_seq(), 3);
+        assert_eq!(r.unplaced_writes(), 0);
         let up = [
             ReplicaProgress {
                 inst: 0,
@@ -125,7 +123,7 @@ mod tests {
                 last_stable: 4,
             },
         ];
-        check(&mut s, Time(3), &r, &up);
+        check(&mut s, Time(3), &r, &up, 3);
         assert!(!s.any(), "{:?}", s.violations());
         check(
             &mut s,
@@ -136,11 +134,13 @@ mod tests {
                 last_executed: 2,
                 last_stable: 0,
             }],
+            3,
         );
         assert_eq!(s.violations().len(), 1);
         // Acknowledged but never ordered.
         r.accept(&mut s, Time(4), 1, 2, &KvResult::Ok.encode());
-        check(&mut s, Time(5), &r, &[]);
+        check(&mut s, Time(5), &r, &[], 3);
+        assert_eq!(r.unplaced_writes(), 1);
         assert_eq!(s.violations().len(), 2);
     }
 }

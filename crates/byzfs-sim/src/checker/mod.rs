@@ -156,7 +156,7 @@ impl<S: Service> Observe for Replica<S> {
 }
 
 /// Every online checker, fed by the simulator. Instances are network node indices of replica
-/// instances (a twin pair has two).
+/// instances (a twin pair has two); a correct replica's instance index is its replica id.
 pub struct Oracle {
     /// Violations found.
     pub sink: Sink,

@@ -3,13 +3,15 @@
 //! promise — PRE-PREPARE and PREPARE after `Prepared{view, seq, digest}` (a PRE-PREPARE's digest
 //! is `batch_digest` of its batch), COMMIT after `Committed{..}`, VIEW-CHANGE after
 //! `View(view)`. Records survive a restart with state and are lost by a restart without.
-//! Every frame a correct replica sends must also parse and decode.
+//! Every frame a correct replica sends must also parse and decode. Frames another replica
+//! authenticated and this one only relays verbatim (e.g. the primary's PRE-PREPARE
+//! retransmitted in answer to a STATUS) are not its votes and are not checked.
 
 use super::Sink;
 use byzfs_bft::batch::batch_digest;
 use byzfs_bft::message::{Message, Tag};
 use byzfs_bft::wire::Frame;
-use byzfs_bft::{PersistRecord, Time};
+use byzfs_bft::{PersistRecord, Principal, Time};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// Checker name.
@@ -56,10 +58,11 @@ impl PersistBeforeSend {
                 return;
             }
         };
-        if !matches!(
+        let vote = matches!(
             frame.header.tag,
             Tag::PrePrepare | Tag::Prepare | Tag::Commit | Tag::ViewChange
-        ) {
+        );
+        if !vote || frame.header.sender != Principal::Replica(inst as u32) {
             return;
         }
         let msg = match frame.decode() {
@@ -221,6 +224,20 @@ mod tests {
         assert_eq!(s.violations().len(), 4);
 
         p.check_send(&mut s, Time(0), 1, b"garbage");
+        assert_eq!(s.violations().len(), 5);
+
+        // Relaying another replica's vote verbatim is not a vote.
+        let theirs = encode(
+            Envelope::new(Principal::Replica(2), 0),
+            &Message::Prepare(Prepare {
+                view: 0,
+                seq: 9,
+                digest: d,
+                replica: 2,
+            }),
+            Auth::None,
+        );
+        p.check_send(&mut s, Time(0), 1, &theirs);
         assert_eq!(s.violations().len(), 5);
     }
 }

@@ -8,11 +8,14 @@
 //! * `Cas{expect, new}` → `Ok` if current == expect (then set), else `CasFailed(current)`;
 //! * `Time` → `Time(t)`.
 //!
-//! Non-determinism: a batch's `nondet` is an 8-byte little-endian timestamp in µs. Every
-//! executed operation advances the agreed clock to `t = max(ts, last_ts + 1)`, so `Time` results
-//! are strictly increasing along the history. A malformed `nondet` counts as `ts = 0`.
+//! Non-determinism (the service's agreed time, PROTOCOL.md §1.13): a batch's `nondet` is an
+//! 8-byte little-endian timestamp in µs. Executing an operation first folds it into the agreed
+//! clock — a timestamp above the stored one replaces it; an equal, lower or malformed one
+//! leaves it — and `Time` returns the clock. So time never goes backwards and every operation
+//! of a batch sees the same value. An undecodable operation still folds the clock, then
+//! returns `Invalid`.
 
-use super::op::{KvOp, KvResult};
+use super::{KvOp, KvResult};
 use std::collections::BTreeMap;
 
 /// The reference key-value state.
@@ -20,6 +23,18 @@ use std::collections::BTreeMap;
 pub struct KvModel {
     map: BTreeMap<Vec<u8>, Vec<u8>>,
     last_ts: u64,
+}
+
+/// The key an operation touches (`None` for `Time`).
+pub fn op_key(op: &KvOp) -> Option<&[u8]> {
+    match op {
+        KvOp::Put { key, .. }
+        | KvOp::Get { key }
+        | KvOp::Delete { key }
+        | KvOp::Append { key, .. }
+        | KvOp::Cas { key, .. } => Some(key),
+        KvOp::Time => None,
+    }
 }
 
 /// Decodes a batch's non-deterministic input (8-byte LE µs), 0 if malformed.
@@ -59,11 +74,13 @@ impl KvModel {
         self.last_ts
     }
 
-    /// Advances the agreed clock for one executed operation and returns the time it saw.
+    /// Folds a batch's `nondet` into the agreed clock for one executed operation and returns
+    /// the time the operation sees.
     pub fn tick(&mut self, nondet: &[u8]) -> u64 {
-        let t = nondet_ts(nondet).max(self.last_ts.saturating_add(1));
-        self.last_ts = t;
-        t
+        if nondet.len() == 8 {
+            self.last_ts = self.last_ts.max(nondet_ts(nondet));
+        }
+        self.last_ts
     }
 
     /// Executes an ordered operation with its batch's `nondet`.
@@ -202,25 +219,63 @@ mod tests {
             ),
             KvResult::Ok
         );
-        assert_eq!(m.execute_bytes(b"\xff", &nd), KvResult::Invalid);
+        assert_eq!(m.execute_bytes(b"\xff\xff", &nd), KvResult::Invalid);
     }
 
     #[test]
-    fn clock_is_strictly_monotonic() {
+    fn clock_never_goes_back() {
         let mut m = KvModel::new();
+        let at = |t: u64| t.to_le_bytes();
+        assert_eq!(m.execute(&KvOp::Time, &at(50)), KvResult::Time(50));
         assert_eq!(
-            m.execute(&KvOp::Time, &50u64.to_le_bytes()),
-            KvResult::Time(50)
+            m.execute(&KvOp::Time, &at(50)),
+            KvResult::Time(50),
+            "same batch"
         );
-        // A primary's clock behind the agreed one cannot move time backwards.
-        assert_eq!(
-            m.execute(&KvOp::Time, &10u64.to_le_bytes()),
-            KvResult::Time(51)
-        );
-        assert_eq!(m.execute(&KvOp::Time, &[]), KvResult::Time(52));
-        assert_eq!(
-            m.execute(&KvOp::Time, &90u64.to_le_bytes()),
-            KvResult::Time(90)
-        );
+        assert_eq!(m.execute(&KvOp::Time, &at(10)), KvResult::Time(50));
+        assert_eq!(m.execute(&KvOp::Time, &[1, 2]), KvResult::Time(50));
+        assert_eq!(m.execute(&KvOp::Time, &at(90)), KvResult::Time(90));
+    }
+
+    #[test]
+    fn agrees_with_the_real_service() {
+        use byzfs_bft::Service;
+        let mut real = crate::kv::KvService::new();
+        let mut model = KvModel::new();
+        let ops = [
+            KvOp::Append {
+                key: k("a"),
+                value: k("1"),
+            },
+            KvOp::Time,
+            KvOp::Cas {
+                key: k("a"),
+                expect: Some(k("1")),
+                new: k("2"),
+            },
+            KvOp::Cas {
+                key: k("a"),
+                expect: None,
+                new: k("3"),
+            },
+            KvOp::Get { key: k("a") },
+            KvOp::Put {
+                key: k("b"),
+                value: k("x"),
+            },
+            KvOp::Delete { key: k("b") },
+            KvOp::Get { key: k("b") },
+            KvOp::Time,
+        ];
+        for (i, op) in ops.iter().enumerate() {
+            let nd = (10 + (i as u64 / 2) * 7).to_le_bytes();
+            let got = KvResult::decode(&real.execute(1, &op.encode(), &nd));
+            assert_eq!(got, Some(model.execute(op, &nd)), "op {i} {op:?}");
+        }
+        let junk = [0xff, 0xff, 0xff];
+        let nd = 99u64.to_le_bytes();
+        let got = KvResult::decode(&real.execute(1, &junk, &nd));
+        assert_eq!(got, Some(model.execute_bytes(&junk, &nd)));
+        assert_eq!(real.last_agreed_time(), model.last_ts());
     }
 }
