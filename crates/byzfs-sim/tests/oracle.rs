@@ -116,16 +116,19 @@ fn vote_before_persist_is_caught_and_byzantine_sends_are_not_checked() {
     use byzfs_bft::wire::{encode, Auth, Envelope};
     use byzfs_bft::Principal;
     let mut o = oracle();
-    let c = encode(
-        Envelope::new(Principal::Replica(0), 0),
-        &Message::Commit(Commit {
-            view: 0,
-            seq: 1,
-            digest: d(1),
-            replica: 0,
-        }),
-        Auth::None,
-    );
+    let commit_by = |r: u32| {
+        encode(
+            Envelope::new(Principal::Replica(r), 0),
+            &Message::Commit(Commit {
+                view: 0,
+                seq: 1,
+                digest: d(1),
+                replica: r,
+            }),
+            Auth::None,
+        )
+    };
+    let c = commit_by(0);
     o.send(Time(1), 3, &commit_by(3));
     assert!(!o.sink.any());
     o.persist(
