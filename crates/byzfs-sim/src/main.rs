@@ -7,6 +7,7 @@
 //! Each seed runs single-threaded and deterministically; output is printed in seed order. A
 //! failing seed prints `FAIL seed=S scenario=X: <checker>: <message>` and the command that
 //! replays it. The last line is `N runs, M violations`; the exit code is 1 if M > 0.
+//! `BYZFS_SIM_BACKTRACE=1` adds a backtrace to `panic` violations.
 
 use byzfs_bft::mutation::Mutation;
 use byzfs_sim::run::{capture_panics, run, RunConfig, RunReport, EVENTS_MAX};

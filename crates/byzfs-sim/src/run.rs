@@ -1297,10 +1297,15 @@ thread_local! {
 }
 
 /// Replaces the process's panic hook with one that records the message and location for
-/// [`run`] to report instead of printing it (for the CLI; tests keep the default hook).
+/// [`run`] to report instead of printing it (for the CLI; tests keep the default hook). With
+/// `BYZFS_SIM_BACKTRACE=1` the report includes the backtrace.
 pub fn capture_panics() {
-    std::panic::set_hook(Box::new(|info| {
-        let msg = info.to_string().replace('\n', " ");
+    let backtrace = std::env::var_os("BYZFS_SIM_BACKTRACE").is_some_and(|v| v != "0");
+    std::panic::set_hook(Box::new(move |info| {
+        let mut msg = info.to_string().replace('\n', " ");
+        if backtrace {
+            msg.push_str(&format!("\n{}", std::backtrace::Backtrace::force_capture()));
+        }
         LAST_PANIC.with(|p| *p.borrow_mut() = Some(msg));
     }));
 }
