@@ -31,7 +31,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 /// Default bound on events per run.
-pub const EVENTS_MAX: u64 = 3_000_000;
+pub const EVENTS_MAX: u64 = 1_000_000;
 /// Checker name for a run that exhausted its event budget.
 pub const BUDGET: &str = "budget";
 /// First id of correct clients.
@@ -388,7 +388,7 @@ impl Sim {
             }
         }
         for idx in 0..self.clients.len() {
-            let t = self.clients[idx].workload.think_us();
+            let t = self.clients[idx].workload.think_us(true);
             self.clients[idx].thinking = true;
             self.queue.push(Time(t), Ev::Think { idx });
         }
@@ -732,7 +732,7 @@ impl Sim {
             node.completed += 1;
             if !node.thinking {
                 node.thinking = true;
-                let t = node.workload.think_us();
+                let t = node.workload.think_us(matches!(self.phase, Phase::Safety));
                 self.queue
                     .push(Time(self.now.as_micros() + t), Ev::Think { idx });
             }
@@ -777,7 +777,7 @@ impl Sim {
                 node.refused += 1;
                 node.thinking = true;
                 let id = node.id;
-                let t = 50 * MS + node.workload.think_us();
+                let t = 50 * MS + node.workload.think_us(false);
                 self.queue
                     .push(Time(now.as_micros() + t), Ev::Think { idx });
                 trace_line!(self.trace, now, "invoke c{id} refused: {e}");

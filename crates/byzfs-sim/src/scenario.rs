@@ -176,6 +176,8 @@ impl Plan {
 
 const MS: u64 = 1_000;
 const S: u64 = 1_000_000;
+/// Operations per correct client in the safety phase (bounds the work of a run).
+const SAFETY_OPS_MAX: u64 = 200;
 
 fn sweep(seed: u64, replicas: Option<usize>) -> Result<Params, String> {
     let mut r = stream(seed, Purpose::Params);
@@ -217,12 +219,16 @@ fn sweep(seed: u64, replicas: Option<usize>) -> Result<Params, String> {
         workload: WorkloadParams {
             keys,
             think_max_us,
+            // A mean pause of 3 × safety / cap, taken after 30% of operations, spreads the
+            // capped operations over about the whole phase.
+            pause_max_us: 6 * safety_us / SAFETY_OPS_MAX,
+            pause_ppm: 300_000,
             big_put_ppm: 200_000,
         },
         safety_us,
         liveness_bound_us: 120 * S,
         liveness_new_ops: 3,
-        safety_ops_max: 300,
+        safety_ops_max: SAFETY_OPS_MAX,
         net: NetFaults::benign(),
     })
 }

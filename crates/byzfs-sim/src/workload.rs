@@ -15,8 +15,14 @@ use std::collections::BTreeMap;
 pub struct WorkloadParams {
     /// Number of keys (`k0`, `k1`, ...).
     pub keys: usize,
-    /// Think time between operations is uniform in `0..=think_max_us`.
+    /// Think time between operations is uniform in `0..=think_max_us`...
     pub think_max_us: u64,
+    /// ...except that, while pacing, a pause uniform in `0..=pause_max_us` follows an
+    /// operation with probability `pause_ppm` (spreads a capped number of operations over the
+    /// safety phase, in bursts, so late faults still meet traffic).
+    pub pause_max_us: u64,
+    /// Probability of a pause while pacing.
+    pub pause_ppm: Ppm,
     /// Probability that a `Put` carries a 100–300 byte value.
     pub big_put_ppm: Ppm,
 }
@@ -43,8 +49,11 @@ impl Workload {
         }
     }
 
-    /// Think time before the next operation, µs.
-    pub fn think_us(&mut self) -> u64 {
+    /// Think time before the next operation, µs; with `pacing`, sometimes a longer pause.
+    pub fn think_us(&mut self, pacing: bool) -> u64 {
+        if pacing && chance(&mut self.rng, self.params.pause_ppm) {
+            return self.rng.gen_range(0..=self.params.pause_max_us);
+        }
         self.rng.gen_range(0..=self.params.think_max_us)
     }
 
@@ -107,6 +116,8 @@ mod tests {
         let p = WorkloadParams {
             keys: 3,
             think_max_us: 10,
+            pause_max_us: 0,
+            pause_ppm: 0,
             big_put_ppm: 500_000,
         };
         let mut a = Workload::new(p.clone(), 1, substream(9, Purpose::Workload, 1));
@@ -136,6 +147,8 @@ mod tests {
         let p = WorkloadParams {
             keys: 1,
             think_max_us: 0,
+            pause_max_us: 0,
+            pause_ppm: 0,
             big_put_ppm: 0,
         };
         let mut w = Workload::new(p, 1, substream(1, Purpose::Workload, 0));
