@@ -67,11 +67,12 @@ mod tests {
             digest: Digest([b; 32]),
             ..Stub::default()
         };
-        p.on_step_end(&mut s, Time(0), 0, &at(3, 3, 1));
-        p.on_step_end(&mut s, Time(0), 1, &at(3, 4, 7)); // tentative beyond: skipped
-        p.on_step_end(&mut s, Time(0), 1, &at(3, 3, 1));
+        p.on_step_end(&mut s, Time(0), 0, &at(8, 8, 1));
+        p.on_step_end(&mut s, Time(0), 1, &at(8, 9, 7)); // tentative beyond: skipped
+        p.on_step_end(&mut s, Time(0), 1, &at(8, 8, 1));
+        p.on_step_end(&mut s, Time(0), 2, &at(9, 9, 5)); // not sampled
         assert!(!s.any());
-        p.on_step_end(&mut s, Time(0), 2, &at(3, 3, 2));
+        p.on_step_end(&mut s, Time(0), 2, &at(8, 8, 2));
         assert_eq!(s.violations().len(), 1);
     }
 }
