@@ -183,6 +183,12 @@ impl Client {
         self.next_rid
     }
 
+    /// Moves the request-id counter forward (never back), e.g. to the client's clock at start,
+    /// so a restarted client does not reuse ids the replicas' reply cache already answered.
+    pub fn advance_next_rid(&mut self, rid: RequestId) {
+        self.next_rid = self.next_rid.max(rid);
+    }
+
     /// Activity counters.
     pub fn stats(&self) -> &ClientStats {
         &self.stats

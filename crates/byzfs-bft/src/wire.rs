@@ -195,7 +195,13 @@ impl<'a> Frame<'a> {
         }
         let b = self.body;
         Ok(match self.header.tag {
-            Tag::Request => Message::Request(de(b)?),
+            Tag::Request => {
+                let r: Request = de(b)?;
+                if canonical_request_len(r.client, r.rid, r.op.len()) != b.len() {
+                    return Err(DecodeError::BadBody);
+                }
+                Message::Request(r)
+            }
             Tag::Reply => Message::Reply(de(b)?),
             Tag::PrePrepare => Message::PrePrepare(de(b)?),
             Tag::Prepare => Message::Prepare(de(b)?),

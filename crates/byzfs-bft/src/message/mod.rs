@@ -348,11 +348,30 @@ pub struct RequestView<'a> {
 }
 
 impl<'a> RequestView<'a> {
-    /// Decodes a request body, rejecting trailing bytes.
+    /// Decodes a request body, rejecting trailing bytes and non-canonical encodings (so one
+    /// request has exactly one digest).
     pub fn decode(body: &'a [u8]) -> Option<RequestView<'a>> {
         match postcard::take_from_bytes::<RequestView<'a>>(body) {
-            Ok((v, [])) => Some(v),
+            Ok((v, [])) if canonical_request_len(v.client, v.rid, v.op.len()) == body.len() => {
+                Some(v)
+            }
             _ => None,
         }
     }
+}
+
+/// Length of a varint (postcard's LEB128) encoding of `x`.
+fn varint_len(mut x: u64) -> usize {
+    let mut n = 1;
+    while x >= 0x80 {
+        x >>= 7;
+        n += 1;
+    }
+    n
+}
+
+/// The length of the canonical encoding of a request body. postcard accepts over-long varints
+/// when decoding; a body longer than this is a second encoding of the same request.
+pub fn canonical_request_len(client: ClientId, rid: RequestId, op_len: usize) -> usize {
+    varint_len(client) + varint_len(rid) + varint_len(op_len as u64) + op_len
 }

@@ -311,6 +311,12 @@ impl<S: Service> Replica<S> {
         self.keys.clients.insert(client, (to_client, from_client));
     }
 
+    /// Forgets a client's MAC keys (a disconnected session); its reply-cache entry, which is
+    /// replicated state, stays.
+    pub fn remove_client(&mut self, client: ClientId) {
+        self.keys.clients.remove(&client);
+    }
+
     /// This replica's id.
     pub fn id(&self) -> ReplicaId {
         self.me
@@ -411,6 +417,24 @@ impl<S: Service> Replica<S> {
     /// (our slot is checked), VIEW-CHANGE and NEW-VIEW a signature, clients' requests an
     /// authenticator, point-to-point replica messages a single MAC.
     fn authentic(&self, frame: &Frame<'_>) -> bool {
+        use crate::message::Tag;
+        // Each kind carries the authentication its role needs: VIEW-CHANGE and NEW-VIEW are
+        // signed (NEW-VIEW forwards them as proof), multicasts carry authenticators (so they
+        // can be relayed), point-to-point answers a single MAC.
+        let kind_ok = match frame.header.tag {
+            Tag::ViewChange | Tag::NewView => frame.header.auth == AuthKind::Signature,
+            Tag::Request | Tag::PrePrepare | Tag::Prepare | Tag::Commit | Tag::Status => {
+                frame.header.auth == AuthKind::Authenticator
+            }
+            Tag::Checkpoint => matches!(frame.header.auth, AuthKind::Authenticator | AuthKind::Mac),
+            Tag::Fetch | Tag::BatchData | Tag::StateMeta | Tag::StatePart => {
+                frame.header.auth == AuthKind::Mac
+            }
+            Tag::Reply => false,
+        };
+        if !kind_ok {
+            return false;
+        }
         match frame.header.sender {
             Principal::Replica(j) => {
                 let j = j as usize;

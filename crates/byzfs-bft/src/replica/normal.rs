@@ -51,6 +51,10 @@ impl<S: Service> Replica<S> {
         if !self.store_request(stored.clone()) {
             return self.drop_input(DropReason::QueueFull);
         }
+        if stored.big {
+            // Its pre-prepare may have arrived first and be waiting for this body.
+            self.on_body_arrived(stored.digest);
+        }
         if self.is_primary() {
             if !self.proposed.contains(&stored.digest) && !self.queue.contains(&stored.digest) {
                 self.queue.push_back(stored.digest);
@@ -64,6 +68,22 @@ impl<S: Service> Replica<S> {
             }
             self.add_pending(c, stored.rid, stored.digest);
         }
+    }
+
+    /// A big request's body arrived: slots whose batch names it may now prepare or commit.
+    pub(super) fn on_body_arrived(&mut self, d: Digest) {
+        let waiting: Vec<Seq> = self
+            .log
+            .iter()
+            .filter_map(|(&seq, s)| s.pre_prepare.as_ref().map(|a| (seq, a.digest)))
+            .filter(|(_, bd)| self.batches.get(bd).is_some_and(|b| b.big.contains(&d)))
+            .map(|(seq, _)| seq)
+            .collect();
+        for seq in waiting {
+            self.maybe_send_prepare(seq);
+            self.check_prepared(seq);
+        }
+        self.execute_committed();
     }
 
     /// Keeps the newest request per client (and big bodies referenced by the log). Returns

@@ -652,3 +652,72 @@ fn restart_from_durable_state_rejoins() {
     assert_eq!(c.r[2].last_executed(), 9);
     assert_eq!(c.r[2].state_digest(), c.r[0].state_digest());
 }
+
+#[test]
+fn view_change_must_be_signed() {
+    let cfg = config();
+    let mut b = replica(1, &cfg);
+    drain(&mut b);
+    let vc = ViewChange {
+        view: 1,
+        replica: 2,
+        last_stable: 0,
+        checkpoints: vec![],
+        prepared: vec![],
+        pre_prepared: vec![],
+    };
+    // MAC-authenticated instead of signed: it must not be stored (it could not be forwarded).
+    let keys = TestKeys::new(1, cfg.n()).replica(2, [CLIENT]);
+    let bytes = encode(
+        Envelope::new(Principal::Replica(2), 0),
+        &Message::ViewChange(vc),
+        Auth::Authenticator(&keys.to_replica),
+    );
+    b.handle_message(Time(1), &bytes);
+    assert_eq!(
+        drain(&mut b),
+        vec![Action::Event(Event::Dropped(DropReason::BadAuth))]
+    );
+}
+
+#[test]
+fn big_request_body_after_pre_prepare_still_prepares() {
+    let cfg = config();
+    let mut b = replica(1, &cfg);
+    drain(&mut b);
+    let big = request(&cfg, 1, &[b'w'; 100], false); // above the 64-byte SRT threshold
+    let d = Frame::parse(&big, 1 << 20).unwrap().header.body_digest;
+    let batch = BatchBody {
+        requests: vec![],
+        big: vec![d],
+        nondet: vec![1],
+    };
+    let bd = batch_digest(&batch).unwrap();
+    b.handle_message(
+        Time(1),
+        &from_replica(
+            &cfg,
+            0,
+            &Message::PrePrepare(PrePrepare {
+                view: 0,
+                seq: 1,
+                batch,
+            }),
+        ),
+    );
+    assert!(
+        sent(&drain(&mut b)).is_empty(),
+        "no PREPARE without the body"
+    );
+    b.handle_message(Time(2), &big);
+    let msgs = sent(&drain(&mut b));
+    assert_eq!(
+        msgs,
+        vec![Message::Prepare(Prepare {
+            view: 0,
+            seq: 1,
+            digest: bd,
+            replica: 1
+        })]
+    );
+}

@@ -1,0 +1,6 @@
+//! The Fetch body decoder behind a valid header.
+#![no_main]
+
+use byzfs_bft::message::Tag;
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| byzfs_bft_fuzz::decode_body(Tag::Fetch, data));

@@ -1,0 +1,165 @@
+//! Client certificates and client sessions.
+//!
+//! A client is admitted by a certificate — its id and X25519 public key, signed by the
+//! cluster's admin key (whose public half is in `cluster.toml`) — so adding a client needs
+//! no replica restart and no config edit.
+//!
+//! **Sessions (interim).** The core's [`byzfs_bft::Client`] numbers requests from 1 in every
+//! process, and replicas answer a request id they have already executed from their reply
+//! cache. Two successive processes with the same client id would therefore receive each
+//! other's results. Until the core lets a driver choose the first request id, every
+//! [`crate::ByzClient`] runs as a fresh *session*: its protocol client id is
+//! `certificate id << 40 | session`, where the session number is the connect time in
+//! milliseconds (strictly increasing within a process). The certificate authorises every
+//! session of its id; replicas check the session's prefix against the certificate.
+
+use crate::hex::Hex;
+use byzfs_bft::ClientId;
+use ed25519_dalek::{Signer as _, SigningKey, VerifyingKey};
+use serde::{Deserialize, Serialize};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Bits of a protocol client id that number sessions.
+pub const SESSION_BITS: u32 = 40;
+/// Largest certificate client id (the remaining 24 bits).
+pub const CLIENT_ID_MAX: ClientId = (1 << (64 - SESSION_BITS)) - 1;
+
+const CERT_DOMAIN: &[u8] = b"byzfs client certificate v1\0";
+
+/// A client certificate.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct ClientCert {
+    /// The cluster it admits the client to.
+    pub cluster_id: Hex<16>,
+    /// The client id (`0..=CLIENT_ID_MAX`).
+    pub client: ClientId,
+    /// The client's X25519 public key.
+    pub x25519_public_key: Hex<32>,
+    /// Admin Ed25519 signature over the fields above.
+    pub signature: Hex<64>,
+}
+
+/// Why a certificate is refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum CertError {
+    /// Issued for another cluster.
+    #[error("the certificate is for another cluster")]
+    WrongCluster,
+    /// The client id does not fit beside a session number.
+    #[error("client id {0} is out of range (0..=16777215)")]
+    ClientIdRange(ClientId),
+    /// The signature does not verify under the admin key.
+    #[error("the certificate is not signed by this cluster's admin key")]
+    BadSignature,
+}
+
+fn signed_bytes(cluster_id: &[u8; 16], client: ClientId, public: &[u8; 32]) -> Vec<u8> {
+    let mut v = Vec::with_capacity(CERT_DOMAIN.len() + 56);
+    v.extend_from_slice(CERT_DOMAIN);
+    v.extend_from_slice(cluster_id);
+    v.extend_from_slice(&client.to_le_bytes());
+    v.extend_from_slice(public);
+    v
+}
+
+impl ClientCert {
+    /// Signs a certificate for `client` with public key `public`.
+    pub fn issue(
+        admin: &SigningKey,
+        cluster_id: [u8; 16],
+        client: ClientId,
+        public: [u8; 32],
+    ) -> ClientCert {
+        let sig = admin.sign(&signed_bytes(&cluster_id, client, &public));
+        ClientCert {
+            cluster_id: Hex(cluster_id),
+            client,
+            x25519_public_key: Hex(public),
+            signature: Hex(sig.to_bytes()),
+        }
+    }
+
+    /// Checks the certificate against the cluster's id and admin key.
+    pub fn verify(&self, admin: &VerifyingKey, cluster_id: &[u8; 16]) -> Result<(), CertError> {
+        if &self.cluster_id.0 != cluster_id {
+            return Err(CertError::WrongCluster);
+        }
+        if self.client > CLIENT_ID_MAX {
+            return Err(CertError::ClientIdRange(self.client));
+        }
+        let sig = ed25519_dalek::Signature::from_bytes(&self.signature.0);
+        admin
+            .verify_strict(
+                &signed_bytes(cluster_id, self.client, &self.x25519_public_key.0),
+                &sig,
+            )
+            .map_err(|_| CertError::BadSignature)
+    }
+}
+
+/// The protocol client id of `session` of certificate id `client`, if both fit.
+pub fn session_client_id(client: ClientId, session: u64) -> Option<ClientId> {
+    (client <= CLIENT_ID_MAX && session < (1 << SESSION_BITS))
+        .then_some(client << SESSION_BITS | session)
+}
+
+/// A new session number: milliseconds since 2025-01-01 UTC (modulo 2^40, ≈ 35 years),
+/// strictly increasing within this process.
+pub fn new_session() -> u64 {
+    static LAST: AtomicU64 = AtomicU64::new(0);
+    const EPOCH_2025_MS: u64 = 1_735_689_600_000;
+    let mask = (1u64 << SESSION_BITS) - 1;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+    let candidate = now.saturating_sub(EPOCH_2025_MS) & mask;
+    let prev = LAST
+        .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |last| {
+            Some(candidate.max(last + 1) & mask)
+        })
+        .unwrap_or_default();
+    candidate.max(prev + 1) & mask
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn issue_verify_and_tamper() {
+        let admin = SigningKey::from_bytes(&[3; 32]);
+        let cert = ClientCert::issue(&admin, [1; 16], 5, [9; 32]);
+        cert.verify(&admin.verifying_key(), &[1; 16]).unwrap();
+        assert_eq!(
+            cert.verify(&admin.verifying_key(), &[2; 16]),
+            Err(CertError::WrongCluster)
+        );
+        let mut forged = cert.clone();
+        forged.client = 6;
+        assert_eq!(
+            forged.verify(&admin.verifying_key(), &[1; 16]),
+            Err(CertError::BadSignature)
+        );
+        let other = SigningKey::from_bytes(&[4; 32]);
+        assert_eq!(
+            cert.verify(&other.verifying_key(), &[1; 16]),
+            Err(CertError::BadSignature)
+        );
+        let big = ClientCert::issue(&admin, [1; 16], CLIENT_ID_MAX + 1, [9; 32]);
+        assert!(matches!(
+            big.verify(&admin.verifying_key(), &[1; 16]),
+            Err(CertError::ClientIdRange(_))
+        ));
+    }
+
+    #[test]
+    fn sessions_are_distinct_and_fit() {
+        let a = new_session();
+        let b = new_session();
+        assert!(b > a || b < 1 << 20, "strictly increasing (modulo wrap)");
+        assert_eq!(session_client_id(1, 7), Some((1 << 40) | 7));
+        assert_eq!(session_client_id(CLIENT_ID_MAX + 1, 0), None);
+        assert_eq!(session_client_id(0, 1 << 40), None);
+    }
+}

@@ -1,0 +1,329 @@
+//! The cluster file (`cluster.toml`): shared by every node, holds no secrets (ARCHITECTURE.md
+//! rule 7). It names the cluster, lists the replicas (id, address, public keys), carries the
+//! admin public key that signs client certificates, and the protocol parameters of
+//! [`byzfs_bft::Config`] in human units.
+//!
+//! [`ClusterConfig::load`] refuses anything inconsistent with a one-line [`SetupError`]:
+//! `n ≠ 3f+1`, duplicate or missing ids, duplicate addresses, invalid public keys, or
+//! parameters that fail [`Config::validate`].
+
+use crate::error::{toml_error, SetupError};
+use crate::hex::Hex;
+use byzfs_bft::{Config, ReplicaId};
+use core::time::Duration;
+use ed25519_dalek::VerifyingKey;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// Default file name of the cluster file.
+pub const CLUSTER_FILE: &str = "cluster.toml";
+
+/// Protocol parameters as written in the cluster file (`[protocol]`); every field is optional
+/// and defaults to [`Config::new`]'s value.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[serde(default, deny_unknown_fields)]
+#[allow(missing_docs)] // One field per `Config` field; see `byzfs_bft::Config` for meanings.
+pub struct ProtocolParams {
+    pub checkpoint_interval: u64,
+    pub log_window: u64,
+    pub batch_window: u64,
+    pub batch_bytes_max: usize,
+    pub big_request_threshold: usize,
+    pub full_reply_threshold: usize,
+    pub tentative_execution: bool,
+    pub read_only_optimisation: bool,
+    pub view_change_timeout_ms: u64,
+    pub view_change_timeout_max_ms: u64,
+    pub status_interval_ms: u64,
+    pub client_retransmit_ms: u64,
+    pub client_retransmit_max_ms: u64,
+    pub message_bytes_max: usize,
+    pub op_bytes_max: usize,
+}
+
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+impl Default for ProtocolParams {
+    fn default() -> Self {
+        ProtocolParams::from_config(&Config::new(1))
+    }
+}
+
+impl ProtocolParams {
+    /// The parameters of `c` (its `f` and `epoch` live elsewhere in the file).
+    pub fn from_config(c: &Config) -> Self {
+        ProtocolParams {
+            checkpoint_interval: c.checkpoint_interval,
+            log_window: c.log_window,
+            batch_window: c.batch_window,
+            batch_bytes_max: c.batch_bytes_max,
+            big_request_threshold: c.big_request_threshold,
+            full_reply_threshold: c.full_reply_threshold,
+            tentative_execution: c.tentative_execution,
+            read_only_optimisation: c.read_only_optimisation,
+            view_change_timeout_ms: millis(c.view_change_timeout),
+            view_change_timeout_max_ms: millis(c.view_change_timeout_max),
+            status_interval_ms: millis(c.status_interval),
+            client_retransmit_ms: millis(c.client_retransmit),
+            client_retransmit_max_ms: millis(c.client_retransmit_max),
+            message_bytes_max: c.message_bytes_max,
+            op_bytes_max: c.op_bytes_max,
+        }
+    }
+
+    /// The core's configuration.
+    pub fn to_config(&self, f: u32, epoch: u32) -> Config {
+        Config {
+            f,
+            epoch,
+            checkpoint_interval: self.checkpoint_interval,
+            log_window: self.log_window,
+            batch_window: self.batch_window,
+            batch_bytes_max: self.batch_bytes_max,
+            big_request_threshold: self.big_request_threshold,
+            full_reply_threshold: self.full_reply_threshold,
+            tentative_execution: self.tentative_execution,
+            read_only_optimisation: self.read_only_optimisation,
+            view_change_timeout: Duration::from_millis(self.view_change_timeout_ms),
+            view_change_timeout_max: Duration::from_millis(self.view_change_timeout_max_ms),
+            status_interval: Duration::from_millis(self.status_interval_ms),
+            client_retransmit: Duration::from_millis(self.client_retransmit_ms),
+            client_retransmit_max: Duration::from_millis(self.client_retransmit_max_ms),
+            message_bytes_max: self.message_bytes_max,
+            op_bytes_max: self.op_bytes_max,
+        }
+    }
+}
+
+/// One `[[replica]]` entry as written in the file.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct ReplicaEntry {
+    /// Replica id, `0..n`.
+    pub id: ReplicaId,
+    /// `host:port` the replica listens on and peers dial.
+    pub address: String,
+    /// X25519 public key (key agreement for MAC keys).
+    pub x25519_public_key: Hex<32>,
+    /// Ed25519 public key (VIEW-CHANGE and NEW-VIEW signatures).
+    pub ed25519_public_key: Hex<32>,
+}
+
+/// The file as written.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct ClusterFile {
+    /// Random cluster identifier; salts every key derivation and binds client certificates.
+    pub cluster_id: Hex<16>,
+    /// Configuration epoch (carried in every message header).
+    pub epoch: u32,
+    /// Faults tolerated; the file must list `3f+1` replicas.
+    pub f: u32,
+    /// Ed25519 public key of the admin who signs client certificates.
+    pub admin_public_key: Hex<32>,
+    /// Protocol parameters.
+    #[serde(default)]
+    pub protocol: ProtocolParams,
+    /// The replicas.
+    #[serde(rename = "replica", default)]
+    pub replicas: Vec<ReplicaEntry>,
+}
+
+/// One replica of a validated configuration.
+#[derive(Clone, Debug)]
+pub struct ReplicaInfo {
+    /// Replica id (its index in [`ClusterConfig::replicas`]).
+    pub id: ReplicaId,
+    /// `host:port`.
+    pub address: String,
+    /// X25519 public key.
+    pub x25519_public: x25519_dalek::PublicKey,
+    /// Ed25519 public key.
+    pub ed25519_public: VerifyingKey,
+}
+
+/// A validated cluster configuration.
+#[derive(Clone, Debug)]
+pub struct ClusterConfig {
+    /// Where it was read from (named in error messages).
+    pub path: PathBuf,
+    /// Cluster identifier.
+    pub cluster_id: [u8; 16],
+    /// Admin public key (client certificates).
+    pub admin_public: VerifyingKey,
+    /// The core's configuration (`f`, epoch, protocol parameters).
+    pub bft: Config,
+    /// Replicas, indexed by id.
+    pub replicas: Vec<ReplicaInfo>,
+}
+
+/// Whether `a` looks like `host:port`.
+fn valid_address(a: &str) -> bool {
+    match a.rsplit_once(':') {
+        Some((host, port)) => !host.is_empty() && port.parse::<u16>().is_ok_and(|p| p != 0),
+        None => false,
+    }
+}
+
+impl ClusterConfig {
+    /// Reads and validates a cluster file.
+    pub fn load(path: &Path) -> Result<ClusterConfig, SetupError> {
+        let text = match std::fs::read_to_string(path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(SetupError::Missing {
+                    path: path.to_path_buf(),
+                    hint: "create one with: byzfs keygen --replicas 4 --out DIR".into(),
+                })
+            }
+            Err(source) => {
+                return Err(SetupError::Io {
+                    path: path.to_path_buf(),
+                    action: "read",
+                    error: source,
+                })
+            }
+        };
+        Self::parse(&text, path)
+    }
+
+    /// Parses and validates the text of a cluster file; `path` is used in messages.
+    pub fn parse(text: &str, path: &Path) -> Result<ClusterConfig, SetupError> {
+        let file: ClusterFile = toml::from_str(text).map_err(|e| toml_error(path, text, &e))?;
+        Self::from_file(file, path)
+    }
+
+    /// Validates a parsed file.
+    pub fn from_file(file: ClusterFile, path: &Path) -> Result<ClusterConfig, SetupError> {
+        let bad = |message: String| SetupError::Inconsistent {
+            path: path.to_path_buf(),
+            message,
+        };
+        let n = 3 * file.f as usize + 1;
+        if file.replicas.len() != n {
+            return Err(bad(format!(
+                "f = {} needs n = 3f+1 = {n} replicas but {} are listed; list exactly {n} [[replica]] entries or change f",
+                file.f,
+                file.replicas.len()
+            )));
+        }
+        let mut by_id: BTreeMap<ReplicaId, &ReplicaEntry> = BTreeMap::new();
+        for r in &file.replicas {
+            if r.id as usize >= n {
+                return Err(bad(format!(
+                    "replica id {} is out of range; ids must be 0 to {}",
+                    r.id,
+                    n - 1
+                )));
+            }
+            if by_id.insert(r.id, r).is_some() {
+                return Err(bad(format!(
+                    "replica id {} appears twice; give each [[replica]] a distinct id from 0 to {}",
+                    r.id,
+                    n - 1
+                )));
+            }
+        }
+        let mut addresses: BTreeMap<String, ReplicaId> = BTreeMap::new();
+        let mut x_keys: BTreeMap<[u8; 32], ReplicaId> = BTreeMap::new();
+        let mut replicas = Vec::with_capacity(n);
+        for (&id, r) in &by_id {
+            if !valid_address(&r.address) {
+                return Err(bad(format!(
+                    "replica {id} has address {:?}; write it as host:port, e.g. 127.0.0.1:7000",
+                    r.address
+                )));
+            }
+            if let Some(other) = addresses.insert(r.address.to_ascii_lowercase(), id) {
+                return Err(bad(format!(
+                    "replicas {other} and {id} both have address {}; give each replica its own address",
+                    r.address
+                )));
+            }
+            if let Some(other) = x_keys.insert(r.x25519_public_key.0, id) {
+                return Err(bad(format!(
+                    "replicas {other} and {id} have the same x25519_public_key; each replica needs its own keys (byzfs keygen)"
+                )));
+            }
+            let ed = VerifyingKey::from_bytes(&r.ed25519_public_key.0)
+                .ok()
+                .filter(|k| !k.is_weak())
+                .ok_or_else(|| {
+                    bad(format!(
+                        "replica {id}: ed25519_public_key is not a valid Ed25519 public key"
+                    ))
+                })?;
+            replicas.push(ReplicaInfo {
+                id,
+                address: r.address.clone(),
+                x25519_public: x25519_dalek::PublicKey::from(r.x25519_public_key.0),
+                ed25519_public: ed,
+            });
+        }
+        let admin_public = VerifyingKey::from_bytes(&file.admin_public_key.0)
+            .ok()
+            .filter(|k| !k.is_weak())
+            .ok_or_else(|| bad("admin_public_key is not a valid Ed25519 public key".into()))?;
+        let bft = file.protocol.to_config(file.f, file.epoch);
+        bft.validate()
+            .map_err(|m| bad(format!("invalid protocol parameters: {m}")))?;
+        Ok(ClusterConfig {
+            path: path.to_path_buf(),
+            cluster_id: file.cluster_id.0,
+            admin_public,
+            bft,
+            replicas,
+        })
+    }
+
+    /// The file form of this configuration.
+    pub fn to_file(&self) -> ClusterFile {
+        ClusterFile {
+            cluster_id: Hex(self.cluster_id),
+            epoch: self.bft.epoch,
+            f: self.bft.f,
+            admin_public_key: Hex(self.admin_public.to_bytes()),
+            protocol: ProtocolParams::from_config(&self.bft),
+            replicas: self
+                .replicas
+                .iter()
+                .map(|r| ReplicaEntry {
+                    id: r.id,
+                    address: r.address.clone(),
+                    x25519_public_key: Hex(r.x25519_public.to_bytes()),
+                    ed25519_public_key: Hex(r.ed25519_public.to_bytes()),
+                })
+                .collect(),
+        }
+    }
+
+    /// The TOML text of this configuration, with a header comment.
+    pub fn to_toml(&self) -> String {
+        let body = toml::to_string(&self.to_file())
+            // Plain strings, integers, booleans and tables always serialise.
+            .expect("a cluster file always serialises to TOML");
+        format!(
+            "# ByzFS cluster configuration: shared by every replica and client. No secrets here.\n\
+             # Durations are in milliseconds; see byzfs_bft::Config for each parameter.\n\n{body}"
+        )
+    }
+
+    /// Number of replicas.
+    pub fn n(&self) -> usize {
+        self.replicas.len()
+    }
+
+    /// Replica `id`, or an error naming the valid range.
+    pub fn replica(&self, id: ReplicaId) -> Result<&ReplicaInfo, SetupError> {
+        self.replicas
+            .get(id as usize)
+            .ok_or(SetupError::UnknownReplica {
+                path: self.path.clone(),
+                id,
+                max: self.n().saturating_sub(1) as ReplicaId,
+            })
+    }
+}

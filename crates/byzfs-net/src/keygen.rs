@@ -1,0 +1,168 @@
+//! Key generation: a cluster directory with `cluster.toml`, one secret key file per replica,
+//! the admin key and a credential for a default client.
+
+use crate::cluster::{ClusterConfig, ReplicaInfo, CLUSTER_FILE};
+use crate::error::SetupError;
+use crate::keyfile::{create_file, AdminSecret, ClientCredential, ReplicaSecret};
+use byzfs_bft::{ClientId, Config, ReplicaId};
+use ed25519_dalek::SigningKey;
+use rand_core::{OsRng, RngCore as _};
+use std::path::{Path, PathBuf};
+use x25519_dalek::{PublicKey, StaticSecret};
+
+/// The client id `keygen` issues a credential for.
+pub const DEFAULT_CLIENT: ClientId = 1;
+
+/// What to generate.
+#[derive(Clone, Debug)]
+pub struct KeygenOptions {
+    /// Replica addresses (`host:port`), one per replica; their number must be `3f+1`.
+    pub addresses: Vec<String>,
+    /// Clients to issue credentials for.
+    pub clients: Vec<ClientId>,
+    /// Protocol parameters (`f` is derived from the number of addresses).
+    pub protocol: Config,
+}
+
+impl KeygenOptions {
+    /// `replicas` replicas on `host`, at consecutive ports from `base_port`; `base_port == 0`
+    /// asks the OS for free ports instead (handy for tests and throw-away clusters).
+    pub fn local(replicas: usize, host: &str, base_port: u16) -> Result<Self, SetupError> {
+        check_replicas(replicas)?;
+        let ports: Vec<u16> = if base_port == 0 {
+            free_ports(replicas).map_err(|source| SetupError::Io {
+                path: PathBuf::from("127.0.0.1:0"),
+                action: "bind",
+                error: source,
+            })?
+        } else {
+            (0..replicas)
+                .map(|i| {
+                    u16::try_from(i)
+                        .ok()
+                        .and_then(|i| base_port.checked_add(i))
+                        .ok_or_else(|| {
+                            SetupError::Usage(format!(
+                                "--base-port {base_port} + {replicas} replicas exceeds port 65535"
+                            ))
+                        })
+                })
+                .collect::<Result<_, _>>()?
+        };
+        Ok(KeygenOptions {
+            addresses: ports.iter().map(|p| format!("{host}:{p}")).collect(),
+            clients: vec![DEFAULT_CLIENT],
+            protocol: Config::new(1),
+        })
+    }
+}
+
+fn check_replicas(n: usize) -> Result<u32, SetupError> {
+    if n < 4 || n % 3 != 1 {
+        return Err(SetupError::Usage(format!(
+            "--replicas {n} is not 3f+1 for some f >= 1; use 4, 7, 10, ..."
+        )));
+    }
+    u32::try_from((n - 1) / 3)
+        .map_err(|_| SetupError::Usage(format!("--replicas {n} is too large")))
+}
+
+/// `n` ports the OS reports free on 127.0.0.1 (bound, then released: another process may
+/// take one before it is used).
+pub fn free_ports(n: usize) -> std::io::Result<Vec<u16>> {
+    let listeners = (0..n)
+        .map(|_| std::net::TcpListener::bind("127.0.0.1:0"))
+        .collect::<std::io::Result<Vec<_>>>()?;
+    listeners
+        .iter()
+        .map(|l| l.local_addr().map(|a| a.port()))
+        .collect()
+}
+
+/// Paths of the generated files.
+#[derive(Clone, Debug)]
+pub struct Generated {
+    /// `DIR/cluster.toml`.
+    pub config: PathBuf,
+    /// `DIR/replica-<i>.key`, by id.
+    pub replica_keys: Vec<PathBuf>,
+    /// `DIR/admin.key`.
+    pub admin_key: PathBuf,
+    /// `DIR/client-<c>.key`, in the order of [`KeygenOptions::clients`].
+    pub client_keys: Vec<PathBuf>,
+}
+
+/// Path of replica `id`'s key file in a cluster directory.
+pub fn replica_key_path(dir: &Path, id: ReplicaId) -> PathBuf {
+    dir.join(format!("replica-{id}.key"))
+}
+
+/// Path of client `c`'s credential in a cluster directory.
+pub fn client_key_path(dir: &Path, c: ClientId) -> PathBuf {
+    dir.join(format!("client-{c}.key"))
+}
+
+/// Generates a cluster into `out` (created if needed; existing files are never overwritten).
+pub fn keygen(out: &Path, opts: &KeygenOptions) -> Result<Generated, SetupError> {
+    let f = check_replicas(opts.addresses.len())?;
+    std::fs::create_dir_all(out).map_err(|source| SetupError::Io {
+        path: out.to_path_buf(),
+        action: "create",
+        error: source,
+    })?;
+    let mut cluster_id = [0u8; 16];
+    OsRng.fill_bytes(&mut cluster_id);
+    let admin = AdminSecret {
+        ed25519: SigningKey::generate(&mut OsRng),
+    };
+    let secrets: Vec<ReplicaSecret> = (0..opts.addresses.len())
+        .map(|i| ReplicaSecret {
+            id: i as ReplicaId,
+            x25519: StaticSecret::random_from_rng(OsRng),
+            ed25519: SigningKey::generate(&mut OsRng),
+        })
+        .collect();
+    let config_path = out.join(CLUSTER_FILE);
+    let mut bft = opts.protocol.clone();
+    bft.f = f;
+    let cluster = ClusterConfig {
+        path: config_path.clone(),
+        cluster_id,
+        admin_public: admin.ed25519.verifying_key(),
+        bft,
+        replicas: secrets
+            .iter()
+            .zip(&opts.addresses)
+            .map(|(s, a)| ReplicaInfo {
+                id: s.id,
+                address: a.clone(),
+                x25519_public: PublicKey::from(&s.x25519),
+                ed25519_public: s.ed25519.verifying_key(),
+            })
+            .collect(),
+    };
+    // Validate exactly as a node will, before writing anything.
+    let text = cluster.to_toml();
+    ClusterConfig::parse(&text, &config_path)?;
+    create_file(&config_path, &text, 0o644)?;
+    let admin_key = out.join("admin.key");
+    admin.write(&admin_key)?;
+    let mut replica_keys = Vec::new();
+    for s in &secrets {
+        let p = replica_key_path(out, s.id);
+        s.write(&p)?;
+        replica_keys.push(p);
+    }
+    let mut client_keys = Vec::new();
+    for &c in &opts.clients {
+        let p = client_key_path(out, c);
+        ClientCredential::issue(&cluster, &admin, c)?.write(&p)?;
+        client_keys.push(p);
+    }
+    Ok(Generated {
+        config: config_path,
+        replica_keys,
+        admin_key,
+        client_keys,
+    })
+}

@@ -1,0 +1,283 @@
+//! Incoming connections: the handshake (acceptor side), then a read loop into the inbox.
+//! A replica link is read-only from here; a client link also carries replies back.
+
+use super::{Inbound, Shared};
+use crate::cert::session_client_id;
+use crate::counters::{Counters, NetDrop};
+use crate::framing::{read_frame, FrameError};
+use crate::handshake::{
+    client_proof_data, read_msg, replica_proof_data, write_msg, Challenge, Hello, HelloMsg,
+    Welcome, MAGIC, NONCE_LEN, PROOF_LEN, VERSION,
+};
+use crate::kdf;
+use crate::queue::out_queue;
+use byzfs_bft::{ClientId, MacKey, ReplicaId};
+use rand_core::{OsRng, RngCore as _};
+use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use tokio::io::{AsyncRead, BufReader, BufWriter};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{mpsc, Semaphore};
+use tokio::task::JoinSet;
+
+/// Read buffer of an established connection.
+const READ_BUFFER: usize = 64 * 1024;
+
+/// Accepts connections until the node stops; each runs in its own task, at most
+/// `connections_max` at a time (extra connections are closed and counted).
+pub(super) async fn accept_loop(
+    listener: TcpListener,
+    shared: Arc<Shared>,
+    inbox: mpsc::Sender<Inbound>,
+) {
+    let limit = Arc::new(Semaphore::new(shared.options.connections_max));
+    let mut conns = JoinSet::new();
+    loop {
+        tokio::select! {
+            r = listener.accept() => match r {
+                Ok((stream, addr)) => {
+                    let Ok(permit) = limit.clone().try_acquire_owned() else {
+                        shared.counters.dropped(NetDrop::ConnectionLimit);
+                        tracing::debug!(replica = shared.me, %addr, "connection limit reached");
+                        continue;
+                    };
+                    Counters::add(&shared.counters.connections_accepted, 1);
+                    let (shared, inbox) = (shared.clone(), inbox.clone());
+                    conns.spawn(async move {
+                        serve(stream, addr, &shared, &inbox).await;
+                        drop(permit);
+                    });
+                }
+                Err(e) => {
+                    // E.g. out of file descriptors: back off instead of spinning.
+                    tracing::warn!(replica = shared.me, error = %e, "accept failed");
+                    tokio::time::sleep(core::time::Duration::from_millis(50)).await;
+                }
+            },
+            Some(_) = conns.join_next(), if !conns.is_empty() => {}
+        }
+    }
+}
+
+/// Outcome of checking a hello.
+enum Admit {
+    Status,
+    Replica(ReplicaId),
+    Client {
+        client: ClientId,
+        to_client: MacKey,
+        from_client: MacKey,
+    },
+}
+
+fn admit(shared: &Shared, nonce: &[u8; NONCE_LEN], hello: HelloMsg) -> Result<Admit, String> {
+    if hello.magic != MAGIC || hello.version != VERSION {
+        return Err(format!(
+            "unsupported handshake version {}; this replica speaks {VERSION}",
+            hello.version
+        ));
+    }
+    match hello.hello {
+        Hello::Status => Ok(Admit::Status),
+        Hello::Replica { from, proof } => {
+            let ok = from != shared.me
+                && shared
+                    .hello_in
+                    .get(from as usize)
+                    .is_some_and(|k| k.verify(&replica_proof_data(nonce, from, shared.me), &proof));
+            if ok {
+                Ok(Admit::Replica(from))
+            } else {
+                Err(format!("replica {from}: bad handshake proof (wrong keys?)"))
+            }
+        }
+        Hello::Client {
+            cert,
+            session,
+            proof,
+        } => {
+            let c = &shared.cluster;
+            cert.verify(&c.admin_public, &c.cluster_id)
+                .map_err(|e| e.to_string())?;
+            let client = session_client_id(cert.client, session)
+                .ok_or_else(|| "session number out of range".to_string())?;
+            let public = x25519_dalek::PublicKey::from(cert.x25519_public_key.0);
+            let secret = kdf::shared_secret(&shared.x25519, &public)
+                .ok_or_else(|| "the certificate's public key is a low-order point".to_string())?;
+            let key = kdf::client_hello_key(&secret, &shared.salt, cert.client, shared.me);
+            let data = client_proof_data(nonce, cert.client, session, shared.me);
+            if !key.verify(&data, &proof) {
+                return Err(
+                    "bad handshake proof: the client does not hold the certificate's key".into(),
+                );
+            }
+            let (from_client, to_client) =
+                kdf::client_mac_keys(&secret, &shared.salt, client, shared.me);
+            Ok(Admit::Client {
+                client,
+                to_client,
+                from_client,
+            })
+        }
+    }
+}
+
+async fn serve(
+    stream: TcpStream,
+    addr: SocketAddr,
+    shared: &Shared,
+    inbox: &mpsc::Sender<Inbound>,
+) {
+    let me = shared.me;
+    let _ = stream.set_nodelay(true);
+    let (mut rd, mut wr) = stream.into_split();
+    let mut nonce = [0u8; NONCE_LEN];
+    OsRng.fill_bytes(&mut nonce);
+    let challenge = Challenge {
+        magic: MAGIC,
+        version: VERSION,
+        cluster_id: shared.cluster.cluster_id,
+        epoch: shared.cluster.bft.epoch,
+        replica: me,
+        nonce,
+    };
+    let exchange = async {
+        write_msg(&mut wr, &challenge).await?;
+        read_msg::<HelloMsg, _>(&mut rd).await
+    };
+    let hello = match tokio::time::timeout(shared.options.handshake_timeout, exchange).await {
+        Err(_) => {
+            shared.counters.dropped(NetDrop::HandshakeTimeout);
+            tracing::debug!(replica = me, %addr, "handshake timed out");
+            return;
+        }
+        Ok(Err(e)) => {
+            shared.counters.dropped(NetDrop::BadHandshake);
+            tracing::debug!(replica = me, %addr, error = %e, "bad handshake");
+            return;
+        }
+        Ok(Ok(h)) => h,
+    };
+    let admitted = match admit(shared, &nonce, hello) {
+        Ok(a) => a,
+        Err(reason) => {
+            shared.counters.dropped(NetDrop::BadHandshake);
+            tracing::info!(replica = me, %addr, %reason, "handshake rejected");
+            let _ = tokio::time::timeout(
+                shared.options.handshake_timeout,
+                write_msg(&mut wr, &Welcome::Rejected { reason }),
+            )
+            .await;
+            return;
+        }
+    };
+    match admitted {
+        Admit::Status => {
+            let status = shared.status.borrow().clone();
+            let _ = tokio::time::timeout(
+                shared.options.handshake_timeout,
+                write_msg(&mut wr, &Welcome::Status(Box::new(status))),
+            )
+            .await;
+        }
+        Admit::Replica(from) => {
+            // One inbound link per replica: this one supersedes any older one. `admit`
+            // checked `from < n` (one `hello_in` key per replica), so the index is valid.
+            let gen_tx = &shared.inbound_gen[from as usize];
+            let mut mine = 0;
+            gen_tx.send_modify(|g| {
+                *g += 1;
+                mine = *g;
+            });
+            let mut gen_rx = gen_tx.subscribe();
+            if write_msg(&mut wr, &Welcome::Accepted).await.is_err() {
+                return;
+            }
+            Counters::add(&shared.counters.handshakes_ok, 1);
+            tracing::debug!(replica = me, peer = from, %addr, "inbound replica link up");
+            let mut rd = BufReader::with_capacity(READ_BUFFER, rd);
+            let superseded = async {
+                while gen_rx.changed().await.is_ok() {
+                    if *gen_rx.borrow() != mine {
+                        return;
+                    }
+                }
+            };
+            tokio::select! {
+                _ = read_loop(&mut rd, shared, inbox) => {}
+                _ = superseded => {}
+            }
+            drop(wr);
+            tracing::debug!(replica = me, peer = from, "inbound replica link closed");
+        }
+        Admit::Client {
+            client,
+            to_client,
+            from_client,
+        } => {
+            let (queue, mut out) = out_queue(
+                shared.options.client_queue_frames,
+                shared.options.client_queue_bytes,
+            );
+            let conn = shared.next_conn.fetch_add(1, Ordering::Relaxed);
+            let up = Inbound::ClientUp {
+                client,
+                to_client,
+                from_client,
+                queue,
+                conn,
+            };
+            // The event loop installs the keys before it sees any frame of this connection.
+            if inbox.send(up).await.is_err() {
+                return;
+            }
+            if write_msg(&mut wr, &Welcome::Accepted).await.is_ok() {
+                Counters::add(&shared.counters.handshakes_ok, 1);
+                tracing::debug!(replica = me, client, %addr, "client connected");
+                let mut rd = BufReader::with_capacity(READ_BUFFER, rd);
+                let mut wr = BufWriter::with_capacity(READ_BUFFER, wr);
+                tokio::select! {
+                    _ = read_loop(&mut rd, shared, inbox) => {}
+                    _ = out.write_to(&mut wr, &shared.counters) => {}
+                }
+            }
+            let _ = inbox.send(Inbound::ClientDown { client, conn }).await;
+            tracing::debug!(replica = me, client, "client disconnected");
+        }
+    }
+}
+
+/// Reads frames into the inbox until the connection ends or sends an oversized frame.
+async fn read_loop<R: AsyncRead + Unpin>(
+    rd: &mut R,
+    shared: &Shared,
+    inbox: &mpsc::Sender<Inbound>,
+) {
+    let max = shared.cluster.bft.message_bytes_max;
+    loop {
+        match read_frame(rd, max).await {
+            Ok(f) => {
+                Counters::add(&shared.counters.frames_in, 1);
+                Counters::add(&shared.counters.bytes_in, f.len() as u64);
+                if inbox.send(Inbound::Frame(f)).await.is_err() {
+                    return;
+                }
+            }
+            Err(FrameError::Oversized { len, max }) => {
+                shared.counters.dropped(NetDrop::Oversized);
+                tracing::debug!(
+                    replica = shared.me,
+                    len,
+                    max,
+                    "oversized frame; closing the connection"
+                );
+                return;
+            }
+            Err(_) => return,
+        }
+    }
+}
+
+// The proof length must match the core's MAC length (checked at compile time).
+const _: () = assert!(PROOF_LEN == byzfs_bft::crypto::MAC_LEN);

@@ -1,0 +1,356 @@
+//! The event loop: the only owner of the [`Replica`].
+//!
+//! Each turn: if the core's deadline has passed, `handle_timeout(now)`; otherwise wait for an
+//! inbox input, the deadline, a status tick or shutdown. Inputs arriving together are handled
+//! together (up to `turn_inputs_max`), then the actions are drained once:
+//!
+//! 1. every `Persist` of the drain is committed in one group ([`Durability::commit`]);
+//! 2. then the sends are performed in order: `Send`/`Broadcast` into the bounded per-peer
+//!    queues, `SendClient` into the client's connection queue (dropped and counted when full
+//!    or when the client is not connected here);
+//! 3. `Event`s become logs and metrics as they are drained.
+
+use super::metrics::Metrics;
+use super::{Inbound, NodeError, Shared};
+use crate::clock::Clock;
+use crate::counters::NetDrop;
+use crate::queue::OutQueue;
+use crate::status::{CoreCounters, NodeStatus};
+use crate::storage::Durability;
+use byzfs_bft::{Action, ClientId, Event, PersistRecord, Replica, ReplicaId, Service};
+use core::future::Future;
+use std::collections::HashMap;
+use std::sync::Arc;
+use tokio::sync::{mpsc, watch};
+use tokio::time::MissedTickBehavior;
+
+/// Least time between two progress-triggered status publications.
+const PROGRESS_PUBLISH_MIN: core::time::Duration = core::time::Duration::from_millis(10);
+
+/// The cheap fields that decide whether a new status is worth publishing.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Progress {
+    view: byzfs_bft::View,
+    has_new_view: bool,
+    last_executed: byzfs_bft::Seq,
+    last_stable: byzfs_bft::Seq,
+    fetching: bool,
+}
+
+/// A connected client.
+struct ClientSlot {
+    conn: u64,
+    queue: OutQueue,
+}
+
+pub(super) struct EventLoop<S: Service> {
+    replica: Replica<S>,
+    shared: Arc<Shared>,
+    /// Outbound queue per replica id (`None` for ourselves).
+    peers: Vec<Option<OutQueue>>,
+    clients: HashMap<ClientId, ClientSlot>,
+    inbox: mpsc::Receiver<Inbound>,
+    durability: Box<dyn Durability>,
+    status_tx: watch::Sender<NodeStatus>,
+    clock: Clock,
+    metrics: Metrics,
+    /// When the status was last published, and the progress it showed.
+    published: (tokio::time::Instant, Progress),
+    /// Reused buffers of one drain.
+    persists: Vec<PersistRecord>,
+    sends: Vec<Action>,
+}
+
+impl<S: Service> EventLoop<S> {
+    pub fn new(
+        replica: Replica<S>,
+        shared: Arc<Shared>,
+        peers: Vec<Option<OutQueue>>,
+        inbox: mpsc::Receiver<Inbound>,
+        durability: Box<dyn Durability>,
+        status_tx: watch::Sender<NodeStatus>,
+        clock: Clock,
+    ) -> Self {
+        let metrics = Metrics::new(replica.id());
+        EventLoop {
+            replica,
+            shared,
+            peers,
+            clients: HashMap::new(),
+            inbox,
+            durability,
+            status_tx,
+            clock,
+            metrics,
+            published: (tokio::time::Instant::now(), Progress::default()),
+            persists: Vec::new(),
+            sends: Vec::new(),
+        }
+    }
+
+    fn me(&self) -> ReplicaId {
+        self.replica.id()
+    }
+
+    pub async fn run(mut self, shutdown: impl Future<Output = ()>) -> Result<(), NodeError> {
+        tokio::pin!(shutdown);
+        let sleep = tokio::time::sleep(core::time::Duration::ZERO);
+        tokio::pin!(sleep);
+        let mut status_tick = tokio::time::interval(self.shared.options.status_interval);
+        status_tick.set_missed_tick_behavior(MissedTickBehavior::Skip);
+        let mut metrics_tick = tokio::time::interval(self.shared.options.metrics_interval);
+        metrics_tick.set_missed_tick_behavior(MissedTickBehavior::Skip);
+        // The core may have queued actions at construction.
+        self.drain()?;
+        self.publish_status();
+        loop {
+            // Compare the clock with the deadline on every turn; the timer only wakes us.
+            let now = self.clock.now();
+            if let Some(deadline) = self.replica.poll_timeout() {
+                if deadline <= now {
+                    self.replica.handle_timeout(now);
+                    self.drain()?;
+                    self.publish_progress();
+                    continue;
+                }
+                sleep.as_mut().reset(self.clock.instant_of(deadline));
+            } else {
+                let far = tokio::time::Instant::now() + core::time::Duration::from_secs(3600);
+                sleep.as_mut().reset(far);
+            }
+            // Unbiased: under a constant stream of inputs the ticks still get their turn.
+            tokio::select! {
+                _ = &mut shutdown => break,
+                input = self.inbox.recv() => {
+                    let Some(input) = input else { break };
+                    self.on_input(input);
+                    for _ in 1..self.shared.options.turn_inputs_max {
+                        match self.inbox.try_recv() {
+                            Ok(input) => self.on_input(input),
+                            Err(_) => break,
+                        }
+                    }
+                    self.drain()?;
+                    self.publish_progress();
+                }
+                _ = &mut sleep => {}
+                _ = status_tick.tick() => self.publish_status(),
+                _ = metrics_tick.tick() => {
+                    self.publish_status();
+                    self.metrics.publish(&self.status_tx.borrow());
+                }
+            }
+        }
+        self.publish_status();
+        self.metrics.publish(&self.status_tx.borrow());
+        Ok(())
+    }
+
+    fn on_input(&mut self, input: Inbound) {
+        match input {
+            Inbound::Frame(bytes) => {
+                if tracing::enabled!(tracing::Level::TRACE) {
+                    trace_frame(
+                        self.me(),
+                        "in",
+                        &bytes,
+                        self.shared.cluster.bft.message_bytes_max,
+                    );
+                }
+                self.replica.handle_message(self.clock.now(), &bytes)
+            }
+            Inbound::ClientUp {
+                client,
+                to_client,
+                from_client,
+                queue,
+                conn,
+            } => {
+                self.replica.add_client(client, to_client, from_client);
+                self.clients.insert(client, ClientSlot { conn, queue });
+            }
+            Inbound::ClientDown { client, conn } => {
+                if self.clients.get(&client).is_some_and(|c| c.conn == conn) {
+                    self.clients.remove(&client);
+                }
+            }
+        }
+    }
+
+    /// Drains the core's actions: group-commit the promises, then send.
+    fn drain(&mut self) -> Result<(), NodeError> {
+        while let Some(a) = self.replica.poll_action() {
+            match a {
+                Action::Persist(rec) => self.persists.push(rec),
+                Action::Event(e) => self.on_event(e),
+                send => self.sends.push(send),
+            }
+        }
+        if !self.persists.is_empty() {
+            // Group commit hook: every promise of this drain is durable before any send.
+            self.durability
+                .commit(&self.persists)
+                .map_err(NodeError::Storage)?;
+            self.persists.clear();
+        }
+        let mut sends = std::mem::take(&mut self.sends);
+        for a in sends.drain(..) {
+            self.perform(a);
+        }
+        self.sends = sends;
+        Ok(())
+    }
+
+    fn perform(&mut self, a: Action) {
+        if tracing::enabled!(tracing::Level::TRACE) {
+            if let Action::Send { bytes, .. }
+            | Action::Broadcast { bytes }
+            | Action::SendClient { bytes, .. } = &a
+            {
+                trace_frame(self.me(), "out", bytes, usize::MAX);
+            }
+        }
+        let counters = &self.shared.counters;
+        if let Action::Send { bytes, .. }
+        | Action::Broadcast { bytes }
+        | Action::SendClient { bytes, .. } = &a
+        {
+            if bytes.len() > self.shared.cluster.bft.message_bytes_max {
+                // The receiver would close the connection over it: drop it here instead.
+                counters.dropped(NetDrop::Oversized);
+                tracing::warn!(
+                    replica = self.replica.id(),
+                    len = bytes.len(),
+                    "core produced a frame above message_bytes_max; dropped"
+                );
+                return;
+            }
+        }
+        match a {
+            Action::Send { to, bytes } => {
+                if let Some(Some(q)) = self.peers.get(to as usize) {
+                    q.push(bytes, counters);
+                }
+            }
+            Action::Broadcast { bytes } => {
+                for q in self.peers.iter().flatten() {
+                    q.push(bytes.clone(), counters);
+                }
+            }
+            Action::SendClient { client, bytes } => match self.clients.get(&client) {
+                Some(slot) => {
+                    slot.queue.push(bytes, counters);
+                }
+                None => counters.dropped(NetDrop::NoClientConnection),
+            },
+            // Sorted out in `drain`.
+            Action::Persist(_) | Action::Event(_) => {}
+        }
+    }
+
+    fn on_event(&mut self, e: Event) {
+        let (me, view) = (self.me(), self.replica.view());
+        match e {
+            Event::Executed {
+                seq,
+                requests,
+                tentative,
+                ..
+            } => {
+                self.metrics.batch_executed(requests.len());
+                tracing::trace!(
+                    replica = me,
+                    view,
+                    seq,
+                    requests = requests.len(),
+                    tentative,
+                    "executed"
+                );
+            }
+            Event::Committed { seq, .. } => tracing::trace!(replica = me, view, seq, "committed"),
+            Event::RolledBack { to } => {
+                tracing::info!(replica = me, view, to, "tentative execution rolled back")
+            }
+            Event::CheckpointTaken { seq, .. } => {
+                tracing::trace!(replica = me, view, seq, "checkpoint taken")
+            }
+            Event::CheckpointStable { seq, .. } => {
+                tracing::debug!(replica = me, view, seq, "checkpoint stable")
+            }
+            Event::ViewChangeStarted { view: to } => {
+                tracing::info!(replica = me, view, to, "view change started")
+            }
+            Event::ViewInstalled { view: v, min } => {
+                tracing::info!(
+                    replica = me,
+                    view = v,
+                    primary = self.replica.primary(),
+                    min,
+                    "new view installed"
+                )
+            }
+            Event::StateTransferred { seq, .. } => {
+                tracing::info!(replica = me, view, seq, "state transfer completed")
+            }
+            Event::Dropped(why) => tracing::trace!(replica = me, view, ?why, "input dropped"),
+        }
+    }
+
+    fn progress(&self) -> Progress {
+        let r = &self.replica;
+        Progress {
+            view: r.view(),
+            has_new_view: r.has_new_view(),
+            last_executed: r.last_executed(),
+            last_stable: r.last_stable(),
+            fetching: r.is_fetching(),
+        }
+    }
+
+    /// Publishes the status early when progress was made, at most every
+    /// [`PROGRESS_PUBLISH_MIN`] (snapshots allocate; the periodic tick publishes the rest).
+    fn publish_progress(&mut self) {
+        let p = self.progress();
+        if p != self.published.1 && self.published.0.elapsed() >= PROGRESS_PUBLISH_MIN {
+            self.publish_status();
+        }
+    }
+
+    fn publish_status(&mut self) {
+        self.published = (tokio::time::Instant::now(), self.progress());
+        let r = &self.replica;
+        let status = NodeStatus {
+            replica: r.id(),
+            view: r.view(),
+            has_new_view: r.has_new_view(),
+            primary: r.primary(),
+            last_executed: r.last_executed(),
+            last_tentative: r.last_tentative(),
+            last_stable: r.last_stable(),
+            fetching: r.is_fetching(),
+            peers_connected: self.shared.peers_connected(),
+            clients_connected: self.clients.len() as u32,
+            durability: self.durability.name().to_string(),
+            core: CoreCounters::from(r.stats()),
+            net: self.shared.counters.snapshot(),
+        };
+        self.status_tx.send_replace(status);
+    }
+}
+
+/// Logs a frame's header at trace level (debugging aid; parsing hashes the body).
+fn trace_frame(me: ReplicaId, dir: &'static str, bytes: &[u8], max: usize) {
+    match byzfs_bft::wire::Frame::parse(bytes, max) {
+        Ok(f) => tracing::trace!(
+            replica = me,
+            dir,
+            tag = ?f.header.tag,
+            sender = ?f.header.sender,
+            len = bytes.len(),
+            "frame"
+        ),
+        Err(e) => {
+            tracing::trace!(replica = me, dir, error = %e, len = bytes.len(), "unparsable frame")
+        }
+    }
+}

@@ -1,0 +1,414 @@
+//! The replica runtime: one tokio `current_thread` runtime per replica driving the sans-IO
+//! [`byzfs_bft::Replica`].
+//!
+//! Tasks of one node:
+//! * the **accept loop** and one task per incoming connection: handshake, then read frames
+//!   into the inbox (bounded; readers wait when it is full, so TCP pushes back and readers
+//!   share the inbox first come, first served);
+//! * one **peer link** per other replica: dial with back-off, handshake, then write frames
+//!   from its bounded queue;
+//! * the **event loop** (`event_loop`), the only owner of the replica: inbox frames →
+//!   `handle_message`, deadlines → `handle_timeout`, then drain `poll_action`.
+//!
+//! No protocol logic lives here: the runtime moves bytes and performs actions.
+
+mod accept;
+mod event_loop;
+mod metrics;
+mod peer;
+
+pub use metrics::BATCH_SIZE as BATCH_SIZE_METRIC;
+
+use crate::cluster::ClusterConfig;
+use crate::counters::Counters;
+use crate::error::SetupError;
+use crate::kdf;
+use crate::keyfile::ReplicaSecret;
+use crate::queue::OutQueue;
+use crate::status::NodeStatus;
+use crate::storage::{Durability, MemoryDurability};
+use byzfs_bft::{ClientId, MacKey, ReplicaId, ReplicaKeys, Service};
+use core::future::Future;
+use core::time::Duration;
+use rand_core::{OsRng, RngCore as _};
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use tokio::sync::{oneshot, watch};
+
+/// Limits and intervals of a replica runtime.
+#[derive(Clone, Debug)]
+pub struct NodeOptions {
+    /// Frames queued per peer link before new ones are dropped.
+    pub peer_queue_frames: usize,
+    /// Bytes queued per peer link before new frames are dropped.
+    pub peer_queue_bytes: usize,
+    /// Frames queued per client connection.
+    pub client_queue_frames: usize,
+    /// Bytes queued per client connection.
+    pub client_queue_bytes: usize,
+    /// Frames waiting for the event loop, from all connections together.
+    pub inbox_frames: usize,
+    /// Inputs handled before the actions are drained (group commit across inputs).
+    pub turn_inputs_max: usize,
+    /// Open incoming connections (replicas, clients, status queries).
+    pub connections_max: usize,
+    /// Time allowed for a handshake.
+    pub handshake_timeout: Duration,
+    /// First reconnection delay of a peer link (doubles, with jitter, up to the max).
+    pub reconnect_min: Duration,
+    /// Largest reconnection delay.
+    pub reconnect_max: Duration,
+    /// How often the status snapshot is refreshed.
+    pub status_interval: Duration,
+    /// How often metrics are exported.
+    pub metrics_interval: Duration,
+}
+
+impl Default for NodeOptions {
+    fn default() -> Self {
+        NodeOptions {
+            peer_queue_frames: 4096,
+            peer_queue_bytes: 64 << 20,
+            client_queue_frames: 256,
+            client_queue_bytes: 16 << 20,
+            inbox_frames: 4096,
+            turn_inputs_max: 256,
+            connections_max: 1024,
+            handshake_timeout: Duration::from_secs(5),
+            reconnect_min: Duration::from_millis(50),
+            reconnect_max: Duration::from_secs(2),
+            status_interval: Duration::from_millis(100),
+            metrics_interval: Duration::from_secs(1),
+        }
+    }
+}
+
+/// Why a replica stopped with an error.
+#[derive(Debug, thiserror::Error)]
+pub enum NodeError {
+    /// The listening socket could not be opened.
+    #[error("cannot listen on {addr}: {error}; is another replica running there?")]
+    Bind {
+        /// The address.
+        addr: String,
+        /// The OS error.
+        error: std::io::Error,
+    },
+    /// A promise could not be made durable: the replica stops rather than vote unbacked.
+    #[error("durability failure: {0}")]
+    Storage(std::io::Error),
+    /// The tokio runtime or thread could not be created.
+    #[error("cannot start the runtime: {0}")]
+    Runtime(std::io::Error),
+    /// The replica thread panicked.
+    #[error("the replica thread panicked")]
+    Panicked,
+}
+
+/// Inputs of the event loop.
+pub(crate) enum Inbound {
+    /// A frame from some connection (the core authenticates it).
+    Frame(Vec<u8>),
+    /// A client connection passed the handshake.
+    ClientUp {
+        client: ClientId,
+        to_client: MacKey,
+        from_client: MacKey,
+        queue: OutQueue,
+        conn: u64,
+    },
+    /// That connection ended.
+    ClientDown { client: ClientId, conn: u64 },
+}
+
+/// What the connection tasks of a node share.
+pub(crate) struct Shared {
+    pub cluster: Arc<ClusterConfig>,
+    pub me: ReplicaId,
+    pub x25519: x25519_dalek::StaticSecret,
+    pub salt: Vec<u8>,
+    /// `hello_in[j]`: key of replica j's handshake proofs towards us.
+    pub hello_in: Vec<MacKey>,
+    /// `hello_out[j]`: key of our handshake proofs towards replica j.
+    pub hello_out: Vec<MacKey>,
+    pub counters: Arc<Counters>,
+    pub status: watch::Receiver<NodeStatus>,
+    pub options: NodeOptions,
+    /// Generation of the inbound link from each replica: a newer link closes the older.
+    pub inbound_gen: Vec<watch::Sender<u64>>,
+    pub peers_up: Vec<AtomicBool>,
+    pub next_conn: AtomicU64,
+}
+
+impl Shared {
+    pub fn peers_connected(&self) -> u32 {
+        self.peers_up
+            .iter()
+            .filter(|u| u.load(Ordering::Relaxed))
+            .count() as u32
+    }
+}
+
+/// A replica ready to run.
+pub struct ReplicaNode<S: Service> {
+    cluster: Arc<ClusterConfig>,
+    secret: ReplicaSecret,
+    keys: ReplicaKeys,
+    service: S,
+    options: NodeOptions,
+    listener: Option<std::net::TcpListener>,
+    durability: Box<dyn Durability>,
+    status_tx: watch::Sender<NodeStatus>,
+    status_rx: watch::Receiver<NodeStatus>,
+}
+
+impl<S: Service> ReplicaNode<S> {
+    /// Replica `secret.id` of `cluster` over `service` (in its initial state), memory
+    /// durability, default options.
+    pub fn new(
+        cluster: ClusterConfig,
+        secret: ReplicaSecret,
+        service: S,
+    ) -> Result<Self, SetupError> {
+        cluster.replica(secret.id)?;
+        let keys = kdf::replica_keys(&cluster, &secret)?;
+        let (status_tx, status_rx) = watch::channel(NodeStatus {
+            replica: secret.id,
+            ..NodeStatus::default()
+        });
+        Ok(ReplicaNode {
+            cluster: Arc::new(cluster),
+            secret,
+            keys,
+            service,
+            options: NodeOptions::default(),
+            listener: None,
+            durability: Box::new(MemoryDurability),
+            status_tx,
+            status_rx,
+        })
+    }
+
+    /// Replaces the options.
+    pub fn with_options(mut self, options: NodeOptions) -> Self {
+        self.options = options;
+        self
+    }
+
+    /// Uses an already bound listener instead of binding the configured address (tests
+    /// bind port 0 first, then write the configuration).
+    pub fn with_listener(mut self, listener: std::net::TcpListener) -> Self {
+        self.listener = Some(listener);
+        self
+    }
+
+    /// Replaces the durability backend.
+    pub fn with_durability(mut self, d: Box<dyn Durability>) -> Self {
+        self.durability = d;
+        self
+    }
+
+    /// This replica's id.
+    pub fn id(&self) -> ReplicaId {
+        self.secret.id
+    }
+
+    /// A receiver of the replica's status snapshots.
+    pub fn status(&self) -> watch::Receiver<NodeStatus> {
+        self.status_rx.clone()
+    }
+
+    /// Binds the configured address now (if no listener was given) and returns it, so an
+    /// address conflict is reported before the replica starts.
+    pub fn bind(&mut self) -> Result<SocketAddr, NodeError> {
+        let addr = self.cluster.replicas[self.secret.id as usize]
+            .address
+            .clone();
+        let bind_err = |source| NodeError::Bind {
+            addr: addr.clone(),
+            error: source,
+        };
+        if self.listener.is_none() {
+            self.listener = Some(std::net::TcpListener::bind(&addr).map_err(bind_err)?);
+        }
+        let l = self
+            .listener
+            .as_ref()
+            .ok_or_else(|| bind_err(std::io::ErrorKind::NotConnected.into()))?;
+        l.set_nonblocking(true).map_err(bind_err)?;
+        l.local_addr().map_err(bind_err)
+    }
+
+    /// Runs the replica until `shutdown` completes (or a durability failure). Must be called
+    /// inside a tokio runtime with I/O and time enabled; one `current_thread` runtime per
+    /// replica is the intended shape. Every task it spawned is stopped when it returns.
+    pub async fn run(mut self, shutdown: impl Future<Output = ()>) -> Result<(), NodeError> {
+        let me = self.secret.id;
+        self.bind()?;
+        let addr = self.cluster.replicas[me as usize].address.clone();
+        let std_listener = self.listener.take().ok_or_else(|| NodeError::Bind {
+            addr: addr.clone(),
+            error: std::io::ErrorKind::NotConnected.into(),
+        })?;
+        let listener =
+            tokio::net::TcpListener::from_std(std_listener).map_err(|source| NodeError::Bind {
+                addr,
+                error: source,
+            })?;
+        let cluster = self.cluster.clone();
+        let n = cluster.n();
+        let salt = kdf::salt(&cluster.cluster_id, cluster.bft.epoch);
+        let mut hello_in = Vec::with_capacity(n);
+        let mut hello_out = Vec::with_capacity(n);
+        for r in &cluster.replicas {
+            // `replica_keys` in `new` already refused non-contributory keys.
+            let shared =
+                kdf::shared_secret(&self.secret.x25519, &r.x25519_public).unwrap_or_default();
+            hello_in.push(kdf::replica_hello_key(&shared, &salt, r.id, me));
+            hello_out.push(kdf::replica_hello_key(&shared, &salt, me, r.id));
+        }
+        let counters = Arc::new(Counters::default());
+        let shared = Arc::new(Shared {
+            cluster: cluster.clone(),
+            me,
+            x25519: self.secret.x25519.clone(),
+            salt,
+            hello_in,
+            hello_out,
+            counters: counters.clone(),
+            status: self.status_rx.clone(),
+            options: self.options.clone(),
+            inbound_gen: (0..n).map(|_| watch::channel(0).0).collect(),
+            peers_up: (0..n).map(|_| AtomicBool::new(false)).collect(),
+            next_conn: AtomicU64::new(1),
+        });
+        let (inbox_tx, inbox_rx) = tokio::sync::mpsc::channel(self.options.inbox_frames.max(1));
+        let mut tasks = tokio::task::JoinSet::new();
+        tasks.spawn(accept::accept_loop(listener, shared.clone(), inbox_tx));
+        let mut peers = Vec::with_capacity(n);
+        for r in &cluster.replicas {
+            if r.id == me {
+                peers.push(None);
+                continue;
+            }
+            let (q, rx) = crate::queue::out_queue(
+                self.options.peer_queue_frames,
+                self.options.peer_queue_bytes,
+            );
+            tasks.spawn(peer::peer_link(shared.clone(), r.id, rx));
+            peers.push(Some(q));
+        }
+        let clock = crate::clock::Clock::new();
+        let replica = byzfs_bft::Replica::new(
+            cluster.bft.clone(),
+            self.keys,
+            self.service,
+            OsRng.next_u64(),
+            clock.now(),
+        );
+        tracing::info!(
+            replica = me,
+            view = replica.view(),
+            n,
+            durability = self.durability.name(),
+            "replica started"
+        );
+        let ev = event_loop::EventLoop::new(
+            replica,
+            shared,
+            peers,
+            inbox_rx,
+            self.durability,
+            self.status_tx,
+            clock,
+        );
+        let result = ev.run(shutdown).await;
+        tasks.shutdown().await;
+        tracing::info!(replica = me, "replica stopped");
+        result
+    }
+}
+
+/// A replica running on its own thread with its own `current_thread` runtime (tests, and
+/// anything that hosts several replicas in one process).
+pub struct NodeHandle {
+    id: ReplicaId,
+    addr: SocketAddr,
+    status: watch::Receiver<NodeStatus>,
+    stop: Option<oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<Result<(), NodeError>>>,
+}
+
+impl NodeHandle {
+    /// Binds the node's address and starts it on a new thread.
+    pub fn spawn<S: Service + Send + 'static>(
+        mut node: ReplicaNode<S>,
+    ) -> Result<NodeHandle, NodeError> {
+        let id = node.id();
+        let addr = node.bind()?;
+        let status = node.status();
+        let (stop_tx, stop_rx) = oneshot::channel::<()>();
+        let thread = std::thread::Builder::new()
+            .name(format!("replica-{id}"))
+            .spawn(move || {
+                let rt = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .map_err(NodeError::Runtime)?;
+                rt.block_on(node.run(async {
+                    let _ = stop_rx.await;
+                }))
+                // Dropping the runtime here cancels whatever is left and closes its sockets.
+            })
+            .map_err(NodeError::Runtime)?;
+        Ok(NodeHandle {
+            id,
+            addr,
+            status,
+            stop: Some(stop_tx),
+            thread: Some(thread),
+        })
+    }
+
+    /// The replica's id.
+    pub fn id(&self) -> ReplicaId {
+        self.id
+    }
+
+    /// The address it listens on.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The latest status snapshot.
+    pub fn status(&self) -> NodeStatus {
+        self.status.borrow().clone()
+    }
+
+    /// A receiver of status snapshots.
+    pub fn watch(&self) -> watch::Receiver<NodeStatus> {
+        self.status.clone()
+    }
+
+    /// Stops the replica (its sockets close) and waits for its thread.
+    pub fn stop(mut self) -> Result<(), NodeError> {
+        self.stop_and_join()
+    }
+
+    fn stop_and_join(&mut self) -> Result<(), NodeError> {
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
+        }
+        match self.thread.take() {
+            Some(t) => t.join().map_err(|_| NodeError::Panicked)?,
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for NodeHandle {
+    fn drop(&mut self) {
+        let _ = self.stop_and_join();
+    }
+}

@@ -1,0 +1,81 @@
+//! Outbound link to one peer replica: dial with exponential back-off and jitter, handshake,
+//! then write frames from the link's bounded queue until the connection fails; repeat.
+//! Frames queued while the link is down wait (bounded); a frame lost with a connection is
+//! recovered by the protocol's retransmission (STATUS).
+
+use super::Shared;
+use crate::backoff::Backoff;
+use crate::counters::Counters;
+use crate::handshake::{dial, prove, replica_proof_data, Hello, Welcome};
+use crate::queue::OutRx;
+use byzfs_bft::ReplicaId;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use tokio::io::{AsyncReadExt as _, BufWriter};
+use tokio::net::tcp::OwnedReadHalf;
+
+/// Write buffer of a peer link.
+const WRITE_BUFFER: usize = 64 * 1024;
+
+pub(super) async fn peer_link(shared: Arc<Shared>, to: ReplicaId, mut rx: OutRx) {
+    let me = shared.me;
+    let mut backoff = Backoff::new(shared.options.reconnect_min, shared.options.reconnect_max);
+    // Log the first failure of each outage at info, the rest at debug.
+    let mut quiet = false;
+    loop {
+        let key = &shared.hello_out[to as usize];
+        let make = |c: &crate::handshake::Challenge| Hello::Replica {
+            from: me,
+            proof: prove(key, &replica_proof_data(&c.nonce, me, to)),
+        };
+        match dial(&shared.cluster, to, make, shared.options.handshake_timeout).await {
+            Ok((stream, Welcome::Accepted)) => {
+                Counters::add(&shared.counters.handshakes_ok, 1);
+                shared.peers_up[to as usize].store(true, Ordering::Relaxed);
+                tracing::info!(replica = me, peer = to, "peer link up");
+                backoff.reset();
+                quiet = false;
+                let (rd, wr) = stream.into_split();
+                let mut wr = BufWriter::with_capacity(WRITE_BUFFER, wr);
+                let done = tokio::select! {
+                    r = rx.write_to(&mut wr, &shared.counters) => r.is_ok(),
+                    _ = closed(rd) => false,
+                };
+                shared.peers_up[to as usize].store(false, Ordering::Relaxed);
+                if done {
+                    return; // The node is stopping: its queue was dropped.
+                }
+                tracing::info!(replica = me, peer = to, "peer link lost; reconnecting");
+            }
+            Ok((_, Welcome::Rejected { reason })) => {
+                if !quiet {
+                    tracing::warn!(replica = me, peer = to, %reason, "peer rejected our handshake");
+                }
+                quiet = true;
+            }
+            Ok((_, Welcome::Status(_))) => {
+                tracing::warn!(replica = me, peer = to, "unexpected handshake answer");
+            }
+            Err(e) => {
+                if quiet {
+                    tracing::debug!(replica = me, peer = to, error = %e, "peer unreachable");
+                } else {
+                    tracing::info!(replica = me, peer = to, error = %e, "peer unreachable; retrying with back-off");
+                }
+                quiet = true;
+            }
+        }
+        tokio::time::sleep(backoff.next_delay()).await;
+    }
+}
+
+/// Completes when the peer closes the connection (the acceptor never writes after its
+/// welcome, so any read result other than data means the link is gone).
+async fn closed(mut rd: OwnedReadHalf) {
+    let mut buf = [0u8; 64];
+    while let Ok(n) = rd.read(&mut buf).await {
+        if n == 0 {
+            return;
+        }
+    }
+}

@@ -1,0 +1,106 @@
+//! A replica's status: what `byzfs status` shows and what the metrics endpoint exports. The
+//! event loop publishes a fresh [`NodeStatus`] periodically; the handshake's status request
+//! returns the latest one (see the crate README).
+
+use crate::counters::NetCounters;
+use byzfs_bft::replica::Stats;
+use byzfs_bft::{DropReason, ReplicaId, Seq, View};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// Every core drop reason (exported even when zero, so each series exists from the start).
+pub const DROP_REASONS: [DropReason; 7] = [
+    DropReason::Malformed,
+    DropReason::BadAuth,
+    DropReason::WrongEpoch,
+    DropReason::OutOfWindow,
+    DropReason::Invalid,
+    DropReason::Stale,
+    DropReason::QueueFull,
+];
+
+/// Metric label of a core drop reason.
+pub fn drop_reason_name(r: DropReason) -> &'static str {
+    match r {
+        DropReason::Malformed => "malformed",
+        DropReason::BadAuth => "bad_auth",
+        DropReason::WrongEpoch => "wrong_epoch",
+        DropReason::OutOfWindow => "out_of_window",
+        DropReason::Invalid => "invalid",
+        DropReason::Stale => "stale",
+        DropReason::QueueFull => "queue_full",
+    }
+}
+
+/// The core's counters ([`Stats`]) in a serialisable form.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[allow(missing_docs)] // One field per `Stats` field; `dropped` is keyed by `drop_reason_name`.
+pub struct CoreCounters {
+    pub requests_executed: u64,
+    pub read_only_executed: u64,
+    pub batches_committed: u64,
+    pub pre_prepares_sent: u64,
+    pub batched_requests: u64,
+    pub view_changes: u64,
+    pub views_installed: u64,
+    pub checkpoints_stable: u64,
+    pub state_transfers: u64,
+    pub rollbacks: u64,
+    pub dropped: BTreeMap<String, u64>,
+}
+
+impl From<&Stats> for CoreCounters {
+    fn from(s: &Stats) -> Self {
+        CoreCounters {
+            requests_executed: s.requests_executed,
+            read_only_executed: s.read_only_executed,
+            batches_committed: s.batches_committed,
+            pre_prepares_sent: s.pre_prepares_sent,
+            batched_requests: s.batched_requests,
+            view_changes: s.view_changes,
+            views_installed: s.views_installed,
+            checkpoints_stable: s.checkpoints_stable,
+            state_transfers: s.state_transfers,
+            rollbacks: s.rollbacks,
+            dropped: DROP_REASONS
+                .iter()
+                .chain(s.dropped.keys())
+                .map(|r| {
+                    let n = s.dropped.get(r).copied().unwrap_or(0);
+                    (drop_reason_name(*r).to_string(), n)
+                })
+                .collect(),
+        }
+    }
+}
+
+/// A snapshot of one replica.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeStatus {
+    /// The replica.
+    pub replica: ReplicaId,
+    /// Current view.
+    pub view: View,
+    /// Whether the replica holds the NEW-VIEW of its view (false while a view change runs).
+    pub has_new_view: bool,
+    /// Primary of the current view.
+    pub primary: ReplicaId,
+    /// Last executed (committed) sequence number.
+    pub last_executed: Seq,
+    /// Last tentatively executed sequence number.
+    pub last_tentative: Seq,
+    /// Last stable checkpoint.
+    pub last_stable: Seq,
+    /// Whether a state transfer is running.
+    pub fetching: bool,
+    /// Outbound peer links currently connected.
+    pub peers_connected: u32,
+    /// Clients currently connected.
+    pub clients_connected: u32,
+    /// Durability mode ("memory", later "disk").
+    pub durability: String,
+    /// The core's counters.
+    pub core: CoreCounters,
+    /// The runtime's counters.
+    pub net: NetCounters,
+}

@@ -1,0 +1,227 @@
+//! Keys and configuration: keygen round trip, pairwise key agreement, and the one-line
+//! errors a node gives for every bad config or key file.
+
+use byzfs_net::cluster::ClusterConfig;
+use byzfs_net::kdf;
+use byzfs_net::keygen::{keygen, KeygenOptions};
+use byzfs_net::{AdminSecret, ClientCredential, ReplicaSecret, SetupError};
+use std::os::unix::fs::PermissionsExt as _;
+use std::path::{Path, PathBuf};
+
+fn generate(dir: &Path) -> byzfs_net::keygen::Generated {
+    let opts = KeygenOptions::local(4, "127.0.0.1", 7100).unwrap();
+    keygen(dir, &opts).unwrap()
+}
+
+/// Every error must be one line that names the file.
+fn one_line(e: &SetupError, names: &str) -> String {
+    let s = e.to_string();
+    assert!(!s.contains('\n'), "multi-line error: {s}");
+    assert!(s.contains(names), "{s:?} does not name {names}");
+    s
+}
+
+#[test]
+fn keygen_config_parses_and_derived_keys_agree_pairwise() {
+    let dir = tempfile::tempdir().unwrap();
+    let g = generate(dir.path());
+    let cluster = ClusterConfig::load(&g.config).unwrap();
+    assert_eq!(cluster.n(), 4);
+    assert_eq!(cluster.bft.f, 1);
+    assert_eq!(cluster.replicas[2].address, "127.0.0.1:7102");
+    let text = std::fs::read_to_string(&g.config).unwrap();
+    assert!(text.contains("view_change_timeout_ms = 5000"), "{text}");
+    for p in g
+        .replica_keys
+        .iter()
+        .chain([&g.admin_key])
+        .chain(&g.client_keys)
+    {
+        let mode = std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600, "{}", p.display());
+    }
+    let keys: Vec<_> = (0..4)
+        .map(|i| {
+            let s = ReplicaSecret::load(&g.replica_keys[i], &cluster, i as u32).unwrap();
+            kdf::replica_keys(&cluster, &s).unwrap()
+        })
+        .collect();
+    for i in 0..4 {
+        for j in 0..4 {
+            assert_eq!(keys[i].to_replica[j], keys[j].from_replica[i], "{i}->{j}");
+            if i != j {
+                assert_ne!(keys[i].to_replica[j], keys[i].from_replica[j]);
+            }
+        }
+    }
+    // Client keys: what the client derives equals what each replica derives from the
+    // certificate's public key.
+    let cred = ClientCredential::load(&g.client_keys[0], &cluster).unwrap();
+    let session_id = byzfs_net::cert::session_client_id(cred.cert.client, 42).unwrap();
+    let ck = kdf::client_keys(&cluster, &cred, session_id).unwrap();
+    let salt = kdf::salt(&cluster.cluster_id, cluster.bft.epoch);
+    let client_pk = x25519_dalek::PublicKey::from(cred.cert.x25519_public_key.0);
+    for j in 0..4u32 {
+        let s = ReplicaSecret::load(&g.replica_keys[j as usize], &cluster, j).unwrap();
+        let shared = kdf::shared_secret(&s.x25519, &client_pk).unwrap();
+        let (to_replica, to_client) = kdf::client_mac_keys(&shared, &salt, session_id, j);
+        assert_eq!(ck.to_replica[j as usize], to_replica);
+        assert_eq!(ck.from_replica[j as usize], to_client);
+        assert_ne!(to_replica, to_client);
+    }
+    AdminSecret::load(&g.admin_key, &cluster).unwrap();
+    // Keygen never overwrites.
+    let e = keygen(
+        dir.path(),
+        &KeygenOptions::local(4, "127.0.0.1", 7100).unwrap(),
+    )
+    .unwrap_err();
+    one_line(&e, "cluster.toml");
+}
+
+#[test]
+fn keygen_rejects_bad_replica_counts() {
+    let e = KeygenOptions::local(3, "127.0.0.1", 7000).unwrap_err();
+    assert!(one_line(&e, "--replicas 3").contains("3f+1"));
+    assert!(KeygenOptions::local(7, "127.0.0.1", 0).is_ok());
+}
+
+fn edit_config(g: &byzfs_net::keygen::Generated, f: impl FnOnce(String) -> String) -> PathBuf {
+    let text = std::fs::read_to_string(&g.config).unwrap();
+    let path = g.config.with_file_name("edited.toml");
+    std::fs::write(&path, f(text)).unwrap();
+    path
+}
+
+#[test]
+fn bad_configs_give_one_line_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let g = generate(dir.path());
+
+    let e = ClusterConfig::load(&dir.path().join("nope.toml")).unwrap_err();
+    assert!(one_line(&e, "nope.toml").contains("byzfs keygen"));
+
+    let p = edit_config(&g, |t| t.replace("epoch = 0", "epoch = \"zero\""));
+    let e = ClusterConfig::load(&p).unwrap_err();
+    assert!(
+        matches!(e, SetupError::Parse { line, .. } if line > 0),
+        "{e}"
+    );
+    one_line(&e, "edited.toml");
+
+    let p = edit_config(&g, |t| t.replace("f = 1", "f = 2"));
+    let e = ClusterConfig::load(&p).unwrap_err();
+    assert!(one_line(&e, "edited.toml").contains("3f+1 = 7"), "{e}");
+
+    let p = edit_config(&g, |t| t.replace("id = 3", "id = 1"));
+    let e = ClusterConfig::load(&p).unwrap_err();
+    assert!(
+        one_line(&e, "edited.toml").contains("id 1 appears twice"),
+        "{e}"
+    );
+
+    let p = edit_config(&g, |t| t.replace("127.0.0.1:7103", "127.0.0.1:7101"));
+    let e = ClusterConfig::load(&p).unwrap_err();
+    assert!(
+        one_line(&e, "edited.toml").contains("both have address"),
+        "{e}"
+    );
+
+    let p = edit_config(&g, |t| t.replace("127.0.0.1:7103", "localhost"));
+    let e = ClusterConfig::load(&p).unwrap_err();
+    assert!(one_line(&e, "edited.toml").contains("host:port"), "{e}");
+
+    let p = edit_config(&g, |t| t.replace("log_window = 256", "log_window = 100"));
+    let e = ClusterConfig::load(&p).unwrap_err();
+    assert!(one_line(&e, "edited.toml").contains("log_window"), "{e}");
+
+    let p = edit_config(&g, |t| t.replace("batch_window = 1", "batch_windw = 1"));
+    let e = ClusterConfig::load(&p).unwrap_err();
+    assert!(one_line(&e, "edited.toml").contains("batch_windw"), "{e}");
+
+    let cluster = ClusterConfig::load(&g.config).unwrap();
+    let e = cluster.replica(9).unwrap_err();
+    assert!(one_line(&e, "cluster.toml").contains("--id"), "{e}");
+}
+
+#[test]
+fn bad_key_files_give_one_line_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let g = generate(dir.path());
+    let cluster = ClusterConfig::load(&g.config).unwrap();
+    let k2 = &g.replica_keys[2];
+
+    // Missing.
+    let missing = dir.path().join("replica-9.key");
+    let e = ReplicaSecret::load(&missing, &cluster, 2).unwrap_err();
+    assert!(
+        one_line(&e, "replica-9.key").contains("does not exist"),
+        "{e}"
+    );
+
+    // Readable by others.
+    std::fs::set_permissions(k2, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let e = ReplicaSecret::load(k2, &cluster, 2).unwrap_err();
+    let s = one_line(&e, "replica-2.key");
+    assert!(s.contains("readable by others (mode 0644)"), "{s}");
+    assert!(
+        s.contains(&format!("run: chmod 600 {}", k2.display())),
+        "{s}"
+    );
+    std::fs::set_permissions(k2, std::fs::Permissions::from_mode(0o640)).unwrap();
+    assert!(matches!(
+        ReplicaSecret::load(k2, &cluster, 2),
+        Err(SetupError::KeyPermissions { mode: 0o640, .. })
+    ));
+    std::fs::set_permissions(k2, std::fs::Permissions::from_mode(0o600)).unwrap();
+    ReplicaSecret::load(k2, &cluster, 2).unwrap();
+
+    // Unreadable (a directory where the key should be; permission bits do not stop root).
+    let d = dir.path().join("replica-dir.key");
+    std::fs::create_dir(&d).unwrap();
+    std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let e = ReplicaSecret::load(&d, &cluster, 2).unwrap_err();
+    assert!(
+        one_line(&e, "replica-dir.key").starts_with("cannot read"),
+        "{e}"
+    );
+
+    // Another replica's key.
+    let e = ReplicaSecret::load(&g.replica_keys[1], &cluster, 2).unwrap_err();
+    assert!(
+        one_line(&e, "replica-1.key").contains("not of replica 2"),
+        "{e}"
+    );
+
+    // Another kind of key.
+    let e = ReplicaSecret::load(&g.admin_key, &cluster, 2).unwrap_err();
+    assert!(
+        one_line(&e, "admin.key").contains("admin key, not a replica key"),
+        "{e}"
+    );
+
+    // A key from another cluster: does not match the public keys.
+    let other = tempfile::tempdir().unwrap();
+    let g2 = generate(other.path());
+    let e = ReplicaSecret::load(&g2.replica_keys[2], &cluster, 2).unwrap_err();
+    assert!(
+        one_line(&e, "replica-2.key").contains("does not match replica 2's public keys"),
+        "{e}"
+    );
+    let e = ClientCredential::load(&g2.client_keys[0], &cluster).unwrap_err();
+    one_line(&e, "client-1.key");
+    let e = AdminSecret::load(&g2.admin_key, &cluster).unwrap_err();
+    one_line(&e, "admin.key");
+
+    // Garbage.
+    let junk = dir.path().join("junk.key");
+    std::fs::write(
+        &junk,
+        "kind = \"replica\"\nid = 2\nx25519_secret_key = \"12\"\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&junk, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let e = ReplicaSecret::load(&junk, &cluster, 2).unwrap_err();
+    assert!(matches!(e, SetupError::Parse { .. }), "{e}");
+    one_line(&e, "junk.key");
+}

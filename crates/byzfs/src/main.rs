@@ -1,0 +1,84 @@
+//! `byzfs`: the ByzFS command line.
+//!
+//! ```text
+//! byzfs keygen --replicas 4 --out DIR        keys and cluster.toml for a new cluster
+//! byzfs client-key --config C --admin-key A --id ID --out FILE
+//! byzfs replica --config C --id I [--key K] [--data DIR] [--service null|kv] [--metrics ADDR]
+//! byzfs up [--replicas N] [--dir D] [--service kv]   a local cluster of child processes
+//! byzfs kv --config C [--key K] put KEY VALUE | get KEY | delete KEY | append KEY VALUE
+//! byzfs status --config C                    per replica: reachable, view, primary, …
+//! ```
+//!
+//! Errors print as one line, `error: …`, and exit non-zero.
+
+#![forbid(unsafe_code)]
+
+mod keygen;
+mod kv;
+mod logging;
+mod replica;
+mod signals;
+mod status;
+mod up;
+
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+/// ByzFS: a Byzantine-fault-tolerant replicated file system.
+#[derive(Parser, Debug)]
+#[command(name = "byzfs", version, about, propagate_version = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Generate cluster.toml, replica keys, the admin key and a client credential.
+    Keygen(keygen::KeygenArgs),
+    /// Issue a credential for another client (no replica restart needed).
+    ClientKey(keygen::ClientKeyArgs),
+    /// Run one replica.
+    Replica(replica::ReplicaArgs),
+    /// Run a local cluster: 3f+1 replica processes on loopback.
+    Up(up::UpArgs),
+    /// Use the key-value service of a cluster.
+    Kv(kv::KvArgs),
+    /// Show every replica's state.
+    Status(status::StatusArgs),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Keygen(a) => keygen::keygen(a),
+        Command::ClientKey(a) => keygen::client_key(a),
+        Command::Replica(a) => replica::run(a),
+        Command::Up(a) => up::run(a),
+        Command::Kv(a) => kv::run(a),
+        Command::Status(a) => status::run(a),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            // `{:#}` joins the context chain on one line.
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// A single-threaded tokio runtime (every command uses one; a replica uses exactly one).
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    Ok(tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?)
+}
+
+/// `dir/name`, where `dir` is the directory holding `config`.
+fn beside(config: &std::path::Path, name: &str) -> std::path::PathBuf {
+    config
+        .parent()
+        .unwrap_or_else(|| std::path::Path::new("."))
+        .join(name)
+}

@@ -1,0 +1,44 @@
+//! Shutdown triggers: SIGINT (Ctrl-C), SIGTERM, and — for replicas started by `byzfs up` —
+//! end of stdin, which happens when the parent dies however it dies, so children never
+//! outlive it.
+
+use tokio::io::AsyncReadExt as _;
+use tokio::signal::unix::{signal, SignalKind};
+
+/// Completes on SIGINT or SIGTERM (and on stdin EOF if `stdin_eof`); returns what happened.
+pub async fn shutdown(stdin_eof: bool) -> &'static str {
+    let (Ok(mut int), Ok(mut term)) = (
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::terminate()),
+    ) else {
+        // Without signal handlers, only stdin (or nothing) can stop us.
+        return if stdin_eof {
+            stdin_closed().await
+        } else {
+            std::future::pending().await
+        };
+    };
+    let stdin = async {
+        if stdin_eof {
+            stdin_closed().await
+        } else {
+            std::future::pending().await
+        }
+    };
+    tokio::select! {
+        _ = int.recv() => "SIGINT",
+        _ = term.recv() => "SIGTERM",
+        why = stdin => why,
+    }
+}
+
+async fn stdin_closed() -> &'static str {
+    let mut stdin = tokio::io::stdin();
+    let mut buf = [0u8; 256];
+    while let Ok(n) = stdin.read(&mut buf).await {
+        if n == 0 {
+            break;
+        }
+    }
+    "parent exited (stdin closed)"
+}

@@ -1,0 +1,292 @@
+//! `byzfs up`: a local cluster of `byzfs replica` child processes on loopback.
+//!
+//! Keys are generated on first use. Children run in their own process group (so a terminal's
+//! Ctrl-C reaches only `up`, which then stops them in order) and hold a pipe as stdin: if
+//! `up` dies however it dies, the pipe closes and every replica exits (`--exit-with-parent`),
+//! so no replica outlives it. On SIGINT/SIGTERM `up` forwards SIGTERM, waits, and only then
+//! kills stragglers.
+
+use crate::replica::ServiceKind;
+use anyhow::{bail, Context as _};
+use byzfs_net::cluster::{ClusterConfig, CLUSTER_FILE};
+use byzfs_net::handshake::query_status;
+use byzfs_net::keygen::{client_key_path, keygen, replica_key_path, KeygenOptions, DEFAULT_CLIENT};
+use clap::Args;
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+use std::os::unix::process::CommandExt as _;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitCode, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+/// How long replicas get to become reachable.
+const READY_TIMEOUT: Duration = Duration::from_secs(20);
+/// How long replicas get to exit after SIGTERM before they are killed.
+const STOP_TIMEOUT: Duration = Duration::from_secs(5);
+
+#[derive(Args, Debug)]
+pub struct UpArgs {
+    /// Number of replicas (3f+1) when generating keys; must match an existing cluster.
+    #[arg(long)]
+    replicas: Option<usize>,
+    /// Cluster directory: config, keys, logs/ and data/.
+    #[arg(long, default_value = "byzfs-cluster")]
+    dir: PathBuf,
+    /// The service to replicate.
+    #[arg(long, value_enum, default_value_t = ServiceKind::Kv)]
+    service: ServiceKind,
+    /// Port of replica 0 when generating keys (0 picks free ports).
+    #[arg(long, default_value_t = 7000)]
+    base_port: u16,
+    /// Serve each replica's Prometheus metrics on 127.0.0.1:<metrics-base-port + id>.
+    #[arg(long)]
+    metrics_base_port: Option<u16>,
+}
+
+/// One replica process.
+struct Replica {
+    id: u32,
+    child: Child,
+    log: PathBuf,
+    exited: Option<ExitStatus>,
+}
+
+/// The children; dropping this stops them (so every error path cleans up).
+struct Children(Vec<Replica>);
+
+impl Children {
+    /// Reaps exited children; returns the ones that just exited.
+    fn poll_exits(&mut self) -> Vec<(u32, ExitStatus, PathBuf)> {
+        let mut out = Vec::new();
+        for r in &mut self.0 {
+            if r.exited.is_none() {
+                if let Ok(Some(s)) = r.child.try_wait() {
+                    r.exited = Some(s);
+                    out.push((r.id, s, r.log.clone()));
+                }
+            }
+        }
+        out
+    }
+
+    /// SIGTERM, wait up to [`STOP_TIMEOUT`], SIGKILL the rest, reap everything.
+    fn stop_all(&mut self) -> usize {
+        for r in &mut self.0 {
+            if r.exited.is_none() {
+                if let Ok(pid) = i32::try_from(r.child.id()) {
+                    let _ = kill(Pid::from_raw(pid), Signal::SIGTERM);
+                }
+            }
+        }
+        let deadline = Instant::now() + STOP_TIMEOUT;
+        while Instant::now() < deadline && self.0.iter().any(|r| r.exited.is_none()) {
+            self.poll_exits();
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let mut killed = 0;
+        for r in &mut self.0 {
+            if r.exited.is_none() {
+                let _ = r.child.kill();
+                killed += 1;
+                r.exited = r.child.wait().ok();
+            }
+        }
+        killed
+    }
+}
+
+impl Drop for Children {
+    fn drop(&mut self) {
+        self.stop_all();
+    }
+}
+
+pub fn run(a: UpArgs) -> anyhow::Result<ExitCode> {
+    crate::logging::init("info");
+    let config_path = a.dir.join(CLUSTER_FILE);
+    if !config_path.exists() {
+        let opts = KeygenOptions::local(a.replicas.unwrap_or(4), "127.0.0.1", a.base_port)?;
+        keygen(&a.dir, &opts)?;
+        println!("generated a new cluster in {}", a.dir.display());
+    }
+    let cluster = ClusterConfig::load(&config_path)?;
+    if let Some(n) = a.replicas {
+        if n != cluster.n() {
+            bail!(
+                "{} holds a {}-replica cluster; pass --replicas {} or another --dir",
+                a.dir.display(),
+                cluster.n(),
+                cluster.n()
+            );
+        }
+    }
+    let logs = a.dir.join("logs");
+    let data = a.dir.join("data");
+    for d in [&logs, &data] {
+        std::fs::create_dir_all(d).with_context(|| format!("cannot create {}", d.display()))?;
+    }
+    let exe = std::env::current_exe().context("cannot find the byzfs executable")?;
+    let mut children = Children(Vec::new());
+    for r in &cluster.replicas {
+        let log = logs.join(format!("replica-{}.log", r.id));
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log)
+            .with_context(|| format!("cannot open {}", log.display()))?;
+        let mut cmd = Command::new(&exe);
+        cmd.arg("replica")
+            .arg("--config")
+            .arg(&config_path)
+            .arg("--id")
+            .arg(r.id.to_string())
+            .arg("--key")
+            .arg(replica_key_path(&a.dir, r.id))
+            .arg("--data")
+            .arg(data.join(format!("replica-{}", r.id)))
+            .arg("--service")
+            .arg(a.service.name())
+            .arg("--exit-with-parent")
+            .stdin(Stdio::piped())
+            .stdout(file.try_clone()?)
+            .stderr(file)
+            .process_group(0);
+        if let Some(base) = a.metrics_base_port {
+            let port = base
+                .checked_add(r.id as u16)
+                .context("--metrics-base-port too high")?;
+            cmd.arg("--metrics").arg(format!("127.0.0.1:{port}"));
+        }
+        let child = cmd
+            .spawn()
+            .with_context(|| format!("cannot start replica {}", r.id))?;
+        children.0.push(Replica {
+            id: r.id,
+            child,
+            log,
+            exited: None,
+        });
+    }
+    crate::runtime()?.block_on(supervise(&mut children, &cluster, &a, &config_path))
+}
+
+async fn supervise(
+    children: &mut Children,
+    cluster: &ClusterConfig,
+    a: &UpArgs,
+    config: &Path,
+) -> anyhow::Result<ExitCode> {
+    // Wait until every replica answers a status request.
+    let started = Instant::now();
+    loop {
+        if let Some((id, status, log)) = children.poll_exits().into_iter().next() {
+            bail!(
+                "replica {id} exited during startup ({status}): {} (log: {})",
+                last_line(&log),
+                log.display()
+            );
+        }
+        let mut ready = 0;
+        for r in &cluster.replicas {
+            if query_status(cluster, r.id, Duration::from_millis(500))
+                .await
+                .is_ok()
+            {
+                ready += 1;
+            }
+        }
+        if ready == cluster.n() {
+            break;
+        }
+        if started.elapsed() > READY_TIMEOUT {
+            bail!(
+                "only {ready} of {} replicas became reachable within {} s; see the logs in {}",
+                cluster.n(),
+                READY_TIMEOUT.as_secs(),
+                a.dir.join("logs").display()
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    print_summary(children, cluster, a, config);
+
+    let shutdown = crate::signals::shutdown(false);
+    tokio::pin!(shutdown);
+    let mut tick = tokio::time::interval(Duration::from_millis(200));
+    let why = loop {
+        tokio::select! {
+            why = &mut shutdown => break why,
+            _ = tick.tick() => {
+                for (id, status, log) in children.poll_exits() {
+                    eprintln!(
+                        "warning: replica {id} exited ({status}): {} (log: {})",
+                        last_line(&log),
+                        log.display()
+                    );
+                }
+                if children.0.iter().all(|r| r.exited.is_some()) {
+                    bail!("every replica exited; see the logs in {}", a.dir.join("logs").display());
+                }
+            }
+        }
+    };
+    println!("{why}: stopping {} replicas …", children.0.len());
+    let killed = children.stop_all();
+    if killed > 0 {
+        println!(
+            "stopped ({killed} did not exit within {} s and were killed)",
+            STOP_TIMEOUT.as_secs()
+        );
+    } else {
+        println!("stopped");
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn print_summary(children: &Children, cluster: &ClusterConfig, a: &UpArgs, config: &Path) {
+    let client = client_key_path(&a.dir, DEFAULT_CLIENT);
+    let kv = format!(
+        "byzfs kv --config {} --key {}",
+        config.display(),
+        client.display()
+    );
+    println!(
+        "ByzFS cluster is up: {} replicas (f = {}), service {}, durability memory",
+        cluster.n(),
+        cluster.bft.f,
+        a.service.name()
+    );
+    println!("  config:  {}", config.display());
+    println!("  client:  {}", client.display());
+    for (r, info) in children.0.iter().zip(&cluster.replicas) {
+        let metrics = a
+            .metrics_base_port
+            .map(|b| format!("  metrics http://127.0.0.1:{}/metrics", u32::from(b) + r.id))
+            .unwrap_or_default();
+        println!(
+            "  replica {}: {}  pid {}  log {}{metrics}",
+            r.id,
+            info.address,
+            r.child.id(),
+            r.log.display()
+        );
+    }
+    println!("try:");
+    println!("  {kv} put hello world");
+    println!("  {kv} get hello");
+    println!("  byzfs status --config {}", config.display());
+    println!("Press Ctrl-C to stop the cluster.");
+}
+
+/// The last non-empty line of a log file (for one-line error messages).
+fn last_line(path: &Path) -> String {
+    std::fs::read_to_string(path)
+        .ok()
+        .and_then(|t| {
+            t.lines()
+                .rev()
+                .find(|l| !l.trim().is_empty())
+                .map(str::to_string)
+        })
+        .unwrap_or_else(|| "no output".into())
+}

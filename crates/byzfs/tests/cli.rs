@@ -1,0 +1,307 @@
+//! The real `byzfs` binary: `up` starts a cluster of child processes, `kv` and `status` talk
+//! to it, a new client credential works without a restart, SIGTERM stops everything and no
+//! replica process remains. Bad key files and configs give one-line errors.
+
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+use std::io::BufRead as _;
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_byzfs");
+const TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Runs `byzfs args…`, killing it after [`TIMEOUT`].
+fn byzfs(args: &[&str]) -> Output {
+    let mut child = Command::new(BIN)
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if start.elapsed() > TIMEOUT {
+            let _ = child.kill();
+            panic!("byzfs {args:?} timed out");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.wait_with_output().unwrap()
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn alive(pid: i32) -> bool {
+    kill(Pid::from_raw(pid), None).is_ok()
+}
+
+#[test]
+fn up_serves_kv_and_sigterm_leaves_no_replica_behind() {
+    let dir = tempfile::tempdir().unwrap();
+    let cdir = dir.path().join("c");
+    let cdir_s = cdir.to_str().unwrap();
+    let mut up = Command::new(BIN)
+        .args([
+            "up",
+            "--replicas",
+            "4",
+            "--dir",
+            cdir_s,
+            "--base-port",
+            "0",
+            "--service",
+            "kv",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let up_pid = up.id() as i32;
+    let stdout = up.stdout.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let mut pids = Vec::new();
+    let deadline = Instant::now() + TIMEOUT;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let line = match rx.recv_timeout(left) {
+            Ok(l) => l,
+            Err(_) => {
+                let _ = up.kill();
+                let out = up.wait_with_output().unwrap();
+                panic!("byzfs up did not come up: {}", text(&out.stderr));
+            }
+        };
+        if let Some(rest) = line.split(" pid ").nth(1) {
+            pids.push(
+                rest.split_whitespace()
+                    .next()
+                    .unwrap()
+                    .parse::<i32>()
+                    .unwrap(),
+            );
+        }
+        if line.starts_with("Press Ctrl-C") {
+            break;
+        }
+    }
+    assert_eq!(pids.len(), 4);
+    assert!(pids.iter().all(|&p| alive(p)));
+
+    let config = cdir.join("cluster.toml");
+    let config = config.to_str().unwrap();
+    let out = byzfs(&["kv", "--config", config, "put", "greeting", "hello world"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), "OK\n");
+    let out = byzfs(&["kv", "--config", config, "get", "greeting"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), "hello world\n");
+    let out = byzfs(&["kv", "--config", config, "get", "absent"]);
+    assert_eq!(out.status.code(), Some(1));
+
+    // A new client, admitted by certificate while the replicas keep running.
+    let out = byzfs(&["client-key", "--config", config, "--id", "42"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let key42 = cdir.join("client-42.key");
+    let out = byzfs(&[
+        "kv",
+        "--config",
+        config,
+        "--key",
+        key42.to_str().unwrap(),
+        "get",
+        "greeting",
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), "hello world\n");
+
+    let out = byzfs(&["status", "--config", config]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let status = text(&out.stdout);
+    assert_eq!(status.matches(" yes ").count(), 4, "{status}");
+    assert!(status.contains("4 of 4 replicas reachable"), "{status}");
+
+    kill(Pid::from_raw(up_pid), Signal::SIGTERM).unwrap();
+    let start = Instant::now();
+    while up.try_wait().unwrap().is_none() {
+        assert!(start.elapsed() < TIMEOUT, "byzfs up did not stop");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(up.wait().unwrap().success());
+    for p in pids {
+        assert!(!alive(p), "replica pid {p} outlived byzfs up");
+    }
+    assert!(cdir.join("logs/replica-0.log").exists());
+}
+
+/// `byzfs replica` exits non-zero with exactly one line on stderr, starting with `error:`
+/// and containing `needle`.
+fn refuses(args: &[&str], needle: &str) {
+    let out = byzfs(args);
+    assert!(!out.status.success(), "{args:?} succeeded");
+    let err = text(&out.stderr);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.starts_with("error: ") && err.contains(needle), "{err}");
+}
+
+#[test]
+fn replica_refuses_bad_keys_and_configs_with_one_line_errors() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let out = byzfs(&[
+        "keygen",
+        "--replicas",
+        "4",
+        "--out",
+        d.to_str().unwrap(),
+        "--base-port",
+        "0",
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let p = |name: &str| d.join(name).to_str().unwrap().to_string();
+    let config = p("cluster.toml");
+    let key2 = p("replica-2.key");
+
+    std::fs::set_permissions(Path::new(&key2), std::fs::Permissions::from_mode(0o644)).unwrap();
+    refuses(
+        &["replica", "--config", &config, "--id", "2"],
+        &format!("run: chmod 600 {key2}"),
+    );
+    std::fs::set_permissions(Path::new(&key2), std::fs::Permissions::from_mode(0o600)).unwrap();
+    refuses(
+        &[
+            "replica",
+            "--config",
+            &config,
+            "--id",
+            "2",
+            "--key",
+            &p("replica-1.key"),
+        ],
+        "not of replica 2",
+    );
+    refuses(
+        &[
+            "replica",
+            "--config",
+            &config,
+            "--id",
+            "2",
+            "--key",
+            &p("missing.key"),
+        ],
+        "does not exist",
+    );
+    refuses(
+        &["replica", "--config", &config, "--id", "7"],
+        "--id between 0 and 3",
+    );
+    refuses(
+        &["replica", "--config", &p("nope.toml"), "--id", "0"],
+        "does not exist",
+    );
+
+    let text_cfg = std::fs::read_to_string(&config).unwrap();
+    let bad = p("bad.toml");
+    std::fs::write(&bad, text_cfg.replacen("id = 3", "id = 2", 1)).unwrap();
+    refuses(&["replica", "--config", &bad, "--id", "0"], "appears twice");
+    let dup_addr = text_cfg
+        .lines()
+        .find(|l| l.starts_with("address"))
+        .unwrap()
+        .to_string();
+    let second = text_cfg
+        .lines()
+        .filter(|l| l.starts_with("address"))
+        .nth(1)
+        .unwrap()
+        .to_string();
+    std::fs::write(&bad, text_cfg.replace(&second, &dup_addr)).unwrap();
+    refuses(
+        &["replica", "--config", &bad, "--id", "0"],
+        "both have address",
+    );
+    std::fs::write(&bad, text_cfg.replace("f = 1", "f = 2")).unwrap();
+    refuses(&["replica", "--config", &bad, "--id", "0"], "n = 3f+1 = 7");
+    std::fs::write(&bad, "f = [").unwrap();
+    refuses(&["replica", "--config", &bad, "--id", "0"], "bad.toml:1:");
+}
+
+#[test]
+fn replica_serves_prometheus_metrics() {
+    use std::io::{Read as _, Write as _};
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let out = byzfs(&[
+        "keygen",
+        "--replicas",
+        "4",
+        "--out",
+        d.to_str().unwrap(),
+        "--base-port",
+        "0",
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let metrics = format!("127.0.0.1:{port}");
+    let config = d.join("cluster.toml");
+    let mut replica = Command::new(BIN)
+        .args([
+            "replica",
+            "--config",
+            config.to_str().unwrap(),
+            "--id",
+            "1",
+            "--metrics",
+            &metrics,
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    let body = loop {
+        assert!(start.elapsed() < TIMEOUT, "no metrics served");
+        std::thread::sleep(Duration::from_millis(100));
+        let Ok(mut s) = std::net::TcpStream::connect(&metrics) else {
+            continue;
+        };
+        let _ = write!(
+            s,
+            "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+        );
+        let mut body = String::new();
+        let _ = s.read_to_string(&mut body);
+        if body.contains("byzfs_peers_connected") {
+            break body;
+        }
+    };
+    kill(Pid::from_raw(replica.id() as i32), Signal::SIGTERM).unwrap();
+    assert!(replica.wait().unwrap().success());
+    for needle in [
+        "byzfs_peers_connected{replica=\"1\"} 0",
+        "byzfs_requests_executed_total{replica=\"1\"} 0",
+        "byzfs_view_changes_total{replica=\"1\"}",
+        "byzfs_dropped_total{replica=\"1\",layer=\"core\",reason=\"bad_auth\"} 0",
+        "byzfs_dropped_total{replica=\"1\",layer=\"net\",reason=\"oversized\"} 0",
+    ] {
+        assert!(body.contains(needle), "{needle} missing from:\n{body}");
+    }
+}
