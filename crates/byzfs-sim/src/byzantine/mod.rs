@@ -1,0 +1,107 @@
+//! Byzantine replicas (PROTOCOL.md §6.2 adversary library, §6.4). A Byzantine replica runs the
+//! real replica code with its own keys and passes every outgoing frame through a [`Strategy`],
+//! which may drop, delay, duplicate, alter and re-authenticate it — with that replica's keys
+//! only (see [`forge`]), so it forges exactly what a real faulty replica could. One strategy
+//! per file.
+
+pub mod bad_client;
+pub mod byzzfuzz;
+pub mod equivocate;
+pub mod forge;
+pub mod garbage;
+pub mod lying_replies;
+pub mod slow_primary;
+pub mod vc_lies;
+
+use crate::rng::SimRng;
+use byzfs_bft::{ClientId, Config, ReplicaId, Time, View};
+use forge::Forger;
+use std::sync::Arc;
+
+/// Where an outgoing frame goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Dest {
+    /// A replica (every instance of it).
+    Replica(ReplicaId),
+    /// A client.
+    Client(ClientId),
+}
+
+/// A frame leaving a Byzantine replica.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Outgoing {
+    /// Destination.
+    pub to: Dest,
+    /// The frame.
+    pub bytes: Arc<[u8]>,
+    /// Extra delay before it enters the network, µs.
+    pub delay_us: u64,
+}
+
+impl Outgoing {
+    /// A frame sent now.
+    pub fn now(to: Dest, bytes: Arc<[u8]>) -> Outgoing {
+        Outgoing {
+            to,
+            bytes,
+            delay_us: 0,
+        }
+    }
+}
+
+/// What a strategy may use.
+pub struct Ctx<'a> {
+    /// Global virtual time.
+    pub now: Time,
+    /// The inner replica's current view.
+    pub view: View,
+    /// Protocol parameters.
+    pub config: &'a Config,
+    /// This replica's keys, for re-authentication.
+    pub forger: &'a Forger,
+    /// The strategy's random stream.
+    pub rng: &'a mut SimRng,
+}
+
+/// A Byzantine behaviour.
+pub trait Strategy {
+    /// Name for traces.
+    fn name(&self) -> &'static str;
+
+    /// Sees every frame the replica receives (e.g. to collect digests to swap in later).
+    fn on_receive(&mut self, _bytes: &[u8]) {}
+
+    /// Decides what actually leaves for one frame the honest code wanted to send.
+    fn on_send(&mut self, ctx: &mut Ctx<'_>, out: Outgoing) -> Vec<Outgoing>;
+}
+
+/// The strategies, by name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum StrategyKind {
+    /// [`equivocate::Equivocate`].
+    Equivocate,
+    /// [`slow_primary::SlowPrimary`].
+    SlowPrimary,
+    /// [`garbage::Garbage`].
+    Garbage,
+    /// [`lying_replies::LyingReplies`].
+    LyingReplies,
+    /// [`vc_lies::VcLies`].
+    VcLies,
+    /// [`byzzfuzz::ByzzFuzz`].
+    ByzzFuzz,
+}
+
+impl StrategyKind {
+    /// Builds the strategy for replica `me` of a cluster with `config`.
+    pub fn build(self, me: ReplicaId, config: &Config, rng: &mut SimRng) -> Box<dyn Strategy> {
+        match self {
+            StrategyKind::Equivocate => Box::new(equivocate::Equivocate::new()),
+            StrategyKind::SlowPrimary => Box::new(slow_primary::SlowPrimary::new(config)),
+            StrategyKind::Garbage => Box::new(garbage::Garbage::new(me, config, rng)),
+            StrategyKind::LyingReplies => Box::new(lying_replies::LyingReplies::new()),
+            StrategyKind::VcLies => Box::new(vc_lies::VcLies::new()),
+            StrategyKind::ByzzFuzz => Box::new(byzzfuzz::ByzzFuzz::new(rng)),
+        }
+    }
+}

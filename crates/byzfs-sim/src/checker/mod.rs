@@ -1,0 +1,359 @@
+//! The oracle: online checkers of PROTOCOL.md §6.6, one file per invariant. The simulator
+//! feeds it every persist record, event and outgoing frame of every replica, every client
+//! invocation and completion, and the replica's getters after every step. Only *correct*
+//! replicas (honest code, own state) are held to the invariants; Byzantine replicas, twins and
+//! replicas restarted without their disk are faulty.
+
+pub mod agreement;
+pub mod checkpoints;
+pub mod durability;
+pub mod exactly_once;
+pub mod history;
+pub mod liveness;
+pub mod persist;
+pub mod prefix;
+pub mod results;
+pub mod view;
+
+use crate::kv::KvOp;
+use byzfs_bft::{
+    ClientId, Digest, Event, PersistRecord, Replica, RequestId, Seq, Service, Time, View,
+};
+use std::fmt;
+
+/// One broken invariant.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Violation {
+    /// Which checker.
+    pub checker: &'static str,
+    /// The run's seed.
+    pub seed: u64,
+    /// The run's scenario.
+    pub scenario: String,
+    /// Virtual time, µs.
+    pub time: Time,
+    /// What went wrong.
+    pub message: String,
+}
+
+impl fmt::Display for Violation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}: {} (at t={} µs)",
+            self.checker,
+            self.message,
+            self.time.as_micros()
+        )
+    }
+}
+
+/// Collects violations of one run.
+#[derive(Clone, Debug)]
+pub struct Sink {
+    seed: u64,
+    scenario: String,
+    violations: Vec<Violation>,
+}
+
+/// At most this many violations are kept per run (the first one is what matters).
+pub const VIOLATIONS_MAX: usize = 16;
+
+impl Sink {
+    /// A sink for one run.
+    pub fn new(seed: u64, scenario: &str) -> Sink {
+        Sink {
+            seed,
+            scenario: scenario.to_string(),
+            violations: Vec::new(),
+        }
+    }
+
+    /// Records a violation.
+    pub fn report(&mut self, checker: &'static str, time: Time, message: String) {
+        if self.violations.len() < VIOLATIONS_MAX {
+            self.violations.push(Violation {
+                checker,
+                seed: self.seed,
+                scenario: self.scenario.clone(),
+                time,
+                message,
+            });
+        }
+    }
+
+    /// Whether anything was reported.
+    pub fn any(&self) -> bool {
+        !self.violations.is_empty()
+    }
+
+    /// The violations so far.
+    pub fn violations(&self) -> &[Violation] {
+        &self.violations
+    }
+
+    /// Takes the violations.
+    pub fn into_violations(self) -> Vec<Violation> {
+        self.violations
+    }
+}
+
+/// How a replica instance is judged.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Role {
+    /// Honest code with its own durable state: held to every safety invariant.
+    Correct,
+    /// Runs an adversary strategy.
+    Byzantine,
+    /// One of two instances sharing an identity (Twins, §5.1).
+    Twin,
+    /// Restarted (or will be) with an empty disk: counts as one of the `f` faulty.
+    Amnesiac,
+}
+
+impl Role {
+    /// Whether the safety invariants apply.
+    pub fn is_correct(self) -> bool {
+        self == Role::Correct
+    }
+}
+
+/// What the checkers read from a replica after each step.
+pub trait Observe {
+    /// Current view.
+    fn view(&self) -> View;
+    /// Last committed-and-executed sequence number.
+    fn last_executed(&self) -> Seq;
+    /// Last tentatively executed sequence number.
+    fn last_tentative(&self) -> Seq;
+    /// Last stable checkpoint.
+    fn last_stable(&self) -> Seq;
+    /// Whether state transfer is in progress.
+    fn is_fetching(&self) -> bool;
+    /// Digest of the live state.
+    fn state_digest(&self) -> Digest;
+}
+
+impl<S: Service> Observe for Replica<S> {
+    fn view(&self) -> View {
+        Replica::view(self)
+    }
+    fn last_executed(&self) -> Seq {
+        Replica::last_executed(self)
+    }
+    fn last_tentative(&self) -> Seq {
+        Replica::last_tentative(self)
+    }
+    fn last_stable(&self) -> Seq {
+        Replica::last_stable(self)
+    }
+    fn is_fetching(&self) -> bool {
+        Replica::is_fetching(self)
+    }
+    fn state_digest(&self) -> Digest {
+        Replica::state_digest(self)
+    }
+}
+
+/// Every online checker, fed by the simulator. Instances are network node indices of replica
+/// instances (a twin pair has two); a correct replica's instance index is its replica id.
+pub struct Oracle {
+    /// Violations found.
+    pub sink: Sink,
+    roles: Vec<Role>,
+    /// INV-AGREE (and the agreed history).
+    pub agreement: agreement::Agreement,
+    /// INV-CKPT.
+    pub checkpoints: checkpoints::Checkpoints,
+    /// INV-PREFIX.
+    pub prefix: prefix::Prefix,
+    /// INV-VALID (exactly once, issued by a client).
+    pub exactly_once: exactly_once::ExactlyOnce,
+    /// Persist before send (§3.6 #11, STYLE.md §3).
+    pub persist: persist::PersistBeforeSend,
+    /// INV-REPLY and linearizability of read-only results.
+    pub results: results::Results,
+    /// INV-VIEW.
+    pub view: view::ViewMonotonic,
+}
+
+impl Oracle {
+    /// An oracle for a run. `roles[i]` is replica instance `i`'s role; `max_frame` bounds
+    /// parsed frames; `read_only_opt` says whether results may come from the read-only path.
+    pub fn new(
+        seed: u64,
+        scenario: &str,
+        roles: Vec<Role>,
+        max_frame: usize,
+        read_only_opt: bool,
+    ) -> Oracle {
+        Oracle {
+            sink: Sink::new(seed, scenario),
+            roles,
+            agreement: agreement::Agreement::default(),
+            checkpoints: checkpoints::Checkpoints::default(),
+            prefix: prefix::Prefix::default(),
+            exactly_once: exactly_once::ExactlyOnce::default(),
+            persist: persist::PersistBeforeSend::new(max_frame),
+            results: results::Results::new(read_only_opt),
+            view: view::ViewMonotonic::default(),
+        }
+    }
+
+    /// Whether instance `inst` is held to the safety invariants.
+    pub fn is_correct(&self, inst: usize) -> bool {
+        self.roles.get(inst).is_some_and(|r| r.is_correct())
+    }
+
+    /// The role of `inst`.
+    pub fn role(&self, inst: usize) -> Option<Role> {
+        self.roles.get(inst).copied()
+    }
+
+    /// Changes the role of `inst` (e.g. a restart without state makes it amnesiac).
+    pub fn set_role(&mut self, inst: usize, role: Role) {
+        if let Some(r) = self.roles.get_mut(inst) {
+            *r = role;
+        }
+    }
+
+    /// A `Persist` action of `inst`.
+    pub fn persist(&mut self, inst: usize, rec: PersistRecord) {
+        self.persist.record(inst, rec);
+        self.view.on_persist(inst, rec);
+    }
+
+    /// An `Event` action of `inst`.
+    pub fn event(&mut self, now: Time, inst: usize, ev: &Event) {
+        if !self.is_correct(inst) {
+            return;
+        }
+        if let Some(seq) = self.agreement.on_event(&mut self.sink, now, inst, ev) {
+            if let Some(content) = self.agreement.history.content(seq) {
+                self.exactly_once
+                    .on_agreed(&mut self.sink, now, seq, content);
+            }
+            self.results
+                .advance(&mut self.sink, now, &self.agreement.history);
+        }
+        self.checkpoints.on_event(&mut self.sink, now, inst, ev);
+        self.view.on_event(&mut self.sink, now, inst, ev);
+    }
+
+    /// A frame `inst` sends (replica to replica or client).
+    pub fn send(&mut self, now: Time, inst: usize, bytes: &[u8]) {
+        if self.is_correct(inst) {
+            self.persist.check_send(&mut self.sink, now, inst, bytes);
+        }
+    }
+
+    /// After every step of `inst` (handler plus drained actions).
+    pub fn step_end(&mut self, now: Time, inst: usize, r: &dyn Observe) {
+        if !self.is_correct(inst) {
+            return;
+        }
+        self.view.on_step_end(&mut self.sink, now, inst, r.view());
+        self.checkpoints
+            .on_step_end(&mut self.sink, now, inst, r.last_executed());
+        self.prefix.on_step_end(&mut self.sink, now, inst, r);
+    }
+
+    /// `inst` restarted, keeping its durable state or not.
+    pub fn restart(&mut self, inst: usize, with_state: bool) {
+        self.persist.on_restart(inst, with_state);
+        self.view.on_restart(inst, with_state);
+        self.agreement.on_restart(inst);
+        self.checkpoints.on_restart(inst);
+        self.prefix.on_restart(inst);
+    }
+
+    /// A client issued `(client, rid)` with `op` (`correct`: by a correct client).
+    pub fn issue(&mut self, now: Time, client: ClientId, rid: RequestId, op: &[u8], correct: bool) {
+        self.exactly_once.on_issue(client, rid);
+        self.results.issue(now, client, rid, op, correct);
+    }
+
+    /// A correct client accepted `result` for `(client, rid)`.
+    pub fn complete(&mut self, now: Time, client: ClientId, rid: RequestId, result: &[u8]) {
+        self.results
+            .accept(&mut self.sink, now, client, rid, result);
+    }
+
+    /// End-of-run checks of the results (read-only linearizability). Durability and liveness
+    /// need the cluster's state and are run by the simulator (see [`durability`], [`liveness`]).
+    pub fn finish(&mut self, now: Time) {
+        self.results
+            .advance(&mut self.sink, now, &self.agreement.history);
+        self.results.finish(&mut self.sink, now);
+    }
+}
+
+/// Short human form of an operation for messages.
+pub fn describe_op(op: &[u8]) -> String {
+    match KvOp::decode(op) {
+        Some(KvOp::Put { key, value }) => format!("Put({}, {}B)", show(&key), value.len()),
+        Some(KvOp::Get { key }) => format!("Get({})", show(&key)),
+        Some(KvOp::Delete { key }) => format!("Delete({})", show(&key)),
+        Some(KvOp::Append { key, value }) => format!("Append({}, {})", show(&key), show(&value)),
+        Some(KvOp::Cas { key, expect, new }) => format!(
+            "Cas({}, {}, {})",
+            show(&key),
+            expect.as_deref().map(show).unwrap_or_else(|| "∅".into()),
+            show(&new)
+        ),
+        Some(KvOp::Time) => "Time".into(),
+        None => format!("<undecodable {}B>", op.len()),
+    }
+}
+
+/// Bytes as text if printable (truncated), else hex length.
+pub fn show(b: &[u8]) -> String {
+    if b.iter().all(|c| c.is_ascii_graphic() || *c == b' ') {
+        let s = String::from_utf8_lossy(b);
+        if s.len() > 60 {
+            format!("\"{}…\"({}B)", &s[..60], b.len())
+        } else {
+            format!("\"{s}\"")
+        }
+    } else {
+        format!("<{}B>", b.len())
+    }
+}
+
+/// Test helper: an observable replica stub.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Stub {
+    /// View.
+    pub view: View,
+    /// Last executed.
+    pub last_executed: Seq,
+    /// Last tentative.
+    pub last_tentative: Seq,
+    /// Last stable.
+    pub last_stable: Seq,
+    /// Fetching.
+    pub fetching: bool,
+    /// State digest.
+    pub digest: Digest,
+}
+
+impl Observe for Stub {
+    fn view(&self) -> View {
+        self.view
+    }
+    fn last_executed(&self) -> Seq {
+        self.last_executed
+    }
+    fn last_tentative(&self) -> Seq {
+        self.last_tentative
+    }
+    fn last_stable(&self) -> Seq {
+        self.last_stable
+    }
+    fn is_fetching(&self) -> bool {
+        self.fetching
+    }
+    fn state_digest(&self) -> Digest {
+        self.digest
+    }
+}

@@ -1,0 +1,98 @@
+//! Timed faults the scenario schedules and the simulator applies (PROTOCOL.md §6.4). Some are
+//! resolved when they fire (who the primary is *then*), so plans stay independent of the run.
+
+use crate::network::{NetFaults, NodeIdx};
+use crate::partition::Shape;
+use byzfs_bft::ReplicaId;
+
+/// Whom a crash hits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Target {
+    /// A fixed replica.
+    Replica(ReplicaId),
+    /// Whoever correct replicas currently consider primary (skipped if it is down or faulty).
+    CurrentPrimary,
+}
+
+/// A fault event.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Fault {
+    /// Crash a replica; it restarts after `down_us` (keeping its durable state or not), or at
+    /// the start of the liveness phase, whichever is first. With `at_next_send` it dies just
+    /// before its next send (after the records preceding it are durable), or after 50 ms.
+    Crash {
+        /// Who.
+        target: Target,
+        /// Die mid-step, before a send.
+        at_next_send: bool,
+        /// Downtime.
+        down_us: u64,
+        /// Restart with the durable state (else amnesia: an empty disk).
+        with_state: bool,
+    },
+    /// Cut links of a partition shape for `dur_us`, then heal them in random order; repeat
+    /// `flaps` more times.
+    Partition {
+        /// Shape.
+        shape: Shape,
+        /// Duration of each cut.
+        dur_us: u64,
+        /// Extra repetitions (flapping).
+        flaps: u32,
+    },
+    /// Cut every link of one replica (clients included) for `dur_us` (state-transfer scenario).
+    Isolate {
+        /// Who.
+        replica: ReplicaId,
+        /// Duration.
+        dur_us: u64,
+    },
+    /// Re-draw which peers each twin talks to.
+    TwinLinks,
+    /// Start the second twin instance.
+    StartTwin,
+    /// Change the network's per-frame faults.
+    SetNet(NetFaults),
+}
+
+/// Internal follow-ups the simulator schedules for itself.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum FollowUp {
+    /// Crash `inst` now (fallback for a pending crash at the next send).
+    CrashNow {
+        /// Instance.
+        inst: NodeIdx,
+    },
+    /// Restart `inst`.
+    Restart {
+        /// Instance.
+        inst: NodeIdx,
+        /// Keep the durable state.
+        with_state: bool,
+    },
+    /// Heal these links in random order, then (if `flaps > 0`) cut them again later.
+    Heal {
+        /// Links.
+        links: Vec<(NodeIdx, NodeIdx)>,
+        /// Remaining repetitions.
+        flaps: u32,
+        /// Duration of each cut.
+        dur_us: u64,
+    },
+    /// Cut these links again (flapping).
+    Recut {
+        /// Links.
+        links: Vec<(NodeIdx, NodeIdx)>,
+        /// Remaining repetitions.
+        flaps: u32,
+        /// Duration.
+        dur_us: u64,
+    },
+    /// Bring one directed link up.
+    LinkUp {
+        /// From.
+        from: NodeIdx,
+        /// To.
+        to: NodeIdx,
+    },
+}

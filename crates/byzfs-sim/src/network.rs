@@ -1,0 +1,399 @@
+//! The simulated network (PROTOCOL.md §6.4 S-NET, S-PART): a directed link matrix between
+//! nodes (replica instances and clients) plus seeded per-frame faults — latency with jitter and
+//! a heavy tail (which also reorders), loss, duplication, replay of an older frame of the same
+//! link, and corruption by bit flips.
+//!
+//! Partitions are links switched off; they apply when a frame is sent (a frame already in
+//! flight arrives). A link from a node to itself is always up and fault-free.
+
+use crate::rng::{chance, Ppm, SimRng};
+use rand::Rng;
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+/// Index of a node on the network.
+pub type NodeIdx = usize;
+
+/// How many recent frames per link are kept as replay material.
+pub const REPLAY_HISTORY: usize = 16;
+
+/// Per-frame fault probabilities and latency shape. One set applies to every link.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NetFaults {
+    /// Minimum one-way latency.
+    pub latency_min_us: u64,
+    /// Uniform jitter added to the minimum.
+    pub jitter_us: u64,
+    /// Probability of a heavy-tail delay on top.
+    pub tail_ppm: Ppm,
+    /// Largest heavy-tail delay (log-uniformly distributed below it).
+    pub tail_max_us: u64,
+    /// Loss probability.
+    pub drop_ppm: Ppm,
+    /// Probability of an extra copy.
+    pub dup_ppm: Ppm,
+    /// Probability of also delivering an older frame of the same link.
+    pub replay_ppm: Ppm,
+    /// Probability that a delivered copy has 1–3 bits flipped.
+    pub corrupt_ppm: Ppm,
+}
+
+impl NetFaults {
+    /// A clean LAN: 0.2–1.2 ms, no loss.
+    pub fn benign() -> NetFaults {
+        NetFaults {
+            latency_min_us: 200,
+            jitter_us: 1_000,
+            tail_ppm: 0,
+            tail_max_us: 0,
+            drop_ppm: 0,
+            dup_ppm: 0,
+            replay_ppm: 0,
+            corrupt_ppm: 0,
+        }
+    }
+
+    /// Constant latency, no faults (tests).
+    pub fn perfect(latency_us: u64) -> NetFaults {
+        NetFaults {
+            latency_min_us: latency_us,
+            jitter_us: 0,
+            ..NetFaults::benign()
+        }
+    }
+}
+
+/// What happened to a copy.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CopyKind {
+    /// The frame as sent.
+    Original,
+    /// An extra copy.
+    Duplicate,
+    /// An older frame of the same link, re-delivered.
+    Replay,
+}
+
+/// One copy the network will deliver.
+#[derive(Clone, Debug)]
+pub struct Delivery {
+    /// Delay from now.
+    pub after_us: u64,
+    /// The bytes delivered (possibly corrupted).
+    pub bytes: Arc<[u8]>,
+    /// Which copy this is.
+    pub kind: CopyKind,
+    /// Whether bits were flipped.
+    pub corrupted: bool,
+}
+
+/// The fate of one sent frame.
+#[derive(Clone, Debug)]
+pub enum Fate {
+    /// The link is down (partition).
+    LinkDown,
+    /// Lost (the original; a replay may still be delivered).
+    Lost(Vec<Delivery>),
+    /// Delivered as these copies.
+    Delivered(Vec<Delivery>),
+}
+
+impl Fate {
+    /// Every copy that will arrive.
+    pub fn deliveries(&self) -> &[Delivery] {
+        match self {
+            Fate::LinkDown => &[],
+            Fate::Lost(d) | Fate::Delivered(d) => d,
+        }
+    }
+}
+
+/// Counters.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct NetStats {
+    /// Frames sent.
+    pub sent: u64,
+    /// Frames refused by a down link.
+    pub link_down: u64,
+    /// Frames lost.
+    pub lost: u64,
+    /// Extra copies.
+    pub duplicated: u64,
+    /// Old frames replayed.
+    pub replayed: u64,
+    /// Copies corrupted.
+    pub corrupted: u64,
+}
+
+/// The network.
+pub struct Network {
+    nodes: usize,
+    up: Vec<bool>,
+    faults: NetFaults,
+    history: Vec<VecDeque<Arc<[u8]>>>,
+    rng: SimRng,
+    stats: NetStats,
+}
+
+impl Network {
+    /// `nodes` nodes, every link up, faults `faults`.
+    pub fn new(nodes: usize, faults: NetFaults, rng: SimRng) -> Network {
+        Network {
+            nodes,
+            up: vec![true; nodes * nodes],
+            faults,
+            history: vec![VecDeque::new(); nodes * nodes],
+            rng,
+            stats: NetStats::default(),
+        }
+    }
+
+    /// Number of nodes.
+    pub fn nodes(&self) -> usize {
+        self.nodes
+    }
+
+    /// Current faults.
+    pub fn faults(&self) -> &NetFaults {
+        &self.faults
+    }
+
+    /// Replaces the faults.
+    pub fn set_faults(&mut self, faults: NetFaults) {
+        self.faults = faults;
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> &NetStats {
+        &self.stats
+    }
+
+    /// Whether `from → to` is up.
+    pub fn link_up(&self, from: NodeIdx, to: NodeIdx) -> bool {
+        from == to || self.up[from * self.nodes + to]
+    }
+
+    /// Switches the directed link `from → to`.
+    pub fn set_link(&mut self, from: NodeIdx, to: NodeIdx, up: bool) {
+        if from != to {
+            self.up[from * self.nodes + to] = up;
+        }
+    }
+
+    /// Every directed link that is down, in order.
+    pub fn down_links(&self) -> Vec<(NodeIdx, NodeIdx)> {
+        (0..self.nodes)
+            .flat_map(|a| (0..self.nodes).map(move |b| (a, b)))
+            .filter(|&(a, b)| !self.link_up(a, b))
+            .collect()
+    }
+
+    /// Brings every link up.
+    pub fn heal_all(&mut self) {
+        self.up.iter_mut().for_each(|u| *u = true);
+    }
+
+    fn latency(&mut self) -> u64 {
+        let f = &self.faults;
+        let mut d = f.latency_min_us
+            + if f.jitter_us > 0 {
+                self.rng.gen_range(0..=f.jitter_us)
+            } else {
+                0
+            };
+        let (tail_ppm, tail_max) = (f.tail_ppm, f.tail_max_us);
+        if tail_max > 0 && chance(&mut self.rng, tail_ppm) {
+            // Log-uniform below the maximum: most tails are short, a few are huge.
+            let shift = self.rng.gen_range(0..8u32);
+            d += self.rng.gen_range(0..=tail_max >> shift);
+        }
+        d
+    }
+
+    fn maybe_corrupt(&mut self, bytes: &Arc<[u8]>) -> (Arc<[u8]>, bool) {
+        if bytes.is_empty() || !chance(&mut self.rng, self.faults.corrupt_ppm) {
+            return (bytes.clone(), false);
+        }
+        let mut v = bytes.to_vec();
+        for _ in 0..self.rng.gen_range(1..=3) {
+            let i = self.rng.gen_range(0..v.len());
+            v[i] ^= 1 << self.rng.gen_range(0..8);
+        }
+        self.stats.corrupted += 1;
+        (v.into(), true)
+    }
+
+    fn copy(&mut self, bytes: &Arc<[u8]>, kind: CopyKind) -> Delivery {
+        let after_us = self.latency();
+        let (bytes, corrupted) = self.maybe_corrupt(bytes);
+        Delivery {
+            after_us,
+            bytes,
+            kind,
+            corrupted,
+        }
+    }
+
+    /// Sends `bytes` over `from → to` and decides its fate.
+    pub fn send(&mut self, from: NodeIdx, to: NodeIdx, bytes: &Arc<[u8]>) -> Fate {
+        self.stats.sent += 1;
+        if from == to {
+            return Fate::Delivered(vec![Delivery {
+                after_us: 0,
+                bytes: bytes.clone(),
+                kind: CopyKind::Original,
+                corrupted: false,
+            }]);
+        }
+        if !self.link_up(from, to) {
+            self.stats.link_down += 1;
+            return Fate::LinkDown;
+        }
+        let link = from * self.nodes + to;
+        let mut out = Vec::new();
+        if chance(&mut self.rng, self.faults.replay_ppm) && !self.history[link].is_empty() {
+            let i = self.rng.gen_range(0..self.history[link].len());
+            let old = self.history[link][i].clone();
+            self.stats.replayed += 1;
+            out.push(self.copy(&old, CopyKind::Replay));
+        }
+        if self.faults.replay_ppm > 0 {
+            let h = &mut self.history[link];
+            if h.len() == REPLAY_HISTORY {
+                h.pop_front();
+            }
+            h.push_back(bytes.clone());
+        }
+        if chance(&mut self.rng, self.faults.drop_ppm) {
+            self.stats.lost += 1;
+            return Fate::Lost(out);
+        }
+        out.push(self.copy(bytes, CopyKind::Original));
+        if chance(&mut self.rng, self.faults.dup_ppm) {
+            self.stats.duplicated += 1;
+            out.push(self.copy(bytes, CopyKind::Duplicate));
+        }
+        Fate::Delivered(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rng::{stream, Purpose, PPM};
+
+    fn net(f: NetFaults) -> Network {
+        Network::new(4, f, stream(1, Purpose::Network))
+    }
+
+    fn frame(b: u8) -> Arc<[u8]> {
+        vec![b; 32].into()
+    }
+
+    #[test]
+    fn perfect_links_deliver_exactly_once_with_fixed_latency() {
+        let mut n = net(NetFaults::perfect(700));
+        for _ in 0..100 {
+            let f = n.send(0, 1, &frame(1));
+            let d = f.deliveries();
+            assert!(matches!(f, Fate::Delivered(_)));
+            assert_eq!(d.len(), 1);
+            assert_eq!(d[0].after_us, 700);
+            assert_eq!(&*d[0].bytes, &*frame(1));
+            assert!(!d[0].corrupted);
+        }
+    }
+
+    #[test]
+    fn one_way_partition_blocks_only_one_direction() {
+        let mut n = net(NetFaults::perfect(1));
+        n.set_link(0, 1, false);
+        assert!(matches!(n.send(0, 1, &frame(1)), Fate::LinkDown));
+        assert_eq!(n.send(1, 0, &frame(1)).deliveries().len(), 1);
+        assert_eq!(n.send(0, 2, &frame(1)).deliveries().len(), 1);
+        assert_eq!(
+            n.send(0, 0, &frame(1)).deliveries().len(),
+            1,
+            "self link always up"
+        );
+        assert_eq!(n.down_links(), vec![(0, 1)]);
+        n.heal_all();
+        assert!(n.down_links().is_empty());
+        assert_eq!(n.send(0, 1, &frame(1)).deliveries().len(), 1);
+    }
+
+    #[test]
+    fn total_loss_drops_everything_and_zero_loss_nothing() {
+        let mut n = net(NetFaults {
+            drop_ppm: PPM,
+            ..NetFaults::perfect(1)
+        });
+        assert!(
+            (0..200).all(|_| matches!(n.send(0, 1, &frame(1)), Fate::Lost(ref d) if d.is_empty()))
+        );
+        assert_eq!(n.stats().lost, 200);
+    }
+
+    #[test]
+    fn loss_rate_is_roughly_as_configured() {
+        let mut n = net(NetFaults {
+            drop_ppm: 300_000,
+            ..NetFaults::perfect(1)
+        });
+        let delivered = (0..10_000)
+            .filter(|_| !n.send(0, 1, &frame(1)).deliveries().is_empty())
+            .count();
+        assert!((6_500..7_500).contains(&delivered), "{delivered}");
+    }
+
+    #[test]
+    fn duplication_replay_and_corruption() {
+        let mut n = net(NetFaults {
+            dup_ppm: PPM,
+            ..NetFaults::perfect(1)
+        });
+        assert_eq!(n.send(0, 1, &frame(1)).deliveries().len(), 2);
+
+        let mut n = net(NetFaults {
+            replay_ppm: PPM,
+            ..NetFaults::perfect(1)
+        });
+        assert_eq!(
+            n.send(0, 1, &frame(1)).deliveries().len(),
+            1,
+            "nothing to replay yet"
+        );
+        let d = n.send(0, 1, &frame(2)).deliveries().to_vec();
+        assert_eq!(d.len(), 2);
+        assert_eq!(d[0].kind, CopyKind::Replay);
+        assert_eq!(&*d[0].bytes, &*frame(1));
+
+        let mut n = net(NetFaults {
+            corrupt_ppm: PPM,
+            ..NetFaults::perfect(1)
+        });
+        let d = n.send(0, 1, &frame(1)).deliveries().to_vec();
+        assert!(d[0].corrupted);
+        assert_ne!(&*d[0].bytes, &*frame(1));
+        assert_eq!(d[0].bytes.len(), 32);
+    }
+
+    #[test]
+    fn jitter_and_tail_reorder() {
+        let mut n = net(NetFaults {
+            jitter_us: 1000,
+            tail_ppm: 100_000,
+            tail_max_us: 1_000_000,
+            ..NetFaults::perfect(100)
+        });
+        let lats: Vec<u64> = (0..1000)
+            .map(|_| n.send(0, 1, &frame(1)).deliveries()[0].after_us)
+            .collect();
+        assert!(lats.iter().all(|&l| l >= 100));
+        assert!(
+            lats.windows(2).any(|w| w[0] > w[1]),
+            "later frames can overtake"
+        );
+        assert!(lats.iter().any(|&l| l > 10_000), "heavy tail");
+    }
+}

@@ -1,0 +1,93 @@
+//! The simulated nodes: replica instances (honest, Byzantine, twin; up or crashed) and clients
+//! (correct, driven by the workload; or faulty). Nodes own their clocks, timers and durable
+//! records; the simulator ([`crate::run`]) moves frames between them.
+
+use crate::byzantine::bad_client::BadClient;
+use crate::byzantine::forge::Forger;
+use crate::byzantine::Strategy;
+use crate::checker::Role;
+use crate::clock::Clock;
+use crate::kv::{KvOp, KvService};
+use crate::rng::SimRng;
+use crate::workload::Workload;
+use byzfs_bft::{Client, ClientId, Replica, ReplicaId, ReplicaKeys, RequestId, Time};
+
+/// A Byzantine replica's adversary state.
+pub struct Adversary {
+    /// The strategy.
+    pub strategy: Box<dyn Strategy>,
+    /// Its keys, for re-authentication.
+    pub forger: Forger,
+    /// Its random stream.
+    pub rng: SimRng,
+}
+
+/// One replica instance.
+pub struct ReplicaNode {
+    /// Replica id (twins share one).
+    pub id: ReplicaId,
+    /// How the oracle judges it.
+    pub role: Role,
+    /// The state machine (kept while crashed, for a restart with state).
+    pub replica: Replica<KvService>,
+    /// Running (not crashed, started).
+    pub up: bool,
+    /// Crash just before the next send.
+    pub crash_at_next_send: bool,
+    /// Restart mode decided at crash time.
+    pub restart_with_state: bool,
+    /// Its clock.
+    pub clock: Clock,
+    /// The armed timer (global time) and its generation.
+    pub timer: Option<Time>,
+    /// Generation of the armed timer; stale timer events carry an older one.
+    pub timer_gen: u64,
+    /// Adversary, for Byzantine replicas.
+    pub adversary: Option<Adversary>,
+    /// Its keys (restarts).
+    pub keys: ReplicaKeys,
+    /// Restarts so far (derives fresh RNG seeds).
+    pub restarts: u64,
+    /// Base RNG seed.
+    pub seed: u64,
+}
+
+/// One correct client.
+pub struct ClientNode {
+    /// Its id.
+    pub id: ClientId,
+    /// The state machine.
+    pub client: Client,
+    /// Its operation generator.
+    pub workload: Workload,
+    /// The outstanding request: id, invocation time, operation.
+    pub outstanding: Option<(RequestId, Time, KvOp)>,
+    /// Operations completed.
+    pub completed: u64,
+    /// Operations invoked.
+    pub invoked: u64,
+    /// Invocations refused by the client.
+    pub refused: u64,
+    /// Completions needed by the end of the liveness phase (set when it starts).
+    pub target: u64,
+    /// Armed timer and generation.
+    pub timer: Option<Time>,
+    /// Generation of the armed timer.
+    pub timer_gen: u64,
+    /// A think event is pending.
+    pub thinking: bool,
+}
+
+/// One faulty client.
+pub struct BadClientNode {
+    /// The adversary.
+    pub client: BadClient,
+    /// Period between misbehaviours, µs.
+    pub period_us: u64,
+}
+
+/// Crash and restart keeping what the replica persisted (its promises and the state of its
+/// latest checkpoint); everything else it held is lost.
+pub fn restart_with_state(old: Replica<KvService>, now: Time) -> Replica<KvService> {
+    old.restart_from_durable(now)
+}

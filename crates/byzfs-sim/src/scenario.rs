@@ -1,0 +1,540 @@
+//! Scenario families (PROTOCOL.md §6.4) and the per-seed parameter sweep (§6.5). A run is a
+//! pure function of `(seed, family, replicas override)`: [`plan`] draws the parameters from the
+//! seed's `Params` stream (always in the same order, so `--replicas N` with the `n` a seed drew
+//! anyway replays it exactly) and the faults from its `Faults` stream.
+//!
+//! **Adding a scenario:** add a variant to [`Family`] (and to [`FAMILIES`], at the end so
+//! `all`'s seed → family mapping of existing families stays put), give it a name, write its
+//! fault plan in [`plan`] (keeping Byzantine + twins + amnesiac + clock-faulty + simultaneously
+//! crashed ≤ f), and add a `#[test]` in `tests/scenarios.rs`.
+
+use crate::byzantine::StrategyKind;
+use crate::checker::Role;
+use crate::fault::{Fault, Target};
+use crate::kv::DEFAULT_CLOCK_TOLERANCE;
+use crate::network::NetFaults;
+use crate::partition::Shape;
+use crate::rng::{self, stream, Purpose, SimRng};
+use crate::workload::WorkloadParams;
+use byzfs_bft::{Config, ReplicaId};
+use rand::Rng;
+use std::time::Duration;
+
+/// A scenario family.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Family {
+    /// No faults.
+    Normal,
+    /// Loss, duplication, reordering, delay, replay, corruption.
+    Net,
+    /// Partitions of every shape, flapping, healed in random order.
+    Partition,
+    /// Crashes (≤ f, the primary included), restarts with and without state.
+    Crash,
+    /// Clock skew within the tolerance, and one replica beyond it.
+    Clock,
+    /// Equivocating primary.
+    Equivocate,
+    /// Primary holding PRE-PREPAREs just under the view-change timeout.
+    SlowPrimary,
+    /// Garbage frames to a subset of replicas.
+    Garbage,
+    /// Wrong replies to clients.
+    LyingReplies,
+    /// Lying VIEW-CHANGEs and NEW-VIEWs.
+    VcLies,
+    /// Two honest instances sharing one identity.
+    Twins,
+    /// Small-scope message mutations in random rounds.
+    Byzzfuzz,
+    /// Faulty clients.
+    BadClients,
+    /// A replica falls behind the stable checkpoint and must catch up.
+    StateTransfer,
+}
+
+/// Every family; `all` runs `FAMILIES[seed % len]`.
+pub const FAMILIES: [Family; 14] = [
+    Family::Normal,
+    Family::Net,
+    Family::Partition,
+    Family::Crash,
+    Family::Clock,
+    Family::Equivocate,
+    Family::SlowPrimary,
+    Family::Garbage,
+    Family::LyingReplies,
+    Family::VcLies,
+    Family::Twins,
+    Family::Byzzfuzz,
+    Family::BadClients,
+    Family::StateTransfer,
+];
+
+impl Family {
+    /// The command-line name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Family::Normal => "normal",
+            Family::Net => "net",
+            Family::Partition => "partition",
+            Family::Crash => "crash",
+            Family::Clock => "clock",
+            Family::Equivocate => "equivocate",
+            Family::SlowPrimary => "slow-primary",
+            Family::Garbage => "garbage",
+            Family::LyingReplies => "lying-replies",
+            Family::VcLies => "vc-lies",
+            Family::Twins => "twins",
+            Family::Byzzfuzz => "byzzfuzz",
+            Family::BadClients => "bad-clients",
+            Family::StateTransfer => "state-transfer",
+        }
+    }
+
+    /// Parses a command-line name.
+    pub fn from_name(s: &str) -> Option<Family> {
+        FAMILIES.into_iter().find(|f| f.name() == s)
+    }
+
+    /// The family `all` runs for `seed`.
+    pub fn for_seed(seed: u64) -> Family {
+        FAMILIES[(seed % FAMILIES.len() as u64) as usize]
+    }
+}
+
+/// The knobs of one run.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Params {
+    /// Protocol parameters (validated).
+    pub config: Config,
+    /// Correct clients.
+    pub clients: usize,
+    /// Workload.
+    pub workload: WorkloadParams,
+    /// Length of the safety phase (faults active), µs.
+    pub safety_us: u64,
+    /// Liveness bound after healing, µs.
+    pub liveness_bound_us: u64,
+    /// New operations each correct client must complete in the liveness phase.
+    pub liveness_new_ops: u64,
+    /// Cap on operations per client in the safety phase (bounds the work).
+    pub safety_ops_max: u64,
+    /// Network faults during the safety phase.
+    pub net: NetFaults,
+}
+
+/// Everything a run does, decided up front.
+#[derive(Clone, Debug)]
+pub struct Plan {
+    /// Family.
+    pub family: Family,
+    /// Parameters.
+    pub params: Params,
+    /// Role of each replica id (twins: both instances share it).
+    pub roles: Vec<Role>,
+    /// Byzantine replicas and their strategies.
+    pub byzantine: Vec<(ReplicaId, StrategyKind)>,
+    /// Twinned replica and when its second instance starts, µs.
+    pub twin: Option<(ReplicaId, u64)>,
+    /// Clock offset of each replica, µs.
+    pub clock_offsets_us: Vec<i64>,
+    /// Replicas whose clock is beyond the tolerance (they count toward `f` for liveness).
+    pub clock_faulty: Vec<ReplicaId>,
+    /// Faulty clients, and their period between misbehaviours, µs.
+    pub bad_clients: Vec<u64>,
+    /// Timed faults, µs from the start.
+    pub faults: Vec<(u64, Fault)>,
+}
+
+impl Plan {
+    /// Replicas counted against `f`: Byzantine, twinned, amnesiac, clock-faulty.
+    pub fn faulty(&self) -> usize {
+        self.roles.iter().filter(|r| !r.is_correct()).count() + self.clock_faulty.len()
+    }
+
+    /// One-line summary for reports.
+    pub fn summary(&self) -> String {
+        let c = &self.params.config;
+        format!(
+            "n={} K={} W={} big={} ro={} tent={} T={}ms status={}ms clients={}+{}bad byz={:?} twin={:?}",
+            c.n(),
+            c.checkpoint_interval,
+            c.batch_window,
+            if c.big_request_threshold == usize::MAX { "inf".to_string() } else { c.big_request_threshold.to_string() },
+            c.read_only_optimisation,
+            c.tentative_execution,
+            c.view_change_timeout.as_millis(),
+            c.status_interval.as_millis(),
+            self.params.clients,
+            self.bad_clients.len(),
+            self.byzantine,
+            self.twin.map(|t| t.0),
+        )
+    }
+}
+
+const MS: u64 = 1_000;
+const S: u64 = 1_000_000;
+/// Operations per correct client in the safety phase (bounds the work of a run).
+const SAFETY_OPS_MAX: u64 = 200;
+
+fn sweep(seed: u64, replicas: Option<usize>) -> Result<Params, String> {
+    let mut r = stream(seed, Purpose::Params);
+    // Always draw in this order, whatever is overridden (replays must not shift the stream).
+    let f_drawn: u32 = if r.gen_range(0..5) == 0 { 2 } else { 1 };
+    let k = [4u64, 16, 128][r.gen_range(0..3)];
+    let w = [1u64, 2, 4][r.gen_range(0..3)];
+    let big = [0usize, 64, usize::MAX][r.gen_range(0..3)];
+    let ro = r.gen_bool(0.5);
+    let tentative = r.gen_bool(0.5);
+    let t_ms = [100u64, 500][r.gen_range(0..2)];
+    let status_ms = r.gen_range(50..=150);
+    let retransmit_ms = r.gen_range(100..=150);
+    let clients = r.gen_range(2..=4);
+    let keys = r.gen_range(2..=5);
+    let think_max_us = r.gen_range(0..=20) * MS;
+    let safety_us = r.gen_range(8..=12) * S;
+
+    let f = match replicas {
+        None => f_drawn,
+        Some(n) if n >= 4 && (n - 1) % 3 == 0 => ((n - 1) / 3) as u32,
+        Some(n) => return Err(format!("--replicas {n}: n must be 3f+1 with f ≥ 1")),
+    };
+    let mut config = Config::new(f);
+    config.checkpoint_interval = k;
+    config.log_window = 2 * k;
+    config.batch_window = w;
+    config.big_request_threshold = big;
+    config.read_only_optimisation = ro;
+    config.tentative_execution = tentative;
+    config.view_change_timeout = Duration::from_millis(t_ms);
+    config.view_change_timeout_max = Duration::from_millis(16 * t_ms);
+    config.status_interval = Duration::from_millis(status_ms);
+    config.client_retransmit = Duration::from_millis(retransmit_ms);
+    config.validate()?;
+    Ok(Params {
+        config,
+        clients,
+        workload: WorkloadParams {
+            keys,
+            think_max_us,
+            // A mean pause of 3 × safety / cap, taken after 30% of operations, spreads the
+            // capped operations over about the whole phase.
+            pause_max_us: 6 * safety_us / SAFETY_OPS_MAX,
+            pause_ppm: 300_000,
+            big_put_ppm: 200_000,
+        },
+        safety_us,
+        liveness_bound_us: 120 * S,
+        liveness_new_ops: 3,
+        safety_ops_max: SAFETY_OPS_MAX,
+        net: NetFaults::benign(),
+    })
+}
+
+fn noisy_net(r: &mut SimRng) -> NetFaults {
+    let mut maybe = |max: u32| {
+        if r.gen_bool(0.5) {
+            r.gen_range(0..=max)
+        } else {
+            0
+        }
+    };
+    let drop_ppm = maybe(300_000);
+    let dup_ppm = maybe(100_000);
+    let replay_ppm = maybe(100_000);
+    let corrupt_ppm = maybe(50_000);
+    let tail_ppm = maybe(50_000);
+    NetFaults {
+        latency_min_us: r.gen_range(100..=2_000),
+        jitter_us: r.gen_range(0..=5_000),
+        tail_ppm,
+        tail_max_us: r.gen_range(10..=300) * MS,
+        drop_ppm,
+        dup_ppm,
+        replay_ppm,
+        corrupt_ppm,
+    }
+}
+
+fn light_net(r: &mut SimRng) -> NetFaults {
+    NetFaults {
+        drop_ppm: r.gen_range(0..=20_000),
+        jitter_us: r.gen_range(0..=3_000),
+        ..NetFaults::benign()
+    }
+}
+
+fn partitions(
+    r: &mut SimRng,
+    p: &Params,
+    episodes: usize,
+    shapes: &[Shape],
+    faults: &mut Vec<(u64, Fault)>,
+) {
+    let t = p.config.view_change_timeout.as_micros() as u64;
+    let mut at = r.gen_range(100..=1_000) * MS;
+    for _ in 0..episodes {
+        if at + S > p.safety_us {
+            break;
+        }
+        let shape = *rng::pick(r, shapes).unwrap_or(&Shape::MajorityMinority);
+        let dur_us = r.gen_range(t / 2..=3 * t) + r.gen_range(0..=2 * S);
+        let flaps = if r.gen_bool(0.3) {
+            r.gen_range(1..=3)
+        } else {
+            0
+        };
+        faults.push((
+            at,
+            Fault::Partition {
+                shape,
+                dur_us,
+                flaps,
+            },
+        ));
+        at += (dur_us + 200 * MS) * (flaps as u64 + 1) + r.gen_range(0..=S);
+    }
+}
+
+fn byzantine(r: &mut SimRng, n: usize, prefer: Option<(ReplicaId, f64)>) -> ReplicaId {
+    match prefer {
+        Some((id, p)) if r.gen_bool(p) => id,
+        _ => r.gen_range(0..n as ReplicaId),
+    }
+}
+
+/// Builds the plan for `seed` in `family`, with `n` fixed if `replicas` is given.
+pub fn plan(seed: u64, family: Family, replicas: Option<usize>) -> Result<Plan, String> {
+    let mut params = sweep(seed, replicas)?;
+    let n = params.config.n();
+    let f = params.config.f as usize;
+    let mut r = stream(seed, Purpose::Faults);
+    let mut plan = Plan {
+        family,
+        roles: vec![Role::Correct; n],
+        byzantine: Vec::new(),
+        twin: None,
+        clock_offsets_us: vec![0; n],
+        clock_faulty: Vec::new(),
+        bad_clients: Vec::new(),
+        faults: Vec::new(),
+        params: params.clone(),
+    };
+    let byz = |plan: &mut Plan, id: ReplicaId, kind: StrategyKind| {
+        plan.roles[id as usize] = Role::Byzantine;
+        plan.byzantine.push((id, kind));
+    };
+    match family {
+        Family::Normal => {}
+        Family::Net => params.net = noisy_net(&mut r),
+        Family::Partition => {
+            let episodes = r.gen_range(2..=6);
+            partitions(&mut r, &params, episodes, &Shape::ALL, &mut plan.faults);
+        }
+        Family::Crash => {
+            let mut chains = r.gen_range(1..=f);
+            if r.gen_bool(0.25) {
+                let victim = r.gen_range(0..n as ReplicaId);
+                plan.roles[victim as usize] = Role::Amnesiac;
+                let at = r.gen_range(S..params.safety_us / 2);
+                let down_us = r.gen_range(100 * MS..=3 * S);
+                let at_next_send = r.gen_bool(0.5);
+                plan.faults.push((
+                    at,
+                    Fault::Crash {
+                        target: Target::Replica(victim),
+                        at_next_send,
+                        down_us,
+                        with_state: false,
+                    },
+                ));
+                chains = chains.min(f - 1);
+            }
+            for _ in 0..chains {
+                let fixed = r.gen_range(0..n as ReplicaId);
+                let mut at = r.gen_range(200 * MS..=2 * S);
+                while at + S < params.safety_us {
+                    let target = if r.gen_bool(0.5) {
+                        Target::CurrentPrimary
+                    } else {
+                        Target::Replica(fixed)
+                    };
+                    let down_us = r.gen_range(100 * MS..=3 * S);
+                    let at_next_send = r.gen_bool(0.5);
+                    plan.faults.push((
+                        at,
+                        Fault::Crash {
+                            target,
+                            at_next_send,
+                            down_us,
+                            with_state: true,
+                        },
+                    ));
+                    at += down_us + 100 * MS + r.gen_range(200 * MS..=2 * S);
+                }
+            }
+        }
+        Family::Clock => {
+            let delta = DEFAULT_CLOCK_TOLERANCE.as_micros() as i64;
+            for o in plan.clock_offsets_us.iter_mut() {
+                *o = r.gen_range(-delta / 2..=delta / 2);
+            }
+            if r.gen_bool(0.5) {
+                let victim = r.gen_range(0..n as ReplicaId);
+                let mag = r.gen_range(2..=10) * delta;
+                plan.clock_offsets_us[victim as usize] = if r.gen_bool(0.5) { mag } else { -mag };
+                plan.clock_faulty.push(victim);
+            }
+            params.net = light_net(&mut r);
+        }
+        Family::Equivocate => {
+            let id = byzantine(&mut r, n, Some((0, 0.7)));
+            byz(&mut plan, id, StrategyKind::Equivocate);
+        }
+        Family::SlowPrimary => {
+            let id = byzantine(&mut r, n, Some((0, 0.8)));
+            byz(&mut plan, id, StrategyKind::SlowPrimary);
+        }
+        Family::Garbage => {
+            let id = byzantine(&mut r, n, None);
+            byz(&mut plan, id, StrategyKind::Garbage);
+        }
+        Family::LyingReplies => {
+            let id = byzantine(&mut r, n, None);
+            byz(&mut plan, id, StrategyKind::LyingReplies);
+        }
+        Family::VcLies => {
+            let id = byzantine(&mut r, n, Some((1, 0.6)));
+            byz(&mut plan, id, StrategyKind::VcLies);
+            let episodes = r.gen_range(2..=4);
+            partitions(
+                &mut r,
+                &params,
+                episodes,
+                &[Shape::IsolatePrimary, Shape::IsolatePrimaryFully],
+                &mut plan.faults,
+            );
+        }
+        Family::Twins => {
+            let id = byzantine(&mut r, n, Some((0, 0.6)));
+            plan.roles[id as usize] = Role::Twin;
+            let start = if r.gen_bool(0.6) {
+                0
+            } else {
+                r.gen_range(0..params.safety_us / 2)
+            };
+            plan.twin = Some((id, start));
+            if start > 0 {
+                plan.faults.push((start, Fault::StartTwin));
+            }
+            let mut at = 0;
+            while at < params.safety_us {
+                plan.faults.push((at, Fault::TwinLinks));
+                at += r.gen_range(300 * MS..=2 * S);
+            }
+        }
+        Family::Byzzfuzz => {
+            let id = byzantine(&mut r, n, Some((0, 0.5)));
+            byz(&mut plan, id, StrategyKind::ByzzFuzz);
+            let d = r.gen_range(0..=3);
+            partitions(&mut r, &params, d, &Shape::ALL, &mut plan.faults);
+        }
+        Family::BadClients => {
+            for _ in 0..r.gen_range(1..=2) {
+                plan.bad_clients.push(r.gen_range(10..=50) * MS);
+            }
+            params.net = light_net(&mut r);
+        }
+        Family::StateTransfer => {
+            params.config.checkpoint_interval = 4;
+            params.config.log_window = 8;
+            params.config.batch_window = params.config.batch_window.min(4);
+            params.workload.think_max_us = params.workload.think_max_us.min(5 * MS);
+            let victim = r.gen_range(0..n as ReplicaId);
+            let at = r.gen_range(500 * MS..=2 * S);
+            let dur_us = r.gen_range(2 * S..=6 * S);
+            match r.gen_range(0..3) {
+                0 => plan.faults.push((
+                    at,
+                    Fault::Isolate {
+                        replica: victim,
+                        dur_us,
+                    },
+                )),
+                1 => plan.faults.push((
+                    at,
+                    Fault::Crash {
+                        target: Target::Replica(victim),
+                        at_next_send: false,
+                        down_us: dur_us,
+                        with_state: true,
+                    },
+                )),
+                _ => {
+                    plan.roles[victim as usize] = Role::Amnesiac;
+                    plan.faults.push((
+                        at,
+                        Fault::Crash {
+                            target: Target::Replica(victim),
+                            at_next_send: false,
+                            down_us: dur_us,
+                            with_state: false,
+                        },
+                    ));
+                }
+            }
+        }
+    }
+    params.config.validate()?;
+    plan.params = params;
+    plan.faults.sort_by_key(|(t, _)| *t);
+    if plan.faulty() > f {
+        return Err(format!(
+            "plan exceeds the fault budget: {} faulty > f = {f}",
+            plan.faulty()
+        ));
+    }
+    Ok(plan)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip_and_all_cycles_through_families() {
+        for f in FAMILIES {
+            assert_eq!(Family::from_name(f.name()), Some(f));
+        }
+        assert_eq!(Family::for_seed(0), Family::Normal);
+        assert_eq!(Family::for_seed(FAMILIES.len() as u64 + 1), Family::Net);
+    }
+
+    #[test]
+    fn plans_respect_the_fault_budget_and_validate() {
+        for seed in 0..300 {
+            for fam in FAMILIES {
+                let p = plan(seed, fam, None).expect("valid plan");
+                assert!(p.faulty() <= p.params.config.f as usize);
+                assert!(p.params.config.validate().is_ok());
+            }
+        }
+    }
+
+    #[test]
+    fn fixing_n_to_the_drawn_value_replays_the_same_plan() {
+        for seed in 0..50 {
+            let free = plan(seed, Family::Crash, None).expect("plan");
+            let fixed = plan(seed, Family::Crash, Some(free.params.config.n())).expect("plan");
+            assert_eq!(free.params, fixed.params);
+            assert_eq!(free.faults, fixed.faults);
+        }
+        assert!(plan(1, Family::Normal, Some(5)).is_err());
+        assert_eq!(
+            plan(1, Family::Normal, Some(7)).map(|p| p.params.config.n()),
+            Ok(7)
+        );
+    }
+}

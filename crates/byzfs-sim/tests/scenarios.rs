@@ -1,0 +1,121 @@
+//! One test per scenario family (PROTOCOL.md §6.4): a batch of seeds each (`BYZFS_SIM_SEEDS`,
+//! default 20), no violation allowed (`BYZFS_SIM_SAFETY_ONLY=1` enforces safety only). A
+//! failure prints the replay command.
+
+mod common;
+
+use byzfs_sim::{run, Family, RunConfig};
+
+fn family(f: Family) {
+    let mut failures = Vec::new();
+    for seed in 0..common::seeds() {
+        let report = match run(&RunConfig::new(seed, f)) {
+            Ok(r) => r,
+            Err(e) => panic!("seed {seed}: cannot plan: {e}"),
+        };
+        for v in &report.violations {
+            if !common::tolerated(v) {
+                failures.push(format!("{v}\n    replay: {}", report.replay_command(None)));
+            }
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} violations:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
+
+#[test]
+fn normal() {
+    family(Family::Normal);
+}
+
+#[test]
+fn net() {
+    family(Family::Net);
+}
+
+#[test]
+fn partition() {
+    family(Family::Partition);
+}
+
+#[test]
+fn crash() {
+    family(Family::Crash);
+}
+
+#[test]
+fn clock() {
+    family(Family::Clock);
+}
+
+#[test]
+fn equivocate() {
+    family(Family::Equivocate);
+}
+
+#[test]
+fn slow_primary() {
+    family(Family::SlowPrimary);
+}
+
+#[test]
+fn garbage() {
+    family(Family::Garbage);
+}
+
+#[test]
+fn lying_replies() {
+    family(Family::LyingReplies);
+}
+
+#[test]
+fn vc_lies() {
+    family(Family::VcLies);
+}
+
+#[test]
+fn twins() {
+    family(Family::Twins);
+}
+
+#[test]
+fn byzzfuzz() {
+    family(Family::Byzzfuzz);
+}
+
+#[test]
+fn bad_clients() {
+    family(Family::BadClients);
+}
+
+#[test]
+fn state_transfer() {
+    family(Family::StateTransfer);
+}
+
+#[test]
+fn every_family_has_a_test() {
+    // Keep this list in sync with the tests above.
+    let tested = [
+        "normal",
+        "net",
+        "partition",
+        "crash",
+        "clock",
+        "equivocate",
+        "slow-primary",
+        "garbage",
+        "lying-replies",
+        "vc-lies",
+        "twins",
+        "byzzfuzz",
+        "bad-clients",
+        "state-transfer",
+    ];
+    let all: Vec<&str> = byzfs_sim::FAMILIES.iter().map(|f| f.name()).collect();
+    assert_eq!(all, tested);
+}
