@@ -299,7 +299,9 @@ impl Client {
             o.replier = random_replier(&mut self.rng, n, Some(o.replier));
             changed = true;
         }
-        if o.replier != REPLIER_ALL && certified(o, f, false).is_some() {
+        if o.replier != REPLIER_ALL
+            && certified(o, f, committed_quorum(&self.config), false).is_some()
+        {
             o.replier = REPLIER_ALL;
             changed = true;
         }
@@ -420,7 +422,12 @@ impl Client {
     /// and adopts the view of its replies.
     fn try_complete(&mut self) {
         let f = self.config.f as usize;
-        let Some(d) = self.out.as_ref().and_then(|o| certified(o, f, true)) else {
+        let quorum = committed_quorum(&self.config);
+        let Some(d) = self
+            .out
+            .as_ref()
+            .and_then(|o| certified(o, f, quorum, true))
+        else {
             return;
         };
         let Some(o) = self.out.take() else {
@@ -492,7 +499,23 @@ fn random_replier(rng: &mut ChaCha8Rng, n: usize, avoid: Option<u8>) -> u8 {
 /// The result digest of a complete reply certificate (PROTOCOL.md §1.6): `f+1` matching
 /// committed replies, or `2f+1` matching replies tentative and committed together. With
 /// `need_full`, only a digest for which some matching reply carried the full result counts.
-fn certified(o: &Outstanding, f: usize, need_full: bool) -> Option<Digest> {
+/// Matching committed replies that complete a request: `f+1` (PROTOCOL.md §1.6) — but `2f+1`
+/// when replicas answer read-only requests without ordering them. Otherwise a write accepted
+/// on `f+1` committed replies (one possibly from a faulty replica) may be known to only one
+/// correct replica, and a later read-only quorum of `2f+1` stale replies (`f` lagging correct
+/// replicas plus `f` faulty ones) would miss it: a linearizability violation the simulator
+/// found (Castro's thesis, §5.1.3, states the same condition).
+fn committed_quorum(config: &Config) -> usize {
+    if config.read_only_optimisation {
+        config.quorum()
+    } else {
+        config.weak()
+    }
+}
+
+/// The digest a reply certificate vouches for, if any: `committed` matching committed replies,
+/// or `2f+1` matching replies of any kind.
+fn certified(o: &Outstanding, f: usize, committed: usize, need_full: bool) -> Option<Digest> {
     // digest → (committed, total, has full result)
     let mut tally: BTreeMap<Digest, (usize, usize, bool)> = BTreeMap::new();
     for s in o.replies.values() {
@@ -505,7 +528,7 @@ fn certified(o: &Outstanding, f: usize, need_full: bool) -> Option<Digest> {
     }
     tally
         .into_iter()
-        .find(|(_, (c, t, full))| (*c > f || *t > 2 * f) && (*full || !need_full))
+        .find(|(_, (c, t, full))| (*c >= committed || *t > 2 * f) && (*full || !need_full))
         .map(|(d, _)| d)
 }
 
@@ -531,7 +554,10 @@ mod tests {
         }
 
         fn with_seed(f: u32, seed: u64) -> Harness {
-            let config = Config::new(f);
+            // Most tests pin the f+1 committed quorum; the read-only optimisation (which
+            // raises it to 2f+1) is switched on by the tests about it.
+            let mut config = Config::new(f);
+            config.read_only_optimisation = false;
             let keys = TestKeys::new(KEY_SEED, config.n());
             let client = Client::new(config.clone(), keys.client(C), seed);
             Harness {
@@ -728,6 +754,25 @@ mod tests {
             assert_eq!(h.client.outstanding(), None);
             assert_eq!(h.client.poll_timeout(), None);
             assert_eq!(h.client.stats().replies_accepted, f as u64 + 1);
+        }
+    }
+
+    #[test]
+    fn with_read_only_optimisation_writes_need_2f_plus_1_committed() {
+        for f in [1, 2] {
+            let mut h = Harness::new(f);
+            h.client.config.read_only_optimisation = true;
+            let rid = h.invoke(b"w", false);
+            for j in 0..2 * f {
+                h.deliver(j, &reply(j, rid, 0, false, b"ok", j == 0));
+            }
+            assert_eq!(
+                h.completed(),
+                None,
+                "f={f}: 2f committed replies are not enough"
+            );
+            h.deliver(2 * f, &reply(2 * f, rid, 0, false, b"ok", false));
+            assert_eq!(h.completed(), Some((rid, b"ok".to_vec())), "f={f}");
         }
     }
 

@@ -82,6 +82,9 @@ impl<S: Service> Replica<S> {
             }
         }
         r.log.retain(|&s, _| s > r.last_stable);
+        // It may have replied to writes up to its highest vote, then lost them with the
+        // volatile state: no read-only answers until it has executed that far again.
+        r.read_only_floor = r.durable.votes.keys().next_back().copied().unwrap_or(0);
         r.timers.set(
             super::timers::TimerKind::Status,
             now + r.config.status_interval,

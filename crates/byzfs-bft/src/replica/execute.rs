@@ -181,11 +181,15 @@ impl<S: Service> Replica<S> {
         debug_assert_eq!(to, lib_to, "service and library checkpoints move together");
         self.stats.rollbacks += 1;
         self.event(Event::RolledBack { to });
-        let redo: Vec<(Seq, Digest)> = self
-            .executed
-            .range(to + 1..=self.last_executed)
-            .map(|(s, d)| (*s, *d))
-            .collect();
+        // Guarded: `range` panics on an inclusive range whose start exceeds its end.
+        let redo: Vec<(Seq, Digest)> = if to < self.last_executed {
+            self.executed
+                .range(to + 1..=self.last_executed)
+                .map(|(s, d)| (*s, *d))
+                .collect()
+        } else {
+            Vec::new()
+        };
         for (n, d) in redo {
             self.execute_batch(n, d, false, true);
             self.event(Event::Committed { seq: n, digest: d });
@@ -206,7 +210,10 @@ impl<S: Service> Replica<S> {
     }
 
     fn can_run_read_only(&self) -> bool {
-        self.last_tentative == self.last_executed && self.fetch.is_none() && self.has_new_view
+        self.last_tentative == self.last_executed
+            && self.last_executed >= self.read_only_floor
+            && self.fetch.is_none()
+            && self.has_new_view
     }
 
     fn run_read_only(&mut self, r: &StoredRequest) {

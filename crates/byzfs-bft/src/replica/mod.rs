@@ -111,6 +111,10 @@ pub struct Replica<S: Service> {
     has_new_view: bool,
     /// Messages for sequence numbers ≤ this are refused in the current view (§1.4).
     low_bound: Seq,
+    /// Read-only requests wait until every batch the NEW-VIEW carried over (up to `max-1`)
+    /// is executed: a replica that rolled back tentative work must not answer from state
+    /// older than writes clients may already have accepted (found by the simulator).
+    read_only_floor: Seq,
 
     // Log.
     log: BTreeMap<Seq, Slot>,
@@ -200,6 +204,7 @@ impl<S: Service> Replica<S> {
             view: 0,
             has_new_view: true,
             low_bound: 0,
+            read_only_floor: 0,
             log: BTreeMap::new(),
             seqno: 0,
             last_executed: 0,
