@@ -84,12 +84,20 @@ impl<S: Service> Replica<S> {
         r.log.retain(|&s, _| s > r.last_stable);
         // It may have replied to writes up to its highest vote, then lost them with the
         // volatile state: no read-only answers until it has executed that far again.
-        r.read_only_floor = r.durable.votes.keys().next_back().copied().unwrap_or(0);
+        let highest_vote = r.durable.votes.keys().next_back().copied().unwrap_or(0);
+        r.read_only_floor = highest_vote;
+        // Never assign a sequence number it may already have proposed (that would be an
+        // honest replica equivocating).
+        r.seqno = r.seqno.max(highest_vote);
         r.timers.set(
             super::timers::TimerKind::Status,
             now + r.config.status_interval,
         );
-        if r.view > 0 {
+        if r.view > 0 && r.is_primary() {
+            // It may have sent a NEW-VIEW for this view that it cannot rebuild identically
+            // (its VIEW-CHANGE set is gone): give the view up rather than risk a second one.
+            r.start_view_change(r.view + 1);
+        } else if r.view > 0 {
             // The VIEW-CHANGE we sent may never have arrived; say it again from what is
             // durable (P-info restored from COMMIT records, Q-info from PREPARE records).
             r.resend_view_change();
