@@ -198,22 +198,30 @@ impl<S: Service> Replica<S> {
     }
 
     /// Read-only optimisation (§1.8): run now if no tentative execution is outstanding, the
-    /// replica is not fetching and holds the new view; otherwise queue.
+    /// replica is not fetching, holds the new view and has executed everything up to the
+    /// `read_only_floor`; otherwise queue it with the floor as it is now (a later rise does
+    /// not concern it, so reads are not starved by a busy pipeline).
     pub(super) fn on_read_only(&mut self, r: StoredRequest) {
-        if self.can_run_read_only() {
+        let floor = self.read_only_floor;
+        if self.can_run_read_only(floor) {
             self.run_read_only(&r);
         } else if self.ro_queue.len() < RO_QUEUE_MAX {
-            self.ro_queue.push_back(r);
+            self.ro_queue.push_back((floor, r));
         } else {
             self.drop_input(DropReason::QueueFull);
         }
     }
 
-    fn can_run_read_only(&self) -> bool {
+    fn can_run_read_only(&self, floor: Seq) -> bool {
         self.last_tentative == self.last_executed
-            && self.last_executed >= self.read_only_floor
+            && self.last_executed >= floor
             && self.fetch.is_none()
             && self.has_new_view
+    }
+
+    /// Raises the `read_only_floor` (it never decreases).
+    pub(super) fn raise_read_only_floor(&mut self, seq: Seq) {
+        self.read_only_floor = self.read_only_floor.max(seq);
     }
 
     fn run_read_only(&mut self, r: &StoredRequest) {
@@ -229,8 +237,11 @@ impl<S: Service> Replica<S> {
     }
 
     pub(super) fn drain_read_only(&mut self) {
-        while self.can_run_read_only() {
-            let Some(r) = self.ro_queue.pop_front() else {
+        while let Some(&(floor, _)) = self.ro_queue.front() {
+            if !self.can_run_read_only(floor) {
+                break;
+            }
+            let Some((_, r)) = self.ro_queue.pop_front() else {
                 break;
             };
             self.run_read_only(&r);

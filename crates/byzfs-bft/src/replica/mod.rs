@@ -111,9 +111,14 @@ pub struct Replica<S: Service> {
     has_new_view: bool,
     /// Messages for sequence numbers ≤ this are refused in the current view (§1.4).
     low_bound: Seq,
-    /// Read-only requests wait until every batch the NEW-VIEW carried over (up to `max-1`)
-    /// is executed: a replica that rolled back tentative work must not answer from state
-    /// older than writes clients may already have accepted (found by the simulator).
+    /// A read-only request is answered only once `last_executed` reaches the value this
+    /// floor had when the request arrived (§1.8). It is the highest sequence number this
+    /// replica sent a COMMIT for, every batch a NEW-VIEW carried over (`max-1`), and, after a
+    /// restart, its highest durable vote; it never decreases. A write a client accepted on
+    /// `f+1` committed replies was prepared (COMMIT sent) by `f+1` correct replicas before it
+    /// completed; none of them answers a later read from older state, so at most `2f` replies
+    /// to a read (`f` faulty, `f` correct that never prepared the write) can miss it, short of
+    /// the `2f+1` matching replies a read needs (found by the simulator).
     read_only_floor: Seq,
 
     // Log.
@@ -139,8 +144,9 @@ pub struct Replica<S: Service> {
     proposed: BTreeSet<Digest>,
     /// Backup: the newest unexecuted request per client (drives the view-change timer).
     pending: BTreeMap<ClientId, (RequestId, Digest)>,
-    /// Read-only requests waiting until they can run (§1.8).
-    ro_queue: VecDeque<StoredRequest>,
+    /// Read-only requests waiting until they can run (§1.8), with the `read_only_floor` at
+    /// their arrival.
+    ro_queue: VecDeque<(Seq, StoredRequest)>,
 
     // Checkpoints.
     checkpoints: checkpoint::Checkpoints,

@@ -25,7 +25,26 @@ impl<S: Service> Replica<S> {
             return self.drop_input(DropReason::BadAuth);
         }
         let c = req.client;
+        let stored = StoredRequest {
+            frame: Arc::from(bytes),
+            client: c,
+            rid: req.rid,
+            digest: frame.header.body_digest,
+            big: req.op.len() > self.config.big_request_threshold,
+        };
         if let Some((rid, seq)) = self.cached_rid(c) {
+            if req.rid <= rid {
+                // Executed already, but a batch in the log may still name it by digest (a
+                // faulty primary can order one request twice) after its body was
+                // garbage-collected: keep the body a peer relays on our STATUS, or that batch
+                // never completes (simulator: equivocate 1510).
+                if !self.requests.contains_key(&stored.digest)
+                    && self.batch_awaits_body(stored.digest)
+                    && self.store_request(stored.clone())
+                {
+                    self.on_body_arrived(stored.digest);
+                }
+            }
             if req.rid < rid {
                 return self.drop_input(DropReason::Stale);
             }
@@ -34,13 +53,6 @@ impl<S: Service> Replica<S> {
                 return;
             }
         }
-        let stored = StoredRequest {
-            frame: Arc::from(bytes),
-            client: c,
-            rid: req.rid,
-            digest: frame.header.body_digest,
-            big: req.op.len() > self.config.big_request_threshold,
-        };
         let read_only_flag = frame.header.flags & 1 != 0;
         if read_only_flag
             && self.config.read_only_optimisation
@@ -84,6 +96,19 @@ impl<S: Service> Replica<S> {
             self.check_prepared(seq);
         }
         self.execute_committed();
+    }
+
+    /// Whether a batch accepted in the log names big request `d` (whose body is then needed to
+    /// prepare it, §1.10).
+    fn batch_awaits_body(&self, d: Digest) -> bool {
+        self.log
+            .values()
+            .filter_map(|s| s.pre_prepare.as_ref())
+            .any(|a| {
+                self.batches
+                    .get(&a.digest)
+                    .is_some_and(|b| b.big.contains(&d))
+            })
     }
 
     /// Keeps the newest request per client (and big bodies referenced by the log). Returns
@@ -458,6 +483,9 @@ impl<S: Service> Replica<S> {
             slot.own_commit = Some(frame);
             slot.commits.insert(me, d);
         }
+        // A client may accept this batch once f+1 correct replicas sent COMMIT for it: no read
+        // is answered here from state without it (see `read_only_floor`).
+        self.raise_read_only_floor(seq);
         self.report_committed(seq);
         self.execute_committed();
     }

@@ -454,6 +454,173 @@ fn read_only_request_is_answered_without_ordering() {
     );
 }
 
+/// Clients accept a write on `f+1` committed replies even with the read-only optimisation on
+/// (waiting for `2f+1` is not live: simulator twins 346, 1466, 1704, 1746, equivocate 1335).
+/// Reads stay linearizable because a replica that sent a COMMIT for `n` answers no read that
+/// arrives afterwards until it has executed `n`; a read that arrived earlier is not held back.
+#[test]
+fn read_only_waits_for_batches_this_replica_sent_commit_for() {
+    let mut cfg = config();
+    // Without tentative execution the prepared batch leaves the state untouched, so only the
+    // read-only floor can hold the read back.
+    cfg.tentative_execution = false;
+    let mut b = replica(1, &cfg);
+    drain(&mut b);
+    let batch = BatchBody {
+        requests: vec![request(&cfg, 1, b"w", false)],
+        big: vec![],
+        nondet: vec![1],
+    };
+    let d = batch_digest(&batch).unwrap();
+    let pp = Message::PrePrepare(PrePrepare {
+        view: 0,
+        seq: 1,
+        batch,
+    });
+    b.handle_message(Time(1), &from_replica(&cfg, 0, &pp));
+    // A read arriving while the batch is only pre-prepared is answered from the current state.
+    b.handle_message(Time(2), &request(&cfg, 2, b"r", true));
+    let replies: Vec<Reply> = sent(&drain(&mut b))
+        .into_iter()
+        .filter_map(|m| match m {
+            Message::Reply(r) => Some(r),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(replies.len(), 1, "{replies:?}");
+    assert_eq!(replies[0].result, Some(0u64.to_le_bytes().to_vec()));
+
+    let prepare = Message::Prepare(Prepare {
+        view: 0,
+        seq: 1,
+        digest: d,
+        replica: 2,
+    });
+    b.handle_message(Time(3), &from_replica(&cfg, 2, &prepare));
+    let msgs = sent(&drain(&mut b));
+    assert!(
+        msgs.iter()
+            .any(|m| matches!(m, Message::Commit(c) if c.seq == 1)),
+        "prepared: COMMIT sent {msgs:?}"
+    );
+    // COMMIT sent: the write may complete at a client from now on, so no read is answered
+    // from the state without it.
+    b.handle_message(Time(4), &request(&cfg, 3, b"r", true));
+    let msgs = sent(&drain(&mut b));
+    assert!(
+        msgs.iter().all(|m| !matches!(m, Message::Reply(_))),
+        "read answered from state older than a batch it sent COMMIT for: {msgs:?}"
+    );
+    for j in [0, 2] {
+        let commit = Message::Commit(Commit {
+            view: 0,
+            seq: 1,
+            digest: d,
+            replica: j,
+        });
+        b.handle_message(Time(5), &from_replica(&cfg, j, &commit));
+    }
+    assert_eq!(b.last_executed(), 1);
+    let reads: Vec<Reply> = sent(&drain(&mut b))
+        .into_iter()
+        .filter_map(|m| match m {
+            Message::Reply(r) if r.rid == 3 => Some(r),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        reads.len(),
+        1,
+        "the queued read runs once the batch executes"
+    );
+    assert_eq!(reads[0].result, Some(1u64.to_le_bytes().to_vec()));
+}
+
+/// Runs `batch` through a backup at `seq` (view 0): PRE-PREPARE from the primary, PREPARE
+/// from replica 2, COMMITs from 0 and 2. Returns every action.
+fn order_at_backup(
+    cfg: &Config,
+    b: &mut Replica<Counter>,
+    seq: Seq,
+    batch: BatchBody,
+) -> Vec<Action> {
+    let d = batch_digest(&batch).unwrap();
+    let pp = Message::PrePrepare(PrePrepare {
+        view: 0,
+        seq,
+        batch,
+    });
+    b.handle_message(Time(seq), &from_replica(cfg, 0, &pp));
+    let prepare = Message::Prepare(Prepare {
+        view: 0,
+        seq,
+        digest: d,
+        replica: 2,
+    });
+    b.handle_message(Time(seq), &from_replica(cfg, 2, &prepare));
+    for j in [0, 2] {
+        let commit = Message::Commit(Commit {
+            view: 0,
+            seq,
+            digest: d,
+            replica: j,
+        });
+        b.handle_message(Time(seq), &from_replica(cfg, j, &commit));
+    }
+    drain(b)
+}
+
+/// A faulty primary orders a big request a second time, by digest, after the backup executed
+/// it (and holds no body: here it came inlined, in the simulator it was garbage-collected).
+/// The body a peer relays must be kept although the reply cache already answers it, or the
+/// second batch never prepares and every later sequence number waits behind it, through every
+/// view change (simulator: equivocate 1510).
+#[test]
+fn body_of_an_executed_request_is_kept_for_a_batch_that_names_it() {
+    let cfg = config();
+    let mut b = replica(1, &cfg);
+    drain(&mut b);
+    let mut op = b"w".to_vec();
+    op.resize(cfg.big_request_threshold + 1, b'x');
+    let req = request(&cfg, 1, &op, false);
+    let d = Frame::parse(&req, 1 << 24).unwrap().header.body_digest;
+    let inlined = BatchBody {
+        requests: vec![req.clone()],
+        big: vec![],
+        nondet: vec![1],
+    };
+    order_at_backup(&cfg, &mut b, 1, inlined);
+    assert_eq!((b.last_executed(), b.service().count()), (1, 1));
+
+    let by_digest = BatchBody {
+        requests: vec![],
+        big: vec![d],
+        nondet: vec![1],
+    };
+    let pp = Message::PrePrepare(PrePrepare {
+        view: 0,
+        seq: 2,
+        batch: by_digest.clone(),
+    });
+    b.handle_message(Time(3), &from_replica(&cfg, 0, &pp));
+    let msgs = sent(&drain(&mut b));
+    assert!(
+        !msgs.iter().any(|m| matches!(m, Message::Prepare(_))),
+        "no PREPARE without the body: {msgs:?}"
+    );
+    // A peer answers our STATUS (missing request d) with the client's frame.
+    b.handle_message(Time(4), &req);
+    let msgs = sent(&drain(&mut b));
+    assert!(
+        msgs.iter()
+            .any(|m| matches!(m, Message::Prepare(p) if p.seq == 2 && p.view == 0)),
+        "the relayed body completes the batch: {msgs:?}"
+    );
+    order_at_backup(&cfg, &mut b, 2, by_digest);
+    assert_eq!(b.last_executed(), 2);
+    assert_eq!(b.service().count(), 1, "the request still executes once");
+}
+
 #[test]
 fn backup_forwards_request_and_times_out_into_view_change() {
     let cfg = config();

@@ -360,7 +360,7 @@ impl<S: Service> Replica<S> {
         let max = dec.min + dec.picks.len() as u64 + 1;
         self.low_bound = dec.min;
         self.seqno = max - 1;
-        self.read_only_floor = max - 1;
+        self.raise_read_only_floor(max - 1);
         if dec.min > self.last_stable && self.checkpoints.own.get(&dec.min) == Some(&dec.min_digest)
         {
             self.mark_stable(dec.min);
