@@ -122,6 +122,7 @@ impl<S: Service> Replica<S> {
     /// Drops batch bodies no log entry references and request bodies already executed that
     /// no remaining batch needs (§2.2).
     fn collect_garbage(&mut self) {
+        self.prune_missing_batches();
         let mut live: BTreeSet<Digest> = BTreeSet::new();
         for slot in self.log.values() {
             if let Some(a) = &slot.pre_prepare {
@@ -146,6 +147,21 @@ impl<S: Service> Replica<S> {
                 super::reply_cache::last(lib, r.client).is_some_and(|(rid, _)| rid >= r.rid);
             !executed || needed.contains(d)
         });
+    }
+
+    /// Forgets missing batch bodies that no log slot waits for any more: their slot was
+    /// garbage-collected (a stable checkpoint or a state transfer overtook it) or cleared by a
+    /// view change. Nobody would ever send them, and STATUS asks for a bounded number
+    /// (`MISSING_MAX`), so stale digests would crowd out the ones a slot really needs and
+    /// stall it for ever (simulator: crash 45, a restarted primary stuck behind 64 stale
+    /// digests of slots below the checkpoint it fetched).
+    pub(super) fn prune_missing_batches(&mut self) {
+        let wanted: BTreeSet<Digest> = self
+            .log
+            .values()
+            .filter_map(|s| s.pre_prepare.as_ref().map(|a| a.digest))
+            .collect();
+        self.missing_batches.retain(|d| wanted.contains(d));
     }
 
     /// §2.1 lagging replica: `f+1` replicas claim the same stable checkpoint above what we

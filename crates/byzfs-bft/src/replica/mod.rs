@@ -142,7 +142,7 @@ pub struct Replica<S: Service> {
     queue: VecDeque<Digest>,
     /// Request digests already placed in a batch of an unexecuted slot (dedup).
     proposed: BTreeSet<Digest>,
-    /// Backup: the newest unexecuted request per client (drives the view-change timer).
+    /// The newest unexecuted request per client (drives the view-change timer, primary too).
     pending: BTreeMap<ClientId, (RequestId, Digest)>,
     /// Read-only requests waiting until they can run (§1.8), with the `read_only_floor` at
     /// their arrival.

@@ -67,18 +67,17 @@ impl<S: Service> Replica<S> {
             // Its pre-prepare may have arrived first and be waiting for this body.
             self.on_body_arrived(stored.digest);
         }
+        // Primary and backups alike run the view-change timer for it (see `restart_vtimer`).
+        self.add_pending(c, stored.rid, stored.digest);
         if self.is_primary() {
             if !self.proposed.contains(&stored.digest) && !self.queue.contains(&stored.digest) {
                 self.queue.push_back(stored.digest);
             }
             self.try_send_pre_prepare();
-        } else {
-            if !stored.big {
-                // Forward the client's own frame: its authenticator covers the primary too.
-                let primary = self.primary();
-                self.send_frame(primary, stored.frame.clone());
-            }
-            self.add_pending(c, stored.rid, stored.digest);
+        } else if !stored.big {
+            // Forward the client's own frame: its authenticator covers the primary too.
+            let primary = self.primary();
+            self.send_frame(primary, stored.frame.clone());
         }
     }
 

@@ -55,8 +55,8 @@ impl ViewChangeState {
 }
 
 impl<S: Service> Replica<S> {
-    /// A backup tracks the newest unexecuted request per client and runs the view-change
-    /// timer while any is pending (§3.1).
+    /// Every replica, the primary included, tracks the newest unexecuted request per client
+    /// and runs the view-change timer while any is pending (§3.1).
     pub(super) fn add_pending(&mut self, c: ClientId, rid: RequestId, d: Digest) {
         if self.pending.get(&c).is_some_and(|&(r, _)| r >= rid) {
             return;
@@ -68,11 +68,19 @@ impl<S: Service> Replica<S> {
     }
 
     /// (Re)starts the normal-case view-change timer if requests are pending; stops it if none.
+    ///
+    /// Unlike PBFT's per-backup timer (§3.1), the primary runs it too. A correct primary can be
+    /// the one replica that cannot execute: its view may lack a working quorum (a faulty backup
+    /// withholds its votes while the third correct replica has already moved to the next view
+    /// alone), and the remaining correct backup may have executed everything in an earlier
+    /// view, so no backup has a request pending. Only the primary then knows the view is stuck,
+    /// and its VIEW-CHANGE is the `f+1`-th that moves everyone on (simulator: byzzfuzz 823,
+    /// 1173). Its VIEW-CHANGE alone moves no one (the `f+1` join rule).
     pub(super) fn restart_vtimer(&mut self) {
         if !self.has_new_view {
             return;
         }
-        if self.pending.is_empty() || self.fetch.is_some() || self.is_primary() {
+        if self.pending.is_empty() || self.fetch.is_some() {
             self.timers.stop(TimerKind::ViewChange);
             return;
         }
@@ -111,6 +119,8 @@ impl<S: Service> Replica<S> {
         for slot in self.log.values_mut() {
             slot.clear_view_state();
         }
+        // The NEW-VIEW names the batches wanted in the new view again.
+        self.prune_missing_batches();
         self.view = v;
         self.has_new_view = false;
         self.vc.new_view_frame = None;
