@@ -60,6 +60,7 @@ impl<S: Service> Replica<S> {
         {
             return self.on_read_only(stored);
         }
+        let first_receipt = !self.requests.contains_key(&stored.digest);
         if !self.store_request(stored.clone()) {
             return self.drop_input(DropReason::QueueFull);
         }
@@ -74,8 +75,10 @@ impl<S: Service> Replica<S> {
                 self.queue.push_back(stored.digest);
             }
             self.try_send_pre_prepare();
-        } else if !stored.big {
-            // Forward the client's own frame: its authenticator covers the primary too.
+        } else if !stored.big && first_receipt {
+            // Forward the client's own frame once: its authenticator covers the primary too.
+            // (Forwarding every copy loops between two replicas that disagree on the view,
+            // each sending to the other as "primary"; simulator: twins 1746.)
             let primary = self.primary();
             self.send_frame(primary, stored.frame.clone());
         }
