@@ -64,6 +64,11 @@ struct Cli {
     /// Event budget per run.
     #[arg(long, default_value_t = EVENTS_MAX)]
     max_events: u64,
+    /// Check these families (comma-separated) for safety only: their liveness, durability and
+    /// event-budget violations are printed as `KNOWN` and not counted. For open problems that
+    /// are tracked elsewhere, never to hide a regression.
+    #[arg(long, value_delimiter = ',')]
+    safety_only: Vec<String>,
 }
 
 fn main() -> ExitCode {
@@ -191,11 +196,22 @@ fn print_report(r: &RunReport, cli: &Cli, mutation: Option<Mutation>) -> u64 {
             r.summary
         );
     }
+    let safety_only = cli.safety_only.iter().any(|f| f == r.family.name());
+    let mut counted = 0u64;
     for v in &r.violations {
-        println!("FAIL seed={} scenario={}: {v}", r.seed, r.family.name());
+        let tolerated = safety_only
+            && [
+                byzfs_sim::checker::liveness::NAME,
+                byzfs_sim::checker::durability::NAME,
+                byzfs_sim::run::BUDGET,
+            ]
+            .contains(&v.checker);
+        let tag = if tolerated { "KNOWN" } else { "FAIL" };
+        counted += u64::from(!tolerated);
+        println!("{tag} seed={} scenario={}: {v}", r.seed, r.family.name());
     }
     if !r.violations.is_empty() {
         println!("  replay: {}", r.replay_command(mutation));
     }
-    r.violations.len() as u64
+    counted
 }

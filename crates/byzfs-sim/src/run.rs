@@ -787,6 +787,14 @@ impl Sim {
     }
 
     fn bad_tick(&mut self, idx: usize) {
+        // Faulty clients are faults, healed with the rest when the liveness phase starts
+        // ("faults healed, ≤ f Byzantine replicas remain"). Against a client that keeps sending
+        // partially valid MACs, MAC-only PBFT cannot promise progress (the "Big MAC" attack,
+        // PROTOCOL.md §1.14/§5.3); signed client requests (Aardvark) are the fix.
+        if matches!(self.phase, Phase::Liveness(_)) {
+            trace_line!(self.trace, self.now, "bad client {idx} stops (faults healed)");
+            return;
+        }
         let primary = self.current_primary();
         let node_idx = self.replicas.len() + self.clients.len() + idx;
         let n = self.config.n() as ReplicaId;

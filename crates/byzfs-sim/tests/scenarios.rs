@@ -7,6 +7,11 @@ mod common;
 use byzfs_sim::{run, Family, RunConfig};
 
 fn family(f: Family) {
+    check(f, common::safety_only());
+}
+
+/// Runs `f` over the seeds; with `safety_only`, liveness-class violations are tolerated.
+fn check(f: Family, safety_only: bool) {
     let mut failures = Vec::new();
     for seed in 0..common::seeds() {
         let report = match run(&RunConfig::new(seed, f)) {
@@ -14,7 +19,7 @@ fn family(f: Family) {
             Err(e) => panic!("seed {seed}: cannot plan: {e}"),
         };
         for v in &report.violations {
-            if !common::tolerated(v) {
+            if !(common::tolerated(v) || (safety_only && common::liveness_class(v))) {
                 failures.push(format!("{v}\n    replay: {}", report.replay_command(None)));
             }
         }
@@ -87,9 +92,12 @@ fn byzzfuzz() {
     family(Family::Byzzfuzz);
 }
 
+/// Safety only: against a client that sends partially valid MACs, MAC-only PBFT cannot promise
+/// progress (the "Big MAC" attack, PROTOCOL.md §1.14/§5.3). Liveness under faulty clients is an
+/// open problem (signed client requests, docs/STATUS.md); every safety checker still runs.
 #[test]
 fn bad_clients() {
-    family(Family::BadClients);
+    check(Family::BadClients, true);
 }
 
 #[test]
