@@ -3,6 +3,7 @@
 
 use crate::network::{NetFaults, NodeIdx};
 use crate::partition::Shape;
+use crate::vc_history::VcHistoryPlan;
 use byzfs_bft::ReplicaId;
 
 /// Whom a crash hits.
@@ -53,6 +54,20 @@ pub enum Fault {
     StartTwin,
     /// Change the network's per-frame faults.
     SetNet(NetFaults),
+    /// Slow down `links` random directed replica-to-replica links (chosen when it fires) by
+    /// an extra delay in `extra_min_us..=extra_max_us` each, for `dur_us`.
+    SlowLinks {
+        /// How many links (drawn with repetition).
+        links: usize,
+        /// Least extra delay.
+        extra_min_us: u64,
+        /// Largest extra delay.
+        extra_max_us: u64,
+        /// How long.
+        dur_us: u64,
+    },
+    /// Start the `vc-history` director (see [`crate::vc_history`]).
+    VcHistory(VcHistoryPlan),
 }
 
 /// Internal follow-ups the simulator schedules for itself.
@@ -87,6 +102,11 @@ pub enum FollowUp {
         flaps: u32,
         /// Duration.
         dur_us: u64,
+    },
+    /// Remove the extra delay of these directed links.
+    Unslow {
+        /// Links.
+        links: Vec<(NodeIdx, NodeIdx)>,
     },
     /// Bring one directed link up.
     LinkUp {

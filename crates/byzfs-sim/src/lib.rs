@@ -9,7 +9,7 @@
 //! Layout: [`rng`], [`queue`], [`clock`], [`network`], [`partition`] (the world);
 //! [`node`], [`byzantine`], [`workload`] (who acts); [`checker`] (the oracle, one file per
 //! invariant) with the reference [`kv`] model; [`scenario`] and [`fault`] (what happens);
-//! [`run`] (one seed → report) and [`trace`].
+//! [`run`] (one seed → report) and [`trace`]; [`vc_history`] directs one scenario family.
 
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
@@ -27,6 +27,7 @@ pub mod rng;
 pub mod run;
 pub mod scenario;
 pub mod trace;
+pub mod vc_history;
 pub mod workload;
 
 pub use run::{run, RunConfig, RunReport};

@@ -4,7 +4,9 @@
 //! link, and corruption by bit flips.
 //!
 //! Partitions are links switched off; they apply when a frame is sent (a frame already in
-//! flight arrives). A link from a node to itself is always up and fault-free.
+//! flight arrives). *Slow links* add a fixed extra delay to every copy sent over one directed
+//! link (no random draws: switching them on never shifts the network's random stream). A link
+//! from a node to itself is always up and fault-free.
 
 use crate::rng::{chance, Ppm, SimRng};
 use rand::Rng;
@@ -129,6 +131,7 @@ pub struct NetStats {
 pub struct Network {
     nodes: usize,
     up: Vec<bool>,
+    extra_us: Vec<u64>,
     faults: NetFaults,
     history: Vec<VecDeque<Arc<[u8]>>>,
     rng: SimRng,
@@ -141,6 +144,7 @@ impl Network {
         Network {
             nodes,
             up: vec![true; nodes * nodes],
+            extra_us: vec![0; nodes * nodes],
             faults,
             history: vec![VecDeque::new(); nodes * nodes],
             rng,
@@ -180,6 +184,22 @@ impl Network {
         }
     }
 
+    /// Sets the extra delay of every copy sent over `from → to` (0: none).
+    pub fn set_link_delay(&mut self, from: NodeIdx, to: NodeIdx, extra_us: u64) {
+        if from != to {
+            self.extra_us[from * self.nodes + to] = extra_us;
+        }
+    }
+
+    /// The extra delay of `from → to`.
+    pub fn link_delay(&self, from: NodeIdx, to: NodeIdx) -> u64 {
+        if from == to {
+            0
+        } else {
+            self.extra_us[from * self.nodes + to]
+        }
+    }
+
     /// Every directed link that is down, in order.
     pub fn down_links(&self) -> Vec<(NodeIdx, NodeIdx)> {
         (0..self.nodes)
@@ -188,9 +208,10 @@ impl Network {
             .collect()
     }
 
-    /// Brings every link up.
+    /// Brings every link up and removes every extra delay.
     pub fn heal_all(&mut self) {
         self.up.iter_mut().for_each(|u| *u = true);
+        self.extra_us.iter_mut().for_each(|d| *d = 0);
     }
 
     fn latency(&mut self) -> u64 {
@@ -264,8 +285,10 @@ impl Network {
             }
             h.push_back(bytes.clone());
         }
+        let extra = self.extra_us[link];
         if chance(&mut self.rng, self.faults.drop_ppm) {
             self.stats.lost += 1;
+            out.iter_mut().for_each(|d| d.after_us += extra);
             return Fate::Lost(out);
         }
         out.push(self.copy(bytes, CopyKind::Original));
@@ -273,6 +296,7 @@ impl Network {
             self.stats.duplicated += 1;
             out.push(self.copy(bytes, CopyKind::Duplicate));
         }
+        out.iter_mut().for_each(|d| d.after_us += extra);
         Fate::Delivered(out)
     }
 }
@@ -320,6 +344,31 @@ mod tests {
         n.heal_all();
         assert!(n.down_links().is_empty());
         assert_eq!(n.send(0, 1, &frame(1)).deliveries().len(), 1);
+    }
+
+    #[test]
+    fn slow_links_add_their_delay_without_touching_the_random_stream() {
+        let mut a = net(NetFaults {
+            jitter_us: 1000,
+            ..NetFaults::perfect(100)
+        });
+        let mut b = net(NetFaults {
+            jitter_us: 1000,
+            ..NetFaults::perfect(100)
+        });
+        b.set_link_delay(0, 1, 5_000);
+        assert_eq!(b.link_delay(0, 1), 5_000);
+        assert_eq!(b.link_delay(1, 0), 0);
+        for _ in 0..50 {
+            let x = a.send(0, 1, &frame(1)).deliveries()[0].after_us;
+            let y = b.send(0, 1, &frame(1)).deliveries()[0].after_us;
+            assert_eq!(y, x + 5_000);
+            let x = a.send(1, 0, &frame(1)).deliveries()[0].after_us;
+            let y = b.send(1, 0, &frame(1)).deliveries()[0].after_us;
+            assert_eq!(y, x);
+        }
+        b.heal_all();
+        assert_eq!(b.link_delay(0, 1), 0);
     }
 
     #[test]

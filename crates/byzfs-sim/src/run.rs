@@ -21,6 +21,7 @@ use crate::rng::{self, stream, substream, Purpose, SimRng};
 use crate::scenario::{self, Family, Plan};
 use crate::trace::{describe, Trace};
 use crate::trace_line;
+use crate::vc_history::{self, VcHistory};
 use crate::workload::Workload;
 use byzfs_bft::mutation::Mutation;
 use byzfs_bft::{
@@ -158,6 +159,9 @@ enum Ev {
     FollowUp(FollowUp),
     Liveness,
     Deadline,
+    Director {
+        gen: u64,
+    },
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -194,6 +198,8 @@ struct Sim {
     catchup_target: Option<Seq>,
     filler: bool,
     events: u64,
+    director: Option<VcHistory>,
+    director_gen: u64,
 }
 
 fn fresh_replica(
@@ -353,6 +359,8 @@ impl Sim {
             catchup_target: None,
             filler: false,
             events: 0,
+            director: None,
+            director_gen: 0,
             plan,
         })
     }
@@ -445,6 +453,15 @@ impl Sim {
                 Action::Event(ev) => {
                     trace_line!(self.trace, self.now, "event {} {ev:?}", self.name(inst));
                     self.oracle.event(self.now, inst, &ev);
+                    let id = self.replicas[inst].id;
+                    let correct = self.oracle.is_correct(inst);
+                    if let Some(d) = self.director.as_mut().filter(|_| correct) {
+                        if d.observe(id, &ev) {
+                            self.director_gen += 1;
+                            let gen = self.director_gen;
+                            self.queue.push(self.now, Ev::Director { gen });
+                        }
+                    }
                 }
                 Action::Send { to, bytes } => self.replica_out(inst, &[Dest::Replica(to)], bytes),
                 Action::Broadcast { bytes } => {
@@ -958,6 +975,86 @@ impl Sim {
                 }
             }
             Fault::SetNet(nf) => self.net.set_faults(nf),
+            Fault::SlowLinks {
+                links,
+                extra_min_us,
+                extra_max_us,
+                dur_us,
+            } => {
+                let n = self.config.n() as ReplicaId;
+                let mut slowed = Vec::new();
+                for _ in 0..links {
+                    let a = self.fault_rng.gen_range(0..n);
+                    let b = (a + self.fault_rng.gen_range(1..n)) % n;
+                    let extra = self.fault_rng.gen_range(extra_min_us..=extra_max_us);
+                    for &i in &self.topo.replicas[a as usize] {
+                        for &j in &self.topo.replicas[b as usize] {
+                            self.net.set_link_delay(i, j, extra);
+                            slowed.push((i, j));
+                        }
+                    }
+                }
+                trace_line!(self.trace, self.now, "slow links {slowed:?}");
+                self.queue.push(
+                    Time(now + dur_us),
+                    Ev::FollowUp(FollowUp::Unslow { links: slowed }),
+                );
+            }
+            Fault::VcHistory(plan) => {
+                let f = self.config.f as usize;
+                let t = u64::try_from(self.config.view_change_timeout.as_micros()).unwrap_or(0);
+                let k = self.config.checkpoint_interval;
+                self.director = Some(VcHistory::new(plan, f, t, k));
+                self.director_step();
+            }
+        }
+    }
+
+    /// Steps the `vc-history` director: applies its link changes, schedules its next step.
+    fn director_step(&mut self) {
+        if !matches!(self.phase, Phase::Safety) {
+            return;
+        }
+        let n = self.config.n();
+        let reps: Vec<vc_history::ReplicaState> = (0..n)
+            .map(|inst| {
+                let r = &self.replicas[inst];
+                vc_history::ReplicaState {
+                    live: r.up && self.oracle.is_correct(inst),
+                    view: r.replica.view(),
+                    has_new_view: r.replica.has_new_view(),
+                    last_executed: r.replica.last_executed(),
+                }
+            })
+            .collect();
+        let Some(d) = self.director.as_mut() else {
+            return;
+        };
+        let before = d.stage_name();
+        let (cmds, next) = d.step(self.now.as_micros(), &reps, &self.topo, &mut self.fault_rng);
+        let after = d.stage_name();
+        if before != after {
+            trace_line!(self.trace, self.now, "vc-history: {before} -> {after}");
+        }
+        for c in cmds {
+            match c {
+                vc_history::Cmd::Cut(links) => {
+                    trace_line!(self.trace, self.now, "vc-history cuts {links:?}");
+                    self.cut(&links);
+                }
+                vc_history::Cmd::Heal(links) => {
+                    trace_line!(self.trace, self.now, "vc-history heals {links:?}");
+                    for (a, b) in links {
+                        self.net.set_link(a, b, true);
+                    }
+                }
+            }
+        }
+        self.director_gen += 1;
+        if let Some(at) = next {
+            let gen = self.director_gen;
+            self.queue
+                .push(Time(at.max(self.now.as_micros())), Ev::Director { gen });
         }
     }
 
@@ -1017,6 +1114,11 @@ impl Sim {
                         dur_us,
                     }),
                 );
+            }
+            FollowUp::Unslow { links } => {
+                for (a, b) in links {
+                    self.net.set_link_delay(a, b, 0);
+                }
             }
             FollowUp::LinkUp { from, to } => {
                 trace_line!(
@@ -1212,6 +1314,11 @@ impl Sim {
             Ev::FollowUp(f) => self.follow_up(f),
             Ev::Liveness => self.start_liveness(),
             Ev::Deadline => self.deadline(),
+            Ev::Director { gen } => {
+                if gen == self.director_gen {
+                    self.director_step();
+                }
+            }
         }
     }
 

@@ -15,6 +15,7 @@ use crate::kv::DEFAULT_CLOCK_TOLERANCE;
 use crate::network::NetFaults;
 use crate::partition::Shape;
 use crate::rng::{self, stream, Purpose, SimRng};
+use crate::vc_history::VcHistoryPlan;
 use crate::workload::WorkloadParams;
 use byzfs_bft::{Config, ReplicaId};
 use rand::Rng;
@@ -51,10 +52,20 @@ pub enum Family {
     BadClients,
     /// A replica falls behind the stable checkpoint and must catch up.
     StateTransfer,
+    /// Backups that PREPARE and COMMIT whatever they are shown at once, with slow links
+    /// between correct replicas.
+    EagerVoter,
+    /// A directed view-change history: a certificate prepared at one replica only in view
+    /// `v`, the null batch committed in its slot in `v+1`, and that replica leading `v+2`
+    /// (see [`crate::vc_history`]).
+    VcHistory,
+    /// An equivocating primary (a backup sees both proposals in most slots, up to 20 ms
+    /// apart) plus slow links, jitter, and isolated primaries (views rotate).
+    EquivocateSlow,
 }
 
 /// Every family; `all` runs `FAMILIES[seed % len]`.
-pub const FAMILIES: [Family; 14] = [
+pub const FAMILIES: [Family; 17] = [
     Family::Normal,
     Family::Net,
     Family::Partition,
@@ -69,6 +80,9 @@ pub const FAMILIES: [Family; 14] = [
     Family::Byzzfuzz,
     Family::BadClients,
     Family::StateTransfer,
+    Family::EagerVoter,
+    Family::VcHistory,
+    Family::EquivocateSlow,
 ];
 
 impl Family {
@@ -89,6 +103,9 @@ impl Family {
             Family::Byzzfuzz => "byzzfuzz",
             Family::BadClients => "bad-clients",
             Family::StateTransfer => "state-transfer",
+            Family::EagerVoter => "eager-voter",
+            Family::VcHistory => "vc-history",
+            Family::EquivocateSlow => "equivocate-slow",
         }
     }
 
@@ -298,6 +315,26 @@ fn partitions(
     }
 }
 
+/// Episodes of slow links (random directed replica links, an extra 1–`max_ms` ms each) over
+/// the safety phase.
+fn slow_links(r: &mut SimRng, p: &Params, max_ms: u64, faults: &mut Vec<(u64, Fault)>) {
+    let n = p.config.n();
+    let mut at = r.gen_range(0..=500) * MS;
+    while at + 200 * MS < p.safety_us {
+        let dur_us = r.gen_range(200..=2_000) * MS;
+        faults.push((
+            at,
+            Fault::SlowLinks {
+                links: r.gen_range(1..=n * (n - 1) / 2),
+                extra_min_us: MS,
+                extra_max_us: r.gen_range(2..=max_ms) * MS,
+                dur_us,
+            },
+        ));
+        at += dur_us + r.gen_range(0..=S);
+    }
+}
+
 fn byzantine(r: &mut SimRng, n: usize, prefer: Option<(ReplicaId, f64)>) -> ReplicaId {
     match prefer {
         Some((id, p)) if r.gen_bool(p) => id,
@@ -485,6 +522,51 @@ pub fn plan(seed: u64, family: Family, replicas: Option<usize>) -> Result<Plan, 
                     ));
                 }
             }
+        }
+        Family::EagerVoter => {
+            // Up to f eager backups (of view 0; later views rotate the primary onto them).
+            let mut ids: Vec<ReplicaId> = (1..n as ReplicaId).collect();
+            rng::shuffle(&mut r, &mut ids);
+            let count = if r.gen_bool(0.8) {
+                f
+            } else {
+                r.gen_range(1..=f)
+            };
+            for &id in &ids[..count] {
+                byz(&mut plan, id, StrategyKind::EagerVoter);
+            }
+            if r.gen_bool(0.5) {
+                params.net = light_net(&mut r);
+            }
+            slow_links(&mut r, &params, 30, &mut plan.faults);
+        }
+        Family::VcHistory => {
+            // The trapped slot must stay above the stable checkpoint across two view changes:
+            // mostly K = 128, sometimes 16 (a checkpoint may then overtake it).
+            let k = if r.gen_bool(0.8) { 128 } else { 16 };
+            params.config.checkpoint_interval = k;
+            params.config.log_window = 2 * k;
+            let start = r.gen_range(300 * MS..=params.safety_us / 3);
+            plan.faults
+                .push((start, Fault::VcHistory(VcHistoryPlan::draw(&mut r))));
+        }
+        Family::EquivocateSlow => {
+            let id = byzantine(&mut r, n, Some((0, 0.8)));
+            byz(&mut plan, id, StrategyKind::EquivocateBridge);
+            params.net = NetFaults {
+                jitter_us: r.gen_range(1_000..=10_000),
+                ..NetFaults::benign()
+            };
+            slow_links(&mut r, &params, 20, &mut plan.faults);
+            // Rotate the primary now and then, so the equivocator leads again.
+            let episodes = r.gen_range(2..=6);
+            partitions(
+                &mut r,
+                &params,
+                episodes,
+                &[Shape::IsolatePrimary],
+                &mut plan.faults,
+            );
         }
     }
     params.config.validate()?;

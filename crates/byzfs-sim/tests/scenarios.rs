@@ -106,6 +106,21 @@ fn state_transfer() {
 }
 
 #[test]
+fn eager_voter() {
+    family(Family::EagerVoter);
+}
+
+#[test]
+fn vc_history() {
+    family(Family::VcHistory);
+}
+
+#[test]
+fn equivocate_slow() {
+    family(Family::EquivocateSlow);
+}
+
+#[test]
 fn every_family_has_a_test() {
     // Keep this list in sync with the tests above.
     let tested = [
@@ -123,6 +138,9 @@ fn every_family_has_a_test() {
         "byzzfuzz",
         "bad-clients",
         "state-transfer",
+        "eager-voter",
+        "vc-history",
+        "equivocate-slow",
     ];
     let all: Vec<&str> = byzfs_sim::FAMILIES.iter().map(|f| f.name()).collect();
     assert_eq!(all, tested);

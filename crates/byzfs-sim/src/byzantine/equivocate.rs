@@ -38,9 +38,19 @@ struct Decision {
 }
 
 /// The equivocating primary.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Equivocate {
     decisions: BTreeMap<(View, Seq), Decision>,
+    /// Probability that a slot has a bridge.
+    bridge_p: f64,
+    /// Largest delay between the two PRE-PREPAREs a bridge receives, µs.
+    bridge_gap_us: u64,
+}
+
+impl Default for Equivocate {
+    fn default() -> Equivocate {
+        Equivocate::new()
+    }
 }
 
 const DECISIONS_MAX: usize = 4096;
@@ -48,9 +58,20 @@ const DECISIONS_MAX: usize = 4096;
 const BRIDGE_GAP_US: u64 = 1_000;
 
 impl Equivocate {
-    /// A fresh strategy.
+    /// A fresh strategy: a bridge in half the slots, the bridge's two PRE-PREPAREs at most
+    /// 1 ms apart.
     pub fn new() -> Equivocate {
-        Equivocate::default()
+        Equivocate::with_bridge(0.5, BRIDGE_GAP_US)
+    }
+
+    /// A strategy with a bridge in a fraction `bridge_p` of the slots, whose two PRE-PREPAREs
+    /// are up to `bridge_gap_us` apart.
+    pub fn with_bridge(bridge_p: f64, bridge_gap_us: u64) -> Equivocate {
+        Equivocate {
+            decisions: BTreeMap::new(),
+            bridge_p,
+            bridge_gap_us,
+        }
     }
 
     fn decide(&mut self, ctx: &mut Ctx<'_>, view: View, seq: Seq) -> &mut Decision {
@@ -58,7 +79,7 @@ impl Equivocate {
             let n = ctx.config.n() as ReplicaId;
             let me = ctx.forger.me();
             let mut backups: Vec<ReplicaId> = (0..n).filter(|&r| r != me).collect();
-            let bridge = if ctx.rng.gen_bool(0.5) {
+            let bridge = if ctx.rng.gen_bool(self.bridge_p) {
                 Some(backups.remove(ctx.rng.gen_range(0..backups.len())))
             } else {
                 None
@@ -163,7 +184,7 @@ impl Strategy for Equivocate {
                 if !is_bridge {
                     return vec![forged];
                 }
-                let gap = ctx.rng.gen_range(0..=BRIDGE_GAP_US);
+                let gap = ctx.rng.gen_range(0..=self.bridge_gap_us);
                 let (first, mut second) = if ctx.rng.gen_bool(0.5) {
                     (forged, out)
                 } else {

@@ -6,6 +6,7 @@
 
 pub mod bad_client;
 pub mod byzzfuzz;
+pub mod eager_voter;
 pub mod equivocate;
 pub mod forge;
 pub mod garbage;
@@ -90,6 +91,11 @@ pub enum StrategyKind {
     VcLies,
     /// [`byzzfuzz::ByzzFuzz`].
     ByzzFuzz,
+    /// [`eager_voter::EagerVoter`].
+    EagerVoter,
+    /// [`equivocate::Equivocate`] with a bridge in most slots, its two PRE-PREPAREs up to
+    /// 20 ms apart.
+    EquivocateBridge,
 }
 
 impl StrategyKind {
@@ -102,6 +108,10 @@ impl StrategyKind {
             StrategyKind::LyingReplies => Box::new(lying_replies::LyingReplies::new()),
             StrategyKind::VcLies => Box::new(vc_lies::VcLies::new()),
             StrategyKind::ByzzFuzz => Box::new(byzzfuzz::ByzzFuzz::new(rng)),
+            StrategyKind::EagerVoter => Box::new(eager_voter::EagerVoter::new()),
+            StrategyKind::EquivocateBridge => {
+                Box::new(equivocate::Equivocate::with_bridge(0.9, 20_000))
+            }
         }
     }
 }

@@ -6,12 +6,14 @@
 
 pub mod agreement;
 pub mod checkpoints;
+pub mod committed_prepared;
 pub mod durability;
 pub mod exactly_once;
 pub mod history;
 pub mod liveness;
 pub mod persist;
 pub mod prefix;
+pub mod prepared;
 pub mod results;
 pub mod view;
 
@@ -175,11 +177,16 @@ pub struct Oracle {
     pub results: results::Results,
     /// INV-VIEW.
     pub view: view::ViewMonotonic,
+    /// INV-PREPARED (and the record of prepared certificates).
+    pub prepared: prepared::Prepared,
+    /// committed-local ⇒ `f+1` correct replicas prepared.
+    pub committed_prepared: committed_prepared::CommittedPrepared,
 }
 
 impl Oracle {
-    /// An oracle for a run. `roles[i]` is replica instance `i`'s role; `max_frame` bounds
-    /// parsed frames; `read_only_opt` says whether results may come from the read-only path.
+    /// An oracle for a run. `roles[i]` is replica instance `i`'s role (`n = 3f+1` replicas,
+    /// plus one more instance with twins); `max_frame` bounds parsed frames; `read_only_opt`
+    /// says whether results may come from the read-only path.
     pub fn new(
         seed: u64,
         scenario: &str,
@@ -187,6 +194,8 @@ impl Oracle {
         max_frame: usize,
         read_only_opt: bool,
     ) -> Oracle {
+        // n = 3f+1, or 3f+2 instances with a twin: either way f = (instances - 1) / 3.
+        let f = roles.len().saturating_sub(1) / 3;
         Oracle {
             sink: Sink::new(seed, scenario),
             roles,
@@ -197,6 +206,8 @@ impl Oracle {
             persist: persist::PersistBeforeSend::new(max_frame),
             results: results::Results::new(read_only_opt),
             view: view::ViewMonotonic::default(),
+            prepared: prepared::Prepared::default(),
+            committed_prepared: committed_prepared::CommittedPrepared::new(f),
         }
     }
 
@@ -238,6 +249,9 @@ impl Oracle {
         }
         self.checkpoints.on_event(&mut self.sink, now, inst, ev);
         self.view.on_event(&mut self.sink, now, inst, ev);
+        self.prepared.on_event(&mut self.sink, now, inst, ev);
+        self.committed_prepared
+            .on_event(&mut self.sink, now, inst, ev, &self.prepared);
     }
 
     /// A frame `inst` sends (replica to replica or client).
