@@ -809,7 +809,11 @@ impl Sim {
         // partially valid MACs, MAC-only PBFT cannot promise progress (the "Big MAC" attack,
         // PROTOCOL.md §1.14/§5.3); signed client requests (Aardvark) are the fix.
         if matches!(self.phase, Phase::Liveness(_)) {
-            trace_line!(self.trace, self.now, "bad client {idx} stops (faults healed)");
+            trace_line!(
+                self.trace,
+                self.now,
+                "bad client {idx} stops (faults healed)"
+            );
             return;
         }
         let primary = self.current_primary();

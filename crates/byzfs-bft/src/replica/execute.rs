@@ -61,6 +61,11 @@ impl<S: Service> Replica<S> {
             if self.last_tentative < n {
                 self.execute_batch(n, d, false, false);
                 self.last_tentative = n;
+            } else if let Some(b) = self.batches.get(&d).cloned() {
+                // Executed tentatively earlier: its requests are done only now.
+                for (c, rid) in self.batch_requests(&b) {
+                    self.request_done(c, rid);
+                }
             }
             self.last_executed = n;
             self.executed.insert(n, d);
@@ -133,7 +138,12 @@ impl<S: Service> Replica<S> {
             let result = self.service.execute(c, req.op, &batch.nondet);
             if !replay {
                 self.send_reply(c, req.rid, &result, tentative, f.header.replier);
-                progress_clients.push((c, req.rid));
+                // A tentative execution is not progress yet: the batch may never commit under
+                // a faulty primary, and the view-change timer must keep running until it does
+                // (simulator: equivocate-slow 8 and 14).
+                if !tentative {
+                    progress_clients.push((c, req.rid));
+                }
             }
             reply_cache::store(&mut self.lib, c, req.rid, n, result);
             ran.push((c, req.rid));
@@ -151,6 +161,22 @@ impl<S: Service> Replica<S> {
         for (c, rid) in progress_clients {
             self.request_done(c, rid);
         }
+    }
+
+    /// The `(client, rid)` of every request in a batch (inlined and big ones we hold).
+    fn batch_requests(&self, b: &crate::message::BatchBody) -> Vec<(ClientId, RequestId)> {
+        let big = b
+            .big
+            .iter()
+            .filter_map(|d| self.requests.get(d).map(|r| (r.client, r.rid)));
+        b.requests
+            .iter()
+            .filter_map(|bytes| {
+                let f = Frame::parse(bytes, usize::MAX).ok()?;
+                RequestView::decode(f.body).map(|r| (r.client, r.rid))
+            })
+            .chain(big)
+            .collect()
     }
 
     /// A client's request executed: forget it as pending and restart the view-change timer
