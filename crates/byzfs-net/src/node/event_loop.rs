@@ -267,6 +267,10 @@ impl<S: Service> EventLoop<S> {
                     "executed"
                 );
             }
+            Event::Prepared { seq, .. } => tracing::trace!(replica = me, view, seq, "prepared"),
+            Event::CommittedLocal { seq, .. } => {
+                tracing::trace!(replica = me, view, seq, "commit certificate")
+            }
             Event::Committed { seq, .. } => tracing::trace!(replica = me, view, seq, "committed"),
             Event::RolledBack { to } => {
                 tracing::info!(replica = me, view, to, "tentative execution rolled back")
