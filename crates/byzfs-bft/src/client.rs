@@ -453,8 +453,10 @@ impl Client {
     }
 }
 
-/// Builds the request frame: header, the stored body, an authenticator with one MAC per
-/// replica `0..n` in order.
+/// Builds the request frame: header, the stored body, and a signed authenticator — an Ed25519
+/// signature any replica can verify and forward, then one MAC per replica `0..n` in order, the
+/// cheap first check (PROTOCOL.md §5.3). A MAC-only client (no signing key) sends a plain
+/// authenticator. Each (re)transmission is signed afresh: its header (replier) may change.
 fn build_frame(config: &Config, keys: &ClientKeys, o: &Outstanding) -> Arc<[u8]> {
     let n = config.n();
     let macs = keys.to_replica.get(..n).unwrap_or(&keys.to_replica);
@@ -469,7 +471,10 @@ fn build_frame(config: &Config, keys: &ClientKeys, o: &Outstanding) -> Arc<[u8]>
         Tag::Request,
         &o.body,
         o.digest,
-        Auth::Authenticator(macs),
+        match &keys.signing {
+            Some(sk) => Auth::SignedAuthenticator(sk, macs),
+            None => Auth::Authenticator(macs),
+        },
     ))
 }
 
@@ -522,7 +527,7 @@ fn certified(o: &Outstanding, f: usize, need_full: bool) -> Option<Digest> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::crypto::{TestKeys, MAC_LEN};
+    use crate::crypto::{TestKeys, MAC_LEN, SIG_LEN};
     use crate::ids::ClientId;
     use core::time::Duration;
 
@@ -703,8 +708,8 @@ mod tests {
             assert_eq!(hd.epoch, h.config.epoch);
             assert_eq!(hd.flags, 0);
             assert!((hd.replier as u32) < h.n());
-            assert_eq!(hd.auth, AuthKind::Authenticator);
-            assert_eq!(hd.auth_len as usize, h.config.n() * MAC_LEN);
+            assert_eq!(hd.auth, AuthKind::SignedAuthenticator);
+            assert_eq!(hd.auth_len as usize, SIG_LEN + h.config.n() * MAC_LEN);
             assert_eq!(
                 frame.decode().unwrap(),
                 Message::Request(Request {
@@ -719,8 +724,23 @@ mod tests {
                 let other = (j as usize + 1) % h.config.n();
                 assert!(!frame.verify_mac(&rk.clients[&C].1, other), "slot {other}");
                 assert!(!frame.verify_mac(&rk.clients[&C].0, j as usize));
+                assert!(frame.verify_signed_authenticator(&rk.client_public[&C]));
             }
         }
+    }
+
+    #[test]
+    fn mac_only_client_sends_a_plain_authenticator() {
+        let config = Config::new(1);
+        let mut keys = TestKeys::new(KEY_SEED, config.n()).client(C);
+        keys.signing = None;
+        let mut client = Client::new(config.clone(), keys, 1);
+        client.invoke(Time::ZERO, b"op".to_vec(), false).unwrap();
+        let actions: Vec<ClientAction> = std::iter::from_fn(|| client.poll_action()).collect();
+        let bytes = only_frame(&actions);
+        let frame = Frame::parse(&bytes, config.message_bytes_max).unwrap();
+        assert_eq!(frame.header.auth, AuthKind::Authenticator);
+        assert_eq!(frame.header.auth_len as usize, config.n() * MAC_LEN);
     }
 
     #[test]

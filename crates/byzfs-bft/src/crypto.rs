@@ -4,7 +4,10 @@
 //! * MAC: keyed BLAKE3 truncated to 16 bytes, one key per ordered pair of principals. Chosen over
 //!   HMAC-SHA256 because BLAKE3 is already our digest (one primitive, one crate) and a keyed
 //!   BLAKE3 over a 64-byte header costs less than one HMAC-SHA256 compression pair.
-//! * Signatures: Ed25519, only for VIEW-CHANGE and NEW-VIEW (see `docs/ARCHITECTURE.md`).
+//! * Signatures: Ed25519 for VIEW-CHANGE and NEW-VIEW (see `docs/ARCHITECTURE.md`), and on
+//!   client requests beside the MAC authenticator (PROTOCOL.md §0 item 3, §1.14, §5.3: a
+//!   signature is transferable, so a request one correct replica accepts every correct replica
+//!   can verify).
 //!
 //! The core holds keys as plain values; nothing here reads randomness or the clock.
 
@@ -79,18 +82,36 @@ impl MacKey {
         out
     }
 
+    /// MAC of the concatenation `a ‖ b` (a signed request's header and signature).
+    pub fn mac2(&self, a: &[u8], b: &[u8]) -> Mac {
+        let mut h = blake3::Hasher::new_keyed(&self.0);
+        h.update(a);
+        h.update(b);
+        let mut out = [0u8; MAC_LEN];
+        out.copy_from_slice(&h.finalize().as_bytes()[..MAC_LEN]);
+        out
+    }
+
+    /// Constant-time check of `mac` over `a ‖ b`.
+    pub fn verify2(&self, a: &[u8], b: &[u8], mac: &[u8]) -> bool {
+        mac.len() == MAC_LEN && ct_eq(&self.mac2(a, b), mac)
+    }
+
     /// Constant-time check of `mac` over `data`.
     pub fn verify(&self, data: &[u8], mac: &[u8]) -> bool {
         if mac.len() != MAC_LEN {
             return false;
         }
-        let expect = self.mac(data);
-        let mut diff = 0u8;
-        for (a, b) in expect.iter().zip(mac) {
-            diff |= a ^ b;
-        }
-        diff == 0
+        ct_eq(&self.mac(data), mac)
     }
+}
+
+fn ct_eq(a: &Mac, b: &[u8]) -> bool {
+    let mut diff = 0u8;
+    for (x, y) in a.iter().zip(b) {
+        diff |= x ^ y;
+    }
+    diff == 0
 }
 
 /// Everything a replica needs to authenticate its traffic.
@@ -105,6 +126,12 @@ pub struct ReplicaKeys {
     /// Per-client keys `(me → client, client → me)`. Clients are added by the driver (after it
     /// has checked the client's certificate); the core never invents keys.
     pub clients: BTreeMap<ClientId, (MacKey, MacKey)>,
+    /// Per-client Ed25519 keys that verify request signatures. Every correct replica must hold
+    /// the same key for a client (it comes from the client's certificate). A client without
+    /// one is *MAC-only*: its requests carry an authenticator alone, and it is exposed to the
+    /// partial-authenticator attacks of PROTOCOL.md §1.14 (a legacy mode for drivers whose
+    /// credentials carry no signing key yet).
+    pub client_public: BTreeMap<ClientId, VerifyingKey>,
     /// This replica's signing key (VIEW-CHANGE, NEW-VIEW).
     pub signing: SigningKey,
     /// Every replica's verifying key, by id.
@@ -120,6 +147,9 @@ pub struct ClientKeys {
     pub to_replica: Vec<MacKey>,
     /// `from_replica[j]`: key for messages from replica `j` to this client.
     pub from_replica: Vec<MacKey>,
+    /// The key that signs this client's requests; `None` for a MAC-only client (see
+    /// [`ReplicaKeys::client_public`]).
+    pub signing: Option<SigningKey>,
 }
 
 /// Signs `data` with `key`.
@@ -176,6 +206,11 @@ impl TestKeys {
         SigningKey::from_bytes(&self.derive("replica signing", r as u64, 0))
     }
 
+    /// The request-signing key of client `c`.
+    pub fn client_signing(&self, c: ClientId) -> SigningKey {
+        SigningKey::from_bytes(&self.derive("client signing", c, 0))
+    }
+
     /// The keys of replica `r`, knowing the given clients.
     pub fn replica(
         &self,
@@ -183,10 +218,15 @@ impl TestKeys {
         clients: impl IntoIterator<Item = ClientId>,
     ) -> ReplicaKeys {
         let n = self.n as ReplicaId;
+        let clients: Vec<ClientId> = clients.into_iter().collect();
         ReplicaKeys {
             me: r,
             to_replica: (0..n).map(|j| self.replica_pair(r, j)).collect(),
             from_replica: (0..n).map(|j| self.replica_pair(j, r)).collect(),
+            client_public: clients
+                .iter()
+                .map(|&c| (c, self.client_signing(c).verifying_key()))
+                .collect(),
             clients: clients
                 .into_iter()
                 .map(|c| {
@@ -208,6 +248,7 @@ impl TestKeys {
             me: c,
             to_replica: (0..n).map(|j| self.client_pair(c, j, false)).collect(),
             from_replica: (0..n).map(|j| self.client_pair(c, j, true)).collect(),
+            signing: Some(self.client_signing(c)),
         }
     }
 }
@@ -239,6 +280,16 @@ mod tests {
         let sig = sign(&r1.signing, b"vc");
         assert!(verify_signature(&r2.replica_public[1], b"vc", &sig));
         assert!(!verify_signature(&r2.replica_public[2], b"vc", &sig));
+        let csig = sign(c.signing.as_ref().expect("test clients sign"), b"req");
+        assert!(verify_signature(&r1.client_public[&5], b"req", &csig));
+        assert_ne!(
+            t.client_signing(5).verifying_key(),
+            t.client_signing(6).verifying_key()
+        );
+        assert_ne!(t.client_signing(5).verifying_key(), r1.replica_public[1]);
+        let k = MacKey::from_bytes([1; 32]);
+        assert!(k.verify2(b"ab", b"cd", &k.mac2(b"ab", b"cd")));
+        assert!(!k.verify2(b"ab", b"ce", &k.mac2(b"ab", b"cd")));
     }
 
     #[test]
@@ -246,6 +297,55 @@ mod tests {
         assert_ne!(
             Digest::of_parts(&[b"ab", b"c"]),
             Digest::of_parts(&[b"a", b"bc"])
+        );
+    }
+}
+
+#[cfg(test)]
+mod cost {
+    use super::*;
+    use std::time::Instant;
+
+    /// Microbenchmark of the per-request authentication costs (PROTOCOL.md §0 item 3):
+    /// `cargo test --release -p byzfs-bft crypto::cost -- --ignored --nocapture`.
+    #[test]
+    #[ignore = "timing; run by hand in release"]
+    #[allow(clippy::disallowed_methods)] // a wall-clock benchmark, not protocol code
+    fn sign_verify_mac_cost() {
+        let sk = SigningKey::from_bytes(&[7; 32]);
+        let vk = sk.verifying_key();
+        let k = MacKey::from_bytes([9; 32]);
+        let header = [0x5au8; 64];
+        let mut signed = [0u8; 128];
+        signed[..64].copy_from_slice(&header);
+        const N: u32 = 20_000;
+        let t = Instant::now();
+        let mut sig = [0u8; SIG_LEN];
+        for i in 0..N {
+            let mut h = header;
+            h[0] = i as u8;
+            sig = sign(&sk, &h);
+        }
+        let sign_us = t.elapsed().as_secs_f64() * 1e6 / N as f64;
+        let mut h = header;
+        h[0] = (N - 1) as u8;
+        let t = Instant::now();
+        let mut ok = 0;
+        for _ in 0..N {
+            ok += verify_signature(&vk, &h, &sig) as u32;
+        }
+        let verify_us = t.elapsed().as_secs_f64() * 1e6 / N as f64;
+        assert_eq!(ok, N);
+        let t = Instant::now();
+        let mut acc = 0u8;
+        for i in 0..N * 10 {
+            signed[0] = i as u8;
+            acc ^= k.mac(&signed)[0];
+        }
+        let mac_us = t.elapsed().as_secs_f64() * 1e6 / (N * 10) as f64;
+        println!(
+            "ed25519 sign {sign_us:.1} µs, verify_strict {verify_us:.1} µs, \
+             keyed-BLAKE3 MAC over 128 B {mac_us:.3} µs (acc {acc})"
         );
     }
 }

@@ -4,13 +4,17 @@
 //!  0..2   magic "BZ"          2  version (1)        3  tag
 //!  4      sender kind (0 replica, 1 client)         5  flags (request: bit 0 = read-only)
 //!  6      replier (request: designated replier, 0xFF = everyone)
-//!  7      auth kind (0 none, 1 authenticator, 2 one MAC, 3 signature)
+//!  7      auth kind (0 none, 1 authenticator, 2 one MAC, 3 signature,
+//!         4 signed authenticator)
 //!  8..16  sender id (u64 LE)   16..20 epoch (u32)   20..24 body length (u32)
 //! 24..28  auth length (u32)    28..32 zero          32..64 BLAKE3 digest of the body
 //! ```
 //!
 //! MACs and signatures cover the header only; the header binds the body through its digest,
-//! so a large body is hashed once, not once per receiver. Sizes are checked before the body
+//! so a large body is hashed once, not once per receiver. A *signed authenticator* (client
+//! requests, PROTOCOL.md §5.3) is `signature ‖ MAC_0 ‖ … ‖ MAC_{n-1}`: the Ed25519 signature
+//! covers the header, and each MAC covers `header ‖ signature`, so a receiver whose MAC checks
+//! knows the client itself produced the signature (a bad one proves the client faulty). Sizes are checked before the body
 //! is touched (STYLE.md §8) and the body digest before it is decoded. Decoding never panics:
 //! every failure is a [`DecodeError`].
 
@@ -65,6 +69,9 @@ pub enum AuthKind {
     Mac = 2,
     /// An Ed25519 signature.
     Signature = 3,
+    /// An Ed25519 signature over the header followed by a vector of MACs, one per replica,
+    /// each over `header ‖ signature` (client requests).
+    SignedAuthenticator = 4,
 }
 
 /// The decoded header.
@@ -135,6 +142,7 @@ impl<'a> Frame<'a> {
             1 => AuthKind::Authenticator,
             2 => AuthKind::Mac,
             3 => AuthKind::Signature,
+            4 => AuthKind::SignedAuthenticator,
             _ => return Err(DecodeError::BadHeader),
         };
         if h[28..32] != [0, 0, 0, 0] {
@@ -151,6 +159,11 @@ impl<'a> Frame<'a> {
             }
             AuthKind::Mac => auth_len as usize == MAC_LEN,
             AuthKind::Signature => auth_len as usize == SIG_LEN,
+            AuthKind::SignedAuthenticator => {
+                (auth_len as usize).checked_sub(SIG_LEN).is_some_and(|m| {
+                    m.is_multiple_of(MAC_LEN) && m / MAC_LEN <= crate::config::MAX_REPLICAS
+                })
+            }
         };
         if !auth_ok {
             return Err(DecodeError::BadLength);
@@ -218,26 +231,48 @@ impl<'a> Frame<'a> {
     }
 
     /// Checks the MAC meant for receiver slot `slot` (an authenticator's entry, or the single
-    /// MAC when `auth` is [`AuthKind::Mac`]).
+    /// MAC when `auth` is [`AuthKind::Mac`]; for a signed authenticator the entry covers the
+    /// header and the signature).
     pub fn verify_mac(&self, key: &MacKey, slot: usize) -> bool {
-        let mac = match self.header.auth {
-            AuthKind::Authenticator => {
-                let start = slot * MAC_LEN;
-                match self.auth.get(start..start + MAC_LEN) {
-                    Some(m) => m,
-                    None => return false,
-                }
-            }
-            AuthKind::Mac => self.auth,
-            _ => return false,
+        let entry = |base: usize| {
+            let start = slot.checked_mul(MAC_LEN)?.checked_add(base)?;
+            self.auth.get(start..start.checked_add(MAC_LEN)?)
         };
-        key.verify(self.header_bytes, mac)
+        match self.header.auth {
+            AuthKind::Authenticator => {
+                entry(0).is_some_and(|mac| key.verify(self.header_bytes, mac))
+            }
+            AuthKind::Mac => key.verify(self.header_bytes, self.auth),
+            AuthKind::SignedAuthenticator => match (self.auth.get(..SIG_LEN), entry(SIG_LEN)) {
+                (Some(sig), Some(mac)) => key.verify2(self.header_bytes, sig, mac),
+                _ => false,
+            },
+            AuthKind::None | AuthKind::Signature => false,
+        }
     }
 
-    /// Checks the frame's signature against `key`.
+    /// Checks the frame's signature against `key` (a frame authenticated by a signature only).
     pub fn verify_signature(&self, key: &VerifyingKey) -> bool {
         self.header.auth == AuthKind::Signature
             && crate::crypto::verify_signature(key, self.header_bytes, self.auth)
+    }
+
+    /// Checks the signature of a signed authenticator (a client request) against `key`.
+    pub fn verify_signed_authenticator(&self, key: &VerifyingKey) -> bool {
+        self.header.auth == AuthKind::SignedAuthenticator
+            && self
+                .auth
+                .get(..SIG_LEN)
+                .is_some_and(|sig| crate::crypto::verify_signature(key, self.header_bytes, sig))
+    }
+
+    /// The number of MAC entries of an authenticator or signed authenticator (0 otherwise).
+    pub fn mac_entries(&self) -> usize {
+        match self.header.auth {
+            AuthKind::Authenticator => self.auth.len() / MAC_LEN,
+            AuthKind::SignedAuthenticator => self.auth.len().saturating_sub(SIG_LEN) / MAC_LEN,
+            AuthKind::None | AuthKind::Mac | AuthKind::Signature => 0,
+        }
     }
 }
 
@@ -251,6 +286,8 @@ pub enum Auth<'k> {
     Mac(&'k MacKey),
     /// An Ed25519 signature.
     Signature(&'k SigningKey),
+    /// A signature over the header, then one MAC per key over `header ‖ signature`.
+    SignedAuthenticator(&'k SigningKey, &'k [MacKey]),
 }
 
 /// Header fields chosen by the encoder.
@@ -356,6 +393,10 @@ fn auth_len(auth: &Auth<'_>) -> (AuthKind, usize) {
         Auth::Authenticator(keys) => (AuthKind::Authenticator, keys.len() * MAC_LEN),
         Auth::Mac(_) => (AuthKind::Mac, MAC_LEN),
         Auth::Signature(_) => (AuthKind::Signature, SIG_LEN),
+        Auth::SignedAuthenticator(_, keys) => (
+            AuthKind::SignedAuthenticator,
+            SIG_LEN + keys.len() * MAC_LEN,
+        ),
     }
 }
 
@@ -397,6 +438,13 @@ fn append_auth(out: &mut Vec<u8>, header: &[u8; HEADER_LEN], auth: Auth<'_>) {
         }
         Auth::Mac(k) => out.extend_from_slice(&k.mac(header)),
         Auth::Signature(k) => out.extend_from_slice(&crate::crypto::sign(k, header)),
+        Auth::SignedAuthenticator(sk, keys) => {
+            let sig = crate::crypto::sign(sk, header);
+            out.extend_from_slice(&sig);
+            for k in keys {
+                out.extend_from_slice(&k.mac2(header, &sig));
+            }
+        }
     }
 }
 
@@ -454,6 +502,56 @@ mod tests {
             Frame::parse(&bytes[..10], 1 << 20).unwrap_err(),
             DecodeError::Truncated
         );
+    }
+
+    #[test]
+    fn signed_authenticator_round_trip_and_binding() {
+        let tk = TestKeys::new(1, 4);
+        let c = tk.client(9);
+        let sk = c.signing.as_ref().unwrap();
+        let body = encode_body(&prepare());
+        let bytes = encode_with_body(
+            Envelope::new(Principal::Client(9), 0),
+            Tag::Prepare,
+            &body,
+            Digest::of(&body),
+            Auth::SignedAuthenticator(sk, &c.to_replica),
+        );
+        let f = Frame::parse(&bytes, 1 << 20).unwrap();
+        assert_eq!(f.header.auth, AuthKind::SignedAuthenticator);
+        assert_eq!(f.auth.len(), SIG_LEN + 4 * MAC_LEN);
+        assert_eq!(f.mac_entries(), 4);
+        for r in 0..4u32 {
+            let rk = tk.replica(r, [9]);
+            assert!(f.verify_mac(&rk.clients[&9].1, r as usize));
+            assert!(!f.verify_mac(&rk.clients[&9].1, (r as usize + 1) % 4));
+            assert!(f.verify_signed_authenticator(&rk.client_public[&9]));
+            assert!(!f.verify_signature(&rk.client_public[&9]));
+        }
+        assert!(!f.verify_mac(&tk.replica(0, [9]).clients[&9].1, 4));
+        assert!(!f.verify_signed_authenticator(&tk.client_signing(8).verifying_key()));
+        // Each MAC covers the signature too: a flipped signature byte breaks every MAC (so a
+        // network fault can never make a correct client look as if it signed badly).
+        let mut bad = bytes.clone();
+        let sig_at = HEADER_LEN + body.len();
+        bad[sig_at + 5] ^= 1;
+        let bf = Frame::parse(&bad, 1 << 20).unwrap();
+        assert!(!bf.verify_signed_authenticator(&tk.replica(0, [9]).client_public[&9]));
+        for r in 0..4u32 {
+            assert!(!bf.verify_mac(&tk.replica(r, [9]).clients[&9].1, r as usize));
+        }
+        // Lengths: the signature must be present and the rest whole MACs.
+        for alen in [0u32, 63, 65, 64 + 15, 64 + 33 * 16] {
+            let mut h = bytes[..HEADER_LEN].to_vec();
+            h[24..28].copy_from_slice(&alen.to_le_bytes());
+            let mut fr = h;
+            fr.extend_from_slice(&body);
+            fr.extend(std::iter::repeat_n(0u8, alen as usize));
+            assert_eq!(
+                Frame::parse(&fr, 1 << 20).unwrap_err(),
+                DecodeError::BadLength
+            );
+        }
     }
 
     #[test]

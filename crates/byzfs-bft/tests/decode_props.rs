@@ -434,11 +434,12 @@ proptest! {
     }
 
     /// Any auth length with no authentication, or one that is not a whole number of MACs (or
-    /// exceeds `MAX_REPLICAS` of them), or not exactly one MAC or signature, is `BadLength`.
+    /// exceeds `MAX_REPLICAS` of them), or not exactly one MAC or signature, or not a signature
+    /// followed by a whole number of MACs (at most `MAX_REPLICAS`), is `BadLength`.
     #[test]
     fn inconsistent_auth_len_is_bad_length(
         msg in message(),
-        kind in 0u8..4,
+        kind in 0u8..5,
         auth_len in any::<u32>(),
     ) {
         let valid = match kind {
@@ -448,7 +449,10 @@ proptest! {
                     && auth_len as usize / MAC_LEN <= MAX_REPLICAS
             }
             2 => auth_len as usize == MAC_LEN,
-            _ => auth_len as usize == SIG_LEN,
+            3 => auth_len as usize == SIG_LEN,
+            _ => (auth_len as usize).checked_sub(SIG_LEN).is_some_and(|m| {
+                m.is_multiple_of(MAC_LEN) && m / MAC_LEN <= MAX_REPLICAS
+            }),
         };
         prop_assume!(!valid);
         let mut frame = wire::encode(Envelope::new(Principal::Replica(1), 0), &msg, Auth::None);
@@ -537,6 +541,58 @@ proptest! {
                 prop_assert!(!bf.verify_mac(&receiver.from_replica[s as usize], r), "byte {}", i);
             }
         }
+    }
+
+    /// A signed authenticator from client 9 verifies at replica `r` only in slot `r` with the
+    /// key `r` shares with the client, and its signature only under the client's key; flipping
+    /// any header byte breaks both, flipping a signature byte breaks the signature and every MAC
+    /// (each MAC covers the signature), flipping a byte of slot `r` breaks that MAC only.
+    #[test]
+    fn signed_authenticator_binds_header_signature_and_slot(
+        msg in message(),
+        seed in any::<u64>(),
+        f in 1usize..=3,
+        r in any::<prop::sample::Index>(),
+        mask in 1u8..=255,
+    ) {
+        let n = 3 * f + 1;
+        let r = r.index(n);
+        let keys = TestKeys::new(seed, n);
+        let client = keys.client(9);
+        let receiver = keys.replica(r as u32, [9, 10]);
+        let frame = wire::encode(
+            Envelope::new(Principal::Client(9), 0),
+            &msg,
+            Auth::SignedAuthenticator(client.signing.as_ref().expect("signs"), &client.to_replica),
+        );
+        let fr = Frame::parse(&frame, MAX).expect("parses");
+        prop_assert_eq!(fr.header.auth, AuthKind::SignedAuthenticator);
+        prop_assert_eq!(fr.auth.len(), SIG_LEN + n * MAC_LEN);
+        prop_assert_eq!(fr.mac_entries(), n);
+        let key = &receiver.clients[&9].1;
+        for slot in 0..n + 1 {
+            prop_assert_eq!(fr.verify_mac(key, slot), slot == r, "slot {}", slot);
+        }
+        prop_assert!(!fr.verify_mac(&receiver.clients[&10].1, r));
+        prop_assert!(fr.verify_signed_authenticator(&receiver.client_public[&9]));
+        prop_assert!(!fr.verify_signed_authenticator(&receiver.client_public[&10]));
+        prop_assert!(!fr.verify_signature(&receiver.client_public[&9]));
+
+        let auth_start = frame.len() - SIG_LEN - n * MAC_LEN;
+        for i in (0..HEADER_LEN).chain(auth_start..auth_start + SIG_LEN) {
+            let mut bad = frame.clone();
+            bad[i] ^= mask;
+            if let Ok(bf) = Frame::parse(&bad, MAX) {
+                prop_assert!(!bf.verify_mac(key, r), "byte {}", i);
+                prop_assert!(!bf.verify_signed_authenticator(&receiver.client_public[&9]), "byte {}", i);
+            }
+        }
+        let slot_at = auth_start + SIG_LEN + r * MAC_LEN;
+        let mut bad = frame.clone();
+        bad[slot_at] ^= mask;
+        let bf = Frame::parse(&bad, MAX).expect("parses");
+        prop_assert!(!bf.verify_mac(key, r));
+        prop_assert!(bf.verify_signed_authenticator(&receiver.client_public[&9]));
     }
 
     /// A single MAC verifies with its key only; a signature with its signer's public key only;

@@ -135,6 +135,7 @@ pub fn replica_keys(
         to_replica,
         from_replica,
         clients: BTreeMap::new(),
+        client_public: BTreeMap::new(),
         signing: secret.ed25519.clone(),
         replica_public: cluster.replicas.iter().map(|r| r.ed25519_public).collect(),
     })
@@ -160,5 +161,7 @@ pub fn client_keys(
         me: client,
         to_replica,
         from_replica,
+        // Client certificates carry no Ed25519 key yet: clients are MAC-only.
+        signing: None,
     })
 }

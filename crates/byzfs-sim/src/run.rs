@@ -310,12 +310,14 @@ impl Sim {
         let mut bad = Vec::new();
         for (j, (&c, &period_us)) in bad_ids.iter().zip(&plan.bad_clients).enumerate() {
             client_node.insert(c, r_count + clients.len() + j);
+            let mut rng = substream(seed, Purpose::BadClients, j as u64);
+            let victim = correct_ids.first().copied().unwrap_or(CLIENT_ID_BASE);
             bad.push((
                 BadClientNode {
-                    client: BadClient::new(c, keys.client(c), config.epoch, n),
+                    client: BadClient::new(c, keys.client(c), victim, config.epoch, n, &mut rng),
                     period_us,
                 },
-                substream(seed, Purpose::BadClients, j as u64),
+                rng,
             ));
         }
         let nodes = r_count + clients.len() + bad.len();
@@ -827,18 +829,17 @@ impl Sim {
             trace_line!(
                 self.trace,
                 self.now,
-                "bad c{id} {} rid={}",
+                "bad c{id} {} rid={} to={:?}",
                 s.what,
-                s.issued.0
+                s.issued.as_ref().map_or(0, |i| i.0),
+                s.to
             );
-            self.oracle
-                .issue(self.now, id, s.issued.0, &s.issued.1, false);
-            match s.to {
-                Some(r) => self.transmit(node_idx, Dest::Replica(r), &s.bytes),
-                None => {
-                    for r in 0..n {
-                        self.transmit(node_idx, Dest::Replica(r), &s.bytes);
-                    }
+            if let Some((rid, op)) = &s.issued {
+                self.oracle.issue(self.now, id, *rid, op, false);
+            }
+            for r in s.to {
+                if r < n {
+                    self.transmit(node_idx, Dest::Replica(r), &s.bytes);
                 }
             }
         }

@@ -36,6 +36,7 @@ use crate::state::PartitionedState;
 use crate::time::Time;
 use crate::wire::{Auth, AuthKind, Envelope, Frame};
 use core::time::Duration;
+use ed25519_dalek::VerifyingKey;
 use rand_chacha::rand_core::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -78,6 +79,10 @@ pub struct Stats {
     pub rollbacks: u64,
     /// Inputs dropped, by reason.
     pub dropped: BTreeMap<DropReason, u64>,
+    /// Client request signatures verified (PROTOCOL.md §5.3; the MAC is checked first).
+    pub client_signatures_verified: u64,
+    /// Clients blacklisted: a request whose MAC verified carried a bad signature.
+    pub clients_blacklisted: u64,
 }
 
 /// A request the replica holds: the client's authenticated frame and its decoded fields.
@@ -147,6 +152,13 @@ pub struct Replica<S: Service> {
     /// Read-only requests waiting until they can run (§1.8), with the `read_only_floor` at
     /// their arrival.
     ro_queue: VecDeque<(Seq, StoredRequest)>,
+    /// Backup: pending big requests not yet pre-prepared at the last STATUS tick, and those
+    /// already forwarded to the primary in this view (see `forward_late_big_requests`).
+    late_big: BTreeSet<Digest>,
+    forwarded_big: BTreeSet<Digest>,
+    /// Clients proven faulty to this replica (a good MAC over a bad signature, §5.3). Their
+    /// MAC alone no longer authenticates anything: each of their requests needs its signature.
+    blacklist: BTreeSet<ClientId>,
 
     // Checkpoints.
     checkpoints: checkpoint::Checkpoints,
@@ -224,6 +236,9 @@ impl<S: Service> Replica<S> {
             proposed: BTreeSet::new(),
             pending: BTreeMap::new(),
             ro_queue: VecDeque::new(),
+            blacklist: BTreeSet::new(),
+            late_big: BTreeSet::new(),
+            forwarded_big: BTreeSet::new(),
             checkpoints: checkpoint::Checkpoints::default(),
             vc: ViewChangeState::new(vc_timeout),
             fetch: None,
@@ -316,16 +331,39 @@ impl<S: Service> Replica<S> {
         self.out.pop_front()
     }
 
-    /// Installs a client's MAC keys (`to_client`: replica → client; `from_client`:
-    /// client → replica). The driver calls it once it has checked the client's credentials.
-    pub fn add_client(&mut self, client: ClientId, to_client: MacKey, from_client: MacKey) {
+    /// Installs a client's keys: its MAC keys (`to_client`: replica → client; `from_client`:
+    /// client → replica) and the Ed25519 key that verifies its request signatures (`public`,
+    /// from its certificate: every replica must install the same one). The driver calls it
+    /// once it has checked the client's credentials. A client installed without a public key
+    /// is MAC-only (see [`ReplicaKeys::client_public`]).
+    pub fn add_client(
+        &mut self,
+        client: ClientId,
+        to_client: MacKey,
+        from_client: MacKey,
+        public: Option<VerifyingKey>,
+    ) {
         self.keys.clients.insert(client, (to_client, from_client));
+        match public {
+            Some(k) => self.keys.client_public.insert(client, k),
+            None => self.keys.client_public.remove(&client),
+        };
     }
 
-    /// Forgets a client's MAC keys (a disconnected session); its reply-cache entry, which is
-    /// replicated state, stays.
+    /// Forgets a client's keys (a disconnected session); its reply-cache entry, which is
+    /// replicated state, stays, and so does a blacklisting.
     pub fn remove_client(&mut self, client: ClientId) {
         self.keys.clients.remove(&client);
+        self.keys.client_public.remove(&client);
+    }
+
+    /// Whether this replica holds proof that `client` is faulty (a request whose MAC verified
+    /// carried a bad signature). The core keeps processing the client's validly signed
+    /// requests, since other replicas may have forwarded them (dropping them would let the
+    /// client frame this replica as a primary that ignores requests); a driver may shed the
+    /// client's own connection.
+    pub fn is_blacklisted(&self, client: ClientId) -> bool {
+        self.blacklist.contains(&client)
     }
 
     /// This replica's id.
@@ -434,7 +472,11 @@ impl<S: Service> Replica<S> {
         // can be relayed), point-to-point answers a single MAC.
         let kind_ok = match frame.header.tag {
             Tag::ViewChange | Tag::NewView => frame.header.auth == AuthKind::Signature,
-            Tag::Request | Tag::PrePrepare | Tag::Prepare | Tag::Commit | Tag::Status => {
+            Tag::Request => matches!(
+                frame.header.auth,
+                AuthKind::Authenticator | AuthKind::SignedAuthenticator
+            ),
+            Tag::PrePrepare | Tag::Prepare | Tag::Commit | Tag::Status => {
                 frame.header.auth == AuthKind::Authenticator
             }
             Tag::Checkpoint => matches!(frame.header.auth, AuthKind::Authenticator | AuthKind::Mac),
@@ -459,28 +501,82 @@ impl<S: Service> Replica<S> {
                             && frame.verify_mac(&self.keys.from_replica[j], self.me as usize)
                     }
                     AuthKind::Mac => frame.verify_mac(&self.keys.from_replica[j], 0),
-                    AuthKind::None => false,
+                    AuthKind::None | AuthKind::SignedAuthenticator => false,
                 }
             }
-            // Client MACs are checked in `on_request`, because a request whose MAC fails for us
-            // may still be accepted inside a pre-prepare (§1.14) and is verified there.
-            Principal::Client(_) => frame.header.auth == AuthKind::Authenticator,
+            // Client authentication is checked in `on_request` (MAC first, then the signature
+            // where needed), because a request whose MAC fails for us may still be accepted on
+            // its signature (§5.3) or inside a pre-prepare (§1.14).
+            Principal::Client(_) => matches!(
+                frame.header.auth,
+                AuthKind::Authenticator | AuthKind::SignedAuthenticator
+            ),
         }
     }
 
-    /// Whether a client's request frame carries a valid MAC for this replica.
+    /// Whether `c` signs its requests (we hold its public key).
+    fn client_signs(&self, c: ClientId) -> bool {
+        self.keys.client_public.contains_key(&c)
+    }
+
+    /// Whether a client's request frame has the authentication its client uses — a signed
+    /// authenticator with one MAC per replica if it signs, a plain authenticator if it is
+    /// MAC-only — and a valid MAC for this replica. The MAC is the cheap first check; only a
+    /// signature is transferable.
     fn client_mac_ok(&self, frame: &Frame<'_>) -> bool {
         let Principal::Client(c) = frame.header.sender else {
             return false;
         };
-        match self.keys.clients.get(&c) {
-            Some((_, from_client)) => {
-                frame.header.auth == AuthKind::Authenticator
-                    && frame.header.auth_len as usize == self.n() * crate::crypto::MAC_LEN
-                    && frame.verify_mac(from_client, self.me as usize)
-            }
-            None => false,
+        let Some((_, from_client)) = self.keys.clients.get(&c) else {
+            return false;
+        };
+        let macs = self.n() * crate::crypto::MAC_LEN;
+        let shape_ok = if self.client_signs(c) {
+            frame.header.auth == AuthKind::SignedAuthenticator
+                && frame.header.auth_len as usize == crate::crypto::SIG_LEN + macs
+        } else {
+            frame.header.auth == AuthKind::Authenticator && frame.header.auth_len as usize == macs
+        };
+        shape_ok && frame.verify_mac(from_client, self.me as usize)
+    }
+
+    /// Whether a signing client's request frame carries a valid signature (the expensive,
+    /// transferable check; counted).
+    fn client_signature_ok(&mut self, frame: &Frame<'_>) -> bool {
+        let Principal::Client(c) = frame.header.sender else {
+            return false;
+        };
+        let Some(key) = self.keys.client_public.get(&c) else {
+            return false;
+        };
+        let macs = self.n() * crate::crypto::MAC_LEN;
+        if frame.header.auth != AuthKind::SignedAuthenticator
+            || frame.header.auth_len as usize != crate::crypto::SIG_LEN + macs
+        {
+            return false;
         }
+        self.stats.client_signatures_verified += 1;
+        frame.verify_signed_authenticator(key)
+    }
+
+    /// Authenticates a signing client's request for a use that must be transferable (ordering,
+    /// forwarding, the view-change timer): the signature must verify. A bad signature under a
+    /// good MAC proves the client faulty and blacklists it (§5.3).
+    fn client_request_signed(&mut self, frame: &Frame<'_>, mac_ok: bool) -> bool {
+        if self.client_signature_ok(frame) {
+            return true;
+        }
+        if let (true, Principal::Client(c)) = (mac_ok, frame.header.sender) {
+            if self.blacklist.insert(c) {
+                self.stats.clients_blacklisted += 1;
+                tracing::info!(
+                    replica = self.me,
+                    client = c,
+                    "client blacklisted: bad signature"
+                );
+            }
+        }
+        false
     }
 
     fn encode(&self, msg: &Message, auth: AuthChoice) -> Arc<[u8]> {

@@ -17,47 +17,78 @@ const BIG_PER_BATCH_MAX: usize = 1024;
 impl<S: Service> Replica<S> {
     /// §1.5 "on REQUEST": reply-cache check, read-only path, queue (primary) or forward and
     /// start the view-change timer (backup).
+    ///
+    /// Authentication follows Aardvark's pipeline (PROTOCOL.md §5.3), cheapest check first:
+    /// the MAC, then the reply cache, then — for a signing client — the signature, before the
+    /// request may enter the ordering path. Everything a correct replica queues, inlines,
+    /// forwards or starts its view-change timer for is thus verifiable by every correct
+    /// replica: a faulty client can neither make backups wait for a request the primary drops
+    /// (framing the primary) nor make the primary propose a request backups cannot
+    /// authenticate (stalling the batch, §1.14). A request with a bad MAC but a good signature
+    /// is accepted (forwarded copies and fetched bodies arrive with other replicas' MACs).
+    /// The signature is skipped only where nothing is forwarded: a read-only request whose MAC
+    /// verifies, and a frame identical to one already verified.
     pub(super) fn on_request(&mut self, frame: &Frame<'_>, req: Request, bytes: &[u8]) {
         if req.op.len() > self.config.op_bytes_max {
             return self.drop_input(DropReason::Invalid);
         }
-        if !self.client_mac_ok(frame) {
+        let c = req.client;
+        let signs = self.client_signs(c);
+        let mac_ok = self.client_mac_ok(frame);
+        if !mac_ok && !signs {
             return self.drop_input(DropReason::BadAuth);
         }
-        let c = req.client;
+        let big = req.op.len() > self.config.big_request_threshold;
+        // A big request the reply cache shows as superseded will not run, but a batch in our
+        // log may still name its body, which we need to prepare and execute that batch (it
+        // was ordered before the newer request executed): found by the simulator with a
+        // faulty client sending stale request ids, where the body was refused forever.
+        let mut needed_body = false;
+        if let Some((rid, seq)) = self.cached_rid(c) {
+            if req.rid <= rid {
+                needed_body = big && self.body_needed(&frame.header.body_digest);
+                if !needed_body && req.rid < rid {
+                    return self.drop_input(DropReason::Stale);
+                }
+                if !needed_body {
+                    if mac_ok {
+                        self.resend_cached_reply(c, seq, frame.header.replier);
+                        return;
+                    }
+                    return self.drop_input(DropReason::Stale);
+                }
+            }
+        }
+        let read_only_flag = frame.header.flags & 1 != 0;
+        let read_only = read_only_flag
+            && self.config.read_only_optimisation
+            && self.service.is_read_only(&req.op);
+        let trusted_mac = mac_ok && !self.blacklist.contains(&c);
+        let verified_before = self
+            .requests
+            .get(&frame.header.body_digest)
+            .is_some_and(|r| *r.frame == *bytes);
+        // The signature is needed unless this exact frame was verified before, or the request
+        // is read-only and our MAC (from a client not blacklisted) vouches for it.
+        let must_sign = signs && !verified_before && (!read_only || !trusted_mac);
+        if must_sign && !self.client_request_signed(frame, mac_ok) {
+            return self.drop_input(DropReason::BadAuth);
+        }
         let stored = StoredRequest {
             frame: Arc::from(bytes),
             client: c,
             rid: req.rid,
             digest: frame.header.body_digest,
-            big: req.op.len() > self.config.big_request_threshold,
+            big,
         };
-        if let Some((rid, seq)) = self.cached_rid(c) {
-            if req.rid <= rid {
-                // Executed already, but a batch in the log may still name it by digest (a
-                // faulty primary can order one request twice) after its body was
-                // garbage-collected: keep the body a peer relays on our STATUS, or that batch
-                // never completes (simulator: equivocate 1510).
-                if !self.requests.contains_key(&stored.digest)
-                    && self.batch_awaits_body(stored.digest)
-                    && self.store_request(stored.clone())
-                {
-                    self.on_body_arrived(stored.digest);
-                }
+        if needed_body {
+            // Only the body: it is not queued, forwarded or waited for.
+            if !self.store_request(stored) {
+                return self.drop_input(DropReason::QueueFull);
             }
-            if req.rid < rid {
-                return self.drop_input(DropReason::Stale);
-            }
-            if req.rid == rid {
-                self.resend_cached_reply(c, seq, frame.header.replier);
-                return;
-            }
+            return self.on_body_arrived(frame.header.body_digest);
         }
-        let read_only_flag = frame.header.flags & 1 != 0;
-        if read_only_flag
-            && self.config.read_only_optimisation
-            && self.service.is_read_only(&req.op)
-        {
+        if read_only {
             return self.on_read_only(stored);
         }
         let first_receipt = !self.requests.contains_key(&stored.digest);
@@ -100,16 +131,17 @@ impl<S: Service> Replica<S> {
         self.execute_committed();
     }
 
-    /// Whether a batch accepted in the log names big request `d` (whose body is then needed to
-    /// prepare it, §1.10).
-    fn batch_awaits_body(&self, d: Digest) -> bool {
-        self.log
-            .values()
-            .filter_map(|s| s.pre_prepare.as_ref())
-            .any(|a| {
-                self.batches
-                    .get(&a.digest)
-                    .is_some_and(|b| b.big.contains(&d))
+    /// Whether a batch in the log names big request `d` whose body we lack.
+    fn body_needed(&self, d: &Digest) -> bool {
+        !self.requests.contains_key(d)
+            && self.log.values().any(|s| {
+                [
+                    s.pre_prepare.as_ref().map(|a| a.digest),
+                    s.unverified.as_ref().map(|u| u.digest),
+                ]
+                .into_iter()
+                .flatten()
+                .any(|bd| self.batches.get(&bd).is_some_and(|b| b.big.contains(d)))
             })
     }
 
@@ -310,14 +342,31 @@ impl<S: Service> Replica<S> {
         batch_digest(batch)
     }
 
-    /// Whether every inlined request carries a valid MAC for us or was received directly.
-    fn requests_authentic(&self, batch: &BatchBody) -> bool {
-        batch.requests.iter().all(|r| {
+    /// Whether every inlined request was received directly, or carries a valid MAC for us
+    /// (unless its client is blacklisted), or — for a signing client — a valid signature. A
+    /// correct primary inlines only requests whose signature it verified, so with signing
+    /// clients this holds at every correct backup; the `f` PREPAREs fallback (§1.14) remains
+    /// for MAC-only clients and faulty primaries.
+    fn requests_authentic(&mut self, batch: &BatchBody) -> bool {
+        for r in &batch.requests {
             let Ok(f) = Frame::parse(r, self.config.message_bytes_max) else {
                 return false;
             };
-            self.requests.contains_key(&f.header.body_digest) || self.client_mac_ok(&f)
-        })
+            let Principal::Client(c) = f.header.sender else {
+                return false;
+            };
+            if self.requests.contains_key(&f.header.body_digest) {
+                continue;
+            }
+            let mac_ok = self.client_mac_ok(&f);
+            if mac_ok && !self.blacklist.contains(&c) {
+                continue;
+            }
+            if !self.client_signs(c) || !self.client_request_signed(&f, mac_ok) {
+                return false;
+            }
+        }
+        true
     }
 
     pub(super) fn accept_pre_prepare(

@@ -16,6 +16,7 @@ const RESEND_SLOTS_MAX: u64 = 32;
 
 impl<S: Service> Replica<S> {
     pub(super) fn send_status(&mut self) {
+        self.forward_late_big_requests();
         let mut missing_requests: BTreeSet<Digest> = BTreeSet::new();
         for slot in self.log.values() {
             if let Some(b) = slot
@@ -53,6 +54,40 @@ impl<S: Service> Replica<S> {
                 self.out.push_back(Action::Broadcast { bytes });
             }
         }
+    }
+
+    /// Backups do not forward big requests (their bodies go to every replica, §1.10), yet time
+    /// them. A faulty client can send one to the backups only: they would wait for a request
+    /// the primary never receives and change views (found by the simulator). So a backup
+    /// forwards the body of a pending big request the primary has not pre-prepared for a whole
+    /// STATUS interval — once per view, so the normal case costs nothing.
+    fn forward_late_big_requests(&mut self) {
+        if self.is_primary() || !self.has_new_view {
+            self.late_big.clear();
+            return;
+        }
+        let late: BTreeSet<Digest> = self
+            .pending
+            .values()
+            .map(|&(_, d)| d)
+            .filter(|d| !self.proposed.contains(d))
+            .filter(|d| self.requests.get(d).is_some_and(|r| r.big))
+            .collect();
+        let primary = self.primary();
+        let due: Vec<Digest> = late
+            .intersection(&self.late_big)
+            .filter(|d| !self.forwarded_big.contains(d))
+            .copied()
+            .collect();
+        for d in due {
+            if let Some(frame) = self.requests.get(&d).map(|r| r.frame.clone()) {
+                self.forwarded_big.insert(d);
+                self.send_frame(primary, frame);
+            }
+        }
+        self.late_big = late;
+        let requests = &self.requests;
+        self.forwarded_big.retain(|d| requests.contains_key(d));
     }
 
     pub(super) fn on_status(&mut self, m: Status) {

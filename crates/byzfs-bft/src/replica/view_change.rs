@@ -126,6 +126,8 @@ impl<S: Service> Replica<S> {
         self.vc.new_view_frame = None;
         self.queue.clear();
         self.proposed.clear();
+        self.late_big.clear();
+        self.forwarded_big.clear();
         self.timers.stop(TimerKind::ViewChange);
         self.persist(PersistRecord::View(v));
         self.resend_view_change();

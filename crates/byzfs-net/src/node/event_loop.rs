@@ -166,7 +166,9 @@ impl<S: Service> EventLoop<S> {
                 queue,
                 conn,
             } => {
-                self.replica.add_client(client, to_client, from_client);
+                // Certificates carry no Ed25519 key yet: the client is MAC-only.
+                self.replica
+                    .add_client(client, to_client, from_client, None);
                 self.clients.insert(client, ClientSlot { conn, queue });
             }
             Inbound::ClientDown { client, conn } => {

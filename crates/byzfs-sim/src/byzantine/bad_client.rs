@@ -1,14 +1,30 @@
-//! Faulty clients (PROTOCOL.md §1.14, §6.4 S-CLIENT-FLOOD): requests whose authenticator is
-//! valid for some replicas only (the "big MAC" attack when only the primary's entry is good),
-//! duplicates of the latest request, stale request ids with new operations, verbatim replays
-//! of old requests, and some valid requests too. A faulty client uses its own keys and writes
-//! only its own keys of the store (so the oracle can ignore its results).
+//! Faulty clients (PROTOCOL.md §1.14, §5.3, §6.4 S-CLIENT-FLOOD). A faulty client holds its own
+//! MAC keys and signing key only, and attacks the signed-request scheme:
+//!
+//! * **partial MACs** over a good signature — valid for the primary only ("big MAC", so backups
+//!   cannot authenticate the request the primary inlines), for a random subset, or for every
+//!   backup but not the primary and sent to the backups only (so they forward it and start
+//!   their view-change timers for a request the primary's MAC check would refuse);
+//! * **bad signatures** under good MACs (signed with another key), to everyone, to the primary
+//!   only, or with partial MACs; and "blacklist then frame": a bad signature to the primary only,
+//!   then a valid request to the backups only;
+//! * **another client's identity**: a request naming a correct client, authenticated with the
+//!   faulty client's own keys (never recorded as issued: if it ever ran, INV-VALID fails);
+//! * **MAC-only** requests without a signature;
+//! * **equivocation**: two validly signed requests with the same id and different operations,
+//!   one to the primary, the other to the backups;
+//! * duplicates of the latest request, stale request ids with new operations, verbatim replays
+//!   of old requests, large requests (above the SRT threshold) with partial MACs, and some
+//!   valid requests too.
+//!
+//! It writes only its own keys of the store (so the oracle can ignore its results).
 
 use crate::kv::KvOp;
 use crate::rng::SimRng;
+use byzfs_bft::crypto::{MAC_LEN, SIG_LEN};
 use byzfs_bft::message::{Message, Request};
 use byzfs_bft::wire::{encode, Auth, AuthKind, Envelope, Frame, REPLIER_ALL};
-use byzfs_bft::{ClientId, ClientKeys, Principal, ReplicaId, RequestId};
+use byzfs_bft::{ClientId, ClientKeys, Principal, ReplicaId, RequestId, TestKeys};
 use rand::Rng;
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -18,14 +34,26 @@ const HISTORY_MAX: usize = 32;
 /// One request a faulty client sends.
 #[derive(Clone, Debug)]
 pub struct BadSend {
-    /// `None`: every replica; `Some(r)`: replica `r` only.
-    pub to: Option<ReplicaId>,
+    /// The replicas it goes to.
+    pub to: Vec<ReplicaId>,
     /// The frame.
     pub bytes: Arc<[u8]>,
-    /// What it claims to be: `(rid, op)` for the oracle.
-    pub issued: (RequestId, Vec<u8>),
+    /// What it claims to be, `(rid, op)`, for the oracle; `None` for a frame that names
+    /// another client (it must never run).
+    pub issued: Option<(RequestId, Vec<u8>)>,
     /// What kind of misbehaviour (for traces).
     pub what: &'static str,
+}
+
+/// How a frame is signed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Sig {
+    /// With the client's own key.
+    Good,
+    /// With a key nobody knows.
+    Bad,
+    /// No signature: a plain authenticator.
+    None,
 }
 
 /// A faulty client.
@@ -34,6 +62,11 @@ pub struct BadClient {
     /// Its id.
     pub id: ClientId,
     keys: ClientKeys,
+    /// Keys of an unrelated cluster: their signing key is not this client's (its "signatures"
+    /// never verify).
+    wrong: ClientKeys,
+    /// A correct client whose identity it tries to use.
+    victim: ClientId,
     epoch: u32,
     n: usize,
     next_rid: RequestId,
@@ -41,11 +74,20 @@ pub struct BadClient {
 }
 
 impl BadClient {
-    /// A faulty client with its own keys.
-    pub fn new(id: ClientId, keys: ClientKeys, epoch: u32, n: usize) -> BadClient {
+    /// A faulty client with its own keys, trying to pass for `victim` now and then.
+    pub fn new(
+        id: ClientId,
+        keys: ClientKeys,
+        victim: ClientId,
+        epoch: u32,
+        n: usize,
+        rng: &mut SimRng,
+    ) -> BadClient {
         BadClient {
             id,
             keys,
+            wrong: TestKeys::new(rng.gen(), n).client(id),
+            victim,
             epoch,
             n,
             next_rid: 1,
@@ -55,7 +97,11 @@ impl BadClient {
 
     fn op(&self, rng: &mut SimRng) -> Vec<u8> {
         let key = format!("bad{}-{}", self.id, rng.gen_range(0..2)).into_bytes();
-        let value = format!("b{}", rng.gen::<u16>()).into_bytes();
+        let mut value = format!("b{}", rng.gen::<u16>()).into_bytes();
+        if rng.gen_bool(0.2) {
+            // Above the SRT threshold when it is 64: the body travels apart from the batch.
+            value.resize(rng.gen_range(100..300), b'x');
+        }
         if rng.gen_bool(0.5) {
             KvOp::Append { key, value }.encode()
         } else {
@@ -63,94 +109,193 @@ impl BadClient {
         }
     }
 
-    fn frame(&self, rid: RequestId, op: &[u8], good: &[bool]) -> Arc<[u8]> {
+    /// A request frame naming `client`, signed as `sig` says, with the MACs of the replicas not
+    /// in `good` spoiled (the MACs trail the frame, one per replica).
+    fn frame(
+        &self,
+        client: ClientId,
+        rid: RequestId,
+        op: &[u8],
+        sig: Sig,
+        good: &[bool],
+    ) -> Arc<[u8]> {
         let env = Envelope {
-            sender: Principal::Client(self.id),
+            sender: Principal::Client(client),
             epoch: self.epoch,
             flags: 0,
             replier: REPLIER_ALL,
         };
         let msg = Message::Request(Request {
-            client: self.id,
+            client,
             rid,
             op: op.to_vec(),
         });
-        let mut bytes = encode(env, &msg, Auth::Authenticator(&self.keys.to_replica));
-        // Spoil the MACs of the replicas not in `good` (the MACs trail the frame, one per replica).
-        let mac_len = byzfs_bft::crypto::MAC_LEN;
-        let start = bytes.len() - self.n * mac_len;
+        let macs = &self.keys.to_replica;
+        let key = match sig {
+            Sig::Good => self.keys.signing.as_ref(),
+            Sig::Bad | Sig::None => self.wrong.signing.as_ref(),
+        };
+        let auth = match (sig, key) {
+            (Sig::Good | Sig::Bad, Some(k)) => Auth::SignedAuthenticator(k, macs),
+            _ => Auth::Authenticator(macs),
+        };
+        let mut bytes = encode(env, &msg, auth);
+        let start = bytes.len() - self.n * MAC_LEN;
         for (r, ok) in good.iter().enumerate() {
             if !ok {
-                bytes[start + r * mac_len] ^= 0xA5;
+                bytes[start + r * MAC_LEN] ^= 0xA5;
             }
         }
-        debug_assert!(Frame::parse(&bytes, usize::MAX)
-            .is_ok_and(|f| f.header.auth == AuthKind::Authenticator));
         bytes.into()
+    }
+
+    fn fresh(&mut self, rng: &mut SimRng) -> (RequestId, Vec<u8>) {
+        let rid = self.next_rid;
+        self.next_rid += 1;
+        (rid, self.op(rng))
+    }
+
+    fn remember(&mut self, b: &Arc<[u8]>, rid: RequestId, op: &[u8]) {
+        self.history.push_back((b.clone(), rid, op.to_vec()));
+        if self.history.len() > HISTORY_MAX {
+            self.history.pop_front();
+        }
     }
 
     /// The next misbehaviour, given who the primary probably is.
     pub fn tick(&mut self, rng: &mut SimRng, primary: ReplicaId) -> Vec<BadSend> {
-        let all_good = vec![true; self.n];
-        let choice = rng.gen_range(0..6);
-        let (to, bytes, rid, op, what) = match choice {
-            0 | 1 => {
-                // Valid for a random subset, or for the primary only (big MAC).
-                let rid = self.next_rid;
-                self.next_rid += 1;
-                let op = self.op(rng);
-                let good: Vec<bool> = if choice == 0 {
-                    (0..self.n).map(|r| r as ReplicaId == primary).collect()
-                } else {
-                    (0..self.n).map(|_| rng.gen_bool(0.5)).collect()
-                };
-                let b = self.frame(rid, &op, &good);
-                self.history.push_back((b.clone(), rid, op.clone()));
-                let to = if choice == 0 { Some(primary) } else { None };
-                (
-                    to,
-                    b,
-                    rid,
-                    op,
-                    if choice == 0 {
-                        "big-mac"
-                    } else {
-                        "partial-auth"
-                    },
-                )
-            }
-            2 => match self.history.back().cloned() {
-                Some((b, rid, op)) => (None, b, rid, op, "duplicate"),
-                None => return Vec::new(),
-            },
-            3 if self.next_rid > 2 => {
-                let rid = rng.gen_range(1..self.next_rid - 1);
-                let op = self.op(rng);
-                (None, self.frame(rid, &op, &all_good), rid, op, "stale-rid")
-            }
-            4 if !self.history.is_empty() => {
-                let i = rng.gen_range(0..self.history.len());
-                let (b, rid, op) = self.history[i].clone();
-                (None, b, rid, op, "replay")
-            }
-            _ => {
-                let rid = self.next_rid;
-                self.next_rid += 1;
-                let op = self.op(rng);
-                let b = self.frame(rid, &op, &all_good);
-                self.history.push_back((b.clone(), rid, op.clone()));
-                (None, b, rid, op, "valid")
-            }
-        };
-        if self.history.len() > HISTORY_MAX {
-            self.history.pop_front();
-        }
-        vec![BadSend {
+        let n = self.n;
+        let all: Vec<ReplicaId> = (0..n as ReplicaId).collect();
+        let backups: Vec<ReplicaId> = all.iter().copied().filter(|&r| r != primary).collect();
+        let all_good = vec![true; n];
+        let only_primary: Vec<bool> = (0..n).map(|r| r as ReplicaId == primary).collect();
+        let but_primary: Vec<bool> = (0..n).map(|r| r as ReplicaId != primary).collect();
+        let send = |to: Vec<ReplicaId>, bytes, rid, op, what| BadSend {
             to,
             bytes,
-            issued: (rid, op),
+            issued: Some((rid, op)),
             what,
-        }]
+        };
+        let choice = rng.gen_range(0..14);
+        let sends = match choice {
+            0 => {
+                let (rid, op) = self.fresh(rng);
+                let b = self.frame(self.id, rid, &op, Sig::Good, &only_primary);
+                self.remember(&b, rid, &op);
+                vec![send(vec![primary], b, rid, op, "big-mac")]
+            }
+            1 => {
+                let (rid, op) = self.fresh(rng);
+                let good: Vec<bool> = (0..n).map(|_| rng.gen_bool(0.5)).collect();
+                let b = self.frame(self.id, rid, &op, Sig::Good, &good);
+                self.remember(&b, rid, &op);
+                vec![send(all.clone(), b, rid, op, "partial-auth")]
+            }
+            2 => {
+                let (rid, op) = self.fresh(rng);
+                let b = self.frame(self.id, rid, &op, Sig::Good, &but_primary);
+                self.remember(&b, rid, &op);
+                vec![send(backups.clone(), b, rid, op, "frame-primary")]
+            }
+            3 => {
+                let (rid, op) = self.fresh(rng);
+                let to = if rng.gen_bool(0.5) {
+                    all.clone()
+                } else {
+                    vec![primary]
+                };
+                let b = self.frame(self.id, rid, &op, Sig::Bad, &all_good);
+                vec![send(to, b, rid, op, "bad-sig")]
+            }
+            4 => {
+                let (rid, op) = self.fresh(rng);
+                let good = if rng.gen_bool(0.5) {
+                    only_primary.clone()
+                } else {
+                    (0..n).map(|_| rng.gen_bool(0.5)).collect()
+                };
+                let b = self.frame(self.id, rid, &op, Sig::Bad, &good);
+                vec![send(all.clone(), b, rid, op, "bad-sig-partial")]
+            }
+            5 => {
+                // Get blacklisted at the primary, then ask the backups to wait for a request.
+                let (rid, op) = self.fresh(rng);
+                let bad = self.frame(self.id, rid, &op, Sig::Bad, &all_good);
+                let (rid2, op2) = self.fresh(rng);
+                let good = self.frame(self.id, rid2, &op2, Sig::Good, &all_good);
+                self.remember(&good, rid2, &op2);
+                vec![
+                    send(vec![primary], bad, rid, op, "blacklist-me"),
+                    send(backups.clone(), good, rid2, op2, "then-frame"),
+                ]
+            }
+            6 => {
+                // Another client's identity, our own keys: never valid, never recorded.
+                let rid = rng.gen_range(1..1_000);
+                let op = self.op(rng);
+                let sig = if rng.gen_bool(0.5) {
+                    Sig::Good
+                } else {
+                    Sig::Bad
+                };
+                let b = self.frame(self.victim, rid, &op, sig, &all_good);
+                vec![BadSend {
+                    to: all.clone(),
+                    bytes: b,
+                    issued: None,
+                    what: "other-client",
+                }]
+            }
+            7 => {
+                let (rid, op) = self.fresh(rng);
+                let b = self.frame(self.id, rid, &op, Sig::None, &all_good);
+                vec![send(all.clone(), b, rid, op, "mac-only")]
+            }
+            8 => {
+                // Same request id, two operations: one for the primary, one for the backups.
+                let (rid, op) = self.fresh(rng);
+                let op2 = self.op(rng);
+                let a = self.frame(self.id, rid, &op, Sig::Good, &all_good);
+                let b = self.frame(self.id, rid, &op2, Sig::Good, &all_good);
+                self.remember(&a, rid, &op);
+                vec![
+                    send(vec![primary], a, rid, op, "equivocate"),
+                    send(backups.clone(), b, rid, op2, "equivocate"),
+                ]
+            }
+            9 => match self.history.back().cloned() {
+                Some((b, rid, op)) => vec![send(all.clone(), b, rid, op, "duplicate")],
+                None => Vec::new(),
+            },
+            10 if self.next_rid > 2 => {
+                let rid = rng.gen_range(1..self.next_rid - 1);
+                let op = self.op(rng);
+                let b = self.frame(self.id, rid, &op, Sig::Good, &all_good);
+                vec![send(all.clone(), b, rid, op, "stale-rid")]
+            }
+            11 if !self.history.is_empty() => {
+                let i = rng.gen_range(0..self.history.len());
+                let (b, rid, op) = self.history[i].clone();
+                vec![send(all.clone(), b, rid, op, "replay")]
+            }
+            _ => {
+                let (rid, op) = self.fresh(rng);
+                let b = self.frame(self.id, rid, &op, Sig::Good, &all_good);
+                self.remember(&b, rid, &op);
+                vec![send(all.clone(), b, rid, op, "valid")]
+            }
+        };
+        debug_assert!(sends.iter().all(|s| {
+            let f = Frame::parse(&s.bytes, usize::MAX).expect("well formed");
+            f.auth.len()
+                == n * MAC_LEN
+                    + if f.header.auth == AuthKind::Authenticator {
+                        0
+                    } else {
+                        SIG_LEN
+                    }
+        }));
+        sends
     }
 }
 
@@ -158,30 +303,64 @@ impl BadClient {
 mod tests {
     use super::*;
     use crate::rng::{stream, Purpose};
-    use byzfs_bft::TestKeys;
 
     #[test]
-    fn partial_authenticators_verify_only_where_intended() {
+    fn attacks_verify_only_where_intended() {
         let tk = TestKeys::new(3, 4);
-        let mut c = BadClient::new(900, tk.client(900), 0, 4);
         let mut rng = stream(1, Purpose::BadClients);
-        let mut saw_big_mac = false;
-        for _ in 0..50 {
+        let mut c = BadClient::new(900, tk.client(900), 100, 0, 4, &mut rng);
+        let replicas: Vec<_> = (0..4u32).map(|r| tk.replica(r, [900, 100])).collect();
+        let mut seen = std::collections::BTreeSet::new();
+        for _ in 0..400 {
             for s in c.tick(&mut rng, 2) {
+                seen.insert(s.what);
                 let f = Frame::parse(&s.bytes, usize::MAX).expect("well formed");
-                let ok: Vec<bool> = (0..4u32)
-                    .map(|r| f.verify_mac(&tk.replica(r, [900]).clients[&900].1, r as usize))
+                let Principal::Client(named) = f.header.sender else {
+                    panic!("a client frame")
+                };
+                let macs: Vec<bool> = (0..4u32)
+                    .map(|r| f.verify_mac(&replicas[r as usize].clients[&named].1, r as usize))
                     .collect();
-                if s.what == "big-mac" {
-                    saw_big_mac = true;
-                    assert_eq!(ok, vec![false, false, true, false]);
-                    assert_eq!(s.to, Some(2));
-                }
-                if s.what == "valid" {
-                    assert!(ok.iter().all(|&b| b));
+                let sig = f.verify_signed_authenticator(&replicas[0].client_public[&named]);
+                match s.what {
+                    "big-mac" => {
+                        assert_eq!((macs, sig), (vec![false, false, true, false], true));
+                        assert_eq!(s.to, vec![2]);
+                    }
+                    "frame-primary" => {
+                        assert_eq!((macs, sig), (vec![true, true, false, true], true));
+                        assert_eq!(s.to, vec![0, 1, 3]);
+                    }
+                    "bad-sig" | "blacklist-me" => assert_eq!((macs, sig), (vec![true; 4], false)),
+                    "bad-sig-partial" => assert!(!sig),
+                    "other-client" => {
+                        assert_eq!((named, macs, sig), (100, vec![false; 4], false));
+                        assert!(s.issued.is_none());
+                    }
+                    "mac-only" => {
+                        assert_eq!(f.header.auth, AuthKind::Authenticator);
+                        assert_eq!(macs, vec![true; 4]);
+                    }
+                    "valid" | "then-frame" | "equivocate" => {
+                        assert_eq!((macs, sig), (vec![true; 4], true))
+                    }
+                    _ => {}
                 }
             }
         }
-        assert!(saw_big_mac);
+        for what in [
+            "big-mac",
+            "partial-auth",
+            "frame-primary",
+            "bad-sig",
+            "bad-sig-partial",
+            "blacklist-me",
+            "other-client",
+            "mac-only",
+            "equivocate",
+            "valid",
+        ] {
+            assert!(seen.contains(what), "{what} never drawn");
+        }
     }
 }

@@ -45,7 +45,11 @@ impl Forger {
         };
         let auth = match (orig.auth, to) {
             (AuthKind::None, _) => Auth::None,
-            (AuthKind::Authenticator, _) => Auth::Authenticator(&self.keys.to_replica),
+            // Replicas never send signed authenticators (clients' requests carry them, and a
+            // replica cannot sign for a client): reseal with our own authenticator.
+            (AuthKind::Authenticator | AuthKind::SignedAuthenticator, _) => {
+                Auth::Authenticator(&self.keys.to_replica)
+            }
             (AuthKind::Mac, Dest::Replica(j)) => match self.keys.to_replica.get(j as usize) {
                 Some(k) => Auth::Mac(k),
                 None => Auth::None,
