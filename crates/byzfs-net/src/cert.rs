@@ -1,8 +1,9 @@
 //! Client certificates and client sessions.
 //!
-//! A client is admitted by a certificate — its id and X25519 public key, signed by the
-//! cluster's admin key (whose public half is in `cluster.toml`) — so adding a client needs
-//! no replica restart and no config edit.
+//! A client is admitted by a certificate — its id, its X25519 public key (MAC keys) and its
+//! Ed25519 public key (request signatures, PROTOCOL.md §5.3), signed by the cluster's admin
+//! key (whose public half is in `cluster.toml`) — so adding a client needs no replica restart
+//! and no config edit.
 //!
 //! **Sessions (interim).** The core's [`byzfs_bft::Client`] numbers requests from 1 in every
 //! process, and replicas answer a request id they have already executed from their reply
@@ -24,7 +25,7 @@ pub const SESSION_BITS: u32 = 40;
 /// Largest certificate client id (the remaining 24 bits).
 pub const CLIENT_ID_MAX: ClientId = (1 << (64 - SESSION_BITS)) - 1;
 
-const CERT_DOMAIN: &[u8] = b"byzfs client certificate v1\0";
+const CERT_DOMAIN: &[u8] = b"byzfs client certificate v2\0";
 
 /// A client certificate.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
@@ -36,6 +37,8 @@ pub struct ClientCert {
     pub client: ClientId,
     /// The client's X25519 public key.
     pub x25519_public_key: Hex<32>,
+    /// The client's Ed25519 public key: replicas verify its request signatures with it.
+    pub ed25519_public_key: Hex<32>,
     /// Admin Ed25519 signature over the fields above.
     pub signature: Hex<64>,
 }
@@ -54,30 +57,44 @@ pub enum CertError {
     BadSignature,
 }
 
-fn signed_bytes(cluster_id: &[u8; 16], client: ClientId, public: &[u8; 32]) -> Vec<u8> {
-    let mut v = Vec::with_capacity(CERT_DOMAIN.len() + 56);
+fn signed_bytes(
+    cluster_id: &[u8; 16],
+    client: ClientId,
+    x25519: &[u8; 32],
+    ed25519: &[u8; 32],
+) -> Vec<u8> {
+    let mut v = Vec::with_capacity(CERT_DOMAIN.len() + 88);
     v.extend_from_slice(CERT_DOMAIN);
     v.extend_from_slice(cluster_id);
     v.extend_from_slice(&client.to_le_bytes());
-    v.extend_from_slice(public);
+    v.extend_from_slice(x25519);
+    v.extend_from_slice(ed25519);
     v
 }
 
 impl ClientCert {
-    /// Signs a certificate for `client` with public key `public`.
+    /// Signs a certificate for `client` with public keys `x25519` (MACs) and `ed25519`
+    /// (request signatures).
     pub fn issue(
         admin: &SigningKey,
         cluster_id: [u8; 16],
         client: ClientId,
-        public: [u8; 32],
+        x25519: [u8; 32],
+        ed25519: [u8; 32],
     ) -> ClientCert {
-        let sig = admin.sign(&signed_bytes(&cluster_id, client, &public));
+        let sig = admin.sign(&signed_bytes(&cluster_id, client, &x25519, &ed25519));
         ClientCert {
             cluster_id: Hex(cluster_id),
             client,
-            x25519_public_key: Hex(public),
+            x25519_public_key: Hex(x25519),
+            ed25519_public_key: Hex(ed25519),
             signature: Hex(sig.to_bytes()),
         }
+    }
+
+    /// The client's request-verifying key, if the certificate's bytes are a valid point.
+    pub fn verifying_key(&self) -> Option<VerifyingKey> {
+        VerifyingKey::from_bytes(&self.ed25519_public_key.0).ok()
     }
 
     /// Checks the certificate against the cluster's id and admin key.
@@ -91,7 +108,12 @@ impl ClientCert {
         let sig = ed25519_dalek::Signature::from_bytes(&self.signature.0);
         admin
             .verify_strict(
-                &signed_bytes(cluster_id, self.client, &self.x25519_public_key.0),
+                &signed_bytes(
+                    cluster_id,
+                    self.client,
+                    &self.x25519_public_key.0,
+                    &self.ed25519_public_key.0,
+                ),
                 &sig,
             )
             .map_err(|_| CertError::BadSignature)
@@ -129,11 +151,18 @@ mod tests {
     #[test]
     fn issue_verify_and_tamper() {
         let admin = SigningKey::from_bytes(&[3; 32]);
-        let cert = ClientCert::issue(&admin, [1; 16], 5, [9; 32]);
+        let cert = ClientCert::issue(&admin, [1; 16], 5, [9; 32], [8; 32]);
         cert.verify(&admin.verifying_key(), &[1; 16]).unwrap();
         assert_eq!(
             cert.verify(&admin.verifying_key(), &[2; 16]),
             Err(CertError::WrongCluster)
+        );
+        let mut forged = cert.clone();
+        forged.ed25519_public_key = Hex([7; 32]);
+        assert_eq!(
+            forged.verify(&admin.verifying_key(), &[1; 16]),
+            Err(CertError::BadSignature),
+            "the signing key is certified too"
         );
         let mut forged = cert.clone();
         forged.client = 6;
@@ -146,7 +175,7 @@ mod tests {
             cert.verify(&other.verifying_key(), &[1; 16]),
             Err(CertError::BadSignature)
         );
-        let big = ClientCert::issue(&admin, [1; 16], CLIENT_ID_MAX + 1, [9; 32]);
+        let big = ClientCert::issue(&admin, [1; 16], CLIENT_ID_MAX + 1, [9; 32], [8; 32]);
         assert!(matches!(
             big.verify(&admin.verifying_key(), &[1; 16]),
             Err(CertError::ClientIdRange(_))

@@ -161,7 +161,6 @@ pub fn client_keys(
         me: client,
         to_replica,
         from_replica,
-        // Client certificates carry no Ed25519 key yet: clients are MAC-only.
-        signing: None,
+        signing: Some(cred.ed25519.clone()),
     })
 }

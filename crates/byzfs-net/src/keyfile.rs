@@ -35,8 +35,10 @@ pub struct AdminSecret {
 /// A client's credential: its X25519 secret and its certificate.
 #[derive(Clone)]
 pub struct ClientCredential {
-    /// X25519 static secret.
+    /// X25519 static secret (MAC keys).
     pub x25519: StaticSecret,
+    /// Ed25519 secret (signs every request, PROTOCOL.md §5.3).
+    pub ed25519: SigningKey,
     /// The admin-signed certificate.
     pub cert: ClientCert,
 }
@@ -73,6 +75,7 @@ enum KeyFile {
     },
     Client {
         x25519_secret_key: Hex<32>,
+        ed25519_secret_key: Hex<32>,
         certificate: ClientCert,
     },
 }
@@ -268,9 +271,18 @@ impl ClientCredential {
         }
         let x25519 = StaticSecret::random_from_rng(rand_core::OsRng);
         let public = PublicKey::from(&x25519).to_bytes();
+        let ed25519 = SigningKey::generate(&mut rand_core::OsRng);
+        let cert = ClientCert::issue(
+            &admin.ed25519,
+            cluster.cluster_id,
+            client,
+            public,
+            ed25519.verifying_key().to_bytes(),
+        );
         Ok(ClientCredential {
             x25519,
-            cert: ClientCert::issue(&admin.ed25519, cluster.cluster_id, client, public),
+            ed25519,
+            cert,
         })
     }
 
@@ -279,6 +291,7 @@ impl ClientCredential {
         let file = read_secret(path)?;
         let KeyFile::Client {
             x25519_secret_key,
+            ed25519_secret_key,
             certificate,
         } = file
         else {
@@ -304,8 +317,16 @@ impl ClientCredential {
                 message: "the secret key does not match the certificate's public key; issue a new credential".into(),
             });
         }
+        let ed25519 = SigningKey::from_bytes(&ed25519_secret_key.0);
+        if ed25519.verifying_key().to_bytes() != certificate.ed25519_public_key.0 {
+            return Err(SetupError::Inconsistent {
+                path: path.to_path_buf(),
+                message: "the signing key does not match the certificate's Ed25519 key; issue a new credential".into(),
+            });
+        }
         Ok(ClientCredential {
             x25519,
+            ed25519,
             cert: certificate,
         })
     }
@@ -314,6 +335,7 @@ impl ClientCredential {
     pub fn write(&self, path: &Path) -> Result<(), SetupError> {
         let file = KeyFile::Client {
             x25519_secret_key: Hex(self.x25519.to_bytes()),
+            ed25519_secret_key: Hex(self.ed25519.to_bytes()),
             certificate: self.cert.clone(),
         };
         create_file(path, &file.to_text(), 0o600)

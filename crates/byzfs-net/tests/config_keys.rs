@@ -69,6 +69,16 @@ fn keygen_config_parses_and_derived_keys_agree_pairwise() {
         assert_eq!(ck.from_replica[j as usize], to_client);
         assert_ne!(to_replica, to_client);
     }
+    // Requests are signed with the key the certificate vouches for (PROTOCOL.md §5.3).
+    let signing = ck
+        .signing
+        .as_ref()
+        .expect("network clients sign their requests");
+    assert_eq!(
+        cred.cert.verifying_key(),
+        Some(signing.verifying_key()),
+        "the certificate carries the client's Ed25519 key"
+    );
     AdminSecret::load(&g.admin_key, &cluster).unwrap();
     // Keygen never overwrites.
     let e = keygen(
@@ -212,6 +222,28 @@ fn bad_key_files_give_one_line_errors() {
     one_line(&e, "client-1.key");
     let e = AdminSecret::load(&g2.admin_key, &cluster).unwrap_err();
     one_line(&e, "admin.key");
+
+    // A client file whose signing key is not the one its certificate vouches for.
+    let text = std::fs::read_to_string(&g.client_keys[0]).unwrap();
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("ed25519_secret_key"))
+        .unwrap();
+    let swapped = dir.path().join("client-swapped.key");
+    std::fs::write(
+        &swapped,
+        text.replace(
+            line,
+            &format!("ed25519_secret_key = \"{}\"", "11".repeat(32)),
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&swapped, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let e = ClientCredential::load(&swapped, &cluster).unwrap_err();
+    assert!(
+        one_line(&e, "client-swapped.key").contains("signing key does not match"),
+        "{e}"
+    );
 
     // Garbage.
     let junk = dir.path().join("junk.key");

@@ -68,6 +68,7 @@ enum Admit {
         client: ClientId,
         to_client: MacKey,
         from_client: MacKey,
+        verifying: ed25519_dalek::VerifyingKey,
     },
 }
 
@@ -102,6 +103,9 @@ fn admit(shared: &Shared, nonce: &[u8; NONCE_LEN], hello: HelloMsg) -> Result<Ad
                 .map_err(|e| e.to_string())?;
             let client = session_client_id(cert.client, session)
                 .ok_or_else(|| "session number out of range".to_string())?;
+            let verifying = cert
+                .verifying_key()
+                .ok_or_else(|| "the certificate's Ed25519 key is not a valid point".to_string())?;
             let public = x25519_dalek::PublicKey::from(cert.x25519_public_key.0);
             let secret = kdf::shared_secret(&shared.x25519, &public)
                 .ok_or_else(|| "the certificate's public key is a low-order point".to_string())?;
@@ -118,6 +122,7 @@ fn admit(shared: &Shared, nonce: &[u8; NONCE_LEN], hello: HelloMsg) -> Result<Ad
                 client,
                 to_client,
                 from_client,
+                verifying,
             })
         }
     }
@@ -215,6 +220,7 @@ async fn serve(
             client,
             to_client,
             from_client,
+            verifying,
         } => {
             let (queue, mut out) = out_queue(
                 shared.options.client_queue_frames,
@@ -225,6 +231,7 @@ async fn serve(
                 client,
                 to_client,
                 from_client,
+                verifying,
                 queue,
                 conn,
             };

@@ -163,12 +163,12 @@ impl<S: Service> EventLoop<S> {
                 client,
                 to_client,
                 from_client,
+                verifying,
                 queue,
                 conn,
             } => {
-                // Certificates carry no Ed25519 key yet: the client is MAC-only.
                 self.replica
-                    .add_client(client, to_client, from_client, None);
+                    .add_client(client, to_client, from_client, Some(verifying));
                 self.clients.insert(client, ClientSlot { conn, queue });
             }
             Inbound::ClientDown { client, conn } => {

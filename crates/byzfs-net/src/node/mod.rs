@@ -115,6 +115,8 @@ pub(crate) enum Inbound {
         client: ClientId,
         to_client: MacKey,
         from_client: MacKey,
+        /// Verifies the client's request signatures (from its certificate).
+        verifying: ed25519_dalek::VerifyingKey,
         queue: OutQueue,
         conn: u64,
     },
