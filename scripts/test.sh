@@ -30,10 +30,7 @@ if ! grep -q -- '--seeds' <<<"$sim_help" || ! grep -q -- '--scenario' <<<"$sim_h
     printf '%s\n' "${sim_help:-<nothing>}" | head -20 >&2
     exit 1
 fi
-# bad-clients is checked for safety only: liveness under a client that keeps sending partially
-# valid MACs is an open problem of MAC-only PBFT (docs/STATUS.md); its violations print as
-# KNOWN. Every other family must pass safety and liveness.
-cargo run --release -p byzfs-sim -- --seeds 1..2000 --scenario all --safety-only bad-clients
+cargo run --release -p byzfs-sim -- --seeds 1..2000 --scenario all
 
 step "sans-IO check: crates/byzfs-bft/src"
 # Principle 1 of STYLE.md. Comment lines are skipped so docs may name what the core avoids.
