@@ -23,17 +23,21 @@ pub enum NetDrop {
     QueueFull,
     /// A reply for a client that has no connection to this replica.
     NoClientConnection,
+    /// A client introduction from a peer replica that did not parse or whose certificate
+    /// did not verify.
+    BadIntro,
 }
 
 impl NetDrop {
     /// Every reason, in order.
-    pub const ALL: [NetDrop; 6] = [
+    pub const ALL: [NetDrop; 7] = [
         NetDrop::Oversized,
         NetDrop::BadHandshake,
         NetDrop::HandshakeTimeout,
         NetDrop::ConnectionLimit,
         NetDrop::QueueFull,
         NetDrop::NoClientConnection,
+        NetDrop::BadIntro,
     ];
 
     /// Metric label.
@@ -45,6 +49,7 @@ impl NetDrop {
             NetDrop::ConnectionLimit => "connection_limit",
             NetDrop::QueueFull => "queue_full",
             NetDrop::NoClientConnection => "no_client_connection",
+            NetDrop::BadIntro => "bad_intro",
         }
     }
 }

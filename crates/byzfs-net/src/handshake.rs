@@ -207,43 +207,58 @@ pub async fn dial(
     make: impl FnOnce(&Challenge) -> Hello,
     timeout: Duration,
 ) -> Result<(TcpStream, Welcome), HandshakeError> {
-    let addr = cluster
-        .replicas
-        .get(to as usize)
-        .map(|r| r.address.clone())
-        .unwrap_or_default();
+    let addr = replica_address(cluster, to);
     let work = async {
-        let mut stream =
-            TcpStream::connect(&addr)
-                .await
-                .map_err(|source| HandshakeError::Connect {
-                    addr: addr.clone(),
-                    error: source,
-                })?;
-        stream.set_nodelay(true)?;
-        let ch: Challenge = read_msg(&mut stream).await?;
-        if ch.magic != MAGIC {
-            return Err(HandshakeError::Malformed);
-        }
-        if ch.version != VERSION {
-            return Err(HandshakeError::Version(ch.version));
-        }
-        if ch.cluster_id != cluster.cluster_id || ch.epoch != cluster.bft.epoch || ch.replica != to
-        {
-            return Err(HandshakeError::WrongPeer(addr.clone()));
-        }
-        let hello = HelloMsg {
-            magic: MAGIC,
-            version: VERSION,
-            hello: make(&ch),
-        };
-        write_msg(&mut stream, &hello).await?;
-        let welcome: Welcome = read_msg(&mut stream).await?;
-        Ok((stream, welcome))
+        let stream = TcpStream::connect(&addr)
+            .await
+            .map_err(|source| HandshakeError::Connect {
+                addr: addr.clone(),
+                error: source,
+            })?;
+        handshake_on(stream, cluster, to, make).await
     };
     tokio::time::timeout(timeout, work)
         .await
         .map_err(|_| HandshakeError::Timeout)?
+}
+
+/// The configured address of replica `to` (empty if there is no such replica: connecting
+/// then fails with an error naming it).
+pub fn replica_address(cluster: &ClusterConfig, to: ReplicaId) -> String {
+    cluster
+        .replicas
+        .get(to as usize)
+        .map(|r| r.address.clone())
+        .unwrap_or_default()
+}
+
+/// The dialer's side of the handshake on a connected `stream` (see [`dial`]); no timeout of
+/// its own.
+pub async fn handshake_on(
+    mut stream: TcpStream,
+    cluster: &ClusterConfig,
+    to: ReplicaId,
+    make: impl FnOnce(&Challenge) -> Hello,
+) -> Result<(TcpStream, Welcome), HandshakeError> {
+    stream.set_nodelay(true)?;
+    let ch: Challenge = read_msg(&mut stream).await?;
+    if ch.magic != MAGIC {
+        return Err(HandshakeError::Malformed);
+    }
+    if ch.version != VERSION {
+        return Err(HandshakeError::Version(ch.version));
+    }
+    if ch.cluster_id != cluster.cluster_id || ch.epoch != cluster.bft.epoch || ch.replica != to {
+        return Err(HandshakeError::WrongPeer(replica_address(cluster, to)));
+    }
+    let hello = HelloMsg {
+        magic: MAGIC,
+        version: VERSION,
+        hello: make(&ch),
+    };
+    write_msg(&mut stream, &hello).await?;
+    let welcome: Welcome = read_msg(&mut stream).await?;
+    Ok((stream, welcome))
 }
 
 /// Asks replica `replica` of `cluster` for its status (unauthenticated, read-only).

@@ -20,6 +20,7 @@ pub mod error;
 pub mod framing;
 pub mod handshake;
 pub mod hex;
+pub mod intro;
 pub mod kdf;
 pub mod keyfile;
 pub mod keygen;

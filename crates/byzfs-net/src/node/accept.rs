@@ -2,18 +2,20 @@
 //! A replica link is read-only from here; a client link also carries replies back.
 
 use super::{Inbound, Shared};
-use crate::cert::session_client_id;
+use crate::cert::{session_client_id, ClientCert};
 use crate::counters::{Counters, NetDrop};
 use crate::framing::{read_frame, FrameError};
 use crate::handshake::{
     client_proof_data, read_msg, replica_proof_data, write_msg, Challenge, Hello, HelloMsg,
     Welcome, MAGIC, NONCE_LEN, PROOF_LEN, VERSION,
 };
+use crate::intro::ClientIntro;
 use crate::kdf;
 use crate::queue::out_queue;
 use byzfs_bft::{ClientId, MacKey, ReplicaId};
 use rand_core::{OsRng, RngCore as _};
-use std::net::SocketAddr;
+use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use tokio::io::{AsyncRead, BufReader, BufWriter};
@@ -25,28 +27,38 @@ use tokio::task::JoinSet;
 const READ_BUFFER: usize = 64 * 1024;
 
 /// Accepts connections until the node stops; each runs in its own task, at most
-/// `connections_max` at a time (extra connections are closed and counted).
+/// `connections_max` at a time and `connections_per_address_max` from one IP address (extra
+/// connections are closed and counted).
 pub(super) async fn accept_loop(
     listener: TcpListener,
     shared: Arc<Shared>,
     inbox: mpsc::Sender<Inbound>,
 ) {
     let limit = Arc::new(Semaphore::new(shared.options.connections_max));
+    let mut per_address: HashMap<IpAddr, usize> = HashMap::new();
     let mut conns = JoinSet::new();
     loop {
         tokio::select! {
             r = listener.accept() => match r {
                 Ok((stream, addr)) => {
+                    let open = per_address.entry(addr.ip()).or_default();
+                    if *open >= shared.options.connections_per_address_max {
+                        shared.counters.dropped(NetDrop::ConnectionLimit);
+                        tracing::debug!(replica = shared.me, %addr, "per-address connection limit reached");
+                        continue;
+                    }
                     let Ok(permit) = limit.clone().try_acquire_owned() else {
                         shared.counters.dropped(NetDrop::ConnectionLimit);
                         tracing::debug!(replica = shared.me, %addr, "connection limit reached");
                         continue;
                     };
+                    *open += 1;
                     Counters::add(&shared.counters.connections_accepted, 1);
                     let (shared, inbox) = (shared.clone(), inbox.clone());
                     conns.spawn(async move {
                         serve(stream, addr, &shared, &inbox).await;
                         drop(permit);
+                        addr.ip()
                     });
                 }
                 Err(e) => {
@@ -55,7 +67,18 @@ pub(super) async fn accept_loop(
                     tokio::time::sleep(core::time::Duration::from_millis(50)).await;
                 }
             },
-            Some(_) = conns.join_next(), if !conns.is_empty() => {}
+            Some(done) = conns.join_next(), if !conns.is_empty() => {
+                // A panicked task loses its address; its slot then stays taken (no panics
+                // are expected in `serve`, and the global limit still holds).
+                if let Ok(ip) = done {
+                    if let Some(open) = per_address.get_mut(&ip) {
+                        *open -= 1;
+                        if *open == 0 {
+                            per_address.remove(&ip);
+                        }
+                    }
+                }
+            }
         }
     }
 }
@@ -64,12 +87,47 @@ pub(super) async fn accept_loop(
 enum Admit {
     Status,
     Replica(ReplicaId),
-    Client {
-        client: ClientId,
-        to_client: MacKey,
-        from_client: MacKey,
-        verifying: ed25519_dalek::VerifyingKey,
-    },
+    Client(Box<ClientAdmission>),
+}
+
+/// What a replica needs to serve a client session: derived from its certificate alone.
+pub(crate) struct ClientAdmission {
+    pub client: ClientId,
+    pub to_client: MacKey,
+    pub from_client: MacKey,
+    pub verifying: ed25519_dalek::VerifyingKey,
+    /// Forwarded to the peers (`crate::intro`).
+    pub intro: ClientIntro,
+    /// Shared X25519 secret with the client (handshake proof).
+    secret: [u8; 32],
+}
+
+/// Checks `cert` against the cluster and derives the session's keys.
+pub(crate) fn client_admission(
+    shared: &Shared,
+    cert: ClientCert,
+    session: u64,
+) -> Result<ClientAdmission, String> {
+    let c = &shared.cluster;
+    cert.verify(&c.admin_public, &c.cluster_id)
+        .map_err(|e| e.to_string())?;
+    let client = session_client_id(cert.client, session)
+        .ok_or_else(|| "session number out of range".to_string())?;
+    let verifying = cert
+        .verifying_key()
+        .ok_or_else(|| "the certificate's Ed25519 key is not a valid point".to_string())?;
+    let public = x25519_dalek::PublicKey::from(cert.x25519_public_key.0);
+    let secret = kdf::shared_secret(&shared.x25519, &public)
+        .ok_or_else(|| "the certificate's public key is a low-order point".to_string())?;
+    let (from_client, to_client) = kdf::client_mac_keys(&secret, &shared.salt, client, shared.me);
+    Ok(ClientAdmission {
+        client,
+        to_client,
+        from_client,
+        verifying,
+        intro: ClientIntro { cert, session },
+        secret,
+    })
 }
 
 fn admit(shared: &Shared, nonce: &[u8; NONCE_LEN], hello: HelloMsg) -> Result<Admit, String> {
@@ -98,32 +156,16 @@ fn admit(shared: &Shared, nonce: &[u8; NONCE_LEN], hello: HelloMsg) -> Result<Ad
             session,
             proof,
         } => {
-            let c = &shared.cluster;
-            cert.verify(&c.admin_public, &c.cluster_id)
-                .map_err(|e| e.to_string())?;
-            let client = session_client_id(cert.client, session)
-                .ok_or_else(|| "session number out of range".to_string())?;
-            let verifying = cert
-                .verifying_key()
-                .ok_or_else(|| "the certificate's Ed25519 key is not a valid point".to_string())?;
-            let public = x25519_dalek::PublicKey::from(cert.x25519_public_key.0);
-            let secret = kdf::shared_secret(&shared.x25519, &public)
-                .ok_or_else(|| "the certificate's public key is a low-order point".to_string())?;
-            let key = kdf::client_hello_key(&secret, &shared.salt, cert.client, shared.me);
-            let data = client_proof_data(nonce, cert.client, session, shared.me);
+            let cert_id = cert.client;
+            let admission = client_admission(shared, cert, session)?;
+            let key = kdf::client_hello_key(&admission.secret, &shared.salt, cert_id, shared.me);
+            let data = client_proof_data(nonce, cert_id, session, shared.me);
             if !key.verify(&data, &proof) {
                 return Err(
                     "bad handshake proof: the client does not hold the certificate's key".into(),
                 );
             }
-            let (from_client, to_client) =
-                kdf::client_mac_keys(&secret, &shared.salt, client, shared.me);
-            Ok(Admit::Client {
-                client,
-                to_client,
-                from_client,
-                verifying,
-            })
+            Ok(Admit::Client(Box::new(admission)))
         }
     }
 }
@@ -210,28 +252,21 @@ async fn serve(
                 }
             };
             tokio::select! {
-                _ = read_loop(&mut rd, shared, inbox) => {}
+                _ = read_loop(&mut rd, shared, inbox, Link::Replica) => {}
                 _ = superseded => {}
             }
             drop(wr);
             tracing::debug!(replica = me, peer = from, "inbound replica link closed");
         }
-        Admit::Client {
-            client,
-            to_client,
-            from_client,
-            verifying,
-        } => {
+        Admit::Client(admission) => {
+            let client = admission.client;
             let (queue, mut out) = out_queue(
                 shared.options.client_queue_frames,
                 shared.options.client_queue_bytes,
             );
             let conn = shared.next_conn.fetch_add(1, Ordering::Relaxed);
             let up = Inbound::ClientUp {
-                client,
-                to_client,
-                from_client,
-                verifying,
+                admission: *admission,
                 queue,
                 conn,
             };
@@ -245,7 +280,7 @@ async fn serve(
                 let mut rd = BufReader::with_capacity(READ_BUFFER, rd);
                 let mut wr = BufWriter::with_capacity(READ_BUFFER, wr);
                 tokio::select! {
-                    _ = read_loop(&mut rd, shared, inbox) => {}
+                    _ = read_loop(&mut rd, shared, inbox, Link::Client) => {}
                     _ = out.write_to(&mut wr, &shared.counters) => {}
                 }
             }
@@ -256,18 +291,56 @@ async fn serve(
 }
 
 /// Reads frames into the inbox until the connection ends or sends an oversized frame.
+/// Who is at the other end of an established connection.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Link {
+    Replica,
+    Client,
+}
+
+/// Reads frames into the inbox. Each frame first takes its size from the inbox's byte budget,
+/// so a fast sender waits (TCP pushes back) instead of growing memory. Replica links may also
+/// carry client introductions (`crate::intro`), checked here, off the event loop.
 async fn read_loop<R: AsyncRead + Unpin>(
     rd: &mut R,
     shared: &Shared,
     inbox: &mpsc::Sender<Inbound>,
+    link: Link,
 ) {
-    let max = shared.cluster.bft.message_bytes_max;
+    let max = match link {
+        Link::Replica => shared.cluster.bft.message_bytes_max,
+        Link::Client => client_frame_max(shared),
+    };
     loop {
         match read_frame(rd, max).await {
+            Ok(f) if link == Link::Replica && ClientIntro::is_intro(&f) => {
+                let known = ClientIntro::decode(&f)
+                    .ok_or_else(|| "malformed".to_string())
+                    .and_then(|i| client_admission(shared, i.cert, i.session));
+                match known {
+                    Ok(admission) => {
+                        if inbox.send(Inbound::ClientKnown(admission)).await.is_err() {
+                            return;
+                        }
+                    }
+                    Err(reason) => {
+                        shared.counters.dropped(NetDrop::BadIntro);
+                        tracing::debug!(replica = shared.me, %reason, "bad client introduction");
+                    }
+                }
+            }
             Ok(f) => {
                 Counters::add(&shared.counters.frames_in, 1);
                 Counters::add(&shared.counters.bytes_in, f.len() as u64);
-                if inbox.send(Inbound::Frame(f)).await.is_err() {
+                let whole = shared
+                    .options
+                    .inbox_bytes
+                    .clamp(1, tokio::sync::Semaphore::MAX_PERMITS);
+                let cost = u32::try_from(f.len().clamp(1, whole)).unwrap_or(u32::MAX);
+                let Ok(budget) = shared.inbox_bytes.clone().acquire_many_owned(cost).await else {
+                    return; // closed: the node is stopping
+                };
+                if inbox.send(Inbound::Frame(f, budget)).await.is_err() {
                     return;
                 }
             }
@@ -284,6 +357,13 @@ async fn read_loop<R: AsyncRead + Unpin>(
             Err(_) => return,
         }
     }
+}
+
+/// The largest frame a client may send: one request (operation, header, authenticator with
+/// signature), far below `message_bytes_max`, which batches and state transfer need.
+fn client_frame_max(shared: &Shared) -> usize {
+    let bft = &shared.cluster.bft;
+    (bft.op_bytes_max + 64 * 1024).min(bft.message_bytes_max)
 }
 
 // The proof length must match the core's MAC length (checked at compile time).

@@ -148,7 +148,7 @@ impl<S: Service> EventLoop<S> {
 
     fn on_input(&mut self, input: Inbound) {
         match input {
-            Inbound::Frame(bytes) => {
+            Inbound::Frame(bytes, _budget) => {
                 if tracing::enabled!(tracing::Level::TRACE) {
                     trace_frame(
                         self.me(),
@@ -160,23 +160,33 @@ impl<S: Service> EventLoop<S> {
                 self.replica.handle_message(self.clock.now(), &bytes)
             }
             Inbound::ClientUp {
-                client,
-                to_client,
-                from_client,
-                verifying,
+                admission,
                 queue,
                 conn,
             } => {
-                self.replica
-                    .add_client(client, to_client, from_client, Some(verifying));
+                // Introduce the client to the peers before any of its requests can reach them
+                // through us (same FIFO queue), so they can authenticate what we forward or
+                // pre-prepare (see `crate::intro`).
+                let intro: Arc<[u8]> = admission.intro.encode().into();
+                for q in self.peers.iter().flatten() {
+                    q.push(intro.clone(), &self.shared.counters);
+                }
+                let client = admission.client;
+                self.install_client(admission);
                 self.clients.insert(client, ClientSlot { conn, queue });
             }
+            Inbound::ClientKnown(admission) => self.install_client(admission),
             Inbound::ClientDown { client, conn } => {
                 if self.clients.get(&client).is_some_and(|c| c.conn == conn) {
                     self.clients.remove(&client);
                 }
             }
         }
+    }
+
+    fn install_client(&mut self, a: super::accept::ClientAdmission) {
+        self.replica
+            .add_client(a.client, a.to_client, a.from_client, Some(a.verifying));
     }
 
     /// Drains the core's actions: group-commit the promises, then send.

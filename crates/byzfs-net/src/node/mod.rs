@@ -49,10 +49,14 @@ pub struct NodeOptions {
     pub client_queue_bytes: usize,
     /// Frames waiting for the event loop, from all connections together.
     pub inbox_frames: usize,
+    /// Bytes of those frames: a flood of large frames cannot fill memory.
+    pub inbox_bytes: usize,
     /// Inputs handled before the actions are drained (group commit across inputs).
     pub turn_inputs_max: usize,
     /// Open incoming connections (replicas, clients, status queries).
     pub connections_max: usize,
+    /// Open incoming connections from one IP address: one host cannot take every slot.
+    pub connections_per_address_max: usize,
     /// Time allowed for a handshake.
     pub handshake_timeout: Duration,
     /// First reconnection delay of a peer link (doubles, with jitter, up to the max).
@@ -73,8 +77,10 @@ impl Default for NodeOptions {
             client_queue_frames: 256,
             client_queue_bytes: 16 << 20,
             inbox_frames: 4096,
+            inbox_bytes: 256 << 20,
             turn_inputs_max: 256,
             connections_max: 1024,
+            connections_per_address_max: 256,
             handshake_timeout: Duration::from_secs(5),
             reconnect_min: Duration::from_millis(50),
             reconnect_max: Duration::from_secs(2),
@@ -108,18 +114,17 @@ pub enum NodeError {
 
 /// Inputs of the event loop.
 pub(crate) enum Inbound {
-    /// A frame from some connection (the core authenticates it).
-    Frame(Vec<u8>),
+    /// A frame from some connection (the core authenticates it), with its share of the
+    /// inbox's byte budget (released when the event loop is done with it).
+    Frame(Vec<u8>, tokio::sync::OwnedSemaphorePermit),
     /// A client connection passed the handshake.
     ClientUp {
-        client: ClientId,
-        to_client: MacKey,
-        from_client: MacKey,
-        /// Verifies the client's request signatures (from its certificate).
-        verifying: ed25519_dalek::VerifyingKey,
+        admission: accept::ClientAdmission,
         queue: OutQueue,
         conn: u64,
     },
+    /// A peer replica introduced a client (its certificate verified): install its keys.
+    ClientKnown(accept::ClientAdmission),
     /// That connection ended.
     ClientDown { client: ClientId, conn: u64 },
 }
@@ -141,6 +146,8 @@ pub(crate) struct Shared {
     pub inbound_gen: Vec<watch::Sender<u64>>,
     pub peers_up: Vec<AtomicBool>,
     pub next_conn: AtomicU64,
+    /// Bytes of frames in the inbox (`NodeOptions::inbox_bytes` permits).
+    pub inbox_bytes: Arc<tokio::sync::Semaphore>,
 }
 
 impl Shared {
@@ -284,6 +291,11 @@ impl<S: Service> ReplicaNode<S> {
             inbound_gen: (0..n).map(|_| watch::channel(0).0).collect(),
             peers_up: (0..n).map(|_| AtomicBool::new(false)).collect(),
             next_conn: AtomicU64::new(1),
+            inbox_bytes: Arc::new(tokio::sync::Semaphore::new(
+                self.options
+                    .inbox_bytes
+                    .clamp(1, tokio::sync::Semaphore::MAX_PERMITS),
+            )),
         });
         let (inbox_tx, inbox_rx) = tokio::sync::mpsc::channel(self.options.inbox_frames.max(1));
         let mut tasks = tokio::task::JoinSet::new();

@@ -33,6 +33,11 @@ impl TestCluster {
     /// Binds four listeners on ports chosen by the OS, generates keys for those addresses,
     /// and starts the replicas.
     pub fn start() -> TestCluster {
+        TestCluster::start_with(byzfs_net::NodeOptions::default())
+    }
+
+    /// Like [`TestCluster::start`], with the runtime's `options`.
+    pub fn start_with(options: byzfs_net::NodeOptions) -> TestCluster {
         let _ = tracing_subscriber::fmt()
             .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
             .with_test_writer()
@@ -58,6 +63,7 @@ impl TestCluster {
                 let secret = ReplicaSecret::load(&g.replica_keys[i], &cluster, i as u32).unwrap();
                 let node = ReplicaNode::new(cluster.clone(), secret, KvService::new())
                     .unwrap()
+                    .with_options(options.clone())
                     .with_listener(l);
                 Some(NodeHandle::spawn(node).unwrap())
             })
