@@ -240,7 +240,7 @@ pub async fn handshake_on(
     to: ReplicaId,
     make: impl FnOnce(&Challenge) -> Hello,
 ) -> Result<(TcpStream, Welcome), HandshakeError> {
-    stream.set_nodelay(true)?;
+    crate::tcp::configure(&stream);
     let ch: Challenge = read_msg(&mut stream).await?;
     if ch.magic != MAGIC {
         return Err(HandshakeError::Malformed);

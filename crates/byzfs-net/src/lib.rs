@@ -28,6 +28,7 @@ pub mod node;
 mod queue;
 pub mod status;
 pub mod storage;
+pub mod tcp;
 
 pub use cert::ClientCert;
 pub use client::{ByzClient, ClientError, ClientOptions};

@@ -177,7 +177,7 @@ async fn serve(
     inbox: &mpsc::Sender<Inbound>,
 ) {
     let me = shared.me;
-    let _ = stream.set_nodelay(true);
+    crate::tcp::configure(&stream);
     let (mut rd, mut wr) = stream.into_split();
     let mut nonce = [0u8; NONCE_LEN];
     OsRng.fill_bytes(&mut nonce);
