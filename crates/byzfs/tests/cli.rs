@@ -2,16 +2,15 @@
 //! to it, a new client credential works without a restart, SIGTERM stops everything and no
 //! replica process remains. Bad key files and configs give one-line errors.
 
+mod common;
+
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
-use std::io::BufRead as _;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-const BIN: &str = env!("CARGO_BIN_EXE_byzfs");
-const TIMEOUT: Duration = Duration::from_secs(60);
+use common::{BIN, TIMEOUT};
 
 /// Runs `byzfs args…`, killing it after [`TIMEOUT`].
 fn byzfs(args: &[&str]) -> Output {
@@ -42,66 +41,14 @@ fn alive(pid: i32) -> bool {
 
 #[test]
 fn up_serves_kv_and_sigterm_leaves_no_replica_behind() {
-    let dir = tempfile::tempdir().unwrap();
-    let cdir = dir.path().join("c");
-    let cdir_s = cdir.to_str().unwrap();
-    let mut up = Command::new(BIN)
-        .args([
-            "up",
-            "--replicas",
-            "4",
-            "--dir",
-            cdir_s,
-            "--base-port",
-            "0",
-            "--service",
-            "kv",
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let up_pid = up.id() as i32;
-    let stdout = up.stdout.take().unwrap();
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in std::io::BufReader::new(stdout).lines() {
-            let Ok(line) = line else { break };
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    let mut pids = Vec::new();
-    let deadline = Instant::now() + TIMEOUT;
-    loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        let line = match rx.recv_timeout(left) {
-            Ok(l) => l,
-            Err(_) => {
-                let _ = up.kill();
-                let out = up.wait_with_output().unwrap();
-                panic!("byzfs up did not come up: {}", text(&out.stderr));
-            }
-        };
-        if let Some(rest) = line.split(" pid ").nth(1) {
-            pids.push(
-                rest.split_whitespace()
-                    .next()
-                    .unwrap()
-                    .parse::<i32>()
-                    .unwrap(),
-            );
-        }
-        if line.starts_with("Press Ctrl-C") {
-            break;
-        }
-    }
+    let mut up = common::Up::start(&["--service", "kv"]);
+    let cdir = up.config.parent().unwrap().to_path_buf();
+    let pids = up.pids.clone();
     assert_eq!(pids.len(), 4);
     assert!(pids.iter().all(|&p| alive(p)));
 
-    let config = cdir.join("cluster.toml");
-    let config = config.to_str().unwrap();
+    let config = up.config.to_str().unwrap().to_owned();
+    let config = config.as_str();
     let out = byzfs(&["kv", "--config", config, "put", "greeting", "hello world"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert_eq!(text(&out.stdout), "OK\n");
@@ -133,13 +80,13 @@ fn up_serves_kv_and_sigterm_leaves_no_replica_behind() {
     assert_eq!(status.matches(" yes ").count(), 4, "{status}");
     assert!(status.contains("4 of 4 replicas reachable"), "{status}");
 
-    kill(Pid::from_raw(up_pid), Signal::SIGTERM).unwrap();
+    kill(Pid::from_raw(up.child.id() as i32), Signal::SIGTERM).unwrap();
     let start = Instant::now();
-    while up.try_wait().unwrap().is_none() {
+    while up.child.try_wait().unwrap().is_none() {
         assert!(start.elapsed() < TIMEOUT, "byzfs up did not stop");
         std::thread::sleep(Duration::from_millis(20));
     }
-    assert!(up.wait().unwrap().success());
+    assert!(up.child.wait().unwrap().success());
     for p in pids {
         assert!(!alive(p), "replica pid {p} outlived byzfs up");
     }
