@@ -305,3 +305,131 @@ fn replica_serves_prometheus_metrics() {
         assert!(body.contains(needle), "{needle} missing from:\n{body}");
     }
 }
+
+/// Runs a benchmark with tiny settings and returns its JSON rows, checked for the issue's
+/// schema: every listed field present, numbers positive.
+fn bench_rows(args: &[&str]) -> Vec<serde_json::Value> {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("out.json");
+    let work = dir.path().join("work");
+    let mut all: Vec<&str> = args.to_vec();
+    all.extend([
+        "--json",
+        json.to_str().unwrap(),
+        "--dir",
+        work.to_str().unwrap(),
+    ]);
+    let out = byzfs(&all);
+    assert!(
+        out.status.success(),
+        "byzfs {all:?} failed\nstdout:\n{}\nstderr:\n{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let rows = report["rows"].as_array().unwrap().clone();
+    for r in &rows {
+        for k in ["bench", "op", "mode", "system"] {
+            assert!(r[k].is_string(), "{k} in {r}");
+        }
+        assert!(["rw", "ro"].contains(&r["mode"].as_str().unwrap()), "{r}");
+        assert!(
+            ["byzfs", "unreplicated", "unreplicated-mac"].contains(&r["system"].as_str().unwrap()),
+            "{r}"
+        );
+        assert!(r["clients"].as_u64().unwrap() >= 1, "{r}");
+        for k in [
+            "throughput_ops_s",
+            "latency_us_p50",
+            "latency_us_p99",
+            "server_cpu_us_per_op",
+        ] {
+            let v = r[k].as_f64().unwrap_or(-1.0);
+            // CPU time comes in 10 ms ticks: a tiny run may see none.
+            let ok = if k == "server_cpu_us_per_op" {
+                v >= 0.0
+            } else {
+                v > 0.0
+            };
+            assert!(ok, "{k} = {v} in {r}");
+        }
+    }
+    println!("{}", text(&out.stdout));
+    rows
+}
+
+#[test]
+fn bench_micro_smoke() {
+    let rows = bench_rows(&[
+        "bench",
+        "micro",
+        "--ops",
+        "20",
+        "--runs",
+        "1",
+        "--warmup-ops",
+        "5",
+        "--op",
+        "0/0",
+    ]);
+    // rw and ro for byzfs, unreplicated, unreplicated-mac.
+    assert_eq!(rows.len(), 6, "{rows:?}");
+    assert!(rows.iter().all(|r| r["bench"] == "micro"));
+}
+
+#[test]
+fn bench_throughput_smoke_with_svg() {
+    let dir = tempfile::tempdir().unwrap();
+    let svg = dir.path().join("t.svg");
+    let rows = bench_rows(&[
+        "bench",
+        "throughput",
+        "--clients",
+        "1,3",
+        "--duration",
+        "0.5",
+        "--warmup",
+        "0.2",
+        "--op",
+        "0/0",
+        "--mode",
+        "rw",
+        "--svg",
+        svg.to_str().unwrap(),
+    ]);
+    assert_eq!(rows.len(), 6, "{rows:?}");
+    let plot = std::fs::read_to_string(&svg).unwrap();
+    assert!(
+        plot.starts_with("<svg") && plot.contains("clients"),
+        "{plot}"
+    );
+}
+
+#[test]
+fn bench_throughput_kill_primary_installs_a_new_view() {
+    let rows = bench_rows(&[
+        "bench",
+        "throughput",
+        "--systems",
+        "byzfs",
+        "--clients",
+        "2",
+        "--duration",
+        "3.5",
+        "--warmup",
+        "0.5",
+        "--op",
+        "0/0",
+        "--mode",
+        "rw",
+        "--view-change-timeout-ms",
+        "300",
+        "--kill-primary-after",
+        "1.5",
+    ]);
+    assert_eq!(rows.len(), 1);
+    let r = &rows[0];
+    assert!(r["new_view_after_s"].as_f64().unwrap() > 0.0, "{r}");
+    assert!(r["recovered_after_s"].as_f64().unwrap() > 0.0, "{r}");
+}
