@@ -133,6 +133,7 @@ async fn micro(a: MicroArgs) -> anyhow::Result<ExitCode> {
                 ops: p.ops,
                 runs,
                 latency_spread: spread,
+                batch_size_mean: None,
                 batching: s.switches.map(|w| w.batching),
                 srt: s.switches.map(|w| w.srt),
                 tentative: s.switches.map(|w| w.tentative),

@@ -195,6 +195,18 @@ impl Servers {
             .ok()
     }
 
+    /// `(pre-prepares sent, requests batched)` summed over the live replicas (only a
+    /// primary sends pre-prepares); `None` if a live server does not answer.
+    pub async fn batching_counters(&self) -> Option<(u64, u64)> {
+        let mut out = (0, 0);
+        for id in self.live() {
+            let s = self.status(id).await?;
+            out.0 += s.core.pre_prepares_sent;
+            out.1 += s.core.batched_requests;
+        }
+        Some(out)
+    }
+
     /// SIGKILLs the current primary (asked of a live replica); returns its id.
     pub async fn kill_primary(&mut self) -> anyhow::Result<u32> {
         let mut primary = None;

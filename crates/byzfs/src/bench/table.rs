@@ -161,7 +161,7 @@ pub fn throughput(rows: &[Row], n: usize) {
     println!();
     println!("Throughput and latency vs clients (BFT library Figures 6-7)");
     println!(
-        "{:<16} {:<44} {:<5} {:<3} {:>7} | {:>10} {:>9} {:>9} | {:>11} {:>11}",
+        "{:<16} {:<44} {:<5} {:<3} {:>7} | {:>10} {:>9} {:>9} | {:>11} {:>11} {:>6}",
         "system",
         "switches",
         "op",
@@ -171,11 +171,12 @@ pub fn throughput(rows: &[Row], n: usize) {
         "p50 ms",
         "p99 ms",
         "srv CPU µs",
-        "cli CPU µs"
+        "cli CPU µs",
+        "batch"
     );
     for r in rows {
         println!(
-            "{:<16} {:<44} {:<5} {:<3} {:>7} | {:>10.0} {:>9.3} {:>9.3} | {:>11.1} {:>11.1}",
+            "{:<16} {:<44} {:<5} {:<3} {:>7} | {:>10.0} {:>9.3} {:>9.3} | {:>11.1} {:>11.1} {:>6}",
             r.system,
             switches(r),
             r.op,
@@ -185,7 +186,8 @@ pub fn throughput(rows: &[Row], n: usize) {
             r.latency_us_p50 / 1000.0,
             r.latency_us_p99 / 1000.0,
             r.server_cpu_us_per_op,
-            r.client_cpu_us_per_op
+            r.client_cpu_us_per_op,
+            r.batch_size_mean.map_or("-".into(), |b| format!("{b:.1}"))
         );
         if let Some(k) = r.killed_primary_at_s {
             let s =

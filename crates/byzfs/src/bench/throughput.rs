@@ -120,6 +120,7 @@ async fn throughput(a: ThroughputArgs) -> anyhow::Result<ExitCode> {
                 }
                 let rest = pool.split_off(clients);
                 let progress = Arc::new(AtomicU64::new(0));
+                let batch0 = s.batching_counters().await;
                 let cpu0 = s.cpu_time();
                 let self0 = procs::self_cpu_time();
                 let started = Instant::now();
@@ -141,10 +142,19 @@ async fn throughput(a: ThroughputArgs) -> anyhow::Result<ExitCode> {
                 };
                 let cpu = s.cpu_time().saturating_sub(cpu0);
                 let own = procs::self_cpu_time().saturating_sub(self0);
+                // Let the replicas publish their final counters (every 100 ms).
+                tokio::time::sleep(Duration::from_millis(150)).await;
+                let batch1 = s.batching_counters().await;
                 pool = back;
                 pool.extend(rest);
                 let p = Point::of(&rec, cpu, own);
                 let mut row = row(system, switches, name, op, clients, &p);
+                if let (Some(b0), Some(b1), None) = (batch0, batch1, kill) {
+                    let pps = b1.0.saturating_sub(b0.0);
+                    if *system == System::Byzfs && pps > 0 {
+                        row.batch_size_mean = Some(b1.1.saturating_sub(b0.1) as f64 / pps as f64);
+                    }
+                }
                 if let Some(f) = fault {
                     let (baseline, recovered) =
                         stats::recovery(&rec.buckets, f.killed_at, Duration::from_secs(1), 5, 0.8);
@@ -201,6 +211,7 @@ fn row(
         ops: p.ops,
         runs: 1,
         latency_spread: 0.0,
+        batch_size_mean: None,
         batching: switches.map(|w| w.batching),
         srt: switches.map(|w| w.srt),
         tentative: switches.map(|w| w.tentative),
