@@ -26,6 +26,10 @@ pub struct Row {
     pub runs: usize,
     /// Largest deviation of one run's median latency from the reported one (fraction).
     pub latency_spread: f64,
+    /// Frames (messages) sent by all server processes per measured operation (replies,
+    /// protocol messages); approximate, from status counters refreshed every 100 ms.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub server_frames_per_op: Option<f64>,
     /// ByzFS: mean requests per pre-prepare during the point (from the replicas' status,
     /// published every 100 ms, so approximate at the edges).
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -80,6 +80,7 @@ async fn micro(a: MicroArgs) -> anyhow::Result<ExitCode> {
     bar.set_prefix("bench micro");
     // results[op][subject] = runs
     let mut results: Vec<Vec<Vec<Point>>> = vec![vec![Vec::new(); subjects.len()]; ops.len()];
+    let mut frames: Vec<Vec<Vec<f64>>> = vec![vec![Vec::new(); subjects.len()]; ops.len()];
     for run in 0..runs {
         for (oi, (name, op)) in ops.iter().enumerate() {
             for (si, s) in subjects.iter_mut().enumerate() {
@@ -91,6 +92,7 @@ async fn micro(a: MicroArgs) -> anyhow::Result<ExitCode> {
                 ));
                 let progress = Arc::new(std::sync::atomic::AtomicU64::new(0));
                 let client = s.client.take().into_iter().collect::<Vec<_>>();
+                let frames0 = s.servers.frames_out().await;
                 let cpu0 = s.servers.cpu_time();
                 let self0 = procs::self_cpu_time();
                 let (mut back, rec) = load::run(
@@ -107,6 +109,14 @@ async fn micro(a: MicroArgs) -> anyhow::Result<ExitCode> {
                 let own = procs::self_cpu_time().saturating_sub(self0);
                 s.client = back.pop();
                 debug_assert_eq!(progress.load(Ordering::Relaxed), rec.ops);
+                // Let the servers publish their final counters (every 100 ms).
+                tokio::time::sleep(std::time::Duration::from_millis(150)).await;
+                let frames1 = s.servers.frames_out().await;
+                // Warm-up operations sent frames too: count per operation of the whole run.
+                let total_ops = rec.ops + if run == 0 { warmup_ops * 2 } else { warmup_ops };
+                if let (Some(f0), Some(f1)) = (frames0, frames1) {
+                    frames[oi][si].push(f1.saturating_sub(f0) as f64 / total_ops.max(1) as f64);
+                }
                 results[oi][si].push(Point::of(&rec, cpu, own));
                 bar.inc(1);
             }
@@ -118,6 +128,8 @@ async fn micro(a: MicroArgs) -> anyhow::Result<ExitCode> {
     for (oi, (name, op)) in ops.iter().enumerate() {
         for (si, s) in subjects.iter().enumerate() {
             let (p, spread) = stats::median(&results[oi][si]);
+            let f = &frames[oi][si];
+            let frames_per_op = (!f.is_empty()).then(|| f.iter().sum::<f64>() / f.len() as f64);
             rows.push(Row {
                 bench: "micro",
                 op: name.clone(),
@@ -134,6 +146,7 @@ async fn micro(a: MicroArgs) -> anyhow::Result<ExitCode> {
                 runs,
                 latency_spread: spread,
                 batch_size_mean: None,
+                server_frames_per_op: frames_per_op,
                 batching: s.switches.map(|w| w.batching),
                 srt: s.switches.map(|w| w.srt),
                 tentative: s.switches.map(|w| w.tentative),

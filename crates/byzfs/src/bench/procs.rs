@@ -207,6 +207,16 @@ impl Servers {
         Some(out)
     }
 
+    /// Frames sent by all live servers so far (replicas and clients counted alike), from
+    /// their published status (refreshed every 100 ms); `None` if one does not answer.
+    pub async fn frames_out(&self) -> Option<u64> {
+        let mut out = 0;
+        for id in self.live() {
+            out += self.status(id).await?.net.frames_out;
+        }
+        Some(out)
+    }
+
     /// SIGKILLs the current primary (asked of a live replica); returns its id.
     pub async fn kill_primary(&mut self) -> anyhow::Result<u32> {
         let mut primary = None;

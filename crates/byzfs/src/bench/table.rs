@@ -51,7 +51,10 @@ fn overhead(a: Option<&Row>, b: Option<&Row>) -> String {
 }
 
 fn cpu(r: Option<&Row>) -> String {
-    r.map_or("-".into(), |r| format!("{:.1}", r.server_cpu_us_per_op))
+    r.map_or("-".into(), |r| match r.server_frames_per_op {
+        Some(f) => format!("{:.1} ({f:.1})", r.server_cpu_us_per_op),
+        None => format!("{:.1}", r.server_cpu_us_per_op),
+    })
 }
 
 fn ratio(a: Option<&Row>, b: Option<&Row>, f: fn(&Row) -> f64) -> Option<f64> {
@@ -118,15 +121,17 @@ pub fn micro(rows: &[Row]) {
             );
         }
         println!();
-        println!("server CPU time per operation (µs; ByzFS: sum over its 4 replicas)");
         println!(
-            "{:<6} | {:>9} {:>9} | {:>9} {:>9} | {:>9} {:>9}",
+            "server CPU time per operation, µs (frames sent by the servers per operation); ByzFS: sum over its 4 replicas"
+        );
+        println!(
+            "{:<6} | {:>14} {:>14} | {:>14} {:>14} | {:>14} {:>14}",
             "op", "ByzFS r/w", "ByzFS r/o", "unrep r/w", "unrep r/o", "MAC r/w", "MAC r/o"
         );
         for op in &ops {
             let g = |mode, sys| find(rows, op, mode, sys, sw);
             println!(
-                "{:<6} | {:>9} {:>9} | {:>9} {:>9} | {:>9} {:>9}",
+                "{:<6} | {:>14} {:>14} | {:>14} {:>14} | {:>14} {:>14}",
                 op,
                 cpu(g("rw", "byzfs")),
                 cpu(g("ro", "byzfs")),
@@ -161,7 +166,7 @@ pub fn throughput(rows: &[Row], n: usize) {
     println!();
     println!("Throughput and latency vs clients (BFT library Figures 6-7)");
     println!(
-        "{:<16} {:<44} {:<5} {:<3} {:>7} | {:>10} {:>9} {:>9} | {:>11} {:>11} {:>6}",
+        "{:<16} {:<44} {:<5} {:<3} {:>7} | {:>10} {:>9} {:>9} | {:>11} {:>11} {:>6} {:>7}",
         "system",
         "switches",
         "op",
@@ -172,11 +177,12 @@ pub fn throughput(rows: &[Row], n: usize) {
         "p99 ms",
         "srv CPU µs",
         "cli CPU µs",
-        "batch"
+        "batch",
+        "msgs/op"
     );
     for r in rows {
         println!(
-            "{:<16} {:<44} {:<5} {:<3} {:>7} | {:>10.0} {:>9.3} {:>9.3} | {:>11.1} {:>11.1} {:>6}",
+            "{:<16} {:<44} {:<5} {:<3} {:>7} | {:>10.0} {:>9.3} {:>9.3} | {:>11.1} {:>11.1} {:>6} {:>7}",
             r.system,
             switches(r),
             r.op,
@@ -187,7 +193,9 @@ pub fn throughput(rows: &[Row], n: usize) {
             r.latency_us_p99 / 1000.0,
             r.server_cpu_us_per_op,
             r.client_cpu_us_per_op,
-            r.batch_size_mean.map_or("-".into(), |b| format!("{b:.1}"))
+            r.batch_size_mean.map_or("-".into(), |b| format!("{b:.1}")),
+            r.server_frames_per_op
+                .map_or("-".into(), |f| format!("{f:.1}"))
         );
         if let Some(k) = r.killed_primary_at_s {
             let s =

@@ -121,6 +121,7 @@ async fn throughput(a: ThroughputArgs) -> anyhow::Result<ExitCode> {
                 let rest = pool.split_off(clients);
                 let progress = Arc::new(AtomicU64::new(0));
                 let batch0 = s.batching_counters().await;
+                let frames0 = s.frames_out().await;
                 let cpu0 = s.cpu_time();
                 let self0 = procs::self_cpu_time();
                 let started = Instant::now();
@@ -145,10 +146,17 @@ async fn throughput(a: ThroughputArgs) -> anyhow::Result<ExitCode> {
                 // Let the replicas publish their final counters (every 100 ms).
                 tokio::time::sleep(Duration::from_millis(150)).await;
                 let batch1 = s.batching_counters().await;
+                let frames1 = s.frames_out().await;
                 pool = back;
                 pool.extend(rest);
                 let p = Point::of(&rec, cpu, own);
                 let mut row = row(system, switches, name, op, clients, &p);
+                // Per completed operation of the whole run (warm-up included, like the frames).
+                let completed: u64 = rec.buckets.iter().sum();
+                if let (Some(f0), Some(f1), None, true) = (frames0, frames1, kill, completed > 0) {
+                    row.server_frames_per_op =
+                        Some(f1.saturating_sub(f0) as f64 / completed as f64);
+                }
                 if let (Some(b0), Some(b1), None) = (batch0, batch1, kill) {
                     let pps = b1.0.saturating_sub(b0.0);
                     if *system == System::Byzfs && pps > 0 {
@@ -212,6 +220,7 @@ fn row(
         runs: 1,
         latency_spread: 0.0,
         batch_size_mean: None,
+        server_frames_per_op: None,
         batching: switches.map(|w| w.batching),
         srt: switches.map(|w| w.srt),
         tentative: switches.map(|w| w.tentative),
