@@ -88,6 +88,13 @@ impl<S: Service> UnreplicatedNode<S> {
         })
     }
 
+    /// Uses an already bound listener instead of binding replica 0's address (tests bind
+    /// port 0 first, then write the configuration).
+    pub fn with_listener(mut self, listener: std::net::TcpListener) -> Self {
+        self.listener = Some(listener);
+        self
+    }
+
     /// Binds replica 0's address now (if not yet bound) and returns it.
     pub fn bind(&mut self) -> Result<SocketAddr, NodeError> {
         let addr = self.cluster.replicas[0].address.clone();
