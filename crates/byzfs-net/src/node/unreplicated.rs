@@ -97,6 +97,7 @@ impl<S: Service> UnreplicatedNode<S> {
 
     /// Binds replica 0's address now (if not yet bound) and returns it.
     pub fn bind(&mut self) -> Result<SocketAddr, NodeError> {
+        // A loaded `ClusterConfig` lists 3f+1 >= 4 replicas, so replica 0 exists.
         let addr = self.cluster.replicas[0].address.clone();
         let bind_err = |source| NodeError::Bind {
             addr: addr.clone(),
@@ -117,7 +118,7 @@ impl<S: Service> UnreplicatedNode<S> {
     /// enabled (one `current_thread` runtime, like a replica).
     pub async fn run(mut self, shutdown: impl Future<Output = ()>) -> Result<(), NodeError> {
         self.bind()?;
-        let addr = self.cluster.replicas[0].address.clone();
+        let addr = self.cluster.replicas[0].address.clone(); // Exists: see `bind`.
         let std_listener = self.listener.take().ok_or_else(|| NodeError::Bind {
             addr: addr.clone(),
             error: std::io::ErrorKind::NotConnected.into(),

@@ -172,7 +172,11 @@ impl Servers {
                     self.procs.len(),
                     self.system.name(),
                     READY_TIMEOUT.as_secs(),
-                    self.procs[0].log.parent().unwrap_or(Path::new(".")).display()
+                    self.procs
+                        .first()
+                        .and_then(|p| p.log.parent())
+                        .unwrap_or(Path::new("."))
+                        .display()
                 );
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
