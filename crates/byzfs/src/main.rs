@@ -7,18 +7,22 @@
 //! byzfs up [--replicas N] [--dir D] [--service kv]   a local cluster of child processes
 //! byzfs kv --config C [--key K] put KEY VALUE | get KEY | delete KEY | append KEY VALUE
 //! byzfs status --config C                    per replica: reachable, view, primary, …
+//! byzfs unreplicated --config C [--no-macs]  the unreplicated baseline server
+//! byzfs bench micro|throughput [--json P]    benchmarks on loopback (PBFT Table 1, BFT Fig. 6-7)
 //! ```
 //!
 //! Errors print as one line, `error: …`, and exit non-zero.
 
 #![forbid(unsafe_code)]
 
+mod bench;
 mod keygen;
 mod kv;
 mod logging;
 mod replica;
 mod signals;
 mod status;
+mod unreplicated;
 mod up;
 
 use clap::{Parser, Subcommand};
@@ -46,6 +50,11 @@ enum Command {
     Kv(kv::KvArgs),
     /// Show every replica's state.
     Status(status::StatusArgs),
+    /// Serve the null service unreplicated (the benchmarks' baseline).
+    Unreplicated(unreplicated::UnreplicatedArgs),
+    /// Run a benchmark: starts its processes on loopback, prints a table, writes JSON.
+    #[command(subcommand)]
+    Bench(bench::BenchCommand),
 }
 
 fn main() -> ExitCode {
@@ -57,6 +66,8 @@ fn main() -> ExitCode {
         Command::Up(a) => up::run(a),
         Command::Kv(a) => kv::run(a),
         Command::Status(a) => status::run(a),
+        Command::Unreplicated(a) => unreplicated::run(a),
+        Command::Bench(c) => bench::run(c),
     };
     match result {
         Ok(code) => code,
