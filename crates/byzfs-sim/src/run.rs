@@ -452,6 +452,9 @@ impl Sim {
                     trace_line!(self.trace, self.now, "persist {} {rec:?}", self.name(inst));
                     self.oracle.persist(inst, rec);
                 }
+                // The simulator's restart keeps the live value (`restart_from_durable`), and
+                // replicas here never turn `set_store_state` on.
+                Action::Store(_) => {}
                 Action::Event(ev) => {
                     trace_line!(self.trace, self.now, "event {} {ev:?}", self.name(inst));
                     self.oracle.event(self.now, inst, &ev);

@@ -196,6 +196,9 @@ impl<S: Service> Replica<S> {
                 unreachable!("constructed above")
             };
             self.note_batch(digest, pp.batch);
+            // The promise was recorded before the body was held: store the body now (a driver
+            // commits a drain's records before its sends).
+            self.store_batch(seq, digest);
             let slot = self.log.entry(seq).or_default();
             slot.pre_prepare = Some(Accepted {
                 digest,

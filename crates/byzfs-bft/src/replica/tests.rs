@@ -709,18 +709,22 @@ struct Cluster {
     down: Vec<bool>,
     now: Time,
     replies: Vec<Reply>,
+    /// What a disk driver would hold for each replica that stores its state.
+    disks: Vec<Option<DurableState>>,
 }
 
 impl Cluster {
     fn new(cfg: Config) -> Self {
         let r: Vec<_> = (0..cfg.n() as u32).map(|i| replica(i, &cfg)).collect();
         let down = vec![false; r.len()];
+        let disks = vec![None; r.len()];
         Cluster {
             cfg,
             r,
             down,
             now: Time(0),
             replies: vec![],
+            disks,
         }
     }
     fn pump(&mut self) {
@@ -738,7 +742,17 @@ impl Cluster {
                                 self.replies.push(r)
                             }
                         }
-                        _ => {}
+                        Action::Persist(rec) => {
+                            if let Some(d) = &mut self.disks[i] {
+                                d.apply_persist(rec);
+                            }
+                        }
+                        Action::Store(rec) => {
+                            if let Some(d) = &mut self.disks[i] {
+                                d.apply_store(&rec);
+                            }
+                        }
+                        Action::Event(_) => {}
                     }
                 }
             }
@@ -855,6 +869,179 @@ fn restart_from_durable_state_rejoins() {
     c.advance(Duration::from_secs(1));
     assert_eq!(c.r[2].last_executed(), 9);
     assert_eq!(c.r[2].state_digest(), c.r[0].state_digest());
+}
+
+impl Cluster {
+    /// Replica `i` stores its state on a simulated disk from now on.
+    fn with_disk(&mut self, i: usize) {
+        self.r[i].set_store_state(true);
+        self.disks[i] = Some(DurableState::default());
+    }
+    /// Replica `i` crashes (everything volatile lost) and is rebuilt from its disk.
+    fn crash_and_restore(&mut self, i: usize) {
+        let keys = TestKeys::new(1, self.cfg.n()).replica(i as u32, [CLIENT]);
+        let disk = self.disks[i].clone().expect("replica has a disk");
+        self.r[i] = Replica::restore(
+            self.cfg.clone(),
+            keys,
+            Counter::new(),
+            disk,
+            1000 + i as u64,
+            self.now,
+        )
+        .expect("restores");
+    }
+}
+
+#[test]
+fn restore_replays_executed_batches_above_the_stored_checkpoint() {
+    let mut c = Cluster::new(config());
+    c.with_disk(2);
+    for rid in 1..=6 {
+        let req = request(&c.cfg, rid, b"w", false);
+        c.deliver_all(&req);
+    }
+    assert_eq!(c.r[2].last_stable(), 4);
+    let disk = c.disks[2].as_ref().unwrap();
+    assert_eq!(disk.checkpoint.as_ref().map(|k| k.seq), Some(4));
+    assert!(
+        disk.records
+            .iter()
+            .all(|r| record_seq(*r).is_none_or(|s| s > 4)),
+        "records at or below the stored checkpoint are dropped: {:?}",
+        disk.records
+    );
+    let before = c.r[2].state_digest();
+    c.crash_and_restore(2);
+    assert_eq!(c.r[2].last_stable(), 4, "the stored checkpoint");
+    assert_eq!(
+        c.r[2].last_executed(),
+        6,
+        "5 and 6 re-executed from the log"
+    );
+    assert_eq!(c.r[2].service().count(), 6);
+    assert_eq!(c.r[2].state_digest(), before);
+    // Re-execution sends no replies; the restored replica keeps working.
+    assert!(!drain(&mut c.r[2])
+        .iter()
+        .any(|a| matches!(a, Action::SendClient { .. })));
+    for rid in 7..=9 {
+        let req = request(&c.cfg, rid, b"w", false);
+        c.deliver_all(&req);
+    }
+    c.advance(Duration::from_secs(1));
+    assert_eq!(c.r[2].last_executed(), 9);
+    assert_eq!(c.r[2].state_digest(), c.r[0].state_digest());
+}
+
+#[test]
+fn restore_every_replica_keeps_every_committed_write() {
+    let mut c = Cluster::new(config());
+    for i in 0..4 {
+        c.with_disk(i);
+    }
+    for rid in 1..=6 {
+        let req = request(&c.cfg, rid, b"w", false);
+        c.deliver_all(&req);
+    }
+    let digest = c.r[0].state_digest();
+    for i in 0..4 {
+        c.crash_and_restore(i);
+        assert_eq!(c.r[i].last_executed(), 6);
+        assert_eq!(c.r[i].state_digest(), digest);
+    }
+    c.replies.clear();
+    let req = request(&c.cfg, 7, b"w", false);
+    c.deliver_all(&req);
+    c.advance(Duration::from_secs(2));
+    assert!(c.r.iter().all(|r| r.last_executed() == 7));
+    assert!(c
+        .replies
+        .iter()
+        .any(|r| r.rid == 7 && r.result.as_deref() == Some(&7u64.to_le_bytes()[..])));
+}
+
+#[test]
+fn restore_from_an_empty_disk_is_a_fresh_replica() {
+    let cfg = config();
+    let keys = TestKeys::new(1, cfg.n());
+    let r = Replica::restore(
+        cfg.clone(),
+        keys.replica(1, [CLIENT]),
+        Counter::new(),
+        DurableState::default(),
+        1,
+        Time::ZERO,
+    )
+    .expect("restores");
+    assert_eq!(r.state_digest(), replica(1, &cfg).state_digest());
+    assert_eq!((r.view(), r.last_executed(), r.last_stable()), (0, 0, 0));
+}
+
+#[test]
+fn restore_keeps_promises_and_a_restored_primary_gives_up_its_view() {
+    let cfg = config();
+    let keys = TestKeys::new(1, cfg.n());
+    // Replica 1 is the primary of view 1; it promised a digest at seq 3.
+    let d = Digest::of(b"batch");
+    let durable = DurableState {
+        records: vec![
+            PersistRecord::View(1),
+            PersistRecord::Prepared {
+                view: 1,
+                seq: 3,
+                digest: d,
+            },
+        ],
+        ..DurableState::default()
+    };
+    let mut r = Replica::restore(
+        cfg.clone(),
+        keys.replica(1, [CLIENT]),
+        Counter::new(),
+        durable,
+        1,
+        Time::ZERO,
+    )
+    .expect("restores");
+    assert_eq!(r.view(), 2, "gave up view 1");
+    assert!(!r.has_new_view());
+    let out = drain(&mut r);
+    assert!(out.contains(&Action::Persist(PersistRecord::View(2))));
+}
+
+#[test]
+fn restore_refuses_a_corrupt_checkpoint() {
+    let mut c = Cluster::new(config());
+    c.with_disk(1);
+    for rid in 1..=4 {
+        let req = request(&c.cfg, rid, b"w", false);
+        c.deliver_all(&req);
+    }
+    let good = c.disks[1].clone().unwrap();
+    let keys = || TestKeys::new(1, 4).replica(1, [CLIENT]);
+    let restore = |d: DurableState| {
+        Replica::restore(c.cfg.clone(), keys(), Counter::new(), d, 1, Time::ZERO).err()
+    };
+    assert_eq!(restore(good.clone()), None);
+    // A changed byte in a partition's content.
+    let mut bad = good.clone();
+    let ck = bad.checkpoint.as_mut().unwrap();
+    let i = ck.parts.iter().position(|(_, p)| p.len() > 1).unwrap();
+    let last = ck.parts[i].1.len() - 1;
+    ck.parts[i].1[last] ^= 1;
+    assert_eq!(restore(bad), Some(RestoreError::BadPartition(i as u32)));
+    // A changed partition digest no longer adds up to the root.
+    let mut bad = good.clone();
+    bad.checkpoint.as_mut().unwrap().parts[0].0 = Digest::of(b"x");
+    assert_eq!(restore(bad), Some(RestoreError::BadCheckpoint(4)));
+    // Missing partitions.
+    let mut bad = good;
+    bad.checkpoint.as_mut().unwrap().parts.pop();
+    assert!(matches!(
+        restore(bad),
+        Some(RestoreError::PartitionCount { .. })
+    ));
 }
 
 #[test]
