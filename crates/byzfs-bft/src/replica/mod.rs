@@ -411,6 +411,10 @@ impl<S: Service> Replica<S> {
         parts.extend(self.lib.current_digests());
         root_digest(&parts)
     }
+    /// Digest of the last stable checkpoint (`None` only while a state transfer replaces it).
+    pub fn stable_digest(&self) -> Option<Digest> {
+        self.checkpoints.own.get(&self.last_stable).copied()
+    }
     /// The service.
     pub fn service(&self) -> &S {
         &self.service
