@@ -95,6 +95,10 @@ impl Procs {
             .arg("--config")
             .arg(self.config())
             .args(["--id", &i.to_string(), "--durability", self.mode, "--data"])
+            .env(
+                "RUST_LOG",
+                std::env::var("BYZFS_TEST_LOG").unwrap_or_else(|_| "info".into()),
+            )
             .arg(self.data(i))
             .stdin(Stdio::null())
             .stdout(log.try_clone().unwrap())
@@ -192,6 +196,11 @@ impl Drop for Procs {
         for mut c in self.children.drain(..).flatten() {
             let _ = c.kill();
             let _ = c.wait();
+        }
+        if std::thread::panicking() {
+            // Keep the logs and data of a failed run.
+            self.dir.disable_cleanup(true);
+            eprintln!("kept {}", self.dir.path().display());
         }
     }
 }

@@ -355,6 +355,62 @@ fn conflicting_pre_prepare_is_refused() {
 }
 
 #[test]
+fn pre_prepare_failing_nondet_is_accepted_once_f_plus_1_others_prepared_it() {
+    // A replica catching up receives a retransmitted PRE-PREPARE whose (time-based) choice it
+    // would refuse now; f+1 = 2 other backups prepared it, so a correct one checked it.
+    let cfg = config();
+    let mut b = replica(3, &cfg);
+    let batch = BatchBody {
+        requests: vec![request(&cfg, 1, b"w", false)],
+        big: vec![],
+        nondet: vec![9],
+    };
+    let d = batch_digest(&batch).unwrap();
+    let pp = from_replica(
+        &cfg,
+        0,
+        &Message::PrePrepare(PrePrepare {
+            view: 0,
+            seq: 1,
+            batch,
+        }),
+    );
+    let prepare = |j: u32| {
+        from_replica(
+            &cfg,
+            j,
+            &Message::Prepare(Prepare {
+                view: 0,
+                seq: 1,
+                digest: d,
+                replica: j,
+            }),
+        )
+    };
+    b.handle_message(Time(1), &prepare(1));
+    drain(&mut b);
+    b.handle_message(Time(1), &pp);
+    assert_eq!(
+        drain(&mut b),
+        vec![Action::Event(Event::Dropped(DropReason::Invalid))],
+        "one PREPARE (f) is not enough"
+    );
+    b.handle_message(Time(1), &prepare(2));
+    drain(&mut b);
+    b.handle_message(Time(1), &pp);
+    let out = without_events(drain(&mut b));
+    assert!(
+        out.contains(&Action::Persist(PersistRecord::Prepared {
+            view: 0,
+            seq: 1,
+            digest: d
+        })),
+        "{out:?}"
+    );
+    assert_eq!(b.last_tentative(), 1, "prepared and executed tentatively");
+}
+
+#[test]
 fn pre_prepare_from_non_primary_or_bad_nondet_is_refused() {
     let cfg = config();
     let mut b = replica(1, &cfg);
