@@ -377,3 +377,176 @@ fn load(db: &Database) -> Result<DurableState, String> {
     }
     Ok(out)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use byzfs_bft::CheckpointImage;
+    use std::sync::Arc;
+
+    fn batch(n: u8) -> (Digest, Arc<BatchBody>) {
+        let body = BatchBody {
+            requests: vec![],
+            big: vec![Digest([n; 32])],
+            nondet: vec![n],
+        };
+        (Digest([n.wrapping_add(100); 32]), Arc::new(body))
+    }
+
+    fn sorted(mut s: DurableState) -> DurableState {
+        s.records.sort();
+        s.batches.sort_by_key(|b| b.digest);
+        s
+    }
+
+    fn same(a: DurableState, b: DurableState) {
+        let (a, b) = (sorted(a), sorted(b));
+        assert_eq!(a.records, b.records);
+        let key = |s: &DurableState| {
+            s.batches
+                .iter()
+                .map(|b| (b.seq, b.digest, b.body.clone(), b.big.clone()))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(key(&a), key(&b));
+        let ck = |s: &DurableState| {
+            s.checkpoint
+                .as_ref()
+                .map(|c| (c.seq, c.digest, c.parts.clone()))
+        };
+        assert_eq!(ck(&a), ck(&b));
+    }
+
+    /// What is written, reopened, equals the reference semantics of `DurableState::apply_*`.
+    #[test]
+    fn reopened_store_matches_the_reference_semantics() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut reference = DurableState::default();
+        let groups: Vec<(Vec<PersistRecord>, Vec<StoreRecord>)> = {
+            let (d1, b1) = batch(1);
+            let (d2, b2) = batch(2);
+            let (d3, b3) = batch(3);
+            let img = |seq, changed: Vec<(u32, Digest, Vec<u8>)>| {
+                StoreRecord::Checkpoint(Arc::new(CheckpointImage {
+                    seq,
+                    digest: Digest([seq as u8; 32]),
+                    partitions: 3,
+                    changed,
+                }))
+            };
+            vec![
+                (
+                    vec![
+                        PersistRecord::View(1),
+                        PersistRecord::Prepared {
+                            view: 1,
+                            seq: 3,
+                            digest: d1,
+                        },
+                    ],
+                    vec![StoreRecord::Batch {
+                        seq: 3,
+                        digest: d1,
+                        body: b1.clone(),
+                        big: vec![Arc::from(&b"big frame"[..])],
+                    }],
+                ),
+                (
+                    vec![
+                        PersistRecord::Committed {
+                            view: 1,
+                            seq: 3,
+                            digest: d1,
+                        },
+                        PersistRecord::Executed { seq: 3, digest: d1 },
+                        PersistRecord::Prepared {
+                            view: 1,
+                            seq: 5,
+                            digest: d2,
+                        },
+                        PersistRecord::View(0),
+                    ],
+                    vec![
+                        StoreRecord::Batch {
+                            seq: 5,
+                            digest: d2,
+                            body: b2,
+                            big: vec![Arc::from(&b"x"[..])],
+                        },
+                        // Re-proposed higher: the seq moves up.
+                        StoreRecord::Batch {
+                            seq: 6,
+                            digest: d1,
+                            body: b1,
+                            big: vec![Arc::from(&b"big frame"[..])],
+                        },
+                    ],
+                ),
+                (
+                    vec![PersistRecord::Executed { seq: 5, digest: d2 }],
+                    vec![img(
+                        4,
+                        vec![
+                            (0, Digest([10; 32]), b"p0".to_vec()),
+                            (1, Digest([11; 32]), b"p1".to_vec()),
+                            (2, Digest([12; 32]), b"p2".to_vec()),
+                        ],
+                    )],
+                ),
+                (
+                    vec![PersistRecord::Prepared {
+                        view: 2,
+                        seq: 9,
+                        digest: d3,
+                    }],
+                    vec![
+                        StoreRecord::Batch {
+                            seq: 9,
+                            digest: d3,
+                            body: b3,
+                            big: vec![Arc::from(&b"y"[..])],
+                        },
+                        img(5, vec![(1, Digest([21; 32]), b"p1 v2".to_vec())]),
+                    ],
+                ),
+            ]
+        };
+        {
+            let mut disk = DiskDurability::open(dir.path(), "me").unwrap();
+            assert_eq!(disk.take_loaded().unwrap().records, vec![]);
+            for (recs, stores) in &groups {
+                disk.commit(recs, stores).unwrap();
+                for r in recs {
+                    reference.apply_persist(*r);
+                }
+                for s in stores {
+                    reference.apply_store(s);
+                }
+            }
+        }
+        // The reference keeps every View record; the disk only the highest.
+        reference
+            .records
+            .retain(|r| !matches!(r, PersistRecord::View(v) if *v < 1));
+        let mut disk = DiskDurability::open(dir.path(), "me").unwrap();
+        let loaded = disk.take_loaded().unwrap();
+        let ck = loaded.checkpoint.as_ref().unwrap();
+        assert_eq!(ck.seq, 5);
+        assert_eq!(ck.parts[1], (Digest([21; 32]), b"p1 v2".to_vec()));
+        assert_eq!(ck.parts[2], (Digest([12; 32]), b"p2".to_vec()));
+        assert_eq!(loaded.batches.len(), 2, "batches at or below 5 dropped");
+        same(loaded, reference);
+    }
+
+    #[test]
+    fn another_owner_or_a_second_opener_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let disk = DiskDurability::open(dir.path(), "replica 1").unwrap();
+        let e = DiskDurability::open(dir.path(), "replica 1").unwrap_err();
+        assert!(matches!(e, StorageError::InUse { .. }), "{e}");
+        drop(disk);
+        let e = DiskDurability::open(dir.path(), "replica 2").unwrap_err();
+        assert!(e.to_string().contains("belongs to replica 1"), "{e}");
+        assert!(DiskDurability::open(dir.path(), "replica 1").is_ok());
+    }
+}
