@@ -767,6 +767,8 @@ struct Cluster {
     replies: Vec<Reply>,
     /// What a disk driver would hold for each replica that stores its state.
     disks: Vec<Option<DurableState>>,
+    /// Frames of this kind are lost in transit.
+    lose: Option<crate::message::Tag>,
 }
 
 impl Cluster {
@@ -781,6 +783,7 @@ impl Cluster {
             now: Time(0),
             replies: vec![],
             disks,
+            lose: None,
         }
     }
     fn pump(&mut self) {
@@ -816,7 +819,10 @@ impl Cluster {
                 return;
             }
             for (to, bytes) in std::mem::take(&mut queue) {
-                if !self.down[to] {
+                let lost = self.lose.is_some_and(|t| {
+                    Frame::parse(&bytes, usize::MAX).is_ok_and(|f| f.header.tag == t)
+                });
+                if !self.down[to] && !lost {
                     self.r[to].handle_message(self.now, &bytes);
                 }
             }
@@ -1015,6 +1021,45 @@ fn restore_every_replica_keeps_every_committed_write() {
         .replies
         .iter()
         .any(|r| r.rid == 7 && r.result.as_deref() == Some(&7u64.to_le_bytes()[..])));
+}
+
+#[test]
+fn tentatively_acknowledged_write_survives_a_crash_of_every_replica() {
+    // Write 7 is prepared everywhere and executed tentatively (the client has its 2f+1
+    // tentative replies), but every COMMIT is lost, then all four replicas crash. Only the
+    // promises and the stored batch body remember it: a view change must bring it back.
+    let mut c = Cluster::new(config());
+    for i in 0..4 {
+        c.with_disk(i);
+    }
+    for rid in 1..=6 {
+        let req = request(&c.cfg, rid, b"w", false);
+        c.deliver_all(&req);
+    }
+    c.lose = Some(crate::message::Tag::Commit);
+    c.replies.clear();
+    let req7 = request(&c.cfg, 7, b"w", false);
+    c.deliver_all(&req7);
+    let tentative = c
+        .replies
+        .iter()
+        .filter(|r| r.rid == 7 && r.tentative)
+        .count();
+    assert!(tentative >= 3, "acknowledged by 2f+1 tentative replies");
+    assert!(c.r.iter().all(|r| r.last_executed() == 6));
+    for i in 0..4 {
+        c.crash_and_restore(i);
+        assert_eq!(c.r[i].last_executed(), 6, "write 7 never committed here");
+    }
+    c.lose = None;
+    // The client retransmits to everyone.
+    c.deliver_all(&req7);
+    c.advance(Duration::from_secs(5));
+    for r in &c.r {
+        assert!(r.view() >= 1, "recovered by a view change");
+        assert!(r.last_executed() >= 7);
+        assert_eq!(r.service().count(), 7, "write 7 executed exactly once");
+    }
 }
 
 #[test]
