@@ -38,14 +38,18 @@ const SUM_LIMBS: usize = SUM_BYTES / 8;
 pub const LEAF_CONTEXT: &str = "byzfs 2026 partitioned state leaf v1";
 
 /// A partition sum: a `SUM_BYTES`-byte integer, as little-endian 64-bit limbs.
+///
+/// Public so that services with their own storage (the file service's on-disk store) compute
+/// partition digests exactly as this module does.
 #[derive(Clone, PartialEq, Eq, Debug)]
-struct Sum([u64; SUM_LIMBS]);
+pub struct Sum([u64; SUM_LIMBS]);
 
 impl Sum {
-    const ZERO: Sum = Sum([0; SUM_LIMBS]);
+    /// The empty sum (the sum of an empty partition).
+    pub const ZERO: Sum = Sum([0; SUM_LIMBS]);
 
     /// `self += other` modulo `2^(8·SUM_BYTES)`.
-    fn add(&mut self, other: &Sum) {
+    pub fn add(&mut self, other: &Sum) {
         let mut carry = false;
         for (a, b) in self.0.iter_mut().zip(other.0.iter()) {
             let (s1, c1) = a.overflowing_add(*b);
@@ -56,7 +60,7 @@ impl Sum {
     }
 
     /// `self -= other` modulo `2^(8·SUM_BYTES)`.
-    fn sub(&mut self, other: &Sum) {
+    pub fn sub(&mut self, other: &Sum) {
         let mut borrow = false;
         for (a, b) in self.0.iter_mut().zip(other.0.iter()) {
             let (d1, b1) = a.overflowing_sub(*b);
@@ -66,7 +70,8 @@ impl Sum {
         }
     }
 
-    fn to_bytes(&self) -> [u8; SUM_BYTES] {
+    /// The sum as `SUM_BYTES` little-endian bytes.
+    pub fn to_bytes(&self) -> [u8; SUM_BYTES] {
         let mut out = [0u8; SUM_BYTES];
         for (chunk, limb) in out.chunks_exact_mut(8).zip(self.0.iter()) {
             chunk.copy_from_slice(&limb.to_le_bytes());
@@ -76,7 +81,7 @@ impl Sum {
 }
 
 /// The hash of one leaf, as a summand.
-fn leaf_hash(key: &[u8], value: &[u8]) -> Sum {
+pub fn leaf_hash(key: &[u8], value: &[u8]) -> Sum {
     let mut h = blake3::Hasher::new_derive_key(LEAF_CONTEXT);
     h.update(&(key.len() as u64).to_le_bytes());
     h.update(key);
@@ -93,7 +98,7 @@ fn leaf_hash(key: &[u8], value: &[u8]) -> Sum {
 }
 
 /// The exposed digest of partition `index` with sum `sum`.
-fn partition_digest(index: u32, sum: &Sum) -> Digest {
+pub fn partition_digest(index: u32, sum: &Sum) -> Digest {
     Digest::of_parts(&[b"byzfs partition v1", &index.to_le_bytes(), &sum.to_bytes()])
 }
 
