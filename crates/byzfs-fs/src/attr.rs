@@ -41,7 +41,9 @@ pub enum FileType {
 
 /// A point in time: seconds and nanoseconds since the Unix epoch (may be negative, as
 /// `touch -d 1960-01-01` sets).
-#[derive(Serialize, Deserialize, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, Default)]
+#[derive(
+    Serialize, Deserialize, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, Default,
+)]
 pub struct Timestamp {
     /// Seconds since the epoch.
     pub secs: i64,

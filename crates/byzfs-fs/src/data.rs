@@ -84,8 +84,7 @@ pub(crate) fn write<S: Store + ?Sized>(
             block.resize(hi as usize, 0);
         }
         let src_lo = (bstart + lo - offset) as usize;
-        block[lo as usize..hi as usize]
-            .copy_from_slice(&data[src_lo..src_lo + (hi - lo) as usize]);
+        block[lo as usize..hi as usize].copy_from_slice(&data[src_lo..src_lo + (hi - lo) as usize]);
         delta += block.len() as i64 - old_len as i64;
         txn.put(k, block);
     }

@@ -155,7 +155,11 @@ pub(crate) fn depth<S: Store + ?Sized>(txn: &Txn<'_, S>, mut ino: u64) -> Res<u3
 
 /// Whether directory `anc` is `ino` or one of its ancestors. `ino`'s depth must be at most
 /// [`MAX_DEPTH`] (the walk gives up after that many steps).
-pub(crate) fn is_ancestor<S: Store + ?Sized>(txn: &Txn<'_, S>, anc: u64, mut ino: u64) -> Res<bool> {
+pub(crate) fn is_ancestor<S: Store + ?Sized>(
+    txn: &Txn<'_, S>,
+    anc: u64,
+    mut ino: u64,
+) -> Res<bool> {
     for _ in 0..=MAX_DEPTH {
         if ino == anc {
             return Ok(true);

@@ -6,7 +6,7 @@
 //! operation that fails returns its errno and its transaction is dropped, so it leaves no
 //! partial effect.
 
-use crate::attr::{FileType, SetTime, StatFs, Timestamp, MODE_MASK, MAX_LINKS, S_ISGID, S_ISUID};
+use crate::attr::{FileType, SetTime, StatFs, Timestamp, MAX_LINKS, MODE_MASK, S_ISGID, S_ISUID};
 use crate::data;
 use crate::dir::{self, Target, MAX_DEPTH, MAX_NAME, MAX_SYMLINK};
 use crate::errno::{Errno, Res};
@@ -385,10 +385,12 @@ impl<S: Store + ?Sized> Exec<'_, '_, S> {
 
     /// Deletes inode `ino` and everything it stores.
     fn free(&mut self, ino: u64, mut i: Inode) -> Res<()> {
+        // Data blocks and a symlink's target.
+        let used = i.used;
         if i.kind == FileType::Regular {
             data::truncate(self.txn, ino, &mut i, 0)?;
         }
-        self.sb.used_bytes = self.sb.used_bytes.saturating_sub(i.used);
+        self.sb.used_bytes = self.sb.used_bytes.saturating_sub(used);
         self.sb.inodes = self.sb.inodes.saturating_sub(1);
         self.txn.delete(crate::key::inode(ino));
         Ok(())

@@ -59,7 +59,14 @@ pub(crate) struct Inode {
 
 impl Inode {
     /// A new inode of `kind` with every time set to `now`.
-    pub fn new(kind: FileType, generation: u64, mode: u32, uid: u32, gid: u32, now: Timestamp) -> Inode {
+    pub fn new(
+        kind: FileType,
+        generation: u64,
+        mode: u32,
+        uid: u32,
+        gid: u32,
+        now: Timestamp,
+    ) -> Inode {
         Inode {
             generation,
             kind,
@@ -67,7 +74,11 @@ impl Inode {
             nlink: if kind == FileType::Directory { 2 } else { 1 },
             uid,
             gid,
-            size: if kind == FileType::Directory { DIR_SIZE } else { 0 },
+            size: if kind == FileType::Directory {
+                DIR_SIZE
+            } else {
+                0
+            },
             used: 0,
             atime: now,
             mtime: now,

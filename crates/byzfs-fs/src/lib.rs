@@ -99,8 +99,7 @@ pub use attr::{Attr, FileType, SetAttr, SetTime, StatFs, Timestamp};
 pub use errno::Errno;
 pub use handle::FileHandle;
 pub use op::{
-    decode_result, encode_result, Credentials, DirEntry, FsResult, Op, Reply, Request,
-    SpecialKind,
+    decode_result, encode_result, Credentials, DirEntry, FsResult, Op, Reply, Request, SpecialKind,
 };
 pub use service::FileService;
 

@@ -22,7 +22,14 @@ pub fn in_group(cred: &Credentials, gid: u32) -> bool {
 
 /// Whether `cred` is granted every bit of `mask` (`R_OK|W_OK|X_OK`) on a file with this
 /// kind, owner, group and mode.
-pub fn allowed(cred: &Credentials, kind: FileType, uid: u32, gid: u32, mode: u32, mask: u32) -> bool {
+pub fn allowed(
+    cred: &Credentials,
+    kind: FileType,
+    uid: u32,
+    gid: u32,
+    mode: u32,
+    mask: u32,
+) -> bool {
     let mask = mask & 7;
     if cred.uid == 0 {
         return mask & X_OK == 0 || kind == FileType::Directory || mode & 0o111 != 0;

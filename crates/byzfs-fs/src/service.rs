@@ -93,6 +93,12 @@ impl<S: Store> FileService<S> {
         &self.store
     }
 
+    /// The store, mutably: for tools and fault-injection tests only. Changing it outside
+    /// the service makes this replica diverge (state transfer then repairs it).
+    pub fn store_mut(&mut self) -> &mut S {
+        &mut self.store
+    }
+
     /// Operations this replica failed to apply because of its local store (see the module
     /// docs).
     pub fn local_failures(&self) -> u64 {

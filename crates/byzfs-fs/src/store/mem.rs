@@ -5,7 +5,7 @@
 //! ([`partition_of`]), range scans, atomic write sets, and a cached digest per partition so
 //! `current_digests` and `checkpoint` hash only the partitions that changed.
 
-use super::{partition_of, Store, StoreError, WriteSet};
+use super::{partition_of, Entries, Store, StoreError, WriteSet};
 use byzfs_bft::state::{leaf_hash, partition_digest, Sum};
 use byzfs_bft::{Digest, Seq};
 use serde::{Serialize, Serializer};
@@ -132,12 +132,7 @@ impl Store for MemStore {
         Ok(self.parts[p].leaves.get(key).cloned())
     }
 
-    fn range(
-        &self,
-        start: &[u8],
-        end: &[u8],
-        limit: usize,
-    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>, StoreError> {
+    fn range(&self, start: &[u8], end: &[u8], limit: usize) -> Result<Entries, StoreError> {
         if start >= end {
             return Ok(Vec::new());
         }
@@ -351,7 +346,10 @@ mod tests {
         let d = a.checkpoint(1);
         let good = a.export_partition(1, 1).unwrap();
         let mut b = MemStore::new(4);
-        assert!(!b.import_partition(2, &good, d[1]), "keys of another partition");
+        assert!(
+            !b.import_partition(2, &good, d[1]),
+            "keys of another partition"
+        );
         let mut items = decode(&good);
         items.swap(0, 1);
         let bad = postcard::to_allocvec(&items).unwrap();
@@ -383,8 +381,12 @@ mod tests {
 
     fn from_model(m: &Model) -> MemStore {
         let mut s = MemStore::new(4);
-        s.apply(m.iter().map(|(k, v)| (k.clone(), Some(v.clone()))).collect())
-            .unwrap();
+        s.apply(
+            m.iter()
+                .map(|(k, v)| (k.clone(), Some(v.clone())))
+                .collect(),
+        )
+        .unwrap();
         s
     }
 

@@ -43,6 +43,9 @@ pub fn partition_of(key: &[u8], parts: u32) -> u32 {
     (u64::from_be_bytes(b) % u64::from(parts.max(1))) as u32
 }
 
+/// Key-value pairs returned by a range scan, in key order.
+pub type Entries = Vec<(Vec<u8>, Vec<u8>)>;
+
 /// One operation's writes: key → new value (`None` = delete), applied atomically.
 pub type WriteSet = BTreeMap<Vec<u8>, Option<Vec<u8>>>;
 
@@ -75,12 +78,7 @@ pub trait Store {
 
     /// Live entries with `start <= key < end`, in key order, at most `limit` of them.
     /// `start` and `end` must share their placement bytes (one partition is scanned).
-    fn range(
-        &self,
-        start: &[u8],
-        end: &[u8],
-        limit: usize,
-    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>, StoreError>;
+    fn range(&self, start: &[u8], end: &[u8], limit: usize) -> Result<Entries, StoreError>;
 
     /// Applies `writes` atomically: all of them, or (on error) none.
     fn apply(&mut self, writes: WriteSet) -> Result<(), StoreError>;

@@ -5,7 +5,7 @@
 //! an operation that fails with an errno half-way simply drops its transaction, so no replica
 //! ever keeps a partial effect.
 
-use super::{Store, StoreError, WriteSet};
+use super::{Entries, Store, StoreError, WriteSet};
 
 /// Buffered writes over a read-only store.
 pub struct Txn<'a, S: Store + ?Sized> {
@@ -42,26 +42,16 @@ impl<'a, S: Store + ?Sized> Txn<'a, S> {
 
     /// Entries with `start <= key < end` as this transaction sees them, in key order, at
     /// most `limit` (same placement rule as [`Store::range`]).
-    pub fn range(
-        &self,
-        start: &[u8],
-        end: &[u8],
-        limit: usize,
-    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>, StoreError> {
+    pub fn range(&self, start: &[u8], end: &[u8], limit: usize) -> Result<Entries, StoreError> {
         if start >= end {
             return Ok(Vec::new());
         }
-        let local: Vec<(&Vec<u8>, &Option<Vec<u8>>)> = self
-            .writes
-            .range(start.to_vec()..end.to_vec())
-            .collect();
+        let local: Vec<(&Vec<u8>, &Option<Vec<u8>>)> =
+            self.writes.range(start.to_vec()..end.to_vec()).collect();
         // Every buffered delete can hide one stored entry: fetch that many more.
         let hidden = local.iter().filter(|(_, v)| v.is_none()).count();
-        let stored = self
-            .store
-            .range(start, end, limit.saturating_add(hidden))?;
-        let mut merged: std::collections::BTreeMap<Vec<u8>, Vec<u8>> =
-            stored.into_iter().collect();
+        let stored = self.store.range(start, end, limit.saturating_add(hidden))?;
+        let mut merged: std::collections::BTreeMap<Vec<u8>, Vec<u8>> = stored.into_iter().collect();
         for (k, v) in local {
             match v {
                 Some(v) => {
