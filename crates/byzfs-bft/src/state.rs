@@ -70,6 +70,18 @@ impl Sum {
         }
     }
 
+    /// The sum from the `SUM_BYTES` little-endian bytes of [`Sum::to_bytes`] (a disk
+    /// backend stores sums this way).
+    pub fn from_bytes(bytes: &[u8; SUM_BYTES]) -> Sum {
+        let mut limbs = [0u64; SUM_LIMBS];
+        for (limb, chunk) in limbs.iter_mut().zip(bytes.chunks_exact(8)) {
+            let mut b = [0u8; 8];
+            b.copy_from_slice(chunk);
+            *limb = u64::from_le_bytes(b);
+        }
+        Sum(limbs)
+    }
+
     /// The sum as `SUM_BYTES` little-endian bytes.
     pub fn to_bytes(&self) -> [u8; SUM_BYTES] {
         let mut out = [0u8; SUM_BYTES];

@@ -5,10 +5,11 @@
 //! ([`partition_of`]), range scans, atomic write sets, and a cached digest per partition so
 //! `current_digests` and `checkpoint` hash only the partitions that changed.
 
-use super::{partition_of, Entries, Store, StoreError, WriteSet};
+use super::{
+    encode_partition, partition_of, verify_partition, Entries, Store, StoreError, WriteSet,
+};
 use byzfs_bft::state::{leaf_hash, partition_digest, Sum};
 use byzfs_bft::{Digest, Seq};
-use serde::{Serialize, Serializer};
 use std::collections::BTreeMap;
 
 /// Undo entries of one partition: key → value at the checkpoint (`None` = absent).
@@ -39,15 +40,6 @@ pub struct MemStore {
     parts: Vec<Part>,
     /// Held checkpoints, strictly increasing `seq`.
     checkpoints: Vec<Checkpoint>,
-}
-
-/// Serializes a byte string as postcard's `Vec<u8>` encoding, without one call per byte.
-struct RawBytes<'a>(&'a [u8]);
-
-impl Serialize for RawBytes<'_> {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_bytes(self.0)
-    }
 }
 
 impl MemStore {
@@ -238,35 +230,13 @@ impl Store for MemStore {
             .map(|(k, v)| (k.as_slice(), v.as_slice()))
             .collect();
         merged.extend(overrides.into_iter().filter_map(|(k, v)| v.map(|v| (k, v))));
-        let items: Vec<(RawBytes<'_>, RawBytes<'_>)> = merged
-            .into_iter()
-            .map(|(k, v)| (RawBytes(k), RawBytes(v)))
-            .collect();
-        postcard::to_allocvec(&items).ok()
+        encode_partition(merged.into_iter())
     }
 
     fn import_partition(&mut self, part: u32, data: &[u8], expected: Digest) -> bool {
-        if part >= self.partition_count() {
-            return false;
-        }
-        let Ok((items, rest)) = postcard::take_from_bytes::<Vec<(&[u8], &[u8])>>(data) else {
+        let Some(items) = verify_partition(data, part, self.partition_count(), expected) else {
             return false;
         };
-        if !rest.is_empty() {
-            return false;
-        }
-        let mut sum = Sum::ZERO;
-        let mut prev: Option<&[u8]> = None;
-        for (k, v) in &items {
-            if prev.is_some_and(|pk| pk >= *k) || self.part_of(k) != part {
-                return false;
-            }
-            prev = Some(k);
-            sum.add(&leaf_hash(k, v));
-        }
-        if partition_digest(part, &sum) != expected {
-            return false;
-        }
         let new: BTreeMap<Vec<u8>, Vec<u8>> = items
             .into_iter()
             .map(|(k, v)| (k.to_vec(), v.to_vec()))

@@ -21,13 +21,19 @@
 //! **Atomicity.** [`Store::apply`] applies one operation's whole write set or nothing, so an
 //! operation that fails half-way (a local disk error) leaves no partial effect.
 
+use byzfs_bft::state::{leaf_hash, partition_digest, Sum};
 use byzfs_bft::{Digest, Seq};
+use serde::{Serialize, Serializer};
 use std::collections::BTreeMap;
 
 mod mem;
+#[cfg(feature = "redb")]
+mod redb;
 mod txn;
 
 pub use mem::MemStore;
+#[cfg(feature = "redb")]
+pub use redb::RedbStore;
 pub use txn::Txn;
 
 /// Number of leading key bytes that decide a key's partition.
@@ -115,6 +121,55 @@ pub trait Store {
 
     /// Ends a state transfer: drops every checkpoint and records the live state as `seq`.
     fn finish_import(&mut self, seq: Seq) -> Vec<Digest>;
+}
+
+/// Serializes a byte string as postcard's `Vec<u8>` encoding, without one call per byte.
+struct RawBytes<'a>(&'a [u8]);
+
+impl Serialize for RawBytes<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_bytes(self.0)
+    }
+}
+
+/// The export encoding of a partition's sorted entries: postcard of
+/// `Vec<(Vec<u8>, Vec<u8>)>`.
+pub(crate) fn encode_partition<'a>(
+    items: impl Iterator<Item = (&'a [u8], &'a [u8])>,
+) -> Option<Vec<u8>> {
+    let items: Vec<(RawBytes<'_>, RawBytes<'_>)> =
+        items.map(|(k, v)| (RawBytes(k), RawBytes(v))).collect();
+    postcard::to_allocvec(&items).ok()
+}
+
+/// Borrowed entries of a decoded partition.
+pub(crate) type Items<'a> = Vec<(&'a [u8], &'a [u8])>;
+
+/// Decodes an exported partition and checks it: no trailing bytes, keys strictly increasing,
+/// every key of partition `part` (of `parts`), and digest `expected`. Returns the entries.
+pub(crate) fn verify_partition(
+    data: &[u8],
+    part: u32,
+    parts: u32,
+    expected: Digest,
+) -> Option<Items<'_>> {
+    if part >= parts {
+        return None;
+    }
+    let (items, rest) = postcard::take_from_bytes::<Vec<(&[u8], &[u8])>>(data).ok()?;
+    if !rest.is_empty() {
+        return None;
+    }
+    let mut sum = Sum::ZERO;
+    let mut prev: Option<&[u8]> = None;
+    for (k, v) in &items {
+        if prev.is_some_and(|pk| pk >= *k) || partition_of(k, parts) != part {
+            return None;
+        }
+        prev = Some(k);
+        sum.add(&leaf_hash(k, v));
+    }
+    (partition_digest(part, &sum) == expected).then_some(items)
 }
 
 #[cfg(test)]
