@@ -9,15 +9,19 @@
 //!   overwrite rewrites (and re-hashes) little. Small files store only their bytes.
 //! * **Placement:** blocks go to partitions by groups of [`GROUP_BLOCKS`] (see `crate::key`).
 //!
-//! Cost: a read or write touches `len / BLOCK_SIZE + 2` blocks. Truncation (and removing the
-//! last link of a file) deletes blocks with one range scan per 1 MiB group between the new
-//! size and the highest block ever written, so at most 2^20 scans at [`MAX_FILE_SIZE`].
+//! Cost: a read or write touches `len / BLOCK_SIZE + 2` blocks, and a write one group record
+//! per group in which it stores a new block. Each group that holds blocks has a record with
+//! its block count (`crate::key::group`), so truncation (and removing the last link of a
+//! file) costs O(stored groups past the new size), never O(file size): a 1-byte write at
+//! 1 TiB followed by a truncation to 0 is cheap, so no client can make every replica scan
+//! a million empty groups.
 
 use crate::attr::MAX_FILE_SIZE;
 use crate::errno::{Errno, Res};
 use crate::inode::Inode;
 use crate::key;
-use crate::store::{Store, Txn};
+use crate::store::{Store, StoreError, Txn};
+use std::collections::BTreeMap;
 
 /// Bytes per data block.
 pub const BLOCK_SIZE: u64 = 16 * 1024;
@@ -54,8 +58,7 @@ pub(crate) fn read<S: Store + ?Sized>(
     Ok((out, end == inode.size))
 }
 
-/// Writes `data` at `offset` of file `ino`, updating `inode`'s size, `used` and
-/// `alloc_end`. Returns the change in stored bytes. `EFBIG` past [`MAX_FILE_SIZE`].
+/// Writes `data` at `offset` of file `ino`, updating `inode`'s size and `used`. Returns the change in stored bytes. `EFBIG` past [`MAX_FILE_SIZE`].
 pub(crate) fn write<S: Store + ?Sized>(
     txn: &mut Txn<'_, S>,
     ino: u64,
@@ -71,13 +74,20 @@ pub(crate) fn write<S: Store + ?Sized>(
         return Ok(0);
     }
     let mut delta: i64 = 0;
+    let mut new_blocks: BTreeMap<u64, u64> = BTreeMap::new();
     let last = (end - 1) / BLOCK_SIZE;
     for idx in offset / BLOCK_SIZE..=last {
         let bstart = idx * BLOCK_SIZE;
         let lo = offset.max(bstart) - bstart;
         let hi = end.min(bstart + BLOCK_SIZE) - bstart;
         let k = key::block(ino, idx);
-        let mut block = txn.get(&k)?.unwrap_or_default();
+        let mut block = match txn.get(&k)? {
+            Some(b) => b,
+            None => {
+                *new_blocks.entry(idx / GROUP_BLOCKS).or_default() += 1;
+                Vec::new()
+            }
+        };
         let old_len = block.len();
         // `hi <= BLOCK_SIZE`, so these fit `usize`.
         if block.len() < hi as usize {
@@ -88,8 +98,11 @@ pub(crate) fn write<S: Store + ?Sized>(
         delta += block.len() as i64 - old_len as i64;
         txn.put(k, block);
     }
+    for (g, n) in new_blocks {
+        let count = group_count(txn, ino, g)? + n;
+        txn.put(key::group(ino, g), count.to_le_bytes().to_vec());
+    }
     inode.size = inode.size.max(end);
-    inode.alloc_end = inode.alloc_end.max(last + 1);
     inode.used = inode.used.saturating_add_signed(delta);
     Ok(delta)
 }
@@ -119,24 +132,52 @@ pub(crate) fn truncate<S: Store + ?Sized>(
                 }
             }
         }
-        if first_dead < inode.alloc_end {
-            let last = inode.alloc_end - 1;
-            for g in first_dead / GROUP_BLOCKS..=last / GROUP_BLOCKS {
-                let from = first_dead.max(g * GROUP_BLOCKS);
-                let to = last.min(g * GROUP_BLOCKS + GROUP_BLOCKS - 1);
-                let start = key::block(ino, from);
-                // Just past `block(ino, to)`: same placement, so one partition is scanned.
-                let mut end = key::block(ino, to);
-                end.push(0);
-                for (k, v) in txn.range(&start, &end, usize::MAX)? {
-                    delta -= v.len() as i64;
-                    txn.delete(k);
-                }
+        // Every stored group from the one holding `first_dead` on.
+        let start = key::group(ino, first_dead / GROUP_BLOCKS);
+        let end = key::group(ino, u64::MAX);
+        for (gk, count) in txn.range(&start, &end, usize::MAX)? {
+            let g = tail_u64(&gk);
+            let mut left = decode_count(&count)?;
+            let from = first_dead.max(g * GROUP_BLOCKS);
+            let to = g * GROUP_BLOCKS + GROUP_BLOCKS - 1;
+            let bstart = key::block(ino, from);
+            // Just past `block(ino, to)`: same placement, so one partition is scanned.
+            let mut bend = key::block(ino, to);
+            bend.push(0);
+            for (k, v) in txn.range(&bstart, &bend, usize::MAX)? {
+                delta -= v.len() as i64;
+                left = left.saturating_sub(1);
+                txn.delete(k);
+            }
+            if left == 0 {
+                txn.delete(gk);
+            } else {
+                txn.put(gk, left.to_le_bytes().to_vec());
             }
         }
-        inode.alloc_end = inode.alloc_end.min(first_dead);
     }
     inode.size = size;
     inode.used = inode.used.saturating_add_signed(delta);
     Ok(delta)
+}
+
+/// The last 8 bytes of a key as a big-endian `u64` (the group or block index).
+fn tail_u64(k: &[u8]) -> u64 {
+    let mut b = [0u8; 8];
+    b.copy_from_slice(&k[k.len() - 8..]);
+    u64::from_be_bytes(b)
+}
+
+fn decode_count(v: &[u8]) -> Result<u64, StoreError> {
+    <[u8; 8]>::try_from(v)
+        .map(u64::from_le_bytes)
+        .map_err(|_| StoreError::Io("corrupt group record".into()))
+}
+
+/// Stored blocks of group `g` of file `ino`.
+fn group_count<S: Store + ?Sized>(txn: &Txn<'_, S>, ino: u64, g: u64) -> Res<u64> {
+    match txn.get(&key::group(ino, g))? {
+        Some(v) => Ok(decode_count(&v)?),
+        None => Ok(0),
+    }
 }

@@ -50,9 +50,6 @@ pub(crate) struct Inode {
     pub next_cookie: u64,
     /// Directories: number of entries, `.` and `..` excluded.
     pub entries: u64,
-    /// Regular files: one past the highest block index ever stored since the last truncation
-    /// below it, so truncation scans only where blocks can be.
-    pub alloc_end: u64,
     /// Symlinks: the target.
     pub target: Vec<u8>,
 }
@@ -86,7 +83,6 @@ impl Inode {
             parent: 0,
             next_cookie: crate::dir::FIRST_COOKIE,
             entries: 0,
-            alloc_end: 0,
             target: Vec::new(),
         }
     }

@@ -8,6 +8,7 @@
 //! | entry by cookie | `2 ‖ dir ‖ cookie` | `"d" ‖ dir` |
 //! | entry by name | `3 ‖ dir ‖ name` | `"d" ‖ dir` |
 //! | data block | `4 ‖ ino ‖ index` | `"b" ‖ ino ‖ index / GROUP_BLOCKS` |
+//! | block group (stored block count) | `5 ‖ ino ‖ group` | `"g" ‖ ino` |
 //!
 //! Integers are big-endian so key order is numeric order. The placement bytes are the first 8
 //! bytes of a domain-separated BLAKE3 hash, so partitions fill evenly. Both records of a
@@ -25,6 +26,7 @@ const TAG_INODE: u8 = 1;
 const TAG_ENTRY: u8 = 2;
 const TAG_NAME: u8 = 3;
 const TAG_BLOCK: u8 = 4;
+const TAG_GROUP: u8 = 5;
 
 /// The placement bytes of an object.
 fn placement(kind: u8, parts: &[u64]) -> [u8; PLACEMENT_BYTES] {
@@ -77,6 +79,13 @@ pub(crate) fn block(ino: u64, index: u64) -> Vec<u8> {
         &[ino, index],
         &[],
     )
+}
+
+/// The block-count record of group `group` of file `ino` (groups that hold no block have
+/// none). All of a file's group records share a partition, so truncation finds the stored
+/// groups with one range scan instead of probing every group up to the file size.
+pub(crate) fn group(ino: u64, group: u64) -> Vec<u8> {
+    build(placement(b'g', &[ino]), TAG_GROUP, &[ino, group], &[])
 }
 
 #[cfg(test)]

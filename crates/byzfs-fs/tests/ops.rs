@@ -1022,3 +1022,37 @@ fn stale_handles_everywhere() {
     }
     assert_eq!(fs.run(Op::Fsync { fh: ROOT }), Ok(Reply::Done));
 }
+
+#[test]
+fn truncation_leaves_no_records_and_costs_stored_groups_only() {
+    // Two files with different histories but the same final content give the same state:
+    // nothing is left behind by truncation (no block, no group record).
+    let far = MAX_FILE_SIZE - 1;
+    let mut a = Fs::new();
+    let mut b = Fs::new();
+    let fa = a.create(ROOT, "f");
+    let fb = b.create(ROOT, "f");
+    a.write(fa.fh, far, b"x").unwrap();
+    a.write(fa.fh, 5 * BLOCK_SIZE, &[1; 100]).unwrap();
+    b.write(fb.fh, 0, b"y").unwrap();
+    b.write(fb.fh, 1, b"z").unwrap();
+    // Cheap: one range scan over the file's two stored groups, not 2^20 group probes.
+    a.truncate(fa.fh, 0).unwrap();
+    b.truncate(fb.fh, 0).unwrap();
+    assert_eq!(
+        a.s.current_partition_digests(),
+        b.s.current_partition_digests()
+    );
+    // Partial truncation keeps the group's remaining blocks counted.
+    let big = vec![9u8; 4 * BLOCK_SIZE as usize];
+    a.write(fa.fh, 0, &big).unwrap();
+    b.write(fb.fh, 0, &big).unwrap();
+    a.truncate(fa.fh, BLOCK_SIZE + 1).unwrap();
+    b.truncate(fb.fh, 2 * BLOCK_SIZE).unwrap();
+    a.truncate(fa.fh, 0).unwrap();
+    b.truncate(fb.fh, 0).unwrap();
+    assert_eq!(
+        a.s.current_partition_digests(),
+        b.s.current_partition_digests()
+    );
+}

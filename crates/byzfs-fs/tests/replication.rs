@@ -500,10 +500,12 @@ proptest! {
                 0 => {
                     fs.write(f, off, &vec![byte; len]).unwrap();
                     let end = off as usize + len;
-                    if len > 0 && model.len() < end {
-                        model.resize(end, 0);
+                    if len > 0 {
+                        if model.len() < end {
+                            model.resize(end, 0);
+                        }
+                        model[off as usize..end].fill(byte);
                     }
-                    model[off as usize..off as usize + len].fill(byte);
                 }
                 1 => {
                     fs.truncate(f, off).unwrap();
