@@ -326,18 +326,33 @@ fn name(n: u8) -> Vec<u8> {
     vec![b'a' + n]
 }
 
+/// Handles seen so far: directories, and every file (directories included). Ops that take a
+/// directory mostly pick one (index < 12), sometimes any file (to reach the error paths).
+#[derive(Clone, Debug)]
+struct Known {
+    dirs: Vec<FileHandle>,
+    all: Vec<FileHandle>,
+}
+
 /// Translates a random op into a file operation, naming handles seen so far.
-fn to_op(r: &ROp, handles: &[FileHandle]) -> Option<Op> {
-    let h = |i: u8| handles[usize::from(i) % handles.len()];
+fn to_op(r: &ROp, k: &Known) -> Option<Op> {
+    let h = |i: u8| k.all[usize::from(i) % k.all.len()];
+    let d = |i: u8| {
+        if i < 12 {
+            k.dirs[usize::from(i) % k.dirs.len()]
+        } else {
+            h(i)
+        }
+    };
     Some(match *r {
-        ROp::Create(d, n) => Op::Create {
-            dir: h(d),
+        ROp::Create(a, n) => Op::Create {
+            dir: d(a),
             name: name(n),
             mode: 0o644,
             exclusive: n % 2 == 0,
         },
-        ROp::Mkdir(d, n) => Op::Mkdir {
-            dir: h(d),
+        ROp::Mkdir(a, n) => Op::Mkdir {
+            dir: d(a),
             name: name(n),
             mode: 0o755,
         },
@@ -353,34 +368,34 @@ fn to_op(r: &ROp, handles: &[FileHandle]) -> Option<Op> {
                 ..SetAttr::default()
             },
         },
-        ROp::Remove(d, n) => Op::Remove {
-            dir: h(d),
+        ROp::Remove(a, n) => Op::Remove {
+            dir: d(a),
             name: name(n),
         },
-        ROp::Rmdir(d, n) => Op::Rmdir {
-            dir: h(d),
+        ROp::Rmdir(a, n) => Op::Rmdir {
+            dir: d(a),
             name: name(n),
         },
-        ROp::Rename(a, b, c, d) => Op::Rename {
-            from_dir: h(a),
+        ROp::Rename(a, b, c, e) => Op::Rename {
+            from_dir: d(a),
             from_name: name(b),
-            to_dir: h(c),
-            to_name: name(d),
+            to_dir: d(c),
+            to_name: name(e),
         },
-        ROp::Link(f, d, n) => Op::Link {
+        ROp::Link(f, a, n) => Op::Link {
             fh: h(f),
-            dir: h(d),
+            dir: d(a),
             name: name(n),
         },
-        ROp::Symlink(d, n) => Op::Symlink {
-            dir: h(d),
+        ROp::Symlink(a, n) => Op::Symlink {
+            dir: d(a),
             name: name(n),
             target: b"x/y".to_vec(),
         },
         ROp::Chmod(f, m) => Op::SetAttr {
             fh: h(f),
             set: SetAttr {
-                mode: Some(u32::from(m)),
+                mode: Some(u32::from(m) | 0o700),
                 ..SetAttr::default()
             },
         },
@@ -432,7 +447,7 @@ fn check_invariants(fs: &mut Fs) {
 }
 
 /// A checkpoint's sequence number, digests, tree dump and known handles.
-type Saved = (Seq, Vec<Digest>, Vec<String>, Vec<FileHandle>);
+type Saved = (Seq, Vec<Digest>, Vec<String>, Known);
 
 proptest! {
     #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
@@ -443,7 +458,7 @@ proptest! {
     fn random_ops_replicate_and_roll_back(ops in proptest::collection::vec(rop(), 1..60)) {
         let mut a = Fs::new();
         let mut b = Fs::new();
-        let mut handles = vec![ROOT];
+        let mut known = Known { dirs: vec![ROOT], all: vec![ROOT] };
         let mut cp: Option<Saved> = None;
         let mut seq: Seq = 0;
         for r in &ops {
@@ -452,7 +467,7 @@ proptest! {
                     seq += 1;
                     let d = a.s.checkpoint(seq);
                     prop_assert_eq!(&b.s.checkpoint(seq), &d);
-                    cp = Some((seq, d, a.dump(), handles.clone()));
+                    cp = Some((seq, d, a.dump(), known.clone()));
                 }
                 ROp::Rollback => {
                     let got = a.s.rollback();
@@ -461,17 +476,20 @@ proptest! {
                         prop_assert_eq!(got, Some(*s));
                         prop_assert_eq!(&a.s.current_partition_digests(), d);
                         prop_assert_eq!(&a.dump(), dump);
-                        handles = hs.clone();
+                        known = hs.clone();
                     }
                 }
                 _ => {
-                    let op = to_op(r, &handles).unwrap();
+                    let op = to_op(r, &known).unwrap();
                     let ra = a.run(op.clone());
                     let rb = b.run(op);
                     prop_assert_eq!(&ra, &rb);
                     if let Ok(Reply::Entry(attr)) = ra {
-                        if !handles.contains(&attr.fh) {
-                            handles.push(attr.fh);
+                        if !known.all.contains(&attr.fh) {
+                            known.all.push(attr.fh);
+                            if attr.kind == FileType::Directory {
+                                known.dirs.push(attr.fh);
+                            }
                         }
                     }
                 }
