@@ -38,6 +38,9 @@ use redb::{Database, Durability, ReadableDatabase, ReadableTable, Table, TableDe
 use std::collections::BTreeMap;
 use std::path::Path;
 
+/// Default page cache of a [`RedbStore`]: 64 MiB.
+pub const DEFAULT_CACHE_BYTES: usize = 64 << 20;
+
 const LIVE: TableDefinition<&[u8], &[u8]> = TableDefinition::new("live");
 const UNDO: TableDefinition<&[u8], &[u8]> = TableDefinition::new("undo");
 const SUMS: TableDefinition<u32, &[u8]> = TableDefinition::new("sums");
@@ -203,11 +206,25 @@ pub struct RedbStore {
 }
 
 impl RedbStore {
-    /// Opens the store at `path`, creating it with `partitions` partitions (0 counts as 1) if
-    /// it does not exist. An existing store must have the same partition count.
+    /// Opens the store at `path` with a [`DEFAULT_CACHE_BYTES`] page cache, creating it with
+    /// `partitions` partitions (0 counts as 1) if it does not exist. An existing store must
+    /// have the same partition count.
     pub fn open(path: impl AsRef<Path>, partitions: u32) -> Result<RedbStore, StoreError> {
+        Self::open_with_cache(path, partitions, DEFAULT_CACHE_BYTES)
+    }
+
+    /// [`RedbStore::open`] with a page cache of `cache_bytes` (redb's own default is 1 GiB,
+    /// too much for several replicas on one machine).
+    pub fn open_with_cache(
+        path: impl AsRef<Path>,
+        partitions: u32,
+        cache_bytes: usize,
+    ) -> Result<RedbStore, StoreError> {
         let parts = partitions.max(1);
-        let db = Database::create(path).map_err(err)?;
+        let db = Database::builder()
+            .set_cache_size(cache_bytes)
+            .create(path)
+            .map_err(err)?;
         let tx = db.begin_write().map_err(err)?;
         {
             let mut meta = tx.open_table(META).map_err(err)?;
