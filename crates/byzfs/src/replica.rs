@@ -4,6 +4,8 @@ use anyhow::Context as _;
 use byzfs_bft::services::kv::KvService;
 use byzfs_bft::services::null::NullService;
 use byzfs_bft::Service;
+use byzfs_fs::store::RedbStore;
+use byzfs_fs::{FileService, FsConfig};
 use byzfs_net::cluster::ClusterConfig;
 use byzfs_net::keygen::replica_key_path;
 use byzfs_net::{ReplicaNode, ReplicaSecret};
@@ -19,6 +21,8 @@ pub enum ServiceKind {
     Null,
     /// The key-value store (`byzfs kv`).
     Kv,
+    /// The file service (`byzfs mount`), state in a redb file under `--data` (else memory).
+    Fs,
 }
 
 impl ServiceKind {
@@ -26,6 +30,7 @@ impl ServiceKind {
         match self {
             ServiceKind::Null => "null",
             ServiceKind::Kv => "kv",
+            ServiceKind::Fs => "fs",
         }
     }
 }
@@ -74,6 +79,31 @@ pub fn run(a: ReplicaArgs) -> anyhow::Result<ExitCode> {
     match a.service {
         ServiceKind::Null => serve(cluster, secret, NullService::default(), &a),
         ServiceKind::Kv => serve(cluster, secret, KvService::new(), &a),
+        ServiceKind::Fs => {
+            let cfg = FsConfig::default();
+            match &a.data {
+                Some(d) => {
+                    // The replica's protocol state is memory-only for now (`--data` above), so
+                    // file-service state from a previous run would not match it: start from an
+                    // empty store. The point of the file is that GB files live on disk.
+                    let path = d.join("fs-state.redb");
+                    match std::fs::remove_file(&path) {
+                        Ok(()) => {}
+                        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                        Err(e) => {
+                            return Err(e)
+                                .with_context(|| format!("cannot reset {}", path.display()))
+                        }
+                    }
+                    let store = RedbStore::open(&path, cfg.partitions)
+                        .with_context(|| format!("cannot open {}", path.display()))?;
+                    let fs = FileService::with_store(store, cfg)
+                        .with_context(|| format!("cannot initialise {}", path.display()))?;
+                    serve(cluster, secret, fs, &a)
+                }
+                None => serve(cluster, secret, FileService::in_memory(cfg), &a),
+            }
+        }
     }
 }
 
