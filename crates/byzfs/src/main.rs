@@ -6,6 +6,7 @@
 //! byzfs replica --config C --id I [--key K] [--data DIR] [--service null|kv] [--metrics ADDR]
 //! byzfs up [--replicas N] [--dir D] [--service kv]   a local cluster of child processes
 //! byzfs kv --config C [--key K] put KEY VALUE | get KEY | delete KEY | append KEY VALUE
+//! byzfs mount --config C [--key K] MOUNTPOINT   mount the file service (--service fs) with FUSE
 //! byzfs status --config C                    per replica: reachable, view, primary, …
 //! ```
 //!
@@ -16,6 +17,7 @@
 mod keygen;
 mod kv;
 mod logging;
+mod mount;
 mod replica;
 mod signals;
 mod status;
@@ -46,6 +48,8 @@ enum Command {
     Kv(kv::KvArgs),
     /// Show every replica's state.
     Status(status::StatusArgs),
+    /// Mount the file service of a cluster (replicas run with `--service fs`).
+    Mount(mount::MountArgs),
 }
 
 fn main() -> ExitCode {
@@ -57,6 +61,7 @@ fn main() -> ExitCode {
         Command::Up(a) => up::run(a),
         Command::Kv(a) => kv::run(a),
         Command::Status(a) => status::run(a),
+        Command::Mount(a) => mount::run(a),
     };
     match result {
         Ok(code) => code,
