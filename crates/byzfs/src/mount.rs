@@ -2,8 +2,9 @@
 //! (`byzfs_fs::Op`), invoked on the cluster through the BFT client.
 //!
 //! * **Handles.** FUSE inode numbers are the service's inode numbers; the adapter remembers
-//!   each inode's generation from the replies that named it (lookup, create, readdir, …) to
-//!   build the service's `(ino, generation)` handles. The root is `(1, 1)`.
+//!   each inode's generation from the entry replies that gave it to the kernel (lookup,
+//!   create, mkdir, …) until the kernel forgets it, to build the service's
+//!   `(ino, generation)` handles. The root is `(1, 1)`.
 //! * **Credentials.** Each request runs as the caller's uid, gid and supplementary groups
 //!   (read from `/proc/<pid>/status`, since FUSE does not pass them). The mount uses
 //!   `default_permissions`, so the kernel checks modes too, with the full credentials.
@@ -87,9 +88,12 @@ pub fn run(a: MountArgs) -> anyhow::Result<ExitCode> {
         inner: Mutex::new(Inner {
             rt,
             client,
-            generations: HashMap::from([(
+            known: HashMap::from([(
                 byzfs_fs::handle::ROOT_INO,
-                byzfs_fs::handle::ROOT_GENERATION,
+                Known {
+                    generation: byzfs_fs::handle::ROOT_GENERATION,
+                    lookups: 1,
+                },
             )]),
             timeout: Duration::from_millis(a.timeout_ms),
         }),
@@ -141,9 +145,17 @@ struct ByzFuse {
 struct Inner {
     rt: tokio::runtime::Runtime,
     client: ByzClient,
-    /// Generation of every inode the kernel may name.
-    generations: HashMap<u64, u64>,
+    /// Every inode the kernel may name: those it got in an entry reply and has not
+    /// forgotten.
+    known: HashMap<u64, Known>,
     timeout: Duration,
+}
+
+/// What the adapter knows of an inode the kernel holds.
+struct Known {
+    generation: u64,
+    /// Entry replies not yet matched by `forget` (the kernel's lookup count).
+    lookups: u64,
 }
 
 /// The caller's credentials, supplementary groups from `/proc/<pid>/status`.
@@ -237,7 +249,9 @@ fn file_attr(a: &Attr) -> FileAttr {
 }
 
 impl ByzFuse {
-    /// Runs `op` on the cluster as the caller; remembers the generations the reply names.
+    /// Runs `op` on the cluster as the caller. An entry reply gives the kernel a reference to
+    /// an inode (its lookup count grows by one), so the inode's generation is remembered
+    /// until the matching `forget`.
     fn call(&self, req: &fuser::Request, op: Op) -> FsResult {
         let read_only = op.is_read_only();
         let bytes = Request::new(credentials(req), op).encode();
@@ -259,16 +273,13 @@ impl ByzFuse {
                 Err(Errno::EIO)
             }
         };
-        match &result {
-            Ok(Reply::Attr(a) | Reply::Entry(a) | Reply::Write { attr: a, .. }) => {
-                inner.generations.insert(a.fh.ino, a.fh.generation);
-            }
-            Ok(Reply::ReadDir { entries, .. }) => {
-                for e in entries {
-                    inner.generations.insert(e.fh.ino, e.fh.generation);
-                }
-            }
-            _ => {}
+        if let Ok(Reply::Entry(a)) = &result {
+            let k = inner.known.entry(a.fh.ino).or_insert(Known {
+                generation: a.fh.generation,
+                lookups: 0,
+            });
+            k.generation = a.fh.generation;
+            k.lookups += 1;
         }
         result
     }
@@ -277,11 +288,11 @@ impl ByzFuse {
     fn fh(&self, ino: INodeNo) -> Result<FileHandle, fuser::Errno> {
         let inner = self.inner.lock().map_err(|_| fuser::Errno::EIO)?;
         inner
-            .generations
+            .known
             .get(&ino.0)
-            .map(|&generation| FileHandle {
+            .map(|k| FileHandle {
                 ino: ino.0,
-                generation,
+                generation: k.generation,
             })
             .ok_or(fuser::Errno::ESTALE)
     }
@@ -313,6 +324,22 @@ macro_rules! fh {
 }
 
 impl Filesystem for ByzFuse {
+    /// The kernel dropped `nlookup` references to `ino`; at zero the adapter forgets it.
+    fn forget(&self, _req: &fuser::Request, ino: INodeNo, nlookup: u64) {
+        let Ok(mut inner) = self.inner.lock() else {
+            return;
+        };
+        if ino.0 == byzfs_fs::handle::ROOT_INO {
+            return;
+        }
+        if let Some(k) = inner.known.get_mut(&ino.0) {
+            k.lookups = k.lookups.saturating_sub(nlookup);
+            if k.lookups == 0 {
+                inner.known.remove(&ino.0);
+            }
+        }
+    }
+
     fn lookup(&self, req: &fuser::Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
         let dir = fh!(self, parent, reply);
         let name = name.as_bytes().to_vec();
