@@ -83,6 +83,19 @@
 //! Both implement [`store::Store`] and give identical digests and exports for the same calls
 //! (property-tested), so replicas with different backends agree. The state machine itself
 //! (everything but `store/redb.rs`) does no I/O.
+//!
+//! ## Known limitations
+//!
+//! * A directory's entries live in one partition: a directory of 100,000 entries makes one
+//!   partition of a few tens of MB, sent whole by state transfer (which does not chunk
+//!   partitions yet, docs/STATUS.md).
+//! * A disk failure inside `checkpoint`, `rollback`, `discard_checkpoints_below`,
+//!   `import_partition` or `finish_import` of the redb backend panics the replica: the
+//!   `Service` trait has no error channel there, and going on would diverge silently. A
+//!   failure in an operation (the common case of a full disk) is handled without a panic
+//!   (see [`service`]).
+//! * `byzfs replica --service fs` resets its redb file at start, because the replica's
+//!   protocol state is not durable yet; durable restart needs the replica's own restore.
 
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
