@@ -12,8 +12,10 @@
 //!   attribute cache: other clients' changes show up within that time.
 //! * **Read-only operations** are sent with the read-only flag the service itself would give
 //!   them (`Op::is_read_only`), so they use the read-only optimisation.
-//! * **Not handled yet:** an open file removed by another process disappears at once (no
-//!   silly rename); `rename` flags (`RENAME_NOREPLACE`, `RENAME_EXCHANGE`) get `EINVAL`;
+//! * **Open files that are removed** (unlinked, or replaced by a rename) through this mount
+//!   are renamed to `.byzfs-silly-<ino>-<generation>` and removed at their last close, as NFS
+//!   clients do. A file removed by another client disappears at once (`ESTALE`).
+//! * **Not handled yet:** `rename` flags (`RENAME_NOREPLACE`, `RENAME_EXCHANGE`) get `EINVAL`;
 //!   extended attributes and locks are not supported.
 
 use anyhow::Context as _;
@@ -95,6 +97,8 @@ pub fn run(a: MountArgs) -> anyhow::Result<ExitCode> {
                     lookups: 1,
                 },
             )]),
+            open: HashMap::new(),
+            silly: HashMap::new(),
             timeout: Duration::from_millis(a.timeout_ms),
         }),
     };
@@ -148,6 +152,11 @@ struct Inner {
     /// Every inode the kernel may name: those it got in an entry reply and has not
     /// forgotten.
     known: HashMap<u64, Known>,
+    /// Open count of every inode this mount has open (for silly renames).
+    open: HashMap<u64, u32>,
+    /// Open files removed while open: inode → (directory, hidden name), removed for good at
+    /// the last release.
+    silly: HashMap<u64, (FileHandle, Vec<u8>)>,
     timeout: Duration,
 }
 
@@ -248,31 +257,89 @@ fn file_attr(a: &Attr) -> FileAttr {
     }
 }
 
+/// Runs `op` on the cluster with `cred` (no bookkeeping).
+fn invoke(inner: &mut Inner, cred: &Credentials, op: Op) -> FsResult {
+    let read_only = op.is_read_only();
+    let bytes = Request::new(cred.clone(), op).encode();
+    let out = inner.rt.block_on(async {
+        tokio::time::timeout(inner.timeout, inner.client.invoke(bytes, read_only)).await
+    });
+    match out {
+        Ok(Ok(b)) => decode_result(&b).unwrap_or(Err(Errno::EIO)),
+        Ok(Err(e)) => {
+            tracing::warn!(error = %e, "invoke failed");
+            Err(Errno::EIO)
+        }
+        Err(_) => {
+            tracing::warn!("no reply within the timeout");
+            Err(Errno::EIO)
+        }
+    }
+}
+
+/// NFS-style silly rename: if `dir/name` is a file with one link that this mount has open,
+/// renames it to a hidden name instead of removing it, so the open file keeps working; it is
+/// removed at its last release. `None` if the name is not such a file (remove it normally).
+fn hide_if_open(
+    inner: &mut Inner,
+    cred: &Credentials,
+    dir: FileHandle,
+    name: &[u8],
+) -> Option<FsResult> {
+    if inner.open.is_empty() {
+        return None;
+    }
+    let found = invoke(
+        inner,
+        cred,
+        Op::Lookup {
+            dir,
+            name: name.to_vec(),
+        },
+    );
+    let Ok(Reply::Entry(a)) = found else {
+        return None;
+    };
+    if a.kind == FileType::Directory || a.nlink != 1 || !inner.open.contains_key(&a.fh.ino) {
+        return None;
+    }
+    let hidden = format!(".byzfs-silly-{:x}-{:x}", a.fh.ino, a.fh.generation).into_bytes();
+    let op = Op::Rename {
+        from_dir: dir,
+        from_name: name.to_vec(),
+        to_dir: dir,
+        to_name: hidden.clone(),
+    };
+    let r = invoke(inner, cred, op);
+    if r.is_ok() {
+        inner.silly.insert(a.fh.ino, (dir, hidden));
+    }
+    Some(r)
+}
+
+/// The mount process's own credentials (for clean-up at unmount).
+fn own_credentials() -> Credentials {
+    use std::os::unix::fs::MetadataExt as _;
+    let (uid, gid) = std::fs::metadata("/proc/self")
+        .map(|m| (m.uid(), m.gid()))
+        .unwrap_or((0, 0));
+    Credentials {
+        uid,
+        gid,
+        groups: Vec::new(),
+    }
+}
+
 impl ByzFuse {
     /// Runs `op` on the cluster as the caller. An entry reply gives the kernel a reference to
     /// an inode (its lookup count grows by one), so the inode's generation is remembered
     /// until the matching `forget`.
     fn call(&self, req: &fuser::Request, op: Op) -> FsResult {
-        let read_only = op.is_read_only();
-        let bytes = Request::new(credentials(req), op).encode();
+        let cred = credentials(req);
         let Ok(mut inner) = self.inner.lock() else {
             return Err(Errno::EIO);
         };
-        let inner = &mut *inner;
-        let out = inner.rt.block_on(async {
-            tokio::time::timeout(inner.timeout, inner.client.invoke(bytes, read_only)).await
-        });
-        let result = match out {
-            Ok(Ok(b)) => decode_result(&b).unwrap_or(Err(Errno::EIO)),
-            Ok(Err(e)) => {
-                tracing::warn!(error = %e, "invoke failed");
-                Err(Errno::EIO)
-            }
-            Err(_) => {
-                tracing::warn!("no reply within the timeout");
-                Err(Errno::EIO)
-            }
-        };
+        let result = invoke(&mut inner, &cred, op);
         if let Ok(Reply::Entry(a)) = &result {
             let k = inner.known.entry(a.fh.ino).or_insert(Known {
                 generation: a.fh.generation,
@@ -467,7 +534,18 @@ impl Filesystem for ByzFuse {
     fn unlink(&self, req: &fuser::Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         let dir = fh!(self, parent, reply);
         let name = name.as_bytes().to_vec();
-        self.done(req, Op::Remove { dir, name }, reply);
+        let cred = credentials(req);
+        let Ok(mut inner) = self.inner.lock() else {
+            return reply.error(fuser::Errno::EIO);
+        };
+        let r = match hide_if_open(&mut inner, &cred, dir, &name) {
+            Some(r) => r,
+            None => invoke(&mut inner, &cred, Op::Remove { dir, name }),
+        };
+        match r {
+            Ok(_) => reply.ok(),
+            Err(e) => reply.error(errno(e)),
+        }
     }
 
     fn rmdir(&self, req: &fuser::Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
@@ -508,13 +586,27 @@ impl Filesystem for ByzFuse {
         }
         let from_dir = fh!(self, parent, reply);
         let to_dir = fh!(self, newparent, reply);
+        let (from_name, to_name) = (name.as_bytes().to_vec(), newname.as_bytes().to_vec());
+        let cred = credentials(req);
+        let Ok(mut inner) = self.inner.lock() else {
+            return reply.error(fuser::Errno::EIO);
+        };
+        // A file open here that the rename would replace is hidden first, as on unlink.
+        if (from_dir, &from_name) != (to_dir, &to_name) {
+            if let Some(Err(e)) = hide_if_open(&mut inner, &cred, to_dir, &to_name) {
+                return reply.error(errno(e));
+            }
+        }
         let op = Op::Rename {
             from_dir,
-            from_name: name.as_bytes().to_vec(),
+            from_name,
             to_dir,
-            to_name: newname.as_bytes().to_vec(),
+            to_name,
         };
-        self.done(req, op, reply);
+        match invoke(&mut inner, &cred, op) {
+            Ok(_) => reply.ok(),
+            Err(e) => reply.error(errno(e)),
+        }
     }
 
     fn link(
@@ -711,15 +803,76 @@ impl Filesystem for ByzFuse {
             exclusive: flags & O_EXCL != 0,
         };
         match self.call(req, op) {
-            Ok(Reply::Entry(a)) => reply.created(
-                &TTL,
-                &file_attr(&a),
-                Generation(a.fh.generation),
-                fuser::FileHandle(0),
-                fuser::FopenFlags::empty(),
-            ),
+            Ok(Reply::Entry(a)) => {
+                if let Ok(mut inner) = self.inner.lock() {
+                    *inner.open.entry(a.fh.ino).or_default() += 1;
+                }
+                reply.created(
+                    &TTL,
+                    &file_attr(&a),
+                    Generation(a.fh.generation),
+                    fuser::FileHandle(0),
+                    fuser::FopenFlags::empty(),
+                )
+            }
             Ok(_) => reply.error(fuser::Errno::EIO),
             Err(e) => reply.error(errno(e)),
+        }
+    }
+
+    fn open(
+        &self,
+        _req: &fuser::Request,
+        ino: INodeNo,
+        _flags: OpenFlags,
+        reply: fuser::ReplyOpen,
+    ) {
+        if let Ok(mut inner) = self.inner.lock() {
+            *inner.open.entry(ino.0).or_default() += 1;
+        }
+        reply.opened(fuser::FileHandle(0), fuser::FopenFlags::empty());
+    }
+
+    /// At the last release of a file removed while open, removes it for good.
+    fn release(
+        &self,
+        req: &fuser::Request,
+        ino: INodeNo,
+        _fh: fuser::FileHandle,
+        _flags: OpenFlags,
+        _lock_owner: Option<fuser::LockOwner>,
+        _flush: bool,
+        reply: ReplyEmpty,
+    ) {
+        let cred = credentials(req);
+        if let Ok(mut inner) = self.inner.lock() {
+            let last = match inner.open.get_mut(&ino.0) {
+                Some(n) => {
+                    *n = n.saturating_sub(1);
+                    *n == 0
+                }
+                None => false,
+            };
+            if last {
+                inner.open.remove(&ino.0);
+                if let Some((dir, name)) = inner.silly.remove(&ino.0) {
+                    if let Err(e) = invoke(&mut inner, &cred, Op::Remove { dir, name }) {
+                        tracing::warn!(ino = ino.0, %e, "cannot remove a silly-renamed file");
+                    }
+                }
+            }
+        }
+        reply.ok();
+    }
+
+    /// At unmount, removes files still hidden by silly renames.
+    fn destroy(&mut self) {
+        let cred = own_credentials();
+        if let Ok(inner) = self.inner.get_mut() {
+            let hidden: Vec<_> = inner.silly.drain().map(|(_, v)| v).collect();
+            for (dir, name) in hidden {
+                let _ = invoke(inner, &cred, Op::Remove { dir, name });
+            }
         }
     }
 }

@@ -162,6 +162,54 @@ fn mount_serves_posix_calls() {
     std::fs::remove_dir(&d).unwrap();
     assert!(!d.exists());
 
+    // An open file that is removed keeps working until closed (silly rename), then is gone.
+    use std::io::{Read as _, Seek as _, Write as _};
+    let tmp = mnt.join("tmp");
+    let mut open = std::fs::OpenOptions::new()
+        .create(true)
+        .read(true)
+        .write(true)
+        .truncate(true)
+        .open(&tmp)
+        .unwrap();
+    open.write_all(b"still here").unwrap();
+    std::fs::remove_file(&tmp).unwrap();
+    assert!(!tmp.exists());
+    let mut back = String::new();
+    open.seek(std::io::SeekFrom::Start(0)).unwrap();
+    open.read_to_string(&mut back).unwrap();
+    assert_eq!(back, "still here");
+    // Replaced by a rename while open: the same.
+    std::fs::write(mnt.join("new"), b"new").unwrap();
+    let old = mnt.join("old");
+    std::fs::write(&old, b"old").unwrap();
+    let mut held = std::fs::File::open(&old).unwrap();
+    std::fs::rename(mnt.join("new"), &old).unwrap();
+    let mut s = String::new();
+    held.read_to_string(&mut s).unwrap();
+    assert_eq!(s, "old");
+    assert_eq!(std::fs::read(&old).unwrap(), b"new");
+    drop(open);
+    drop(held);
+    // The kernel sends RELEASE asynchronously after close: allow it a moment.
+    let listing = || {
+        let mut names: Vec<String> = std::fs::read_dir(&mnt)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        names.sort();
+        names
+    };
+    let start = Instant::now();
+    while listing() != ["moved", "old", "sym"] && start.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(
+        listing(),
+        ["moved", "old", "sym"],
+        "hidden files removed at close"
+    );
+
     drop(guard);
     assert!(!is_mounted(&mnt), "unmounted on SIGTERM");
 }
