@@ -6,6 +6,7 @@
 //! byzfs replica --config C --id I [--key K] [--data DIR] [--service null|kv] [--metrics ADDR]
 //! byzfs up [--replicas N] [--dir D] [--service kv]   a local cluster of child processes
 //! byzfs kv --config C [--key K] put KEY VALUE | get KEY | delete KEY | append KEY VALUE
+//! byzfs mount --config C [--key K] MOUNTPOINT   mount the file service (--service fs) with FUSE
 //! byzfs status --config C                    per replica: reachable, view, primary, …
 //! byzfs unreplicated --config C [--no-macs]  the unreplicated baseline server
 //! byzfs bench micro|throughput [--json P]    benchmarks on loopback (PBFT Table 1, BFT Fig. 6-7)
@@ -19,6 +20,7 @@ mod bench;
 mod keygen;
 mod kv;
 mod logging;
+mod mount;
 mod replica;
 mod signals;
 mod status;
@@ -55,6 +57,8 @@ enum Command {
     /// Run a benchmark: starts its processes on loopback, prints a table, writes JSON.
     #[command(subcommand)]
     Bench(bench::BenchCommand),
+    /// Mount the file service of a cluster (replicas run with `--service fs`).
+    Mount(mount::MountArgs),
 }
 
 fn main() -> ExitCode {
@@ -68,6 +72,7 @@ fn main() -> ExitCode {
         Command::Status(a) => status::run(a),
         Command::Unreplicated(a) => unreplicated::run(a),
         Command::Bench(c) => bench::run(c),
+        Command::Mount(a) => mount::run(a),
     };
     match result {
         Ok(code) => code,

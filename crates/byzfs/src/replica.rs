@@ -4,6 +4,8 @@ use anyhow::Context as _;
 use byzfs_bft::services::kv::KvService;
 use byzfs_bft::services::null::NullService;
 use byzfs_bft::Service;
+use byzfs_fs::store::RedbStore;
+use byzfs_fs::{FileService, FsConfig};
 use byzfs_net::cluster::ClusterConfig;
 use byzfs_net::keygen::replica_key_path;
 use byzfs_net::storage::{DiskDurability, Durability, MemoryDurability};
@@ -40,6 +42,8 @@ pub enum ServiceKind {
     Null,
     /// The key-value store (`byzfs kv`).
     Kv,
+    /// The file service (`byzfs mount`), state in a redb file under `--data` (else memory).
+    Fs,
 }
 
 impl ServiceKind {
@@ -47,6 +51,7 @@ impl ServiceKind {
         match self {
             ServiceKind::Null => "null",
             ServiceKind::Kv => "kv",
+            ServiceKind::Fs => "fs",
         }
     }
 }
@@ -92,13 +97,7 @@ pub fn run(a: ReplicaArgs) -> anyhow::Result<ExitCode> {
     let durability: Box<dyn Durability> = match a.durability {
         DurabilityMode::Memory => Box::new(MemoryDurability),
         DurabilityMode::Disk => {
-            let dir = a.data.clone().unwrap_or_else(|| {
-                a.config
-                    .parent()
-                    .unwrap_or_else(|| ".".as_ref())
-                    .join("data")
-                    .join(format!("replica-{}", a.id))
-            });
+            let dir = data_dir(&a);
             let identity = format!(
                 "replica {} of cluster {} (service {})",
                 a.id,
@@ -114,7 +113,41 @@ pub fn run(a: ReplicaArgs) -> anyhow::Result<ExitCode> {
     match a.service {
         ServiceKind::Null => serve(cluster, secret, NullService::default(), durability, &a),
         ServiceKind::Kv => serve(cluster, secret, KvService::new(), durability, &a),
+        ServiceKind::Fs => {
+            let cfg = FsConfig::default();
+            // The file service keeps its (possibly GB-sized) state in its own redb file. It
+            // starts empty: in `disk` mode the replica restores it from the last stable
+            // checkpoint in `replica.redb` and replays the executed batches after it
+            // (`Replica::restore`); in `memory` mode it catches up by state transfer.
+            let dir = data_dir(&a);
+            std::fs::create_dir_all(&dir)
+                .with_context(|| format!("cannot create the data directory {}", dir.display()))?;
+            let path = dir.join("fs-state.redb");
+            match std::fs::remove_file(&path) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => {
+                    return Err(e).with_context(|| format!("cannot reset {}", path.display()))
+                }
+            }
+            let store = RedbStore::open(&path, cfg.partitions)
+                .with_context(|| format!("cannot open {}", path.display()))?;
+            let fs = FileService::with_store(store, cfg)
+                .with_context(|| format!("cannot initialise {}", path.display()))?;
+            serve(cluster, secret, fs, durability, &a)
+        }
     }
+}
+
+/// `--data`, or `data/replica-<id>` beside the config.
+fn data_dir(a: &ReplicaArgs) -> PathBuf {
+    a.data.clone().unwrap_or_else(|| {
+        a.config
+            .parent()
+            .unwrap_or_else(|| ".".as_ref())
+            .join("data")
+            .join(format!("replica-{}", a.id))
+    })
 }
 
 fn hex_id(id: &[u8]) -> String {

@@ -278,8 +278,16 @@ fn print_summary(children: &Children, cluster: &ClusterConfig, a: &UpArgs, confi
         );
     }
     println!("try:");
-    println!("  {kv} put hello world");
-    println!("  {kv} get hello");
+    if a.service == ServiceKind::Fs {
+        println!(
+            "  byzfs mount --config {} --key {} MOUNTPOINT",
+            config.display(),
+            client.display()
+        );
+    } else {
+        println!("  {kv} put hello world");
+        println!("  {kv} get hello");
+    }
     println!("  byzfs status --config {}", config.display());
     println!("Press Ctrl-C to stop the cluster.");
 }
