@@ -319,10 +319,16 @@ fn bench_micro_smoke() {
         "5",
         "--op",
         "0/0",
+        "--durability",
+        "memory,disk",
     ]);
-    // rw and ro for byzfs, unreplicated, unreplicated-mac.
-    assert_eq!(rows.len(), 6, "{rows:?}");
+    // rw and ro for byzfs (memory and disk), unreplicated, unreplicated-mac.
+    assert_eq!(rows.len(), 8, "{rows:?}");
     assert!(rows.iter().all(|r| r["bench"] == "micro"));
+    for d in ["memory", "disk"] {
+        let n = rows.iter().filter(|r| r["durability"] == d).count();
+        assert_eq!(n, 2, "{d}: {rows:?}");
+    }
 }
 
 #[test]

@@ -43,6 +43,9 @@ pub struct Row {
     pub tentative: Option<bool>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub read_only_opt: Option<bool>,
+    /// ByzFS replica durability: "disk" or "memory".
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub durability: Option<String>,
     /// Kill-primary runs: when the primary was killed (s after the run started).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub killed_primary_at_s: Option<f64>,

@@ -8,7 +8,7 @@ use super::json::{self, Row};
 use super::load::{self, AnyClient, Length};
 use super::procs::{self, Servers, System};
 use super::stats::{self, Point};
-use super::{table, Common, WorkDir};
+use super::{durability_name, table, Common, WorkDir};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 use std::process::ExitCode;
@@ -61,7 +61,8 @@ async fn micro(a: MicroArgs) -> anyhow::Result<ExitCode> {
                 .map(|s| s.config(c.view_change_timeout_ms))
                 .unwrap_or_else(|| byzfs_bft::Config::new(1));
             let dir = work.fresh(system.name());
-            let servers = Servers::start(system, &dir, &protocol).await?;
+            let servers =
+                Servers::start(system, &dir, &protocol, switches.is_some_and(|w| w.disk)).await?;
             let client = load::connect_all(&servers, 1).await?.pop();
             subjects.push(Subject {
                 system,
@@ -151,6 +152,7 @@ async fn micro(a: MicroArgs) -> anyhow::Result<ExitCode> {
                 srt: s.switches.map(|w| w.srt),
                 tentative: s.switches.map(|w| w.tentative),
                 read_only_opt: s.switches.map(|w| w.read_only),
+                durability: s.switches.map(|w| durability_name(w.disk)),
                 killed_primary_at_s: None,
                 new_view_after_s: None,
                 recovered_after_s: None,

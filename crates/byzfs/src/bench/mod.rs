@@ -28,16 +28,16 @@ use std::process::ExitCode;
 #[derive(Subcommand, Debug)]
 pub enum BenchCommand {
     /// Null-operation latency (PBFT OSDI'99 Table 1 layout).
-    Micro(micro::MicroArgs),
+    Micro(Box<micro::MicroArgs>),
     /// Throughput and latency vs number of clients (BFT library Figures 6-7).
-    Throughput(throughput::ThroughputArgs),
+    Throughput(Box<throughput::ThroughputArgs>),
 }
 
 pub fn run(c: BenchCommand) -> anyhow::Result<ExitCode> {
     crate::logging::init("warn");
     match c {
-        BenchCommand::Micro(a) => micro::run(a),
-        BenchCommand::Throughput(a) => throughput::run(a),
+        BenchCommand::Micro(a) => micro::run(*a),
+        BenchCommand::Throughput(a) => throughput::run(*a),
     }
 }
 
@@ -71,6 +71,10 @@ pub struct Common {
     /// The read-only optimisation (read-only requests answered without ordering).
     #[arg(long, default_value = "on", value_delimiter = ',')]
     read_only: Vec<OnOff>,
+    /// Replica durability: memory (the seeds' BFS setting, the default here) and/or disk
+    /// (promises and state fsync'd with group commit before they are relied on).
+    #[arg(long, default_value = "memory", value_delimiter = ',')]
+    durability: Vec<crate::replica::DurabilityMode>,
     /// Base view-change timeout of the benchmark clusters, in ms.
     #[arg(long, default_value_t = 5000)]
     view_change_timeout_ms: u64,
@@ -102,6 +106,13 @@ pub struct Switches {
     pub srt: bool,
     pub tentative: bool,
     pub read_only: bool,
+    /// `disk` durability (else `memory`).
+    pub disk: bool,
+}
+
+/// The JSON name of a durability mode.
+pub fn durability_name(disk: bool) -> String {
+    if disk { "disk" } else { "memory" }.to_string()
 }
 
 impl Switches {
@@ -131,6 +142,7 @@ impl Switches {
             f(self.srt, "srt"),
             f(self.tentative, "tentative"),
             f(self.read_only, "ro-opt"),
+            format!("durability={}", if self.disk { "disk" } else { "memory" }),
         ]
         .join(" ")
     }
@@ -183,12 +195,15 @@ impl Common {
             for &srt in &self.srt {
                 for &tentative in &self.tentative {
                     for &read_only in &self.read_only {
-                        out.push(Switches {
-                            batching: batching.on(),
-                            srt: srt.on(),
-                            tentative: tentative.on(),
-                            read_only: read_only.on(),
-                        });
+                        for &d in &self.durability {
+                            out.push(Switches {
+                                batching: batching.on(),
+                                srt: srt.on(),
+                                tentative: tentative.on(),
+                                read_only: read_only.on(),
+                                disk: d == crate::replica::DurabilityMode::Disk,
+                            });
+                        }
                     }
                 }
             }

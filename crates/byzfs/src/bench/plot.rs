@@ -22,6 +22,9 @@ fn series_name(r: &Row) -> String {
     if !off.is_empty() {
         s.push_str(&format!(" ({} off)", off.join(", ")));
     }
+    if r.durability.as_deref() == Some("disk") {
+        s.push_str(" [disk]");
+    }
     s
 }
 

@@ -73,7 +73,12 @@ pub struct Servers {
 impl Servers {
     /// Generates a fresh cluster directory under `dir` (free loopback ports, `protocol`
     /// parameters) and starts `system` on it.
-    pub async fn start(system: System, dir: &Path, protocol: &Config) -> anyhow::Result<Servers> {
+    pub async fn start(
+        system: System,
+        dir: &Path,
+        protocol: &Config,
+        disk: bool,
+    ) -> anyhow::Result<Servers> {
         let mut opts = KeygenOptions::local(4, "127.0.0.1", 0)?;
         opts.protocol = protocol.clone();
         keygen(dir, &opts)?;
@@ -105,7 +110,11 @@ impl Servers {
                         .arg("--id")
                         .arg(id.to_string())
                         .arg("--service")
-                        .arg("null");
+                        .arg("null")
+                        .arg("--durability")
+                        .arg(if disk { "disk" } else { "memory" })
+                        .arg("--data")
+                        .arg(dir.join("data").join(format!("replica-{id}")));
                 }
                 System::Unreplicated => {
                     cmd.arg("unreplicated").arg("--no-macs");

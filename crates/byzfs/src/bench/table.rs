@@ -19,6 +19,7 @@ fn switches(r: &Row) -> String {
             srt: s,
             tentative: t,
             read_only: ro,
+            disk: r.durability.as_deref() == Some("disk"),
         }
         .label(),
         _ => String::new(),

@@ -7,7 +7,7 @@ use super::json::{self, Row};
 use super::load::{self, AnyClient, Length, NullOp};
 use super::procs::{self, Servers, System};
 use super::stats::{self, Point};
-use super::{plot, table, Common, Switches, WorkDir};
+use super::{durability_name, plot, table, Common, Switches, WorkDir};
 use anyhow::bail;
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
@@ -100,7 +100,10 @@ async fn throughput(a: ThroughputArgs) -> anyhow::Result<ExitCode> {
                     pool.clear();
                     drop(servers.take()); // Stops the old processes first (ports, CPU).
                     let dir = work.fresh(system.name());
-                    servers = Some(Servers::start(*system, &dir, &protocol).await?);
+                    servers = Some(
+                        Servers::start(*system, &dir, &protocol, switches.is_some_and(|w| w.disk))
+                            .await?,
+                    );
                 }
                 let Some(s) = servers.as_mut() else {
                     bail!("no servers (cannot happen: started above)")
@@ -225,6 +228,7 @@ fn row(
         srt: switches.map(|w| w.srt),
         tentative: switches.map(|w| w.tentative),
         read_only_opt: switches.map(|w| w.read_only),
+        durability: switches.map(|w| durability_name(w.disk)),
         killed_primary_at_s: None,
         new_view_after_s: None,
         recovered_after_s: None,
