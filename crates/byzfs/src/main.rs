@@ -7,12 +7,15 @@
 //! byzfs up [--replicas N] [--dir D] [--service kv]   a local cluster of child processes
 //! byzfs kv --config C [--key K] put KEY VALUE | get KEY | delete KEY | append KEY VALUE
 //! byzfs status --config C                    per replica: reachable, view, primary, …
+//! byzfs fsbench andrew|postmark|largefile    file-system benchmarks (local, bindfs, …)
 //! ```
 //!
 //! Errors print as one line, `error: …`, and exit non-zero.
 
 #![forbid(unsafe_code)]
 
+// File-system benchmarks: registered below as one `Fsbench` variant and one match arm.
+mod fsbench;
 mod keygen;
 mod kv;
 mod logging;
@@ -46,6 +49,8 @@ enum Command {
     Kv(kv::KvArgs),
     /// Show every replica's state.
     Status(status::StatusArgs),
+    /// File-system benchmarks: Andrew, PostMark, large files (ByzFS, NO-REP, local, bindfs).
+    Fsbench(fsbench::FsbenchArgs),
 }
 
 fn main() -> ExitCode {
@@ -57,6 +62,7 @@ fn main() -> ExitCode {
         Command::Up(a) => up::run(a),
         Command::Kv(a) => kv::run(a),
         Command::Status(a) => status::run(a),
+        Command::Fsbench(a) => fsbench::run(a),
     };
     match result {
         Ok(code) => code,
