@@ -165,6 +165,10 @@ fn andrew_postmark_largefile_on_local_and_passthrough() {
         "--json",
         json.to_str().unwrap(),
     ]);
-    check_rows(&json, "postmark", &["transactions", "elapsed", "overall"]);
+    check_rows(
+        &json,
+        "postmark",
+        &["throughput", "create", "transactions", "delete", "total"],
+    );
     no_mounts_left(&work);
 }

@@ -277,8 +277,10 @@ impl Results {
         let top = 50.0;
         let left = 20.0;
         let nt = self.targets.len().max(1) as f64;
-        let group_w = nt * bar_w + gap;
-        let width = left * 2.0 + group_w * self.metrics.len() as f64 + 140.0;
+        // Wide enough for the group's label ("transactions (s)") at 11 px.
+        let group_w = (nt * bar_w + gap).max(110.0);
+        let width = (left * 2.0 + group_w * self.metrics.len() as f64 + 140.0)
+            .max(left * 2.0 + title.chars().count() as f64 * 8.5);
         let height = top + plot_h + 60.0;
         let mut s = String::new();
         let _ = writeln!(
