@@ -4,8 +4,9 @@
 //! NO-REP (an unreplicated ByzFS) mounted through FUSE, local disk, and a plain FUSE
 //! passthrough of local disk (`bindfs`, the FUSE cost floor). Every target is started fresh
 //! for every run and stopped afterwards. Each benchmark prints a table in its seed's layout,
-//! with ratios between targets measured in the same run, and can write `--json` rows and an
-//! SVG bar chart (`--svg`).
+//! with ratios between targets measured in the same run and CPU seconds beside wall time
+//! (client: this process and the programs it runs; server: bindfs or the cluster's
+//! processes), and can write `--json` rows and an SVG bar chart (`--svg`).
 //!
 //! The seeds (`shared/seeds/`) and what each command redraws:
 //! - `andrew`: PBFT OSDI'99 Tables 2–3 and Pangaea Table 2 (Andrew-Tcl, five phases), and the
@@ -20,6 +21,7 @@
 //! `#[command(flatten)] Fs(fsbench::FsbenchCommand)` and one match arm calling [`run_command`].
 
 mod andrew;
+mod cpu;
 mod largefile;
 mod postmark;
 mod report;

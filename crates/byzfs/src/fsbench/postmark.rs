@@ -205,3 +205,35 @@ fn run_postmark(
         delete: (end - d).as_secs_f64(),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::PermissionsExt as _;
+
+    /// A stand-in for PostMark that prints its phase markers with pauses between them.
+    #[test]
+    fn times_phases_from_the_output() {
+        let dir = tempfile::tempdir().unwrap();
+        let bin = dir.path().join("fake-postmark");
+        std::fs::write(
+            &bin,
+            "#!/bin/sh\ncat > /dev/null\nprintf 'pm>Creating files...'\nsleep 0.1\n\
+             printf 'Done\\nPerforming transactions..'\nsleep 0.3\n\
+             printf 'Done\\nDeleting files...'\nprintf 'Done\\nTime:\\n'\n",
+        )
+        .unwrap();
+        std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let mut phases = Vec::new();
+        let p = super::run_postmark(bin.to_str().unwrap(), "run\nquit\n", &mut |ph| {
+            phases.push(ph)
+        })
+        .unwrap();
+        assert_eq!(phases, ["transactions", "delete", "done"]);
+        assert!(
+            p.create >= 0.1 && p.transactions >= 0.3,
+            "{:?}",
+            (p.create, p.transactions)
+        );
+        assert!(p.delete < 0.3);
+    }
+}

@@ -1,5 +1,6 @@
 //! Running every target, and the results: tables, ratios, `--json` rows, SVG bar charts.
 
+use super::cpu;
 use super::target::{TargetSpec, Targets};
 use super::CommonArgs;
 use anyhow::Context as _;
@@ -48,10 +49,23 @@ pub type Measure<'a> = dyn FnMut(&TargetSpec, &Path, &ProgressBar) -> anyhow::Re
 pub fn run_targets(
     args: &CommonArgs,
     bench: &'static str,
-    metrics: Vec<Metric>,
+    mut metrics: Vec<Metric>,
     params: serde_json::Value,
     measure: &mut Measure<'_>,
 ) -> anyhow::Result<Results> {
+    let measured = metrics.len();
+    // CPU seconds beside wall time (BENCHMARKS.md): the client (this process and the
+    // programs it ran, e.g. make, postmark) and the target's server processes.
+    metrics.extend([
+        Metric {
+            name: "client cpu",
+            unit: "cpu-s",
+        },
+        Metric {
+            name: "server cpu",
+            unit: "cpu-s",
+        },
+    ]);
     let targets = Targets::new(args)?;
     let mut specs = targets.specs.clone();
     let mut samples: BTreeMap<(String, &'static str), Vec<f64>> = BTreeMap::new();
@@ -71,11 +85,14 @@ pub fn run_targets(
                 .expect("valid template")
                 .progress_chars("=> "),
             );
-            let values = measure(&spec, &mounted.dir, &pb)
+            let (client0, server0) = (cpu::client_secs(), cpu::process_secs(&mounted.servers));
+            let mut values = measure(&spec, &mounted.dir, &pb)
                 .with_context(|| format!("{bench} on {label} (in {})", mounted.dir.display()))?;
+            assert_eq!(values.len(), measured, "one value per metric");
+            values.push(cpu::client_secs() - client0);
+            values.push(cpu::process_secs(&mounted.servers) - server0);
             pb.finish_and_clear();
             drop(mounted);
-            assert_eq!(values.len(), metrics.len(), "one value per metric");
             let summary: Vec<String> = metrics
                 .iter()
                 .zip(&values)
@@ -420,7 +437,7 @@ pub struct Row {
     /// `a/b` of two of them.
     pub target: String,
     pub metric: &'static str,
-    /// `s`, `tx/s`, `MB/s` or `ratio`.
+    /// `s` (wall time), `tx/s`, `cpu-s` (CPU seconds) or `ratio`.
     pub unit: &'static str,
     pub median: f64,
     pub min: f64,

@@ -109,6 +109,7 @@ impl TargetSpec {
                 fs::create_dir(&dir)?;
                 Ok(Mounted {
                     dir,
+                    servers: Vec::new(),
                     guard: Guard::Dir(inst.clone()),
                 })
             }
@@ -131,19 +132,24 @@ impl TargetSpec {
 pub struct Mounted {
     /// The directory to run the workload in (empty when started).
     pub dir: PathBuf,
+    /// The server processes (bindfs; `byzfs up` and its replicas), whose CPU time is
+    /// charged to the target.
+    pub servers: Vec<i32>,
     guard: Guard,
 }
 
 impl Mounted {
-    /// A mount started by some other code: `dir` is used as is and `on_drop` runs when the
-    /// target is dropped (it must unmount and stop whatever it started).
+    /// A mount started by some other code: `dir` is used as is, `servers` are the processes
+    /// serving it, and `on_drop` runs when the target is dropped (it must unmount and stop
+    /// whatever it started).
     #[allow(
         dead_code,
         reason = "for an in-process ByzFS mount hook; see mount_cluster"
     )]
-    pub fn custom(dir: PathBuf, on_drop: Box<dyn FnOnce() + Send>) -> Mounted {
+    pub fn custom(dir: PathBuf, servers: Vec<i32>, on_drop: Box<dyn FnOnce() + Send>) -> Mounted {
         Mounted {
             dir,
+            servers,
             guard: Guard::Custom(Some(on_drop)),
         }
     }
@@ -313,8 +319,17 @@ fn start_bindfs(inst: &Path) -> anyhow::Result<Mounted> {
         mnt: mnt.clone(),
         inst: inst.to_path_buf(),
     };
-    let mounted = Mounted { dir: mnt, guard };
+    let mut mounted = Mounted {
+        dir: mnt,
+        servers: Vec::new(),
+        guard,
+    };
     wait_mounted(&mounted.dir, None, &log)?;
+    // bindfs forked into the background: find it by its command line.
+    let want = mounted.dir.to_string_lossy().into_owned();
+    mounted.servers = super::cpu::pids_where(|argv| {
+        argv.first().is_some_and(|a| a.ends_with("bindfs")) && argv.contains(&want)
+    });
     Ok(mounted)
 }
 
@@ -368,6 +383,7 @@ pub fn mount_cluster(opts: &ClusterMountOptions) -> anyhow::Result<Mounted> {
         .context("starting `byzfs up --mount`")?;
     let mut mounted = Mounted {
         dir: mnt.clone(),
+        servers: Vec::new(),
         guard: Guard::Cluster {
             child,
             mnt,
@@ -378,6 +394,9 @@ pub fn mount_cluster(opts: &ClusterMountOptions) -> anyhow::Result<Mounted> {
         unreachable!()
     };
     wait_mounted(&opts.dir.join("mnt"), Some(child), &log)?;
+    let up = child.id() as i32;
+    mounted.servers = super::cpu::descendants(up);
+    mounted.servers.push(up);
     Ok(mounted)
 }
 
