@@ -178,6 +178,7 @@ impl Drop for Mounted {
             Guard::Dir(d) => remove_tree(d),
             Guard::Fuse { mnt, inst } => {
                 fuse_unmount(mnt);
+                live_mounts().retain(|m| m != mnt);
                 remove_tree(inst);
             }
             Guard::Cluster { child, mnt, inst } => {
@@ -314,6 +315,7 @@ fn start_bindfs(inst: &Path) -> anyhow::Result<Mounted> {
             String::from_utf8_lossy(&out.stderr).trim()
         );
     }
+    live_mounts().push(mnt.clone());
     // bindfs daemonises after mounting; wait anyway in case it returns early.
     let guard = Guard::Fuse {
         mnt: mnt.clone(),
@@ -460,10 +462,13 @@ impl Targets {
     pub fn new(args: &CommonArgs) -> anyhow::Result<Targets> {
         let base = args.work_dir.clone().unwrap_or_else(std::env::temp_dir);
         fs::create_dir_all(&base)?;
+        // Absolute and without symlinks, as mount points appear in /proc/self/mountinfo.
+        let base = fs::canonicalize(&base)?;
         let work = tempfile::Builder::new()
             .prefix("byzfs-fsbench-")
             .tempdir_in(&base)
             .with_context(|| format!("creating a work directory in {}", base.display()))?;
+        install_interrupt_cleanup(work.path());
         Ok(Targets {
             specs: TargetSpec::from_args(args),
             work,
@@ -482,4 +487,29 @@ impl Targets {
             Err(e) => Err(e.context(format!("starting target {}", spec.label()))),
         }
     }
+}
+
+/// FUSE mounts started here and not yet unmounted (for the interrupt handler).
+fn live_mounts() -> std::sync::MutexGuard<'static, Vec<PathBuf>> {
+    static MOUNTS: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
+    MOUNTS.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// On SIGINT or SIGTERM: unmount the FUSE mounts started here (bindfs runs in its own
+/// session, so Ctrl-C does not reach it and its mount would outlive us), remove `work`, and
+/// exit with status 130. `make`, `postmark` and `byzfs up` are in our process group and get
+/// the terminal's SIGINT themselves (`byzfs up` unmounts on it).
+fn install_interrupt_cleanup(work: &Path) {
+    let work = work.to_path_buf();
+    std::thread::spawn(move || {
+        let Ok(rt) = crate::runtime() else { return };
+        let why = rt.block_on(crate::signals::shutdown(false));
+        eprintln!("\n{why}: unmounting and cleaning up {}", work.display());
+        let mounts: Vec<PathBuf> = live_mounts().clone();
+        for m in &mounts {
+            fuse_unmount(m);
+        }
+        remove_tree(&work);
+        std::process::exit(130);
+    });
 }
