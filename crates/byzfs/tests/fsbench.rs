@@ -184,3 +184,104 @@ fn andrew_postmark_largefile_on_local_and_passthrough() {
     );
     no_mounts_left(&work);
 }
+
+/// A stand-in for `byzfs up --mount MNT`: answers `up --help` with `--mount`, records its
+/// arguments, serves MNT with bindfs until SIGTERM, then unmounts.
+const FAKE_UP: &str = r#"#!/bin/sh
+[ "$2" = "--help" ] && { echo "--mount <MNT>"; exit 0; }
+echo "$@" >> "$FAKE_UP_LOG"
+while [ $# -gt 0 ]; do
+    case "$1" in --mount) M="$2"; shift;; --dir) D="$2"; shift;; esac
+    shift
+done
+mkdir -p "$D/backing" && bindfs "$D/backing" "$M" || exit 1
+trap 'fusermount3 -u "$M"; exit 0' TERM INT
+while :; do sleep 0.1; done
+"#;
+
+/// The ByzFS/NO-REP hook end to end with a stand-in for `byzfs up --mount`: the contract's
+/// arguments, mount detection, CPU accounting, ratios, and stopping on drop.
+#[test]
+fn cluster_hook_with_a_stand_in_up() {
+    if let Some(why) = missing_tools() {
+        eprintln!("SKIPPED fsbench hook test: {why}");
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let work = tmp.path().join("work");
+    std::fs::create_dir(&work).unwrap();
+    let src = tmp.path().join("src");
+    std::fs::create_dir_all(src.join("d")).unwrap();
+    std::fs::write(src.join("d/f.c"), "int main(void) { return 0; }\n").unwrap();
+    let up = tmp.path().join("fake-up");
+    std::fs::write(&up, FAKE_UP).unwrap();
+    std::fs::set_permissions(&up, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let log = tmp.path().join("up-args.log");
+    let json = tmp.path().join("hook.json");
+
+    let out = Command::new(BIN)
+        .env("BYZFS_FSBENCH_UP", &up)
+        .env("FAKE_UP_LOG", &log)
+        .args([
+            "fsbench",
+            "andrew",
+            "--targets",
+            "byzfs,norep",
+            "--ro-lookups",
+            "off,on",
+        ])
+        .args(["--durability", "memory", "--no-compile", "--source-dir"])
+        .arg(&src)
+        .arg("--work-dir")
+        .arg(&work)
+        .arg("--json")
+        .arg(&json)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rows: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    for target in [
+        "byzfs",
+        "byzfs-ro",
+        "norep",
+        "byzfs/norep",
+        "byzfs-ro/norep",
+    ] {
+        assert!(
+            rows.as_array()
+                .unwrap()
+                .iter()
+                .any(|r| r["target"] == target && r["metric"] == "total"),
+            "no {target} total row:\n{stdout}"
+        );
+    }
+    // The issue's target is checked whenever ByzFS and NO-REP were both measured.
+    assert!(
+        stdout.contains("target (issue #4): total byzfs/norep = "),
+        "{stdout}"
+    );
+    let args = std::fs::read_to_string(&log).unwrap();
+    let lines: Vec<&str> = args.lines().collect();
+    assert_eq!(lines.len(), 3, "{args}");
+    for l in &lines {
+        assert!(l.starts_with("up --dir ") && l.contains(" --mount "), "{l}");
+        assert!(
+            l.contains("--base-port 0") && l.contains("--durability memory"),
+            "{l}"
+        );
+    }
+    assert!(lines[0].ends_with("--replicas 4"), "{}", lines[0]);
+    assert!(
+        lines[1].ends_with("--replicas 4 --ro-lookups"),
+        "{}",
+        lines[1]
+    );
+    assert!(lines[2].ends_with("--no-rep"), "{}", lines[2]);
+    no_mounts_left(&work);
+}

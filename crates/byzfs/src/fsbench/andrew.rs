@@ -18,7 +18,7 @@
 //! use) into `~/.cache/byzfs/andrew/` with `apt-get source --download-only` and a private apt
 //! configuration (no change to `/etc/apt`).
 
-use super::report::{run_targets, Metric};
+use super::report::{run_targets, Bound, Metric};
 use super::CommonArgs;
 use anyhow::{bail, Context as _};
 use indicatif::ProgressBar;
@@ -203,6 +203,8 @@ pub fn run(args: AndrewArgs) -> anyhow::Result<()> {
         if compile { "" } else { ", no compile" }
     );
     println!("{}", results.table_metrics_as_rows(&title));
+    // Issue #4: Andrew total ByzFS/NO-REP <= 1.10 (one run, 2-core machine).
+    print!("{}", results.target_checks("total", Bound::AtMost(1.10)));
     results.write_outputs(&args.common, &title)
 }
 

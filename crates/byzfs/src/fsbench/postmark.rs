@@ -11,7 +11,7 @@
 //! `create` (the initial pool), `transactions`, `delete` (the remaining pool), `total`, and
 //! `throughput`: transactions per second of the transaction phase (the seed's figure).
 
-use super::report::{run_targets, Metric};
+use super::report::{run_targets, Bound, Metric};
 use super::CommonArgs;
 use anyhow::{bail, Context as _};
 use std::io::{Read as _, Write as _};
@@ -129,6 +129,11 @@ pub fn run(args: PostmarkArgs) -> anyhow::Result<()> {
          ratio = first / second (tx/s: higher is faster; s: lower is faster)"
     );
     println!("{}", results.table_targets_as_rows(&title));
+    // Issue #4: PostMark ByzFS >= 0.75 x NO-REP (transactions per second).
+    print!(
+        "{}",
+        results.target_checks("throughput", Bound::AtLeast(0.75))
+    );
     results.write_outputs(&args.common, &title)
 }
 

@@ -218,6 +218,27 @@ impl Results {
         format!("{title}\n{}", render(&rows))
     }
 
+    /// Lines checking the issue's performance targets, `ratio(byzfs*, norep) ≤ max` (or
+    /// `≥ min`), for every ByzFS variant measured beside NO-REP.
+    pub fn target_checks(&self, metric: &str, bound: Bound) -> String {
+        let mut out = String::new();
+        for a in ["byzfs", "byzfs-ro"] {
+            let Some(x) = self.ratio(a, "norep", metric) else {
+                continue;
+            };
+            let (ok, want) = match bound {
+                Bound::AtMost(m) => (x <= m, format!("<= {m:.2}")),
+                Bound::AtLeast(m) => (x >= m, format!(">= {m:.2}")),
+            };
+            let _ = writeln!(
+                out,
+                "target (issue #4): {metric} {a}/norep = {x:.3}, wanted {want}: {}",
+                if ok { "met" } else { "MISSED" }
+            );
+        }
+        out
+    }
+
     fn ratio(&self, a: &str, b: &str, metric: &str) -> Option<f64> {
         let (x, y) = (self.value(a, metric)?, self.value(b, metric)?);
         (y > 0.0).then(|| x / y)
@@ -427,6 +448,13 @@ fn render(rows: &[Vec<String>]) -> String {
         out.push('\n');
     }
     out
+}
+
+/// A performance target on a ratio.
+#[derive(Debug, Clone, Copy)]
+pub enum Bound {
+    AtMost(f64),
+    AtLeast(f64),
 }
 
 /// One `--json` row.

@@ -335,6 +335,9 @@ fn start_bindfs(inst: &Path) -> anyhow::Result<Mounted> {
     Ok(mounted)
 }
 
+/// Environment variable naming the program [`mount_cluster`] runs instead of this binary.
+pub const UP_ENV: &str = "BYZFS_FSBENCH_UP";
+
 /// What the ByzFS/NO-REP mount hook is asked for.
 #[derive(Debug, Clone)]
 pub struct ClusterMountOptions {
@@ -352,14 +355,18 @@ pub struct ClusterMountOptions {
 /// The hook for the ByzFS and NO-REP targets: starts a local cluster (or one NO-REP server),
 /// mounts it through FUSE, and returns the mount directory with a guard that stops it all.
 ///
-/// It runs this binary's `byzfs up --mount MNT` (being built on another branch) as a child
-/// process with the arguments of [`cluster_up_args`], waits until `MNT` is a mount point, and
+/// It runs this binary's `byzfs up --mount MNT` (being built on another branch; the program
+/// `$BYZFS_FSBENCH_UP` instead if set, which the tests use) as a child process with the
+/// arguments of [`cluster_up_args`], waits until `MNT` is a mount point, and
 /// on drop sends SIGTERM (`byzfs up` unmounts and stops its replicas), then `fusermount3 -u`
 /// if the mount is still there. Until `byzfs up` accepts `--mount`, this returns a
 /// "not built yet" error and the target is skipped. If the mount ends up started in-process
 /// instead, replace the body with that code and return [`Mounted::custom`].
 pub fn mount_cluster(opts: &ClusterMountOptions) -> anyhow::Result<Mounted> {
-    let exe = std::env::current_exe().context("locating the byzfs binary")?;
+    let exe = match std::env::var_os(UP_ENV) {
+        Some(p) if !p.is_empty() => PathBuf::from(p),
+        _ => std::env::current_exe().context("locating the byzfs binary")?,
+    };
     let help = Command::new(&exe)
         .args(["up", "--help"])
         .output()
