@@ -72,6 +72,9 @@ pub struct CommonArgs {
     /// Runs per target; tables show the median, `--json` every run.
     #[arg(long, default_value_t = 1)]
     pub runs: u32,
+    /// Unrecorded warm-up runs per target before the measured ones.
+    #[arg(long, default_value_t = 0)]
+    pub warmup: u32,
     /// Directory holding every target's backing store and mount point (default: the system
     /// temporary directory). Put it on the disk you mean to measure.
     #[arg(long)]

@@ -43,9 +43,10 @@ pub struct Results {
 /// Measures one started target; returns one value per metric (in `metrics` order).
 pub type Measure<'a> = dyn FnMut(&TargetSpec, &Path, &ProgressBar) -> anyhow::Result<Vec<f64>> + 'a;
 
-/// Runs `measure` on every target, `--runs` times, interleaving targets within each run (so
-/// a slow drift of a shared machine hits every target alike). Each target is started fresh
-/// for each run. Targets that cannot start in the first run are skipped with a warning.
+/// Runs `measure` on every target, `--warmup` times unrecorded then `--runs` times,
+/// interleaving targets within each run (so a slow drift of a shared machine hits every
+/// target alike). Each target is started fresh for each run. Targets that cannot start in
+/// the first run are skipped with a warning.
 pub fn run_targets(
     args: &CommonArgs,
     bench: &'static str,
@@ -69,15 +70,17 @@ pub fn run_targets(
     let targets = Targets::new(args)?;
     let mut specs = targets.specs.clone();
     let mut samples: BTreeMap<(String, &'static str), Vec<f64>> = BTreeMap::new();
-    let runs = args.runs.max(1);
+    let runs = args.warmup + args.runs.max(1);
     for run in 0..runs {
+        let warmup = run < args.warmup;
         let mut kept = Vec::new();
         for spec in specs {
             let label = spec.label();
             let Some(mounted) = targets.start(&spec, run)? else {
                 continue;
             };
-            let pb = ProgressBar::new(0).with_prefix(format!("{label} {}/{runs}", run + 1));
+            let what = if warmup { "warm-up" } else { "run" };
+            let pb = ProgressBar::new(0).with_prefix(format!("{label} {what} {}/{runs}", run + 1));
             pb.set_style(
                 ProgressStyle::with_template(
                     "{prefix:>16.bold} {msg:<14} [{bar:30}] {pos}/{len} {elapsed}",
@@ -98,9 +101,11 @@ pub fn run_targets(
                 .zip(&values)
                 .map(|(m, v)| format!("{} {}", m.name, fmt_value(*v, m.unit)))
                 .collect();
-            eprintln!("{label} run {}/{runs}: {}", run + 1, summary.join(", "));
-            for (m, v) in metrics.iter().zip(values) {
-                samples.entry((label.clone(), m.name)).or_default().push(v);
+            eprintln!("{label} {what} {}/{runs}: {}", run + 1, summary.join(", "));
+            if !warmup {
+                for (m, v) in metrics.iter().zip(values) {
+                    samples.entry((label.clone(), m.name)).or_default().push(v);
+                }
             }
             kept.push(spec);
         }
