@@ -2,7 +2,7 @@
 //!
 //! Runs the real sans-IO replicas and clients of `byzfs-bft` in one process on a virtual
 //! clock, with a seeded network (loss, duplication, reordering, replay, corruption,
-//! partitions), crashes and restarts, clock skew, Byzantine replicas that forge only with
+//! partitions), crashes and restarts, clock skew and drift, Byzantine replicas that forge only with
 //! their own keys, twins, faulty clients, and online checkers of the invariants of
 //! PROTOCOL.md §6.6. One `u64` seed determines everything; a failing seed replays exactly.
 //!

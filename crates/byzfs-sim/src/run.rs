@@ -243,7 +243,10 @@ impl Sim {
         for (inst, &id) in ids.iter().enumerate() {
             let node_keys = keys.replica(id, all_ids.iter().copied());
             let rseed: u64 = seeds.gen();
-            let clock = Clock::new(plan.clock_offsets_us[id as usize]);
+            let clock = Clock::drifting(
+                plan.clock_offsets_us[id as usize],
+                plan.clock_drift_ppm[id as usize],
+            );
             let role = if inst >= n {
                 Role::Twin
             } else {

@@ -156,6 +156,8 @@ pub struct Plan {
     pub twin: Option<(ReplicaId, u64)>,
     /// Clock offset of each replica, µs.
     pub clock_offsets_us: Vec<i64>,
+    /// Clock rate error of each replica, ppm.
+    pub clock_drift_ppm: Vec<i64>,
     /// Replicas whose clock is beyond the tolerance (they count toward `f` for liveness).
     pub clock_faulty: Vec<ReplicaId>,
     /// Faulty clients, and their period between misbehaviours, µs.
@@ -354,6 +356,7 @@ pub fn plan(seed: u64, family: Family, replicas: Option<usize>) -> Result<Plan, 
         byzantine: Vec::new(),
         twin: None,
         clock_offsets_us: vec![0; n],
+        clock_drift_ppm: vec![0; n],
         clock_faulty: Vec::new(),
         bad_clients: Vec::new(),
         faults: Vec::new(),
@@ -425,6 +428,25 @@ pub fn plan(seed: u64, family: Family, replicas: Option<usize>) -> Result<Plan, 
                 plan.clock_faulty.push(victim);
             }
             params.net = light_net(&mut r);
+            // Rate errors: within quartz tolerance for all (±500 ppm, generous); sometimes one
+            // replica (counted faulty) runs 2–30 % fast or slow, firing its timers early or
+            // late and proposing drifting timestamps.
+            for d in plan.clock_drift_ppm.iter_mut() {
+                *d = r.gen_range(-500..=500);
+            }
+            if r.gen_bool(0.5) {
+                // The replica already skewed beyond tolerance, if any: at most one faulty clock
+                // (the plan keeps all faults within f).
+                let victim = match plan.clock_faulty.first() {
+                    Some(&v) => v,
+                    None => r.gen_range(0..n as ReplicaId),
+                };
+                let mag = r.gen_range(20_000..=300_000);
+                plan.clock_drift_ppm[victim as usize] = if r.gen_bool(0.5) { mag } else { -mag };
+                if plan.clock_faulty.is_empty() {
+                    plan.clock_faulty.push(victim);
+                }
+            }
         }
         Family::Equivocate => {
             let id = byzantine(&mut r, n, Some((0, 0.7)));

@@ -7,14 +7,16 @@
 //! byzfs up [--replicas N] [--dir D] [--service kv]   a local cluster of child processes
 //! byzfs kv --config C [--key K] put KEY VALUE | get KEY | delete KEY | append KEY VALUE
 //! byzfs status --config C                    per replica: reachable, view, primary, …
-//! byzfs fsbench andrew|postmark|largefile    file-system benchmarks (local, bindfs, …)
+//! byzfs unreplicated --config C [--no-macs]  the unreplicated baseline server
+//! byzfs bench micro|throughput [--json P]    benchmarks on loopback (PBFT Table 1, BFT Fig. 6-7)
+//! byzfs bench andrew|postmark|largefile      file-system benchmarks (ByzFS, NO-REP, local, bindfs)
 //! ```
 //!
 //! Errors print as one line, `error: …`, and exit non-zero.
 
 #![forbid(unsafe_code)]
 
-// File-system benchmarks: registered below as one `Fsbench` variant and one match arm.
+mod bench;
 mod fsbench;
 mod keygen;
 mod kv;
@@ -22,6 +24,7 @@ mod logging;
 mod replica;
 mod signals;
 mod status;
+mod unreplicated;
 mod up;
 
 use clap::{Parser, Subcommand};
@@ -49,8 +52,20 @@ enum Command {
     Kv(kv::KvArgs),
     /// Show every replica's state.
     Status(status::StatusArgs),
-    /// File-system benchmarks: Andrew, PostMark, large files (ByzFS, NO-REP, local, bindfs).
-    Fsbench(fsbench::FsbenchArgs),
+    /// Serve the null service unreplicated (the benchmarks' baseline).
+    Unreplicated(unreplicated::UnreplicatedArgs),
+    /// Run a benchmark: starts what it needs (processes on loopback, mounts), prints a table, writes JSON.
+    #[command(subcommand)]
+    Bench(BenchCommand),
+}
+
+/// `byzfs bench …`: the loopback benchmarks (`bench/`) and the file-system ones (`fsbench/`).
+#[derive(Subcommand, Debug)]
+enum BenchCommand {
+    #[command(flatten)]
+    Loopback(bench::BenchCommand),
+    #[command(flatten)]
+    Fs(fsbench::FsbenchCommand),
 }
 
 fn main() -> ExitCode {
@@ -62,7 +77,9 @@ fn main() -> ExitCode {
         Command::Up(a) => up::run(a),
         Command::Kv(a) => kv::run(a),
         Command::Status(a) => status::run(a),
-        Command::Fsbench(a) => fsbench::run(a),
+        Command::Unreplicated(a) => unreplicated::run(a),
+        Command::Bench(BenchCommand::Loopback(c)) => bench::run(c),
+        Command::Bench(BenchCommand::Fs(c)) => fsbench::run_command(c),
     };
     match result {
         Ok(code) => code,

@@ -111,11 +111,21 @@ fn install_metrics(addr: SocketAddr) -> anyhow::Result<()> {
     let batch_buckets = [
         1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0, 1024.0,
     ];
+    // 25 µs … 6.4 s, doubling: loopback round trips to view-change timeouts.
+    let latency_buckets: Vec<f64> = (0..19).map(|i| 25e-6 * f64::from(1u32 << i)).collect();
     PrometheusBuilder::new()
         .with_http_listener(addr)
         .set_buckets_for_metric(
             Matcher::Full(byzfs_net::node::BATCH_SIZE_METRIC.to_string()),
             &batch_buckets,
+        )?
+        .set_buckets_for_metric(
+            Matcher::Full(byzfs_net::node::REQUEST_LATENCY_METRIC.to_string()),
+            &latency_buckets,
+        )?
+        .set_buckets_for_metric(
+            Matcher::Full(byzfs_net::node::TURN_DURATION_METRIC.to_string()),
+            &latency_buckets,
         )?
         .install()
         .with_context(|| format!("cannot serve metrics on {addr}"))?;

@@ -1,6 +1,6 @@
-//! Smoke test of `byzfs fsbench`: real processes, small sizes, targets local and passthrough
-//! (bindfs). Skipped, with a message, where FUSE, bindfs or postmark are missing (CI installs
-//! them: `.ci/run`).
+//! Smoke test of `byzfs bench andrew|postmark|largefile`: real processes, small sizes,
+//! targets local and passthrough (bindfs). Skipped, with a message, where FUSE, bindfs or
+//! postmark are missing (CI installs them: `.ci/run`).
 
 use std::path::Path;
 use std::process::Command;
@@ -23,16 +23,12 @@ fn missing_tools() -> Option<String> {
 }
 
 fn run(args: &[&str]) -> (String, String) {
-    let out = Command::new(BIN)
-        .arg("fsbench")
-        .args(args)
-        .output()
-        .unwrap();
+    let out = Command::new(BIN).arg("bench").args(args).output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     assert!(
         out.status.success(),
-        "byzfs fsbench {args:?} failed\nstdout:\n{stdout}\nstderr:\n{stderr}"
+        "byzfs bench {args:?} failed\nstdout:\n{stdout}\nstderr:\n{stderr}"
     );
     (stdout, stderr)
 }
@@ -223,7 +219,7 @@ fn cluster_hook_with_a_stand_in_up() {
         .env("BYZFS_FSBENCH_UP", &up)
         .env("FAKE_UP_LOG", &log)
         .args([
-            "fsbench",
+            "bench",
             "andrew",
             "--targets",
             "byzfs,norep",

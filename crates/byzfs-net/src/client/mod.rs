@@ -2,6 +2,9 @@
 //! per replica, with its retransmission timers.
 
 mod link;
+mod unreplicated;
+
+pub use unreplicated::UnreplicatedClient;
 
 use crate::cert::{new_session, session_client_id, ClientCert};
 use crate::clock::Clock;
@@ -112,6 +115,46 @@ pub(crate) struct Links {
 }
 
 impl Links {
+    /// A fresh session of `cred` for `cluster`: the shared link state, the protocol client
+    /// id and its MAC keys.
+    pub(crate) fn new(
+        cluster: Arc<ClusterConfig>,
+        cred: &ClientCredential,
+        options: ClientOptions,
+    ) -> Result<(Arc<Links>, ClientId, byzfs_bft::ClientKeys), ClientError> {
+        let n = cluster.n();
+        let session = new_session();
+        let id = session_client_id(cred.cert.client, session).ok_or_else(|| {
+            SetupError::Usage(format!("client id {} is out of range", cred.cert.client))
+        })?;
+        let keys = kdf::client_keys(&cluster, cred, id)?;
+        let salt = kdf::salt(&cluster.cluster_id, cluster.bft.epoch);
+        let mut hello_keys = Vec::with_capacity(n);
+        for r in &cluster.replicas {
+            // `client_keys` above already refused non-contributory keys.
+            let shared = kdf::shared_secret(&cred.x25519, &r.x25519_public).unwrap_or_default();
+            hello_keys.push(kdf::client_hello_key(
+                &shared,
+                &salt,
+                cred.cert.client,
+                r.id,
+            ));
+        }
+        let (changed, _) = watch::channel(0u64);
+        let links = Arc::new(Links {
+            cluster,
+            client: id,
+            session,
+            cred_cert: cred.cert.clone(),
+            hello_keys,
+            options,
+            counters: Arc::new(Counters::default()),
+            states: Mutex::new(vec![LinkState::Connecting; n]),
+            changed,
+        });
+        Ok((links, id, keys))
+    }
+
     fn set(&self, replica: ReplicaId, s: LinkState) {
         if let Ok(mut states) = self.states.lock() {
             if let Some(slot) = states.get_mut(replica as usize) {
@@ -186,35 +229,8 @@ impl ByzClient {
     ) -> Result<ByzClient, ClientError> {
         let cluster = Arc::new(cluster.clone());
         let n = cluster.n();
-        let session = new_session();
-        let id = session_client_id(cred.cert.client, session).ok_or_else(|| {
-            SetupError::Usage(format!("client id {} is out of range", cred.cert.client))
-        })?;
-        let keys = kdf::client_keys(&cluster, cred, id)?;
-        let salt = kdf::salt(&cluster.cluster_id, cluster.bft.epoch);
-        let mut hello_keys = Vec::with_capacity(n);
-        for r in &cluster.replicas {
-            // `client_keys` above already refused non-contributory keys.
-            let shared = kdf::shared_secret(&cred.x25519, &r.x25519_public).unwrap_or_default();
-            hello_keys.push(kdf::client_hello_key(
-                &shared,
-                &salt,
-                cred.cert.client,
-                r.id,
-            ));
-        }
-        let (changed, mut changed_rx) = watch::channel(0u64);
-        let links = Arc::new(Links {
-            cluster: cluster.clone(),
-            client: id,
-            session,
-            cred_cert: cred.cert.clone(),
-            hello_keys,
-            options: options.clone(),
-            counters: Arc::new(Counters::default()),
-            states: Mutex::new(vec![LinkState::Connecting; n]),
-            changed,
-        });
+        let (links, id, keys) = Links::new(cluster.clone(), cred, options.clone())?;
+        let mut changed_rx = links.changed.subscribe();
         let (inbox_tx, inbox) = mpsc::channel(options.inbox_frames.max(1));
         let mut tasks = JoinSet::new();
         let mut queues = Vec::with_capacity(n);

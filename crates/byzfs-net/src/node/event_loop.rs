@@ -41,6 +41,8 @@ struct Progress {
 struct ClientSlot {
     conn: u64,
     queue: OutQueue,
+    /// When its oldest unanswered request arrived here (for the latency histogram).
+    waiting_since: Option<std::time::Instant>,
 }
 
 pub(super) struct EventLoop<S: Service> {
@@ -123,6 +125,7 @@ impl<S: Service> EventLoop<S> {
                 _ = &mut shutdown => break,
                 input = self.inbox.recv() => {
                     let Some(input) = input else { break };
+                    let turn = std::time::Instant::now();
                     self.on_input(input);
                     for _ in 1..self.shared.options.turn_inputs_max {
                         match self.inbox.try_recv() {
@@ -132,6 +135,7 @@ impl<S: Service> EventLoop<S> {
                     }
                     self.drain()?;
                     self.publish_progress();
+                    self.metrics.turn(turn.elapsed());
                 }
                 _ = &mut sleep => {}
                 _ = status_tick.tick() => self.publish_status(),
@@ -157,6 +161,7 @@ impl<S: Service> EventLoop<S> {
                         self.shared.cluster.bft.message_bytes_max,
                     );
                 }
+                self.note_request_arrival(&bytes);
                 self.replica.handle_message(self.clock.now(), &bytes)
             }
             Inbound::ClientUp {
@@ -173,7 +178,14 @@ impl<S: Service> EventLoop<S> {
                 }
                 let client = admission.client;
                 self.install_client(admission);
-                self.clients.insert(client, ClientSlot { conn, queue });
+                self.clients.insert(
+                    client,
+                    ClientSlot {
+                        conn,
+                        queue,
+                        waiting_since: None,
+                    },
+                );
             }
             Inbound::ClientKnown(admission) => self.install_client(admission),
             Inbound::ClientDown { client, conn } => {
@@ -187,6 +199,22 @@ impl<S: Service> EventLoop<S> {
     fn install_client(&mut self, a: super::accept::ClientAdmission) {
         self.replica
             .add_client(a.client, a.to_client, a.from_client, Some(a.verifying));
+    }
+
+    /// Starts the latency clock of a connected client's request (read from the header
+    /// without authenticating it: only the timing is affected, and only for that client;
+    /// one request per client is timed at a time, so the bookkeeping is bounded).
+    fn note_request_arrival(&mut self, bytes: &[u8]) {
+        let Some(h) = bytes.get(..16) else { return };
+        if h[3] != byzfs_bft::message::Tag::Request as u8 || h[4] != 1 {
+            return;
+        }
+        let mut id = [0u8; 8];
+        id.copy_from_slice(&h[8..16]);
+        if let Some(slot) = self.clients.get_mut(&u64::from_le_bytes(id)) {
+            slot.waiting_since
+                .get_or_insert_with(std::time::Instant::now);
+        }
     }
 
     /// Drains the core's actions: group-commit the promises, then send.
@@ -249,9 +277,12 @@ impl<S: Service> EventLoop<S> {
                     q.push(bytes.clone(), counters);
                 }
             }
-            Action::SendClient { client, bytes } => match self.clients.get(&client) {
+            Action::SendClient { client, bytes } => match self.clients.get_mut(&client) {
                 Some(slot) => {
                     slot.queue.push(bytes, counters);
+                    if let Some(t) = slot.waiting_since.take() {
+                        self.metrics.request_answered(t.elapsed());
+                    }
                 }
                 None => counters.dropped(NetDrop::NoClientConnection),
             },

@@ -4,27 +4,49 @@
 //!
 //! Counters mirror the core's [`byzfs_bft::replica::Stats`] and the runtime's counters (set
 //! to their absolute values each metrics interval); `byzfs_batch_size` records the number of
-//! requests of every executed batch.
+//! requests of every executed batch. Two latency histograms (seconds):
+//! `byzfs_request_latency_seconds`, from a client request's arrival at this replica to the
+//! first reply this replica sends that client (agreement and execution included, as seen by
+//! one replica), and `byzfs_turn_seconds`, the time one event-loop turn spends in the core
+//! and its actions (the replica's service time; long turns delay every input behind them).
 
 use crate::status::NodeStatus;
 use byzfs_bft::ReplicaId;
 
 /// Name of the batch-size histogram (the binary configures its buckets).
 pub const BATCH_SIZE: &str = "byzfs_batch_size";
+/// Name of the request latency histogram (seconds).
+pub const REQUEST_LATENCY: &str = "byzfs_request_latency_seconds";
+/// Name of the event-loop turn duration histogram (seconds).
+pub const TURN_DURATION: &str = "byzfs_turn_seconds";
 
 pub(super) struct Metrics {
     replica: String,
     batch_size: metrics::Histogram,
+    request_latency: metrics::Histogram,
+    turn: metrics::Histogram,
 }
 
 impl Metrics {
     pub fn new(replica: ReplicaId) -> Metrics {
         let replica = replica.to_string();
         let batch_size = metrics::histogram!(BATCH_SIZE, "replica" => replica.clone());
+        let request_latency = metrics::histogram!(REQUEST_LATENCY, "replica" => replica.clone());
+        let turn = metrics::histogram!(TURN_DURATION, "replica" => replica.clone());
         Metrics {
             replica,
             batch_size,
+            request_latency,
+            turn,
         }
+    }
+
+    pub fn request_answered(&self, latency: core::time::Duration) {
+        self.request_latency.record(latency.as_secs_f64());
+    }
+
+    pub fn turn(&self, busy: core::time::Duration) {
+        self.turn.record(busy.as_secs_f64());
     }
 
     pub fn batch_executed(&self, requests: usize) {

@@ -16,8 +16,13 @@ mod accept;
 mod event_loop;
 mod metrics;
 mod peer;
+mod unreplicated;
 
 pub use metrics::BATCH_SIZE as BATCH_SIZE_METRIC;
+pub use metrics::{
+    REQUEST_LATENCY as REQUEST_LATENCY_METRIC, TURN_DURATION as TURN_DURATION_METRIC,
+};
+pub use unreplicated::UnreplicatedNode;
 
 use crate::cluster::ClusterConfig;
 use crate::counters::Counters;
@@ -151,6 +156,45 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
+    /// What the connection tasks of replica `secret.id` share (handshake keys derived here).
+    pub fn new(
+        cluster: Arc<ClusterConfig>,
+        secret: &ReplicaSecret,
+        options: NodeOptions,
+        status: watch::Receiver<NodeStatus>,
+    ) -> Arc<Shared> {
+        let me = secret.id;
+        let n = cluster.n();
+        let salt = kdf::salt(&cluster.cluster_id, cluster.bft.epoch);
+        let mut hello_in = Vec::with_capacity(n);
+        let mut hello_out = Vec::with_capacity(n);
+        for r in &cluster.replicas {
+            // `replica_keys` (run by every node constructor) already refused
+            // non-contributory keys.
+            let shared = kdf::shared_secret(&secret.x25519, &r.x25519_public).unwrap_or_default();
+            hello_in.push(kdf::replica_hello_key(&shared, &salt, r.id, me));
+            hello_out.push(kdf::replica_hello_key(&shared, &salt, me, r.id));
+        }
+        let inbox_bytes = options
+            .inbox_bytes
+            .clamp(1, tokio::sync::Semaphore::MAX_PERMITS);
+        Arc::new(Shared {
+            inbox_bytes: Arc::new(tokio::sync::Semaphore::new(inbox_bytes)),
+            cluster,
+            me,
+            x25519: secret.x25519.clone(),
+            salt,
+            hello_in,
+            hello_out,
+            counters: Arc::new(Counters::default()),
+            status,
+            options,
+            inbound_gen: (0..n).map(|_| watch::channel(0).0).collect(),
+            peers_up: (0..n).map(|_| AtomicBool::new(false)).collect(),
+            next_conn: AtomicU64::new(1),
+        })
+    }
+
     pub fn peers_connected(&self) -> u32 {
         self.peers_up
             .iter()
@@ -267,36 +311,12 @@ impl<S: Service> ReplicaNode<S> {
             })?;
         let cluster = self.cluster.clone();
         let n = cluster.n();
-        let salt = kdf::salt(&cluster.cluster_id, cluster.bft.epoch);
-        let mut hello_in = Vec::with_capacity(n);
-        let mut hello_out = Vec::with_capacity(n);
-        for r in &cluster.replicas {
-            // `replica_keys` in `new` already refused non-contributory keys.
-            let shared =
-                kdf::shared_secret(&self.secret.x25519, &r.x25519_public).unwrap_or_default();
-            hello_in.push(kdf::replica_hello_key(&shared, &salt, r.id, me));
-            hello_out.push(kdf::replica_hello_key(&shared, &salt, me, r.id));
-        }
-        let counters = Arc::new(Counters::default());
-        let shared = Arc::new(Shared {
-            cluster: cluster.clone(),
-            me,
-            x25519: self.secret.x25519.clone(),
-            salt,
-            hello_in,
-            hello_out,
-            counters: counters.clone(),
-            status: self.status_rx.clone(),
-            options: self.options.clone(),
-            inbound_gen: (0..n).map(|_| watch::channel(0).0).collect(),
-            peers_up: (0..n).map(|_| AtomicBool::new(false)).collect(),
-            next_conn: AtomicU64::new(1),
-            inbox_bytes: Arc::new(tokio::sync::Semaphore::new(
-                self.options
-                    .inbox_bytes
-                    .clamp(1, tokio::sync::Semaphore::MAX_PERMITS),
-            )),
-        });
+        let shared = Shared::new(
+            cluster.clone(),
+            &self.secret,
+            self.options.clone(),
+            self.status_rx.clone(),
+        );
         let (inbox_tx, inbox_rx) = tokio::sync::mpsc::channel(self.options.inbox_frames.max(1));
         let mut tasks = tokio::task::JoinSet::new();
         tasks.spawn(accept::accept_loop(listener, shared.clone(), inbox_tx));

@@ -34,7 +34,7 @@ const SOURCE_PACKAGE: &str = "tcl8.6";
 /// The keyring that signs Debian's archive (package `debian-archive-keyring`).
 const DEBIAN_KEYRING: &str = "/usr/share/keyrings/debian-archive-keyring.gpg";
 
-/// `byzfs fsbench andrew`
+/// `byzfs bench andrew`
 #[derive(clap::Args, Debug)]
 pub struct AndrewArgs {
     #[command(flatten)]

@@ -26,7 +26,7 @@ use std::os::unix::fs::FileExt as _;
 use std::path::Path;
 use std::time::Instant;
 
-/// `byzfs fsbench largefile`
+/// `byzfs bench largefile`
 #[derive(clap::Args, Debug)]
 pub struct LargefileArgs {
     #[command(flatten)]

@@ -1,4 +1,4 @@
-//! `byzfs fsbench andrew|postmark|largefile`: file-system benchmarks (issue #4 item 5).
+//! `byzfs bench andrew|postmark|largefile`: file-system benchmarks (issue #4 item 5).
 //!
 //! Each benchmark runs the same workload against several *targets* (see [`target`]): ByzFS and
 //! NO-REP (an unreplicated ByzFS) mounted through FUSE, local disk, and a plain FUSE
@@ -15,10 +15,8 @@
 //!   100,000 transactions);
 //! - `largefile`: Plutus Table 5 (40 MB files, sequential and random read and write).
 //!
-//! The CLI is registered as the top-level `fsbench` subcommand so that it does not collide
-//! with `byzfs bench micro|throughput` (built on another branch). To move these commands under
-//! `byzfs bench`, flatten [`FsbenchCommand`] into that enum: one variant
-//! `#[command(flatten)] Fs(fsbench::FsbenchCommand)` and one match arm calling [`run_command`].
+//! The commands sit beside `bench micro|throughput` under `byzfs bench`: `main.rs` flattens
+//! [`FsbenchCommand`] and `bench::BenchCommand` into one subcommand enum.
 
 mod andrew;
 mod cpu;
@@ -33,14 +31,7 @@ use std::process::ExitCode;
 
 use target::Durability;
 
-/// `byzfs fsbench …`
-#[derive(Args, Debug)]
-pub struct FsbenchArgs {
-    #[command(subcommand)]
-    command: FsbenchCommand,
-}
-
-/// The file-system benchmarks (flatten this into `byzfs bench` when both exist).
+/// The file-system benchmarks (`byzfs bench andrew|postmark|largefile`).
 #[derive(Subcommand, Debug)]
 pub enum FsbenchCommand {
     /// Andrew benchmark: mkdir, copy, stat, read, compile a real C source tree (Tcl 8.6).
@@ -96,13 +87,9 @@ pub enum OnOff {
     On,
 }
 
-/// Runs `byzfs fsbench …`.
-pub fn run(args: FsbenchArgs) -> anyhow::Result<ExitCode> {
-    run_command(args.command)
-}
-
 /// Runs one file-system benchmark command.
 pub fn run_command(command: FsbenchCommand) -> anyhow::Result<ExitCode> {
+    crate::logging::init("warn");
     match command {
         FsbenchCommand::Andrew(a) => andrew::run(a),
         FsbenchCommand::Postmark(a) => postmark::run(a),

@@ -27,7 +27,7 @@ pub enum Preset {
     Quick,
 }
 
-/// `byzfs fsbench postmark`
+/// `byzfs bench postmark`
 #[derive(clap::Args, Debug)]
 pub struct PostmarkArgs {
     #[command(flatten)]

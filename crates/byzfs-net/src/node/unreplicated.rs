@@ -1,0 +1,307 @@
+//! The unreplicated baseline (issue #3 item 7): one process serving a [`Service`] over the
+//! same transport as a replica — the same listener, handshake (admin-signed client
+//! certificates), framing, bounded queues and wire format — but with no agreement: each
+//! request is executed as it arrives and answered by one REPLY.
+//!
+//! With MACs (the default), a request must carry one MAC (`AuthKind::Mac`) under the
+//! client's key for this server and the reply carries one MAC back, so the baseline pays the
+//! same per-message authentication as a PBFT reply path (PBFT OSDI'99 Table 1's
+//! "unreplicated with MACs"). Without MACs, requests and replies are unauthenticated
+//! (`AuthKind::None`); the header still binds the body through its BLAKE3 digest, as on
+//! every frame of the wire format. Exactly-once holds per connection session: a
+//! retransmitted request (same or lower request id) gets the cached reply.
+//!
+//! The server plays "replica 0" of a cluster file, so `byzfs keygen` output (keys, client
+//! credentials) works unchanged; only replica 0's address and key are used.
+
+use super::{accept, Inbound, NodeError, NodeOptions, Shared};
+use crate::cluster::ClusterConfig;
+use crate::error::SetupError;
+use crate::keyfile::ReplicaSecret;
+use crate::queue::OutQueue;
+use crate::status::{drop_reason_name, NodeStatus};
+use byzfs_bft::message::{Message, Reply, RequestView, Tag};
+use byzfs_bft::wire::{self, Auth, AuthKind, Envelope, Frame};
+use byzfs_bft::{ClientId, Digest, DropReason, MacKey, Principal, RequestId, Service};
+use core::future::Future;
+use std::collections::{BTreeMap, HashMap};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use tokio::sync::{mpsc, watch};
+
+/// Request flag bit: read-only (same as the core's).
+const FLAG_READ_ONLY: u8 = 1;
+
+/// A connected client session.
+struct Session {
+    conn: u64,
+    to_client: MacKey,
+    from_client: MacKey,
+    queue: OutQueue,
+    /// The last request answered and its reply frame (retransmissions get it again).
+    last: Option<(RequestId, Arc<[u8]>)>,
+}
+
+/// The unreplicated server, ready to run.
+pub struct UnreplicatedNode<S: Service> {
+    cluster: Arc<ClusterConfig>,
+    secret: ReplicaSecret,
+    service: S,
+    macs: bool,
+    options: NodeOptions,
+    listener: Option<std::net::TcpListener>,
+    status_tx: watch::Sender<NodeStatus>,
+    status_rx: watch::Receiver<NodeStatus>,
+}
+
+impl<S: Service> UnreplicatedNode<S> {
+    /// Serves `service` at replica 0's address of `cluster` with replica 0's `secret`;
+    /// `macs` chooses authenticated (one MAC each way) or plain requests and replies.
+    pub fn new(
+        cluster: ClusterConfig,
+        secret: ReplicaSecret,
+        service: S,
+        macs: bool,
+    ) -> Result<Self, SetupError> {
+        if secret.id != 0 {
+            return Err(SetupError::Usage(format!(
+                "the unreplicated server plays replica 0 of the cluster file; pass replica 0's key, not replica {}'s",
+                secret.id
+            )));
+        }
+        // Refuses low-order keys, as a replica would.
+        crate::kdf::replica_keys(&cluster, &secret)?;
+        let (status_tx, status_rx) = watch::channel(NodeStatus {
+            replica: 0,
+            durability: "none (unreplicated)".into(),
+            ..NodeStatus::default()
+        });
+        Ok(UnreplicatedNode {
+            cluster: Arc::new(cluster),
+            secret,
+            service,
+            macs,
+            options: NodeOptions::default(),
+            listener: None,
+            status_tx,
+            status_rx,
+        })
+    }
+
+    /// Uses an already bound listener instead of binding replica 0's address (tests bind
+    /// port 0 first, then write the configuration).
+    pub fn with_listener(mut self, listener: std::net::TcpListener) -> Self {
+        self.listener = Some(listener);
+        self
+    }
+
+    /// Binds replica 0's address now (if not yet bound) and returns it.
+    pub fn bind(&mut self) -> Result<SocketAddr, NodeError> {
+        // A loaded `ClusterConfig` lists 3f+1 >= 4 replicas, so replica 0 exists.
+        let addr = self.cluster.replicas[0].address.clone();
+        let bind_err = |source| NodeError::Bind {
+            addr: addr.clone(),
+            error: source,
+        };
+        if self.listener.is_none() {
+            self.listener = Some(std::net::TcpListener::bind(&addr).map_err(bind_err)?);
+        }
+        let l = self
+            .listener
+            .as_ref()
+            .ok_or_else(|| bind_err(std::io::ErrorKind::NotConnected.into()))?;
+        l.set_nonblocking(true).map_err(bind_err)?;
+        l.local_addr().map_err(bind_err)
+    }
+
+    /// Serves until `shutdown` completes. Must run inside a tokio runtime with I/O and time
+    /// enabled (one `current_thread` runtime, like a replica).
+    pub async fn run(mut self, shutdown: impl Future<Output = ()>) -> Result<(), NodeError> {
+        self.bind()?;
+        let addr = self.cluster.replicas[0].address.clone(); // Exists: see `bind`.
+        let std_listener = self.listener.take().ok_or_else(|| NodeError::Bind {
+            addr: addr.clone(),
+            error: std::io::ErrorKind::NotConnected.into(),
+        })?;
+        let listener = tokio::net::TcpListener::from_std(std_listener)
+            .map_err(|error| NodeError::Bind { addr, error })?;
+        let shared = Shared::new(
+            self.cluster.clone(),
+            &self.secret,
+            self.options.clone(),
+            self.status_rx.clone(),
+        );
+        let (inbox_tx, inbox) = mpsc::channel(self.options.inbox_frames.max(1));
+        let mut tasks = tokio::task::JoinSet::new();
+        tasks.spawn(accept::accept_loop(listener, shared.clone(), inbox_tx));
+        tracing::info!(macs = self.macs, "unreplicated server started");
+        let mut server = Server {
+            service: self.service,
+            macs: self.macs,
+            shared,
+            sessions: HashMap::new(),
+            executed: 0,
+            read_only: 0,
+            dropped: BTreeMap::new(),
+            status_tx: self.status_tx,
+        };
+        server.run(inbox, shutdown).await;
+        tasks.shutdown().await;
+        tracing::info!("unreplicated server stopped");
+        Ok(())
+    }
+}
+
+struct Server<S: Service> {
+    service: S,
+    macs: bool,
+    shared: Arc<Shared>,
+    sessions: HashMap<ClientId, Session>,
+    executed: u64,
+    read_only: u64,
+    /// Dropped requests by reason (the core's reason names).
+    dropped: BTreeMap<&'static str, u64>,
+    status_tx: watch::Sender<NodeStatus>,
+}
+
+impl<S: Service> Server<S> {
+    async fn run(
+        &mut self,
+        mut inbox: mpsc::Receiver<Inbound>,
+        shutdown: impl Future<Output = ()>,
+    ) {
+        tokio::pin!(shutdown);
+        let mut tick = tokio::time::interval(self.shared.options.status_interval);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+        loop {
+            tokio::select! {
+                _ = &mut shutdown => break,
+                input = inbox.recv() => {
+                    let Some(input) = input else { break };
+                    self.on_input(input);
+                    for _ in 1..self.shared.options.turn_inputs_max {
+                        match inbox.try_recv() {
+                            Ok(input) => self.on_input(input),
+                            Err(_) => break,
+                        }
+                    }
+                }
+                _ = tick.tick() => self.publish_status(),
+            }
+        }
+        self.publish_status();
+    }
+
+    fn publish_status(&self) {
+        let core = crate::status::CoreCounters {
+            requests_executed: self.executed,
+            read_only_executed: self.read_only,
+            dropped: self
+                .dropped
+                .iter()
+                .map(|(k, v)| (k.to_string(), *v))
+                .collect(),
+            ..Default::default()
+        };
+        self.status_tx.send_modify(|s| {
+            s.last_executed = self.executed;
+            s.clients_connected = self.sessions.len() as u32;
+            s.has_new_view = true;
+            s.core = core;
+            s.net = self.shared.counters.snapshot();
+        });
+    }
+
+    fn on_input(&mut self, input: Inbound) {
+        match input {
+            Inbound::Frame(bytes, _budget) => self.on_frame(&bytes),
+            Inbound::ClientUp {
+                admission,
+                queue,
+                conn,
+            } => {
+                self.sessions.insert(
+                    admission.client,
+                    Session {
+                        conn,
+                        to_client: admission.to_client,
+                        from_client: admission.from_client,
+                        queue,
+                        last: None,
+                    },
+                );
+            }
+            // No peers: nobody introduces clients to a lone server.
+            Inbound::ClientKnown(_) => {}
+            Inbound::ClientDown { client, conn } => {
+                if self.sessions.get(&client).is_some_and(|s| s.conn == conn) {
+                    self.sessions.remove(&client);
+                }
+            }
+        }
+    }
+
+    fn on_frame(&mut self, bytes: &[u8]) {
+        let max = self.shared.cluster.bft.message_bytes_max;
+        let counters = &self.shared.counters;
+        let drops = &mut self.dropped;
+        let mut reject = |why: DropReason| *drops.entry(drop_reason_name(why)).or_insert(0) += 1;
+        let Ok(frame) = Frame::parse(bytes, max) else {
+            return reject(DropReason::Malformed);
+        };
+        let h = frame.header;
+        if h.epoch != self.shared.cluster.bft.epoch {
+            return reject(DropReason::WrongEpoch);
+        }
+        let (Principal::Client(client), Tag::Request) = (h.sender, h.tag) else {
+            return reject(DropReason::Invalid);
+        };
+        let Some(session) = self.sessions.get_mut(&client) else {
+            return reject(DropReason::BadAuth); // No keys for it: not connected here.
+        };
+        if self.macs && (h.auth != AuthKind::Mac || !frame.verify_mac(&session.from_client, 0)) {
+            return reject(DropReason::BadAuth);
+        }
+        let Some(req) = RequestView::decode(frame.body) else {
+            return reject(DropReason::Malformed);
+        };
+        if req.client != client {
+            return reject(DropReason::Invalid);
+        }
+        if let Some((rid, reply)) = &session.last {
+            if req.rid == *rid {
+                session.queue.push(reply.clone(), counters);
+                return;
+            }
+            if req.rid < *rid {
+                return reject(DropReason::Stale); // The client has moved on.
+            }
+        }
+        let read_only = h.flags & FLAG_READ_ONLY != 0 && self.service.is_read_only(req.op);
+        let result = if read_only {
+            self.read_only += 1;
+            self.service.execute_read_only(client, req.op)
+        } else {
+            self.service.execute(client, req.op, &[])
+        };
+        self.executed += 1;
+        let reply = Message::Reply(Reply {
+            view: 0,
+            rid: req.rid,
+            client,
+            replica: 0,
+            tentative: false,
+            result_digest: Digest::of(&result),
+            result: Some(result),
+        });
+        let env = Envelope::new(Principal::Replica(0), h.epoch);
+        let auth = if self.macs {
+            Auth::Mac(&session.to_client)
+        } else {
+            Auth::None
+        };
+        let frame: Arc<[u8]> = Arc::from(wire::encode(env, &reply, auth));
+        session.queue.push(frame.clone(), counters);
+        session.last = Some((req.rid, frame));
+    }
+}

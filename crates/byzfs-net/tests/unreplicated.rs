@@ -1,0 +1,94 @@
+//! The unreplicated baseline over real TCP: it answers the null service with and without
+//! MACs, and with MACs it drops requests that are not authenticated.
+
+use byzfs_bft::services::null::{op, NullService};
+use byzfs_bft::Config;
+use byzfs_net::client::UnreplicatedClient;
+use byzfs_net::cluster::ClusterConfig;
+use byzfs_net::keygen::{keygen, KeygenOptions};
+use byzfs_net::node::UnreplicatedNode;
+use byzfs_net::{ClientCredential, ReplicaSecret};
+use std::time::Duration;
+
+/// Starts an unreplicated server on its own thread and runtime; returns what a client needs
+/// and the stop handle.
+fn start(
+    macs: bool,
+) -> (
+    tempfile::TempDir,
+    ClusterConfig,
+    ClientCredential,
+    tokio::sync::oneshot::Sender<()>,
+    std::thread::JoinHandle<()>,
+) {
+    let listeners: Vec<_> = (0..4)
+        .map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap())
+        .collect();
+    let dir = tempfile::tempdir().unwrap();
+    let opts = KeygenOptions {
+        addresses: listeners
+            .iter()
+            .map(|l| l.local_addr().unwrap().to_string())
+            .collect(),
+        clients: vec![1],
+        protocol: Config::new(1),
+    };
+    let g = keygen(dir.path(), &opts).unwrap();
+    let cluster = ClusterConfig::load(&g.config).unwrap();
+    let cred = ClientCredential::load(&g.client_keys[0], &cluster).unwrap();
+    let secret = ReplicaSecret::load(&g.replica_keys[0], &cluster, 0).unwrap();
+    let listener = listeners.into_iter().next().unwrap();
+    let node = UnreplicatedNode::new(cluster.clone(), secret, NullService::default(), macs)
+        .unwrap()
+        .with_listener(listener);
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let thread = std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(node.run(async {
+            let _ = stopped.await;
+        }))
+        .unwrap();
+    });
+    (dir, cluster, cred, stop, thread)
+}
+
+#[tokio::test]
+async fn answers_with_and_without_macs() {
+    for macs in [true, false] {
+        let (_dir, cluster, cred, stop, thread) = start(macs);
+        let mut c = UnreplicatedClient::connect(&cluster, &cred, macs)
+            .await
+            .unwrap();
+        for (ro, arg, result) in [(false, 0, 0), (true, 0, 4096), (false, 4096, 0)] {
+            let r =
+                tokio::time::timeout(Duration::from_secs(10), c.invoke(op(ro, arg, result), ro))
+                    .await
+                    .expect("timed out")
+                    .unwrap();
+            assert_eq!(r.len(), result as usize, "macs={macs} ro={ro}");
+        }
+        drop(c);
+        stop.send(()).unwrap();
+        thread.join().unwrap();
+    }
+}
+
+#[tokio::test]
+async fn with_macs_unauthenticated_requests_are_dropped() {
+    let (_dir, cluster, cred, stop, thread) = start(true);
+    let mut plain = UnreplicatedClient::connect(&cluster, &cred, false)
+        .await
+        .unwrap();
+    let r = tokio::time::timeout(
+        Duration::from_millis(500),
+        plain.invoke(op(false, 0, 0), false),
+    )
+    .await;
+    assert!(r.is_err(), "an unauthenticated request was answered: {r:?}");
+    drop(plain);
+    stop.send(()).unwrap();
+    thread.join().unwrap();
+}

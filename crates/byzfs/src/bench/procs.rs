@@ -1,0 +1,315 @@
+//! Process orchestration: generate a throw-away cluster directory, start the replica (or
+//! unreplicated server) processes on loopback, wait until they answer, account their CPU
+//! time from `/proc`, kill one, stop them all.
+//!
+//! Children hold a pipe as stdin and run with `--exit-with-parent`, so none outlives the
+//! benchmark however it ends; they run in their own process group, so a terminal's Ctrl-C
+//! reaches only the benchmark, whose `Drop` stops them.
+
+use anyhow::{bail, Context as _};
+use byzfs_bft::Config;
+use byzfs_net::cluster::{ClusterConfig, CLUSTER_FILE};
+use byzfs_net::handshake::query_status;
+use byzfs_net::keygen::{client_key_path, keygen, replica_key_path, KeygenOptions, DEFAULT_CLIENT};
+use byzfs_net::{ClientCredential, NodeStatus};
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+use std::os::unix::process::CommandExt as _;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// How long servers get to become reachable.
+const READY_TIMEOUT: Duration = Duration::from_secs(20);
+/// How long servers get to exit after SIGTERM.
+const STOP_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// What runs the null service.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum System {
+    /// 3f+1 ByzFS replica processes.
+    Byzfs,
+    /// One unreplicated server, no MACs.
+    Unreplicated,
+    /// One unreplicated server, one MAC on each request and reply.
+    UnreplicatedMac,
+}
+
+impl System {
+    /// The name used in tables and JSON rows.
+    pub fn name(self) -> &'static str {
+        match self {
+            System::Byzfs => "byzfs",
+            System::Unreplicated => "unreplicated",
+            System::UnreplicatedMac => "unreplicated-mac",
+        }
+    }
+
+    pub fn parse(s: &str) -> anyhow::Result<System> {
+        Ok(match s {
+            "byzfs" => System::Byzfs,
+            "unreplicated" => System::Unreplicated,
+            "unreplicated-mac" => System::UnreplicatedMac,
+            _ => bail!("unknown system {s:?}; use byzfs, unreplicated or unreplicated-mac"),
+        })
+    }
+}
+
+struct Proc {
+    id: u32,
+    child: Child,
+    log: PathBuf,
+    killed: bool,
+}
+
+/// Running server processes of one system; dropping this stops them.
+pub struct Servers {
+    pub system: System,
+    pub cluster: ClusterConfig,
+    pub credential: ClientCredential,
+    procs: Vec<Proc>,
+}
+
+impl Servers {
+    /// Generates a fresh cluster directory under `dir` (free loopback ports, `protocol`
+    /// parameters) and starts `system` on it.
+    pub async fn start(system: System, dir: &Path, protocol: &Config) -> anyhow::Result<Servers> {
+        let mut opts = KeygenOptions::local(4, "127.0.0.1", 0)?;
+        opts.protocol = protocol.clone();
+        keygen(dir, &opts)?;
+        let config = dir.join(CLUSTER_FILE);
+        let cluster = ClusterConfig::load(&config)?;
+        let credential = ClientCredential::load(&client_key_path(dir, DEFAULT_CLIENT), &cluster)?;
+        let exe = std::env::current_exe().context("cannot find the byzfs executable")?;
+        let logs = dir.join("logs");
+        std::fs::create_dir_all(&logs)
+            .with_context(|| format!("cannot create {}", logs.display()))?;
+        let ids: Vec<u32> = match system {
+            System::Byzfs => cluster.replicas.iter().map(|r| r.id).collect(),
+            System::Unreplicated | System::UnreplicatedMac => vec![0],
+        };
+        let mut servers = Servers {
+            system,
+            cluster,
+            credential,
+            procs: Vec::new(),
+        };
+        for id in ids {
+            let log = logs.join(format!("{}-{id}.log", system.name()));
+            let file = std::fs::File::create(&log)
+                .with_context(|| format!("cannot create {}", log.display()))?;
+            let mut cmd = Command::new(&exe);
+            match system {
+                System::Byzfs => {
+                    cmd.arg("replica")
+                        .arg("--id")
+                        .arg(id.to_string())
+                        .arg("--service")
+                        .arg("null");
+                }
+                System::Unreplicated => {
+                    cmd.arg("unreplicated").arg("--no-macs");
+                }
+                System::UnreplicatedMac => {
+                    cmd.arg("unreplicated");
+                }
+            }
+            cmd.arg("--config")
+                .arg(&config)
+                .arg("--key")
+                .arg(replica_key_path(dir, id))
+                .arg("--exit-with-parent")
+                .env(
+                    "RUST_LOG",
+                    std::env::var("RUST_LOG").unwrap_or("warn".into()),
+                )
+                .stdin(Stdio::piped())
+                .stdout(file.try_clone()?)
+                .stderr(file)
+                .process_group(0);
+            let child = cmd
+                .spawn()
+                .with_context(|| format!("cannot start {} {id}", system.name()))?;
+            servers.procs.push(Proc {
+                id,
+                child,
+                log,
+                killed: false,
+            });
+        }
+        servers.wait_ready().await?;
+        Ok(servers)
+    }
+
+    async fn wait_ready(&mut self) -> anyhow::Result<()> {
+        let started = Instant::now();
+        loop {
+            for p in &mut self.procs {
+                if let Ok(Some(status)) = p.child.try_wait() {
+                    bail!(
+                        "{} {} exited during startup ({status}); see {}",
+                        self.system.name(),
+                        p.id,
+                        p.log.display()
+                    );
+                }
+            }
+            let mut ready = 0;
+            for p in &self.procs {
+                if query_status(&self.cluster, p.id, Duration::from_millis(500))
+                    .await
+                    .is_ok_and(|s| s.has_new_view || self.system != System::Byzfs)
+                {
+                    ready += 1;
+                }
+            }
+            if ready == self.procs.len() {
+                return Ok(());
+            }
+            if started.elapsed() > READY_TIMEOUT {
+                bail!(
+                    "only {ready} of {} {} processes became reachable within {} s; see the logs in {}",
+                    self.procs.len(),
+                    self.system.name(),
+                    READY_TIMEOUT.as_secs(),
+                    self.procs
+                        .first()
+                        .and_then(|p| p.log.parent())
+                        .unwrap_or(Path::new("."))
+                        .display()
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// Total CPU time (user + system) the live server processes have used so far.
+    pub fn cpu_time(&self) -> Duration {
+        self.procs
+            .iter()
+            .filter(|p| !p.killed)
+            .map(|p| proc_cpu_time(p.child.id()).unwrap_or_default())
+            .sum()
+    }
+
+    /// The status of server `id` (a replica id).
+    pub async fn status(&self, id: u32) -> Option<NodeStatus> {
+        query_status(&self.cluster, id, Duration::from_millis(500))
+            .await
+            .ok()
+    }
+
+    /// `(pre-prepares sent, requests batched)` summed over the live replicas (only a
+    /// primary sends pre-prepares); `None` if a live server does not answer.
+    pub async fn batching_counters(&self) -> Option<(u64, u64)> {
+        let mut out = (0, 0);
+        for id in self.live() {
+            let s = self.status(id).await?;
+            out.0 += s.core.pre_prepares_sent;
+            out.1 += s.core.batched_requests;
+        }
+        Some(out)
+    }
+
+    /// Frames sent by all live servers so far (replicas and clients counted alike), from
+    /// their published status (refreshed every 100 ms); `None` if one does not answer.
+    pub async fn frames_out(&self) -> Option<u64> {
+        let mut out = 0;
+        for id in self.live() {
+            out += self.status(id).await?.net.frames_out;
+        }
+        Some(out)
+    }
+
+    /// SIGKILLs the current primary (asked of a live replica); returns its id.
+    pub async fn kill_primary(&mut self) -> anyhow::Result<u32> {
+        let mut primary = None;
+        for p in self.procs.iter().filter(|p| !p.killed) {
+            if let Some(s) = self.status(p.id).await {
+                primary = Some(s.primary);
+                break;
+            }
+        }
+        let Some(primary) = primary else {
+            bail!("no replica answered a status query; cannot find the primary")
+        };
+        let p = self
+            .procs
+            .iter_mut()
+            .find(|p| p.id == primary && !p.killed)
+            .context("the primary is not one of our processes")?;
+        p.child.kill().context("cannot SIGKILL the primary")?;
+        let _ = p.child.wait();
+        p.killed = true;
+        Ok(primary)
+    }
+
+    /// Ids of the servers still running.
+    pub fn live(&self) -> Vec<u32> {
+        self.procs
+            .iter()
+            .filter(|p| !p.killed)
+            .map(|p| p.id)
+            .collect()
+    }
+
+    /// SIGTERM, wait, SIGKILL the rest, reap all.
+    pub fn stop(&mut self) {
+        for p in &mut self.procs {
+            if !p.killed {
+                if let Ok(pid) = i32::try_from(p.child.id()) {
+                    let _ = kill(Pid::from_raw(pid), Signal::SIGTERM);
+                }
+            }
+        }
+        let deadline = Instant::now() + STOP_TIMEOUT;
+        for p in &mut self.procs {
+            if p.killed {
+                continue;
+            }
+            while Instant::now() < deadline {
+                if let Ok(Some(_)) = p.child.try_wait() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            if !matches!(p.child.try_wait(), Ok(Some(_))) {
+                let _ = p.child.kill();
+                let _ = p.child.wait();
+            }
+            p.killed = true;
+        }
+    }
+}
+
+impl Drop for Servers {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// utime + stime of process `pid` (all its threads) from `/proc/PID/stat`.
+pub fn proc_cpu_time(pid: u32) -> Option<Duration> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) is in parentheses and may contain spaces: split after it.
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // Fields 14 and 15 of proc(5) (utime, stime) are 11 and 12 after the name and state.
+    let utime: u64 = fields.get(11)?.parse().ok()?;
+    let stime: u64 = fields.get(12)?.parse().ok()?;
+    let hz = clock_ticks_per_second();
+    Some(Duration::from_nanos(
+        (utime + stime).saturating_mul(1_000_000_000) / hz,
+    ))
+}
+
+/// `USER_HZ`, the unit of `/proc` CPU times: fixed at 100 by the Linux ABI on x86 and arm
+/// whatever the kernel's `CONFIG_HZ` (`sysconf(_SC_CLK_TCK)` reports the same value).
+fn clock_ticks_per_second() -> u64 {
+    100
+}
+
+/// The benchmark's own CPU time (the load generator: clients).
+pub fn self_cpu_time() -> Duration {
+    proc_cpu_time(std::process::id()).unwrap_or_default()
+}

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Redraws every benchmark of docs/BENCHMARKS.md (release build, about 4 minutes on 2 cores).
+# Usage: bash scripts/bench.sh [OUT_DIR]   (default docs/bench)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+out=${1:-docs/bench}
+mkdir -p "$out"
+cargo build --release -p byzfs
+bin=${CARGO_TARGET_DIR:-target}/release/byzfs
+run() { echo "+ byzfs $*"; "$bin" "$@"; }
+
+# PBFT OSDI'99 Table 1: latency of null operations, ByzFS vs unreplicated (with and without MACs).
+run bench micro --ops 5000 --runs 3 --json "$out/micro.json" | tee "$out/micro.txt"
+# BFT library Figure 6: throughput vs clients, 0/0, batching on and off.
+run bench throughput --op 0/0 --mode rw --batching on,off --clients 1,5,10,25,50,100 \
+    --duration 2 --warmup 1 --json "$out/fig6-batching.json" --svg "$out/fig6-batching.svg" \
+    | tee "$out/fig6-batching.txt"
+# BFT library Figure 7b: 4/0 throughput, separate request transmission on and off.
+run bench throughput --op 4/0 --mode rw --srt on,off --clients 1,10,50,100 \
+    --systems byzfs,unreplicated-mac --duration 2 --warmup 1 \
+    --json "$out/fig7-srt.json" --svg "$out/fig7-srt.svg" | tee "$out/fig7-srt.txt"
+# BFT library §4: tentative execution on and off; the read-only optimisation on and off.
+run bench throughput --op 0/0 --mode rw --tentative on,off --clients 1,10,50 --systems byzfs \
+    --duration 2 --warmup 1 --json "$out/tentative.json" | tee "$out/tentative.txt"
+run bench throughput --op 0/0 --mode ro --read-only on,off --clients 1,10,50 \
+    --duration 2 --warmup 1 --json "$out/read-only.json" | tee "$out/read-only.txt"
+# Issue #3 item 9: SIGKILL the primary under load (default 5 s view-change timeout, then 1 s).
+run bench throughput --op 0/0 --mode rw --clients 10 --systems byzfs --duration 14 --warmup 1 \
+    --kill-primary-after 4 --json "$out/kill-primary.json" | tee "$out/kill-primary.txt"
+run bench throughput --op 0/0 --mode rw --clients 10 --systems byzfs --duration 8 --warmup 1 \
+    --kill-primary-after 4 --view-change-timeout-ms 1000 \
+    --json "$out/kill-primary-1s.json" | tee "$out/kill-primary-1s.txt"
