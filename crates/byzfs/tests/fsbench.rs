@@ -36,9 +36,12 @@ fn run(args: &[&str]) -> (String, String) {
 /// Checks the `--json` rows: each target × metric (and CPU seconds) present once with sane
 /// numbers, and the passthrough/local ratio rows.
 fn check_rows(json: &Path, bench: &str, metrics: &[&str]) {
-    let rows: serde_json::Value =
+    let report: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(json).unwrap()).unwrap();
-    let rows = rows.as_array().expect("a JSON array");
+    assert_eq!(report["bench"], bench);
+    assert!(report["command"].as_str().unwrap().contains(bench));
+    assert!(report["machine"]["cpus"].as_u64().unwrap() >= 1);
+    let rows = report["rows"].as_array().expect("an array of rows");
     for target in ["local", "passthrough", "passthrough/local"] {
         // Every benchmark adds CPU seconds; they can be 0 (10 ms ticks; local has no
         // server), so their ratios are not always defined.
@@ -58,7 +61,6 @@ fn check_rows(json: &Path, bench: &str, metrics: &[&str]) {
             assert!(r["min"].as_f64().unwrap() <= median && median <= r["max"].as_f64().unwrap());
             assert!(!r["runs"].as_array().unwrap().is_empty());
             assert!(r["unit"].is_string() && r["params"].is_object());
-            assert!(r["machine"]["cpus"].as_u64().unwrap() >= 1);
         }
     }
 }
@@ -240,8 +242,9 @@ fn cluster_hook_with_a_stand_in_up() {
         "{stdout}\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let rows: serde_json::Value =
+    let report: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let rows = &report["rows"];
     for target in [
         "byzfs",
         "byzfs-ro",

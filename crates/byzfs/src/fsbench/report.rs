@@ -251,7 +251,6 @@ impl Results {
 
     /// The JSON rows: one per (target, metric) and one per (ratio, metric).
     pub fn rows(&self) -> Vec<Row> {
-        let machine = Machine::here();
         let mut out = Vec::new();
         for t in &self.targets {
             for m in &self.metrics {
@@ -268,7 +267,6 @@ impl Results {
                     max: runs.iter().copied().fold(f64::NEG_INFINITY, f64::max),
                     runs: runs.clone(),
                     params: self.params.clone(),
-                    machine: machine.clone(),
                 });
             }
         }
@@ -285,7 +283,6 @@ impl Results {
                         max: x,
                         runs: vec![x],
                         params: self.params.clone(),
-                        machine: machine.clone(),
                     });
                 }
             }
@@ -296,7 +293,13 @@ impl Results {
     /// Writes `--json` and `--svg` if asked for.
     pub fn write_outputs(&self, args: &CommonArgs, svg_title: &str) -> anyhow::Result<()> {
         if let Some(p) = &args.json {
-            let text = serde_json::to_string_pretty(&self.rows())?;
+            let report = Report {
+                bench: self.bench,
+                command: std::env::args().collect::<Vec<_>>().join(" "),
+                machine: Machine::here(),
+                rows: self.rows(),
+            };
+            let text = serde_json::to_string_pretty(&report)?;
             std::fs::write(p, text + "\n").with_context(|| format!("writing {}", p.display()))?;
             eprintln!("wrote {}", p.display());
         }
@@ -478,35 +481,50 @@ pub struct Row {
     /// Every run's value.
     pub runs: Vec<f64>,
     pub params: serde_json::Value,
-    pub machine: Machine,
 }
 
-/// The machine a result was measured on.
+/// The file written by `--json`: the same shape as `bench micro|throughput` write.
+#[derive(Debug, Serialize)]
+pub struct Report {
+    pub bench: &'static str,
+    pub command: String,
+    pub machine: Machine,
+    pub rows: Vec<Row>,
+}
+
+/// The machine a result was measured on (field names as in `bench`'s JSON).
 #[derive(Debug, Clone, Serialize)]
 pub struct Machine {
     pub cpus: usize,
+    pub cpu_model: String,
     pub mem_gib: f64,
     pub kernel: String,
-    pub unix_time: u64,
+    pub date_unix_s: u64,
 }
 
 impl Machine {
     fn here() -> Machine {
-        let mem_kib: f64 = std::fs::read_to_string("/proc/meminfo")
-            .ok()
-            .and_then(|s| {
-                s.lines()
-                    .find(|l| l.starts_with("MemTotal:"))
-                    .and_then(|l| l.split_whitespace().nth(1).and_then(|v| v.parse().ok()))
-            })
+        let field = |file: &str, key: &str| -> String {
+            std::fs::read_to_string(file)
+                .unwrap_or_default()
+                .lines()
+                .find_map(|l| l.strip_prefix(key))
+                .map(|v| v.trim_start_matches([' ', '\t', ':']).trim().to_string())
+                .unwrap_or_default()
+        };
+        let mem_kib: f64 = field("/proc/meminfo", "MemTotal:")
+            .split_whitespace()
+            .next()
+            .and_then(|v| v.parse().ok())
             .unwrap_or(0.0);
         Machine {
             cpus: std::thread::available_parallelism().map_or(0, |n| n.get()),
+            cpu_model: field("/proc/cpuinfo", "model name"),
             mem_gib: (mem_kib / 1024.0 / 1024.0 * 10.0).round() / 10.0,
             kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease")
                 .map(|s| s.trim().to_string())
                 .unwrap_or_default(),
-            unix_time: std::time::SystemTime::now()
+            date_unix_s: std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0, |d| d.as_secs()),
         }
