@@ -7,6 +7,8 @@
 
 use crate::crypto::Digest;
 use crate::ids::{ClientId, ReplicaId, RequestId, Seq, View};
+use crate::message::BatchBody;
+use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 
 /// Something the driver must do.
@@ -33,12 +35,17 @@ pub enum Action {
     },
     /// Make a promise durable before any later action.
     Persist(PersistRecord),
+    /// Make data durable before any later action (same contract as `Persist`). Emitted only
+    /// by a replica whose driver keeps its state on disk ([`crate::Replica::set_store_state`]);
+    /// a driver without disk may ignore it.
+    Store(StoreRecord),
     /// An observation for logs, metrics and the simulator's checkers. Needs no action.
     Event(Event),
 }
 
-/// A promise a replica must not forget across a restart (PROTOCOL.md §3.6 #11).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+/// A promise a replica must not forget across a restart (PROTOCOL.md §3.6 #11), or (for
+/// `Executed`) a fact a disk restart replays.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 pub enum PersistRecord {
     /// The replica moved to `view` (never vote in a lower one again).
     View(View),
@@ -60,6 +67,53 @@ pub enum PersistRecord {
         /// Batch digest.
         digest: Digest,
     },
+    /// The batch `digest` at `seq` committed here and was executed in order. Emitted only when
+    /// the state is stored ([`StoreRecord`]); [`crate::Replica::restore`] re-executes these
+    /// after the stored checkpoint. Not a vote: it is no promise to other replicas.
+    Executed {
+        /// Sequence number.
+        seq: Seq,
+        /// Batch digest.
+        digest: Digest,
+    },
+}
+
+/// Bulk data a replica on disk keeps so that it can rebuild itself after a crash
+/// ([`crate::Replica::restore`]): the service state of its last stable checkpoint and the
+/// bodies of the batches it voted for or executed above it. A driver stores the latest image
+/// of each partition and every batch, and forgets batches at or below a stored checkpoint.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum StoreRecord {
+    /// The body of a batch this replica voted for or executed at `seq`, with the frames of its
+    /// big requests (in `body.big` order). A batch may be stored again with a higher `seq` (a
+    /// new view re-proposed it); keep the highest.
+    Batch {
+        /// Highest sequence number the batch was seen at.
+        seq: Seq,
+        /// Batch digest.
+        digest: Digest,
+        /// The batch.
+        body: Arc<BatchBody>,
+        /// Frames of the big requests, one per `body.big` digest.
+        big: Vec<Arc<[u8]>>,
+    },
+    /// Checkpoint `seq` became stable. Carries only the partitions whose digest differs from
+    /// the previously stored image (all of them the first time); the others are unchanged.
+    /// Votes, `Executed` records and batches at or below `seq` may be dropped once it is stored.
+    Checkpoint(Arc<CheckpointImage>),
+}
+
+/// A stable checkpoint, as changed partitions (see [`StoreRecord::Checkpoint`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CheckpointImage {
+    /// Sequence number.
+    pub seq: Seq,
+    /// Root digest (service and reply-cache partitions).
+    pub digest: Digest,
+    /// Total number of partitions: the service's, then the library's (reply cache).
+    pub partitions: u32,
+    /// The partitions that changed since the previous image: (index, digest, content).
+    pub changed: Vec<(u32, Digest, Vec<u8>)>,
 }
 
 /// Observable protocol progress.

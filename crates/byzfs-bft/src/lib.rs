@@ -45,7 +45,7 @@
 //!                 Action::Send { to, bytes } => to_replicas.push((to, bytes)),
 //!                 Action::Broadcast { bytes } => (0..4u32).filter(|&j| j != i as u32).for_each(|j| to_replicas.push((j, bytes.clone()))),
 //!                 Action::SendClient { bytes, .. } => client.handle_message(now, &bytes),
-//!                 Action::Persist(_) | Action::Event(_) => {}
+//!                 Action::Persist(_) | Action::Store(_) | Action::Event(_) => {}
 //!             }
 //!         }
 //!     }
@@ -72,7 +72,7 @@ pub mod state;
 pub mod time;
 pub mod wire;
 
-pub use action::{Action, DropReason, Event, PersistRecord};
+pub use action::{Action, CheckpointImage, DropReason, Event, PersistRecord, StoreRecord};
 pub use client::{Client, ClientAction, ClientError};
 pub use config::Config;
 pub use crypto::{ClientKeys, Digest, MacKey, ReplicaKeys, TestKeys};

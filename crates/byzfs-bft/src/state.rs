@@ -42,14 +42,18 @@ const SUM_LIMBS: usize = SUM_BYTES / 8;
 pub const LEAF_CONTEXT: &str = "byzfs 2026 partitioned state leaf v1";
 
 /// A partition sum: a `SUM_BYTES`-byte integer, as little-endian 64-bit limbs.
+///
+/// Public so that services with their own storage (the file service's on-disk store) compute
+/// partition digests exactly as this module does.
 #[derive(Clone, PartialEq, Eq, Debug)]
-struct Sum([u64; SUM_LIMBS]);
+pub struct Sum([u64; SUM_LIMBS]);
 
 impl Sum {
-    const ZERO: Sum = Sum([0; SUM_LIMBS]);
+    /// The empty sum (the sum of an empty partition).
+    pub const ZERO: Sum = Sum([0; SUM_LIMBS]);
 
     /// `self += other` modulo `2^(8·SUM_BYTES)`.
-    fn add(&mut self, other: &Sum) {
+    pub fn add(&mut self, other: &Sum) {
         let mut carry = false;
         for (a, b) in self.0.iter_mut().zip(other.0.iter()) {
             let (s1, c1) = a.overflowing_add(*b);
@@ -60,7 +64,7 @@ impl Sum {
     }
 
     /// `self -= other` modulo `2^(8·SUM_BYTES)`.
-    fn sub(&mut self, other: &Sum) {
+    pub fn sub(&mut self, other: &Sum) {
         let mut borrow = false;
         for (a, b) in self.0.iter_mut().zip(other.0.iter()) {
             let (d1, b1) = a.overflowing_sub(*b);
@@ -70,7 +74,20 @@ impl Sum {
         }
     }
 
-    fn to_bytes(&self) -> [u8; SUM_BYTES] {
+    /// The sum from the `SUM_BYTES` little-endian bytes of [`Sum::to_bytes`] (a disk
+    /// backend stores sums this way).
+    pub fn from_bytes(bytes: &[u8; SUM_BYTES]) -> Sum {
+        let mut limbs = [0u64; SUM_LIMBS];
+        for (limb, chunk) in limbs.iter_mut().zip(bytes.chunks_exact(8)) {
+            let mut b = [0u8; 8];
+            b.copy_from_slice(chunk);
+            *limb = u64::from_le_bytes(b);
+        }
+        Sum(limbs)
+    }
+
+    /// The sum as `SUM_BYTES` little-endian bytes.
+    pub fn to_bytes(&self) -> [u8; SUM_BYTES] {
         let mut out = [0u8; SUM_BYTES];
         for (chunk, limb) in out.chunks_exact_mut(8).zip(self.0.iter()) {
             chunk.copy_from_slice(&limb.to_le_bytes());
@@ -80,7 +97,7 @@ impl Sum {
 }
 
 /// The hash of one leaf, as a summand.
-fn leaf_hash(key: &[u8], value: &[u8]) -> Sum {
+pub fn leaf_hash(key: &[u8], value: &[u8]) -> Sum {
     let mut h = blake3::Hasher::new_derive_key(LEAF_CONTEXT);
     h.update(&(key.len() as u64).to_le_bytes());
     h.update(key);
@@ -97,7 +114,7 @@ fn leaf_hash(key: &[u8], value: &[u8]) -> Sum {
 }
 
 /// The exposed digest of partition `index` with sum `sum`.
-fn partition_digest(index: u32, sum: &Sum) -> Digest {
+pub fn partition_digest(index: u32, sum: &Sum) -> Digest {
     Digest::of_parts(&[b"byzfs partition v1", &index.to_le_bytes(), &sum.to_bytes()])
 }
 

@@ -97,8 +97,12 @@ pub struct NodeStatus {
     pub peers_connected: u32,
     /// Clients currently connected.
     pub clients_connected: u32,
-    /// Durability mode ("memory", later "disk").
+    /// Durability mode ("disk" or "memory").
     pub durability: String,
+    /// Digest of the live state (service and reply cache) at `last_tentative`, hex.
+    pub state_digest: String,
+    /// Digest of the last stable checkpoint, hex (empty if not held).
+    pub stable_digest: String,
     /// The core's counters.
     pub core: CoreCounters,
     /// The runtime's counters.

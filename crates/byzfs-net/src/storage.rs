@@ -1,22 +1,42 @@
-//! Durability of the core's promises (ARCHITECTURE.md rule 4; the `Persist` contract of
-//! [`byzfs_bft::action`]).
+//! Durability of the core's promises and state (ARCHITECTURE.md "Durability"; the `Persist`
+//! contract of [`byzfs_bft::action`]).
 //!
-//! The event loop collects every [`PersistRecord`] of one drain (one or more handled inputs)
-//! and hands them to [`Durability::commit`] in one call — a group commit — before it performs
-//! any send of that drain. Delaying sends is always safe; sending before the commit is not.
-//! Memory mode (the BFT library's BFS choice: stability through replication) makes the
-//! commit a no-op; the `disk` mode (redb, one fsync per group) plugs in here.
+//! The event loop collects every [`PersistRecord`] and [`StoreRecord`] of one drain (one or
+//! more handled inputs) and hands them to [`Durability::commit`] in one call — a group
+//! commit — before it performs any send of that drain. Delaying sends is always safe; sending
+//! before the commit is not.
+//!
+//! Two modes:
+//! * [`MemoryDurability`] (`memory`, the BFT library's BFS choice: stability through
+//!   replication): the commit is a no-op; a restarted replica starts empty and rejoins through
+//!   state transfer, counting as one of the `f` faults meanwhile.
+//! * [`DiskDurability`] (`disk`, the default): one redb write transaction per drain, committed
+//!   with `Durability::Immediate` (fsync) — one fsync per group. It holds the promises, the
+//!   `Executed` records, the bodies of batches voted for, and the image of the last stable
+//!   checkpoint (partition by partition, only changed partitions rewritten); at start it loads
+//!   them into a [`DurableState`] for [`byzfs_bft::Replica::restore`].
 
-use byzfs_bft::PersistRecord;
+use byzfs_bft::message::BatchBody;
+use byzfs_bft::replica::{record_seq, DurableState, StoredBatch, StoredCheckpoint};
+use byzfs_bft::{Digest, PersistRecord, Seq, StoreRecord};
+use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
+use std::path::{Path, PathBuf};
 
 /// Where promises go.
 pub trait Durability: Send {
     /// Makes every record durable before returning. An error stops the replica: it must
-    /// not send votes it could forget.
-    fn commit(&mut self, records: &[PersistRecord]) -> std::io::Result<()>;
+    /// not send votes it could forget. Within one call, records and stores are applied in
+    /// this order: promises, then stores (a stored checkpoint then drops what it covers).
+    fn commit(&mut self, records: &[PersistRecord], stores: &[StoreRecord]) -> std::io::Result<()>;
 
     /// The mode's name, as shown by `byzfs status`.
     fn name(&self) -> &'static str;
+
+    /// What was stored before this start, for [`byzfs_bft::Replica::restore`]; `None` when
+    /// the mode stores nothing (the replica then starts fresh). Taken once.
+    fn take_loaded(&mut self) -> Option<DurableState> {
+        None
+    }
 }
 
 /// Memory mode: nothing is written.
@@ -24,11 +44,509 @@ pub trait Durability: Send {
 pub struct MemoryDurability;
 
 impl Durability for MemoryDurability {
-    fn commit(&mut self, _records: &[PersistRecord]) -> std::io::Result<()> {
+    fn commit(
+        &mut self,
+        _records: &[PersistRecord],
+        _stores: &[StoreRecord],
+    ) -> std::io::Result<()> {
         Ok(())
     }
 
     fn name(&self) -> &'static str {
         "memory"
+    }
+}
+
+/// The database file inside a replica's data directory.
+pub const DB_FILE: &str = "replica.redb";
+
+/// `meta`: "identity" → who owns the store; "view" → highest view (u64 LE);
+/// "checkpoint" → postcard `(seq, digest, partitions)` of the stored stable checkpoint.
+const META: TableDefinition<&str, &[u8]> = TableDefinition::new("meta");
+/// `records`: (seq, postcard record) → () for `Prepared`, `Committed` and `Executed`.
+const RECORDS: TableDefinition<(u64, &[u8]), ()> = TableDefinition::new("records");
+/// `batches`: digest → seq (u64 LE) ‖ postcard `(BatchBody, big frames)`.
+const BATCHES: TableDefinition<&[u8], &[u8]> = TableDefinition::new("batches");
+/// `parts`: partition index → digest (32 bytes) ‖ content, as of the stored checkpoint.
+const PARTS: TableDefinition<u32, &[u8]> = TableDefinition::new("parts");
+
+/// Why the disk store cannot be used. Each message says what to do.
+#[derive(Debug, thiserror::Error)]
+pub enum StorageError {
+    /// The directory or database file cannot be created or opened.
+    #[error("cannot use the data directory {}: {error}; check its permissions and free space, or pass another --data", path.display())]
+    Unusable {
+        /// The directory.
+        path: PathBuf,
+        /// What failed.
+        error: String,
+    },
+    /// Another process holds the database.
+    #[error("the database {} is in use by another process; stop the other replica or pass another --data", path.display())]
+    InUse {
+        /// The database file.
+        path: PathBuf,
+    },
+    /// The database does not decode or does not restore.
+    #[error("the database {} is corrupt ({what}); delete the data directory to rejoin through state transfer", path.display())]
+    Corrupt {
+        /// The database file.
+        path: PathBuf,
+        /// What is wrong.
+        what: String,
+    },
+    /// The database belongs to another replica, cluster or service.
+    #[error("the database {} belongs to {found}, not to {expected}; pass the right --data or delete that directory", path.display())]
+    Foreign {
+        /// The database file.
+        path: PathBuf,
+        /// Its owner.
+        found: String,
+        /// Who opened it.
+        expected: String,
+    },
+}
+
+/// Disk mode: a redb database, one fsync'd write transaction per drain (group commit).
+pub struct DiskDurability {
+    db: Database,
+    path: PathBuf,
+    loaded: Option<DurableState>,
+    /// Highest view written (to skip rewriting it).
+    view: u64,
+}
+
+impl std::fmt::Debug for DiskDurability {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DiskDurability")
+            .field("path", &self.path)
+            .finish()
+    }
+}
+
+impl DiskDurability {
+    /// Opens (creating if needed) the database in `dir` and loads what it holds.
+    /// `identity` names the owner (cluster, replica, service); a database created by another
+    /// owner is refused.
+    pub fn open(dir: &Path, identity: &str) -> Result<Self, StorageError> {
+        let unusable = |e: &dyn std::fmt::Display| StorageError::Unusable {
+            path: dir.to_path_buf(),
+            error: e.to_string(),
+        };
+        std::fs::create_dir_all(dir).map_err(|e| unusable(&e))?;
+        let path = dir.join(DB_FILE);
+        let corrupt = |what: String| StorageError::Corrupt {
+            path: path.clone(),
+            what,
+        };
+        let db = match Database::create(&path) {
+            Ok(db) => db,
+            Err(redb::DatabaseError::DatabaseAlreadyOpen) => {
+                return Err(StorageError::InUse { path })
+            }
+            Err(redb::DatabaseError::Storage(redb::StorageError::Io(e)))
+                if e.kind() != std::io::ErrorKind::InvalidData
+                    && e.kind() != std::io::ErrorKind::UnexpectedEof =>
+            {
+                return Err(unusable(&e))
+            }
+            Err(e) => return Err(corrupt(e.to_string())),
+        };
+        // Create the tables and check (or write) the owner.
+        let txn = db.begin_write().map_err(|e| corrupt(e.to_string()))?;
+        {
+            let mut meta = txn.open_table(META).map_err(|e| corrupt(e.to_string()))?;
+            txn.open_table(RECORDS)
+                .map_err(|e| corrupt(e.to_string()))?;
+            txn.open_table(BATCHES)
+                .map_err(|e| corrupt(e.to_string()))?;
+            txn.open_table(PARTS).map_err(|e| corrupt(e.to_string()))?;
+            let found = meta
+                .get("identity")
+                .map_err(|e| corrupt(e.to_string()))?
+                .map(|g| String::from_utf8_lossy(g.value()).into_owned());
+            match found {
+                Some(found) if found != identity => {
+                    return Err(StorageError::Foreign {
+                        path,
+                        found,
+                        expected: identity.to_string(),
+                    })
+                }
+                Some(_) => {}
+                None => {
+                    meta.insert("identity", identity.as_bytes())
+                        .map_err(|e| corrupt(e.to_string()))?;
+                }
+            }
+        }
+        txn.commit().map_err(|e| corrupt(e.to_string()))?;
+        let loaded = load(&db).map_err(corrupt)?;
+        let view = loaded
+            .records
+            .iter()
+            .filter_map(|r| match r {
+                PersistRecord::View(v) => Some(*v),
+                _ => None,
+            })
+            .max()
+            .unwrap_or(0);
+        Ok(DiskDurability {
+            db,
+            path,
+            loaded: Some(loaded),
+            view,
+        })
+    }
+
+    /// The database file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn write(&mut self, records: &[PersistRecord], stores: &[StoreRecord]) -> Result<(), String> {
+        let s = |e: &dyn std::fmt::Display| e.to_string();
+        let mut txn = self.db.begin_write().map_err(|e| s(&e))?;
+        txn.set_durability(redb::Durability::Immediate)
+            .map_err(|e| s(&e))?;
+        {
+            let mut meta = txn.open_table(META).map_err(|e| s(&e))?;
+            let mut recs = txn.open_table(RECORDS).map_err(|e| s(&e))?;
+            let mut batches = txn.open_table(BATCHES).map_err(|e| s(&e))?;
+            let mut parts = txn.open_table(PARTS).map_err(|e| s(&e))?;
+            for rec in records {
+                match (rec, record_seq(*rec)) {
+                    (PersistRecord::View(v), _) => {
+                        if *v > self.view {
+                            self.view = *v;
+                            meta.insert("view", &v.to_le_bytes()[..])
+                                .map_err(|e| s(&e))?;
+                        }
+                    }
+                    (_, seq) => {
+                        let key = postcard::to_allocvec(rec).map_err(|e| s(&e))?;
+                        recs.insert((seq.unwrap_or(0), key.as_slice()), ())
+                            .map_err(|e| s(&e))?;
+                    }
+                }
+            }
+            for st in stores {
+                match st {
+                    StoreRecord::Batch {
+                        seq,
+                        digest,
+                        body,
+                        big,
+                    } => {
+                        let old = batches
+                            .get(&digest.0[..])
+                            .map_err(|e| s(&e))?
+                            .and_then(|g| batch_seq(g.value()));
+                        match old {
+                            Some(o) if o >= *seq => {}
+                            Some(_) => {
+                                // Same body, higher sequence number: rewrite the prefix only.
+                                let mut v = batches
+                                    .get(&digest.0[..])
+                                    .map_err(|e| s(&e))?
+                                    .map(|g| g.value().to_vec())
+                                    .unwrap_or_default();
+                                if v.len() >= 8 {
+                                    v[..8].copy_from_slice(&seq.to_le_bytes());
+                                    batches
+                                        .insert(&digest.0[..], v.as_slice())
+                                        .map_err(|e| s(&e))?;
+                                }
+                            }
+                            None => {
+                                let frames: Vec<&[u8]> = big.iter().map(|f| &f[..]).collect();
+                                let mut v = seq.to_le_bytes().to_vec();
+                                let enc =
+                                    postcard::to_allocvec(&(&**body, frames)).map_err(|e| s(&e))?;
+                                v.extend_from_slice(&enc);
+                                batches
+                                    .insert(&digest.0[..], v.as_slice())
+                                    .map_err(|e| s(&e))?;
+                            }
+                        }
+                    }
+                    StoreRecord::Checkpoint(img) => {
+                        for (i, d, data) in &img.changed {
+                            let mut v = Vec::with_capacity(32 + data.len());
+                            v.extend_from_slice(&d.0);
+                            v.extend_from_slice(data);
+                            parts.insert(*i, v.as_slice()).map_err(|e| s(&e))?;
+                        }
+                        let head = postcard::to_allocvec(&(img.seq, img.digest, img.partitions))
+                            .map_err(|e| s(&e))?;
+                        meta.insert("checkpoint", head.as_slice())
+                            .map_err(|e| s(&e))?;
+                        // Everything the stable checkpoint covers is never needed again.
+                        let stable = img.seq;
+                        recs.retain(|(seq, _), _| seq > stable).map_err(|e| s(&e))?;
+                        batches
+                            .retain(|_, v| batch_seq(v).is_none_or(|b| b > stable))
+                            .map_err(|e| s(&e))?;
+                    }
+                }
+            }
+        }
+        txn.commit().map_err(|e| s(&e))
+    }
+}
+
+impl Durability for DiskDurability {
+    fn commit(&mut self, records: &[PersistRecord], stores: &[StoreRecord]) -> std::io::Result<()> {
+        self.write(records, stores)
+            .map_err(|e| std::io::Error::other(format!("writing {}: {e}", self.path.display())))
+    }
+
+    fn name(&self) -> &'static str {
+        "disk"
+    }
+
+    fn take_loaded(&mut self) -> Option<DurableState> {
+        Some(self.loaded.take().unwrap_or_default())
+    }
+}
+
+fn batch_seq(v: &[u8]) -> Option<Seq> {
+    let b: [u8; 8] = v.get(..8)?.try_into().ok()?;
+    Some(u64::from_le_bytes(b))
+}
+
+/// Reads everything the database holds.
+fn load(db: &Database) -> Result<DurableState, String> {
+    let s = |e: &dyn std::fmt::Display| e.to_string();
+    let txn = db.begin_read().map_err(|e| s(&e))?;
+    let meta = txn.open_table(META).map_err(|e| s(&e))?;
+    let mut out = DurableState::default();
+    if let Some(g) = meta.get("view").map_err(|e| s(&e))? {
+        let b: [u8; 8] = g
+            .value()
+            .try_into()
+            .map_err(|_| "bad view entry".to_string())?;
+        out.records.push(PersistRecord::View(u64::from_le_bytes(b)));
+    }
+    let recs = txn.open_table(RECORDS).map_err(|e| s(&e))?;
+    for item in recs.iter().map_err(|e| s(&e))? {
+        let (k, _) = item.map_err(|e| s(&e))?;
+        let (_, bytes) = k.value();
+        let rec: PersistRecord =
+            postcard::from_bytes(bytes).map_err(|e| format!("bad record: {e}"))?;
+        out.records.push(rec);
+    }
+    let batches = txn.open_table(BATCHES).map_err(|e| s(&e))?;
+    for item in batches.iter().map_err(|e| s(&e))? {
+        let (k, v) = item.map_err(|e| s(&e))?;
+        let digest = Digest(
+            k.value()
+                .try_into()
+                .map_err(|_| "bad batch key".to_string())?,
+        );
+        let v = v.value();
+        let seq = batch_seq(v).ok_or("bad batch entry")?;
+        let (body, big): (BatchBody, Vec<Vec<u8>>) =
+            postcard::from_bytes(&v[8..]).map_err(|e| format!("bad batch: {e}"))?;
+        out.batches.push(StoredBatch {
+            seq,
+            digest,
+            body,
+            big,
+        });
+    }
+    if let Some(g) = meta.get("checkpoint").map_err(|e| s(&e))? {
+        let (seq, digest, partitions): (Seq, Digest, u32) =
+            postcard::from_bytes(g.value()).map_err(|e| format!("bad checkpoint: {e}"))?;
+        let table = txn.open_table(PARTS).map_err(|e| s(&e))?;
+        let mut parts = Vec::with_capacity(partitions as usize);
+        for i in 0..partitions {
+            let g = table
+                .get(i)
+                .map_err(|e| s(&e))?
+                .ok_or_else(|| format!("checkpoint {seq} lacks partition {i}"))?;
+            let v = g.value();
+            if v.len() < 32 {
+                return Err(format!("bad partition {i}"));
+            }
+            let mut d = [0u8; 32];
+            d.copy_from_slice(&v[..32]);
+            parts.push((Digest(d), v[32..].to_vec()));
+        }
+        out.checkpoint = Some(StoredCheckpoint { seq, digest, parts });
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use byzfs_bft::CheckpointImage;
+    use std::sync::Arc;
+
+    fn batch(n: u8) -> (Digest, Arc<BatchBody>) {
+        let body = BatchBody {
+            requests: vec![],
+            big: vec![Digest([n; 32])],
+            nondet: vec![n],
+        };
+        (Digest([n.wrapping_add(100); 32]), Arc::new(body))
+    }
+
+    fn sorted(mut s: DurableState) -> DurableState {
+        s.records.sort();
+        s.batches.sort_by_key(|b| b.digest);
+        s
+    }
+
+    fn same(a: DurableState, b: DurableState) {
+        let (a, b) = (sorted(a), sorted(b));
+        assert_eq!(a.records, b.records);
+        let key = |s: &DurableState| {
+            s.batches
+                .iter()
+                .map(|b| (b.seq, b.digest, b.body.clone(), b.big.clone()))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(key(&a), key(&b));
+        let ck = |s: &DurableState| {
+            s.checkpoint
+                .as_ref()
+                .map(|c| (c.seq, c.digest, c.parts.clone()))
+        };
+        assert_eq!(ck(&a), ck(&b));
+    }
+
+    /// What is written, reopened, equals the reference semantics of `DurableState::apply_*`.
+    #[test]
+    fn reopened_store_matches_the_reference_semantics() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut reference = DurableState::default();
+        let groups: Vec<(Vec<PersistRecord>, Vec<StoreRecord>)> = {
+            let (d1, b1) = batch(1);
+            let (d2, b2) = batch(2);
+            let (d3, b3) = batch(3);
+            let img = |seq, changed: Vec<(u32, Digest, Vec<u8>)>| {
+                StoreRecord::Checkpoint(Arc::new(CheckpointImage {
+                    seq,
+                    digest: Digest([seq as u8; 32]),
+                    partitions: 3,
+                    changed,
+                }))
+            };
+            vec![
+                (
+                    vec![
+                        PersistRecord::View(1),
+                        PersistRecord::Prepared {
+                            view: 1,
+                            seq: 3,
+                            digest: d1,
+                        },
+                    ],
+                    vec![StoreRecord::Batch {
+                        seq: 3,
+                        digest: d1,
+                        body: b1.clone(),
+                        big: vec![Arc::from(&b"big frame"[..])],
+                    }],
+                ),
+                (
+                    vec![
+                        PersistRecord::Committed {
+                            view: 1,
+                            seq: 3,
+                            digest: d1,
+                        },
+                        PersistRecord::Executed { seq: 3, digest: d1 },
+                        PersistRecord::Prepared {
+                            view: 1,
+                            seq: 5,
+                            digest: d2,
+                        },
+                        PersistRecord::View(0),
+                    ],
+                    vec![
+                        StoreRecord::Batch {
+                            seq: 5,
+                            digest: d2,
+                            body: b2,
+                            big: vec![Arc::from(&b"x"[..])],
+                        },
+                        // Re-proposed higher: the seq moves up.
+                        StoreRecord::Batch {
+                            seq: 6,
+                            digest: d1,
+                            body: b1,
+                            big: vec![Arc::from(&b"big frame"[..])],
+                        },
+                    ],
+                ),
+                (
+                    vec![PersistRecord::Executed { seq: 5, digest: d2 }],
+                    vec![img(
+                        4,
+                        vec![
+                            (0, Digest([10; 32]), b"p0".to_vec()),
+                            (1, Digest([11; 32]), b"p1".to_vec()),
+                            (2, Digest([12; 32]), b"p2".to_vec()),
+                        ],
+                    )],
+                ),
+                (
+                    vec![PersistRecord::Prepared {
+                        view: 2,
+                        seq: 9,
+                        digest: d3,
+                    }],
+                    vec![
+                        StoreRecord::Batch {
+                            seq: 9,
+                            digest: d3,
+                            body: b3,
+                            big: vec![Arc::from(&b"y"[..])],
+                        },
+                        img(5, vec![(1, Digest([21; 32]), b"p1 v2".to_vec())]),
+                    ],
+                ),
+            ]
+        };
+        {
+            let mut disk = DiskDurability::open(dir.path(), "me").unwrap();
+            assert_eq!(disk.take_loaded().unwrap().records, vec![]);
+            for (recs, stores) in &groups {
+                disk.commit(recs, stores).unwrap();
+                for r in recs {
+                    reference.apply_persist(*r);
+                }
+                for s in stores {
+                    reference.apply_store(s);
+                }
+            }
+        }
+        // The reference keeps every View record; the disk only the highest.
+        reference
+            .records
+            .retain(|r| !matches!(r, PersistRecord::View(v) if *v < 1));
+        let mut disk = DiskDurability::open(dir.path(), "me").unwrap();
+        let loaded = disk.take_loaded().unwrap();
+        let ck = loaded.checkpoint.as_ref().unwrap();
+        assert_eq!(ck.seq, 5);
+        assert_eq!(ck.parts[1], (Digest([21; 32]), b"p1 v2".to_vec()));
+        assert_eq!(ck.parts[2], (Digest([12; 32]), b"p2".to_vec()));
+        assert_eq!(loaded.batches.len(), 2, "batches at or below 5 dropped");
+        same(loaded, reference);
+    }
+
+    #[test]
+    fn another_owner_or_a_second_opener_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let disk = DiskDurability::open(dir.path(), "replica 1").unwrap();
+        let e = DiskDurability::open(dir.path(), "replica 1").unwrap_err();
+        assert!(matches!(e, StorageError::InUse { .. }), "{e}");
+        drop(disk);
+        let e = DiskDurability::open(dir.path(), "replica 2").unwrap_err();
+        assert!(e.to_string().contains("belongs to replica 1"), "{e}");
+        assert!(DiskDurability::open(dir.path(), "replica 1").is_ok());
     }
 }

@@ -10,7 +10,8 @@ use crate::clock::Clock;
 use crate::kv::{KvOp, KvService};
 use crate::rng::SimRng;
 use crate::workload::Workload;
-use byzfs_bft::{Client, ClientId, Replica, ReplicaId, ReplicaKeys, RequestId, Time};
+use byzfs_bft::replica::DurableState;
+use byzfs_bft::{Client, ClientId, Config, Replica, ReplicaId, ReplicaKeys, RequestId, Time};
 
 /// A Byzantine replica's adversary state.
 pub struct Adversary {
@@ -50,6 +51,9 @@ pub struct ReplicaNode {
     pub restarts: u64,
     /// Base RNG seed.
     pub seed: u64,
+    /// Its disk: every `Persist` and `Store` record drained so far (lost on an amnesia
+    /// restart).
+    pub disk: DurableState,
 }
 
 /// One correct client.
@@ -86,8 +90,26 @@ pub struct BadClientNode {
     pub period_us: u64,
 }
 
-/// Crash and restart keeping what the replica persisted (its promises and the state of its
-/// latest checkpoint); everything else it held is lost.
-pub fn restart_with_state(old: Replica<KvService>, now: Time) -> Replica<KvService> {
-    old.restart_from_durable(now)
+/// Crash and restart keeping what the replica persisted: it is rebuilt from its disk
+/// (`Replica::restore`: stored stable checkpoint, batch bodies, promises, committed batches
+/// re-executed); everything else it held is lost.
+pub fn restart_with_state(
+    config: &Config,
+    keys: &ReplicaKeys,
+    disk: &DurableState,
+    seed: u64,
+    now: Time,
+) -> Replica<KvService> {
+    match Replica::restore(
+        config.clone(),
+        keys.clone(),
+        KvService::new(),
+        disk.clone(),
+        seed,
+        now,
+    ) {
+        Ok(r) => r,
+        // The simulated disk holds exactly what the replica emitted: a failure is a bug.
+        Err(e) => panic!("restore from the simulated disk failed: {e}"),
+    }
 }

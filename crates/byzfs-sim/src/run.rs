@@ -208,13 +208,16 @@ fn fresh_replica(
     seed: u64,
     now: Time,
 ) -> Replica<KvService> {
-    Replica::new(
+    let mut r = Replica::new(
         config.clone(),
         node_keys.clone(),
         KvService::new(),
         seed,
         now,
-    )
+    );
+    // Every simulated replica has a disk (`ReplicaNode::disk`) for restarts with state.
+    r.set_store_state(true);
+    r
 }
 
 impl Sim {
@@ -284,6 +287,7 @@ impl Sim {
                 keys: node_keys,
                 restarts: 0,
                 seed: rseed,
+                disk: Default::default(),
             });
         }
         let r_count = replicas.len();
@@ -454,7 +458,9 @@ impl Sim {
                 Action::Persist(rec) => {
                     trace_line!(self.trace, self.now, "persist {} {rec:?}", self.name(inst));
                     self.oracle.persist(inst, rec);
+                    self.replicas[inst].disk.apply_persist(rec);
                 }
+                Action::Store(rec) => self.replicas[inst].disk.apply_store(&rec),
                 Action::Event(ev) => {
                     trace_line!(self.trace, self.now, "event {} {ev:?}", self.name(inst));
                     self.oracle.event(self.now, inst, &ev);
@@ -570,16 +576,13 @@ impl Sim {
             .seed
             .wrapping_add(node.restarts.wrapping_mul(0x9E37_79B9_7F4A_7C15));
         let local = node.clock.local(now);
-        let old = std::mem::replace(
-            &mut node.replica,
-            fresh_replica(&self.config, &node.keys, seed, local),
-        );
         if with_state {
-            // `old` keeps its durable promises and checkpoint; the fresh one is discarded.
-            node.replica = restart_with_state(old, local);
+            // Rebuilt from what it stored; everything volatile is gone.
+            node.replica = restart_with_state(&self.config, &node.keys, &node.disk, seed, local);
         } else {
-            // Amnesia: the fresh replica (empty disk) stays.
-            drop(old);
+            // Amnesia: a fresh replica with an empty disk.
+            node.replica = fresh_replica(&self.config, &node.keys, seed, local);
+            node.disk = Default::default();
             node.role = Role::Amnesiac;
             self.oracle.set_role(inst, Role::Amnesiac);
         }

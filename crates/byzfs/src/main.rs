@@ -6,6 +6,7 @@
 //! byzfs replica --config C --id I [--key K] [--data DIR] [--service null|kv] [--metrics ADDR]
 //! byzfs up [--replicas N] [--dir D] [--service kv]   a local cluster of child processes
 //! byzfs kv --config C [--key K] put KEY VALUE | get KEY | delete KEY | append KEY VALUE
+//! byzfs mount --config C [--key K] MOUNTPOINT   mount the file service (--service fs) with FUSE
 //! byzfs status --config C                    per replica: reachable, view, primary, …
 //! byzfs unreplicated --config C [--no-macs]  the unreplicated baseline server
 //! byzfs bench micro|throughput [--json P]    benchmarks on loopback (PBFT Table 1, BFT Fig. 6-7)
@@ -21,6 +22,7 @@ mod fsbench;
 mod keygen;
 mod kv;
 mod logging;
+mod mount;
 mod replica;
 mod signals;
 mod status;
@@ -57,6 +59,8 @@ enum Command {
     /// Run a benchmark: starts what it needs (processes on loopback, mounts), prints a table, writes JSON.
     #[command(subcommand)]
     Bench(BenchCommand),
+    /// Mount the file service of a cluster (replicas run with `--service fs`).
+    Mount(mount::MountArgs),
 }
 
 /// `byzfs bench …`: the loopback benchmarks (`bench/`) and the file-system ones (`fsbench/`).
@@ -80,6 +84,7 @@ fn main() -> ExitCode {
         Command::Unreplicated(a) => unreplicated::run(a),
         Command::Bench(BenchCommand::Loopback(c)) => bench::run(c),
         Command::Bench(BenchCommand::Fs(c)) => fsbench::run_command(c),
+        Command::Mount(a) => mount::run(a),
     };
     match result {
         Ok(code) => code,

@@ -4,13 +4,36 @@ use anyhow::Context as _;
 use byzfs_bft::services::kv::KvService;
 use byzfs_bft::services::null::NullService;
 use byzfs_bft::Service;
+use byzfs_fs::store::RedbStore;
+use byzfs_fs::{FileService, FsConfig};
 use byzfs_net::cluster::ClusterConfig;
 use byzfs_net::keygen::replica_key_path;
+use byzfs_net::storage::{DiskDurability, Durability, MemoryDurability};
 use byzfs_net::{ReplicaNode, ReplicaSecret};
 use clap::{Args, ValueEnum};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
+
+/// Where a replica keeps what it promised and its state.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum DurabilityMode {
+    /// Promises and the service state are on disk (redb, fsync per group commit) before they
+    /// are relied on: a replica survives a crash of every replica at once.
+    Disk,
+    /// Nothing on disk (the BFS choice: stability through replication); a restarted replica
+    /// starts empty and catches up through state transfer.
+    Memory,
+}
+
+impl DurabilityMode {
+    pub fn name(self) -> &'static str {
+        match self {
+            DurabilityMode::Disk => "disk",
+            DurabilityMode::Memory => "memory",
+        }
+    }
+}
 
 /// The replicated service.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -19,6 +42,8 @@ pub enum ServiceKind {
     Null,
     /// The key-value store (`byzfs kv`).
     Kv,
+    /// The file service (`byzfs mount`), state in a redb file under `--data` (else memory).
+    Fs,
 }
 
 impl ServiceKind {
@@ -26,6 +51,7 @@ impl ServiceKind {
         match self {
             ServiceKind::Null => "null",
             ServiceKind::Kv => "kv",
+            ServiceKind::Fs => "fs",
         }
     }
 }
@@ -41,10 +67,14 @@ pub struct ReplicaArgs {
     /// This replica's key file (default: replica-<id>.key beside the config).
     #[arg(long)]
     key: Option<PathBuf>,
-    /// Data directory (created if needed). Durability is `memory` for now: promises and
-    /// state survive through replication, not on disk.
+    /// Data directory of the `disk` mode (created if needed; default: data/replica-<id>
+    /// beside the config). Unused in `memory` mode.
     #[arg(long)]
     data: Option<PathBuf>,
+    /// `disk`: promises and state are fsync'd (group commit) before they are relied on;
+    /// `memory`: nothing is written, a restarted replica rejoins through state transfer.
+    #[arg(long, value_enum, default_value_t = DurabilityMode::Disk)]
+    durability: DurabilityMode,
     /// The service to replicate; every replica of a cluster must run the same one.
     #[arg(long, value_enum, default_value_t = ServiceKind::Kv)]
     service: ServiceKind,
@@ -64,31 +94,80 @@ pub fn run(a: ReplicaArgs) -> anyhow::Result<ExitCode> {
         replica_key_path(a.config.parent().unwrap_or_else(|| ".".as_ref()), a.id)
     });
     let secret = ReplicaSecret::load(&key, &cluster, a.id)?;
-    if let Some(d) = &a.data {
-        std::fs::create_dir_all(d)
-            .with_context(|| format!("cannot create the data directory {}", d.display()))?;
-    }
+    let durability: Box<dyn Durability> = match a.durability {
+        DurabilityMode::Memory => Box::new(MemoryDurability),
+        DurabilityMode::Disk => {
+            let dir = data_dir(&a);
+            let identity = format!(
+                "replica {} of cluster {} (service {})",
+                a.id,
+                hex_id(&cluster.cluster_id),
+                a.service.name()
+            );
+            Box::new(DiskDurability::open(&dir, &identity)?)
+        }
+    };
     if let Some(addr) = a.metrics {
         install_metrics(addr)?;
     }
     match a.service {
-        ServiceKind::Null => serve(cluster, secret, NullService::default(), &a),
-        ServiceKind::Kv => serve(cluster, secret, KvService::new(), &a),
+        ServiceKind::Null => serve(cluster, secret, NullService::default(), durability, &a),
+        ServiceKind::Kv => serve(cluster, secret, KvService::new(), durability, &a),
+        ServiceKind::Fs => {
+            let cfg = FsConfig::default();
+            // The file service keeps its (possibly GB-sized) state in its own redb file. It
+            // starts empty: in `disk` mode the replica restores it from the last stable
+            // checkpoint in `replica.redb` and replays the executed batches after it
+            // (`Replica::restore`); in `memory` mode it catches up by state transfer.
+            let dir = data_dir(&a);
+            std::fs::create_dir_all(&dir)
+                .with_context(|| format!("cannot create the data directory {}", dir.display()))?;
+            let path = dir.join("fs-state.redb");
+            match std::fs::remove_file(&path) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => {
+                    return Err(e).with_context(|| format!("cannot reset {}", path.display()))
+                }
+            }
+            let store = RedbStore::open(&path, cfg.partitions)
+                .with_context(|| format!("cannot open {}", path.display()))?;
+            let fs = FileService::with_store(store, cfg)
+                .with_context(|| format!("cannot initialise {}", path.display()))?;
+            serve(cluster, secret, fs, durability, &a)
+        }
     }
+}
+
+/// `--data`, or `data/replica-<id>` beside the config.
+fn data_dir(a: &ReplicaArgs) -> PathBuf {
+    a.data.clone().unwrap_or_else(|| {
+        a.config
+            .parent()
+            .unwrap_or_else(|| ".".as_ref())
+            .join("data")
+            .join(format!("replica-{}", a.id))
+    })
+}
+
+fn hex_id(id: &[u8]) -> String {
+    id.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 fn serve<S: Service>(
     cluster: ClusterConfig,
     secret: ReplicaSecret,
     service: S,
+    durability: Box<dyn Durability>,
     a: &ReplicaArgs,
 ) -> anyhow::Result<ExitCode> {
-    let mut node = ReplicaNode::new(cluster, secret, service)?;
+    let mut node = ReplicaNode::new(cluster, secret, service)?.with_durability(durability);
     let addr = node.bind()?;
     tracing::info!(
         replica = a.id,
         %addr,
         service = a.service.name(),
+        durability = a.durability.name(),
         metrics = ?a.metrics,
         "listening"
     );

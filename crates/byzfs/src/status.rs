@@ -36,7 +36,7 @@ pub fn run(a: StatusArgs) -> anyhow::Result<ExitCode> {
         out
     });
     println!(
-        "{:<8} {:<22} {:<10} {:>6} {:>8} {:>14} {:>12} {:>6} {:>8}",
+        "{:<8} {:<22} {:<10} {:>6} {:>8} {:>14} {:>12} {:>6} {:>8} {:<11} {:<16} {:<16}",
         "replica",
         "address",
         "reachable",
@@ -45,7 +45,10 @@ pub fn run(a: StatusArgs) -> anyhow::Result<ExitCode> {
         "last_executed",
         "last_stable",
         "peers",
-        "clients"
+        "clients",
+        "durability",
+        "state_digest",
+        "stable_digest"
     );
     let mut reachable = 0;
     for (id, r) in &results {
@@ -59,7 +62,7 @@ pub fn run(a: StatusArgs) -> anyhow::Result<ExitCode> {
                     format!("{}*", s.view)
                 };
                 println!(
-                    "{:<8} {:<22} {:<10} {:>6} {:>8} {:>14} {:>12} {:>6} {:>8}",
+                    "{:<8} {:<22} {:<10} {:>6} {:>8} {:>14} {:>12} {:>6} {:>8} {:<11} {:<16} {:<16}",
                     id,
                     addr,
                     "yes",
@@ -68,7 +71,10 @@ pub fn run(a: StatusArgs) -> anyhow::Result<ExitCode> {
                     s.last_executed,
                     s.last_stable,
                     format!("{}/{}", s.peers_connected, cluster.n() - 1),
-                    s.clients_connected
+                    s.clients_connected,
+                    s.durability,
+                    short(&s.state_digest),
+                    short(&s.stable_digest)
                 );
             }
             Err(e) => println!("{id:<8} {addr:<22} no ({e})"),
@@ -80,6 +86,7 @@ pub fn run(a: StatusArgs) -> anyhow::Result<ExitCode> {
     {
         println!("* view change in progress");
     }
+    println!("state_digest: live state (service and reply cache); stable_digest: last stable checkpoint (first 16 hex digits)");
     let quorum = cluster.bft.quorum();
     println!(
         "{reachable} of {} replicas reachable; the cluster needs {quorum} to make progress",
@@ -90,4 +97,9 @@ pub fn run(a: StatusArgs) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::from(1)
     })
+}
+
+/// The first 16 hex digits of a digest (enough to compare replicas by eye).
+fn short(hex: &str) -> &str {
+    hex.get(..16).unwrap_or(hex)
 }

@@ -45,6 +45,14 @@ pub fn run(a: UnreplicatedArgs) -> anyhow::Result<ExitCode> {
     match a.service {
         ServiceKind::Null => serve(cluster, secret, NullService::default(), &a),
         ServiceKind::Kv => serve(cluster, secret, KvService::new(), &a),
+        // NO-REP of the file benchmarks (issue #4 item 4). In memory for now: the replicas'
+        // `disk` mode has no unreplicated counterpart yet.
+        ServiceKind::Fs => serve(
+            cluster,
+            secret,
+            byzfs_fs::FileService::in_memory(byzfs_fs::FsConfig::default()),
+            &a,
+        ),
     }
 }
 

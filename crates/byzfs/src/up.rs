@@ -6,7 +6,7 @@
 //! so no replica outlives it. On SIGINT/SIGTERM `up` forwards SIGTERM, waits, and only then
 //! kills stragglers.
 
-use crate::replica::ServiceKind;
+use crate::replica::{DurabilityMode, ServiceKind};
 use anyhow::{bail, Context as _};
 use byzfs_net::cluster::{ClusterConfig, CLUSTER_FILE};
 use byzfs_net::handshake::query_status;
@@ -41,6 +41,9 @@ pub struct UpArgs {
     /// Serve each replica's Prometheus metrics on 127.0.0.1:<metrics-base-port + id>.
     #[arg(long)]
     metrics_base_port: Option<u16>,
+    /// Durability mode of every replica (`disk` keeps state in <dir>/data/replica-<id>).
+    #[arg(long, value_enum, default_value_t = DurabilityMode::Disk)]
+    durability: DurabilityMode,
 }
 
 /// One replica process.
@@ -146,6 +149,8 @@ pub fn run(a: UpArgs) -> anyhow::Result<ExitCode> {
             .arg(data.join(format!("replica-{}", r.id)))
             .arg("--service")
             .arg(a.service.name())
+            .arg("--durability")
+            .arg(a.durability.name())
             .arg("--exit-with-parent")
             .stdin(Stdio::piped())
             .stdout(file.try_clone()?)
@@ -251,10 +256,11 @@ fn print_summary(children: &Children, cluster: &ClusterConfig, a: &UpArgs, confi
         client.display()
     );
     println!(
-        "ByzFS cluster is up: {} replicas (f = {}), service {}, durability memory",
+        "ByzFS cluster is up: {} replicas (f = {}), service {}, durability {}",
         cluster.n(),
         cluster.bft.f,
-        a.service.name()
+        a.service.name(),
+        a.durability.name()
     );
     println!("  config:  {}", config.display());
     println!("  client:  {}", client.display());
@@ -272,8 +278,16 @@ fn print_summary(children: &Children, cluster: &ClusterConfig, a: &UpArgs, confi
         );
     }
     println!("try:");
-    println!("  {kv} put hello world");
-    println!("  {kv} get hello");
+    if a.service == ServiceKind::Fs {
+        println!(
+            "  byzfs mount --config {} --key {} MOUNTPOINT",
+            config.display(),
+            client.display()
+        );
+    } else {
+        println!("  {kv} put hello world");
+        println!("  {kv} get hello");
+    }
     println!("  byzfs status --config {}", config.display());
     println!("Press Ctrl-C to stop the cluster.");
 }

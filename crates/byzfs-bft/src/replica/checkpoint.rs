@@ -102,6 +102,7 @@ impl<S: Service> Replica<S> {
         self.service.discard_checkpoints_below(seq);
         self.lib.discard_checkpoints_below(seq);
         self.durable.gc(seq);
+        self.store_checkpoint(seq, d);
         self.executed = self.executed.split_off(&(seq + 1));
         let frame = self.encode(
             &Message::Checkpoint(Checkpoint {

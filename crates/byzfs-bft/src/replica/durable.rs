@@ -1,15 +1,151 @@
 //! What a replica promised, kept so a restart never contradicts it (PROTOCOL.md §3.6 #11):
 //! the highest view entered and the votes sent above the last stable checkpoint. The driver
 //! persists each [`PersistRecord`] before the sends that follow it; a restart rebuilds from
-//! these records plus the state of the latest checkpoint.
+//! these records plus the state of a checkpoint.
+//!
+//! Two restarts exist:
+//! * [`Replica::restart_from_durable`] models a crash on a live value (the simulator): the
+//!   state of the latest checkpoint survives, with the promises.
+//! * [`Replica::restore`] rebuilds a replica from what a disk driver stored ([`DurableState`]):
+//!   the last stable checkpoint image, the bodies of batches voted for or executed above it,
+//!   the promises, and the `Executed` records, which it re-executes in order
+//!   (deterministically, without replies). Anything else is learned again from the other
+//!   replicas (normal protocol, view change, state transfer).
+//!
+//! Both then follow the same rules: never reuse a sequence number voted on, a restarted
+//! primary gives up its view, no read-only answers until the highest vote is executed again.
 
-use super::{Replica, LIB_PARTITIONS};
-use crate::action::PersistRecord;
+use super::{Replica, StoredRequest, LIB_PARTITIONS};
+use crate::action::{PersistRecord, StoreRecord};
+use crate::config::Config;
+use crate::crypto::{Digest, ReplicaKeys};
 use crate::ids::{Seq, View};
-use crate::service::Service;
+use crate::message::{BatchBody, RequestView};
+use crate::service::{root_digest, Service};
+use crate::state::PartitionedState;
 use crate::time::Time;
+use crate::wire::Frame;
 use rand::RngCore;
 use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// Everything a disk driver loaded for [`Replica::restore`].
+#[derive(Clone, Debug, Default)]
+pub struct DurableState {
+    /// Every stored [`PersistRecord`] (any order; duplicates allowed).
+    pub records: Vec<PersistRecord>,
+    /// The last stored stable checkpoint, `None` if none was stored (then the replica starts
+    /// from the initial state, checkpoint 0).
+    pub checkpoint: Option<StoredCheckpoint>,
+    /// Stored batch bodies.
+    pub batches: Vec<StoredBatch>,
+}
+
+impl DurableState {
+    /// Applies a promise the way a disk driver keeps it (the reference semantics of the
+    /// records, used by tests; `byzfs-net`'s redb store implements the same).
+    pub fn apply_persist(&mut self, rec: PersistRecord) {
+        if !self.records.contains(&rec) {
+            self.records.push(rec);
+        }
+    }
+
+    /// Applies a [`StoreRecord`] the way a disk driver keeps it: the highest `seq` per batch;
+    /// checkpoint images merged partition by partition; everything at or below a stored
+    /// checkpoint dropped.
+    pub fn apply_store(&mut self, rec: &StoreRecord) {
+        match rec {
+            StoreRecord::Batch {
+                seq,
+                digest,
+                body,
+                big,
+            } => {
+                if let Some(b) = self.batches.iter_mut().find(|b| b.digest == *digest) {
+                    b.seq = b.seq.max(*seq);
+                } else {
+                    self.batches.push(StoredBatch {
+                        seq: *seq,
+                        digest: *digest,
+                        body: BatchBody::clone(body),
+                        big: big.iter().map(|f| f.to_vec()).collect(),
+                    });
+                }
+            }
+            StoreRecord::Checkpoint(img) => {
+                let mut parts = self.checkpoint.take().map(|c| c.parts).unwrap_or_default();
+                parts.resize(img.partitions as usize, (Digest::default(), Vec::new()));
+                for (i, d, data) in &img.changed {
+                    if let Some(p) = parts.get_mut(*i as usize) {
+                        *p = (*d, data.clone());
+                    }
+                }
+                self.checkpoint = Some(StoredCheckpoint {
+                    seq: img.seq,
+                    digest: img.digest,
+                    parts,
+                });
+                self.records
+                    .retain(|r| record_seq(*r).is_none_or(|s| s > img.seq));
+                self.batches.retain(|b| b.seq > img.seq);
+            }
+        }
+    }
+}
+
+/// The sequence number a record is about (`None` for `View`).
+pub fn record_seq(rec: PersistRecord) -> Option<Seq> {
+    match rec {
+        PersistRecord::View(_) => None,
+        PersistRecord::Prepared { seq, .. }
+        | PersistRecord::Committed { seq, .. }
+        | PersistRecord::Executed { seq, .. } => Some(seq),
+    }
+}
+
+/// A whole stable checkpoint, as loaded (the driver merged the changed-partition images).
+#[derive(Clone, Debug)]
+pub struct StoredCheckpoint {
+    /// Sequence number.
+    pub seq: Seq,
+    /// Root digest.
+    pub digest: Digest,
+    /// Every partition in order (service, then library): its digest and content.
+    pub parts: Vec<(Digest, Vec<u8>)>,
+}
+
+/// A stored batch body (see [`crate::action::StoreRecord::Batch`]).
+#[derive(Clone, Debug)]
+pub struct StoredBatch {
+    /// Highest sequence number it was stored at.
+    pub seq: Seq,
+    /// Batch digest.
+    pub digest: Digest,
+    /// The batch.
+    pub body: BatchBody,
+    /// Frames of its big requests.
+    pub big: Vec<Vec<u8>>,
+}
+
+/// Why stored state cannot be restored. The store is corrupt or belongs to another cluster
+/// or service: delete the data directory to rejoin through state transfer.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum RestoreError {
+    /// The checkpoint has a different number of partitions than the service.
+    #[error("stored checkpoint has {found} partitions, the service has {expected}")]
+    PartitionCount {
+        /// The service's (plus the library's).
+        expected: u32,
+        /// The checkpoint's.
+        found: u32,
+    },
+    /// A partition's content does not decode or does not match its digest.
+    #[error("stored partition {0} does not match its digest")]
+    BadPartition(u32),
+    /// The partitions do not add up to the checkpoint's root digest.
+    #[error("stored checkpoint {0} does not match its digest")]
+    BadCheckpoint(Seq),
+}
 
 /// The durable promises.
 #[derive(Clone, Debug, Default)]
@@ -22,6 +158,8 @@ impl DurableLog {
     pub fn record(&mut self, rec: PersistRecord) {
         match rec {
             PersistRecord::View(v) => self.view = self.view.max(v),
+            // Not a promise: `restore` replays it, nothing else needs it.
+            PersistRecord::Executed { .. } => {}
             PersistRecord::Prepared { seq, .. } | PersistRecord::Committed { seq, .. } => {
                 let e = self.votes.entry(seq).or_default();
                 if !e.contains(&rec) {
@@ -47,6 +185,8 @@ impl<S: Service> Replica<S> {
         let latest = ckpt.unwrap_or(0);
         let mut r = Self::blank(self.config, self.keys, self.service, self.lib, seed, now);
         debug_assert_eq!(LIB_PARTITIONS, r.lib.partition_count());
+        r.store_state = self.store_state;
+        r.stored_parts = self.stored_parts;
         r.last_executed = latest;
         r.last_tentative = latest;
         r.last_stable = self.last_stable.min(latest);
@@ -58,50 +198,196 @@ impl<S: Service> Replica<S> {
             .map(|(s, d)| (*s, *d))
             .collect();
         r.durable = self.durable;
-        r.view = r.durable.view;
-        r.has_new_view = r.view == 0;
-        for recs in r.durable.votes.values() {
-            for rec in recs {
-                match *rec {
-                    PersistRecord::Prepared { view, seq, digest } => {
-                        r.log
-                            .entry(seq)
-                            .or_default()
-                            .note_pre_prepared(digest, view);
+        r.resume_from_durable(now);
+        r
+    }
+
+    /// Rebuilds a replica from what its driver stored ([`DurableState`]): `service` must be
+    /// in its initial state (as for [`Replica::new`]); the stored checkpoint is imported into
+    /// it, the `Executed` batches above it are re-executed in order, and the promises are
+    /// restored as by [`Replica::restart_from_durable`]. The result stores its state
+    /// ([`Replica::set_store_state`] is on).
+    pub fn restore(
+        config: Config,
+        keys: ReplicaKeys,
+        service: S,
+        durable: DurableState,
+        rng_seed: u64,
+        now: Time,
+    ) -> Result<Self, RestoreError> {
+        let mut r = Self::blank(
+            config,
+            keys,
+            service,
+            PartitionedState::new(LIB_PARTITIONS),
+            rng_seed,
+            now,
+        );
+        r.store_state = true;
+        match durable.checkpoint {
+            None => {
+                let digest = r.take_checkpoint(0);
+                r.checkpoints.set_own(0, digest);
+            }
+            Some(c) => r.import_checkpoint(c)?,
+        }
+        for b in durable.batches {
+            r.restore_batch(b);
+        }
+        let mut executed: BTreeMap<Seq, Digest> = BTreeMap::new();
+        for rec in durable.records {
+            match rec {
+                PersistRecord::Executed { seq, digest } => {
+                    executed.insert(seq, digest);
+                }
+                PersistRecord::View(_)
+                | PersistRecord::Prepared { .. }
+                | PersistRecord::Committed { .. } => {
+                    if record_seq(rec).is_none_or(|s| s > r.last_stable) {
+                        r.durable.record(rec);
                     }
-                    PersistRecord::Committed { view, seq, digest } => {
-                        let slot = r.log.entry(seq).or_default();
-                        slot.note_pre_prepared(digest, view);
-                        // A COMMIT is sent only with a prepared certificate: restore P-info.
-                        if slot.prepared_info.is_none_or(|(pv, _)| pv < view) {
-                            slot.prepared_info = Some((view, digest));
-                        }
-                    }
-                    PersistRecord::View(_) => {}
                 }
             }
         }
-        r.log.retain(|&s, _| s > r.last_stable);
+        // Re-execute the committed suffix, in order, while its bodies are complete.
+        loop {
+            let n = r.last_executed + 1;
+            let Some(&d) = executed.get(&n) else { break };
+            if !r.batch_complete(d) {
+                break;
+            }
+            r.execute_batch(n, d, false, true);
+            r.last_executed = n;
+            r.last_tentative = n;
+            r.executed.insert(n, d);
+            if n.is_multiple_of(r.config.checkpoint_interval) {
+                let cd = r.take_checkpoint(n);
+                r.checkpoints.set_own(n, cd);
+                r.executed = r.executed.split_off(&(n + 1));
+            }
+        }
+        r.seqno = r.last_executed;
+        r.resume_from_durable(now);
+        r.check_invariants();
+        Ok(r)
+    }
+
+    /// Turns on (or off) the emission of [`crate::action::StoreRecord`]s and `Executed`
+    /// records, for a driver that keeps the state on disk so that [`Replica::restore`] can
+    /// rebuild the replica. Off by default: memory drivers and the simulator do not pay for it.
+    pub fn set_store_state(&mut self, on: bool) {
+        self.store_state = on;
+    }
+
+    /// Installs a stored stable checkpoint as the live state.
+    fn import_checkpoint(&mut self, c: StoredCheckpoint) -> Result<(), RestoreError> {
+        let svc = self.service.partition_count();
+        let expected = svc + LIB_PARTITIONS;
+        let found = u32::try_from(c.parts.len()).unwrap_or(u32::MAX);
+        if found != expected {
+            return Err(RestoreError::PartitionCount { expected, found });
+        }
+        let digests: Vec<Digest> = c.parts.iter().map(|(d, _)| *d).collect();
+        if root_digest(&digests) != c.digest {
+            return Err(RestoreError::BadCheckpoint(c.seq));
+        }
+        for (i, (d, data)) in (0u32..).zip(c.parts) {
+            let ok = if i < svc {
+                self.service.import_partition(i, &data, d)
+            } else {
+                self.lib.import_partition(i - svc, &data, d)
+            };
+            if !ok {
+                return Err(RestoreError::BadPartition(i));
+            }
+        }
+        let mut parts = self.service.finish_import(c.seq);
+        parts.extend(self.lib.finish_import(c.seq));
+        if parts != digests {
+            return Err(RestoreError::BadCheckpoint(c.seq));
+        }
+        self.checkpoints.set_own(c.seq, c.digest);
+        self.last_stable = c.seq;
+        self.last_executed = c.seq;
+        self.last_tentative = c.seq;
+        self.stored_parts = digests;
+        Ok(())
+    }
+
+    /// Puts a stored batch body (and its big requests) back where execution and relaying
+    /// find them. Bodies whose digest does not match are ignored (they were never stored so).
+    fn restore_batch(&mut self, b: StoredBatch) {
+        if b.seq <= self.last_stable
+            || crate::batch::batch_digest(&b.body).is_none_or(|d| d != b.digest)
+        {
+            return;
+        }
+        for frame in b.big {
+            let Ok(f) = Frame::parse(&frame, usize::MAX) else {
+                continue;
+            };
+            let Some(req) = RequestView::decode(f.body) else {
+                continue;
+            };
+            let stored = StoredRequest {
+                client: req.client,
+                rid: req.rid,
+                digest: f.header.body_digest,
+                big: true,
+                frame: Arc::from(frame.as_slice()),
+            };
+            self.requests.insert(stored.digest, stored);
+        }
+        self.stored_batches.insert(b.digest, b.seq);
+        self.batches.insert(b.digest, Arc::new(b.body));
+    }
+
+    /// The rules shared by both restarts, once state, checkpoints and `durable` are set:
+    /// rebuild the log from the promises, then resume in the durable view.
+    fn resume_from_durable(&mut self, now: Time) {
+        self.view = self.durable.view;
+        self.has_new_view = self.view == 0;
+        let records: Vec<PersistRecord> = self.durable.votes.values().flatten().copied().collect();
+        for rec in records {
+            match rec {
+                PersistRecord::Prepared { view, seq, digest } => {
+                    self.log
+                        .entry(seq)
+                        .or_default()
+                        .note_pre_prepared(digest, view);
+                }
+                PersistRecord::Committed { view, seq, digest } => {
+                    let slot = self.log.entry(seq).or_default();
+                    slot.note_pre_prepared(digest, view);
+                    // A COMMIT is sent only with a prepared certificate: restore P-info.
+                    if slot.prepared_info.is_none_or(|(pv, _)| pv < view) {
+                        slot.prepared_info = Some((view, digest));
+                    }
+                }
+                PersistRecord::View(_) | PersistRecord::Executed { .. } => {}
+            }
+        }
+        let stable = self.last_stable;
+        self.log.retain(|&s, _| s > stable);
         // It may have replied to writes up to its highest vote, then lost them with the
         // volatile state: no read-only answers until it has executed that far again.
-        let highest_vote = r.durable.votes.keys().next_back().copied().unwrap_or(0);
-        r.read_only_floor = highest_vote;
+        let highest_vote = self.durable.votes.keys().next_back().copied().unwrap_or(0);
+        self.read_only_floor = highest_vote;
         // Never assign a sequence number it may already have proposed (that would be an
         // honest replica equivocating).
-        r.seqno = r.seqno.max(highest_vote);
-        r.timers.set(
+        self.seqno = self.seqno.max(highest_vote);
+        self.timers.set(
             super::timers::TimerKind::Status,
-            now + r.config.status_interval,
+            now + self.config.status_interval,
         );
-        if r.view > 0 && r.is_primary() {
+        if self.view > 0 && self.is_primary() {
             // It may have sent a NEW-VIEW for this view that it cannot rebuild identically
             // (its VIEW-CHANGE set is gone): give the view up rather than risk a second one.
-            r.start_view_change(r.view + 1);
-        } else if r.view > 0 {
+            self.start_view_change(self.view + 1);
+        } else if self.view > 0 {
             // The VIEW-CHANGE we sent may never have arrived; say it again from what is
             // durable (P-info restored from COMMIT records, Q-info from PREPARE records).
-            r.resend_view_change();
+            self.resend_view_change();
         }
-        r
     }
 }

@@ -58,6 +58,11 @@ impl<S: Service> Replica<S> {
             else {
                 break;
             };
+            if self.store_state {
+                // Before the replies: a restart re-executes it from the stored checkpoint.
+                self.store_batch(n, d);
+                self.persist(crate::action::PersistRecord::Executed { seq: n, digest: d });
+            }
             if self.last_tentative < n {
                 self.execute_batch(n, d, false, false);
                 self.last_tentative = n;
@@ -105,6 +110,9 @@ impl<S: Service> Replica<S> {
             // nothing would diverge, so this is a broken invariant.
             panic!("replica {}: executing batch {n} without its body", self.me);
         };
+        if !replay {
+            self.store_batch(n, d);
+        }
         let mut ran: Vec<(ClientId, RequestId)> = Vec::new();
         let big_frames: Vec<Arc<[u8]>> = batch
             .big

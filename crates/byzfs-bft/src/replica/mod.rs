@@ -26,7 +26,7 @@ mod view_change;
 #[cfg(test)]
 mod tests;
 
-use crate::action::{Action, DropReason, Event, PersistRecord};
+use crate::action::{Action, CheckpointImage, DropReason, Event, PersistRecord, StoreRecord};
 use crate::config::Config;
 use crate::crypto::{Digest, MacKey, ReplicaKeys};
 use crate::ids::{ClientId, Principal, ReplicaId, RequestId, Seq, View};
@@ -42,6 +42,7 @@ use rand_chacha::ChaCha8Rng;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
 
+pub use durable::{record_seq, DurableState, RestoreError, StoredBatch, StoredCheckpoint};
 use log::Slot;
 use state_transfer::FetchState;
 use timers::{TimerKind, Timers};
@@ -174,6 +175,13 @@ pub struct Replica<S: Service> {
 
     // Durable promises (what survives a restart with disk).
     durable: durable::DurableLog,
+    /// Whether the driver keeps the state on disk: emit [`StoreRecord`]s and `Executed`
+    /// records ([`Replica::set_store_state`]).
+    store_state: bool,
+    /// Batches already stored, with the highest sequence number stored for each.
+    stored_batches: BTreeMap<Digest, Seq>,
+    /// Partition digests (service, then library) of the last stored checkpoint image.
+    stored_parts: Vec<Digest>,
 }
 
 impl<S: Service> Replica<S> {
@@ -244,6 +252,9 @@ impl<S: Service> Replica<S> {
             fetch: None,
             peer_executed: BTreeMap::new(),
             durable: durable::DurableLog::default(),
+            store_state: false,
+            stored_batches: BTreeMap::new(),
+            stored_parts: Vec::new(),
             config,
         }
     }
@@ -400,6 +411,10 @@ impl<S: Service> Replica<S> {
         parts.extend(self.lib.current_digests());
         root_digest(&parts)
     }
+    /// Digest of the last stable checkpoint (`None` only while a state transfer replaces it).
+    pub fn stable_digest(&self) -> Option<Digest> {
+        self.checkpoints.own.get(&self.last_stable).copied()
+    }
     /// The service.
     pub fn service(&self) -> &S {
         &self.service
@@ -459,7 +474,85 @@ impl<S: Service> Replica<S> {
 
     fn persist(&mut self, rec: PersistRecord) {
         self.durable.record(rec);
+        if let PersistRecord::Prepared { seq, digest, .. } = rec {
+            // The body of what we vote for goes to disk with the vote: after a crash of every
+            // replica, the promise alone (a digest) could never be executed.
+            self.store_batch(seq, digest);
+        }
         self.out.push_back(Action::Persist(rec));
+    }
+
+    /// Stores the body of batch `digest` (at `seq`) if the state is stored, the body and its
+    /// big requests are held, and it was not stored at `seq` or above already. A body not
+    /// complete yet is stored when it executes.
+    fn store_batch(&mut self, seq: Seq, digest: Digest) {
+        if !self.store_state || self.stored_batches.get(&digest).is_some_and(|&s| s >= seq) {
+            return;
+        }
+        let Some(body) = self.batches.get(&digest).cloned() else {
+            return;
+        };
+        let big: Vec<Arc<[u8]>> = body
+            .big
+            .iter()
+            .filter_map(|d| self.requests.get(d).map(|r| r.frame.clone()))
+            .collect();
+        if big.len() != body.big.len() {
+            return;
+        }
+        self.stored_batches.insert(digest, seq);
+        self.out.push_back(Action::Store(StoreRecord::Batch {
+            seq,
+            digest,
+            body,
+            big,
+        }));
+    }
+
+    /// Stores stable checkpoint `seq` (digest `d`): the partitions changed since the last
+    /// stored image. Called once the checkpoint is stable, so it is held by the service.
+    fn store_checkpoint(&mut self, seq: Seq, d: Digest) {
+        if !self.store_state {
+            return;
+        }
+        let (Some(mut digests), Some(lib)) = (
+            self.service.checkpoint_partition_digests(seq),
+            self.lib.checkpoint_digests(seq),
+        ) else {
+            debug_assert!(false, "stable checkpoint {seq} not held");
+            return;
+        };
+        let svc = digests.len();
+        digests.extend(lib);
+        let mut changed = Vec::new();
+        for (i, pd) in digests.iter().enumerate() {
+            if self.stored_parts.get(i) == Some(pd) {
+                continue;
+            }
+            // `i` indexes a partition list built from two `u32` counts.
+            let data = if i < svc {
+                self.service.export_partition(seq, i as u32)
+            } else {
+                self.lib.export_partition(seq, (i - svc) as u32)
+            };
+            let Some(data) = data else {
+                debug_assert!(false, "stable checkpoint {seq} cannot export partition {i}");
+                return;
+            };
+            changed.push((i as u32, *pd, data));
+        }
+        let partitions = digests.len() as u32;
+        self.stored_parts = digests;
+        self.stored_batches.retain(|_, s| *s > seq);
+        self.out
+            .push_back(Action::Store(StoreRecord::Checkpoint(Arc::new(
+                CheckpointImage {
+                    seq,
+                    digest: d,
+                    partitions,
+                    changed,
+                },
+            ))));
     }
 
     /// Checks a frame's authentication: replicas' normal-case traffic carries an authenticator

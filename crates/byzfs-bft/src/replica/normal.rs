@@ -196,6 +196,9 @@ impl<S: Service> Replica<S> {
                 unreachable!("constructed above")
             };
             self.note_batch(digest, pp.batch);
+            // The promise was recorded before the body was held: store the body now (a driver
+            // commits a drain's records before its sends).
+            self.store_batch(seq, digest);
             let slot = self.log.entry(seq).or_default();
             slot.pre_prepare = Some(Accepted {
                 digest,
@@ -274,9 +277,25 @@ impl<S: Service> Replica<S> {
         if !self.in_window(pp.seq) || pp.seq <= self.low_bound {
             return self.drop_input(DropReason::OutOfWindow);
         }
-        let Some(d) = self.validate_batch(&pp.batch, pp.seq, true) else {
+        let Some(d) = self.validate_batch(&pp.batch, pp.seq, false) else {
             return self.drop_input(DropReason::Invalid);
         };
+        if self.validate_batch(&pp.batch, pp.seq, true).is_none() {
+            // The primary's non-deterministic choice fails our check (§1.13). A time-based
+            // choice also fails once it is older than the tolerance: a PRE-PREPARE
+            // retransmitted to a replica catching up (after a restart and a state transfer)
+            // would then be refused for ever, and the replica would stay behind. Accept it
+            // once `f+1` other replicas prepared the same digest: at least one correct replica
+            // checked the choice when it was fresh. (Found by the restart tests of
+            // `crates/byzfs/tests/restart.rs`.)
+            let vouched = self
+                .log
+                .get(&pp.seq)
+                .map_or(0, |s| s.prepare_count(d, false));
+            if vouched <= self.f() {
+                return self.drop_input(DropReason::Invalid);
+            }
+        }
         let (v, seq) = (pp.view, pp.seq);
         let slot = self.log.entry(seq).or_default();
         if let Some(acc) = &slot.pre_prepare {

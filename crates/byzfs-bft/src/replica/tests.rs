@@ -355,6 +355,62 @@ fn conflicting_pre_prepare_is_refused() {
 }
 
 #[test]
+fn pre_prepare_failing_nondet_is_accepted_once_f_plus_1_others_prepared_it() {
+    // A replica catching up receives a retransmitted PRE-PREPARE whose (time-based) choice it
+    // would refuse now; f+1 = 2 other backups prepared it, so a correct one checked it.
+    let cfg = config();
+    let mut b = replica(3, &cfg);
+    let batch = BatchBody {
+        requests: vec![request(&cfg, 1, b"w", false)],
+        big: vec![],
+        nondet: vec![9],
+    };
+    let d = batch_digest(&batch).unwrap();
+    let pp = from_replica(
+        &cfg,
+        0,
+        &Message::PrePrepare(PrePrepare {
+            view: 0,
+            seq: 1,
+            batch,
+        }),
+    );
+    let prepare = |j: u32| {
+        from_replica(
+            &cfg,
+            j,
+            &Message::Prepare(Prepare {
+                view: 0,
+                seq: 1,
+                digest: d,
+                replica: j,
+            }),
+        )
+    };
+    b.handle_message(Time(1), &prepare(1));
+    drain(&mut b);
+    b.handle_message(Time(1), &pp);
+    assert_eq!(
+        drain(&mut b),
+        vec![Action::Event(Event::Dropped(DropReason::Invalid))],
+        "one PREPARE (f) is not enough"
+    );
+    b.handle_message(Time(1), &prepare(2));
+    drain(&mut b);
+    b.handle_message(Time(1), &pp);
+    let out = without_events(drain(&mut b));
+    assert!(
+        out.contains(&Action::Persist(PersistRecord::Prepared {
+            view: 0,
+            seq: 1,
+            digest: d
+        })),
+        "{out:?}"
+    );
+    assert_eq!(b.last_tentative(), 1, "prepared and executed tentatively");
+}
+
+#[test]
 fn pre_prepare_from_non_primary_or_bad_nondet_is_refused() {
     let cfg = config();
     let mut b = replica(1, &cfg);
@@ -709,18 +765,25 @@ struct Cluster {
     down: Vec<bool>,
     now: Time,
     replies: Vec<Reply>,
+    /// What a disk driver would hold for each replica that stores its state.
+    disks: Vec<Option<DurableState>>,
+    /// Frames of this kind are lost in transit.
+    lose: Option<crate::message::Tag>,
 }
 
 impl Cluster {
     fn new(cfg: Config) -> Self {
         let r: Vec<_> = (0..cfg.n() as u32).map(|i| replica(i, &cfg)).collect();
         let down = vec![false; r.len()];
+        let disks = vec![None; r.len()];
         Cluster {
             cfg,
             r,
             down,
             now: Time(0),
             replies: vec![],
+            disks,
+            lose: None,
         }
     }
     fn pump(&mut self) {
@@ -738,7 +801,17 @@ impl Cluster {
                                 self.replies.push(r)
                             }
                         }
-                        _ => {}
+                        Action::Persist(rec) => {
+                            if let Some(d) = &mut self.disks[i] {
+                                d.apply_persist(rec);
+                            }
+                        }
+                        Action::Store(rec) => {
+                            if let Some(d) = &mut self.disks[i] {
+                                d.apply_store(&rec);
+                            }
+                        }
+                        Action::Event(_) => {}
                     }
                 }
             }
@@ -746,7 +819,10 @@ impl Cluster {
                 return;
             }
             for (to, bytes) in std::mem::take(&mut queue) {
-                if !self.down[to] {
+                let lost = self.lose.is_some_and(|t| {
+                    Frame::parse(&bytes, usize::MAX).is_ok_and(|f| f.header.tag == t)
+                });
+                if !self.down[to] && !lost {
                     self.r[to].handle_message(self.now, &bytes);
                 }
             }
@@ -855,6 +931,218 @@ fn restart_from_durable_state_rejoins() {
     c.advance(Duration::from_secs(1));
     assert_eq!(c.r[2].last_executed(), 9);
     assert_eq!(c.r[2].state_digest(), c.r[0].state_digest());
+}
+
+impl Cluster {
+    /// Replica `i` stores its state on a simulated disk from now on.
+    fn with_disk(&mut self, i: usize) {
+        self.r[i].set_store_state(true);
+        self.disks[i] = Some(DurableState::default());
+    }
+    /// Replica `i` crashes (everything volatile lost) and is rebuilt from its disk.
+    fn crash_and_restore(&mut self, i: usize) {
+        let keys = TestKeys::new(1, self.cfg.n()).replica(i as u32, [CLIENT]);
+        let disk = self.disks[i].clone().expect("replica has a disk");
+        self.r[i] = Replica::restore(
+            self.cfg.clone(),
+            keys,
+            Counter::new(),
+            disk,
+            1000 + i as u64,
+            self.now,
+        )
+        .expect("restores");
+    }
+}
+
+#[test]
+fn restore_replays_executed_batches_above_the_stored_checkpoint() {
+    let mut c = Cluster::new(config());
+    c.with_disk(2);
+    for rid in 1..=6 {
+        let req = request(&c.cfg, rid, b"w", false);
+        c.deliver_all(&req);
+    }
+    assert_eq!(c.r[2].last_stable(), 4);
+    let disk = c.disks[2].as_ref().unwrap();
+    assert_eq!(disk.checkpoint.as_ref().map(|k| k.seq), Some(4));
+    assert!(
+        disk.records
+            .iter()
+            .all(|r| record_seq(*r).is_none_or(|s| s > 4)),
+        "records at or below the stored checkpoint are dropped: {:?}",
+        disk.records
+    );
+    let before = c.r[2].state_digest();
+    c.crash_and_restore(2);
+    assert_eq!(c.r[2].last_stable(), 4, "the stored checkpoint");
+    assert_eq!(
+        c.r[2].last_executed(),
+        6,
+        "5 and 6 re-executed from the log"
+    );
+    assert_eq!(c.r[2].service().count(), 6);
+    assert_eq!(c.r[2].state_digest(), before);
+    // Re-execution sends no replies; the restored replica keeps working.
+    assert!(!drain(&mut c.r[2])
+        .iter()
+        .any(|a| matches!(a, Action::SendClient { .. })));
+    for rid in 7..=9 {
+        let req = request(&c.cfg, rid, b"w", false);
+        c.deliver_all(&req);
+    }
+    c.advance(Duration::from_secs(1));
+    assert_eq!(c.r[2].last_executed(), 9);
+    assert_eq!(c.r[2].state_digest(), c.r[0].state_digest());
+}
+
+#[test]
+fn restore_every_replica_keeps_every_committed_write() {
+    let mut c = Cluster::new(config());
+    for i in 0..4 {
+        c.with_disk(i);
+    }
+    for rid in 1..=6 {
+        let req = request(&c.cfg, rid, b"w", false);
+        c.deliver_all(&req);
+    }
+    let digest = c.r[0].state_digest();
+    for i in 0..4 {
+        c.crash_and_restore(i);
+        assert_eq!(c.r[i].last_executed(), 6);
+        assert_eq!(c.r[i].state_digest(), digest);
+    }
+    c.replies.clear();
+    let req = request(&c.cfg, 7, b"w", false);
+    c.deliver_all(&req);
+    c.advance(Duration::from_secs(2));
+    assert!(c.r.iter().all(|r| r.last_executed() == 7));
+    assert!(c
+        .replies
+        .iter()
+        .any(|r| r.rid == 7 && r.result.as_deref() == Some(&7u64.to_le_bytes()[..])));
+}
+
+#[test]
+fn tentatively_acknowledged_write_survives_a_crash_of_every_replica() {
+    // Write 7 is prepared everywhere and executed tentatively (the client has its 2f+1
+    // tentative replies), but every COMMIT is lost, then all four replicas crash. Only the
+    // promises and the stored batch body remember it: a view change must bring it back.
+    let mut c = Cluster::new(config());
+    for i in 0..4 {
+        c.with_disk(i);
+    }
+    for rid in 1..=6 {
+        let req = request(&c.cfg, rid, b"w", false);
+        c.deliver_all(&req);
+    }
+    c.lose = Some(crate::message::Tag::Commit);
+    c.replies.clear();
+    let req7 = request(&c.cfg, 7, b"w", false);
+    c.deliver_all(&req7);
+    let tentative = c
+        .replies
+        .iter()
+        .filter(|r| r.rid == 7 && r.tentative)
+        .count();
+    assert!(tentative >= 3, "acknowledged by 2f+1 tentative replies");
+    assert!(c.r.iter().all(|r| r.last_executed() == 6));
+    for i in 0..4 {
+        c.crash_and_restore(i);
+        assert_eq!(c.r[i].last_executed(), 6, "write 7 never committed here");
+    }
+    c.lose = None;
+    // The client retransmits to everyone.
+    c.deliver_all(&req7);
+    c.advance(Duration::from_secs(5));
+    for r in &c.r {
+        assert!(r.view() >= 1, "recovered by a view change");
+        assert!(r.last_executed() >= 7);
+        assert_eq!(r.service().count(), 7, "write 7 executed exactly once");
+    }
+}
+
+#[test]
+fn restore_from_an_empty_disk_is_a_fresh_replica() {
+    let cfg = config();
+    let keys = TestKeys::new(1, cfg.n());
+    let r = Replica::restore(
+        cfg.clone(),
+        keys.replica(1, [CLIENT]),
+        Counter::new(),
+        DurableState::default(),
+        1,
+        Time::ZERO,
+    )
+    .expect("restores");
+    assert_eq!(r.state_digest(), replica(1, &cfg).state_digest());
+    assert_eq!((r.view(), r.last_executed(), r.last_stable()), (0, 0, 0));
+}
+
+#[test]
+fn restore_keeps_promises_and_a_restored_primary_gives_up_its_view() {
+    let cfg = config();
+    let keys = TestKeys::new(1, cfg.n());
+    // Replica 1 is the primary of view 1; it promised a digest at seq 3.
+    let d = Digest::of(b"batch");
+    let durable = DurableState {
+        records: vec![
+            PersistRecord::View(1),
+            PersistRecord::Prepared {
+                view: 1,
+                seq: 3,
+                digest: d,
+            },
+        ],
+        ..DurableState::default()
+    };
+    let mut r = Replica::restore(
+        cfg.clone(),
+        keys.replica(1, [CLIENT]),
+        Counter::new(),
+        durable,
+        1,
+        Time::ZERO,
+    )
+    .expect("restores");
+    assert_eq!(r.view(), 2, "gave up view 1");
+    assert!(!r.has_new_view());
+    let out = drain(&mut r);
+    assert!(out.contains(&Action::Persist(PersistRecord::View(2))));
+}
+
+#[test]
+fn restore_refuses_a_corrupt_checkpoint() {
+    let mut c = Cluster::new(config());
+    c.with_disk(1);
+    for rid in 1..=4 {
+        let req = request(&c.cfg, rid, b"w", false);
+        c.deliver_all(&req);
+    }
+    let good = c.disks[1].clone().unwrap();
+    let keys = || TestKeys::new(1, 4).replica(1, [CLIENT]);
+    let restore = |d: DurableState| {
+        Replica::restore(c.cfg.clone(), keys(), Counter::new(), d, 1, Time::ZERO).err()
+    };
+    assert_eq!(restore(good.clone()), None);
+    // A changed byte in a partition's content.
+    let mut bad = good.clone();
+    let ck = bad.checkpoint.as_mut().unwrap();
+    let i = ck.parts.iter().position(|(_, p)| p.len() > 1).unwrap();
+    let last = ck.parts[i].1.len() - 1;
+    ck.parts[i].1[last] ^= 1;
+    assert_eq!(restore(bad), Some(RestoreError::BadPartition(i as u32)));
+    // A changed partition digest no longer adds up to the root.
+    let mut bad = good.clone();
+    bad.checkpoint.as_mut().unwrap().parts[0].0 = Digest::of(b"x");
+    assert_eq!(restore(bad), Some(RestoreError::BadCheckpoint(4)));
+    // Missing partitions.
+    let mut bad = good;
+    bad.checkpoint.as_mut().unwrap().parts.pop();
+    assert!(matches!(
+        restore(bad),
+        Some(RestoreError::PartitionCount { .. })
+    ));
 }
 
 #[test]

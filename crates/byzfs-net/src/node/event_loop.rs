@@ -17,7 +17,7 @@ use crate::counters::NetDrop;
 use crate::queue::OutQueue;
 use crate::status::{CoreCounters, NodeStatus};
 use crate::storage::Durability;
-use byzfs_bft::{Action, ClientId, Event, PersistRecord, Replica, ReplicaId, Service};
+use byzfs_bft::{Action, ClientId, Event, PersistRecord, Replica, ReplicaId, Service, StoreRecord};
 use core::future::Future;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -60,6 +60,7 @@ pub(super) struct EventLoop<S: Service> {
     published: (tokio::time::Instant, Progress),
     /// Reused buffers of one drain.
     persists: Vec<PersistRecord>,
+    stores: Vec<StoreRecord>,
     sends: Vec<Action>,
 }
 
@@ -86,6 +87,7 @@ impl<S: Service> EventLoop<S> {
             metrics,
             published: (tokio::time::Instant::now(), Progress::default()),
             persists: Vec::new(),
+            stores: Vec::new(),
             sends: Vec::new(),
         }
     }
@@ -222,16 +224,19 @@ impl<S: Service> EventLoop<S> {
         while let Some(a) = self.replica.poll_action() {
             match a {
                 Action::Persist(rec) => self.persists.push(rec),
+                Action::Store(rec) => self.stores.push(rec),
                 Action::Event(e) => self.on_event(e),
                 send => self.sends.push(send),
             }
         }
-        if !self.persists.is_empty() {
-            // Group commit hook: every promise of this drain is durable before any send.
+        if !self.persists.is_empty() || !self.stores.is_empty() {
+            // Group commit: every promise and stored record of this drain is durable before
+            // any of its sends.
             self.durability
-                .commit(&self.persists)
+                .commit(&self.persists, &self.stores)
                 .map_err(NodeError::Storage)?;
             self.persists.clear();
+            self.stores.clear();
         }
         let mut sends = std::mem::take(&mut self.sends);
         for a in sends.drain(..) {
@@ -287,7 +292,7 @@ impl<S: Service> EventLoop<S> {
                 None => counters.dropped(NetDrop::NoClientConnection),
             },
             // Sorted out in `drain`.
-            Action::Persist(_) | Action::Event(_) => {}
+            Action::Persist(_) | Action::Store(_) | Action::Event(_) => {}
         }
     }
 
@@ -378,6 +383,11 @@ impl<S: Service> EventLoop<S> {
             peers_connected: self.shared.peers_connected(),
             clients_connected: self.clients.len() as u32,
             durability: self.durability.name().to_string(),
+            state_digest: ::hex::encode(r.state_digest().0),
+            stable_digest: r
+                .stable_digest()
+                .map(|d| ::hex::encode(d.0))
+                .unwrap_or_default(),
             core: CoreCounters::from(r.stats()),
             net: self.shared.counters.snapshot(),
         };

@@ -115,6 +115,9 @@ pub enum NodeError {
     /// The replica thread panicked.
     #[error("the replica thread panicked")]
     Panicked,
+    /// The stored state does not restore (corrupt, or another service's).
+    #[error("cannot restore the stored state: {0}; delete the data directory to rejoin through state transfer")]
+    Restore(byzfs_bft::replica::RestoreError),
 }
 
 /// Inputs of the event loop.
@@ -334,16 +337,29 @@ impl<S: Service> ReplicaNode<S> {
             peers.push(Some(q));
         }
         let clock = crate::clock::Clock::new();
-        let replica = byzfs_bft::Replica::new(
-            cluster.bft.clone(),
-            self.keys,
-            self.service,
-            OsRng.next_u64(),
-            clock.now(),
-        );
+        let replica = match self.durability.take_loaded() {
+            Some(stored) => byzfs_bft::Replica::restore(
+                cluster.bft.clone(),
+                self.keys,
+                self.service,
+                stored,
+                OsRng.next_u64(),
+                clock.now(),
+            )
+            .map_err(NodeError::Restore)?,
+            None => byzfs_bft::Replica::new(
+                cluster.bft.clone(),
+                self.keys,
+                self.service,
+                OsRng.next_u64(),
+                clock.now(),
+            ),
+        };
         tracing::info!(
             replica = me,
             view = replica.view(),
+            last_executed = replica.last_executed(),
+            last_stable = replica.last_stable(),
             n,
             durability = self.durability.name(),
             "replica started"

@@ -144,6 +144,7 @@ impl<S: Service> UnreplicatedNode<S> {
             read_only: 0,
             dropped: BTreeMap::new(),
             status_tx: self.status_tx,
+            clock: crate::clock::Clock::new(),
         };
         server.run(inbox, shutdown).await;
         tasks.shutdown().await;
@@ -162,6 +163,9 @@ struct Server<S: Service> {
     /// Dropped requests by reason (the core's reason names).
     dropped: BTreeMap<&'static str, u64>,
     status_tx: watch::Sender<NodeStatus>,
+    /// The service's non-deterministic input (e.g. the file service's timestamps) comes
+    /// from this clock, as a replicated primary's would.
+    clock: crate::clock::Clock,
 }
 
 impl<S: Service> Server<S> {
@@ -282,7 +286,10 @@ impl<S: Service> Server<S> {
             self.read_only += 1;
             self.service.execute_read_only(client, req.op)
         } else {
-            self.service.execute(client, req.op, &[])
+            let nondet = self
+                .service
+                .propose_nondet(self.executed + 1, self.clock.now());
+            self.service.execute(client, req.op, &nondet)
         };
         self.executed += 1;
         let reply = Message::Reply(Reply {

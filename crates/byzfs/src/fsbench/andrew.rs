@@ -3,8 +3,8 @@
 //! Five phases, timed separately (PBFT OSDI'99 §7.3; Pangaea's Andrew-Tcl):
 //! 1. `mkdir`: create the source tree's directories (93 for Tcl 8.6.13);
 //! 2. `copy`: copy every file into them (contents preloaded in memory, so only the target is
-//!    measured; mode and modification time are kept, like `cp -p`, so `make` sees the
-//!    original timestamps);
+//!    measured; written in 128 KiB pieces, and mode and modification time kept, like
+//!    `cp -p`, so `make` sees the original timestamps);
 //! 3. `stat`: `lstat` every entry of the tree (`ls -lR`), without reading data;
 //! 4. `read`: read every byte of every file;
 //! 5. `compile`: `./configure && make -jN` in `unix/` (skip with `--no-compile`).
@@ -31,6 +31,8 @@ use std::time::{Instant, SystemTime};
 
 /// The Debian source package used as the source tree.
 const SOURCE_PACKAGE: &str = "tcl8.6";
+/// Phase 2 writes files in pieces of this size, like `cp`.
+const COPY_CHUNK: usize = 128 * 1024;
 /// The keyring that signs Debian's archive (package `debian-archive-keyring`).
 const DEBIAN_KEYRING: &str = "/usr/share/keyrings/debian-archive-keyring.gpg";
 
@@ -252,8 +254,11 @@ fn phases(tree: &Tree, dir: &Path, copies: u32, pb: &ProgressBar) -> anyhow::Res
                         .mode(*mode)
                         .open(&p)
                         .with_context(|| format!("creating {}", p.display()))?;
-                    f.write_all(data)
-                        .with_context(|| format!("writing {}", p.display()))?;
+                    // In 128 KiB writes, as `cp` does (coreutils' buffer size).
+                    for chunk in data.chunks(COPY_CHUNK) {
+                        f.write_all(chunk)
+                            .with_context(|| format!("writing {}", p.display()))?;
+                    }
                     f.set_modified(*mtime)?;
                     pb.inc(1);
                 }

@@ -46,16 +46,16 @@ pub enum FsbenchCommand {
 #[derive(Args, Debug, Clone)]
 pub struct CommonArgs {
     /// Targets, in order: byzfs, norep, local, passthrough. Targets that cannot be started
-    /// (ByzFS and NO-REP until `byzfs up --mount` exists) are skipped with a warning.
+    /// (NO-REP until `byzfs mount` can use an unreplicated server) are skipped with a warning.
     #[arg(
         long,
         value_delimiter = ',',
         default_value = "byzfs,norep,local,passthrough"
     )]
     pub targets: Vec<target::TargetKind>,
-    /// ByzFS read-only optimisation for lookups (the seed's BFS-strict vs BFS r/o lookup);
-    /// `off,on` measures both as two targets.
-    #[arg(long, value_delimiter = ',', default_value = "off")]
+    /// ByzFS read-only optimisation for lookups (the seed's BFS r/o lookup vs BFS-strict);
+    /// `on,off` measures both as two targets (`off` needs a mount switch, not built yet).
+    #[arg(long, value_delimiter = ',', default_value = "on")]
     pub ro_lookups: Vec<OnOff>,
     /// Where ByzFS and NO-REP replicas keep their state.
     #[arg(long, value_enum, default_value_t = Durability::Disk)]

@@ -11,10 +11,12 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 /// Ratios printed when both targets were measured: (numerator, denominator).
-const RATIOS: [(&str, &str); 7] = [
+const RATIOS: [(&str, &str); 9] = [
     ("byzfs", "norep"),
     ("byzfs-ro", "norep"),
+    ("byzfs-ro", "byzfs"),
     ("byzfs", "local"),
+    ("byzfs-ro", "local"),
     ("byzfs", "passthrough"),
     ("byzfs-ro", "passthrough"),
     ("norep", "passthrough"),

@@ -163,9 +163,11 @@ enum Guard {
         mnt: PathBuf,
         inst: PathBuf,
     },
-    /// Stop `byzfs up` (which unmounts), make sure `mnt` is unmounted, remove `inst`.
+    /// Stop `byzfs mount` (which unmounts), make sure `mnt` is unmounted, stop `byzfs up`
+    /// (and its replicas), remove `inst`.
     Cluster {
-        child: Child,
+        up: Child,
+        mount: Option<Child>,
         mnt: PathBuf,
         inst: PathBuf,
     },
@@ -181,9 +183,18 @@ impl Drop for Mounted {
                 live_mounts().retain(|m| m != mnt);
                 remove_tree(inst);
             }
-            Guard::Cluster { child, mnt, inst } => {
-                stop_child(child);
+            Guard::Cluster {
+                up,
+                mount,
+                mnt,
+                inst,
+            } => {
+                if let Some(m) = mount {
+                    stop_child(m);
+                }
                 fuse_unmount(mnt);
+                live_mounts().retain(|m| m != mnt);
+                stop_child(up);
                 remove_tree(inst);
             }
             Guard::Custom(f) => {
@@ -352,81 +363,126 @@ pub struct ClusterMountOptions {
     pub dir: PathBuf,
 }
 
-/// The hook for the ByzFS and NO-REP targets: starts a local cluster (or one NO-REP server),
-/// mounts it through FUSE, and returns the mount directory with a guard that stops it all.
+/// The hook for the ByzFS and NO-REP targets: starts a local cluster, mounts it through
+/// FUSE, and returns the mount directory with a guard that stops it all.
 ///
-/// It runs this binary's `byzfs up --mount MNT` (being built on another branch; the program
-/// `$BYZFS_FSBENCH_UP` instead if set, which the tests use) as a child process with the
-/// arguments of [`cluster_up_args`], waits until `MNT` is a mount point, and
-/// on drop sends SIGTERM (`byzfs up` unmounts and stops its replicas), then `fusermount3 -u`
-/// if the mount is still there. Until `byzfs up` accepts `--mount`, this returns a
-/// "not built yet" error and the target is skipped. If the mount ends up started in-process
-/// instead, replace the body with that code and return [`Mounted::custom`].
+/// ByzFS: `byzfs up --service fs` with the arguments of [`cluster_up_args`] (4 replicas on
+/// loopback) until it prints "Press Ctrl-C", then `byzfs mount --config CLUSTER.toml MNT`
+/// until `MNT` is a mount point. On drop: SIGTERM to `byzfs mount` (it unmounts),
+/// `fusermount3 -u` if the mount is still there, SIGTERM to `byzfs up` (it stops its
+/// replicas; SIGKILL after [`STOP_TIMEOUT`]). The program is this binary, or
+/// `$BYZFS_FSBENCH_UP` if set (the tests use a stand-in).
+///
+/// Not built yet, so these return an error and the target is skipped:
+/// - NO-REP: `byzfs mount` speaks the BFT client protocol only; it needs a mode that talks to
+///   one `byzfs unreplicated --service fs` server;
+/// - strict lookups (`--ro-lookups off`): the mount sends every operation the service calls
+///   read-only (`Op::is_read_only`: lookup, getattr, read, readdir, …) with the read-only
+///   flag, and has no switch to send lookups read-write.
 pub fn mount_cluster(opts: &ClusterMountOptions) -> anyhow::Result<Mounted> {
+    if !opts.replicated {
+        bail!(
+            "not built yet: NO-REP needs `byzfs mount` against one unreplicated file server \
+             (`byzfs unreplicated --service fs`)"
+        );
+    }
+    if !opts.ro_lookups {
+        bail!("not built yet: `byzfs mount` always sends lookups read-only (use --ro-lookups on)");
+    }
     let exe = match std::env::var_os(UP_ENV) {
         Some(p) if !p.is_empty() => PathBuf::from(p),
         _ => std::env::current_exe().context("locating the byzfs binary")?,
     };
-    let help = Command::new(&exe)
-        .args(["up", "--help"])
-        .output()
-        .context("running `byzfs up --help`")?;
-    if !String::from_utf8_lossy(&help.stdout).contains("--mount") {
-        bail!(
-            "not built yet: needs byzfs mount (`byzfs up --mount MNT{}`); \
-             measure the other targets with --targets local,passthrough",
-            if opts.replicated { "" } else { " --no-rep" }
-        );
-    }
     check_fuse()?;
     let mnt = opts.dir.join("mnt");
     fs::create_dir_all(&mnt)?;
-    let log = opts.dir.join("up.log");
-    let logf = fs::File::create(&log)?;
-    let child = Command::new(&exe)
-        .args(cluster_up_args(opts, &mnt))
+    let up_log = opts.dir.join("up.log");
+    let mut up = Command::new(&exe)
+        .args(cluster_up_args(opts))
         .stdin(Stdio::null())
-        .stdout(logf.try_clone()?)
-        .stderr(logf)
+        .stdout(Stdio::piped())
+        .stderr(fs::File::create(&up_log)?)
         .spawn()
-        .context("starting `byzfs up --mount`")?;
+        .context("starting `byzfs up --service fs`")?;
+    let stdout = up.stdout.take().expect("piped");
     let mut mounted = Mounted {
         dir: mnt.clone(),
         servers: Vec::new(),
         guard: Guard::Cluster {
-            child,
-            mnt,
+            up,
+            mount: None,
+            mnt: mnt.clone(),
             inst: opts.dir.clone(),
         },
     };
-    let Guard::Cluster { child, .. } = &mut mounted.guard else {
+    let Guard::Cluster { up, mount, .. } = &mut mounted.guard else {
         unreachable!()
     };
-    wait_mounted(&opts.dir.join("mnt"), Some(child), &log)?;
-    let up = child.id() as i32;
-    mounted.servers = super::cpu::descendants(up);
-    mounted.servers.push(up);
+    // Wait for "Press Ctrl-C …", keeping what `up` prints in up.log's stead for errors.
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        use std::io::BufRead as _;
+        for line in std::io::BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let start = Instant::now();
+    let mut printed = Vec::new();
+    loop {
+        match rx.recv_timeout(Duration::from_millis(100)) {
+            Ok(line) if line.starts_with("Press Ctrl-C") => break,
+            Ok(line) => printed.push(line),
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                let _ = up.wait();
+                bail!("`byzfs up` exited before it was up: {}", last_line(&up_log));
+            }
+        }
+        if start.elapsed() > MOUNT_TIMEOUT {
+            bail!(
+                "`byzfs up` not up after {MOUNT_TIMEOUT:?}: {}",
+                printed.last().map_or("", String::as_str)
+            );
+        }
+    }
+    let up_pid = up.id() as i32;
+    let mount_log = opts.dir.join("mount.log");
+    let logf = fs::File::create(&mount_log)?;
+    let m = mount.insert(
+        Command::new(&exe)
+            .arg("mount")
+            .arg("--config")
+            .arg(opts.dir.join("cluster").join("cluster.toml"))
+            .arg(&mnt)
+            .stdin(Stdio::null())
+            .stdout(logf.try_clone()?)
+            .stderr(logf)
+            .spawn()
+            .context("starting `byzfs mount`")?,
+    );
+    let mount_pid = m.id() as i32;
+    live_mounts().push(mnt.clone());
+    wait_mounted(&mnt, Some(m), &mount_log)?;
+    // Everything serving the mount: the FUSE daemon, `byzfs up` and its replicas.
+    mounted.servers = super::cpu::descendants(up_pid);
+    mounted.servers.extend([up_pid, mount_pid]);
     Ok(mounted)
 }
 
-/// The command line of [`mount_cluster`]: the contract with `byzfs up --mount`, in one place.
-///
-/// `up --dir DIR/cluster --base-port 0 --mount MNT --durability disk|memory`, plus
-/// `--replicas 4` (ByzFS) or `--no-rep` (NO-REP), plus `--ro-lookups` when asked for.
-pub fn cluster_up_args(opts: &ClusterMountOptions, mnt: &Path) -> Vec<std::ffi::OsString> {
-    let mut a: Vec<std::ffi::OsString> = vec!["up".into(), "--dir".into()];
-    a.push(opts.dir.join("cluster").into());
-    a.extend(["--base-port".into(), "0".into(), "--mount".into()]);
-    a.push(mnt.into());
+/// The arguments of `byzfs up` in [`mount_cluster`], in one place:
+/// `up --service fs --replicas 4 --base-port 0 --durability disk|memory --dir DIR/cluster`.
+pub fn cluster_up_args(opts: &ClusterMountOptions) -> Vec<std::ffi::OsString> {
+    let mut a: Vec<std::ffi::OsString> = ["up", "--service", "fs", "--replicas", "4"]
+        .into_iter()
+        .map(Into::into)
+        .collect();
+    a.extend(["--base-port".into(), "0".into()]);
     a.extend(["--durability".into(), opts.durability.as_str().into()]);
-    if opts.replicated {
-        a.extend(["--replicas".into(), "4".into()]);
-    } else {
-        a.push("--no-rep".into());
-    }
-    if opts.ro_lookups {
-        a.push("--ro-lookups".into());
-    }
+    a.push("--dir".into());
+    a.push(opts.dir.join("cluster").into());
     a
 }
 

@@ -1,0 +1,123 @@
+//! Error numbers returned by file operations: Linux `errno` values, so the FUSE layer passes
+//! them to the kernel unchanged.
+//!
+//! Every replica computes the same error for the same operation on the same state: errors are
+//! part of the replicated result and must be deterministic (no "disk full here, fine there").
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// A Linux `errno` value.
+#[derive(Serialize, Deserialize, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Errno(pub i32);
+
+impl Errno {
+    /// Operation not permitted (not the owner, or not root).
+    pub const EPERM: Errno = Errno(1);
+    /// No such file or directory.
+    pub const ENOENT: Errno = Errno(2);
+    /// I/O error: a replica's local store failed (never produced by a healthy replica).
+    pub const EIO: Errno = Errno(5);
+    /// Permission denied by the mode bits.
+    pub const EACCES: Errno = Errno(13);
+    /// The name already exists.
+    pub const EEXIST: Errno = Errno(17);
+    /// Not a directory.
+    pub const ENOTDIR: Errno = Errno(20);
+    /// Is a directory.
+    pub const EISDIR: Errno = Errno(21);
+    /// Invalid argument (bad name, wrong file type for the operation, rename into own subtree,
+    /// undecodable operation).
+    pub const EINVAL: Errno = Errno(22);
+    /// File too large (write or truncate beyond [`crate::attr::MAX_FILE_SIZE`]).
+    pub const EFBIG: Errno = Errno(27);
+    /// No space left: the replicated capacity ([`crate::FsConfig`]) is exhausted.
+    pub const ENOSPC: Errno = Errno(28);
+    /// Too many links.
+    pub const EMLINK: Errno = Errno(31);
+    /// Name longer than 255 bytes, or directory nesting deeper than
+    /// [`crate::dir::MAX_DEPTH`].
+    pub const ENAMETOOLONG: Errno = Errno(36);
+    /// Directory not empty.
+    pub const ENOTEMPTY: Errno = Errno(39);
+    /// Stale file handle: the inode no longer exists or has another generation.
+    pub const ESTALE: Errno = Errno(116);
+
+    /// The raw value, for `libc`-style APIs.
+    pub fn raw(self) -> i32 {
+        self.0
+    }
+
+    /// The symbolic name, for logs and test failures.
+    pub fn name(self) -> &'static str {
+        match self {
+            Errno::EPERM => "EPERM",
+            Errno::ENOENT => "ENOENT",
+            Errno::EIO => "EIO",
+            Errno::EACCES => "EACCES",
+            Errno::EEXIST => "EEXIST",
+            Errno::ENOTDIR => "ENOTDIR",
+            Errno::EISDIR => "EISDIR",
+            Errno::EINVAL => "EINVAL",
+            Errno::EFBIG => "EFBIG",
+            Errno::ENOSPC => "ENOSPC",
+            Errno::EMLINK => "EMLINK",
+            Errno::ENAMETOOLONG => "ENAMETOOLONG",
+            Errno::ENOTEMPTY => "ENOTEMPTY",
+            Errno::ESTALE => "ESTALE",
+            _ => "E?",
+        }
+    }
+}
+
+impl fmt::Debug for Errno {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}({})", self.name(), self.0)
+    }
+}
+
+impl fmt::Display for Errno {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self, f)
+    }
+}
+
+impl std::error::Error for Errno {}
+
+/// Why an operation stopped: a replicated error, or a failure of this replica's store.
+#[derive(Debug)]
+pub(crate) enum Fail {
+    /// A deterministic error, the operation's result at every replica.
+    Errno(Errno),
+    /// A local storage failure (or a corrupt record): not deterministic.
+    Store(crate::store::StoreError),
+}
+
+impl From<Errno> for Fail {
+    fn from(e: Errno) -> Fail {
+        Fail::Errno(e)
+    }
+}
+
+impl From<crate::store::StoreError> for Fail {
+    fn from(e: crate::store::StoreError) -> Fail {
+        Fail::Store(e)
+    }
+}
+
+/// Result of an internal step of an operation.
+pub(crate) type Res<T> = Result<T, Fail>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn linux_values() {
+        assert_eq!(Errno::ENOENT.raw(), 2);
+        assert_eq!(Errno::ENOTEMPTY.raw(), 39);
+        assert_eq!(Errno::ESTALE.raw(), 116);
+        assert_eq!(format!("{:?}", Errno::EISDIR), "EISDIR(21)");
+        assert_eq!(Errno(999).name(), "E?");
+    }
+}

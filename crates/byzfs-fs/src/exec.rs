@@ -1,0 +1,635 @@
+//! The semantics of each operation, as a function of the state seen through a [`Txn`], the
+//! credentials, the agreed time and the configuration.
+//!
+//! Every step is deterministic. Checks come in the order Linux makes them where it matters to
+//! the errno (for example `EEXIST` before a missing write permission on the parent). An
+//! operation that fails returns its errno and its transaction is dropped, so it leaves no
+//! partial effect.
+
+use crate::attr::{FileType, SetTime, StatFs, Timestamp, MAX_LINKS, MODE_MASK, S_ISGID, S_ISUID};
+use crate::data;
+use crate::dir::{self, Target, MAX_DEPTH, MAX_NAME, MAX_SYMLINK};
+use crate::errno::{Errno, Res};
+use crate::handle::FileHandle;
+use crate::inode::{self, Inode, Superblock};
+use crate::op::{
+    Credentials, DirEntry, Op, Reply, SpecialKind, MAX_IO, MAX_READDIR_ENTRIES, R_OK, W_OK, X_OK,
+};
+use crate::perm;
+use crate::store::{Store, Txn};
+use crate::FsConfig;
+
+/// One operation's context.
+pub(crate) struct Exec<'t, 'a, S: Store + ?Sized> {
+    pub txn: &'t mut Txn<'a, S>,
+    pub sb: &'t mut Superblock,
+    pub cfg: &'t FsConfig,
+    pub cred: &'t Credentials,
+    pub now: Timestamp,
+}
+
+/// `ENOTDIR` unless `i` is a directory.
+fn need_dir(i: &Inode) -> Res<()> {
+    if i.is_dir() {
+        Ok(())
+    } else {
+        Err(Errno::ENOTDIR.into())
+    }
+}
+
+/// Regular file only: `EISDIR` for directories, `EINVAL` for other types.
+fn need_regular(i: &Inode) -> Res<()> {
+    match i.kind {
+        FileType::Regular => Ok(()),
+        FileType::Directory => Err(Errno::EISDIR.into()),
+        _ => Err(Errno::EINVAL.into()),
+    }
+}
+
+/// Clears set-user-ID, and set-group-ID if group-executable, as Linux does on a write or
+/// truncation by a non-root user.
+fn kill_suid(cred: &Credentials, i: &mut Inode) {
+    if cred.uid != 0 {
+        i.mode &= !S_ISUID;
+        if i.mode & 0o010 != 0 {
+            i.mode &= !S_ISGID;
+        }
+    }
+}
+
+impl<S: Store + ?Sized> Exec<'_, '_, S> {
+    /// Runs `op`.
+    pub fn run(&mut self, op: Op) -> Res<Reply> {
+        match op {
+            Op::GetAttr { fh } => Ok(Reply::Attr(self.resolve(fh)?.attr(fh.ino))),
+            Op::SetAttr { fh, set } => self.setattr(fh, set),
+            Op::Lookup { dir, name } => self.lookup(dir, &name),
+            Op::Access { fh, mask } => {
+                let i = self.resolve(fh)?;
+                perm::check(self.cred, &i, mask)?;
+                Ok(Reply::Done)
+            }
+            Op::ReadLink { fh } => {
+                let i = self.resolve(fh)?;
+                if i.kind != FileType::Symlink {
+                    return Err(Errno::EINVAL.into());
+                }
+                Ok(Reply::ReadLink(i.target))
+            }
+            Op::Read { fh, offset, count } => {
+                let i = self.resolve(fh)?;
+                need_regular(&i)?;
+                perm::check_io(self.cred, &i, R_OK)?;
+                let count = u64::from(count.min(MAX_IO));
+                let (data, eof) = data::read(self.txn, fh.ino, &i, offset, count)?;
+                Ok(Reply::Read { data, eof })
+            }
+            Op::Write { fh, offset, data } => self.write(fh, offset, &data),
+            Op::Create {
+                dir,
+                name,
+                mode,
+                exclusive,
+            } => self.create(dir, &name, mode, exclusive),
+            Op::Mkdir { dir, name, mode } => {
+                let (ino, i) = self.make(dir, &name, FileType::Directory, mode, Vec::new())?;
+                Ok(Reply::Entry(i.attr(ino)))
+            }
+            Op::Symlink { dir, name, target } => {
+                if target.is_empty() {
+                    return Err(Errno::ENOENT.into());
+                }
+                if target.len() > MAX_SYMLINK {
+                    return Err(Errno::ENAMETOOLONG.into());
+                }
+                if target.contains(&0) {
+                    return Err(Errno::EINVAL.into());
+                }
+                let (ino, i) = self.make(dir, &name, FileType::Symlink, 0o777, target)?;
+                Ok(Reply::Entry(i.attr(ino)))
+            }
+            Op::Mknod {
+                dir,
+                name,
+                kind,
+                mode,
+            } => {
+                let kind = match kind {
+                    SpecialKind::Fifo => FileType::Fifo,
+                    SpecialKind::Socket => FileType::Socket,
+                };
+                let (ino, i) = self.make(dir, &name, kind, mode, Vec::new())?;
+                Ok(Reply::Entry(i.attr(ino)))
+            }
+            Op::Remove { dir, name } => self.remove(dir, &name),
+            Op::Rmdir { dir, name } => self.rmdir(dir, &name),
+            Op::Rename {
+                from_dir,
+                from_name,
+                to_dir,
+                to_name,
+            } => self.rename(from_dir, &from_name, to_dir, &to_name),
+            Op::Link { fh, dir, name } => self.link(fh, dir, &name),
+            Op::ReadDir {
+                dir,
+                cookie,
+                max_entries,
+            } => self.readdir(dir, cookie, max_entries),
+            Op::StatFs => Ok(Reply::StatFs(self.statfs())),
+            Op::Fsync { fh } => {
+                self.resolve(fh)?;
+                Ok(Reply::Done)
+            }
+        }
+    }
+
+    fn resolve(&self, fh: FileHandle) -> Res<Inode> {
+        inode::resolve(self.txn, fh)
+    }
+
+    fn save(&mut self, ino: u64, i: &Inode) {
+        inode::save(self.txn, ino, i);
+    }
+
+    /// `used_bytes += delta`, or `ENOSPC` if that exceeds the capacity.
+    fn charge(&mut self, delta: i64) -> Res<()> {
+        let used = self.sb.used_bytes.saturating_add_signed(delta);
+        if delta > 0 && used > self.cfg.capacity_bytes {
+            return Err(Errno::ENOSPC.into());
+        }
+        self.sb.used_bytes = used;
+        Ok(())
+    }
+
+    /// Resolves directory `dir`, checks `name` for a lookup and search permission; returns the
+    /// directory and the entry (if any).
+    fn dir_entry(&self, dir: FileHandle, name: &[u8]) -> Res<(Inode, Option<dir::NameRec>)> {
+        let d = self.resolve(dir)?;
+        need_dir(&d)?;
+        dir::check_name(name)?;
+        perm::check(self.cred, &d, X_OK)?;
+        let e = dir::lookup(self.txn, dir.ino, name)?;
+        Ok((d, e))
+    }
+
+    fn lookup(&mut self, dir: FileHandle, name: &[u8]) -> Res<Reply> {
+        if dir::is_dot(name) {
+            let d = self.resolve(dir)?;
+            need_dir(&d)?;
+            perm::check(self.cred, &d, X_OK)?;
+            let ino = if name == b"." { dir.ino } else { d.parent };
+            let i = inode::must_load(self.txn, ino)?;
+            return Ok(Reply::Entry(i.attr(ino)));
+        }
+        let (_, e) = self.dir_entry(dir, name)?;
+        let e = e.ok_or(Errno::ENOENT)?;
+        let i = inode::must_load(self.txn, e.target.ino)?;
+        Ok(Reply::Entry(i.attr(e.target.ino)))
+    }
+
+    fn setattr(&mut self, fh: FileHandle, set: crate::attr::SetAttr) -> Res<Reply> {
+        let mut i = self.resolve(fh)?;
+        let cred = self.cred;
+        if let Some(mode) = set.mode {
+            if !perm::owner_or_root(cred, &i) {
+                return Err(Errno::EPERM.into());
+            }
+            let mut m = mode & MODE_MASK;
+            if cred.uid != 0 && !i.is_dir() && !perm::in_group(cred, i.gid) {
+                m &= !S_ISGID;
+            }
+            i.mode = m;
+        }
+        if set.uid.is_some() || set.gid.is_some() {
+            if let Some(uid) = set.uid {
+                if uid != i.uid && cred.uid != 0 {
+                    return Err(Errno::EPERM.into());
+                }
+            }
+            if let Some(gid) = set.gid {
+                if gid != i.gid
+                    && cred.uid != 0
+                    && !(cred.uid == i.uid && perm::in_group(cred, gid))
+                {
+                    return Err(Errno::EPERM.into());
+                }
+            }
+            if !i.is_dir() {
+                i.mode &= !S_ISUID;
+                if i.mode & 0o010 != 0 {
+                    i.mode &= !S_ISGID;
+                }
+            }
+            i.uid = set.uid.unwrap_or(i.uid);
+            i.gid = set.gid.unwrap_or(i.gid);
+        }
+        if let Some(size) = set.size {
+            need_regular(&i)?;
+            perm::check_io(cred, &i, W_OK)?;
+            let delta = data::truncate(self.txn, fh.ino, &mut i, size)?;
+            self.charge(delta)?;
+            kill_suid(cred, &mut i);
+            i.mtime = self.now;
+        }
+        for (which, t) in [(0, set.atime), (1, set.mtime)] {
+            let Some(t) = t else { continue };
+            let value = match t {
+                SetTime::Now => {
+                    if !perm::owner_or_root(cred, &i) {
+                        perm::check(cred, &i, W_OK)?;
+                    }
+                    self.now
+                }
+                SetTime::At(ts) => {
+                    if !perm::owner_or_root(cred, &i) {
+                        return Err(Errno::EPERM.into());
+                    }
+                    if ts.nsecs >= 1_000_000_000 {
+                        return Err(Errno::EINVAL.into());
+                    }
+                    ts
+                }
+            };
+            if which == 0 {
+                i.atime = value;
+            } else {
+                i.mtime = value;
+            }
+        }
+        i.ctime = self.now;
+        self.save(fh.ino, &i);
+        Ok(Reply::Attr(i.attr(fh.ino)))
+    }
+
+    fn write(&mut self, fh: FileHandle, offset: u64, bytes: &[u8]) -> Res<Reply> {
+        let mut i = self.resolve(fh)?;
+        need_regular(&i)?;
+        perm::check_io(self.cred, &i, W_OK)?;
+        if bytes.len() > MAX_IO as usize {
+            return Err(Errno::EINVAL.into());
+        }
+        let delta = data::write(self.txn, fh.ino, &mut i, offset, bytes)?;
+        self.charge(delta)?;
+        if !bytes.is_empty() {
+            kill_suid(self.cred, &mut i);
+            i.mtime = self.now;
+            i.ctime = self.now;
+            self.save(fh.ino, &i);
+        }
+        Ok(Reply::Write {
+            // `bytes.len() <= MAX_IO`, a `u32`.
+            count: bytes.len() as u32,
+            attr: i.attr(fh.ino),
+        })
+    }
+
+    fn create(&mut self, dir: FileHandle, name: &[u8], mode: u32, exclusive: bool) -> Res<Reply> {
+        if !exclusive && !dir::is_dot(name) {
+            if let (_, Some(e)) = self.dir_entry(dir, name)? {
+                let i = inode::must_load(self.txn, e.target.ino)?;
+                if i.is_dir() {
+                    return Err(Errno::EISDIR.into());
+                }
+                return Ok(Reply::Entry(i.attr(e.target.ino)));
+            }
+        }
+        let (ino, i) = self.make(dir, name, FileType::Regular, mode, Vec::new())?;
+        Ok(Reply::Entry(i.attr(ino)))
+    }
+
+    /// Creates `dir/name` of `kind`; `target` is a symlink's target.
+    fn make(
+        &mut self,
+        dir: FileHandle,
+        name: &[u8],
+        kind: FileType,
+        mode: u32,
+        target: Vec<u8>,
+    ) -> Res<(u64, Inode)> {
+        if dir::is_dot(name) {
+            let d = self.resolve(dir)?;
+            need_dir(&d)?;
+            return Err(Errno::EEXIST.into());
+        }
+        let (mut d, e) = self.dir_entry(dir, name)?;
+        if e.is_some() {
+            return Err(Errno::EEXIST.into());
+        }
+        perm::check(self.cred, &d, W_OK)?;
+        let is_dir = kind == FileType::Directory;
+        if is_dir {
+            if d.nlink >= MAX_LINKS {
+                return Err(Errno::EMLINK.into());
+            }
+            if dir::depth(self.txn, dir.ino)? + 1 > MAX_DEPTH {
+                return Err(Errno::ENAMETOOLONG.into());
+            }
+        }
+        if self.sb.inodes >= self.cfg.max_inodes {
+            return Err(Errno::ENOSPC.into());
+        }
+        self.charge(target.len() as i64)?;
+        let ino = self.sb.next_ino;
+        let generation = self.sb.next_generation;
+        self.sb.next_ino += 1;
+        self.sb.next_generation += 1;
+        self.sb.inodes += 1;
+        let mut mode = mode & MODE_MASK;
+        let gid = if d.mode & S_ISGID != 0 {
+            if is_dir {
+                mode |= S_ISGID;
+            }
+            d.gid
+        } else {
+            self.cred.gid
+        };
+        let mut i = Inode::new(kind, generation, mode, self.cred.uid, gid, self.now);
+        if is_dir {
+            i.parent = dir.ino;
+            d.nlink += 1;
+        }
+        if kind == FileType::Symlink {
+            i.size = target.len() as u64;
+            i.used = target.len() as u64;
+            i.target = target;
+        }
+        dir::add(
+            self.txn,
+            dir.ino,
+            &mut d,
+            name,
+            Target {
+                ino,
+                generation,
+                kind,
+            },
+        );
+        d.mtime = self.now;
+        d.ctime = self.now;
+        self.save(dir.ino, &d);
+        self.save(ino, &i);
+        Ok((ino, i))
+    }
+
+    /// Drops one link of non-directory `ino`; frees it (data included) at zero links.
+    fn drop_link(&mut self, ino: u64) -> Res<()> {
+        let mut i = inode::must_load(self.txn, ino)?;
+        i.nlink = i.nlink.saturating_sub(1);
+        if i.nlink > 0 {
+            i.ctime = self.now;
+            self.save(ino, &i);
+            return Ok(());
+        }
+        self.free(ino, i)
+    }
+
+    /// Deletes inode `ino` and everything it stores.
+    fn free(&mut self, ino: u64, mut i: Inode) -> Res<()> {
+        // Data blocks and a symlink's target.
+        let used = i.used;
+        if i.kind == FileType::Regular {
+            data::truncate(self.txn, ino, &mut i, 0)?;
+        }
+        self.sb.used_bytes = self.sb.used_bytes.saturating_sub(used);
+        self.sb.inodes = self.sb.inodes.saturating_sub(1);
+        self.txn.delete(crate::key::inode(ino));
+        Ok(())
+    }
+
+    fn remove(&mut self, dir: FileHandle, name: &[u8]) -> Res<Reply> {
+        if dir::is_dot(name) {
+            need_dir(&self.resolve(dir)?)?;
+            return Err(Errno::EISDIR.into());
+        }
+        let (mut d, e) = self.dir_entry(dir, name)?;
+        let e = e.ok_or(Errno::ENOENT)?;
+        let victim = inode::must_load(self.txn, e.target.ino)?;
+        if victim.is_dir() {
+            return Err(Errno::EISDIR.into());
+        }
+        perm::check(self.cred, &d, W_OK)?;
+        perm::check_sticky(self.cred, &d, &victim)?;
+        dir::remove(self.txn, dir.ino, &mut d, name, e.cookie);
+        d.mtime = self.now;
+        d.ctime = self.now;
+        self.save(dir.ino, &d);
+        self.drop_link(e.target.ino)?;
+        Ok(Reply::Done)
+    }
+
+    fn rmdir(&mut self, dir: FileHandle, name: &[u8]) -> Res<Reply> {
+        if dir::is_dot(name) {
+            need_dir(&self.resolve(dir)?)?;
+            return Err(if name == b"." {
+                Errno::EINVAL
+            } else {
+                Errno::ENOTEMPTY
+            }
+            .into());
+        }
+        let (mut d, e) = self.dir_entry(dir, name)?;
+        let e = e.ok_or(Errno::ENOENT)?;
+        let victim = inode::must_load(self.txn, e.target.ino)?;
+        need_dir(&victim)?;
+        if victim.entries > 0 {
+            return Err(Errno::ENOTEMPTY.into());
+        }
+        perm::check(self.cred, &d, W_OK)?;
+        perm::check_sticky(self.cred, &d, &victim)?;
+        dir::remove(self.txn, dir.ino, &mut d, name, e.cookie);
+        d.nlink = d.nlink.saturating_sub(1);
+        d.mtime = self.now;
+        d.ctime = self.now;
+        self.save(dir.ino, &d);
+        self.free(e.target.ino, victim)?;
+        Ok(Reply::Done)
+    }
+
+    fn rename(
+        &mut self,
+        from: FileHandle,
+        from_name: &[u8],
+        to: FileHandle,
+        to_name: &[u8],
+    ) -> Res<Reply> {
+        let fd = self.resolve(from)?;
+        let td = self.resolve(to)?;
+        need_dir(&fd)?;
+        need_dir(&td)?;
+        if dir::is_dot(from_name) || dir::is_dot(to_name) {
+            return Err(Errno::EINVAL.into());
+        }
+        dir::check_name(from_name)?;
+        dir::check_name(to_name)?;
+        perm::check(self.cred, &fd, X_OK)?;
+        perm::check(self.cred, &td, X_OK)?;
+        let src = dir::lookup(self.txn, from.ino, from_name)?.ok_or(Errno::ENOENT)?;
+        let dst = dir::lookup(self.txn, to.ino, to_name)?;
+        if dst.as_ref().is_some_and(|d| d.target.ino == src.target.ino) {
+            // POSIX: renaming a file onto itself (or onto another link of it) does nothing.
+            return Ok(Reply::Done);
+        }
+        perm::check(self.cred, &fd, W_OK)?;
+        perm::check(self.cred, &td, W_OK)?;
+        let s = inode::must_load(self.txn, src.target.ino)?;
+        perm::check_sticky(self.cred, &fd, &s)?;
+        let moving_dir = s.is_dir();
+        let reparent = moving_dir && from.ino != to.ino;
+        if moving_dir {
+            if dir::depth(self.txn, to.ino)? + 1 > MAX_DEPTH {
+                return Err(Errno::ENAMETOOLONG.into());
+            }
+            if dir::is_ancestor(self.txn, src.target.ino, to.ino)? {
+                return Err(Errno::EINVAL.into());
+            }
+            if reparent {
+                // Its `..` changes.
+                perm::check(self.cred, &s, W_OK)?;
+            }
+        }
+        if let Some(dst) = &dst {
+            let t = inode::must_load(self.txn, dst.target.ino)?;
+            perm::check_sticky(self.cred, &td, &t)?;
+            match (moving_dir, t.is_dir()) {
+                (true, false) => return Err(Errno::ENOTDIR.into()),
+                (false, true) => return Err(Errno::EISDIR.into()),
+                (true, true) if t.entries > 0 => return Err(Errno::ENOTEMPTY.into()),
+                _ => {}
+            }
+        } else if reparent && td.nlink >= MAX_LINKS {
+            return Err(Errno::EMLINK.into());
+        }
+        // Checks done; now mutate, reloading each directory so `from == to` works.
+        if let Some(dst) = dst {
+            let mut d = inode::must_load(self.txn, to.ino)?;
+            dir::remove(self.txn, to.ino, &mut d, to_name, dst.cookie);
+            let t = inode::must_load(self.txn, dst.target.ino)?;
+            if t.is_dir() {
+                d.nlink = d.nlink.saturating_sub(1);
+                self.save(to.ino, &d);
+                self.free(dst.target.ino, t)?;
+            } else {
+                self.save(to.ino, &d);
+                self.drop_link(dst.target.ino)?;
+            }
+        }
+        let mut d = inode::must_load(self.txn, from.ino)?;
+        dir::remove(self.txn, from.ino, &mut d, from_name, src.cookie);
+        if reparent {
+            d.nlink = d.nlink.saturating_sub(1);
+        }
+        d.mtime = self.now;
+        d.ctime = self.now;
+        self.save(from.ino, &d);
+        let mut d = inode::must_load(self.txn, to.ino)?;
+        dir::add(self.txn, to.ino, &mut d, to_name, src.target.clone());
+        if reparent {
+            d.nlink += 1;
+        }
+        d.mtime = self.now;
+        d.ctime = self.now;
+        self.save(to.ino, &d);
+        let mut s = inode::must_load(self.txn, src.target.ino)?;
+        if moving_dir {
+            s.parent = to.ino;
+        }
+        s.ctime = self.now;
+        self.save(src.target.ino, &s);
+        Ok(Reply::Done)
+    }
+
+    fn link(&mut self, fh: FileHandle, dir: FileHandle, name: &[u8]) -> Res<Reply> {
+        let i = self.resolve(fh)?;
+        if i.is_dir() {
+            return Err(Errno::EPERM.into());
+        }
+        if dir::is_dot(name) {
+            need_dir(&self.resolve(dir)?)?;
+            return Err(Errno::EEXIST.into());
+        }
+        let (mut d, e) = self.dir_entry(dir, name)?;
+        if e.is_some() {
+            return Err(Errno::EEXIST.into());
+        }
+        perm::check(self.cred, &d, W_OK)?;
+        if i.nlink >= MAX_LINKS {
+            return Err(Errno::EMLINK.into());
+        }
+        dir::add(
+            self.txn,
+            dir.ino,
+            &mut d,
+            name,
+            Target {
+                ino: fh.ino,
+                generation: i.generation,
+                kind: i.kind,
+            },
+        );
+        d.mtime = self.now;
+        d.ctime = self.now;
+        self.save(dir.ino, &d);
+        // Reload: `dir` cannot be `fh` (a directory), but stay safe against aliasing.
+        let mut i = inode::must_load(self.txn, fh.ino)?;
+        i.nlink += 1;
+        i.ctime = self.now;
+        self.save(fh.ino, &i);
+        Ok(Reply::Entry(i.attr(fh.ino)))
+    }
+
+    fn readdir(&mut self, dir: FileHandle, cookie: u64, max_entries: u32) -> Res<Reply> {
+        let d = self.resolve(dir)?;
+        need_dir(&d)?;
+        perm::check(self.cred, &d, R_OK)?;
+        let max = max_entries.min(MAX_READDIR_ENTRIES) as usize;
+        if max == 0 {
+            return Err(Errno::EINVAL.into());
+        }
+        let mut entries = Vec::new();
+        for (c, name, ino) in [
+            (dir::DOT_COOKIE, &b"."[..], dir.ino),
+            (dir::DOTDOT_COOKIE, &b".."[..], d.parent),
+        ] {
+            if cookie < c && entries.len() < max {
+                let i = inode::must_load(self.txn, ino)?;
+                entries.push(DirEntry {
+                    cookie: c,
+                    name: name.to_vec(),
+                    fh: FileHandle {
+                        ino,
+                        generation: i.generation,
+                    },
+                    kind: FileType::Directory,
+                });
+            }
+        }
+        let room = max - entries.len();
+        let (rows, eof) = dir::list(self.txn, dir.ino, cookie, room)?;
+        for (c, e) in rows {
+            entries.push(DirEntry {
+                cookie: c,
+                name: e.name,
+                fh: FileHandle {
+                    ino: e.target.ino,
+                    generation: e.target.generation,
+                },
+                kind: e.target.kind,
+            });
+        }
+        // With no room left for real entries, `list` returned none and only says whether any
+        // exist; report that.
+        Ok(Reply::ReadDir { entries, eof })
+    }
+
+    fn statfs(&self) -> StatFs {
+        const UNIT: u64 = 4096;
+        StatFs {
+            block_size: UNIT as u32,
+            blocks: self.cfg.capacity_bytes / UNIT,
+            blocks_free: self.cfg.capacity_bytes.saturating_sub(self.sb.used_bytes) / UNIT,
+            files: self.cfg.max_inodes,
+            files_free: self.cfg.max_inodes.saturating_sub(self.sb.inodes),
+            name_max: MAX_NAME as u32,
+        }
+    }
+}

@@ -1,0 +1,117 @@
+//! How the file system is laid out in the [`Store`](crate::store::Store): one record per
+//! inode, two per directory entry, one per data block, and a superblock.
+//!
+//! | record | key (after the 8 placement bytes) | placement hash of |
+//! |---|---|---|
+//! | superblock | `0` | `"s"` |
+//! | inode | `1 ‖ ino` | `"i" ‖ ino` |
+//! | entry by cookie | `2 ‖ dir ‖ cookie` | `"d" ‖ dir` |
+//! | entry by name | `3 ‖ dir ‖ name` | `"d" ‖ dir` |
+//! | data block | `4 ‖ ino ‖ index` | `"b" ‖ ino ‖ index / GROUP_BLOCKS` |
+//! | block group (stored block count) | `5 ‖ ino ‖ group` | `"g" ‖ ino` |
+//!
+//! Integers are big-endian so key order is numeric order. The placement bytes are the first 8
+//! bytes of a domain-separated BLAKE3 hash, so partitions fill evenly. Both records of a
+//! directory's entries share the directory's placement: [`crate::dir`] lists them with one
+//! range scan of one partition. A file's blocks are placed per group of
+//! [`GROUP_BLOCKS`](crate::data::GROUP_BLOCKS) blocks (1 MiB), so a file of many GB spreads
+//! over every partition and each partition stays small (a few hundred KiB per GB of data at
+//! 4096 partitions), which keeps state transfer and partition export cheap.
+
+use crate::data::GROUP_BLOCKS;
+use crate::store::PLACEMENT_BYTES;
+
+const TAG_SUPER: u8 = 0;
+const TAG_INODE: u8 = 1;
+const TAG_ENTRY: u8 = 2;
+const TAG_NAME: u8 = 3;
+const TAG_BLOCK: u8 = 4;
+const TAG_GROUP: u8 = 5;
+
+/// The placement bytes of an object.
+fn placement(kind: u8, parts: &[u64]) -> [u8; PLACEMENT_BYTES] {
+    let mut h = blake3::Hasher::new_derive_key("byzfs 2026 file service placement v1");
+    h.update(&[kind]);
+    for p in parts {
+        h.update(&p.to_le_bytes());
+    }
+    let mut out = [0u8; PLACEMENT_BYTES];
+    out.copy_from_slice(&h.finalize().as_bytes()[..PLACEMENT_BYTES]);
+    out
+}
+
+fn build(place: [u8; PLACEMENT_BYTES], tag: u8, fields: &[u64], tail: &[u8]) -> Vec<u8> {
+    let mut k = Vec::with_capacity(PLACEMENT_BYTES + 1 + 8 * fields.len() + tail.len());
+    k.extend_from_slice(&place);
+    k.push(tag);
+    for f in fields {
+        k.extend_from_slice(&f.to_be_bytes());
+    }
+    k.extend_from_slice(tail);
+    k
+}
+
+/// The superblock.
+pub(crate) fn superblock() -> Vec<u8> {
+    build(placement(b's', &[]), TAG_SUPER, &[], &[])
+}
+
+/// The inode record of `ino`.
+pub(crate) fn inode(ino: u64) -> Vec<u8> {
+    build(placement(b'i', &[ino]), TAG_INODE, &[ino], &[])
+}
+
+/// The entry of directory `dir` with cookie `cookie`.
+pub(crate) fn entry(dir: u64, cookie: u64) -> Vec<u8> {
+    build(placement(b'd', &[dir]), TAG_ENTRY, &[dir, cookie], &[])
+}
+
+/// The name index record of `name` in directory `dir`.
+pub(crate) fn name(dir: u64, name: &[u8]) -> Vec<u8> {
+    build(placement(b'd', &[dir]), TAG_NAME, &[dir], name)
+}
+
+/// Data block `index` of file `ino`.
+pub(crate) fn block(ino: u64, index: u64) -> Vec<u8> {
+    build(
+        placement(b'b', &[ino, index / GROUP_BLOCKS]),
+        TAG_BLOCK,
+        &[ino, index],
+        &[],
+    )
+}
+
+/// The block-count record of group `group` of file `ino` (groups that hold no block have
+/// none). All of a file's group records share a partition, so truncation finds the stored
+/// groups with one range scan instead of probing every group up to the file size.
+pub(crate) fn group(ino: u64, group: u64) -> Vec<u8> {
+    build(placement(b'g', &[ino]), TAG_GROUP, &[ino, group], &[])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::partition_of;
+
+    #[test]
+    fn directory_records_share_a_partition_and_sort_by_cookie() {
+        let p = partition_of(&entry(7, 1), 4096);
+        assert_eq!(partition_of(&entry(7, 99), 4096), p);
+        assert_eq!(partition_of(&name(7, b"x"), 4096), p);
+        assert!(entry(7, 2) < entry(7, 256));
+        assert!(entry(7, u64::MAX - 1) < entry(7, u64::MAX));
+    }
+
+    #[test]
+    fn blocks_group_then_spread() {
+        let g = GROUP_BLOCKS;
+        assert_eq!(
+            partition_of(&block(3, 0), 4096),
+            partition_of(&block(3, g - 1), 4096)
+        );
+        let distinct: std::collections::BTreeSet<u32> = (0..64)
+            .map(|i| partition_of(&block(3, i * g), 4096))
+            .collect();
+        assert!(distinct.len() > 50, "groups spread over partitions");
+    }
+}

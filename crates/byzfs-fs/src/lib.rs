@@ -1,0 +1,158 @@
+//! # byzfs-fs — the replicated file service
+//!
+//! A deterministic, NFSv3-like file system implementing `byzfs_bft`'s
+//! [`Service`](byzfs_bft::Service) trait (ARCHITECTURE.md, the bottom layer): getattr,
+//! setattr, lookup, access, readlink, read, write, create (exclusive too), mkdir, symlink,
+//! mknod (fifo, socket), remove, rmdir, rename, link, readdir, statfs and fsync on file
+//! handles with generation numbers. Clients (the FUSE layer, tests) encode a [`Request`] and
+//! decode an [`FsResult`] with the types of [`op`].
+//!
+//! ## Example
+//!
+//! ```
+//! use byzfs_bft::Service;
+//! use byzfs_fs::{decode_result, Credentials, FileHandle, FileService, FsConfig, Op, Reply, Request};
+//!
+//! let mut fs = FileService::in_memory(FsConfig::default());
+//! let me = Credentials::user(1000, 1000);
+//! let root = Credentials::root();
+//! // Agreed time of the batch: 8 bytes LE, microseconds (normally chosen by the primary).
+//! let nondet = 1_700_000_000_000_000u64.to_le_bytes();
+//! let run = |fs: &mut FileService, cred: &Credentials, op: Op| {
+//!     let bytes = Request::new(cred.clone(), op).encode();
+//!     if fs.is_read_only(&bytes) {
+//!         decode_result(&fs.execute_read_only(1, &bytes))
+//!     } else {
+//!         decode_result(&fs.execute(1, &bytes, &nondet))
+//!     }
+//!     .expect("the service always answers a decodable result")
+//! };
+//! // Let user 1000 create files in the root.
+//! let set = byzfs_fs::SetAttr { uid: Some(1000), ..Default::default() };
+//! run(&mut fs, &root, Op::SetAttr { fh: FileHandle::ROOT, set }).unwrap();
+//! let Reply::Entry(attr) = run(&mut fs, &me, Op::Create {
+//!     dir: FileHandle::ROOT, name: b"hello.txt".to_vec(), mode: 0o644, exclusive: true,
+//! }).unwrap() else { unreachable!() };
+//! run(&mut fs, &me, Op::Write { fh: attr.fh, offset: 0, data: b"hi".to_vec() }).unwrap();
+//! let read = run(&mut fs, &me, Op::Read { fh: attr.fh, offset: 0, count: 10 }).unwrap();
+//! assert_eq!(read, Reply::Read { data: b"hi".to_vec(), eof: true });
+//! // Errors are Linux errno values, identical at every replica.
+//! let again = run(&mut fs, &me, Op::Mkdir { dir: FileHandle::ROOT, name: b"hello.txt".to_vec(), mode: 0o755 });
+//! assert_eq!(again, Err(byzfs_fs::Errno::EEXIST));
+//! ```
+//!
+//! ## Design, and why
+//!
+//! * **All state in one partitioned store** ([`store`]): inode records, directory entries
+//!   (twice: by cookie and by name), data blocks and a superblock holding the counters and
+//!   the agreed clock. Checkpoints, rollback, partition digests and state transfer are the
+//!   store's, so they cost O(what changed) and cover everything that replies depend on.
+//! * **Placement by object** (`key.rs`): a record's partition is a hash of the object it
+//!   belongs to, with 4096 partitions by default ([`FsConfig::partitions`]). A directory's
+//!   entries share a partition, so `readdir` is one ordered range scan; a file's blocks are
+//!   spread by 1 MiB groups, so a many-GB file does not make any one partition large and
+//!   state transfer fetches only the groups that changed. We did not reuse
+//!   `byzfs_bft::state::PartitionedState` as is: it hashes whole keys (no range scans) and
+//!   keeps everything in memory; we reuse its AdHASH sums, so digests mean the same.
+//! * **Atomic operations** ([`store::Txn`]): an operation's writes are buffered and applied
+//!   only if it succeeds, so errors never leave partial effects and the code need not check
+//!   everything before its first write.
+//! * **Determinism**: inode numbers and generations from replicated counters, directory
+//!   order = creation order (cookies from a per-directory counter), times from the agreed
+//!   timestamp, capacity limits from the replicated configuration, ordered maps only.
+//! * **atime is not maintained** (see [`attr`]): reads stay read-only operations.
+//! * **Read-only optimisation**: getattr, lookup, access, readlink, read, readdir and statfs
+//!   are classified read-only by the service itself ([`Op::is_read_only`]).
+//! * **Bad input** gets a deterministic errno: names with `/` or NUL (`EINVAL`), over 255
+//!   bytes (`ENAMETOOLONG`), nesting deeper than [`dir::MAX_DEPTH`] (`ENAMETOOLONG`), the
+//!   wrong file type (`ENOTDIR`, `EISDIR`, `EINVAL`), writes past [`attr::MAX_FILE_SIZE`]
+//!   (`EFBIG`), the replicated capacity exhausted (`ENOSPC`), undecodable operations
+//!   (`EINVAL`). A replica whose own disk fails answers alone and is repaired by state
+//!   transfer (see [`service`]).
+//! * **Not POSIX**: no device nodes; an unlinked file is gone even if a client still has it
+//!   open (the FUSE layer must hide this, as NFS clients do with silly renames); credentials
+//!   are trusted as sent by the authenticated client machine (AUTH_SYS).
+//!
+//! ## Storage backends
+//!
+//! * [`MemStore`](store::MemStore): in memory (tests, the simulator).
+//! * [`RedbStore`](store::RedbStore) (cargo feature `redb`, on by default): one redb file
+//!   per replica; records, undo logs of held checkpoints and partition sums on disk, so files
+//!   of several GB do not live in memory. One fsync per checkpoint, not per operation.
+//!
+//! Both implement [`store::Store`] and give identical digests and exports for the same calls
+//! (property-tested), so replicas with different backends agree. The state machine itself
+//! (everything but `store/redb.rs`) does no I/O.
+//!
+//! ## Known limitations
+//!
+//! * A directory's entries live in one partition: a directory of 100,000 entries makes one
+//!   partition of a few tens of MB, sent whole by state transfer (which does not chunk
+//!   partitions yet, docs/STATUS.md).
+//! * A disk failure inside `checkpoint`, `rollback`, `discard_checkpoints_below`,
+//!   `import_partition` or `finish_import` of the redb backend panics the replica: the
+//!   `Service` trait has no error channel there, and going on would diverge silently. A
+//!   failure in an operation (the common case of a full disk) is handled without a panic
+//!   (see [`service`]).
+//! * `byzfs replica --service fs` resets its redb file at start, because the replica's
+//!   protocol state is not durable yet; durable restart needs the replica's own restore.
+
+#![deny(missing_docs)]
+#![forbid(unsafe_code)]
+
+pub mod attr;
+pub mod data;
+pub mod dir;
+pub mod errno;
+mod exec;
+pub mod handle;
+mod inode;
+mod key;
+pub mod op;
+pub mod perm;
+pub mod service;
+pub mod store;
+
+pub use attr::{Attr, FileType, SetAttr, SetTime, StatFs, Timestamp};
+pub use errno::Errno;
+pub use handle::FileHandle;
+pub use op::{
+    decode_result, encode_result, Credentials, DirEntry, FsResult, Op, Reply, Request, SpecialKind,
+};
+pub use service::FileService;
+
+use core::time::Duration;
+
+/// Configuration of the file service. Must be identical at every replica (it decides
+/// results: capacity, partitions, the root's owner).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FsConfig {
+    /// Number of state partitions (default 4096).
+    pub partitions: u32,
+    /// Replicated capacity in bytes of data and symlink targets (`ENOSPC` beyond; `statfs`).
+    pub capacity_bytes: u64,
+    /// Most inodes (`ENOSPC` beyond).
+    pub max_inodes: u64,
+    /// Bound on `|proposed timestamp − local clock|` for a backup to accept a proposal.
+    pub clock_tolerance: Duration,
+    /// Owner of the root directory.
+    pub root_uid: u32,
+    /// Group of the root directory.
+    pub root_gid: u32,
+    /// Mode of the root directory.
+    pub root_mode: u32,
+}
+
+impl Default for FsConfig {
+    fn default() -> Self {
+        FsConfig {
+            partitions: 4096,
+            capacity_bytes: 1 << 40,
+            max_inodes: 1 << 32,
+            clock_tolerance: Duration::from_secs(1),
+            root_uid: 0,
+            root_gid: 0,
+            root_mode: 0o755,
+        }
+    }
+}

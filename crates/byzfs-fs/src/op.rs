@@ -1,0 +1,437 @@
+//! The operations of the file service and their results: the bytes a client sends through
+//! `byzfs_bft::Client::invoke` and the bytes it gets back.
+//!
+//! Encoding: postcard of [`Request`] and of [`FsResult`] (`Result<Reply, Errno>`), like the
+//! core's messages. Decoding never panics and rejects trailing bytes. An operation that does
+//! not decode executes as `Err(EINVAL)` at every replica.
+//!
+//! The operations follow NFSv3 (RFC 1813): they name files by [`FileHandle`], never by path,
+//! and the client's credentials travel in the request (AUTH_SYS style: the client machine is
+//! authenticated by the replication library, and is trusted to state its user's ids).
+
+use crate::attr::{Attr, FileType, SetAttr, StatFs};
+use crate::errno::Errno;
+use crate::handle::FileHandle;
+use serde::{Deserialize, Serialize};
+
+/// Largest `data` of one [`Op::Write`] and largest `count` of one [`Op::Read`] (1 MiB).
+/// Larger writes fail with `EINVAL`; larger reads are shortened.
+pub const MAX_IO: u32 = 1 << 20;
+/// Most entries one [`Op::ReadDir`] returns.
+pub const MAX_READDIR_ENTRIES: u32 = 512;
+
+/// `access` mask bit: read.
+pub const R_OK: u32 = 4;
+/// `access` mask bit: write.
+pub const W_OK: u32 = 2;
+/// `access` mask bit: execute / search.
+pub const X_OK: u32 = 1;
+
+/// The identity an operation runs as.
+#[derive(Serialize, Deserialize, Clone, PartialEq, Eq, Debug, Default)]
+pub struct Credentials {
+    /// Effective user id (0 = root: bypasses permission checks, as on Linux).
+    pub uid: u32,
+    /// Effective group id.
+    pub gid: u32,
+    /// Supplementary groups.
+    pub groups: Vec<u32>,
+}
+
+impl Credentials {
+    /// Root.
+    pub fn root() -> Credentials {
+        Credentials::default()
+    }
+
+    /// A user with primary group `gid` and no supplementary groups.
+    pub fn user(uid: u32, gid: u32) -> Credentials {
+        Credentials {
+            uid,
+            gid,
+            groups: Vec::new(),
+        }
+    }
+}
+
+/// Special files [`Op::Mknod`] can create. Device nodes are not supported (the FUSE layer
+/// answers `EPERM` for them).
+#[derive(Serialize, Deserialize, Clone, Copy, PartialEq, Eq, Debug)]
+pub enum SpecialKind {
+    /// A named pipe.
+    Fifo,
+    /// A Unix domain socket.
+    Socket,
+}
+
+/// A request: credentials and an operation.
+#[derive(Serialize, Deserialize, Clone, PartialEq, Eq, Debug)]
+pub struct Request {
+    /// Who performs the operation.
+    pub cred: Credentials,
+    /// What to do.
+    pub op: Op,
+}
+
+/// A file operation. Names are raw bytes: 1 to 255 bytes, without `/` or NUL (else `EINVAL`
+/// or `ENAMETOOLONG`).
+#[derive(Serialize, Deserialize, Clone, PartialEq, Eq, Debug)]
+pub enum Op {
+    /// Attributes of `fh`. Read-only. Reply: [`Reply::Attr`].
+    GetAttr {
+        /// The file.
+        fh: FileHandle,
+    },
+    /// Changes attributes. Reply: [`Reply::Attr`] with the new attributes.
+    SetAttr {
+        /// The file.
+        fh: FileHandle,
+        /// What to change.
+        set: SetAttr,
+    },
+    /// Looks `name` up in `dir` (`.` and `..` included). Read-only. Reply: [`Reply::Entry`].
+    Lookup {
+        /// The directory.
+        dir: FileHandle,
+        /// The name.
+        name: Vec<u8>,
+    },
+    /// Checks `mask` ([`R_OK`] | [`W_OK`] | [`X_OK`]) against `fh`'s mode for the
+    /// credentials. Read-only. Reply: [`Reply::Done`] or `EACCES`.
+    Access {
+        /// The file.
+        fh: FileHandle,
+        /// Requested access.
+        mask: u32,
+    },
+    /// The target of a symbolic link. Read-only. Reply: [`Reply::ReadLink`].
+    ReadLink {
+        /// The symlink.
+        fh: FileHandle,
+    },
+    /// Reads up to `count` bytes (at most [`MAX_IO`]) at `offset`. Read-only. Reply:
+    /// [`Reply::Read`].
+    Read {
+        /// The file.
+        fh: FileHandle,
+        /// Byte offset.
+        offset: u64,
+        /// Bytes wanted.
+        count: u32,
+    },
+    /// Writes `data` at `offset`. Reply: [`Reply::Write`].
+    Write {
+        /// The file.
+        fh: FileHandle,
+        /// Byte offset.
+        offset: u64,
+        /// The bytes (at most [`MAX_IO`]).
+        #[serde(with = "bytes")]
+        data: Vec<u8>,
+    },
+    /// Creates a regular file. If `exclusive` and `name` exists: `EEXIST`; otherwise an
+    /// existing regular file is returned unchanged (NFSv3 UNCHECKED). Reply: [`Reply::Entry`].
+    Create {
+        /// Parent directory.
+        dir: FileHandle,
+        /// New name.
+        name: Vec<u8>,
+        /// Permission bits (the client applied its umask).
+        mode: u32,
+        /// Fail if the name exists (`O_EXCL`).
+        exclusive: bool,
+    },
+    /// Creates a directory. Reply: [`Reply::Entry`].
+    Mkdir {
+        /// Parent directory.
+        dir: FileHandle,
+        /// New name.
+        name: Vec<u8>,
+        /// Permission bits.
+        mode: u32,
+    },
+    /// Creates a symbolic link to `target` (1 to 4095 bytes, no NUL). Reply: [`Reply::Entry`].
+    Symlink {
+        /// Parent directory.
+        dir: FileHandle,
+        /// New name.
+        name: Vec<u8>,
+        /// Link target.
+        target: Vec<u8>,
+    },
+    /// Creates a fifo or socket. Reply: [`Reply::Entry`].
+    Mknod {
+        /// Parent directory.
+        dir: FileHandle,
+        /// New name.
+        name: Vec<u8>,
+        /// What to create.
+        kind: SpecialKind,
+        /// Permission bits.
+        mode: u32,
+    },
+    /// Removes a non-directory entry. Reply: [`Reply::Done`].
+    Remove {
+        /// Parent directory.
+        dir: FileHandle,
+        /// Name to remove.
+        name: Vec<u8>,
+    },
+    /// Removes an empty directory. Reply: [`Reply::Done`].
+    Rmdir {
+        /// Parent directory.
+        dir: FileHandle,
+        /// Name to remove.
+        name: Vec<u8>,
+    },
+    /// Renames `from_dir/from_name` to `to_dir/to_name`, replacing a file or an empty
+    /// directory there (POSIX `rename`). Reply: [`Reply::Done`].
+    Rename {
+        /// Source directory.
+        from_dir: FileHandle,
+        /// Source name.
+        from_name: Vec<u8>,
+        /// Target directory.
+        to_dir: FileHandle,
+        /// Target name.
+        to_name: Vec<u8>,
+    },
+    /// Creates the hard link `dir/name` to `fh` (not a directory). Reply: [`Reply::Entry`].
+    Link {
+        /// Existing file.
+        fh: FileHandle,
+        /// Directory of the new link.
+        dir: FileHandle,
+        /// Name of the new link.
+        name: Vec<u8>,
+    },
+    /// Lists `dir` after `cookie` (0 = from the start), at most `max_entries` entries (capped
+    /// at [`MAX_READDIR_ENTRIES`]). Read-only. Reply: [`Reply::ReadDir`].
+    ReadDir {
+        /// The directory.
+        dir: FileHandle,
+        /// Resume after the entry with this cookie.
+        cookie: u64,
+        /// Entries wanted.
+        max_entries: u32,
+    },
+    /// File-system statistics. Read-only. Reply: [`Reply::StatFs`].
+    StatFs,
+    /// Makes `fh`'s data durable. Ordered like a write, so its reply means every earlier write
+    /// was executed by a quorum. Reply: [`Reply::Done`].
+    Fsync {
+        /// The file.
+        fh: FileHandle,
+    },
+}
+
+impl Op {
+    /// Whether this operation never changes state (the read-only optimisation, §1.8).
+    pub fn is_read_only(&self) -> bool {
+        matches!(
+            self,
+            Op::GetAttr { .. }
+                | Op::Lookup { .. }
+                | Op::Access { .. }
+                | Op::ReadLink { .. }
+                | Op::Read { .. }
+                | Op::ReadDir { .. }
+                | Op::StatFs
+        )
+    }
+}
+
+/// One directory entry returned by [`Op::ReadDir`].
+#[derive(Serialize, Deserialize, Clone, PartialEq, Eq, Debug)]
+pub struct DirEntry {
+    /// Pass this as `cookie` to continue after this entry. Stable: an entry keeps its cookie
+    /// for its whole life, whatever is added or removed around it.
+    pub cookie: u64,
+    /// The name.
+    pub name: Vec<u8>,
+    /// The file it names.
+    pub fh: FileHandle,
+    /// Its type.
+    pub kind: FileType,
+}
+
+/// A successful result.
+#[derive(Serialize, Deserialize, Clone, PartialEq, Eq, Debug)]
+pub enum Reply {
+    /// Attributes (getattr, setattr).
+    Attr(Attr),
+    /// A name resolved or created: its attributes, which include the handle.
+    Entry(Attr),
+    /// Done, nothing to return.
+    Done,
+    /// A symlink target.
+    ReadLink(Vec<u8>),
+    /// Data read; `eof` if the read reached the end of the file.
+    Read {
+        /// The bytes (holes read as zeros).
+        #[serde(with = "bytes")]
+        data: Vec<u8>,
+        /// Whether `offset + data.len()` is the file size.
+        eof: bool,
+    },
+    /// Bytes written, and the attributes after the write.
+    Write {
+        /// Bytes written (all of them).
+        count: u32,
+        /// Attributes after the write.
+        attr: Attr,
+    },
+    /// Directory entries in cookie order; `eof` if the listing is complete.
+    ReadDir {
+        /// The entries (`.` and `..` first, cookies 1 and 2).
+        entries: Vec<DirEntry>,
+        /// Whether there are no more entries.
+        eof: bool,
+    },
+    /// File-system statistics.
+    StatFs(StatFs),
+}
+
+/// The result of a request.
+pub type FsResult = Result<Reply, Errno>;
+
+/// Byte strings encoded with `serialize_bytes`: in postcard exactly the encoding of a
+/// `Vec<u8>` (varint length, then the bytes), but one call instead of one per byte, which
+/// matters for 1 MiB reads and writes.
+mod bytes {
+    use serde::de::{Deserializer, SeqAccess, Visitor};
+    use serde::Serializer;
+    use std::fmt;
+
+    pub fn serialize<S: Serializer>(v: &[u8], s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_bytes(v)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
+        d.deserialize_byte_buf(BytesVisitor)
+    }
+
+    struct BytesVisitor;
+
+    impl<'de> Visitor<'de> for BytesVisitor {
+        type Value = Vec<u8>;
+
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("a byte string")
+        }
+
+        fn visit_bytes<E>(self, v: &[u8]) -> Result<Vec<u8>, E> {
+            Ok(v.to_vec())
+        }
+
+        fn visit_byte_buf<E>(self, v: Vec<u8>) -> Result<Vec<u8>, E> {
+            Ok(v)
+        }
+
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<u8>, A::Error> {
+            let mut out = Vec::new();
+            while let Some(b) = seq.next_element()? {
+                out.push(b);
+            }
+            Ok(out)
+        }
+    }
+}
+
+/// Postcard encoding of `v`.
+fn encode<T: Serialize>(v: &T) -> Vec<u8> {
+    // Serializing these types into a growable Vec cannot fail: every sequence has a known
+    // length and no impl returns a custom error.
+    postcard::to_allocvec(v).expect("postcard serialization into a Vec is infallible")
+}
+
+/// Postcard decoding of exactly `b` (trailing bytes rejected); never panics.
+fn decode<'a, T: Deserialize<'a>>(b: &'a [u8]) -> Option<T> {
+    match postcard::take_from_bytes(b) {
+        Ok((v, [])) => Some(v),
+        _ => None,
+    }
+}
+
+impl Request {
+    /// A request running as `cred`.
+    pub fn new(cred: Credentials, op: Op) -> Request {
+        Request { cred, op }
+    }
+
+    /// The wire encoding (postcard).
+    pub fn encode(&self) -> Vec<u8> {
+        encode(self)
+    }
+
+    /// Decodes a request; `None` if `b` is not exactly one encoded request.
+    pub fn decode(b: &[u8]) -> Option<Request> {
+        decode(b)
+    }
+}
+
+/// Encodes a result (postcard of `Result<Reply, Errno>`).
+pub fn encode_result(r: &FsResult) -> Vec<u8> {
+    encode(r)
+}
+
+/// Decodes a result; `None` if `b` is not exactly one encoded result.
+pub fn decode_result(b: &[u8]) -> Option<FsResult> {
+    decode(b)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trip_and_trailing_bytes() {
+        let r = Request::new(
+            Credentials::user(1000, 100),
+            Op::Write {
+                fh: FileHandle::ROOT,
+                offset: 7,
+                data: b"hello".to_vec(),
+            },
+        );
+        let b = r.encode();
+        assert_eq!(Request::decode(&b), Some(r));
+        let mut t = b.clone();
+        t.push(0);
+        assert_eq!(Request::decode(&t), None);
+        assert_eq!(Request::decode(&b[..b.len() - 1]), None);
+        let res: FsResult = Err(Errno::ENOENT);
+        assert_eq!(decode_result(&encode_result(&res)), Some(res));
+    }
+
+    #[test]
+    fn byte_fields_encode_like_plain_vectors() {
+        #[derive(Serialize)]
+        struct Plain {
+            fh: FileHandle,
+            offset: u64,
+            data: Vec<u8>,
+        }
+        let data: Vec<u8> = (0..300u32).map(|i| i as u8).collect();
+        let op = Op::Write {
+            fh: FileHandle::ROOT,
+            offset: 9,
+            data: data.clone(),
+        };
+        let mut plain = postcard::to_allocvec(&6u32).unwrap(); // variant index of Write
+        plain.extend(
+            postcard::to_allocvec(&Plain {
+                fh: FileHandle::ROOT,
+                offset: 9,
+                data,
+            })
+            .unwrap(),
+        );
+        assert_eq!(postcard::to_allocvec(&op).unwrap(), plain);
+        let r: FsResult = Ok(Reply::Read {
+            data: vec![1, 2, 3],
+            eof: true,
+        });
+        assert_eq!(decode_result(&encode_result(&r)), Some(r));
+    }
+}

@@ -1,0 +1,289 @@
+//! [`FileService`]: the file system as a `byzfs_bft::Service`.
+//!
+//! **Agreed time (PROTOCOL.md §1.13).** As in the key-value service: the batch's
+//! non-deterministic input is an 8-byte LE timestamp in microseconds; the primary proposes
+//! `max(now, last proposed + 1, last agreed + 1)`, a backup accepts a value above the last
+//! agreed one and within the clock tolerance of its own clock. The agreed value lives in the
+//! superblock (so checkpoints and digests cover it), and every `mtime`/`ctime` comes from it.
+//!
+//! **Atomic operations.** Each operation runs in a [`Txn`]; its writes reach the store only
+//! if it succeeds. A failed operation still advances the agreed clock, like any other.
+//!
+//! **Local storage failures** (a replica's disk full or failing) are not deterministic, so
+//! they must never become replicated state. The operation's writes are discarded whole (the
+//! store applies write sets atomically, so nothing already stored is lost), this replica
+//! answers `ENOSPC` (disk full) or `EIO`, and counts it in [`FileService::local_failures`].
+//! Its state then lags the others': its next checkpoint digest differs, which the library
+//! treats as a faulty replica and repairs by state transfer once the disk has room. Clients
+//! are unaffected (they need `f+1`/`2f+1` matching replies). A *deterministic* `ENOSPC`
+//! comes from the replicated capacity in [`FsConfig`], identical at every replica.
+
+use crate::errno::{Errno, Fail};
+use crate::exec::Exec;
+use crate::handle::{ROOT_GENERATION, ROOT_INO};
+use crate::inode::{self, Inode, Superblock};
+use crate::op::{encode_result, FsResult, Request};
+use crate::store::{MemStore, Store, StoreError, Txn, WriteSet};
+use crate::{attr::FileType, attr::Timestamp, key, FsConfig};
+use byzfs_bft::{ClientId, Digest, Seq, Service, Time};
+
+/// The replicated file service over a [`Store`].
+pub struct FileService<S: Store = MemStore> {
+    store: S,
+    cfg: FsConfig,
+    /// Last timestamp this replica proposed as primary. Not replicated: it only keeps one
+    /// primary's pipelined proposals increasing before earlier batches execute.
+    last_proposed: u64,
+    /// Operations this replica could not apply because its store failed.
+    local_failures: u64,
+}
+
+impl FileService<MemStore> {
+    /// An empty file system in memory.
+    pub fn in_memory(cfg: FsConfig) -> Self {
+        let store = MemStore::new(cfg.partitions);
+        // A fresh in-memory store cannot fail.
+        Self::with_store(store, cfg).expect("in-memory store does not fail")
+    }
+}
+
+impl<S: Store> FileService<S> {
+    /// The file service over `store`. An empty store is initialised with the superblock and
+    /// the root directory (owner, group and mode from `cfg`, times 0), identically at every
+    /// replica; a store that already holds a file system is used as is.
+    pub fn with_store(mut store: S, cfg: FsConfig) -> Result<Self, StoreError> {
+        if store.get(&key::superblock())?.is_none() {
+            let sb = Superblock {
+                clock_us: 0,
+                next_ino: ROOT_INO + 1,
+                next_generation: ROOT_GENERATION + 1,
+                used_bytes: 0,
+                inodes: 1,
+            };
+            let mut root = Inode::new(
+                FileType::Directory,
+                ROOT_GENERATION,
+                cfg.root_mode & crate::attr::MODE_MASK,
+                cfg.root_uid,
+                cfg.root_gid,
+                Timestamp::default(),
+            );
+            root.parent = ROOT_INO;
+            let mut txn = Txn::new(&store);
+            inode::save_super(&mut txn, &sb);
+            inode::save(&mut txn, ROOT_INO, &root);
+            let writes = txn.into_writes();
+            store.apply(writes)?;
+        }
+        Ok(FileService {
+            store,
+            cfg,
+            last_proposed: 0,
+            local_failures: 0,
+        })
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &FsConfig {
+        &self.cfg
+    }
+
+    /// The store (for tests and tools).
+    pub fn store(&self) -> &S {
+        &self.store
+    }
+
+    /// The store, mutably: for tools and fault-injection tests only. Changing it outside
+    /// the service makes this replica diverge (state transfer then repairs it).
+    pub fn store_mut(&mut self) -> &mut S {
+        &mut self.store
+    }
+
+    /// Operations this replica failed to apply because of its local store (see the module
+    /// docs).
+    pub fn local_failures(&self) -> u64 {
+        self.local_failures
+    }
+
+    /// The last agreed timestamp, in microseconds (0 before the first batch).
+    pub fn last_agreed_time(&self) -> u64 {
+        let txn = Txn::new(&self.store);
+        inode::load_super(&txn).map_or(0, |sb| sb.clock_us)
+    }
+
+    /// Executes `req` as an ordered operation with agreed time `nondet` and returns the
+    /// typed result (what [`Service::execute`] encodes).
+    pub fn execute_request(&mut self, req: Option<Request>, nondet: &[u8]) -> FsResult {
+        let planned = self.plan(req, nondet);
+        let (result, writes) = match planned {
+            Ok(p) => p,
+            Err(f) => return self.local_failure(f),
+        };
+        if writes.is_empty() {
+            return result;
+        }
+        match self.store.apply(writes) {
+            Ok(()) => result,
+            Err(e) => self.local_failure(Fail::Store(e)),
+        }
+    }
+
+    /// Runs `req` in a transaction: its result and the writes to apply (the operation's and
+    /// the clock's on success, only the clock's on an errno).
+    fn plan(&self, req: Option<Request>, nondet: &[u8]) -> Result<(FsResult, WriteSet), Fail> {
+        let mut txn = Txn::new(&self.store);
+        let sb0 = inode::load_super(&txn)?;
+        let mut sb = sb0.clone();
+        if let Ok(b) = <[u8; 8]>::try_from(nondet) {
+            sb.clock_us = sb.clock_us.max(u64::from_le_bytes(b));
+        }
+        let clock_moved = sb.clock_us != sb0.clock_us;
+        let now = Timestamp::from_micros(sb.clock_us);
+        let outcome = match req {
+            None => Err(Fail::Errno(Errno::EINVAL)),
+            Some(req) => Exec {
+                txn: &mut txn,
+                sb: &mut sb,
+                cfg: &self.cfg,
+                cred: &req.cred,
+                now,
+            }
+            .run(req.op),
+        };
+        match outcome {
+            Ok(reply) => {
+                inode::save_super(&mut txn, &sb);
+                Ok((Ok(reply), txn.into_writes()))
+            }
+            Err(Fail::Errno(e)) => {
+                // Drop the operation's writes; keep only the clock.
+                let mut txn = Txn::new(&self.store);
+                if clock_moved {
+                    let clock_only = Superblock {
+                        clock_us: sb.clock_us,
+                        ..sb0
+                    };
+                    inode::save_super(&mut txn, &clock_only);
+                }
+                Ok((Err(e), txn.into_writes()))
+            }
+            Err(f) => Err(f),
+        }
+    }
+
+    /// Executes read-only `req` against the current state (no writes, no clock change).
+    /// A mutating operation gets `EINVAL`: it must be ordered.
+    pub fn execute_request_read_only(&self, req: Option<Request>) -> FsResult {
+        let Some(req) = req.filter(|r| r.op.is_read_only()) else {
+            return Err(Errno::EINVAL);
+        };
+        let mut txn = Txn::new(&self.store);
+        let outcome = inode::load_super(&txn).and_then(|mut sb| {
+            let now = Timestamp::from_micros(sb.clock_us);
+            Exec {
+                txn: &mut txn,
+                sb: &mut sb,
+                cfg: &self.cfg,
+                cred: &req.cred,
+                now,
+            }
+            .run(req.op)
+        });
+        match outcome {
+            Ok(r) => Ok(r),
+            Err(Fail::Errno(e)) => Err(e),
+            Err(Fail::Store(e)) => Err(store_errno(&e)),
+        }
+    }
+
+    fn local_failure(&mut self, f: Fail) -> FsResult {
+        match f {
+            Fail::Errno(e) => Err(e),
+            Fail::Store(e) => {
+                self.local_failures += 1;
+                Err(store_errno(&e))
+            }
+        }
+    }
+}
+
+/// The errno this replica answers for a local store failure.
+fn store_errno(e: &StoreError) -> Errno {
+    match e {
+        StoreError::Full => Errno::ENOSPC,
+        StoreError::Io(_) => Errno::EIO,
+    }
+}
+
+impl<S: Store> Service for FileService<S> {
+    /// getattr, lookup, access, readlink, read, readdir and statfs; anything undecodable is
+    /// read-write (it executes as `EINVAL`).
+    fn is_read_only(&self, op: &[u8]) -> bool {
+        Request::decode(op).is_some_and(|r| r.op.is_read_only())
+    }
+
+    /// `max(now, last proposed + 1, last agreed + 1)` as 8 bytes LE.
+    fn propose_nondet(&mut self, _seq: Seq, now: Time) -> Vec<u8> {
+        let ts = now
+            .as_micros()
+            .max(self.last_proposed.saturating_add(1))
+            .max(self.last_agreed_time().saturating_add(1));
+        self.last_proposed = ts;
+        ts.to_le_bytes().to_vec()
+    }
+
+    /// Exactly 8 bytes, above the last agreed timestamp, within the tolerance of `now`.
+    fn check_nondet(&self, _seq: Seq, nondet: &[u8], now: Time) -> bool {
+        let Ok(b) = <[u8; 8]>::try_from(nondet) else {
+            return false;
+        };
+        let ts = u64::from_le_bytes(b);
+        let tolerance = u64::try_from(self.cfg.clock_tolerance.as_micros()).unwrap_or(u64::MAX);
+        ts > self.last_agreed_time() && ts.abs_diff(now.as_micros()) <= tolerance
+    }
+
+    fn execute(&mut self, _client: ClientId, op: &[u8], nondet: &[u8]) -> Vec<u8> {
+        let r = self.execute_request(Request::decode(op), nondet);
+        encode_result(&r)
+    }
+
+    fn execute_read_only(&self, _client: ClientId, op: &[u8]) -> Vec<u8> {
+        encode_result(&self.execute_request_read_only(Request::decode(op)))
+    }
+
+    fn partition_count(&self) -> u32 {
+        self.store.partition_count()
+    }
+
+    fn checkpoint(&mut self, seq: Seq) -> Vec<Digest> {
+        self.store.checkpoint(seq)
+    }
+
+    fn discard_checkpoints_below(&mut self, seq: Seq) {
+        self.store.discard_checkpoints_below(seq)
+    }
+
+    fn rollback(&mut self) -> Option<Seq> {
+        self.store.rollback()
+    }
+
+    fn current_partition_digests(&self) -> Vec<Digest> {
+        self.store.current_digests()
+    }
+
+    fn checkpoint_partition_digests(&self, seq: Seq) -> Option<Vec<Digest>> {
+        self.store.checkpoint_digests(seq)
+    }
+
+    fn export_partition(&self, seq: Seq, part: u32) -> Option<Vec<u8>> {
+        self.store.export_partition(seq, part)
+    }
+
+    fn import_partition(&mut self, part: u32, data: &[u8], expected: Digest) -> bool {
+        self.store.import_partition(part, data, expected)
+    }
+
+    fn finish_import(&mut self, seq: Seq) -> Vec<Digest> {
+        self.store.finish_import(seq)
+    }
+}

@@ -1,0 +1,72 @@
+//! [`Txn`]: one operation's view of the store — its own writes buffered over the store's
+//! live state, handed to [`Store::apply`] only if the operation succeeds.
+//!
+//! This makes every operation atomic without a "check everything, then mutate" discipline:
+//! an operation that fails with an errno half-way simply drops its transaction, so no replica
+//! ever keeps a partial effect.
+
+use super::{Entries, Store, StoreError, WriteSet};
+
+/// Buffered writes over a read-only store.
+pub struct Txn<'a, S: Store + ?Sized> {
+    store: &'a S,
+    writes: WriteSet,
+}
+
+impl<'a, S: Store + ?Sized> Txn<'a, S> {
+    /// An empty transaction over `store`.
+    pub fn new(store: &'a S) -> Self {
+        Txn {
+            store,
+            writes: WriteSet::new(),
+        }
+    }
+
+    /// The value of `key` as this transaction sees it.
+    pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
+        match self.writes.get(key) {
+            Some(v) => Ok(v.clone()),
+            None => self.store.get(key),
+        }
+    }
+
+    /// Sets `key`.
+    pub fn put(&mut self, key: Vec<u8>, value: Vec<u8>) {
+        self.writes.insert(key, Some(value));
+    }
+
+    /// Deletes `key`.
+    pub fn delete(&mut self, key: Vec<u8>) {
+        self.writes.insert(key, None);
+    }
+
+    /// Entries with `start <= key < end` as this transaction sees them, in key order, at
+    /// most `limit` (same placement rule as [`Store::range`]).
+    pub fn range(&self, start: &[u8], end: &[u8], limit: usize) -> Result<Entries, StoreError> {
+        if start >= end {
+            return Ok(Vec::new());
+        }
+        let local: Vec<(&Vec<u8>, &Option<Vec<u8>>)> =
+            self.writes.range(start.to_vec()..end.to_vec()).collect();
+        // Every buffered delete can hide one stored entry: fetch that many more.
+        let hidden = local.iter().filter(|(_, v)| v.is_none()).count();
+        let stored = self.store.range(start, end, limit.saturating_add(hidden))?;
+        let mut merged: std::collections::BTreeMap<Vec<u8>, Vec<u8>> = stored.into_iter().collect();
+        for (k, v) in local {
+            match v {
+                Some(v) => {
+                    merged.insert(k.clone(), v.clone());
+                }
+                None => {
+                    merged.remove(k);
+                }
+            }
+        }
+        Ok(merged.into_iter().take(limit).collect())
+    }
+
+    /// The buffered writes, for [`Store::apply`].
+    pub fn into_writes(self) -> WriteSet {
+        self.writes
+    }
+}

@@ -1,0 +1,901 @@
+//! `byzfs mount`: the FUSE adapter (fuser) from kernel requests to file-service operations
+//! (`byzfs_fs::Op`), invoked on the cluster through the BFT client.
+//!
+//! * **Handles.** FUSE inode numbers are the service's inode numbers; the adapter remembers
+//!   each inode's generation from the entry replies that gave it to the kernel (lookup,
+//!   create, mkdir, …) until the kernel forgets it, to build the service's
+//!   `(ino, generation)` handles. The root is `(1, 1)`.
+//! * **Credentials.** Each request runs as the caller's uid, gid and supplementary groups
+//!   (read from `/proc/<pid>/status`, since FUSE does not pass them). The mount uses
+//!   `default_permissions`, so the kernel checks modes too, with the full credentials.
+//! * **Caching.** Attributes and entries are cached by the kernel for [`TTL`], like NFS's
+//!   attribute cache: other clients' changes show up within that time.
+//! * **Read-only operations** are sent with the read-only flag the service itself would give
+//!   them (`Op::is_read_only`), so they use the read-only optimisation.
+//! * **Open files that are removed** (unlinked, or replaced by a rename) through this mount
+//!   are renamed to `.byzfs-silly-<ino>-<generation>` and removed at their last close, as NFS
+//!   clients do. A file removed by another client disappears at once (`ESTALE`).
+//! * **Not handled yet:** `rename` flags (`RENAME_NOREPLACE`, `RENAME_EXCHANGE`) get `EINVAL`;
+//!   extended attributes and locks are not supported.
+
+use anyhow::Context as _;
+use byzfs_fs::attr::{SetTime, Timestamp};
+use byzfs_fs::op::MAX_IO;
+use byzfs_fs::{
+    decode_result, Attr, Credentials, Errno, FileHandle, FileType, FsResult, Op, Reply, Request,
+    SetAttr, SpecialKind,
+};
+use byzfs_net::cluster::ClusterConfig;
+use byzfs_net::keygen::{client_key_path, DEFAULT_CLIENT};
+use byzfs_net::{ByzClient, ClientCredential};
+use clap::Args;
+use fuser::{
+    AccessFlags, FileAttr, Filesystem, Generation, INodeNo, MountOption, OpenFlags, RenameFlags,
+    ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyStatfs,
+    ReplyWrite, TimeOrNow, WriteFlags,
+};
+use std::collections::HashMap;
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt as _;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Mutex;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// How long the kernel may cache attributes and entries.
+const TTL: Duration = Duration::from_secs(1);
+/// Entries asked for per `readdir` round trip.
+const READDIR_BATCH: u32 = 128;
+
+// Linux file-type bits and open flags (stable ABI values).
+const S_IFMT: u32 = 0o170_000;
+const S_IFREG: u32 = 0o100_000;
+const S_IFIFO: u32 = 0o010_000;
+const S_IFSOCK: u32 = 0o140_000;
+const O_EXCL: i32 = 0o200;
+
+#[derive(Args, Debug)]
+pub struct MountArgs {
+    /// The cluster file.
+    #[arg(long)]
+    config: PathBuf,
+    /// The client credential (default: client-1.key beside the config).
+    #[arg(long)]
+    key: Option<PathBuf>,
+    /// Give up on an operation after this long (the caller gets EIO).
+    #[arg(long, default_value_t = 30_000)]
+    timeout_ms: u64,
+    /// Let other users access the mount (needs `user_allow_other` in /etc/fuse.conf).
+    #[arg(long)]
+    allow_other: bool,
+    /// Where to mount.
+    mountpoint: PathBuf,
+}
+
+pub fn run(a: MountArgs) -> anyhow::Result<ExitCode> {
+    crate::logging::init("warn");
+    let cluster = ClusterConfig::load(&a.config)?;
+    let key = a.key.clone().unwrap_or_else(|| {
+        client_key_path(
+            a.config.parent().unwrap_or_else(|| ".".as_ref()),
+            DEFAULT_CLIENT,
+        )
+    });
+    let cred = ClientCredential::load(&key, &cluster)?;
+    let rt = crate::runtime()?;
+    let client = rt
+        .block_on(ByzClient::connect(&cluster, &cred))
+        .context("cannot connect to the cluster")?;
+    let fs = ByzFuse {
+        inner: Mutex::new(Inner {
+            rt,
+            client,
+            known: HashMap::from([(
+                byzfs_fs::handle::ROOT_INO,
+                Known {
+                    generation: byzfs_fs::handle::ROOT_GENERATION,
+                    lookups: 1,
+                },
+            )]),
+            open: HashMap::new(),
+            silly: HashMap::new(),
+            timeout: Duration::from_millis(a.timeout_ms),
+        }),
+    };
+    let mut config = fuser::Config::default();
+    config.mount_options = vec![
+        MountOption::FSName("byzfs".into()),
+        MountOption::Subtype("byzfs".into()),
+        MountOption::DefaultPermissions,
+    ];
+    if a.allow_other {
+        config.acl = fuser::SessionACL::All;
+    }
+    let session = fuser::spawn_mount(fs, &a.mountpoint, &config)
+        .with_context(|| format!("cannot mount on {}", a.mountpoint.display()))?;
+    eprintln!(
+        "byzfs mounted on {} (Ctrl-C or `fusermount3 -u {}` to unmount)",
+        a.mountpoint.display(),
+        a.mountpoint.display()
+    );
+    // Wait for a signal, or for the session to end (unmounted from outside).
+    let signals = crate::runtime()?;
+    let guard = &session.guard;
+    signals.block_on(async {
+        loop {
+            tokio::select! {
+                why = crate::signals::shutdown(false) => {
+                    tracing::info!(why, "unmounting");
+                    break;
+                }
+                _ = tokio::time::sleep(Duration::from_millis(200)) => {
+                    if guard.is_finished() {
+                        break;
+                    }
+                }
+            }
+        }
+    });
+    session.umount_and_join().context("unmount")?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The adapter. fuser calls it from its session thread; the mutex serialises calls (the
+/// client has one outstanding request at a time anyway).
+struct ByzFuse {
+    inner: Mutex<Inner>,
+}
+
+struct Inner {
+    rt: tokio::runtime::Runtime,
+    client: ByzClient,
+    /// Every inode the kernel may name: those it got in an entry reply and has not
+    /// forgotten.
+    known: HashMap<u64, Known>,
+    /// Open count of every inode this mount has open (for silly renames).
+    open: HashMap<u64, u32>,
+    /// Open files removed while open: inode → (directory, hidden name), removed for good at
+    /// the last release.
+    silly: HashMap<u64, (FileHandle, Vec<u8>)>,
+    timeout: Duration,
+}
+
+/// What the adapter knows of an inode the kernel holds.
+struct Known {
+    generation: u64,
+    /// Entry replies not yet matched by `forget` (the kernel's lookup count).
+    lookups: u64,
+}
+
+/// The caller's credentials, supplementary groups from `/proc/<pid>/status`.
+fn credentials(req: &fuser::Request) -> Credentials {
+    let groups = std::fs::read_to_string(format!("/proc/{}/status", req.pid()))
+        .ok()
+        .and_then(|s| {
+            s.lines().find_map(|l| {
+                l.strip_prefix("Groups:").map(|g| {
+                    g.split_whitespace()
+                        .filter_map(|x| x.parse().ok())
+                        .collect()
+                })
+            })
+        })
+        .unwrap_or_default();
+    Credentials {
+        uid: req.uid(),
+        gid: req.gid(),
+        groups,
+    }
+}
+
+fn errno(e: Errno) -> fuser::Errno {
+    fuser::Errno::from_i32(e.raw())
+}
+
+fn system_time(t: Timestamp) -> SystemTime {
+    let nanos = Duration::from_nanos(u64::from(t.nsecs));
+    if t.secs >= 0 {
+        UNIX_EPOCH + Duration::from_secs(t.secs.unsigned_abs()) + nanos
+    } else {
+        UNIX_EPOCH - Duration::from_secs(t.secs.unsigned_abs()) + nanos
+    }
+}
+
+fn timestamp(t: SystemTime) -> Timestamp {
+    match t.duration_since(UNIX_EPOCH) {
+        Ok(d) => Timestamp {
+            secs: i64::try_from(d.as_secs()).unwrap_or(i64::MAX),
+            nsecs: d.subsec_nanos(),
+        },
+        Err(e) => {
+            // Before the epoch: floor to whole seconds, positive nanoseconds.
+            let d = e.duration();
+            let secs = i64::try_from(d.as_secs()).unwrap_or(i64::MAX);
+            if d.subsec_nanos() == 0 {
+                Timestamp {
+                    secs: -secs,
+                    nsecs: 0,
+                }
+            } else {
+                Timestamp {
+                    secs: -secs - 1,
+                    nsecs: 1_000_000_000 - d.subsec_nanos(),
+                }
+            }
+        }
+    }
+}
+
+fn kind(k: FileType) -> fuser::FileType {
+    match k {
+        FileType::Regular => fuser::FileType::RegularFile,
+        FileType::Directory => fuser::FileType::Directory,
+        FileType::Symlink => fuser::FileType::Symlink,
+        FileType::Fifo => fuser::FileType::NamedPipe,
+        FileType::Socket => fuser::FileType::Socket,
+    }
+}
+
+fn file_attr(a: &Attr) -> FileAttr {
+    FileAttr {
+        ino: INodeNo(a.fh.ino),
+        size: a.size,
+        blocks: a.used.div_ceil(512),
+        atime: system_time(a.atime),
+        mtime: system_time(a.mtime),
+        ctime: system_time(a.ctime),
+        crtime: system_time(a.ctime),
+        kind: kind(a.kind),
+        // `mode` holds only the 12 permission bits.
+        perm: (a.mode & 0o7777) as u16,
+        nlink: a.nlink,
+        uid: a.uid,
+        gid: a.gid,
+        rdev: 0,
+        blksize: byzfs_fs::data::BLOCK_SIZE as u32,
+        flags: 0,
+    }
+}
+
+/// Runs `op` on the cluster with `cred` (no bookkeeping).
+fn invoke(inner: &mut Inner, cred: &Credentials, op: Op) -> FsResult {
+    let read_only = op.is_read_only();
+    let bytes = Request::new(cred.clone(), op).encode();
+    let out = inner.rt.block_on(async {
+        tokio::time::timeout(inner.timeout, inner.client.invoke(bytes, read_only)).await
+    });
+    match out {
+        Ok(Ok(b)) => decode_result(&b).unwrap_or(Err(Errno::EIO)),
+        Ok(Err(e)) => {
+            tracing::warn!(error = %e, "invoke failed");
+            Err(Errno::EIO)
+        }
+        Err(_) => {
+            tracing::warn!("no reply within the timeout");
+            Err(Errno::EIO)
+        }
+    }
+}
+
+/// NFS-style silly rename: if `dir/name` is a file with one link that this mount has open,
+/// renames it to a hidden name instead of removing it, so the open file keeps working; it is
+/// removed at its last release. `None` if the name is not such a file (remove it normally).
+fn hide_if_open(
+    inner: &mut Inner,
+    cred: &Credentials,
+    dir: FileHandle,
+    name: &[u8],
+) -> Option<FsResult> {
+    if inner.open.is_empty() {
+        return None;
+    }
+    let found = invoke(
+        inner,
+        cred,
+        Op::Lookup {
+            dir,
+            name: name.to_vec(),
+        },
+    );
+    let Ok(Reply::Entry(a)) = found else {
+        return None;
+    };
+    if a.kind == FileType::Directory || a.nlink != 1 || !inner.open.contains_key(&a.fh.ino) {
+        return None;
+    }
+    let hidden = format!(".byzfs-silly-{:x}-{:x}", a.fh.ino, a.fh.generation).into_bytes();
+    let op = Op::Rename {
+        from_dir: dir,
+        from_name: name.to_vec(),
+        to_dir: dir,
+        to_name: hidden.clone(),
+    };
+    let r = invoke(inner, cred, op);
+    if r.is_ok() {
+        inner.silly.insert(a.fh.ino, (dir, hidden));
+    }
+    Some(r)
+}
+
+/// The mount process's own credentials (for clean-up at unmount).
+fn own_credentials() -> Credentials {
+    use std::os::unix::fs::MetadataExt as _;
+    let (uid, gid) = std::fs::metadata("/proc/self")
+        .map(|m| (m.uid(), m.gid()))
+        .unwrap_or((0, 0));
+    Credentials {
+        uid,
+        gid,
+        groups: Vec::new(),
+    }
+}
+
+impl ByzFuse {
+    /// Runs `op` on the cluster as the caller. An entry reply gives the kernel a reference to
+    /// an inode (its lookup count grows by one), so the inode's generation is remembered
+    /// until the matching `forget`.
+    fn call(&self, req: &fuser::Request, op: Op) -> FsResult {
+        let cred = credentials(req);
+        let Ok(mut inner) = self.inner.lock() else {
+            return Err(Errno::EIO);
+        };
+        let result = invoke(&mut inner, &cred, op);
+        if let Ok(Reply::Entry(a)) = &result {
+            let k = inner.known.entry(a.fh.ino).or_insert(Known {
+                generation: a.fh.generation,
+                lookups: 0,
+            });
+            k.generation = a.fh.generation;
+            k.lookups += 1;
+        }
+        result
+    }
+
+    /// The service handle of FUSE inode `ino`.
+    fn fh(&self, ino: INodeNo) -> Result<FileHandle, fuser::Errno> {
+        let inner = self.inner.lock().map_err(|_| fuser::Errno::EIO)?;
+        inner
+            .known
+            .get(&ino.0)
+            .map(|k| FileHandle {
+                ino: ino.0,
+                generation: k.generation,
+            })
+            .ok_or(fuser::Errno::ESTALE)
+    }
+
+    fn entry(&self, req: &fuser::Request, op: Op, reply: ReplyEntry) {
+        match self.call(req, op) {
+            Ok(Reply::Entry(a)) => reply.entry(&TTL, &file_attr(&a), Generation(a.fh.generation)),
+            Ok(_) => reply.error(fuser::Errno::EIO),
+            Err(e) => reply.error(errno(e)),
+        }
+    }
+
+    fn done(&self, req: &fuser::Request, op: Op, reply: ReplyEmpty) {
+        match self.call(req, op) {
+            Ok(_) => reply.ok(),
+            Err(e) => reply.error(errno(e)),
+        }
+    }
+}
+
+/// Unwraps a handle or answers the error.
+macro_rules! fh {
+    ($self:ident, $ino:expr, $reply:ident) => {
+        match $self.fh($ino) {
+            Ok(fh) => fh,
+            Err(e) => return $reply.error(e),
+        }
+    };
+}
+
+impl Filesystem for ByzFuse {
+    /// The kernel dropped `nlookup` references to `ino`; at zero the adapter forgets it.
+    fn forget(&self, _req: &fuser::Request, ino: INodeNo, nlookup: u64) {
+        let Ok(mut inner) = self.inner.lock() else {
+            return;
+        };
+        if ino.0 == byzfs_fs::handle::ROOT_INO {
+            return;
+        }
+        if let Some(k) = inner.known.get_mut(&ino.0) {
+            k.lookups = k.lookups.saturating_sub(nlookup);
+            if k.lookups == 0 {
+                inner.known.remove(&ino.0);
+            }
+        }
+    }
+
+    fn lookup(&self, req: &fuser::Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+        let dir = fh!(self, parent, reply);
+        let name = name.as_bytes().to_vec();
+        self.entry(req, Op::Lookup { dir, name }, reply);
+    }
+
+    fn getattr(
+        &self,
+        req: &fuser::Request,
+        ino: INodeNo,
+        _fh: Option<fuser::FileHandle>,
+        reply: ReplyAttr,
+    ) {
+        let fh = fh!(self, ino, reply);
+        match self.call(req, Op::GetAttr { fh }) {
+            Ok(Reply::Attr(a)) => reply.attr(&TTL, &file_attr(&a)),
+            Ok(_) => reply.error(fuser::Errno::EIO),
+            Err(e) => reply.error(errno(e)),
+        }
+    }
+
+    fn setattr(
+        &self,
+        req: &fuser::Request,
+        ino: INodeNo,
+        mode: Option<u32>,
+        uid: Option<u32>,
+        gid: Option<u32>,
+        size: Option<u64>,
+        atime: Option<TimeOrNow>,
+        mtime: Option<TimeOrNow>,
+        _ctime: Option<SystemTime>,
+        _fh: Option<fuser::FileHandle>,
+        _crtime: Option<SystemTime>,
+        _chgtime: Option<SystemTime>,
+        _bkuptime: Option<SystemTime>,
+        _flags: Option<fuser::BsdFileFlags>,
+        reply: ReplyAttr,
+    ) {
+        let fh = fh!(self, ino, reply);
+        let time = |t: TimeOrNow| match t {
+            TimeOrNow::Now => SetTime::Now,
+            TimeOrNow::SpecificTime(t) => SetTime::At(timestamp(t)),
+        };
+        let set = SetAttr {
+            mode: mode.map(|m| m & 0o7777),
+            uid,
+            gid,
+            size,
+            atime: atime.map(time),
+            mtime: mtime.map(time),
+        };
+        match self.call(req, Op::SetAttr { fh, set }) {
+            Ok(Reply::Attr(a)) => reply.attr(&TTL, &file_attr(&a)),
+            Ok(_) => reply.error(fuser::Errno::EIO),
+            Err(e) => reply.error(errno(e)),
+        }
+    }
+
+    fn readlink(&self, req: &fuser::Request, ino: INodeNo, reply: ReplyData) {
+        let fh = fh!(self, ino, reply);
+        match self.call(req, Op::ReadLink { fh }) {
+            Ok(Reply::ReadLink(t)) => reply.data(&t),
+            Ok(_) => reply.error(fuser::Errno::EIO),
+            Err(e) => reply.error(errno(e)),
+        }
+    }
+
+    fn mknod(
+        &self,
+        req: &fuser::Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        _rdev: u32,
+        reply: ReplyEntry,
+    ) {
+        let dir = fh!(self, parent, reply);
+        let name = name.as_bytes().to_vec();
+        let perm = mode & !umask & 0o7777;
+        let op = match mode & S_IFMT {
+            S_IFREG => Op::Create {
+                dir,
+                name,
+                mode: perm,
+                exclusive: true,
+            },
+            S_IFIFO => Op::Mknod {
+                dir,
+                name,
+                kind: SpecialKind::Fifo,
+                mode: perm,
+            },
+            S_IFSOCK => Op::Mknod {
+                dir,
+                name,
+                kind: SpecialKind::Socket,
+                mode: perm,
+            },
+            // Device nodes are not supported.
+            _ => return reply.error(fuser::Errno::EPERM),
+        };
+        self.entry(req, op, reply);
+    }
+
+    fn mkdir(
+        &self,
+        req: &fuser::Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        reply: ReplyEntry,
+    ) {
+        let dir = fh!(self, parent, reply);
+        let op = Op::Mkdir {
+            dir,
+            name: name.as_bytes().to_vec(),
+            mode: mode & !umask & 0o7777,
+        };
+        self.entry(req, op, reply);
+    }
+
+    fn unlink(&self, req: &fuser::Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let dir = fh!(self, parent, reply);
+        let name = name.as_bytes().to_vec();
+        let cred = credentials(req);
+        let Ok(mut inner) = self.inner.lock() else {
+            return reply.error(fuser::Errno::EIO);
+        };
+        let r = match hide_if_open(&mut inner, &cred, dir, &name) {
+            Some(r) => r,
+            None => invoke(&mut inner, &cred, Op::Remove { dir, name }),
+        };
+        match r {
+            Ok(_) => reply.ok(),
+            Err(e) => reply.error(errno(e)),
+        }
+    }
+
+    fn rmdir(&self, req: &fuser::Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let dir = fh!(self, parent, reply);
+        let name = name.as_bytes().to_vec();
+        self.done(req, Op::Rmdir { dir, name }, reply);
+    }
+
+    fn symlink(
+        &self,
+        req: &fuser::Request,
+        parent: INodeNo,
+        link_name: &OsStr,
+        target: &Path,
+        reply: ReplyEntry,
+    ) {
+        let dir = fh!(self, parent, reply);
+        let op = Op::Symlink {
+            dir,
+            name: link_name.as_bytes().to_vec(),
+            target: target.as_os_str().as_bytes().to_vec(),
+        };
+        self.entry(req, op, reply);
+    }
+
+    fn rename(
+        &self,
+        req: &fuser::Request,
+        parent: INodeNo,
+        name: &OsStr,
+        newparent: INodeNo,
+        newname: &OsStr,
+        flags: RenameFlags,
+        reply: ReplyEmpty,
+    ) {
+        if !flags.is_empty() {
+            return reply.error(fuser::Errno::EINVAL);
+        }
+        let from_dir = fh!(self, parent, reply);
+        let to_dir = fh!(self, newparent, reply);
+        let (from_name, to_name) = (name.as_bytes().to_vec(), newname.as_bytes().to_vec());
+        let cred = credentials(req);
+        let Ok(mut inner) = self.inner.lock() else {
+            return reply.error(fuser::Errno::EIO);
+        };
+        // A file open here that the rename would replace is hidden first, as on unlink.
+        if (from_dir, &from_name) != (to_dir, &to_name) {
+            if let Some(Err(e)) = hide_if_open(&mut inner, &cred, to_dir, &to_name) {
+                return reply.error(errno(e));
+            }
+        }
+        let op = Op::Rename {
+            from_dir,
+            from_name,
+            to_dir,
+            to_name,
+        };
+        match invoke(&mut inner, &cred, op) {
+            Ok(_) => reply.ok(),
+            Err(e) => reply.error(errno(e)),
+        }
+    }
+
+    fn link(
+        &self,
+        req: &fuser::Request,
+        ino: INodeNo,
+        newparent: INodeNo,
+        newname: &OsStr,
+        reply: ReplyEntry,
+    ) {
+        let fh = fh!(self, ino, reply);
+        let dir = fh!(self, newparent, reply);
+        let name = newname.as_bytes().to_vec();
+        self.entry(req, Op::Link { fh, dir, name }, reply);
+    }
+
+    fn read(
+        &self,
+        req: &fuser::Request,
+        ino: INodeNo,
+        _fh: fuser::FileHandle,
+        offset: u64,
+        size: u32,
+        _flags: OpenFlags,
+        _lock_owner: Option<fuser::LockOwner>,
+        reply: ReplyData,
+    ) {
+        let fh = fh!(self, ino, reply);
+        let op = Op::Read {
+            fh,
+            offset,
+            count: size.min(MAX_IO),
+        };
+        match self.call(req, op) {
+            Ok(Reply::Read { data, .. }) => reply.data(&data),
+            Ok(_) => reply.error(fuser::Errno::EIO),
+            Err(e) => reply.error(errno(e)),
+        }
+    }
+
+    fn write(
+        &self,
+        req: &fuser::Request,
+        ino: INodeNo,
+        _fh: fuser::FileHandle,
+        offset: u64,
+        data: &[u8],
+        _write_flags: WriteFlags,
+        _flags: OpenFlags,
+        _lock_owner: Option<fuser::LockOwner>,
+        reply: ReplyWrite,
+    ) {
+        let fh = fh!(self, ino, reply);
+        let mut written: u32 = 0;
+        for chunk in data.chunks(MAX_IO as usize) {
+            let op = Op::Write {
+                fh,
+                offset: offset + u64::from(written),
+                data: chunk.to_vec(),
+            };
+            match self.call(req, op) {
+                Ok(Reply::Write { count, .. }) => written += count,
+                Ok(_) => return reply.error(fuser::Errno::EIO),
+                Err(e) if written == 0 => return reply.error(errno(e)),
+                // A short write: report what was written.
+                Err(_) => break,
+            }
+        }
+        reply.written(written);
+    }
+
+    /// Writes go to the cluster as they happen: nothing to flush.
+    fn flush(
+        &self,
+        _req: &fuser::Request,
+        _ino: INodeNo,
+        _fh: fuser::FileHandle,
+        _lock_owner: fuser::LockOwner,
+        reply: ReplyEmpty,
+    ) {
+        reply.ok();
+    }
+
+    /// No extended attributes (the kernel stops asking after `ENOSYS`).
+    fn getxattr(
+        &self,
+        _req: &fuser::Request,
+        _ino: INodeNo,
+        _name: &OsStr,
+        _size: u32,
+        reply: fuser::ReplyXattr,
+    ) {
+        reply.error(fuser::Errno::ENOSYS);
+    }
+
+    /// No extended attributes.
+    fn listxattr(
+        &self,
+        _req: &fuser::Request,
+        _ino: INodeNo,
+        _size: u32,
+        reply: fuser::ReplyXattr,
+    ) {
+        reply.error(fuser::Errno::ENOSYS);
+    }
+
+    fn fsync(
+        &self,
+        req: &fuser::Request,
+        ino: INodeNo,
+        _fh: fuser::FileHandle,
+        _datasync: bool,
+        reply: ReplyEmpty,
+    ) {
+        let fh = fh!(self, ino, reply);
+        self.done(req, Op::Fsync { fh }, reply);
+    }
+
+    fn readdir(
+        &self,
+        req: &fuser::Request,
+        ino: INodeNo,
+        _fh: fuser::FileHandle,
+        offset: u64,
+        mut reply: ReplyDirectory,
+    ) {
+        let dir = fh!(self, ino, reply);
+        // FUSE's offset is the cookie of the last entry the kernel consumed (0 at first).
+        let mut cookie = offset;
+        loop {
+            let op = Op::ReadDir {
+                dir,
+                cookie,
+                max_entries: READDIR_BATCH,
+            };
+            match self.call(req, op) {
+                Ok(Reply::ReadDir { entries, eof }) => {
+                    for e in entries {
+                        let name = OsStr::from_bytes(&e.name);
+                        if reply.add(INodeNo(e.fh.ino), e.cookie, kind(e.kind), name) {
+                            // The kernel's buffer is full; it asks again from here.
+                            return reply.ok();
+                        }
+                        cookie = e.cookie;
+                    }
+                    if eof {
+                        return reply.ok();
+                    }
+                }
+                Ok(_) => return reply.error(fuser::Errno::EIO),
+                Err(e) => return reply.error(errno(e)),
+            }
+        }
+    }
+
+    fn statfs(&self, req: &fuser::Request, _ino: INodeNo, reply: ReplyStatfs) {
+        match self.call(req, Op::StatFs) {
+            Ok(Reply::StatFs(s)) => reply.statfs(
+                s.blocks,
+                s.blocks_free,
+                s.blocks_free,
+                s.files,
+                s.files_free,
+                s.block_size,
+                s.name_max,
+                s.block_size,
+            ),
+            Ok(_) => reply.error(fuser::Errno::EIO),
+            Err(e) => reply.error(errno(e)),
+        }
+    }
+
+    fn access(&self, req: &fuser::Request, ino: INodeNo, mask: AccessFlags, reply: ReplyEmpty) {
+        let fh = fh!(self, ino, reply);
+        let mask = u32::try_from(mask.bits()).unwrap_or(0) & 7;
+        self.done(req, Op::Access { fh, mask }, reply);
+    }
+
+    fn create(
+        &self,
+        req: &fuser::Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        flags: i32,
+        reply: ReplyCreate,
+    ) {
+        let dir = fh!(self, parent, reply);
+        let op = Op::Create {
+            dir,
+            name: name.as_bytes().to_vec(),
+            mode: mode & !umask & 0o7777,
+            exclusive: flags & O_EXCL != 0,
+        };
+        match self.call(req, op) {
+            Ok(Reply::Entry(a)) => {
+                if let Ok(mut inner) = self.inner.lock() {
+                    *inner.open.entry(a.fh.ino).or_default() += 1;
+                }
+                reply.created(
+                    &TTL,
+                    &file_attr(&a),
+                    Generation(a.fh.generation),
+                    fuser::FileHandle(0),
+                    fuser::FopenFlags::empty(),
+                )
+            }
+            Ok(_) => reply.error(fuser::Errno::EIO),
+            Err(e) => reply.error(errno(e)),
+        }
+    }
+
+    fn open(
+        &self,
+        _req: &fuser::Request,
+        ino: INodeNo,
+        _flags: OpenFlags,
+        reply: fuser::ReplyOpen,
+    ) {
+        if let Ok(mut inner) = self.inner.lock() {
+            *inner.open.entry(ino.0).or_default() += 1;
+        }
+        reply.opened(fuser::FileHandle(0), fuser::FopenFlags::empty());
+    }
+
+    /// At the last release of a file removed while open, removes it for good.
+    fn release(
+        &self,
+        req: &fuser::Request,
+        ino: INodeNo,
+        _fh: fuser::FileHandle,
+        _flags: OpenFlags,
+        _lock_owner: Option<fuser::LockOwner>,
+        _flush: bool,
+        reply: ReplyEmpty,
+    ) {
+        let cred = credentials(req);
+        if let Ok(mut inner) = self.inner.lock() {
+            let last = match inner.open.get_mut(&ino.0) {
+                Some(n) => {
+                    *n = n.saturating_sub(1);
+                    *n == 0
+                }
+                None => false,
+            };
+            if last {
+                inner.open.remove(&ino.0);
+                if let Some((dir, name)) = inner.silly.remove(&ino.0) {
+                    if let Err(e) = invoke(&mut inner, &cred, Op::Remove { dir, name }) {
+                        tracing::warn!(ino = ino.0, %e, "cannot remove a silly-renamed file");
+                    }
+                }
+            }
+        }
+        reply.ok();
+    }
+
+    /// At unmount, removes files still hidden by silly renames.
+    fn destroy(&mut self) {
+        let cred = own_credentials();
+        if let Ok(inner) = self.inner.get_mut() {
+            let hidden: Vec<_> = inner.silly.drain().map(|(_, v)| v).collect();
+            for (dir, name) in hidden {
+                let _ = invoke(inner, &cred, Op::Remove { dir, name });
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn times_round_trip_including_before_the_epoch() {
+        for t in [
+            Timestamp { secs: 0, nsecs: 0 },
+            Timestamp {
+                secs: 1_700_000_000,
+                nsecs: 123,
+            },
+            Timestamp {
+                secs: -5,
+                nsecs: 250_000_000,
+            },
+            Timestamp { secs: -1, nsecs: 0 },
+        ] {
+            assert_eq!(timestamp(system_time(t)), t);
+        }
+    }
+}

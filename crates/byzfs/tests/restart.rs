@@ -1,0 +1,476 @@
+//! Persistence and restart with real `byzfs replica` processes on loopback (issue #3 item 4):
+//!
+//! * `disk` mode: SIGKILL all four replicas at once during a KV load, restart them, and every
+//!   acknowledged put is still readable;
+//! * either mode: one replica SIGKILLed and restarted (with its data, or with its data
+//!   directory deleted) rejoins, and its state digest matches the others';
+//! * an unusable or corrupt data directory gives a one-line error that says what to do.
+//!
+//! Every wait polls a status or a result with a deadline; every process is killed when its
+//! test ends (also on panic). The tests run one at a time (they share two cores).
+
+use byzfs_bft::services::kv::{KvOp, KvResult};
+use byzfs_net::cluster::ClusterConfig;
+use byzfs_net::handshake::query_status;
+use byzfs_net::keygen::{client_key_path, DEFAULT_CLIENT};
+use byzfs_net::{ByzClient, ClientCredential, NodeStatus};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_byzfs");
+/// Bound on every wait.
+const DEADLINE: Duration = Duration::from_secs(90);
+/// Bound on one KV operation (a view change after a restart takes a few seconds).
+const OP_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// One test at a time: each runs four replica processes.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn rt() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// A keygen'd cluster directory and its replica processes (killed on drop).
+struct Procs {
+    dir: tempfile::TempDir,
+    mode: &'static str,
+    children: Vec<Option<Child>>,
+    cluster: ClusterConfig,
+}
+
+impl Procs {
+    fn new(mode: &'static str) -> Procs {
+        let dir = tempfile::tempdir().unwrap();
+        let out = Command::new(BIN)
+            .args(["keygen", "--replicas", "4", "--base-port", "0", "--out"])
+            .arg(dir.path())
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let cluster = ClusterConfig::load(&dir.path().join("cluster.toml")).unwrap();
+        let mut p = Procs {
+            dir,
+            mode,
+            children: (0..4).map(|_| None).collect(),
+            cluster,
+        };
+        for i in 0..4 {
+            p.start(i);
+        }
+        p.wait_reachable(&[0, 1, 2, 3]);
+        p
+    }
+
+    fn config(&self) -> PathBuf {
+        self.dir.path().join("cluster.toml")
+    }
+
+    fn data(&self, i: usize) -> PathBuf {
+        self.dir.path().join(format!("data-{i}"))
+    }
+
+    fn start(&mut self, i: usize) {
+        assert!(self.children[i].is_none());
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.dir.path().join(format!("replica-{i}.log")))
+            .unwrap();
+        let child = Command::new(BIN)
+            .arg("replica")
+            .arg("--config")
+            .arg(self.config())
+            .args(["--id", &i.to_string(), "--durability", self.mode, "--data"])
+            .env(
+                "RUST_LOG",
+                std::env::var("BYZFS_TEST_LOG").unwrap_or_else(|_| "info".into()),
+            )
+            .arg(self.data(i))
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .unwrap();
+        self.children[i] = Some(child);
+    }
+
+    /// SIGKILL, then reap (no clean shutdown).
+    fn kill(&mut self, ids: &[usize]) {
+        let mut killed = Vec::new();
+        for &i in ids {
+            let mut c = self.children[i].take().expect("running");
+            c.kill().unwrap();
+            killed.push(c);
+        }
+        for mut c in killed {
+            c.wait().unwrap();
+        }
+    }
+
+    fn status(&self, i: usize) -> Option<NodeStatus> {
+        rt().block_on(query_status(
+            &self.cluster,
+            i as u32,
+            Duration::from_millis(500),
+        ))
+        .ok()
+    }
+
+    fn log(&self, i: usize) -> String {
+        std::fs::read_to_string(self.dir.path().join(format!("replica-{i}.log")))
+            .unwrap_or_default()
+    }
+
+    /// Polls until `cond` holds on the statuses of all four replicas.
+    fn wait_until(&self, what: &str, cond: impl Fn(&[NodeStatus]) -> bool) -> Vec<NodeStatus> {
+        let start = Instant::now();
+        loop {
+            let all: Vec<NodeStatus> = (0..4).filter_map(|i| self.status(i)).collect();
+            if all.len() == 4 && cond(&all) {
+                return all;
+            }
+            if start.elapsed() > DEADLINE {
+                panic!(
+                    "timed out waiting for {what}; statuses: {:#?}\nlog of replica 3:\n{}",
+                    all.iter()
+                        .map(|s| (
+                            s.replica,
+                            s.view,
+                            s.has_new_view,
+                            s.last_executed,
+                            s.last_stable,
+                            s.fetching,
+                            s.state_digest.get(..16).unwrap_or("")
+                        ))
+                        .collect::<Vec<_>>(),
+                    tail(&self.log(3))
+                );
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    fn wait_reachable(&mut self, ids: &[usize]) {
+        let start = Instant::now();
+        for &i in ids {
+            while self.status(i).is_none() {
+                assert!(
+                    start.elapsed() < DEADLINE,
+                    "replica {i} not reachable: {}",
+                    tail(&self.log(i))
+                );
+                let exited = self.children[i]
+                    .as_mut()
+                    .is_some_and(|c| c.try_wait().ok().flatten().is_some());
+                assert!(!exited, "replica {i} exited: {}", tail(&self.log(i)));
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+    }
+
+    fn credential(&self) -> ClientCredential {
+        ClientCredential::load(
+            &client_key_path(self.dir.path(), DEFAULT_CLIENT),
+            &self.cluster,
+        )
+        .unwrap()
+    }
+}
+
+impl Drop for Procs {
+    fn drop(&mut self) {
+        for mut c in self.children.drain(..).flatten() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        if std::thread::panicking() {
+            // Keep the logs and data of a failed run.
+            self.dir.disable_cleanup(true);
+            eprintln!("kept {}", self.dir.path().display());
+        }
+    }
+}
+
+fn tail(log: &str) -> String {
+    let lines: Vec<&str> = log.lines().collect();
+    lines[lines.len().saturating_sub(15)..].join("\n")
+}
+
+/// A client thread putting `k<i> = v<i>` for i = from.. until stopped or `until` puts are
+/// acknowledged; returns the acknowledged indices in order.
+struct Load {
+    stop: Arc<AtomicBool>,
+    acked: Arc<Mutex<Vec<u64>>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Load {
+    fn start(cluster: &ClusterConfig, cred: ClientCredential, from: u64, until: u64) -> Load {
+        let stop = Arc::new(AtomicBool::new(false));
+        let acked = Arc::new(Mutex::new(Vec::new()));
+        let (c, s, a) = (cluster.clone(), stop.clone(), acked.clone());
+        let thread = std::thread::spawn(move || {
+            rt().block_on(async move {
+                let Ok(mut client) = ByzClient::connect(&c, &cred).await else {
+                    return;
+                };
+                for i in from..until {
+                    if s.load(Ordering::SeqCst) {
+                        return;
+                    }
+                    let op = KvOp::Put {
+                        key: format!("k{i}").into_bytes(),
+                        value: format!("v{i}").into_bytes(),
+                    };
+                    match tokio::time::timeout(OP_TIMEOUT, client.invoke(op.encode(), false)).await
+                    {
+                        Ok(Ok(r)) if KvResult::decode(&r) == Some(KvResult::Ok) => {
+                            a.lock().unwrap().push(i)
+                        }
+                        _ => return,
+                    }
+                }
+            })
+        });
+        Load {
+            stop,
+            acked,
+            thread: Some(thread),
+        }
+    }
+
+    fn acked(&self) -> usize {
+        self.acked.lock().unwrap().len()
+    }
+
+    fn wait_acked(&self, n: usize) {
+        let start = Instant::now();
+        while self.acked() < n {
+            assert!(
+                start.elapsed() < DEADLINE,
+                "only {} of {n} puts acknowledged",
+                self.acked()
+            );
+            assert!(
+                !self.thread.as_ref().is_some_and(|t| t.is_finished()),
+                "the load stopped after {} puts",
+                self.acked()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Stops and returns the acknowledged indices (does not wait for an operation in flight
+    /// at killed replicas: the thread is detached).
+    fn stop(mut self, join: bool) -> Vec<u64> {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(t) = self.thread.take() {
+            if join {
+                t.join().unwrap();
+            }
+        }
+        self.acked.lock().unwrap().clone()
+    }
+}
+
+fn get(client: &mut ByzClient, rt: &tokio::runtime::Runtime, i: u64) -> Option<Vec<u8>> {
+    let op = KvOp::Get {
+        key: format!("k{i}").into_bytes(),
+    };
+    let r = rt
+        .block_on(async {
+            tokio::time::timeout(OP_TIMEOUT, client.invoke(op.encode(), true)).await
+        })
+        .unwrap_or_else(|_| panic!("get k{i} timed out"))
+        .unwrap();
+    match KvResult::decode(&r) {
+        Some(KvResult::Value(v)) => v,
+        other => panic!("get k{i}: {other:?}"),
+    }
+}
+
+#[test]
+fn disk_mode_kill_all_at_once_loses_no_acknowledged_put() {
+    let _g = serial();
+    let mut p = Procs::new("disk");
+    // Past two checkpoints (interval 128), so the stored stable checkpoint is used, then kill
+    // every replica at once while puts are in flight.
+    let load = Load::start(&p.cluster, p.credential(), 0, u64::MAX);
+    load.wait_acked(300);
+    p.kill(&[0, 1, 2, 3]);
+    let acked = load.stop(false);
+    assert!(acked.len() >= 300);
+    for i in 0..4 {
+        p.start(i);
+    }
+    p.wait_reachable(&[0, 1, 2, 3]);
+    // Each restored its stored stable checkpoint (256 of the 300+ sequential puts) before
+    // talking to anyone.
+    let restored = p.wait_until("restored checkpoints", |s| {
+        s.iter().all(|x| x.last_stable >= 256)
+    });
+    assert!(restored.iter().all(|x| x.durability == "disk"));
+    let rt = rt();
+    let mut client = rt
+        .block_on(ByzClient::connect(&p.cluster, &p.credential()))
+        .unwrap();
+    for &i in &acked {
+        assert_eq!(
+            get(&mut client, &rt, i),
+            Some(format!("v{i}").into_bytes()),
+            "acknowledged put k{i} lost (of {} acknowledged)",
+            acked.len()
+        );
+    }
+    // And the restarted cluster keeps working.
+    let load = Load::start(&p.cluster, p.credential(), 1_000_000, 1_000_020);
+    load.wait_acked(20);
+    load.stop(true);
+}
+
+/// One replica SIGKILLed under load and restarted (`wipe`: with its data directory deleted)
+/// rejoins: it catches up and its state digest equals the others'.
+fn single_restart_rejoins(mode: &'static str, wipe: bool) {
+    let _g = serial();
+    let mut p = Procs::new(mode);
+    let load = Load::start(&p.cluster, p.credential(), 0, u64::MAX);
+    load.wait_acked(150);
+    p.kill(&[3]);
+    if wipe {
+        std::fs::remove_dir_all(p.data(3)).ok();
+    }
+    load.wait_acked(300);
+    p.start(3);
+    p.wait_reachable(&[3]);
+    let back = p.status(3).expect("reachable");
+    if mode == "disk" && !wipe {
+        assert!(
+            back.last_stable >= 128,
+            "restored from its stored checkpoint: {back:?}"
+        );
+    }
+    // Past another checkpoint while it is back, so it can fetch a stable one.
+    load.wait_acked(600);
+    let acked = load.stop(true);
+    let all = p.wait_until("replica 3 to catch up with the same state", |s| {
+        s.iter().all(|x| {
+            x.last_executed == s[0].last_executed
+                && x.last_tentative == x.last_executed
+                && x.state_digest == s[0].state_digest
+                && !x.fetching
+        })
+    });
+    assert!(all[3].last_executed > 0);
+    assert!(acked.len() >= 600);
+    if mode == "memory" || wipe {
+        assert!(
+            all[3].core.state_transfers >= 1,
+            "an empty replica catches up by state transfer: {:?}",
+            all[3]
+        );
+    }
+    // The same digests through the command line.
+    let out = Command::new(BIN)
+        .args(["status", "--config"])
+        .arg(p.config())
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let short = &all[0].state_digest[..16];
+    assert_eq!(text.matches(short).count(), 4, "{text}");
+    assert_eq!(text.matches(&format!(" {mode} ")).count(), 4, "{text}");
+}
+
+#[test]
+fn disk_mode_restarted_replica_rejoins_with_matching_digest() {
+    single_restart_rejoins("disk", false);
+}
+
+#[test]
+fn memory_mode_restarted_replica_rejoins_with_matching_digest() {
+    single_restart_rejoins("memory", false);
+}
+
+#[test]
+fn disk_mode_replica_restarted_without_its_data_rejoins_with_matching_digest() {
+    single_restart_rejoins("disk", true);
+}
+
+/// `byzfs replica` exits non-zero with one `error:` line containing every needle.
+fn refuses(config: &Path, data: &Path, needles: &[&str]) {
+    let out = Command::new(BIN)
+        .arg("replica")
+        .arg("--config")
+        .arg(config)
+        .args(["--id", "1", "--data"])
+        .arg(data)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.starts_with("error: "), "{err}");
+    for n in needles {
+        assert!(err.contains(n), "{n:?} missing from {err}");
+    }
+}
+
+#[test]
+fn unusable_or_corrupt_data_directory_gives_one_line_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(BIN)
+        .args(["keygen", "--replicas", "4", "--base-port", "0", "--out"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let config = dir.path().join("cluster.toml");
+    // A file where the directory should be.
+    let file = dir.path().join("a-file");
+    std::fs::write(&file, b"x").unwrap();
+    refuses(&config, &file, &["cannot use the data directory", "--data"]);
+    // Garbage in the database file.
+    let data = dir.path().join("data-1");
+    std::fs::create_dir_all(&data).unwrap();
+    std::fs::write(
+        data.join(byzfs_net::storage::DB_FILE),
+        vec![0x5a; 64 * 1024],
+    )
+    .unwrap();
+    refuses(&config, &data, &["is corrupt", "delete the data directory"]);
+}
+
+/// Not a benchmark (`byzfs bench` is): a sanity timing of 1000 sequential puts per mode.
+/// Run with `cargo test -p byzfs --test restart -- --ignored --nocapture`.
+#[test]
+#[ignore]
+fn sanity_timing_1000_puts_per_mode() {
+    let _g = serial();
+    for mode in ["disk", "memory"] {
+        let p = Procs::new(mode);
+        let start = Instant::now();
+        let load = Load::start(&p.cluster, p.credential(), 0, 1000);
+        load.wait_acked(1000);
+        load.stop(true);
+        let t = start.elapsed();
+        println!(
+            "{mode}: 1000 sequential puts in {:.2} s ({:.0} µs per put)",
+            t.as_secs_f64(),
+            t.as_micros() as f64 / 1000.0
+        );
+    }
+}
