@@ -10,6 +10,7 @@
 //! byzfs status --config C                    per replica: reachable, view, primary, …
 //! byzfs unreplicated --config C [--no-macs]  the unreplicated baseline server
 //! byzfs bench micro|throughput [--json P]    benchmarks on loopback (PBFT Table 1, BFT Fig. 6-7)
+//! byzfs bench andrew|postmark|largefile      file-system benchmarks (ByzFS, NO-REP, local, bindfs)
 //! ```
 //!
 //! Errors print as one line, `error: …`, and exit non-zero.
@@ -17,6 +18,7 @@
 #![forbid(unsafe_code)]
 
 mod bench;
+mod fsbench;
 mod keygen;
 mod kv;
 mod logging;
@@ -54,11 +56,20 @@ enum Command {
     Status(status::StatusArgs),
     /// Serve the null service unreplicated (the benchmarks' baseline).
     Unreplicated(unreplicated::UnreplicatedArgs),
-    /// Run a benchmark: starts its processes on loopback, prints a table, writes JSON.
+    /// Run a benchmark: starts what it needs (processes on loopback, mounts), prints a table, writes JSON.
     #[command(subcommand)]
-    Bench(bench::BenchCommand),
+    Bench(BenchCommand),
     /// Mount the file service of a cluster (replicas run with `--service fs`).
     Mount(mount::MountArgs),
+}
+
+/// `byzfs bench …`: the loopback benchmarks (`bench/`) and the file-system ones (`fsbench/`).
+#[derive(Subcommand, Debug)]
+enum BenchCommand {
+    #[command(flatten)]
+    Loopback(bench::BenchCommand),
+    #[command(flatten)]
+    Fs(fsbench::FsbenchCommand),
 }
 
 fn main() -> ExitCode {
@@ -71,7 +82,8 @@ fn main() -> ExitCode {
         Command::Kv(a) => kv::run(a),
         Command::Status(a) => status::run(a),
         Command::Unreplicated(a) => unreplicated::run(a),
-        Command::Bench(c) => bench::run(c),
+        Command::Bench(BenchCommand::Loopback(c)) => bench::run(c),
+        Command::Bench(BenchCommand::Fs(c)) => fsbench::run_command(c),
         Command::Mount(a) => mount::run(a),
     };
     match result {

@@ -1,0 +1,99 @@
+//! `byzfs bench andrew|postmark|largefile`: file-system benchmarks (issue #4 item 5).
+//!
+//! Each benchmark runs the same workload against several *targets* (see [`target`]): ByzFS and
+//! NO-REP (an unreplicated ByzFS) mounted through FUSE, local disk, and a plain FUSE
+//! passthrough of local disk (`bindfs`, the FUSE cost floor). Every target is started fresh
+//! for every run and stopped afterwards. Each benchmark prints a table in its seed's layout,
+//! with ratios between targets measured in the same run and CPU seconds beside wall time
+//! (client: this process and the programs it runs; server: bindfs or the cluster's
+//! processes), and can write `--json` rows and an SVG bar chart (`--svg`).
+//!
+//! The seeds (`shared/seeds/`) and what each command redraws:
+//! - `andrew`: PBFT OSDI'99 Tables 2–3 and Pangaea Table 2 (Andrew-Tcl, five phases), and the
+//!   BFT library's Figure 8 (Andrew-N with `--copies N`);
+//! - `postmark`: the BFT library's Figure 9 (PostMark, 10,000 files of 512 B–16 KiB,
+//!   100,000 transactions);
+//! - `largefile`: Plutus Table 5 (40 MB files, sequential and random read and write).
+//!
+//! The commands sit beside `bench micro|throughput` under `byzfs bench`: `main.rs` flattens
+//! [`FsbenchCommand`] and `bench::BenchCommand` into one subcommand enum.
+
+mod andrew;
+mod cpu;
+mod largefile;
+mod postmark;
+mod report;
+mod target;
+
+use clap::{Args, Subcommand};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use target::Durability;
+
+/// The file-system benchmarks (`byzfs bench andrew|postmark|largefile`).
+#[derive(Subcommand, Debug)]
+pub enum FsbenchCommand {
+    /// Andrew benchmark: mkdir, copy, stat, read, compile a real C source tree (Tcl 8.6).
+    Andrew(andrew::AndrewArgs),
+    /// PostMark (Debian package `postmark`): small-file transactions per second.
+    Postmark(postmark::PostmarkArgs),
+    /// 40 MB files: sequential and random read and write (Plutus Table 5).
+    Largefile(largefile::LargefileArgs),
+}
+
+/// Options shared by every file-system benchmark.
+#[derive(Args, Debug, Clone)]
+pub struct CommonArgs {
+    /// Targets, in order: byzfs, norep, local, passthrough. Targets that cannot be started
+    /// (NO-REP until `byzfs mount` can use an unreplicated server) are skipped with a warning.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "byzfs,norep,local,passthrough"
+    )]
+    pub targets: Vec<target::TargetKind>,
+    /// ByzFS read-only optimisation for lookups (the seed's BFS r/o lookup vs BFS-strict);
+    /// `on,off` measures both as two targets (`off` needs a mount switch, not built yet).
+    #[arg(long, value_delimiter = ',', default_value = "on")]
+    pub ro_lookups: Vec<OnOff>,
+    /// Where ByzFS and NO-REP replicas keep their state.
+    #[arg(long, value_enum, default_value_t = Durability::Disk)]
+    pub durability: Durability,
+    /// Runs per target; tables show the median, `--json` every run.
+    #[arg(long, default_value_t = 1)]
+    pub runs: u32,
+    /// Unrecorded warm-up runs per target before the measured ones.
+    #[arg(long, default_value_t = 0)]
+    pub warmup: u32,
+    /// Directory holding every target's backing store and mount point (default: the system
+    /// temporary directory). Put it on the disk you mean to measure.
+    #[arg(long)]
+    pub work_dir: Option<PathBuf>,
+    /// Write the result rows as a JSON array to this file.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+    /// Draw a bar chart (SVG) to this file.
+    #[arg(long)]
+    pub svg: Option<PathBuf>,
+}
+
+/// `on` or `off`.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OnOff {
+    /// Disabled.
+    Off,
+    /// Enabled.
+    On,
+}
+
+/// Runs one file-system benchmark command.
+pub fn run_command(command: FsbenchCommand) -> anyhow::Result<ExitCode> {
+    crate::logging::init("warn");
+    match command {
+        FsbenchCommand::Andrew(a) => andrew::run(a),
+        FsbenchCommand::Postmark(a) => postmark::run(a),
+        FsbenchCommand::Largefile(a) => largefile::run(a),
+    }?;
+    Ok(ExitCode::SUCCESS)
+}
