@@ -35,11 +35,11 @@ use target::Durability;
 #[derive(Subcommand, Debug)]
 pub enum FsbenchCommand {
     /// Andrew benchmark: mkdir, copy, stat, read, compile a real C source tree (Tcl 8.6).
-    Andrew(andrew::AndrewArgs),
+    Andrew(Box<andrew::AndrewArgs>),
     /// PostMark (Debian package `postmark`): small-file transactions per second.
-    Postmark(postmark::PostmarkArgs),
+    Postmark(Box<postmark::PostmarkArgs>),
     /// 40 MB files: sequential and random read and write (Plutus Table 5).
-    Largefile(largefile::LargefileArgs),
+    Largefile(Box<largefile::LargefileArgs>),
 }
 
 /// Options shared by every file-system benchmark.
@@ -91,9 +91,9 @@ pub enum OnOff {
 pub fn run_command(command: FsbenchCommand) -> anyhow::Result<ExitCode> {
     crate::logging::init("warn");
     match command {
-        FsbenchCommand::Andrew(a) => andrew::run(a),
-        FsbenchCommand::Postmark(a) => postmark::run(a),
-        FsbenchCommand::Largefile(a) => largefile::run(a),
+        FsbenchCommand::Andrew(a) => andrew::run(*a),
+        FsbenchCommand::Postmark(a) => postmark::run(*a),
+        FsbenchCommand::Largefile(a) => largefile::run(*a),
     }?;
     Ok(ExitCode::SUCCESS)
 }
