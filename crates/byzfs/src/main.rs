@@ -19,6 +19,7 @@
 
 mod bench;
 mod fsbench;
+mod fsclient;
 mod keygen;
 mod kv;
 mod logging;

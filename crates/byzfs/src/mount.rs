@@ -18,6 +18,7 @@
 //! * **Not handled yet:** `rename` flags (`RENAME_NOREPLACE`, `RENAME_EXCHANGE`) get `EINVAL`;
 //!   extended attributes and locks are not supported.
 
+use crate::fsclient::FsClient;
 use anyhow::Context as _;
 use byzfs_fs::attr::{SetTime, Timestamp};
 use byzfs_fs::op::MAX_IO;
@@ -27,7 +28,7 @@ use byzfs_fs::{
 };
 use byzfs_net::cluster::ClusterConfig;
 use byzfs_net::keygen::{client_key_path, DEFAULT_CLIENT};
-use byzfs_net::{ByzClient, ClientCredential};
+use byzfs_net::ClientCredential;
 use clap::Args;
 use fuser::{
     AccessFlags, FileAttr, Filesystem, Generation, INodeNo, MountOption, OpenFlags, RenameFlags,
@@ -68,6 +69,10 @@ pub struct MountArgs {
     /// Let other users access the mount (needs `user_allow_other` in /etc/fuse.conf).
     #[arg(long)]
     allow_other: bool,
+    /// Talk to one `byzfs unreplicated --service fs` server at replica 0's address instead of
+    /// the replicated cluster (the NO-REP baseline of the benchmarks).
+    #[arg(long)]
+    unreplicated: bool,
     /// Where to mount.
     mountpoint: PathBuf,
 }
@@ -84,7 +89,7 @@ pub fn run(a: MountArgs) -> anyhow::Result<ExitCode> {
     let cred = ClientCredential::load(&key, &cluster)?;
     let rt = crate::runtime()?;
     let client = rt
-        .block_on(ByzClient::connect(&cluster, &cred))
+        .block_on(FsClient::connect(&cluster, &cred, a.unreplicated))
         .context("cannot connect to the cluster")?;
     let fs = ByzFuse {
         inner: Mutex::new(Inner {
@@ -148,7 +153,7 @@ struct ByzFuse {
 
 struct Inner {
     rt: tokio::runtime::Runtime,
-    client: ByzClient,
+    client: FsClient,
     /// Every inode the kernel may name: those it got in an entry reply and has not
     /// forgotten.
     known: HashMap<u64, Known>,

@@ -373,21 +373,18 @@ pub struct ClusterMountOptions {
 /// replicas; SIGKILL after [`STOP_TIMEOUT`]). The program is this binary, or
 /// `$BYZFS_FSBENCH_UP` if set (the tests use a stand-in).
 ///
-/// Not built yet, so these return an error and the target is skipped:
-/// - NO-REP: `byzfs mount` speaks the BFT client protocol only; it needs a mode that talks to
-///   one `byzfs unreplicated --service fs` server;
+/// NO-REP: see [`mount_unreplicated`].
+///
+/// Not built yet, so this returns an error and the target is skipped:
 /// - strict lookups (`--ro-lookups off`): the mount sends every operation the service calls
 ///   read-only (`Op::is_read_only`: lookup, getattr, read, readdir, …) with the read-only
 ///   flag, and has no switch to send lookups read-write.
 pub fn mount_cluster(opts: &ClusterMountOptions) -> anyhow::Result<Mounted> {
-    if !opts.replicated {
-        bail!(
-            "not built yet: NO-REP needs `byzfs mount` against one unreplicated file server \
-             (`byzfs unreplicated --service fs`)"
-        );
-    }
     if !opts.ro_lookups {
         bail!("not built yet: `byzfs mount` always sends lookups read-only (use --ro-lookups on)");
+    }
+    if !opts.replicated {
+        return mount_unreplicated(opts);
     }
     let exe = match std::env::var_os(UP_ENV) {
         Some(p) if !p.is_empty() => PathBuf::from(p),
@@ -469,6 +466,92 @@ pub fn mount_cluster(opts: &ClusterMountOptions) -> anyhow::Result<Mounted> {
     // Everything serving the mount: the FUSE daemon, `byzfs up` and its replicas.
     mounted.servers = super::cpu::descendants(up_pid);
     mounted.servers.extend([up_pid, mount_pid]);
+    Ok(mounted)
+}
+
+/// NO-REP: `byzfs keygen` (a cluster file whose replica 0 address and key the server uses),
+/// `byzfs unreplicated --service fs` until it logs "listening", then `byzfs mount
+/// --unreplicated`. The same file service, transport, wire format and FUSE adapter as ByzFS,
+/// one process; its state is in memory whatever `--durability` says (the unreplicated server
+/// has no disk mode yet).
+fn mount_unreplicated(opts: &ClusterMountOptions) -> anyhow::Result<Mounted> {
+    let exe = std::env::current_exe().context("locating the byzfs binary")?;
+    check_fuse()?;
+    let cdir = opts.dir.join("cluster");
+    let keygen = Command::new(&exe)
+        .args(["keygen", "--replicas", "4", "--base-port", "0", "--out"])
+        .arg(&cdir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .output()
+        .context("running `byzfs keygen`")?;
+    if !keygen.status.success() {
+        bail!(
+            "`byzfs keygen` failed: {}",
+            String::from_utf8_lossy(&keygen.stderr).trim()
+        );
+    }
+    let config = cdir.join("cluster.toml");
+    let mnt = opts.dir.join("mnt");
+    fs::create_dir_all(&mnt)?;
+    let server_log = opts.dir.join("server.log");
+    let server = Command::new(&exe)
+        .arg("unreplicated")
+        .arg("--config")
+        .arg(&config)
+        .args(["--service", "fs"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(fs::File::create(&server_log)?)
+        .spawn()
+        .context("starting `byzfs unreplicated --service fs`")?;
+    let mut mounted = Mounted {
+        dir: mnt.clone(),
+        servers: Vec::new(),
+        guard: Guard::Cluster {
+            up: server,
+            mount: None,
+            mnt: mnt.clone(),
+            inst: opts.dir.clone(),
+        },
+    };
+    let Guard::Cluster { up, mount, .. } = &mut mounted.guard else {
+        unreachable!()
+    };
+    let start = Instant::now();
+    while !fs::read_to_string(&server_log)
+        .unwrap_or_default()
+        .contains("listening")
+    {
+        if let Ok(Some(_)) = up.try_wait() {
+            bail!(
+                "`byzfs unreplicated` exited at start: {}",
+                last_line(&server_log)
+            );
+        }
+        if start.elapsed() > MOUNT_TIMEOUT {
+            bail!("`byzfs unreplicated` not listening after {MOUNT_TIMEOUT:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let server_pid = up.id() as i32;
+    let mount_log = opts.dir.join("mount.log");
+    let logf = fs::File::create(&mount_log)?;
+    let m = mount.insert(
+        Command::new(&exe)
+            .args(["mount", "--unreplicated", "--config"])
+            .arg(&config)
+            .arg(&mnt)
+            .stdin(Stdio::null())
+            .stdout(logf.try_clone()?)
+            .stderr(logf)
+            .spawn()
+            .context("starting `byzfs mount --unreplicated`")?,
+    );
+    let mount_pid = m.id() as i32;
+    live_mounts().push(mnt.clone());
+    wait_mounted(&mnt, Some(m), &mount_log)?;
+    mounted.servers = vec![server_pid, mount_pid];
     Ok(mounted)
 }
 
