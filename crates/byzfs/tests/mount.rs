@@ -516,6 +516,20 @@ fn busy_mountpoint_is_refused(mnt: &Path) {
     assert!(err.contains("already mounted"), "{err}");
 }
 
+/// open + read(2) until EOF, with no stat on the way (`fs::read` asks for the size first,
+/// which can refresh attributes on its own and hide a stale cache).
+fn read_after_open(path: &Path) -> Vec<u8> {
+    let mut f = File::open(path).unwrap();
+    let (mut out, mut buf) = (Vec::new(), [0u8; 4096]);
+    loop {
+        let n = f.read(&mut buf).unwrap();
+        if n == 0 {
+            return out;
+        }
+        out.extend_from_slice(&buf[..n]);
+    }
+}
+
 /// Close-to-open consistency between two mounts of one cluster.
 fn two_mounts(up: &Up, a_root: &Path) {
     let b = SecondMount::start(up, up.dir.path().join("mnt-b"));
@@ -523,22 +537,22 @@ fn two_mounts(up: &Up, a_root: &Path) {
     fs::create_dir(&a).unwrap();
     // A new directory and file on A: seen by B.
     fs::write(a.join("f"), b"version 1").unwrap();
-    assert_eq!(fs::read(b_dir.join("f")).unwrap(), b"version 1");
+    assert_eq!(read_after_open(&b_dir.join("f")), b"version 1");
     // B has the file cached; A overwrites it in place, same size, then longer.
     fs::write(a.join("f"), b"version 2").unwrap();
-    assert_eq!(fs::read(b_dir.join("f")).unwrap(), b"version 2");
+    assert_eq!(read_after_open(&b_dir.join("f")), b"version 2");
     let mut w = OpenOptions::new().append(true).open(a.join("f")).unwrap();
     w.write_all(b" and more").unwrap();
     drop(w);
-    assert_eq!(fs::read(b_dir.join("f")).unwrap(), b"version 2 and more");
+    assert_eq!(read_after_open(&b_dir.join("f")), b"version 2 and more");
     // A replaces it by a rename (a new inode): B opens the new one.
     fs::write(a.join("f.tmp"), b"replaced").unwrap();
     fs::rename(a.join("f.tmp"), a.join("f")).unwrap();
-    assert_eq!(fs::read(b_dir.join("f")).unwrap(), b"replaced");
+    assert_eq!(read_after_open(&b_dir.join("f")), b"replaced");
     // And the other way round: B writes, A reads.
     fs::create_dir(b_dir.join("from-b")).unwrap();
     fs::write(b_dir.join("from-b/g"), b"written on B").unwrap();
-    assert_eq!(fs::read(a.join("from-b/g")).unwrap(), b"written on B");
+    assert_eq!(read_after_open(&a.join("from-b/g")), b"written on B");
     // A removes: B no longer finds it.
     fs::remove_file(a.join("from-b/g")).unwrap();
     errno(
