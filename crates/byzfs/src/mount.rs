@@ -531,11 +531,8 @@ impl ByzFuse {
             k.generation = a.fh.generation;
             k.lookups += 1;
         }
-        match &result {
-            Ok(Reply::Entry(a) | Reply::Attr(a) | Reply::Write { attr: a, .. }) => {
-                inner.stamps.insert(a.fh.ino, Stamp::of(a));
-            }
-            _ => {}
+        if let Ok(Reply::Entry(a) | Reply::Attr(a) | Reply::Write { attr: a, .. }) = &result {
+            inner.stamps.insert(a.fh.ino, Stamp::of(a));
         }
         result
     }
