@@ -117,7 +117,8 @@ impl Drop for Children {
 }
 
 pub fn run(mut a: UpArgs) -> anyhow::Result<ExitCode> {
-    crate::logging::init("info");
+    // fuser logs every mount and unmount at info; the summary says it already.
+    crate::logging::init("info,fuser=warn");
     if let Some(mnt) = &a.mount {
         match a.service {
             None | Some(ServiceKind::Fs) => a.service = Some(ServiceKind::Fs),

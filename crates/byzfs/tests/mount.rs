@@ -136,6 +136,15 @@ fn mount_unavailable_says_what_to_install() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("apt-get install fuse3"), "{err}");
     assert_eq!(err.trim().lines().count(), 1, "{err}");
+    // --mount is the file service: another service is refused before anything starts.
+    let out = Command::new(BIN)
+        .args(["up", "--service", "kv", "--mount"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--mount needs --service fs"), "{err}");
 }
 
 #[test]
