@@ -3,8 +3,9 @@
 //! ```text
 //! byzfs keygen --replicas 4 --out DIR        keys and cluster.toml for a new cluster
 //! byzfs client-key --config C --admin-key A --id ID --out FILE
-//! byzfs replica --config C --id I [--key K] [--data DIR] [--service null|kv] [--metrics ADDR]
-//! byzfs up [--replicas N] [--dir D] [--service kv]   a local cluster of child processes
+//! byzfs replica --config C --id I [--key K] [--data DIR] [--service null|kv|fs] [--metrics ADDR]
+//! byzfs up [--replicas N] [--dir D] [--service kv] [--mount MNT]   a local cluster of child
+//!                                            processes; --mount: the file service, mounted
 //! byzfs kv --config C [--key K] put KEY VALUE | get KEY | delete KEY | append KEY VALUE
 //! byzfs mount --config C [--key K] MOUNTPOINT   mount the file service (--service fs) with FUSE
 //! byzfs status --config C                    per replica: reachable, view, primary, …

@@ -8,18 +8,36 @@
 //! * **Credentials.** Each request runs as the caller's uid, gid and supplementary groups
 //!   (read from `/proc/<pid>/status`, since FUSE does not pass them). The mount uses
 //!   `default_permissions`, so the kernel checks modes too, with the full credentials.
-//! * **Caching.** Attributes and entries are cached by the kernel for [`TTL`], like NFS's
-//!   attribute cache: other clients' changes show up within that time.
+//! * **Consistency between mounts: close-to-open**, as NFS clients give it.
+//!   - Writes are not buffered: each `write` returns once the cluster executed it (no
+//!     writeback cache), so `close` has nothing to push and `flush` is a no-op.
+//!   - `open` fetches the file's attributes from the cluster; if they differ from the last
+//!     ones this mount saw (another client wrote), it invalidates the kernel's cached
+//!     attributes (`inval_inode`, attributes only), so the next read or stat fetches the
+//!     new size. The kernel drops the file's cached pages at every open (the adapter never
+//!     sets `FOPEN_KEEP_CACHE`). A file another client removed answers `ESTALE`, on which
+//!     the kernel looks the path up again (`LOOKUP_REVAL`) and opens what is there now.
+//!   - Otherwise attributes and entries are cached by the kernel for [`TTL`] (like NFS's
+//!     attribute cache): `stat`/`ls` may show another client's change up to 1 s late.
+//!     Negative lookups are not cached.
+//!   - Not covered: concurrent `O_APPEND` writers on two mounts (each appends at the size
+//!     its kernel knows), locks (`flock`/`fcntl` are local to one mount).
+//! * **Mounting and unmounting** ([`check_fuse`], [`check_mountpoint`], [`Mounted`]): a
+//!   one-line error says what to install if FUSE is unavailable; a mount point already
+//!   mounted is refused and a stale one (its process was killed) is unmounted first; a busy
+//!   mount is detached lazily at shutdown.
 //! * **Read-only operations** are sent with the read-only flag the service itself would give
 //!   them (`Op::is_read_only`), so they use the read-only optimisation.
 //! * **Open files that are removed** (unlinked, or replaced by a rename) through this mount
 //!   are renamed to `.byzfs-silly-<ino>-<generation>` and removed at their last close, as NFS
 //!   clients do. A file removed by another client disappears at once (`ESTALE`).
 //! * **Not handled yet:** `rename` flags (`RENAME_NOREPLACE`, `RENAME_EXCHANGE`) get `EINVAL`;
-//!   extended attributes and locks are not supported.
+//!   extended attributes (`ENOSYS`), ACLs, locks shared between mounts and device nodes
+//!   (`EPERM`) are not supported. The adapter is single-threaded: one operation at a time
+//!   per mount.
 
 use crate::fsclient::FsClient;
-use anyhow::Context as _;
+use anyhow::{bail, Context as _};
 use byzfs_fs::attr::{SetTime, Timestamp};
 use byzfs_fs::op::MAX_IO;
 use byzfs_fs::{
@@ -40,7 +58,7 @@ use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// How long the kernel may cache attributes and entries.
@@ -79,18 +97,180 @@ pub struct MountArgs {
 
 pub fn run(a: MountArgs) -> anyhow::Result<ExitCode> {
     crate::logging::init("warn");
-    let cluster = ClusterConfig::load(&a.config)?;
-    let key = a.key.clone().unwrap_or_else(|| {
+    check_fuse()?;
+    check_mountpoint(&a.mountpoint, false)?;
+    let opts = MountOptions {
+        timeout: Duration::from_millis(a.timeout_ms),
+        allow_other: a.allow_other,
+        unreplicated: a.unreplicated,
+    };
+    let mounted = mount(&a.config, a.key.as_deref(), &a.mountpoint, &opts)?;
+    eprintln!(
+        "byzfs mounted on {} (Ctrl-C or `fusermount3 -u {}` to unmount)",
+        a.mountpoint.display(),
+        a.mountpoint.display()
+    );
+    // Wait for a signal, or for the session to end (unmounted from outside).
+    crate::runtime()?.block_on(async {
+        tokio::select! {
+            why = crate::signals::shutdown(false) => tracing::info!(why, "unmounting"),
+            () = mounted.ended() => {}
+        }
+    });
+    mounted.unmount()?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// How to mount (the flags `byzfs mount` and `byzfs up --mount` share).
+pub struct MountOptions {
+    /// Give up on an operation after this long (the caller gets `EIO`).
+    pub timeout: Duration,
+    /// Let other users access the mount.
+    pub allow_other: bool,
+    /// Talk to one unreplicated server (NO-REP) instead of the cluster.
+    pub unreplicated: bool,
+}
+
+/// A mounted file system, served by a background thread.
+pub struct Mounted {
+    session: fuser::BackgroundSession,
+    mountpoint: PathBuf,
+}
+
+impl Mounted {
+    /// Completes when the session ends without us (`fusermount3 -u` from outside).
+    pub async fn ended(&self) {
+        while !self.session.guard.is_finished() {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
+    /// Unmounts and waits for the session thread. If the mount is busy (a process has its
+    /// working directory or an open file inside), detaches it lazily instead (`umount -l`):
+    /// it disappears from the namespace now and for good once its last user leaves.
+    pub fn unmount(self) -> anyhow::Result<()> {
+        let mnt = self.mountpoint;
+        if self.session.guard.is_finished() {
+            return Ok(());
+        }
+        match self.session.umount_and_join() {
+            Ok(()) => Ok(()),
+            Err(e) => {
+                let lazy = std::process::Command::new("fusermount3")
+                    .arg("-u")
+                    .arg("-z")
+                    .arg(&mnt)
+                    .status();
+                match lazy {
+                    Ok(s) if s.success() => {
+                        eprintln!(
+                            "warning: {} was busy ({e}); detached it lazily",
+                            mnt.display()
+                        );
+                        Ok(())
+                    }
+                    _ => Err(e).with_context(|| format!("cannot unmount {}", mnt.display())),
+                }
+            }
+        }
+    }
+}
+
+/// Fails with a one-line fix if this machine cannot mount FUSE file systems.
+pub fn check_fuse() -> anyhow::Result<()> {
+    if !Path::new("/dev/fuse").exists() {
+        bail!(
+            "FUSE is unavailable: no /dev/fuse (load the module with `modprobe fuse`; in a \
+             container, pass --device /dev/fuse --cap-add SYS_ADMIN); install fuse3 \
+             (apt-get install fuse3)"
+        );
+    }
+    let found = std::env::var_os("PATH")
+        .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join("fusermount3").exists()));
+    if !found {
+        bail!("FUSE is unavailable: no fusermount3 on PATH; install fuse3 (apt-get install fuse3)");
+    }
+    Ok(())
+}
+
+/// Checks that `mnt` can be mounted on: an existing directory (created first if `create`)
+/// that is not already a mount point. A stale FUSE mount (its process died: "transport
+/// endpoint is not connected") is unmounted first.
+pub fn check_mountpoint(mnt: &Path, create: bool) -> anyhow::Result<()> {
+    match std::fs::metadata(mnt) {
+        Err(e) if e.raw_os_error() == Some(nix::libc::ENOTCONN) => {
+            eprintln!(
+                "{} is a stale FUSE mount (its process died): unmounting it",
+                mnt.display()
+            );
+            let ok = std::process::Command::new("fusermount3")
+                .arg("-u")
+                .arg("-z")
+                .arg(mnt)
+                .status()
+                .is_ok_and(|s| s.success());
+            if !ok {
+                bail!(
+                    "{} is a stale FUSE mount and `fusermount3 -u -z {}` failed",
+                    mnt.display(),
+                    mnt.display()
+                );
+            }
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound && create => {
+            std::fs::create_dir_all(mnt)
+                .with_context(|| format!("cannot create the mount point {}", mnt.display()))?;
+        }
+        Err(e) => return Err(e).with_context(|| format!("mount point {}", mnt.display())),
+        Ok(m) if !m.is_dir() => bail!("mount point {} is not a directory", mnt.display()),
+        Ok(_) => {}
+    }
+    if is_mount_point(mnt) {
+        bail!(
+            "{} is already mounted (busy); unmount it first (`fusermount3 -u {}` or `umount {}`)",
+            mnt.display(),
+            mnt.display(),
+            mnt.display()
+        );
+    }
+    Ok(())
+}
+
+/// Whether `mnt` is listed in `/proc/self/mounts` (paths compared after canonicalising).
+fn is_mount_point(mnt: &Path) -> bool {
+    let Ok(abs) = std::fs::canonicalize(mnt) else {
+        return false;
+    };
+    std::fs::read_to_string("/proc/self/mounts")
+        .unwrap_or_default()
+        .lines()
+        // Spaces in mount points are escaped as \040 in this file.
+        .filter_map(|l| l.split_whitespace().nth(1))
+        .any(|m| Path::new(&m.replace("\\040", " ")) == abs)
+}
+
+/// Connects to the cluster of `config` with the credential `key` (default: client-1.key
+/// beside the config) and mounts its file service on `mountpoint`. Must not be called from
+/// inside a tokio runtime (the adapter blocks on its own).
+pub fn mount(
+    config: &Path,
+    key: Option<&Path>,
+    mountpoint: &Path,
+    opts: &MountOptions,
+) -> anyhow::Result<Mounted> {
+    let cluster = ClusterConfig::load(config)?;
+    let key = key.map(Path::to_path_buf).unwrap_or_else(|| {
         client_key_path(
-            a.config.parent().unwrap_or_else(|| ".".as_ref()),
+            config.parent().unwrap_or_else(|| ".".as_ref()),
             DEFAULT_CLIENT,
         )
     });
     let cred = ClientCredential::load(&key, &cluster)?;
     let rt = crate::runtime()?;
     let client = rt
-        .block_on(FsClient::connect(&cluster, &cred, a.unreplicated))
+        .block_on(FsClient::connect(&cluster, &cred, opts.unreplicated))
         .context("cannot connect to the cluster")?;
+    let notifier = Arc::new(OnceLock::new());
     let fs = ByzFuse {
         inner: Mutex::new(Inner {
             rt,
@@ -104,8 +284,10 @@ pub fn run(a: MountArgs) -> anyhow::Result<ExitCode> {
             )]),
             open: HashMap::new(),
             silly: HashMap::new(),
-            timeout: Duration::from_millis(a.timeout_ms),
+            stamps: HashMap::new(),
+            timeout: opts.timeout,
         }),
+        notifier: Arc::clone(&notifier),
     };
     let mut config = fuser::Config::default();
     config.mount_options = vec![
@@ -113,42 +295,25 @@ pub fn run(a: MountArgs) -> anyhow::Result<ExitCode> {
         MountOption::Subtype("byzfs".into()),
         MountOption::DefaultPermissions,
     ];
-    if a.allow_other {
+    if opts.allow_other {
         config.acl = fuser::SessionACL::All;
     }
-    let session = fuser::spawn_mount(fs, &a.mountpoint, &config)
-        .with_context(|| format!("cannot mount on {}", a.mountpoint.display()))?;
-    eprintln!(
-        "byzfs mounted on {} (Ctrl-C or `fusermount3 -u {}` to unmount)",
-        a.mountpoint.display(),
-        a.mountpoint.display()
-    );
-    // Wait for a signal, or for the session to end (unmounted from outside).
-    let signals = crate::runtime()?;
-    let guard = &session.guard;
-    signals.block_on(async {
-        loop {
-            tokio::select! {
-                why = crate::signals::shutdown(false) => {
-                    tracing::info!(why, "unmounting");
-                    break;
-                }
-                _ = tokio::time::sleep(Duration::from_millis(200)) => {
-                    if guard.is_finished() {
-                        break;
-                    }
-                }
-            }
-        }
-    });
-    session.umount_and_join().context("unmount")?;
-    Ok(ExitCode::SUCCESS)
+    let session = fuser::spawn_mount(fs, mountpoint, &config)
+        .with_context(|| format!("cannot mount on {}", mountpoint.display()))?;
+    let _ = notifier.set(session.notifier());
+    Ok(Mounted {
+        session,
+        mountpoint: mountpoint.to_path_buf(),
+    })
 }
 
 /// The adapter. fuser calls it from its session thread; the mutex serialises calls (the
 /// client has one outstanding request at a time anyway).
 struct ByzFuse {
     inner: Mutex<Inner>,
+    /// Set right after the mount (the session owns the adapter): invalidates the kernel's
+    /// cached attributes at `open` (close-to-open consistency).
+    notifier: Arc<OnceLock<fuser::Notifier>>,
 }
 
 struct Inner {
@@ -162,7 +327,28 @@ struct Inner {
     /// Open files removed while open: inode → (directory, hidden name), removed for good at
     /// the last release.
     silly: HashMap<u64, (FileHandle, Vec<u8>)>,
+    /// The last attributes seen for each inode the kernel holds, to tell at `open` whether
+    /// another client changed the file since.
+    stamps: HashMap<u64, Stamp>,
     timeout: Duration,
+}
+
+/// What of an inode's attributes says its data or size changed.
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct Stamp {
+    size: u64,
+    mtime: Timestamp,
+    ctime: Timestamp,
+}
+
+impl Stamp {
+    fn of(a: &Attr) -> Stamp {
+        Stamp {
+            size: a.size,
+            mtime: a.mtime,
+            ctime: a.ctime,
+        }
+    }
 }
 
 /// What the adapter knows of an inode the kernel holds.
@@ -353,6 +539,9 @@ impl ByzFuse {
             k.generation = a.fh.generation;
             k.lookups += 1;
         }
+        if let Ok(Reply::Entry(a) | Reply::Attr(a) | Reply::Write { attr: a, .. }) = &result {
+            inner.stamps.insert(a.fh.ino, Stamp::of(a));
+        }
         result
     }
 
@@ -408,6 +597,7 @@ impl Filesystem for ByzFuse {
             k.lookups = k.lookups.saturating_sub(nlookup);
             if k.lookups == 0 {
                 inner.known.remove(&ino.0);
+                inner.stamps.remove(&ino.0);
             }
         }
     }
@@ -825,13 +1015,33 @@ impl Filesystem for ByzFuse {
         }
     }
 
-    fn open(
-        &self,
-        _req: &fuser::Request,
-        ino: INodeNo,
-        _flags: OpenFlags,
-        reply: fuser::ReplyOpen,
-    ) {
+    /// Close-to-open consistency: fetches the file's attributes from the cluster, and if
+    /// they differ from the last ones this mount saw (another client wrote since), tells
+    /// the kernel to drop its cached attributes, so the size is fetched again; the kernel
+    /// drops its cached pages at every open anyway (no `FOPEN_KEEP_CACHE`). A file removed
+    /// by another client answers `ESTALE`, on which the kernel looks the path up again.
+    fn open(&self, req: &fuser::Request, ino: INodeNo, _flags: OpenFlags, reply: fuser::ReplyOpen) {
+        let fh = fh!(self, ino, reply);
+        let before = self
+            .inner
+            .lock()
+            .ok()
+            .and_then(|i| i.stamps.get(&ino.0).copied());
+        match self.call(req, Op::GetAttr { fh }) {
+            Ok(Reply::Attr(a)) => {
+                if before != Some(Stamp::of(&a)) {
+                    if let Some(n) = self.notifier.get() {
+                        // Offset -1: attributes only. Dropping pages here could wait on a
+                        // page lock held by a read that waits for this very thread.
+                        if let Err(e) = n.inval_inode(ino, -1, 0) {
+                            tracing::debug!(ino = ino.0, %e, "inval_inode");
+                        }
+                    }
+                }
+            }
+            Ok(_) => return reply.error(fuser::Errno::EIO),
+            Err(e) => return reply.error(errno(e)),
+        }
         if let Ok(mut inner) = self.inner.lock() {
             *inner.open.entry(ino.0).or_default() += 1;
         }

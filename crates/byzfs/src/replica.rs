@@ -78,12 +78,25 @@ pub struct ReplicaArgs {
     /// The service to replicate; every replica of a cluster must run the same one.
     #[arg(long, value_enum, default_value_t = ServiceKind::Kv)]
     service: ServiceKind,
+    /// `--service fs`: owner of the file system's root directory, `UID:GID` (default
+    /// 0:0). Part of the replicated configuration: every replica must get the same.
+    #[arg(long, value_name = "UID:GID", value_parser = parse_owner)]
+    fs_root_owner: Option<(u32, u32)>,
     /// Serve Prometheus metrics on this address (e.g. 127.0.0.1:9100).
     #[arg(long)]
     metrics: Option<SocketAddr>,
     /// Stop when stdin closes (set by `byzfs up` so replicas never outlive it).
     #[arg(long, hide = true)]
     exit_with_parent: bool,
+}
+
+/// Parses `UID:GID`.
+fn parse_owner(s: &str) -> Result<(u32, u32), String> {
+    let (u, g) = s.split_once(':').ok_or("expected UID:GID")?;
+    Ok((
+        u.parse().map_err(|e| format!("uid: {e}"))?,
+        g.parse().map_err(|e| format!("gid: {e}"))?,
+    ))
 }
 
 pub fn run(a: ReplicaArgs) -> anyhow::Result<ExitCode> {
@@ -114,7 +127,10 @@ pub fn run(a: ReplicaArgs) -> anyhow::Result<ExitCode> {
         ServiceKind::Null => serve(cluster, secret, NullService::default(), durability, &a),
         ServiceKind::Kv => serve(cluster, secret, KvService::new(), durability, &a),
         ServiceKind::Fs => {
-            let cfg = FsConfig::default();
+            let mut cfg = FsConfig::default();
+            if let Some((uid, gid)) = a.fs_root_owner {
+                (cfg.root_uid, cfg.root_gid) = (uid, gid);
+            }
             // The file service keeps its (possibly GB-sized) state in its own redb file. It
             // starts empty: in `disk` mode the replica restores it from the last stable
             // checkpoint in `replica.redb` and replays the executed batches after it

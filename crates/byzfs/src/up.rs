@@ -5,6 +5,11 @@
 //! `up` dies however it dies, the pipe closes and every replica exits (`--exit-with-parent`),
 //! so no replica outlives it. On SIGINT/SIGTERM `up` forwards SIGTERM, waits, and only then
 //! kills stragglers.
+//!
+//! With `--mount MNT` (which implies `--service fs`), `up` also mounts the file service on
+//! MNT in its own process once every replica answers, and on SIGINT/SIGTERM unmounts first
+//! (lazily if the mount is busy), then stops the replicas. If the mount is removed from
+//! outside (`fusermount3 -u MNT`), `up` stops the cluster too.
 
 use crate::replica::{DurabilityMode, ServiceKind};
 use anyhow::{bail, Context as _};
@@ -32,9 +37,16 @@ pub struct UpArgs {
     /// Cluster directory: config, keys, logs/ and data/.
     #[arg(long, default_value = "byzfs-cluster")]
     dir: PathBuf,
-    /// The service to replicate.
-    #[arg(long, value_enum, default_value_t = ServiceKind::Kv)]
-    service: ServiceKind,
+    /// The service to replicate (default kv; fs with --mount).
+    #[arg(long, value_enum)]
+    service: Option<ServiceKind>,
+    /// Also mount the file service here (created if missing; implies --service fs).
+    #[arg(long, value_name = "MOUNTPOINT")]
+    mount: Option<PathBuf>,
+    /// With --mount: let other users access the mount (non-root: needs `user_allow_other`
+    /// in /etc/fuse.conf).
+    #[arg(long, requires = "mount")]
+    allow_other: bool,
     /// Port of replica 0 when generating keys (0 picks free ports).
     #[arg(long, default_value_t = 7000)]
     base_port: u16,
@@ -104,8 +116,19 @@ impl Drop for Children {
     }
 }
 
-pub fn run(a: UpArgs) -> anyhow::Result<ExitCode> {
-    crate::logging::init("info");
+pub fn run(mut a: UpArgs) -> anyhow::Result<ExitCode> {
+    // fuser logs every mount and unmount at info; the summary says it already.
+    crate::logging::init("info,fuser=warn");
+    if let Some(mnt) = &a.mount {
+        match a.service {
+            None | Some(ServiceKind::Fs) => a.service = Some(ServiceKind::Fs),
+            Some(s) => bail!("--mount needs --service fs, not --service {}", s.name()),
+        }
+        // Fail before starting anything.
+        crate::mount::check_fuse()?;
+        crate::mount::check_mountpoint(mnt, true)?;
+    }
+    let service = a.service.unwrap_or(ServiceKind::Kv);
     let config_path = a.dir.join(CLUSTER_FILE);
     if !config_path.exists() {
         let opts = KeygenOptions::local(a.replicas.unwrap_or(4), "127.0.0.1", a.base_port)?;
@@ -129,6 +152,12 @@ pub fn run(a: UpArgs) -> anyhow::Result<ExitCode> {
         std::fs::create_dir_all(d).with_context(|| format!("cannot create {}", d.display()))?;
     }
     let exe = std::env::current_exe().context("cannot find the byzfs executable")?;
+    // The effective user and group own /proc/self.
+    let (uid, gid) = {
+        use std::os::unix::fs::MetadataExt as _;
+        let m = std::fs::metadata("/proc/self").context("cannot read /proc/self")?;
+        (m.uid(), m.gid())
+    };
     let mut children = Children(Vec::new());
     for r in &cluster.replicas {
         let log = logs.join(format!("replica-{}.log", r.id));
@@ -148,7 +177,7 @@ pub fn run(a: UpArgs) -> anyhow::Result<ExitCode> {
             .arg("--data")
             .arg(data.join(format!("replica-{}", r.id)))
             .arg("--service")
-            .arg(a.service.name())
+            .arg(service.name())
             .arg("--durability")
             .arg(a.durability.name())
             .arg("--exit-with-parent")
@@ -156,6 +185,10 @@ pub fn run(a: UpArgs) -> anyhow::Result<ExitCode> {
             .stdout(file.try_clone()?)
             .stderr(file)
             .process_group(0);
+        if service == ServiceKind::Fs {
+            // The root directory belongs to whoever runs `up`, so they can use the mount.
+            cmd.arg("--fs-root-owner").arg(format!("{uid}:{gid}"));
+        }
         if let Some(base) = a.metrics_base_port {
             let port = base
                 .checked_add(r.id as u16)
@@ -172,15 +205,30 @@ pub fn run(a: UpArgs) -> anyhow::Result<ExitCode> {
             exited: None,
         });
     }
-    crate::runtime()?.block_on(supervise(&mut children, &cluster, &a, &config_path))
+    let rt = crate::runtime()?;
+    rt.block_on(wait_ready(&mut children, &cluster, &a))?;
+    // Mounted outside the runtime: the adapter blocks on its own runtime.
+    let mounted = match &a.mount {
+        Some(mnt) => {
+            let opts = crate::mount::MountOptions {
+                timeout: Duration::from_secs(30),
+                allow_other: a.allow_other,
+                unreplicated: false,
+            };
+            Some(crate::mount::mount(&config_path, None, mnt, &opts)?)
+        }
+        None => None,
+    };
+    print_summary(&children, &cluster, &a, service, &config_path);
+    rt.block_on(supervise(&mut children, mounted, &a))
 }
 
-async fn supervise(
+/// Waits until every replica answers a status request.
+async fn wait_ready(
     children: &mut Children,
     cluster: &ClusterConfig,
     a: &UpArgs,
-    config: &Path,
-) -> anyhow::Result<ExitCode> {
+) -> anyhow::Result<()> {
     // Wait until every replica answers a status request.
     let started = Instant::now();
     loop {
@@ -213,14 +261,28 @@ async fn supervise(
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    print_summary(children, cluster, a, config);
+    Ok(())
+}
 
+/// Runs until SIGINT/SIGTERM (or the mount ends, or every replica exits); then unmounts
+/// first, and stops the replicas.
+async fn supervise(
+    children: &mut Children,
+    mounted: Option<crate::mount::Mounted>,
+    a: &UpArgs,
+) -> anyhow::Result<ExitCode> {
     let shutdown = crate::signals::shutdown(false);
     tokio::pin!(shutdown);
     let mut tick = tokio::time::interval(Duration::from_millis(200));
     let why = loop {
         tokio::select! {
             why = &mut shutdown => break why,
+            () = async {
+                match &mounted {
+                    Some(m) => m.ended().await,
+                    None => std::future::pending().await,
+                }
+            } => break "the file system was unmounted",
             _ = tick.tick() => {
                 for (id, status, log) in children.poll_exits() {
                     eprintln!(
@@ -235,6 +297,12 @@ async fn supervise(
             }
         }
     };
+    if let (Some(m), Some(mnt)) = (mounted, &a.mount) {
+        println!("{why}: unmounting {} …", mnt.display());
+        if let Err(e) = m.unmount() {
+            eprintln!("warning: {e:#}");
+        }
+    }
     println!("{why}: stopping {} replicas …", children.0.len());
     let killed = children.stop_all();
     if killed > 0 {
@@ -248,7 +316,13 @@ async fn supervise(
     Ok(ExitCode::SUCCESS)
 }
 
-fn print_summary(children: &Children, cluster: &ClusterConfig, a: &UpArgs, config: &Path) {
+fn print_summary(
+    children: &Children,
+    cluster: &ClusterConfig,
+    a: &UpArgs,
+    service: ServiceKind,
+    config: &Path,
+) {
     let client = client_key_path(&a.dir, DEFAULT_CLIENT);
     let kv = format!(
         "byzfs kv --config {} --key {}",
@@ -259,9 +333,12 @@ fn print_summary(children: &Children, cluster: &ClusterConfig, a: &UpArgs, confi
         "ByzFS cluster is up: {} replicas (f = {}), service {}, durability {}",
         cluster.n(),
         cluster.bft.f,
-        a.service.name(),
+        service.name(),
         a.durability.name()
     );
+    if let Some(mnt) = &a.mount {
+        println!("  mounted: {}", mnt.display());
+    }
     println!("  config:  {}", config.display());
     println!("  client:  {}", client.display());
     for (r, info) in children.0.iter().zip(&cluster.replicas) {
@@ -278,7 +355,13 @@ fn print_summary(children: &Children, cluster: &ClusterConfig, a: &UpArgs, confi
         );
     }
     println!("try:");
-    if a.service == ServiceKind::Fs {
+    if let Some(mnt) = &a.mount {
+        println!("  ls -la {}", mnt.display());
+        println!(
+            "  byzfs mount --config {} SECOND_MOUNTPOINT   (a second client)",
+            config.display()
+        );
+    } else if service == ServiceKind::Fs {
         println!(
             "  byzfs mount --config {} --key {} MOUNTPOINT",
             config.display(),
@@ -289,7 +372,11 @@ fn print_summary(children: &Children, cluster: &ClusterConfig, a: &UpArgs, confi
         println!("  {kv} get hello");
     }
     println!("  byzfs status --config {}", config.display());
-    println!("Press Ctrl-C to stop the cluster.");
+    if a.mount.is_some() {
+        println!("Press Ctrl-C to unmount and stop the cluster.");
+    } else {
+        println!("Press Ctrl-C to stop the cluster.");
+    }
 }
 
 /// The last non-empty line of a log file (for one-line error messages).

@@ -1,17 +1,21 @@
-//! `byzfs up --service fs` and `byzfs mount`: ordinary file-system calls through FUSE reach
-//! the replicated file service. Skipped (with a message) where FUSE is not available.
+//! End to end over a mounted ByzFS: `byzfs up --mount` (and a second client with `byzfs
+//! mount`), then ordinary file-system calls through FUSE, checked against what Linux file
+//! systems return. Skipped, with a message, only where FUSE is unavailable.
+//!
+//! One cluster serves every section (clusters are costly on a small machine); each section
+//! works in its own directory of the mount.
 
+mod common;
+
+use common::{Up, BIN, TIMEOUT};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
-use std::io::BufRead as _;
-use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
-use std::path::Path;
+use std::fs::{self, File, OpenOptions};
+use std::io::{Read as _, Seek as _, SeekFrom, Write as _};
+use std::os::unix::fs::{FileTypeExt as _, MetadataExt as _, PermissionsExt as _};
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
-
-const BIN: &str = env!("CARGO_BIN_EXE_byzfs");
-const TIMEOUT: Duration = Duration::from_secs(60);
 
 fn fuse_available() -> bool {
     Path::new("/dev/fuse").exists()
@@ -19,153 +23,411 @@ fn fuse_available() -> bool {
             .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join("fusermount3").exists()))
 }
 
-/// Sends SIGTERM to `child` and waits for it.
-fn stop(child: &mut Child) {
-    let _ = kill(Pid::from_raw(child.id() as i32), Signal::SIGTERM);
-    let start = Instant::now();
-    while child.try_wait().unwrap().is_none() {
-        if start.elapsed() > TIMEOUT {
-            let _ = child.kill();
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-/// Stops the mount and the cluster even if the test fails half-way.
-struct Guard {
-    mount: Option<Child>,
-    up: Child,
-}
-
-impl Drop for Guard {
-    fn drop(&mut self) {
-        if let Some(m) = &mut self.mount {
-            stop(m);
-        }
-        stop(&mut self.up);
-    }
-}
-
 fn is_mounted(mnt: &Path) -> bool {
-    std::fs::read_to_string("/proc/mounts")
+    fs::read_to_string("/proc/mounts")
         .unwrap_or_default()
         .lines()
         .any(|l| l.split_whitespace().nth(1) == mnt.to_str())
 }
 
-#[test]
-fn mount_serves_posix_calls() {
-    if !fuse_available() {
-        eprintln!("skipped: no /dev/fuse or fusermount3");
-        return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let cdir = dir.path().join("c");
-    let mnt = dir.path().join("mnt");
-    std::fs::create_dir(&mnt).unwrap();
-    let mut up = Command::new(BIN)
-        .args([
-            "up",
-            "--replicas",
-            "4",
-            "--base-port",
-            "0",
-            "--service",
-            "fs",
-        ])
-        .arg("--dir")
-        .arg(&cdir)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let stdout = up.stdout.take().unwrap();
-    let mut guard = Guard { mount: None, up };
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in std::io::BufReader::new(stdout).lines() {
-            let Ok(line) = line else { break };
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    let deadline = Instant::now() + TIMEOUT;
-    loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        let line = rx.recv_timeout(left).expect("byzfs up came up");
-        if line.starts_with("Press Ctrl-C") {
-            break;
-        }
-    }
-    let mount = Command::new(BIN)
-        .arg("mount")
-        .arg("--config")
-        .arg(cdir.join("cluster.toml"))
-        .arg(&mnt)
+fn have(program: &str) -> bool {
+    Command::new(program)
+        .arg("--version")
         .stdout(Stdio::null())
         .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    guard.mount = Some(mount);
+        .status()
+        .is_ok()
+}
+
+/// Asserts that `r` failed with Linux errno `want`.
+#[track_caller]
+fn errno<T: std::fmt::Debug>(r: std::io::Result<T>, want: i32, what: &str) {
+    match r {
+        Ok(v) => panic!("{what}: succeeded ({v:?}), wanted errno {want}"),
+        Err(e) => assert_eq!(e.raw_os_error(), Some(want), "{what}: {e}"),
+    }
+}
+
+/// Polls `cond` for up to 5 s (for effects of the kernel's asynchronous RELEASE).
+fn eventually(mut cond: impl FnMut() -> bool) -> bool {
     let start = Instant::now();
-    while !is_mounted(&mnt) {
-        assert!(start.elapsed() < TIMEOUT, "byzfs mount did not mount");
+    while start.elapsed() < Duration::from_secs(5) {
+        if cond() {
+            return true;
+        }
         std::thread::sleep(Duration::from_millis(50));
     }
+    cond()
+}
 
-    // Files, directories, data.
-    let d = mnt.join("dir");
-    std::fs::create_dir_all(d.join("sub")).unwrap();
-    let f = d.join("file");
-    let data: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
-    std::fs::write(&f, &data).unwrap();
-    assert_eq!(std::fs::read(&f).unwrap(), data);
-    assert_eq!(std::fs::metadata(&f).unwrap().len(), data.len() as u64);
-    // Rename, hard and symbolic links, permissions, truncation.
-    let g = mnt.join("moved");
-    std::fs::rename(&f, &g).unwrap();
-    assert!(!f.exists());
-    std::fs::hard_link(&g, d.join("hard")).unwrap();
-    assert_eq!(std::fs::metadata(&g).unwrap().nlink(), 2);
-    std::os::unix::fs::symlink("moved", mnt.join("sym")).unwrap();
-    assert_eq!(
-        std::fs::read_link(mnt.join("sym")).unwrap(),
-        Path::new("moved")
-    );
-    assert_eq!(std::fs::read(mnt.join("sym")).unwrap(), data);
-    std::fs::set_permissions(&g, std::fs::Permissions::from_mode(0o600)).unwrap();
-    assert_eq!(std::fs::metadata(&g).unwrap().mode() & 0o777, 0o600);
-    std::fs::OpenOptions::new()
-        .write(true)
-        .open(&g)
-        .unwrap()
-        .set_len(10)
-        .unwrap();
-    assert_eq!(std::fs::read(d.join("hard")).unwrap(), &data[..10]);
-    // Listing, errors.
-    let mut names: Vec<String> = std::fs::read_dir(&mnt)
+fn names(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = fs::read_dir(dir)
         .unwrap()
         .map(|e| e.unwrap().file_name().into_string().unwrap())
         .collect();
-    names.sort();
-    assert_eq!(names, ["dir", "moved", "sym"]);
-    let e = std::fs::remove_dir(&d).unwrap_err();
-    assert_eq!(e.raw_os_error(), Some(39), "ENOTEMPTY: {e}");
-    let e = std::fs::create_dir(&d).unwrap_err();
-    assert_eq!(e.kind(), std::io::ErrorKind::AlreadyExists);
-    let e = std::fs::rename(&d, d.join("sub/inside")).unwrap_err();
-    assert_eq!(e.raw_os_error(), Some(22), "EINVAL: {e}");
-    std::fs::remove_file(d.join("hard")).unwrap();
-    std::fs::remove_dir(d.join("sub")).unwrap();
-    std::fs::remove_dir(&d).unwrap();
-    assert!(!d.exists());
+    v.sort();
+    v
+}
 
-    // An open file that is removed keeps working until closed (silly rename), then is gone.
-    use std::io::{Read as _, Seek as _, Write as _};
-    let tmp = mnt.join("tmp");
-    let mut open = std::fs::OpenOptions::new()
+/// A deterministic pseudo-random byte stream (xorshift64*).
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+    fn bytes(&mut self, n: usize) -> Vec<u8> {
+        (0..n).map(|_| (self.next() >> 56) as u8).collect()
+    }
+}
+
+/// A second client: `byzfs mount --config C MNT`, unmounted (SIGTERM) when dropped.
+struct SecondMount {
+    child: Child,
+    mnt: PathBuf,
+}
+
+impl SecondMount {
+    fn start(up: &Up, mnt: PathBuf) -> SecondMount {
+        fs::create_dir_all(&mnt).unwrap();
+        let child = Command::new(BIN)
+            .arg("mount")
+            .arg("--config")
+            .arg(&up.config)
+            .arg(&mnt)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let start = Instant::now();
+        while !is_mounted(&mnt) {
+            assert!(start.elapsed() < TIMEOUT, "byzfs mount did not mount");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        SecondMount { child, mnt }
+    }
+}
+
+impl Drop for SecondMount {
+    fn drop(&mut self) {
+        let _ = kill(Pid::from_raw(self.child.id() as i32), Signal::SIGTERM);
+        let start = Instant::now();
+        while self.child.try_wait().ok().flatten().is_none() && start.elapsed() < TIMEOUT {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = self.child.kill();
+    }
+}
+
+#[test]
+fn mount_unavailable_says_what_to_install() {
+    // No fusermount3 on PATH: a one-line error naming the package, before anything starts.
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(BIN)
+        .args(["mount", "--config", "nowhere.toml"])
+        .arg(dir.path())
+        .env("PATH", "")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("apt-get install fuse3"), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    // --mount is the file service: another service is refused before anything starts.
+    let out = Command::new(BIN)
+        .args(["up", "--service", "kv", "--mount"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--mount needs --service fs"), "{err}");
+}
+
+#[test]
+fn mounted_cluster_behaves_like_a_linux_file_system() {
+    if !fuse_available() {
+        eprintln!("skipped: FUSE is unavailable (no /dev/fuse or no fusermount3)");
+        return;
+    }
+    // The owner of /proc/self is the effective user.
+    let root = fs::metadata("/proc/self").unwrap().uid() == 0;
+    let up = Up::start_mounted(if root { &["--allow-other"] } else { &[] });
+    let mnt = up.mountpoint.clone().unwrap();
+    assert!(
+        is_mounted(&mnt),
+        "up --mount mounted before saying it is up"
+    );
+
+    let t = Instant::now();
+    basics(&mnt.join("basics"));
+    errnos(&mnt.join("errno"));
+    renames(&mnt.join("rename"));
+    data(&mnt.join("data"));
+    removed_while_open(&mnt.join("silly"));
+    if root {
+        permissions(&up, &mnt.join("perm"));
+    } else {
+        eprintln!("EACCES section skipped: needs root to run a child as another user");
+    }
+    eprintln!("single-mount sections: {:?}", t.elapsed());
+
+    let t = Instant::now();
+    busy_mountpoint_is_refused(&mnt);
+    two_mounts(&up, &mnt);
+    eprintln!("two mounts: {:?}", t.elapsed());
+
+    let t = Instant::now();
+    tree_copy(&mnt.join("tree"));
+    eprintln!("tree copy: {:?}", t.elapsed());
+    let t = Instant::now();
+    git(&mnt.join("repo"));
+    eprintln!("git: {:?}", t.elapsed());
+
+    // A file still open in the mount at shutdown: `up` detaches the busy mount lazily.
+    let held = File::open(mnt.join("basics/file")).unwrap();
+    drop(up);
+    assert!(!is_mounted(&mnt), "unmounted on SIGTERM, even busy");
+    drop(held);
+}
+
+/// Files, directories, links, fifo, listing.
+fn basics(d: &Path) {
+    fs::create_dir_all(d.join("sub")).unwrap();
+    let f = d.join("file");
+    let content: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
+    fs::write(&f, &content).unwrap();
+    assert_eq!(fs::read(&f).unwrap(), content);
+    assert_eq!(fs::metadata(&f).unwrap().len(), content.len() as u64);
+    // Hard links share the inode; the link count follows.
+    fs::hard_link(&f, d.join("hard")).unwrap();
+    let (a, b) = (
+        fs::metadata(&f).unwrap(),
+        fs::metadata(d.join("hard")).unwrap(),
+    );
+    assert_eq!((a.ino(), a.nlink()), (b.ino(), 2));
+    fs::remove_file(d.join("hard")).unwrap();
+    assert_eq!(fs::metadata(&f).unwrap().nlink(), 1);
+    // Directories count their subdirectories' "..".
+    assert_eq!(fs::metadata(d).unwrap().nlink(), 3);
+    // Symbolic links: readlink, following, dangling.
+    std::os::unix::fs::symlink("file", d.join("sym")).unwrap();
+    assert_eq!(fs::read_link(d.join("sym")).unwrap(), Path::new("file"));
+    assert_eq!(fs::read(d.join("sym")).unwrap(), content);
+    std::os::unix::fs::symlink("nowhere", d.join("dangling")).unwrap();
+    errno(
+        fs::metadata(d.join("dangling")),
+        2,
+        "stat of a dangling symlink",
+    );
+    assert!(fs::symlink_metadata(d.join("dangling"))
+        .unwrap()
+        .file_type()
+        .is_symlink());
+    // A fifo (mknod).
+    let status = Command::new("mkfifo").arg(d.join("fifo")).status().unwrap();
+    assert!(status.success(), "mkfifo");
+    assert!(fs::symlink_metadata(d.join("fifo"))
+        .unwrap()
+        .file_type()
+        .is_fifo());
+    // chmod, and the mode the kernel then reports.
+    fs::set_permissions(&f, fs::Permissions::from_mode(0o640)).unwrap();
+    assert_eq!(fs::metadata(&f).unwrap().mode() & 0o7777, 0o640);
+    // Listing.
+    assert_eq!(names(d), ["dangling", "fifo", "file", "sub", "sym"]);
+}
+
+/// Error numbers as Linux file systems return them.
+fn errnos(d: &Path) {
+    fs::create_dir_all(d.join("full/inner")).unwrap();
+    let f = d.join("f");
+    fs::write(&f, b"x").unwrap();
+    errno(fs::metadata(d.join("missing")), 2, "ENOENT stat");
+    errno(File::open(d.join("missing")), 2, "ENOENT open");
+    errno(fs::remove_file(d.join("missing")), 2, "ENOENT unlink");
+    errno(
+        OpenOptions::new().write(true).create_new(true).open(&f),
+        17,
+        "EEXIST: O_CREAT|O_EXCL on a file",
+    );
+    errno(
+        OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(d.join("full")),
+        17,
+        "EEXIST: O_CREAT|O_EXCL on a directory",
+    );
+    errno(fs::create_dir(d.join("full")), 17, "EEXIST mkdir");
+    errno(
+        fs::hard_link(&f, d.join("full")),
+        17,
+        "EEXIST link onto a name",
+    );
+    errno(fs::remove_dir(d.join("full")), 39, "ENOTEMPTY rmdir");
+    errno(
+        OpenOptions::new().write(true).open(d.join("full")),
+        21,
+        "EISDIR open for writing",
+    );
+    errno(fs::remove_file(d.join("full")), 21, "EISDIR unlink");
+    errno(fs::read_dir(&f).map(|_| ()), 20, "ENOTDIR opendir");
+    errno(fs::write(f.join("x"), b""), 20, "ENOTDIR below a file");
+    errno(fs::remove_dir(&f), 20, "ENOTDIR rmdir");
+    let long = "n".repeat(256);
+    errno(fs::write(d.join(&long), b""), 36, "ENAMETOOLONG create");
+    errno(fs::metadata(d.join(&long)), 36, "ENAMETOOLONG lookup");
+    let max = "m".repeat(255);
+    fs::write(d.join(&max), b"ok").unwrap();
+    assert_eq!(fs::read(d.join(&max)).unwrap(), b"ok");
+    errno(
+        fs::hard_link(d.join("full"), d.join("dirlink")),
+        1,
+        "EPERM hard link to a directory",
+    );
+}
+
+fn renames(d: &Path) {
+    fs::create_dir_all(d.join("a/b")).unwrap();
+    fs::create_dir_all(d.join("empty")).unwrap();
+    fs::create_dir_all(d.join("nonempty/x")).unwrap();
+    fs::write(d.join("one"), b"one").unwrap();
+    fs::write(d.join("two"), b"two").unwrap();
+    // Over an existing file: replaced atomically.
+    fs::rename(d.join("one"), d.join("two")).unwrap();
+    assert_eq!(fs::read(d.join("two")).unwrap(), b"one");
+    errno(fs::metadata(d.join("one")), 2, "source gone after rename");
+    // A directory over an empty directory: replaced; over a non-empty one: ENOTEMPTY.
+    fs::rename(d.join("a"), d.join("empty")).unwrap();
+    assert!(d.join("empty/b").is_dir());
+    errno(
+        fs::rename(d.join("empty"), d.join("nonempty")),
+        39,
+        "ENOTEMPTY rename over a non-empty dir",
+    );
+    errno(
+        fs::rename(d.join("two"), d.join("nonempty")),
+        21,
+        "EISDIR rename a file over a dir",
+    );
+    errno(
+        fs::rename(d.join("nonempty"), d.join("two")),
+        20,
+        "ENOTDIR rename a dir over a file",
+    );
+    errno(
+        fs::rename(d.join("empty"), d.join("empty/b/inside")),
+        22,
+        "EINVAL rename a dir into its own subtree",
+    );
+    errno(
+        fs::rename(d.join("missing"), d.join("x")),
+        2,
+        "ENOENT rename",
+    );
+    // Across directories, and onto itself (a no-op).
+    fs::rename(d.join("two"), d.join("nonempty/x/two")).unwrap();
+    fs::rename(d.join("nonempty/x/two"), d.join("nonempty/x/two")).unwrap();
+    assert_eq!(fs::read(d.join("nonempty/x/two")).unwrap(), b"one");
+    assert_eq!(names(d), ["empty", "nonempty"]);
+}
+
+/// O_APPEND, O_TRUNC, truncate, sparse files, a large file.
+fn data(d: &Path) {
+    fs::create_dir_all(d).unwrap();
+    let f = d.join("append");
+    fs::write(&f, b"a").unwrap();
+    let mut w = OpenOptions::new().append(true).open(&f).unwrap();
+    w.write_all(b"b").unwrap();
+    // Appends go to the end whatever the offset.
+    w.seek(SeekFrom::Start(0)).unwrap();
+    w.write_all(b"c").unwrap();
+    drop(w);
+    assert_eq!(fs::read(&f).unwrap(), b"abc");
+    // O_TRUNC.
+    let mut w = OpenOptions::new()
+        .write(true)
+        .truncate(true)
+        .open(&f)
+        .unwrap();
+    w.write_all(b"z").unwrap();
+    drop(w);
+    assert_eq!(fs::read(&f).unwrap(), b"z");
+
+    // Truncate up reads zeros; truncate down drops data; a write past the end leaves a hole.
+    let s = d.join("sparse");
+    let file = OpenOptions::new()
+        .create(true)
+        .read(true)
+        .write(true)
+        .truncate(true)
+        .open(&s)
+        .unwrap();
+    file.set_len(1 << 20).unwrap();
+    let back = fs::read(&s).unwrap();
+    assert_eq!(back.len(), 1 << 20);
+    assert!(back.iter().all(|&b| b == 0), "truncate up reads zeros");
+    let far = 5 << 20;
+    let mut file = file;
+    file.seek(SeekFrom::Start(far)).unwrap();
+    file.write_all(b"end").unwrap();
+    drop(file);
+    let m = fs::metadata(&s).unwrap();
+    assert_eq!(m.len(), far + 3);
+    let back = fs::read(&s).unwrap();
+    assert!(
+        back[..far as usize].iter().all(|&b| b == 0),
+        "hole reads zeros"
+    );
+    assert_eq!(&back[far as usize..], b"end");
+    eprintln!(
+        "sparse file: size {} bytes, {} bytes allocated",
+        m.len(),
+        m.blocks() * 512
+    );
+    OpenOptions::new()
+        .write(true)
+        .open(&s)
+        .unwrap()
+        .set_len(2)
+        .unwrap();
+    assert_eq!(fs::read(&s).unwrap(), [0, 0]);
+
+    // 20 MB written in odd-sized pieces, read back in other pieces.
+    let big = d.join("big");
+    let mut rng = Rng(0x5eed);
+    let content = rng.bytes(20 << 20);
+    let t = Instant::now();
+    let mut w = File::create(&big).unwrap();
+    for piece in content.chunks(1_000_003) {
+        w.write_all(piece).unwrap();
+    }
+    w.sync_all().unwrap();
+    drop(w);
+    let wrote = t.elapsed();
+    let t = Instant::now();
+    let mut back = Vec::new();
+    File::open(&big).unwrap().read_to_end(&mut back).unwrap();
+    eprintln!("20 MB: write {wrote:?}, read {:?}", t.elapsed());
+    assert!(back == content, "20 MB file read back identical");
+    // A read in the middle.
+    let mut r = File::open(&big).unwrap();
+    r.seek(SeekFrom::Start(12_345_678)).unwrap();
+    let mut buf = vec![0; 100_000];
+    r.read_exact(&mut buf).unwrap();
+    assert_eq!(buf, content[12_345_678..12_445_678]);
+    fs::remove_file(&big).unwrap();
+}
+
+/// An open file that is removed keeps working until closed (silly rename), then is gone.
+fn removed_while_open(d: &Path) {
+    fs::create_dir_all(d).unwrap();
+    let tmp = d.join("tmp");
+    let mut open = OpenOptions::new()
         .create(true)
         .read(true)
         .write(true)
@@ -173,43 +435,255 @@ fn mount_serves_posix_calls() {
         .open(&tmp)
         .unwrap();
     open.write_all(b"still here").unwrap();
-    std::fs::remove_file(&tmp).unwrap();
+    fs::remove_file(&tmp).unwrap();
     assert!(!tmp.exists());
     let mut back = String::new();
-    open.seek(std::io::SeekFrom::Start(0)).unwrap();
+    open.seek(SeekFrom::Start(0)).unwrap();
     open.read_to_string(&mut back).unwrap();
     assert_eq!(back, "still here");
     // Replaced by a rename while open: the same.
-    std::fs::write(mnt.join("new"), b"new").unwrap();
-    let old = mnt.join("old");
-    std::fs::write(&old, b"old").unwrap();
-    let mut held = std::fs::File::open(&old).unwrap();
-    std::fs::rename(mnt.join("new"), &old).unwrap();
+    fs::write(d.join("new"), b"new").unwrap();
+    let old = d.join("old");
+    fs::write(&old, b"old").unwrap();
+    let mut held = File::open(&old).unwrap();
+    fs::rename(d.join("new"), &old).unwrap();
     let mut s = String::new();
     held.read_to_string(&mut s).unwrap();
     assert_eq!(s, "old");
-    assert_eq!(std::fs::read(&old).unwrap(), b"new");
+    assert_eq!(fs::read(&old).unwrap(), b"new");
     drop(open);
     drop(held);
-    // The kernel sends RELEASE asynchronously after close: allow it a moment.
-    let listing = || {
-        let mut names: Vec<String> = std::fs::read_dir(&mnt)
-            .unwrap()
-            .map(|e| e.unwrap().file_name().into_string().unwrap())
-            .collect();
-        names.sort();
-        names
+    assert!(
+        eventually(|| names(d) == ["old"]),
+        "hidden files removed at close: {:?}",
+        names(d)
+    );
+}
+
+/// EACCES through `default_permissions`: a child running as `nobody` (the mount allows
+/// other users; the test runs as root).
+fn permissions(up: &Up, d: &Path) {
+    use std::os::unix::process::CommandExt as _;
+    // The mount point's ancestors (a 0700 temporary directory) must let `nobody` through.
+    fs::set_permissions(up.dir.path(), fs::Permissions::from_mode(0o755)).unwrap();
+    fs::create_dir_all(d).unwrap();
+    fs::write(d.join("public"), b"public").unwrap();
+    fs::write(d.join("secret"), b"secret").unwrap();
+    fs::set_permissions(d.join("secret"), fs::Permissions::from_mode(0o600)).unwrap();
+    let as_nobody = |script: &str| {
+        let out = Command::new("/bin/sh")
+            .arg("-c")
+            .arg(script)
+            .current_dir("/")
+            .uid(65534)
+            .gid(65534)
+            .output()
+            .unwrap();
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
     };
-    let start = Instant::now();
-    while listing() != ["moved", "old", "sym"] && start.elapsed() < Duration::from_secs(5) {
-        std::thread::sleep(Duration::from_millis(50));
+    let p = |name: &str| d.join(name).to_str().unwrap().to_string();
+    let (ok, out, err) = as_nobody(&format!("cat {}", p("public")));
+    assert!(ok && out == "public", "nobody reads a 0644 file: {err}");
+    let (ok, _, err) = as_nobody(&format!("cat {}", p("secret")));
+    assert!(
+        !ok && err.contains("Permission denied"),
+        "EACCES read: {err}"
+    );
+    let (ok, _, err) = as_nobody(&format!("echo x > {}", p("public")));
+    assert!(
+        !ok && err.contains("Permission denied"),
+        "EACCES write: {err}"
+    );
+    let (ok, _, err) = as_nobody(&format!("mkdir {}", p("new")));
+    assert!(
+        !ok && err.contains("Permission denied"),
+        "EACCES mkdir: {err}"
+    );
+    // After chown, nobody may write there.
+    std::os::unix::fs::chown(d, Some(65534), Some(65534)).unwrap();
+    let (ok, _, err) = as_nobody(&format!("echo mine > {}", p("mine")));
+    assert!(ok, "nobody writes in its own directory: {err}");
+    assert_eq!(fs::metadata(d.join("mine")).unwrap().uid(), 65534);
+}
+
+/// A second `byzfs up --mount` on a mounted directory fails at once, saying why.
+fn busy_mountpoint_is_refused(mnt: &Path) {
+    let other = tempfile::tempdir().unwrap();
+    let out = Command::new(BIN)
+        .args(["up", "--base-port", "0", "--dir"])
+        .arg(other.path())
+        .arg("--mount")
+        .arg(mnt)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("already mounted"), "{err}");
+}
+
+/// open + read(2) until EOF, with no stat on the way (`fs::read` asks for the size first,
+/// which can refresh attributes on its own and hide a stale cache).
+fn read_after_open(path: &Path) -> Vec<u8> {
+    let mut f = File::open(path).unwrap();
+    let (mut out, mut buf) = (Vec::new(), [0u8; 4096]);
+    loop {
+        let n = f.read(&mut buf).unwrap();
+        if n == 0 {
+            return out;
+        }
+        out.extend_from_slice(&buf[..n]);
+    }
+}
+
+/// Close-to-open consistency between two mounts of one cluster.
+fn two_mounts(up: &Up, a_root: &Path) {
+    let b = SecondMount::start(up, up.dir.path().join("mnt-b"));
+    let (a, b_dir) = (a_root.join("shared"), b.mnt.join("shared"));
+    fs::create_dir(&a).unwrap();
+    // A new directory and file on A: seen by B.
+    fs::write(a.join("f"), b"version 1").unwrap();
+    assert_eq!(read_after_open(&b_dir.join("f")), b"version 1");
+    // B has the file cached; A overwrites it in place, same size, then longer.
+    fs::write(a.join("f"), b"version 2").unwrap();
+    assert_eq!(read_after_open(&b_dir.join("f")), b"version 2");
+    let mut w = OpenOptions::new().append(true).open(a.join("f")).unwrap();
+    w.write_all(b" and more").unwrap();
+    drop(w);
+    assert_eq!(read_after_open(&b_dir.join("f")), b"version 2 and more");
+    // A replaces it by a rename (a new inode): B opens the new one.
+    fs::write(a.join("f.tmp"), b"replaced").unwrap();
+    fs::rename(a.join("f.tmp"), a.join("f")).unwrap();
+    assert_eq!(read_after_open(&b_dir.join("f")), b"replaced");
+    // And the other way round: B writes, A reads.
+    fs::create_dir(b_dir.join("from-b")).unwrap();
+    fs::write(b_dir.join("from-b/g"), b"written on B").unwrap();
+    assert_eq!(read_after_open(&a.join("from-b/g")), b"written on B");
+    // A removes: B no longer finds it.
+    fs::remove_file(a.join("from-b/g")).unwrap();
+    errno(
+        File::open(b_dir.join("from-b/g")),
+        2,
+        "removed on A, open on B",
+    );
+    drop(b);
+}
+
+/// A generated tree of ~500 files of random sizes, copied in with `cp -a` (or by hand) and
+/// read back byte-identical.
+fn tree_copy(dst: &Path) {
+    let src = tempfile::tempdir().unwrap();
+    let mut rng = Rng(42);
+    let mut expected = Vec::new();
+    for i in 0..500 {
+        let depth = rng.next() % 4;
+        let mut rel = PathBuf::new();
+        for _ in 0..depth {
+            rel.push(format!("d{}", rng.next() % 6));
+        }
+        rel.push(format!("file-{i}"));
+        let size = match rng.next() % 10 {
+            0 => 0,
+            1..=6 => (rng.next() % 4096) as usize,
+            7 | 8 => (rng.next() % 65_536) as usize,
+            _ => (rng.next() % 300_000) as usize,
+        };
+        let p = src.path().join(&rel);
+        fs::create_dir_all(p.parent().unwrap()).unwrap();
+        fs::write(&p, rng.bytes(size)).unwrap();
+        expected.push(rel);
+    }
+    std::os::unix::fs::symlink("file-0", src.path().join("link")).unwrap();
+    let status = Command::new("cp")
+        .arg("-a")
+        .arg(src.path())
+        .arg(dst)
+        .status()
+        .unwrap();
+    assert!(status.success(), "cp -a into the mount");
+    let mut bytes = 0;
+    for rel in &expected {
+        let (want, got) = (
+            fs::read(src.path().join(rel)).unwrap(),
+            fs::read(dst.join(rel)).unwrap(),
+        );
+        assert!(want == got, "{} differs after the copy", rel.display());
+        bytes += got.len();
+        let (ms, md) = (
+            fs::metadata(src.path().join(rel)).unwrap(),
+            fs::metadata(dst.join(rel)).unwrap(),
+        );
+        assert_eq!(ms.mode(), md.mode(), "{}", rel.display());
+        assert_eq!(
+            ms.mtime(),
+            md.mtime(),
+            "{}: cp -a keeps mtime",
+            rel.display()
+        );
     }
     assert_eq!(
-        listing(),
-        ["moved", "old", "sym"],
-        "hidden files removed at close"
+        fs::read_link(dst.join("link")).unwrap(),
+        Path::new("file-0")
     );
+    eprintln!("tree: {} files, {bytes} bytes identical", expected.len());
+    // And the whole tree compared by diff, if present.
+    if have("diff") {
+        let out = Command::new("diff")
+            .arg("-r")
+            .arg("--no-dereference")
+            .arg(src.path())
+            .arg(dst)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "diff -r: {}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+    }
+    let rm = Command::new("rm").arg("-rf").arg(dst).status().unwrap();
+    assert!(rm.success());
+    errno(fs::metadata(dst), 2, "rm -rf removed the tree");
+}
 
-    drop(guard);
-    assert!(!is_mounted(&mnt), "unmounted on SIGTERM");
+/// `git init`, `add`, `commit` on the mount (skipped without git).
+fn git(d: &Path) {
+    if !have("git") {
+        eprintln!("git section skipped: git is not installed");
+        return;
+    }
+    fs::create_dir_all(d.join("src")).unwrap();
+    for i in 0..20 {
+        fs::write(
+            d.join(format!("src/f{i}.txt")),
+            format!("file {i}\n").repeat(50),
+        )
+        .unwrap();
+    }
+    let git = |args: &[&str]| {
+        let out = Command::new("git")
+            .args(["-c", "user.name=t", "-c", "user.email=t@example.com"])
+            .args(["-c", "init.defaultBranch=main", "-c", "safe.directory=*"])
+            .args(args)
+            .current_dir(d)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "git {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    git(&["init", "-q"]);
+    git(&["add", "."]);
+    git(&["commit", "-q", "-m", "first"]);
+    fs::write(d.join("src/f0.txt"), "changed\n").unwrap();
+    git(&["commit", "-q", "-am", "second"]);
+    assert_eq!(git(&["status", "--porcelain"]), "");
+    assert_eq!(git(&["log", "--oneline"]).lines().count(), 2);
+    git(&["fsck", "--strict"]);
 }

@@ -25,12 +25,27 @@ pub struct Up {
     pub pids: Vec<i32>,
     pub config: PathBuf,
     pub cluster: ClusterConfig,
+    /// Where `--mount` mounted the file service (see [`Up::start_mounted`]).
+    pub mountpoint: Option<PathBuf>,
 }
 
 impl Up {
     /// `byzfs up --replicas 4 --dir TMP --base-port 0 ARGS…`, once it says it is up.
     pub fn start(args: &[&str]) -> Up {
+        Up::start_in(tempfile::tempdir().unwrap(), args, None)
+    }
+
+    /// `byzfs up … --mount TMP/mnt ARGS…` (the file service, mounted by `up` itself), once
+    /// it says it is up, which is after the mount.
+    pub fn start_mounted(args: &[&str]) -> Up {
         let dir = tempfile::tempdir().unwrap();
+        let mnt = dir.path().join("mnt");
+        let mut all = vec!["--mount", mnt.to_str().unwrap()];
+        all.extend_from_slice(args);
+        Up::start_in(dir, &all, Some(mnt.clone()))
+    }
+
+    fn start_in(dir: tempfile::TempDir, args: &[&str], mountpoint: Option<PathBuf>) -> Up {
         let cdir = dir.path().join("c");
         let mut child = Command::new(BIN)
             .args(["up", "--replicas", "4", "--base-port", "0", "--dir"])
@@ -77,6 +92,7 @@ impl Up {
             pids,
             config,
             cluster,
+            mountpoint,
         }
     }
 
