@@ -271,7 +271,13 @@ pub fn mount(
         .block_on(FsClient::connect(&cluster, &cred, opts.unreplicated))
         .context("cannot connect to the cluster")?;
     let notifier = Arc::new(OnceLock::new());
+    let write_chunk = cluster
+        .bft
+        .op_bytes_max
+        .saturating_sub(WRITE_OVERHEAD)
+        .clamp(4096, MAX_IO as usize);
     let fs = ByzFuse {
+        write_chunk,
         inner: Mutex::new(Inner {
             rt,
             client,
@@ -314,7 +320,14 @@ struct ByzFuse {
     /// Set right after the mount (the session owns the adapter): invalidates the kernel's
     /// cached attributes at `open` (close-to-open consistency).
     notifier: Arc<OnceLock<fuser::Notifier>>,
+    /// Largest data of one `Op::Write`: `MAX_IO`, less whatever keeps the encoded request
+    /// within the cluster's `op_bytes_max` (a 1 MiB kernel write would otherwise fail).
+    write_chunk: usize,
 }
+
+/// Room for a write request's fields besides its data (credentials with supplementary
+/// groups, handle, offset, encoding overhead).
+const WRITE_OVERHEAD: usize = 16 * 1024;
 
 struct Inner {
     rt: tokio::runtime::Runtime,
@@ -856,7 +869,7 @@ impl Filesystem for ByzFuse {
     ) {
         let fh = fh!(self, ino, reply);
         let mut written: u32 = 0;
-        for chunk in data.chunks(MAX_IO as usize) {
+        for chunk in data.chunks(self.write_chunk) {
             let op = Op::Write {
                 fh,
                 offset: offset + u64::from(written),
