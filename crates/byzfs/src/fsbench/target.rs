@@ -380,11 +380,12 @@ pub struct ClusterMountOptions {
 ///   read-only (`Op::is_read_only`: lookup, getattr, read, readdir, …) with the read-only
 ///   flag, and has no switch to send lookups read-write.
 pub fn mount_cluster(opts: &ClusterMountOptions) -> anyhow::Result<Mounted> {
+    if !opts.replicated {
+        // One server: the read-only optimisation does not apply.
+        return mount_unreplicated(opts);
+    }
     if !opts.ro_lookups {
         bail!("not built yet: `byzfs mount` always sends lookups read-only (use --ro-lookups on)");
-    }
-    if !opts.replicated {
-        return mount_unreplicated(opts);
     }
     let exe = match std::env::var_os(UP_ENV) {
         Some(p) if !p.is_empty() => PathBuf::from(p),
