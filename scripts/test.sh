@@ -17,6 +17,11 @@ trap 'rm -f "$log"' EXIT
 
 step() { printf '\n==> %s\n' "$*"; }
 
+step "system packages (scripts/deps.sh)"
+# FUSE, bindfs, PostMark, git and a C toolchain, only if missing: the mount and benchmark
+# tests need them, and this command must work alone on a fresh machine.
+bash scripts/deps.sh
+
 step "cargo test --workspace"
 cargo test --workspace 2>&1 | tee "$log"
 
