@@ -76,3 +76,78 @@ pub fn root_digest(parts: &[Digest]) -> Digest {
     }
     Digest(*h.finalize().as_bytes())
 }
+
+/// Implements the state methods of [`Service`] (`partition_count` … `finish_import`) by
+/// delegating to a [`crate::state::PartitionedState`] field: the services built on it differ
+/// only in their operations.
+///
+/// ```
+/// use byzfs_bft::service::Service;
+/// use byzfs_bft::state::PartitionedState;
+/// use byzfs_bft::{ClientId, Seq, Time};
+///
+/// struct Counter {
+///     state: PartitionedState,
+/// }
+///
+/// impl Service for Counter {
+///     fn is_read_only(&self, op: &[u8]) -> bool {
+///         op.is_empty()
+///     }
+///     fn propose_nondet(&mut self, _seq: Seq, _now: Time) -> Vec<u8> {
+///         Vec::new()
+///     }
+///     fn check_nondet(&self, _seq: Seq, nondet: &[u8], _now: Time) -> bool {
+///         nondet.is_empty()
+///     }
+///     fn execute(&mut self, _c: ClientId, _op: &[u8], _nondet: &[u8]) -> Vec<u8> {
+///         let n = self.state.get(b"n").map_or(0, |v| v.len());
+///         self.state.put(b"n".to_vec(), vec![0; n + 1]);
+///         Vec::new()
+///     }
+///     fn execute_read_only(&self, _c: ClientId, _op: &[u8]) -> Vec<u8> {
+///         Vec::new()
+///     }
+///     byzfs_bft::delegate_state!(state);
+/// }
+/// ```
+#[macro_export]
+macro_rules! delegate_state {
+    ($field:ident) => {
+        fn partition_count(&self) -> u32 {
+            self.$field.partition_count()
+        }
+        fn checkpoint(&mut self, seq: $crate::ids::Seq) -> Vec<$crate::crypto::Digest> {
+            self.$field.checkpoint(seq)
+        }
+        fn discard_checkpoints_below(&mut self, seq: $crate::ids::Seq) {
+            self.$field.discard_checkpoints_below(seq)
+        }
+        fn rollback(&mut self) -> Option<$crate::ids::Seq> {
+            self.$field.rollback()
+        }
+        fn current_partition_digests(&self) -> Vec<$crate::crypto::Digest> {
+            self.$field.current_digests()
+        }
+        fn checkpoint_partition_digests(
+            &self,
+            seq: $crate::ids::Seq,
+        ) -> Option<Vec<$crate::crypto::Digest>> {
+            self.$field.checkpoint_digests(seq)
+        }
+        fn export_partition(&self, seq: $crate::ids::Seq, part: u32) -> Option<Vec<u8>> {
+            self.$field.export_partition(seq, part)
+        }
+        fn import_partition(
+            &mut self,
+            part: u32,
+            data: &[u8],
+            expected: $crate::crypto::Digest,
+        ) -> bool {
+            self.$field.import_partition(part, data, expected)
+        }
+        fn finish_import(&mut self, seq: $crate::ids::Seq) -> Vec<$crate::crypto::Digest> {
+            self.$field.finish_import(seq)
+        }
+    };
+}

@@ -14,7 +14,6 @@
 //! User keys and internal keys share one [`PartitionedState`] of [`PARTITIONS`] partitions,
 //! separated by a prefix byte, so no user key can overwrite the agreed clock.
 
-use crate::crypto::Digest;
 use crate::ids::{ClientId, Seq};
 use crate::service::Service;
 use crate::state::PartitionedState;
@@ -287,41 +286,7 @@ impl Service for KvService {
         result.encode()
     }
 
-    fn partition_count(&self) -> u32 {
-        self.state.partition_count()
-    }
-
-    fn checkpoint(&mut self, seq: Seq) -> Vec<Digest> {
-        self.state.checkpoint(seq)
-    }
-
-    fn discard_checkpoints_below(&mut self, seq: Seq) {
-        self.state.discard_checkpoints_below(seq)
-    }
-
-    fn rollback(&mut self) -> Option<Seq> {
-        self.state.rollback()
-    }
-
-    fn current_partition_digests(&self) -> Vec<Digest> {
-        self.state.current_digests()
-    }
-
-    fn checkpoint_partition_digests(&self, seq: Seq) -> Option<Vec<Digest>> {
-        self.state.checkpoint_digests(seq)
-    }
-
-    fn export_partition(&self, seq: Seq, part: u32) -> Option<Vec<u8>> {
-        self.state.export_partition(seq, part)
-    }
-
-    fn import_partition(&mut self, part: u32, data: &[u8], expected: Digest) -> bool {
-        self.state.import_partition(part, data, expected)
-    }
-
-    fn finish_import(&mut self, seq: Seq) -> Vec<Digest> {
-        self.state.finish_import(seq)
-    }
+    crate::delegate_state!(state);
 }
 
 #[cfg(test)]

@@ -10,7 +10,6 @@
 //! Every ordered execution increments a replicated counter, so checkpoint digests change as
 //! they would for a real service and state transfer has something to move.
 
-use crate::crypto::Digest;
 use crate::ids::{ClientId, Seq};
 use crate::service::Service;
 use crate::state::PartitionedState;
@@ -122,41 +121,7 @@ impl Service for NullService {
         self.result(op)
     }
 
-    fn partition_count(&self) -> u32 {
-        self.state.partition_count()
-    }
-
-    fn checkpoint(&mut self, seq: Seq) -> Vec<Digest> {
-        self.state.checkpoint(seq)
-    }
-
-    fn discard_checkpoints_below(&mut self, seq: Seq) {
-        self.state.discard_checkpoints_below(seq)
-    }
-
-    fn rollback(&mut self) -> Option<Seq> {
-        self.state.rollback()
-    }
-
-    fn current_partition_digests(&self) -> Vec<Digest> {
-        self.state.current_digests()
-    }
-
-    fn checkpoint_partition_digests(&self, seq: Seq) -> Option<Vec<Digest>> {
-        self.state.checkpoint_digests(seq)
-    }
-
-    fn export_partition(&self, seq: Seq, part: u32) -> Option<Vec<u8>> {
-        self.state.export_partition(seq, part)
-    }
-
-    fn import_partition(&mut self, part: u32, data: &[u8], expected: Digest) -> bool {
-        self.state.import_partition(part, data, expected)
-    }
-
-    fn finish_import(&mut self, seq: Seq) -> Vec<Digest> {
-        self.state.finish_import(seq)
-    }
+    crate::delegate_state!(state);
 }
 
 #[cfg(test)]
@@ -244,7 +209,7 @@ mod tests {
         let d = a.checkpoint(128);
         let mut b = NullService::default();
         let data = a.export_partition(128, 0).expect("held");
-        assert!(!b.import_partition(0, &data, Digest::ZERO));
+        assert!(!b.import_partition(0, &data, crate::crypto::Digest::ZERO));
         assert!(b.import_partition(0, &data, d[0]));
         assert_eq!(b.finish_import(128), d);
         assert_eq!(b.ops_executed(), 3);
