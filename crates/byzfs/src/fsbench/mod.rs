@@ -46,7 +46,7 @@ pub enum FsbenchCommand {
 #[derive(Args, Debug, Clone)]
 pub struct CommonArgs {
     /// Targets, in order: byzfs, norep, local, passthrough. Targets that cannot be started
-    /// (NO-REP until `byzfs mount` can use an unreplicated server) are skipped with a warning.
+    /// (strict lookups, not built yet) are skipped with a warning.
     #[arg(
         long,
         value_delimiter = ',',
