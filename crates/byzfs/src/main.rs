@@ -17,6 +17,7 @@
 #![forbid(unsafe_code)]
 
 mod bench;
+mod byzantine;
 mod keygen;
 mod kv;
 mod logging;
