@@ -486,70 +486,115 @@ fn content(i: usize) -> Vec<u8> {
 
 #[test]
 fn disk_mode_all_replicas_killed_at_once_keep_closed_and_fsynced_files() {
+    kill_all_at_once(21);
+}
+
+/// The same before the first checkpoint: the restart replays every executed batch into an
+/// empty file service.
+#[test]
+fn disk_mode_all_replicas_killed_before_the_first_checkpoint_keep_their_files() {
+    kill_all_at_once(2);
+}
+
+/// `closed` files written and closed, three fsynced and left open, one being written: all
+/// four replicas SIGKILLed at once and restarted; a fresh mount checks the files.
+fn kill_all_at_once(closed: usize) {
     if skip() {
         return;
     }
-    use std::io::Write as _;
     let _g = serial();
     let s = Setup::new(vec![Vec::new(); 4]);
     let mount = s.mount("mnt");
     std::fs::create_dir_all(mount.path("d/e")).unwrap();
     // Closed files.
-    for i in 0..21 {
+    for i in 0..closed {
         std::fs::write(mount.path(&format!("d/closed{i}")), content(i)).unwrap();
     }
     std::fs::write(mount.path("d/e/small"), b"small").unwrap();
-    std::os::unix::fs::symlink("closed3", mount.path("d/link")).unwrap();
+    std::os::unix::fs::symlink("closed1", mount.path("d/link")).unwrap();
     std::fs::set_permissions(
-        mount.path("d/closed2"),
+        mount.path("d/closed1"),
         std::fs::Permissions::from_mode(0o600),
     )
     .unwrap();
-    // Fsynced files, still open at the kill.
-    let mut open = Vec::new();
-    for i in 0..3 {
-        let mut f = std::fs::File::create(mount.path(&format!("d/synced{i}"))).unwrap();
-        f.write_all(&content(100 + i)).unwrap();
-        f.sync_all().unwrap();
-        open.push(f);
+    // Fsynced files still open at the kill, and a writer appending without fsync: held by a
+    // helper process, so that this process holds no file of the mount when it restarts the
+    // replicas (a fork+exec closes the inherited descriptors, and each close of a FUSE file is
+    // a FLUSH that would queue behind the writer's request stuck at the dead cluster).
+    let ready = s.dir.join("helper-ready");
+    let mut helper = KillOnDrop(
+        Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "hold_files_helper",
+                "--include-ignored",
+                "--nocapture",
+                "--test-threads",
+                "1",
+            ])
+            .env(
+                HELPER_ENV,
+                format!("{}\n{}", mount.path("d").display(), ready.display()),
+            )
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let start = Instant::now();
+    while !ready.exists() {
+        assert!(helper.0.try_wait().unwrap().is_none(), "the helper exited");
+        assert!(start.elapsed() < DEADLINE, "the helper never got ready");
+        std::thread::sleep(Duration::from_millis(20));
     }
-    // A writer that keeps appending without fsync, killed in the middle.
-    let stop = Arc::new(AtomicBool::new(false));
-    let writer = {
-        let (stop, path) = (stop.clone(), mount.path("d/busy"));
-        std::thread::spawn(move || {
-            let Ok(mut f) = std::fs::File::create(path) else {
-                return;
-            };
-            while !stop.load(Ordering::SeqCst) {
-                if f.write_all(&[7u8; 1000]).is_err() {
-                    return;
-                }
-            }
-        })
-    };
-    std::thread::sleep(Duration::from_millis(500));
+    if closed > 10 {
+        // Past the first checkpoint: the restart restores a stored checkpoint, then replays.
+        lock(&s.p).wait_until("a stable checkpoint", |s| {
+            s.iter().all(|x| x.last_stable >= 128)
+        });
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    let t0 = Instant::now();
     {
         let mut p = lock(&s.p);
+        let before: Vec<u64> = (0..4)
+            .filter_map(|i| p.status(i))
+            .map(|x| x.last_executed)
+            .collect();
         p.kill(&[0, 1, 2, 3]);
-        stop.store(true, Ordering::SeqCst);
         for i in 0..4 {
             p.start(i);
         }
         p.wait_reachable(&[0, 1, 2, 3]);
+        let after: Vec<(u64, u64)> = (0..4)
+            .filter_map(|i| p.status(i))
+            .map(|x| (x.last_stable, x.last_executed))
+            .collect();
+        eprintln!(
+            "executed before the kill {before:?}; (stable, executed) after the restart \
+             {after:?}, {:?} after the kill",
+            t0.elapsed()
+        );
+        if closed > 10 {
+            assert!(
+                after.iter().all(|&(st, _)| st >= 128),
+                "restored a checkpoint"
+            );
+        } else {
+            assert!(
+                after.iter().all(|&(st, _)| st == 0),
+                "killed before the first checkpoint"
+            );
+        }
     }
-    // The writer's last write completes (or fails) once the cluster is back.
-    let start = Instant::now();
-    while !writer.is_finished() {
-        assert!(start.elapsed() < DEADLINE, "the writer never returned");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    writer.join().unwrap();
-    drop(open);
+    // The helper's writes go on once the cluster is back; then it dies with its files open.
+    std::thread::sleep(Duration::from_millis(500));
+    drop(helper);
     drop(mount);
 
     let fresh = s.mount("check");
-    for i in 0..21 {
+    for i in 0..closed {
         let path = fresh.path(&format!("d/closed{i}"));
         let data = std::fs::read(&path).unwrap_or_else(|e| panic!("closed{i}: {e}"));
         assert!(data == content(i), "closed{i} differs after the restart");
@@ -564,17 +609,19 @@ fn disk_mode_all_replicas_killed_at_once_keep_closed_and_fsynced_files() {
     assert_eq!(std::fs::read(fresh.path("d/e/small")).unwrap(), b"small");
     assert_eq!(
         std::fs::read_link(fresh.path("d/link")).unwrap(),
-        Path::new("closed3")
+        Path::new("closed1")
     );
     assert_eq!(
-        std::fs::metadata(fresh.path("d/closed2")).unwrap().mode() & 0o777,
+        std::fs::metadata(fresh.path("d/closed1")).unwrap().mode() & 0o777,
         0o600
     );
-    // What the writer was acknowledged is there too (writes are synchronous).
+    // The writer's file holds a prefix of what it wrote (each write is one operation).
     let busy = std::fs::read(fresh.path("d/busy")).unwrap();
+    assert!(!busy.is_empty(), "the writer wrote before the kill");
     assert!(
-        busy.iter().all(|&b| b == 7),
-        "busy holds only what was written"
+        busy.iter().enumerate().all(|(k, &b)| b == busy_byte(k)),
+        "busy holds a prefix of what was written ({} bytes)",
+        busy.len()
     );
     // And the restarted cluster keeps working.
     std::fs::write(fresh.path("d/after"), b"after").unwrap();
@@ -679,4 +726,54 @@ fn a_lying_replica_cannot_change_what_the_client_sees() {
     assert!(count("full_small") > 0, "{line}");
     assert!(count("full_large") > 0, "{line}");
     assert!(count("digest_only") > 0, "{line}");
+}
+
+/// A child process, SIGKILLed and reaped when dropped (also when the test fails).
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Tells [`hold_files_helper`] the directory to write in and the file to create when ready.
+const HELPER_ENV: &str = "BYZFS_FAULTS_HOLD_FILES";
+
+fn busy_byte(k: usize) -> u8 {
+    b"0123456789abcdefghijklmnopqrstuvwxyz\n"[k % 37]
+}
+
+/// Not a test: the helper process of [`kill_all_at_once`] (does nothing without its
+/// environment variable). Writes and fsyncs `synced0..3` and keeps them open, then appends to
+/// `busy` without fsync until killed.
+#[test]
+#[ignore]
+fn hold_files_helper() {
+    use std::io::Write as _;
+    let Ok(env) = std::env::var(HELPER_ENV) else {
+        return;
+    };
+    let (dir, ready) = env.split_once('\n').unwrap();
+    let dir = Path::new(dir);
+    let mut open = Vec::new();
+    for i in 0..3 {
+        let mut f = std::fs::File::create(dir.join(format!("synced{i}"))).unwrap();
+        f.write_all(&content(100 + i)).unwrap();
+        f.sync_all().unwrap();
+        open.push(f);
+    }
+    let mut busy = std::fs::File::create(dir.join("busy")).unwrap();
+    std::fs::write(ready, b"").unwrap();
+    let mut k = 0usize;
+    loop {
+        let chunk: Vec<u8> = (k..k + 1000).map(busy_byte).collect();
+        if busy.write_all(&chunk).is_err() {
+            break;
+        }
+        k += 1000;
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    std::thread::sleep(Duration::from_secs(3600));
 }
