@@ -87,10 +87,13 @@ pub struct NodeOptions {
 #[derive(Clone)]
 pub struct LieToClients {
     /// Maps a true result to the lie sent in its place (should differ from the input).
-    pub corrupt: Arc<dyn Fn(&[u8]) -> Vec<u8> + Send + Sync>,
+    pub corrupt: Arc<CorruptResult>,
     /// Lies told so far.
     pub told: Arc<LiesTold>,
 }
+
+/// How a test liar turns a true result into a lie.
+pub type CorruptResult = dyn Fn(&[u8]) -> Vec<u8> + Send + Sync;
 
 /// Counts of a test liar's lies ([`LieToClients`]).
 #[derive(Debug, Default)]
