@@ -35,5 +35,5 @@ pub use client::{ByzClient, ClientError, ClientOptions};
 pub use cluster::ClusterConfig;
 pub use error::SetupError;
 pub use keyfile::{AdminSecret, ClientCredential, ReplicaSecret};
-pub use node::{NodeError, NodeHandle, NodeOptions, ReplicaNode};
+pub use node::{LieToClients, LiesTold, NodeError, NodeHandle, NodeOptions, ReplicaNode};
 pub use status::NodeStatus;

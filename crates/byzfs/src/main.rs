@@ -19,6 +19,7 @@
 #![forbid(unsafe_code)]
 
 mod bench;
+mod byzantine;
 mod fsbench;
 mod fsclient;
 mod keygen;

@@ -9,7 +9,7 @@ use byzfs_fs::{FileService, FsConfig};
 use byzfs_net::cluster::ClusterConfig;
 use byzfs_net::keygen::replica_key_path;
 use byzfs_net::storage::{DiskDurability, Durability, MemoryDurability};
-use byzfs_net::{ReplicaNode, ReplicaSecret};
+use byzfs_net::{NodeOptions, ReplicaNode, ReplicaSecret};
 use clap::{Args, ValueEnum};
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -88,6 +88,9 @@ pub struct ReplicaArgs {
     /// Stop when stdin closes (set by `byzfs up` so replicas never outlive it).
     #[arg(long, hide = true)]
     exit_with_parent: bool,
+    /// TEST-ONLY fault injection: make this replica Byzantine (see `byzantine.rs`).
+    #[arg(long, value_enum, hide = true)]
+    byzantine: Option<crate::byzantine::Byzantine>,
 }
 
 /// Parses `UID:GID`.
@@ -177,7 +180,21 @@ fn serve<S: Service>(
     durability: Box<dyn Durability>,
     a: &ReplicaArgs,
 ) -> anyhow::Result<ExitCode> {
-    let mut node = ReplicaNode::new(cluster, secret, service)?.with_durability(durability);
+    let liar = a
+        .byzantine
+        .map(|crate::byzantine::Byzantine::LieReplies| crate::byzantine::liar(a.service.name()));
+    let mut node = ReplicaNode::new(cluster, secret, service)?
+        .with_durability(durability)
+        .with_options(NodeOptions {
+            lie_to_clients: liar.clone(),
+            ..NodeOptions::default()
+        });
+    if liar.is_some() {
+        tracing::warn!(
+            replica = a.id,
+            "TEST-ONLY fault injection: this replica sends wrong results to clients"
+        );
+    }
     let addr = node.bind()?;
     tracing::info!(
         replica = a.id,
@@ -193,6 +210,16 @@ fn serve<S: Service>(
         let why = crate::signals::shutdown(exit_with_parent).await;
         tracing::info!(replica = a.id, why, "shutting down");
     }));
+    if let Some(l) = liar {
+        use std::sync::atomic::Ordering::Relaxed;
+        tracing::info!(
+            replica = a.id,
+            full_small = l.told.full_small.load(Relaxed),
+            full_large = l.told.full_large.load(Relaxed),
+            digest_only = l.told.digest_only.load(Relaxed),
+            "byzantine test mode: lies told"
+        );
+    }
     // Do not wait for the blocking stdin reader: it only returns when the parent exits.
     rt.shutdown_background();
     result?;

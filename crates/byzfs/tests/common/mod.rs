@@ -4,13 +4,15 @@
 
 use byzfs_bft::services::kv::{KvOp, KvResult};
 use byzfs_net::cluster::ClusterConfig;
+use byzfs_net::handshake::query_status;
+use byzfs_net::keygen::{client_key_path, DEFAULT_CLIENT};
 use byzfs_net::{handshake, ByzClient, ClientCredential, NodeStatus};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use std::io::BufRead as _;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
+use std::sync::{mpsc, Mutex};
 use std::time::{Duration, Instant};
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_byzfs");
@@ -179,5 +181,298 @@ pub async fn get(c: &mut ByzClient, k: &str) -> Option<Vec<u8>> {
     match KvResult::decode(&r) {
         Some(KvResult::Value(v)) => v,
         other => panic!("unexpected get result {other:?}"),
+    }
+}
+
+/// Bound on every wait of the process tests ([`Procs`]).
+pub const DEADLINE: Duration = Duration::from_secs(90);
+
+/// One process test at a time per test binary: each runs four replica processes.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+pub fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+pub fn rt() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+pub fn tail(log: &str) -> String {
+    let lines: Vec<&str> = log.lines().collect();
+    lines[lines.len().saturating_sub(15)..].join("\n")
+}
+
+/// A keygen'd cluster directory and its four `byzfs replica` processes, started one by one
+/// (so a test can kill and restart each); all killed on drop.
+pub struct Procs {
+    pub dir: tempfile::TempDir,
+    pub mode: &'static str,
+    pub service: &'static str,
+    /// Extra arguments of each replica (e.g. a test-only `--byzantine` flag).
+    pub extra: Vec<Vec<String>>,
+    pub children: Vec<Option<Child>>,
+    pub cluster: ClusterConfig,
+}
+
+impl Procs {
+    /// Four `--service kv` replicas in durability `mode`, reachable.
+    pub fn new(mode: &'static str) -> Procs {
+        Procs::with(mode, "kv", vec![Vec::new(); 4])
+    }
+
+    /// Four replicas of `service` in durability `mode`, replica `i` with `extra[i]`.
+    pub fn with(mode: &'static str, service: &'static str, extra: Vec<Vec<String>>) -> Procs {
+        let dir = tempfile::tempdir().unwrap();
+        let out = Command::new(BIN)
+            .args(["keygen", "--replicas", "4", "--base-port", "0", "--out"])
+            .arg(dir.path())
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let cluster = ClusterConfig::load(&dir.path().join("cluster.toml")).unwrap();
+        let mut p = Procs {
+            dir,
+            mode,
+            service,
+            extra,
+            children: (0..4).map(|_| None).collect(),
+            cluster,
+        };
+        for i in 0..4 {
+            p.start(i);
+        }
+        p.wait_reachable(&[0, 1, 2, 3]);
+        p
+    }
+
+    pub fn config(&self) -> PathBuf {
+        self.dir.path().join("cluster.toml")
+    }
+
+    pub fn data(&self, i: usize) -> PathBuf {
+        self.dir.path().join(format!("data-{i}"))
+    }
+
+    pub fn start(&mut self, i: usize) {
+        assert!(self.children[i].is_none());
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.dir.path().join(format!("replica-{i}.log")))
+            .unwrap();
+        let child = Command::new(BIN)
+            .arg("replica")
+            .arg("--config")
+            .arg(self.config())
+            .args(["--id", &i.to_string(), "--durability", self.mode])
+            .args(["--service", self.service])
+            .args(&self.extra[i])
+            .env(
+                "RUST_LOG",
+                std::env::var("BYZFS_TEST_LOG").unwrap_or_else(|_| "info".into()),
+            )
+            .arg("--data")
+            .arg(self.data(i))
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .unwrap();
+        self.children[i] = Some(child);
+    }
+
+    /// SIGKILL, then reap (no clean shutdown).
+    pub fn kill(&mut self, ids: &[usize]) {
+        let mut killed = Vec::new();
+        for &i in ids {
+            let mut c = self.children[i].take().expect("running");
+            c.kill().unwrap();
+            killed.push(c);
+        }
+        for mut c in killed {
+            c.wait().unwrap();
+        }
+    }
+
+    /// SIGTERM (a clean shutdown), then reap.
+    pub fn terminate(&mut self, i: usize) {
+        let mut c = self.children[i].take().expect("running");
+        let _ = kill(Pid::from_raw(c.id() as i32), Signal::SIGTERM);
+        let start = Instant::now();
+        while c.try_wait().unwrap().is_none() {
+            if start.elapsed() > DEADLINE {
+                let _ = c.kill();
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    pub fn status(&self, i: usize) -> Option<NodeStatus> {
+        rt().block_on(query_status(
+            &self.cluster,
+            i as u32,
+            Duration::from_millis(500),
+        ))
+        .ok()
+    }
+
+    pub fn log(&self, i: usize) -> String {
+        std::fs::read_to_string(self.dir.path().join(format!("replica-{i}.log")))
+            .unwrap_or_default()
+    }
+
+    /// Polls until `cond` holds on the statuses of all four replicas.
+    pub fn wait_until(&self, what: &str, cond: impl Fn(&[NodeStatus]) -> bool) -> Vec<NodeStatus> {
+        let start = Instant::now();
+        loop {
+            let all: Vec<NodeStatus> = (0..4).filter_map(|i| self.status(i)).collect();
+            if all.len() == 4 && cond(&all) {
+                return all;
+            }
+            if start.elapsed() > DEADLINE {
+                panic!(
+                    "timed out waiting for {what}; statuses: {:#?}\nlog of replica 3:\n{}",
+                    all.iter()
+                        .map(|s| (
+                            s.replica,
+                            s.view,
+                            s.has_new_view,
+                            s.last_executed,
+                            s.last_stable,
+                            s.fetching,
+                            s.state_digest.get(..16).unwrap_or("")
+                        ))
+                        .collect::<Vec<_>>(),
+                    tail(&self.log(3))
+                );
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    pub fn wait_reachable(&mut self, ids: &[usize]) {
+        let start = Instant::now();
+        for &i in ids {
+            while self.status(i).is_none() {
+                assert!(
+                    start.elapsed() < DEADLINE,
+                    "replica {i} not reachable: {}",
+                    tail(&self.log(i))
+                );
+                let exited = self.children[i]
+                    .as_mut()
+                    .is_some_and(|c| c.try_wait().ok().flatten().is_some());
+                assert!(!exited, "replica {i} exited: {}", tail(&self.log(i)));
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+    }
+
+    pub fn credential(&self) -> ClientCredential {
+        ClientCredential::load(
+            &client_key_path(self.dir.path(), DEFAULT_CLIENT),
+            &self.cluster,
+        )
+        .unwrap()
+    }
+}
+
+impl Drop for Procs {
+    fn drop(&mut self) {
+        for mut c in self.children.drain(..).flatten() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        if std::thread::panicking() {
+            // Keep the logs and data of a failed run.
+            self.dir.disable_cleanup(true);
+            eprintln!("kept {}", self.dir.path().display());
+        }
+    }
+}
+
+/// Whether FUSE mounts can be made here (`/dev/fuse` and `fusermount3`).
+pub fn fuse_available() -> bool {
+    Path::new("/dev/fuse").exists()
+        && std::env::var_os("PATH")
+            .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join("fusermount3").exists()))
+}
+
+pub fn is_mounted(mnt: &Path) -> bool {
+    std::fs::read_to_string("/proc/mounts")
+        .unwrap_or_default()
+        .lines()
+        .any(|l| l.split_whitespace().nth(1) == mnt.to_str())
+}
+
+/// A `byzfs mount` process; unmounted (SIGTERM, then `fusermount3 -uz`) when dropped.
+pub struct Mount {
+    pub child: Child,
+    pub mnt: PathBuf,
+}
+
+impl Mount {
+    /// Mounts the cluster of `config` on `mnt` (created) with the default credential.
+    pub fn start(config: &Path, mnt: &Path, log: &Path) -> Mount {
+        std::fs::create_dir_all(mnt).unwrap();
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(log)
+            .unwrap();
+        let child = Command::new(BIN)
+            .arg("mount")
+            .arg("--config")
+            .arg(config)
+            .arg(mnt)
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .unwrap();
+        let mut m = Mount {
+            child,
+            mnt: mnt.to_path_buf(),
+        };
+        let start = Instant::now();
+        while !is_mounted(mnt) {
+            assert!(m.child.try_wait().unwrap().is_none(), "byzfs mount exited");
+            assert!(start.elapsed() < TIMEOUT, "byzfs mount did not mount");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        m
+    }
+
+    pub fn path(&self, rel: &str) -> PathBuf {
+        self.mnt.join(rel)
+    }
+}
+
+impl Drop for Mount {
+    fn drop(&mut self) {
+        let _ = kill(Pid::from_raw(self.child.id() as i32), Signal::SIGTERM);
+        let start = Instant::now();
+        while self.child.try_wait().ok().flatten().is_none() {
+            if start.elapsed() > Duration::from_secs(20) {
+                let _ = self.child.kill();
+                let _ = self.child.wait();
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        if is_mounted(&self.mnt) {
+            let _ = Command::new("fusermount3")
+                .arg("-uz")
+                .arg(&self.mnt)
+                .status();
+        }
     }
 }

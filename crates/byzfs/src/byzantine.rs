@@ -1,0 +1,162 @@
+//! **Test-only fault injection** (`byzfs replica --byzantine …`, a hidden flag): behaviours of
+//! a Byzantine replica, for the fault tests. Never use it on a real cluster.
+//!
+//! * `lie-replies`: every reply this replica sends to a client carries a wrong result under a
+//!   valid MAC (the runtime re-encodes it: [`byzfs_net::LieToClients`]). For the file service
+//!   the lie is a well-formed result: read data with every byte changed, attributes with a
+//!   wrong size, mode, owner, link count and times, directory listings with renamed entries,
+//!   success turned into an error and the reverse. Its state and its votes stay correct, so
+//!   only the client's reply voting stands between the lie and the application.
+
+use byzfs_fs::{decode_result, encode_result, Attr, Errno, FsResult, Reply, Timestamp};
+use byzfs_net::LieToClients;
+use clap::ValueEnum;
+
+/// A Byzantine behaviour (test-only).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Byzantine {
+    /// Send clients wrong results (data and attributes) with valid MACs.
+    LieReplies,
+}
+
+/// The runtime's liar for `service` (`"fs"`: file-service-aware lies; else every byte of the
+/// result changed).
+pub fn liar(service: &str) -> LieToClients {
+    if service == "fs" {
+        LieToClients::new(corrupt_fs_result)
+    } else {
+        LieToClients::new(corrupt_bytes)
+    }
+}
+
+fn corrupt_bytes(b: &[u8]) -> Vec<u8> {
+    if b.is_empty() {
+        return b"lie".to_vec();
+    }
+    b.iter().map(|x| !x).collect()
+}
+
+fn corrupt_attr(a: &mut Attr) {
+    a.size = a.size.wrapping_mul(3).wrapping_add(4097);
+    a.used = a.used.wrapping_add(8192);
+    a.mode ^= 0o777;
+    a.nlink = a.nlink.wrapping_add(7);
+    a.uid = a.uid.wrapping_add(4242);
+    a.gid = a.gid.wrapping_add(4242);
+    let later = |t: Timestamp| Timestamp {
+        secs: t.secs.wrapping_add(86_400 * 365),
+        nsecs: t.nsecs,
+    };
+    a.atime = later(a.atime);
+    a.mtime = later(a.mtime);
+    a.ctime = later(a.ctime);
+}
+
+/// A believable wrong file-service result.
+pub fn corrupt_fs_result(b: &[u8]) -> Vec<u8> {
+    let Some(r) = decode_result(b) else {
+        return corrupt_bytes(b);
+    };
+    let lie: FsResult = match r {
+        Ok(Reply::Attr(mut a)) => {
+            corrupt_attr(&mut a);
+            Ok(Reply::Attr(a))
+        }
+        Ok(Reply::Entry(mut a)) => {
+            corrupt_attr(&mut a);
+            Ok(Reply::Entry(a))
+        }
+        Ok(Reply::Done) => Err(Errno::EIO),
+        Ok(Reply::ReadLink(t)) => Ok(Reply::ReadLink(corrupt_link(&t))),
+        Ok(Reply::Read { data, eof }) => Ok(Reply::Read {
+            data: if data.is_empty() {
+                b"lie".to_vec()
+            } else {
+                data.iter().map(|x| x.wrapping_add(1)).collect()
+            },
+            eof: !eof && data.is_empty(),
+        }),
+        Ok(Reply::Write { count, mut attr }) => {
+            corrupt_attr(&mut attr);
+            Ok(Reply::Write {
+                count: count / 2,
+                attr,
+            })
+        }
+        Ok(Reply::ReadDir { mut entries, eof }) => {
+            for e in &mut entries {
+                if e.name != b"." && e.name != b".." {
+                    e.name.push(b'~');
+                }
+            }
+            Ok(Reply::ReadDir { entries, eof })
+        }
+        Ok(Reply::StatFs(mut s)) => {
+            s.blocks_free = s.blocks_free.wrapping_add(12345);
+            s.files_free = s.files_free.wrapping_add(12345);
+            Ok(Reply::StatFs(s))
+        }
+        Err(Errno::ENOENT) => Ok(Reply::Done),
+        Err(_) => Err(Errno::ENOENT),
+    };
+    encode_result(&lie)
+}
+
+fn corrupt_link(t: &[u8]) -> Vec<u8> {
+    let mut t = t.to_vec();
+    t.extend_from_slice(b"-lie");
+    t
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use byzfs_fs::{FileHandle, FileType};
+
+    fn attr() -> Attr {
+        Attr {
+            fh: FileHandle::ROOT,
+            kind: FileType::Regular,
+            mode: 0o644,
+            nlink: 1,
+            uid: 0,
+            gid: 0,
+            size: 10,
+            used: 10,
+            atime: Timestamp::default(),
+            mtime: Timestamp::default(),
+            ctime: Timestamp::default(),
+        }
+    }
+
+    #[test]
+    fn every_fs_result_is_changed_into_another_well_formed_one() {
+        let results: Vec<FsResult> = vec![
+            Ok(Reply::Attr(attr())),
+            Ok(Reply::Entry(attr())),
+            Ok(Reply::Done),
+            Ok(Reply::ReadLink(b"t".to_vec())),
+            Ok(Reply::Read {
+                data: vec![0, 255, 7],
+                eof: true,
+            }),
+            Ok(Reply::Read {
+                data: vec![],
+                eof: true,
+            }),
+            Ok(Reply::Write {
+                count: 3,
+                attr: attr(),
+            }),
+            Err(Errno::ENOENT),
+            Err(Errno::EACCES),
+        ];
+        for r in results {
+            let b = encode_result(&r);
+            let lie = corrupt_fs_result(&b);
+            assert_ne!(lie, b, "{r:?}");
+            assert!(decode_result(&lie).is_some(), "{r:?}");
+        }
+        assert_ne!(corrupt_fs_result(b"x"), b"x");
+    }
+}
