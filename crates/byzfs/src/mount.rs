@@ -91,6 +91,11 @@ pub struct MountArgs {
     /// the replicated cluster (the NO-REP baseline of the benchmarks).
     #[arg(long)]
     unreplicated: bool,
+    /// Order every operation, reads included (the seeds' BFS-strict): no read-only
+    /// optimisation. Default: getattr, lookup, access, readlink, read, readdir and statfs
+    /// take the read-only path (answered by 2f+1 matching replicas without ordering).
+    #[arg(long)]
+    strict: bool,
     /// Where to mount.
     mountpoint: PathBuf,
 }
@@ -103,6 +108,7 @@ pub fn run(a: MountArgs) -> anyhow::Result<ExitCode> {
         timeout: Duration::from_millis(a.timeout_ms),
         allow_other: a.allow_other,
         unreplicated: a.unreplicated,
+        strict: a.strict,
     };
     let mounted = mount(&a.config, a.key.as_deref(), &a.mountpoint, &opts)?;
     eprintln!(
@@ -129,6 +135,8 @@ pub struct MountOptions {
     pub allow_other: bool,
     /// Talk to one unreplicated server (NO-REP) instead of the cluster.
     pub unreplicated: bool,
+    /// Order read-only operations too (BFS-strict).
+    pub strict: bool,
 }
 
 /// A mounted file system, served by a background thread.
@@ -292,6 +300,7 @@ pub fn mount(
             silly: HashMap::new(),
             stamps: HashMap::new(),
             timeout: opts.timeout,
+            strict: opts.strict,
         }),
         notifier: Arc::clone(&notifier),
     };
@@ -344,6 +353,8 @@ struct Inner {
     /// another client changed the file since.
     stamps: HashMap<u64, Stamp>,
     timeout: Duration,
+    /// Send read-only operations as ordered requests.
+    strict: bool,
 }
 
 /// What of an inode's attributes says its data or size changed.
@@ -463,7 +474,8 @@ fn file_attr(a: &Attr) -> FileAttr {
 
 /// Runs `op` on the cluster with `cred` (no bookkeeping).
 fn invoke(inner: &mut Inner, cred: &Credentials, op: Op) -> FsResult {
-    let read_only = op.is_read_only();
+    // The flag is only a hint: replicas decide from the operation itself what is read-only.
+    let read_only = op.is_read_only() && !inner.strict;
     let bytes = Request::new(cred.clone(), op).encode();
     let out = inner.rt.block_on(async {
         tokio::time::timeout(inner.timeout, inner.client.invoke(bytes, read_only)).await

@@ -214,6 +214,7 @@ pub fn run(mut a: UpArgs) -> anyhow::Result<ExitCode> {
                 timeout: Duration::from_secs(30),
                 allow_other: a.allow_other,
                 unreplicated: false,
+                strict: false,
             };
             Some(crate::mount::mount(&config_path, None, mnt, &opts)?)
         }

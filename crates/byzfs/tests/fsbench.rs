@@ -185,7 +185,8 @@ fn andrew_postmark_largefile_on_local_and_passthrough() {
 }
 
 /// A stand-in for `byzfs up --service fs` and `byzfs mount`: records its arguments; `up`
-/// says it is up and waits; `mount --config C MNT` serves MNT with bindfs until SIGTERM.
+/// says it is up and waits; `mount [--strict] --config C MNT` serves MNT with bindfs until
+/// SIGTERM.
 const FAKE_BYZFS: &str = r#"#!/bin/sh
 echo "$@" >> "$FAKE_LOG"
 trap 'exit 0' TERM INT
@@ -194,6 +195,7 @@ if [ "$1" = up ]; then
     while :; do sleep 0.1; done
 fi
 [ "$1" = mount ] || exit 2
+[ "$2" = --strict ] && shift
 B="$(dirname "$3")/backing"
 mkdir -p "$B" && bindfs "$B" "$4" || exit 1
 trap 'fusermount3 -u "$4"; exit 0' TERM INT
@@ -236,17 +238,14 @@ fn cluster_hook_with_a_stand_in_up() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stdout}\n{stderr}");
-    // Strict lookups are not built: skipped, with the reason. NO-REP is the real thing (it
-    // does not go through the stand-in: `byzfs unreplicated` + `byzfs mount --unreplicated`).
-    assert!(
-        stderr.contains("skipping target byzfs: not built yet"),
-        "{stderr}"
-    );
-    assert!(!stderr.contains("skipping target norep"), "{stderr}");
+    // Nothing is skipped. NO-REP is the real thing (it does not go through the stand-in:
+    // `byzfs unreplicated` + `byzfs mount --unreplicated`).
+    assert!(!stderr.contains("skipping target"), "{stderr}");
     let report: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     let rows = report["rows"].as_array().unwrap();
     for target in [
+        "byzfs",
         "byzfs-ro",
         "norep",
         "local",
@@ -266,17 +265,21 @@ fn cluster_hook_with_a_stand_in_up() {
     assert!(server_cpu["median"].as_f64().unwrap() >= 0.0);
     let args = std::fs::read_to_string(&log).unwrap();
     let lines: Vec<&str> = args.lines().collect();
-    assert_eq!(lines.len(), 2, "{args}");
-    assert!(
-        lines[0]
-            .starts_with("up --service fs --replicas 4 --base-port 0 --durability memory --dir "),
-        "{}",
-        lines[0]
+    // byzfs (strict) and byzfs-ro: one `up` and one `mount` each, strict with `--strict`.
+    assert_eq!(lines.len(), 4, "{args}");
+    let up = "up --service fs --replicas 4 --base-port 0 --durability memory --dir ";
+    assert_eq!(
+        lines.iter().filter(|l| l.starts_with(up)).count(),
+        2,
+        "{args}"
     );
-    assert!(
-        lines[1].starts_with("mount --config ") && lines[1].contains("cluster.toml "),
-        "{}",
-        lines[1]
-    );
+    let mounts: Vec<&&str> = lines.iter().filter(|l| l.starts_with("mount ")).collect();
+    assert_eq!(mounts.len(), 2, "{args}");
+    assert!(mounts.iter().all(|l| l.contains("cluster.toml ")), "{args}");
+    let strict = mounts
+        .iter()
+        .filter(|l| l.starts_with("mount --strict --config "))
+        .count();
+    assert_eq!(strict, 1, "{args}");
     no_mounts_left(&work);
 }

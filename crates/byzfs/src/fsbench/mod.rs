@@ -46,7 +46,7 @@ pub enum FsbenchCommand {
 #[derive(Args, Debug, Clone)]
 pub struct CommonArgs {
     /// Targets, in order: byzfs, norep, local, passthrough. Targets that cannot be started
-    /// (strict lookups, not built yet) are skipped with a warning.
+    /// (e.g. FUSE missing) are skipped with a warning.
     #[arg(
         long,
         value_delimiter = ',',
@@ -54,7 +54,7 @@ pub struct CommonArgs {
     )]
     pub targets: Vec<target::TargetKind>,
     /// ByzFS read-only optimisation for lookups (the seed's BFS r/o lookup vs BFS-strict);
-    /// `on,off` measures both as two targets (`off` needs a mount switch, not built yet).
+    /// `on,off` measures both as two targets (`off`: `byzfs mount --strict`).
     #[arg(long, value_delimiter = ',', default_value = "on")]
     pub ro_lookups: Vec<OnOff>,
     /// Where ByzFS and NO-REP replicas keep their state.

@@ -373,19 +373,12 @@ pub struct ClusterMountOptions {
 /// replicas; SIGKILL after [`STOP_TIMEOUT`]). The program is this binary, or
 /// `$BYZFS_FSBENCH_UP` if set (the tests use a stand-in).
 ///
-/// NO-REP: see [`mount_unreplicated`].
-///
-/// Not built yet, so this returns an error and the target is skipped:
-/// - strict lookups (`--ro-lookups off`): the mount sends every operation the service calls
-///   read-only (`Op::is_read_only`: lookup, getattr, read, readdir, …) with the read-only
-///   flag, and has no switch to send lookups read-write.
+/// NO-REP: see [`mount_unreplicated`]. Strict lookups (`ro_lookups` false): `byzfs mount
+/// --strict`, which orders every operation.
 pub fn mount_cluster(opts: &ClusterMountOptions) -> anyhow::Result<Mounted> {
     if !opts.replicated {
         // One server: the read-only optimisation does not apply.
         return mount_unreplicated(opts);
-    }
-    if !opts.ro_lookups {
-        bail!("not built yet: `byzfs mount` always sends lookups read-only (use --ro-lookups on)");
     }
     let exe = match std::env::var_os(UP_ENV) {
         Some(p) if !p.is_empty() => PathBuf::from(p),
@@ -452,6 +445,7 @@ pub fn mount_cluster(opts: &ClusterMountOptions) -> anyhow::Result<Mounted> {
     let m = mount.insert(
         Command::new(&exe)
             .arg("mount")
+            .args((!opts.ro_lookups).then_some("--strict"))
             .arg("--config")
             .arg(opts.dir.join("cluster").join("cluster.toml"))
             .arg(&mnt)
