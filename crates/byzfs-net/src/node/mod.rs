@@ -330,22 +330,8 @@ impl<S: Service> ReplicaNode<S> {
     /// Binds the configured address now (if no listener was given) and returns it, so an
     /// address conflict is reported before the replica starts.
     pub fn bind(&mut self) -> Result<SocketAddr, NodeError> {
-        let addr = self.cluster.replicas[self.secret.id as usize]
-            .address
-            .clone();
-        let bind_err = |source| NodeError::Bind {
-            addr: addr.clone(),
-            error: source,
-        };
-        if self.listener.is_none() {
-            self.listener = Some(std::net::TcpListener::bind(&addr).map_err(bind_err)?);
-        }
-        let l = self
-            .listener
-            .as_ref()
-            .ok_or_else(|| bind_err(std::io::ErrorKind::NotConnected.into()))?;
-        l.set_nonblocking(true).map_err(bind_err)?;
-        l.local_addr().map_err(bind_err)
+        let addr = &self.cluster.replicas[self.secret.id as usize].address;
+        bind_listener(&mut self.listener, addr)
     }
 
     /// Runs the replica until `shutdown` completes (or a durability failure). Must be called
@@ -513,4 +499,22 @@ impl Drop for NodeHandle {
     fn drop(&mut self) {
         let _ = self.stop_and_join();
     }
+}
+
+/// Binds `addr` into `listener` unless a listener was given, makes it non-blocking for tokio,
+/// and returns its local address (the port the OS chose, for port 0).
+pub(crate) fn bind_listener(
+    listener: &mut Option<std::net::TcpListener>,
+    addr: &str,
+) -> Result<SocketAddr, NodeError> {
+    let bind_err = |source| NodeError::Bind {
+        addr: addr.to_string(),
+        error: source,
+    };
+    let l = match listener {
+        Some(l) => l,
+        None => listener.insert(std::net::TcpListener::bind(addr).map_err(bind_err)?),
+    };
+    l.set_nonblocking(true).map_err(bind_err)?;
+    l.local_addr().map_err(bind_err)
 }

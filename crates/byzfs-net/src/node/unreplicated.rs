@@ -98,20 +98,7 @@ impl<S: Service> UnreplicatedNode<S> {
     /// Binds replica 0's address now (if not yet bound) and returns it.
     pub fn bind(&mut self) -> Result<SocketAddr, NodeError> {
         // A loaded `ClusterConfig` lists 3f+1 >= 4 replicas, so replica 0 exists.
-        let addr = self.cluster.replicas[0].address.clone();
-        let bind_err = |source| NodeError::Bind {
-            addr: addr.clone(),
-            error: source,
-        };
-        if self.listener.is_none() {
-            self.listener = Some(std::net::TcpListener::bind(&addr).map_err(bind_err)?);
-        }
-        let l = self
-            .listener
-            .as_ref()
-            .ok_or_else(|| bind_err(std::io::ErrorKind::NotConnected.into()))?;
-        l.set_nonblocking(true).map_err(bind_err)?;
-        l.local_addr().map_err(bind_err)
+        super::bind_listener(&mut self.listener, &self.cluster.replicas[0].address)
     }
 
     /// Serves until `shutdown` completes. Must run inside a tokio runtime with I/O and time
