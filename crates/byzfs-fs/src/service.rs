@@ -224,22 +224,14 @@ impl<S: Store> Service for FileService<S> {
 
     /// `max(now, last proposed + 1, last agreed + 1)` as 8 bytes LE.
     fn propose_nondet(&mut self, _seq: Seq, now: Time) -> Vec<u8> {
-        let ts = now
-            .as_micros()
-            .max(self.last_proposed.saturating_add(1))
-            .max(self.last_agreed_time().saturating_add(1));
-        self.last_proposed = ts;
-        ts.to_le_bytes().to_vec()
+        let agreed = self.last_agreed_time();
+        byzfs_bft::services::timestamp::propose(&mut self.last_proposed, agreed, now)
     }
 
     /// Exactly 8 bytes, above the last agreed timestamp, within the tolerance of `now`.
     fn check_nondet(&self, _seq: Seq, nondet: &[u8], now: Time) -> bool {
-        let Ok(b) = <[u8; 8]>::try_from(nondet) else {
-            return false;
-        };
-        let ts = u64::from_le_bytes(b);
         let tolerance = u64::try_from(self.cfg.clock_tolerance.as_micros()).unwrap_or(u64::MAX);
-        ts > self.last_agreed_time() && ts.abs_diff(now.as_micros()) <= tolerance
+        byzfs_bft::services::timestamp::check(nondet, self.last_agreed_time(), now, tolerance)
     }
 
     fn execute(&mut self, _client: ClientId, op: &[u8], nondet: &[u8]) -> Vec<u8> {

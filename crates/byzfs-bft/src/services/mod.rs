@@ -7,3 +7,4 @@
 
 pub mod kv;
 pub mod null;
+pub mod timestamp;

@@ -1,0 +1,43 @@
+//! The agreed timestamp that services built on this library take as non-deterministic input
+//! (PROTOCOL.md §1.11): the primary proposes `max(now, last proposed + 1, last agreed + 1)`;
+//! a backup accepts exactly 8 bytes, above the last agreed timestamp, within `tolerance_us`
+//! of its own clock. Shared by the key-value service and the file service.
+
+use crate::time::Time;
+
+/// The primary's proposal (8 bytes, little-endian); remembers it in `last_proposed`.
+pub fn propose(last_proposed: &mut u64, last_agreed: u64, now: Time) -> Vec<u8> {
+    let ts = now
+        .as_micros()
+        .max(last_proposed.saturating_add(1))
+        .max(last_agreed.saturating_add(1));
+    *last_proposed = ts;
+    ts.to_le_bytes().to_vec()
+}
+
+/// Whether a backup accepts `nondet` as the next timestamp.
+pub fn check(nondet: &[u8], last_agreed: u64, now: Time, tolerance_us: u64) -> bool {
+    let Ok(b) = <[u8; 8]>::try_from(nondet) else {
+        return false;
+    };
+    let ts = u64::from_le_bytes(b);
+    ts > last_agreed && ts.abs_diff(now.as_micros()) <= tolerance_us
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn proposals_increase_and_checks_bound_them() {
+        let mut last = 0;
+        let a = propose(&mut last, 5, Time(3));
+        assert_eq!(a, 6u64.to_le_bytes());
+        let b = propose(&mut last, 5, Time(3));
+        assert_eq!(b, 7u64.to_le_bytes());
+        assert!(check(&b, 6, Time(10), 5));
+        assert!(!check(&b, 7, Time(10), 5), "not above the last agreed");
+        assert!(!check(&b, 6, Time(100), 5), "outside the tolerance");
+        assert!(!check(&b[..7], 6, Time(10), 5), "not 8 bytes");
+    }
+}
