@@ -495,8 +495,21 @@ fn random_replier(rng: &mut ChaCha8Rng, n: usize, avoid: Option<u8>) -> u8 {
 }
 
 /// The result digest of a complete reply certificate (PROTOCOL.md §1.6): `f+1` matching
-/// committed replies, or `2f+1` matching replies tentative and committed together. With
-/// `need_full`, only a digest for which some matching reply carried the full result counts.
+/// committed replies, or `2f+1` matching replies of which the tentative ones all carry the
+/// **same view** (committed replies count whatever their view). With `need_full`, only a
+/// digest for which some matching reply carried the full result counts.
+///
+/// Why tentative replies must agree on the view: `2f+1` tentative replies are a proof that
+/// `f+1` correct replicas *prepared* the request at one sequence number in one view, which
+/// every later new view then keeps. Tentative replies from different views prove no such
+/// thing: replicas that prepared the request at sequence `s` in view `v` and at `s'` in
+/// `v+1` may each be a minority of their view, and the next view change can drop both. The
+/// BFT library's reply certificate compares whole replies, view included. (Found by the
+/// 20,000-seed sweep: `byzfs-sim --seeds 3316..3317 --scenario net` acknowledged a `Put` on
+/// replies of views 26, 26 and 27 and the write was lost.) Mixing is sound: if a matching
+/// committed reply comes from a correct replica the request is committed; otherwise every
+/// committed reply came from one of the `f` faulty replicas and the tentative ones still
+/// include `f+1` correct replicas that prepared it in that view.
 ///
 /// `f+1` committed replies suffice with the read-only optimisation on too: the replicas keep
 /// reads linearizable (a replica that sent a COMMIT answers no read from older state, see
@@ -508,20 +521,30 @@ fn random_replier(rng: &mut ChaCha8Rng, n: usize, avoid: Option<u8>) -> u8 {
 /// State Machine Replication Fast, Linearizable, and Live", SRDS 2021; simulator: twins 346,
 /// 1466, 1704, 1746 and equivocate 1335, n=4).
 fn certified(o: &Outstanding, f: usize, need_full: bool) -> Option<Digest> {
-    // digest → (committed, total, has full result)
-    let mut tally: BTreeMap<Digest, (usize, usize, bool)> = BTreeMap::new();
+    // digest → (committed replies, some committed reply carries the full result)
+    let mut committed: BTreeMap<Digest, (usize, bool)> = BTreeMap::new();
+    // (digest, view) → (tentative replies, some carries the full result)
+    let mut tentative: BTreeMap<(Digest, View), (usize, bool)> = BTreeMap::new();
     for s in o.replies.values() {
-        let e = tally.entry(s.digest).or_default();
-        if !s.tentative {
-            e.0 += 1;
-        }
-        e.1 += 1;
-        e.2 |= s.full.is_some();
+        let e = if s.tentative {
+            tentative.entry((s.digest, s.view)).or_default()
+        } else {
+            committed.entry(s.digest).or_default()
+        };
+        e.0 += 1;
+        e.1 |= s.full.is_some();
     }
-    tally
-        .into_iter()
-        .find(|(_, (c, t, full))| (*c > f || *t > 2 * f) && (*full || !need_full))
-        .map(|(d, _)| d)
+    let usable = |full: bool| full || !need_full;
+    if let Some((d, _)) = committed
+        .iter()
+        .find(|(_, &(c, full))| c > f && usable(full))
+    {
+        return Some(*d);
+    }
+    tentative.iter().find_map(|(&(d, _), &(t, full))| {
+        let (c, cfull) = committed.get(&d).copied().unwrap_or_default();
+        (t + c > 2 * f && usable(full || cfull)).then_some(d)
+    })
 }
 
 #[cfg(test)]
@@ -815,6 +838,41 @@ mod tests {
     }
 
     #[test]
+    fn tentative_replies_of_different_views_do_not_complete() {
+        for f in [1, 2] {
+            let mut h = Harness::new(f);
+            let rid = h.invoke(b"w", false);
+            // 2f tentative in view 0 and one in view 1: no 2f+1 of one view.
+            for j in 0..2 * f {
+                h.deliver(j, &reply(j, rid, 0, true, b"ok", true));
+            }
+            h.deliver(2 * f, &reply(2 * f, rid, 1, true, b"ok", true));
+            assert_eq!(h.completed(), None, "f={f}: views mixed");
+            // The last replica's view-0 reply completes it (2f+1 in view 0)…
+            h.deliver(3 * f, &reply(3 * f, rid, 0, true, b"ok", false));
+            assert_eq!(h.completed(), Some((rid, b"ok".to_vec())), "f={f}");
+        }
+    }
+
+    #[test]
+    fn committed_replies_of_any_view_count_with_tentative_ones_of_one_view() {
+        for f in [1, 2] {
+            let mut h = Harness::new(f);
+            let rid = h.invoke(b"w", false);
+            // f committed in view 3, f+1 tentative in view 1: 2f+1, sound (see `certified`).
+            for j in 0..f {
+                h.deliver(j, &reply(j, rid, 3, false, b"ok", false));
+            }
+            for j in f..2 * f {
+                h.deliver(j, &reply(j, rid, 1, true, b"ok", true));
+            }
+            assert_eq!(h.completed(), None, "f={f}");
+            h.deliver(2 * f, &reply(2 * f, rid, 1, true, b"ok", false));
+            assert_eq!(h.completed(), Some((rid, b"ok".to_vec())), "f={f}");
+        }
+    }
+
+    #[test]
     fn mixed_digests_do_not_complete() {
         for f in [1, 2] {
             let mut h = Harness::new(f);
@@ -1076,8 +1134,9 @@ mod tests {
             let mut h = Harness::new(f);
             let n = h.n();
             let rid = h.invoke(b"w", false);
-            // One liar reports a huge view; the others report view n+1.
-            h.deliver(0, &reply(0, rid, u64::MAX, true, b"ok", true));
+            // One liar reports a huge view (committed, so that it counts towards the
+            // certificate whatever its view); the others report view n+1.
+            h.deliver(0, &reply(0, rid, u64::MAX, false, b"ok", true));
             for j in 1..=2 * f {
                 h.deliver(j, &reply(j, rid, n as u64 + 1, true, b"ok", false));
             }
