@@ -504,9 +504,9 @@ fn random_replier(rng: &mut ChaCha8Rng, n: usize, avoid: Option<u8>) -> u8 {
 /// every later new view then keeps. Tentative replies from different views prove no such
 /// thing: replicas that prepared the request at sequence `s` in view `v` and at `s'` in
 /// `v+1` may each be a minority of their view, and the next view change can drop both. The
-/// BFT library's reply certificate compares whole replies, view included. (Found by the
+/// BFT library's reply certificate compares whole replies, view included. (Noticed in the
 /// 20,000-seed sweep: `byzfs-sim --seeds 3316..3317 --scenario net` acknowledged a `Put` on
-/// replies of views 26, 26 and 27 and the write was lost.) Mixing is sound: if a matching
+/// replies of views 26, 26 and 27; there it survived, but by luck.) Mixing is sound: if a matching
 /// committed reply comes from a correct replica the request is committed; otherwise every
 /// committed reply came from one of the `f` faulty replicas and the tentative ones still
 /// include `f+1` correct replicas that prepared it in that view.

@@ -226,6 +226,30 @@ pub enum Op {
 }
 
 impl Op {
+    /// The operation's name, for logs and metrics (`"write"`, `"lookup"`, …).
+    pub fn name(&self) -> &'static str {
+        match self {
+            Op::GetAttr { .. } => "getattr",
+            Op::SetAttr { .. } => "setattr",
+            Op::Lookup { .. } => "lookup",
+            Op::Access { .. } => "access",
+            Op::ReadLink { .. } => "readlink",
+            Op::Read { .. } => "read",
+            Op::Write { .. } => "write",
+            Op::Create { .. } => "create",
+            Op::Mkdir { .. } => "mkdir",
+            Op::Symlink { .. } => "symlink",
+            Op::Mknod { .. } => "mknod",
+            Op::Remove { .. } => "remove",
+            Op::Rmdir { .. } => "rmdir",
+            Op::Rename { .. } => "rename",
+            Op::Link { .. } => "link",
+            Op::ReadDir { .. } => "readdir",
+            Op::StatFs => "statfs",
+            Op::Fsync { .. } => "fsync",
+        }
+    }
+
     /// Whether this operation never changes state (the read-only optimisation, §1.8).
     pub fn is_read_only(&self) -> bool {
         matches!(

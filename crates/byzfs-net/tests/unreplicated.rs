@@ -92,3 +92,119 @@ async fn with_macs_unauthenticated_requests_are_dropped() {
     stop.send(()).unwrap();
     thread.join().unwrap();
 }
+
+/// `disk` durability: every answered write survives a restart of the server, through several
+/// stored checkpoints and the log after the last one (the reply cache's restoration is
+/// tested in `oplog.rs`).
+#[test]
+fn disk_mode_keeps_every_answered_write_across_restarts() {
+    use byzfs_bft::services::kv::{KvOp, KvResult, KvService};
+    use byzfs_net::storage::DiskDurability;
+
+    let port_probe = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = port_probe.local_addr().unwrap().to_string();
+    drop(port_probe);
+    let dir = tempfile::tempdir().unwrap();
+    let mut protocol = Config::new(1);
+    protocol.checkpoint_interval = 8;
+    protocol.log_window = 16;
+    let opts = KeygenOptions {
+        addresses: (0..4)
+            .map(|i| {
+                if i == 0 {
+                    addr.clone()
+                } else {
+                    format!("127.0.0.1:{}", 1 + i)
+                }
+            })
+            .collect(),
+        clients: vec![1],
+        protocol,
+    };
+    let g = keygen(dir.path(), &opts).unwrap();
+    let cluster = ClusterConfig::load(&g.config).unwrap();
+    let cred = ClientCredential::load(&g.client_keys[0], &cluster).unwrap();
+    let data = dir.path().join("data");
+
+    // One server lifetime: runs `work` against it, then stops it.
+    let serve = |work: &dyn Fn(&ClusterConfig, &ClientCredential)| {
+        let secret = ReplicaSecret::load(&g.replica_keys[0], &cluster, 0).unwrap();
+        let disk = DiskDurability::open(&data, "unreplicated test").unwrap();
+        let mut node = UnreplicatedNode::new(cluster.clone(), secret, KvService::new(), true)
+            .unwrap()
+            .with_durability(Box::new(disk));
+        node.bind().unwrap(); // Listening before the client connects.
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let thread = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            rt.block_on(node.run(async {
+                let _ = stopped.await;
+            }))
+            .unwrap();
+        });
+        work(&cluster, &cred);
+        stop.send(()).unwrap();
+        thread.join().unwrap();
+    };
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let call = |c: &mut UnreplicatedClient, op: KvOp, ro: bool| -> KvResult {
+        let bytes = op.encode();
+        let r = rt
+            .block_on(async {
+                tokio::time::timeout(Duration::from_secs(10), c.invoke(bytes, ro)).await
+            })
+            .expect("timed out")
+            .unwrap();
+        KvResult::decode(&r).unwrap()
+    };
+    let connect = |cluster: &ClusterConfig, cred: &ClientCredential| {
+        rt.block_on(UnreplicatedClient::connect(cluster, cred, true))
+            .unwrap()
+    };
+    let expected =
+        |n: usize| -> Vec<u8> { (0..n).flat_map(|i| format!("{i};").into_bytes()).collect() };
+    let append = |i: usize| KvOp::Append {
+        key: b"log".to_vec(),
+        value: format!("{i};").into_bytes(),
+    };
+    let get = || KvOp::Get {
+        key: b"log".to_vec(),
+    };
+
+    // 45 appends: 5 checkpoints of 8, and 5 operations in the log after the last.
+    serve(&|cluster, cred| {
+        let mut c = connect(cluster, cred);
+        for i in 0..45 {
+            call(&mut c, append(i), false);
+        }
+        assert_eq!(
+            call(&mut c, get(), true),
+            KvResult::Value(Some(expected(45)))
+        );
+    });
+    serve(&|cluster, cred| {
+        let mut c = connect(cluster, cred);
+        assert_eq!(
+            call(&mut c, get(), true),
+            KvResult::Value(Some(expected(45))),
+            "after a restart"
+        );
+        for i in 45..50 {
+            call(&mut c, append(i), false);
+        }
+    });
+    serve(&|cluster, cred| {
+        let mut c = connect(cluster, cred);
+        assert_eq!(
+            call(&mut c, get(), true),
+            KvResult::Value(Some(expected(50))),
+            "after a second restart"
+        );
+    });
+}

@@ -81,8 +81,11 @@ pub struct MountArgs {
     /// The client credential (default: client-1.key beside the config).
     #[arg(long)]
     key: Option<PathBuf>,
-    /// Give up on an operation after this long (the caller gets EIO).
-    #[arg(long, default_value_t = 30_000)]
+    /// Give up on an operation after this long and return EIO to the caller (a "soft" mount).
+    /// Default 0: a "hard" mount, like NFS's default — an operation waits, retrying, until
+    /// the cluster answers (a warning is logged every 10 s), so a program never sees an
+    /// error because replicas were down for a while.
+    #[arg(long, default_value_t = 0)]
     timeout_ms: u64,
     /// Let other users access the mount (needs `user_allow_other` in /etc/fuse.conf).
     #[arg(long)]
@@ -105,7 +108,7 @@ pub fn run(a: MountArgs) -> anyhow::Result<ExitCode> {
     check_fuse()?;
     check_mountpoint(&a.mountpoint, false)?;
     let opts = MountOptions {
-        timeout: Duration::from_millis(a.timeout_ms),
+        timeout: (a.timeout_ms > 0).then(|| Duration::from_millis(a.timeout_ms)),
         allow_other: a.allow_other,
         unreplicated: a.unreplicated,
         strict: a.strict,
@@ -129,8 +132,9 @@ pub fn run(a: MountArgs) -> anyhow::Result<ExitCode> {
 
 /// How to mount (the flags `byzfs mount` and `byzfs up --mount` share).
 pub struct MountOptions {
-    /// Give up on an operation after this long (the caller gets `EIO`).
-    pub timeout: Duration,
+    /// Give up on an operation after this long (the caller gets `EIO`); `None`: wait until
+    /// the cluster answers (a hard mount).
+    pub timeout: Option<Duration>,
     /// Let other users access the mount.
     pub allow_other: bool,
     /// Talk to one unreplicated server (NO-REP) instead of the cluster.
@@ -352,7 +356,8 @@ struct Inner {
     /// The last attributes seen for each inode the kernel holds, to tell at `open` whether
     /// another client changed the file since.
     stamps: HashMap<u64, Stamp>,
-    timeout: Duration,
+    /// `None`: a hard mount (see [`MountOptions::timeout`]).
+    timeout: Option<Duration>,
     /// Send read-only operations as ordered requests.
     strict: bool,
 }
@@ -472,22 +477,50 @@ fn file_attr(a: &Attr) -> FileAttr {
     }
 }
 
-/// Runs `op` on the cluster with `cred` (no bookkeeping).
+/// How often a hard mount reports an operation still waiting for the cluster.
+const STILL_WAITING: Duration = Duration::from_secs(10);
+
+/// Runs `op` on the cluster with `cred` (no bookkeeping). Waits until the cluster answers,
+/// or up to the soft mount's timeout; the client retransmits meanwhile and its links
+/// reconnect by themselves, so replicas killed and restarted never surface as errors.
 fn invoke(inner: &mut Inner, cred: &Credentials, op: Op) -> FsResult {
     // The flag is only a hint: replicas decide from the operation itself what is read-only.
     let read_only = op.is_read_only() && !inner.strict;
+    let name = op.name();
     let bytes = Request::new(cred.clone(), op).encode();
+    let timeout = inner.timeout;
+    let client = &mut inner.client;
     let out = inner.rt.block_on(async {
-        tokio::time::timeout(inner.timeout, inner.client.invoke(bytes, read_only)).await
+        let start = tokio::time::Instant::now();
+        let call = client.invoke(bytes, read_only);
+        tokio::pin!(call);
+        loop {
+            let waited = start.elapsed();
+            let nap = match timeout {
+                Some(t) if waited >= t => return None,
+                Some(t) => STILL_WAITING.min(t - waited),
+                None => STILL_WAITING,
+            };
+            tokio::select! {
+                r = &mut call => return Some(r),
+                () = tokio::time::sleep(nap) => {
+                    let waited = start.elapsed().as_secs();
+                    if timeout.is_none_or(|t| start.elapsed() < t) {
+                        tracing::warn!(op = name, waited_s = waited,
+                            "still waiting for the cluster to answer (hard mount: retrying)");
+                    }
+                }
+            }
+        }
     });
     match out {
-        Ok(Ok(b)) => decode_result(&b).unwrap_or(Err(Errno::EIO)),
-        Ok(Err(e)) => {
-            tracing::warn!(error = %e, "invoke failed");
+        Some(Ok(b)) => decode_result(&b).unwrap_or(Err(Errno::EIO)),
+        Some(Err(e)) => {
+            tracing::warn!(op = name, error = %e, "invoke failed");
             Err(Errno::EIO)
         }
-        Err(_) => {
-            tracing::warn!("no reply within the timeout");
+        None => {
+            tracing::warn!(op = name, "no reply within the soft mount's timeout: EIO");
             Err(Errno::EIO)
         }
     }

@@ -1,14 +1,16 @@
 //! `byzfs unreplicated`: the unreplicated baseline of the benchmarks — one process serving
-//! the null (or key-value) service over the same transport as a replica, with or without
-//! MACs (issue #3 item 7).
+//! the null, key-value or file service (NO-REP) over the same transport as a replica, with
+//! or without MACs (issue #3 item 7), with the replicas' durability modes (issue #4 item 4).
 
-use crate::replica::ServiceKind;
+use crate::replica::{DurabilityMode, ServiceKind};
+use anyhow::Context as _;
 use byzfs_bft::services::kv::KvService;
 use byzfs_bft::services::null::NullService;
 use byzfs_bft::Service;
 use byzfs_net::cluster::ClusterConfig;
 use byzfs_net::keygen::replica_key_path;
 use byzfs_net::node::UnreplicatedNode;
+use byzfs_net::storage::{DiskDurability, Durability, MemoryDurability};
 use byzfs_net::ReplicaSecret;
 use clap::Args;
 use std::path::PathBuf;
@@ -29,6 +31,15 @@ pub struct UnreplicatedArgs {
     /// The service.
     #[arg(long, value_enum, default_value_t = ServiceKind::Null)]
     service: ServiceKind,
+    /// `disk`: every executed request is fsync'd (one group commit per event-loop turn, as a
+    /// replica's) before it is answered, and the state survives a restart; `memory`:
+    /// nothing is written.
+    #[arg(long, value_enum, default_value_t = DurabilityMode::Disk)]
+    durability: DurabilityMode,
+    /// Data directory of the `disk` mode (created if needed; default: data/unreplicated
+    /// beside the config).
+    #[arg(long)]
+    data: Option<PathBuf>,
     /// Stop when stdin closes (set by `byzfs bench` so servers never outlive it).
     #[arg(long, hide = true)]
     exit_with_parent: bool,
@@ -42,15 +53,41 @@ pub fn run(a: UnreplicatedArgs) -> anyhow::Result<ExitCode> {
         .clone()
         .unwrap_or_else(|| replica_key_path(a.config.parent().unwrap_or_else(|| ".".as_ref()), 0));
     let secret = ReplicaSecret::load(&key, &cluster, 0)?;
+    let durability: Box<dyn Durability> = match a.durability {
+        DurabilityMode::Memory => Box::new(MemoryDurability),
+        DurabilityMode::Disk => {
+            let dir = a.data.clone().unwrap_or_else(|| {
+                a.config
+                    .parent()
+                    .unwrap_or_else(|| ".".as_ref())
+                    .join("data")
+                    .join("unreplicated")
+            });
+            let identity = format!(
+                "unreplicated server of cluster {} (service {})",
+                cluster
+                    .cluster_id
+                    .iter()
+                    .map(|b| format!("{b:02x}"))
+                    .collect::<String>(),
+                a.service.name()
+            );
+            Box::new(
+                DiskDurability::open(&dir, &identity)
+                    .with_context(|| format!("data directory {}", dir.display()))?,
+            )
+        }
+    };
     match a.service {
-        ServiceKind::Null => serve(cluster, secret, NullService::default(), &a),
-        ServiceKind::Kv => serve(cluster, secret, KvService::new(), &a),
-        // NO-REP of the file benchmarks (issue #4 item 4). In memory for now: the replicas'
-        // `disk` mode has no unreplicated counterpart yet.
+        ServiceKind::Null => serve(cluster, secret, NullService::default(), durability, &a),
+        ServiceKind::Kv => serve(cluster, secret, KvService::new(), durability, &a),
+        // NO-REP of the file benchmarks (issue #4 item 4). The state is in memory and, in
+        // `disk` mode, in the same redb log and checkpoint images as a replica's.
         ServiceKind::Fs => serve(
             cluster,
             secret,
             byzfs_fs::FileService::in_memory(byzfs_fs::FsConfig::default()),
+            durability,
             &a,
         ),
     }
@@ -60,11 +97,14 @@ fn serve<S: Service>(
     cluster: ClusterConfig,
     secret: ReplicaSecret,
     service: S,
+    durability: Box<dyn Durability>,
     a: &UnreplicatedArgs,
 ) -> anyhow::Result<ExitCode> {
-    let mut node = UnreplicatedNode::new(cluster, secret, service, !a.no_macs)?;
+    let mut node =
+        UnreplicatedNode::new(cluster, secret, service, !a.no_macs)?.with_durability(durability);
     let addr = node.bind()?;
-    tracing::info!(%addr, macs = !a.no_macs, service = a.service.name(), "listening");
+    tracing::info!(%addr, macs = !a.no_macs, service = a.service.name(),
+        durability = a.durability.name(), "listening");
     let rt = crate::runtime()?;
     let exit_with_parent = a.exit_with_parent;
     let result = rt.block_on(node.run(async move {

@@ -211,7 +211,7 @@ pub fn run(mut a: UpArgs) -> anyhow::Result<ExitCode> {
     let mounted = match &a.mount {
         Some(mnt) => {
             let opts = crate::mount::MountOptions {
-                timeout: Duration::from_secs(30),
+                timeout: None,
                 allow_other: a.allow_other,
                 unreplicated: false,
                 strict: false,

@@ -183,6 +183,9 @@ impl<S: Service> EventLoop<S> {
                     q.push(intro.clone(), &self.shared.counters);
                 }
                 let client = admission.client;
+                if let Ok(mut m) = self.shared.intros.lock() {
+                    m.insert(client, (conn, intro));
+                }
                 self.install_client(admission);
                 self.clients.insert(
                     client,
@@ -197,6 +200,11 @@ impl<S: Service> EventLoop<S> {
             Inbound::ClientDown { client, conn } => {
                 if self.clients.get(&client).is_some_and(|c| c.conn == conn) {
                     self.clients.remove(&client);
+                }
+                if let Ok(mut m) = self.shared.intros.lock() {
+                    if m.get(&client).is_some_and(|(c, _)| *c == conn) {
+                        m.remove(&client);
+                    }
                 }
             }
         }

@@ -15,6 +15,7 @@
 mod accept;
 mod event_loop;
 mod metrics;
+mod oplog;
 mod peer;
 mod unreplicated;
 
@@ -170,6 +171,9 @@ pub enum NodeError {
     /// The stored state does not restore (corrupt, or another service's).
     #[error("cannot restore the stored state: {0}; delete the data directory to rejoin through state transfer")]
     Restore(byzfs_bft::replica::RestoreError),
+    /// The unreplicated server's stored state does not restore.
+    #[error("cannot restore the unreplicated server's stored state: {0}; the data directory is damaged or belongs to another service (deleting it loses the stored files)")]
+    UnreplicatedRestore(String),
 }
 
 /// Inputs of the event loop.
@@ -190,6 +194,9 @@ pub(crate) enum Inbound {
 }
 
 /// What the connection tasks of a node share.
+/// Connected clients' introduction frames, with their connection numbers.
+pub(crate) type Intros = std::collections::BTreeMap<ClientId, (u64, Arc<[u8]>)>;
+
 pub(crate) struct Shared {
     pub cluster: Arc<ClusterConfig>,
     pub me: ReplicaId,
@@ -208,6 +215,12 @@ pub(crate) struct Shared {
     pub next_conn: AtomicU64,
     /// Bytes of frames in the inbox (`NodeOptions::inbox_bytes` permits).
     pub inbox_bytes: Arc<tokio::sync::Semaphore>,
+    /// The introduction frame of every client connected to us, by client (with its
+    /// connection number): a peer link that comes up sends them all first, so a peer that
+    /// restarted (and forgot every introduction) can again authenticate the requests we
+    /// forward or pre-prepare — found by the kill-and-restart test on the mount, where a
+    /// restarted replica could not accept a big request's body and stayed behind.
+    pub intros: std::sync::Mutex<Intros>,
 }
 
 impl Shared {
@@ -247,7 +260,16 @@ impl Shared {
             inbound_gen: (0..n).map(|_| watch::channel(0).0).collect(),
             peers_up: (0..n).map(|_| AtomicBool::new(false)).collect(),
             next_conn: AtomicU64::new(1),
+            intros: std::sync::Mutex::new(std::collections::BTreeMap::new()),
         })
+    }
+
+    /// The introductions of the clients connected to us (see [`Shared::intros`]).
+    pub fn intro_frames(&self) -> Vec<Arc<[u8]>> {
+        self.intros
+            .lock()
+            .map(|m| m.values().map(|(_, f)| f.clone()).collect())
+            .unwrap_or_default()
     }
 
     pub fn peers_connected(&self) -> u32 {

@@ -6,6 +6,7 @@
 use super::Shared;
 use crate::backoff::Backoff;
 use crate::counters::Counters;
+use crate::framing::write_frame;
 use crate::handshake::{dial, prove, replica_proof_data, Hello, Welcome};
 use crate::queue::OutRx;
 use byzfs_bft::ReplicaId;
@@ -37,8 +38,15 @@ pub(super) async fn peer_link(shared: Arc<Shared>, to: ReplicaId, mut rx: OutRx)
                 quiet = false;
                 let (rd, wr) = stream.into_split();
                 let mut wr = BufWriter::with_capacity(WRITE_BUFFER, wr);
+                // Our clients' introductions first (see `Shared::intros`), then the queue.
+                let intros = shared.intro_frames();
                 let done = tokio::select! {
-                    r = rx.write_to(&mut wr, &shared.counters) => r.is_ok(),
+                    r = async {
+                        for f in &intros {
+                            write_frame(&mut wr, f).await?;
+                        }
+                        rx.write_to(&mut wr, &shared.counters).await
+                    } => r.is_ok(),
                     _ = closed(rd) => false,
                 };
                 shared.peers_up[to as usize].store(false, Ordering::Relaxed);

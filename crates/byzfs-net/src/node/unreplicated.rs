@@ -8,21 +8,29 @@
 //! same per-message authentication as a PBFT reply path (PBFT OSDI'99 Table 1's
 //! "unreplicated with MACs"). Without MACs, requests and replies are unauthenticated
 //! (`AuthKind::None`); the header still binds the body through its BLAKE3 digest, as on
-//! every frame of the wire format. Exactly-once holds per connection session: a
-//! retransmitted request (same or lower request id) gets the cached reply.
+//! every frame of the wire format. Exactly-once holds per client session, across
+//! reconnections and (with `disk` durability) restarts: a retransmitted request gets the
+//! cached result, an older one is dropped.
+//!
+//! Durability ([`UnreplicatedNode::with_durability`]) is the replicas': in `disk` mode every
+//! executed read-write request is in the turn's one fsync'd redb transaction before any reply
+//! of the turn leaves, with a checkpoint image every `checkpoint_interval` operations
+//! (`oplog.rs`); in `memory` mode (the default) nothing is written.
 //!
 //! The server plays "replica 0" of a cluster file, so `byzfs keygen` output (keys, client
 //! credentials) works unchanged; only replica 0's address and key are used.
 
+use super::oplog::{OpLog, ReplyCache};
 use super::{accept, Inbound, NodeError, NodeOptions, Shared};
 use crate::cluster::ClusterConfig;
 use crate::error::SetupError;
 use crate::keyfile::ReplicaSecret;
 use crate::queue::OutQueue;
 use crate::status::{drop_reason_name, NodeStatus};
+use crate::storage::{Durability, MemoryDurability};
 use byzfs_bft::message::{Message, Reply, RequestView, Tag};
 use byzfs_bft::wire::{self, Auth, AuthKind, Envelope, Frame};
-use byzfs_bft::{ClientId, Digest, DropReason, MacKey, Principal, RequestId, Service};
+use byzfs_bft::{ClientId, Digest, DropReason, MacKey, Principal, Service};
 use core::future::Future;
 use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
@@ -38,8 +46,6 @@ struct Session {
     to_client: MacKey,
     from_client: MacKey,
     queue: OutQueue,
-    /// The last request answered and its reply frame (retransmissions get it again).
-    last: Option<(RequestId, Arc<[u8]>)>,
 }
 
 /// The unreplicated server, ready to run.
@@ -49,6 +55,7 @@ pub struct UnreplicatedNode<S: Service> {
     service: S,
     macs: bool,
     options: NodeOptions,
+    durability: Box<dyn Durability>,
     listener: Option<std::net::TcpListener>,
     status_tx: watch::Sender<NodeStatus>,
     status_rx: watch::Receiver<NodeStatus>,
@@ -73,7 +80,7 @@ impl<S: Service> UnreplicatedNode<S> {
         crate::kdf::replica_keys(&cluster, &secret)?;
         let (status_tx, status_rx) = watch::channel(NodeStatus {
             replica: 0,
-            durability: "none (unreplicated)".into(),
+            durability: "memory".into(),
             ..NodeStatus::default()
         });
         Ok(UnreplicatedNode {
@@ -82,10 +89,19 @@ impl<S: Service> UnreplicatedNode<S> {
             service,
             macs,
             options: NodeOptions::default(),
+            durability: Box::new(MemoryDurability),
             listener: None,
             status_tx,
             status_rx,
         })
+    }
+
+    /// Keeps executed requests and the service state in `durability` (default: memory, nothing
+    /// written); a [`crate::storage::DiskDurability`] holding an earlier run's state is
+    /// restored when [`Self::run`] starts.
+    pub fn with_durability(mut self, durability: Box<dyn Durability>) -> Self {
+        self.durability = durability;
+        self
     }
 
     /// Uses an already bound listener instead of binding replica 0's address (tests bind
@@ -118,6 +134,20 @@ impl<S: Service> UnreplicatedNode<S> {
             self.options.clone(),
             self.status_rx.clone(),
         );
+        let mut log = OpLog::new(self.durability, self.cluster.bft.checkpoint_interval);
+        let mut replies = ReplyCache::new();
+        let replayed = log
+            .restore(
+                &mut self.service,
+                &mut replies,
+                self.cluster.bft.message_bytes_max,
+            )
+            .map_err(NodeError::UnreplicatedRestore)?;
+        if replayed > 0 {
+            tracing::info!(replayed, "restored the stored state");
+        }
+        self.status_tx
+            .send_modify(|s| s.durability = log.mode().to_string());
         let (inbox_tx, inbox) = mpsc::channel(self.options.inbox_frames.max(1));
         let mut tasks = tokio::task::JoinSet::new();
         tasks.spawn(accept::accept_loop(listener, shared.clone(), inbox_tx));
@@ -127,16 +157,19 @@ impl<S: Service> UnreplicatedNode<S> {
             macs: self.macs,
             shared,
             sessions: HashMap::new(),
+            log,
+            replies,
+            held: Vec::new(),
             executed: 0,
             read_only: 0,
             dropped: BTreeMap::new(),
             status_tx: self.status_tx,
             clock: crate::clock::Clock::new(),
         };
-        server.run(inbox, shutdown).await;
+        let r = server.run(inbox, shutdown).await;
         tasks.shutdown().await;
         tracing::info!("unreplicated server stopped");
-        Ok(())
+        r
     }
 }
 
@@ -145,6 +178,11 @@ struct Server<S: Service> {
     macs: bool,
     shared: Arc<Shared>,
     sessions: HashMap<ClientId, Session>,
+    log: OpLog,
+    /// Each client's last executed request and result (exactly-once).
+    replies: ReplyCache,
+    /// Replies of this turn, sent once the turn is durable.
+    held: Vec<(ClientId, Arc<[u8]>)>,
     executed: u64,
     read_only: u64,
     /// Dropped requests by reason (the core's reason names).
@@ -160,7 +198,7 @@ impl<S: Service> Server<S> {
         &mut self,
         mut inbox: mpsc::Receiver<Inbound>,
         shutdown: impl Future<Output = ()>,
-    ) {
+    ) -> Result<(), NodeError> {
         tokio::pin!(shutdown);
         let mut tick = tokio::time::interval(self.shared.options.status_interval);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
@@ -176,11 +214,29 @@ impl<S: Service> Server<S> {
                             Err(_) => break,
                         }
                     }
+                    self.end_turn()?;
                 }
                 _ = tick.tick() => self.publish_status(),
             }
         }
         self.publish_status();
+        Ok(())
+    }
+
+    /// Makes the turn durable (one group commit), then sends its replies. A storage failure
+    /// stops the server: it must not answer what it could forget.
+    fn end_turn(&mut self) -> Result<(), NodeError> {
+        if let Err(e) = self.log.commit(&mut self.service, &self.replies) {
+            tracing::error!(error = %e, "cannot store executed requests; stopping");
+            return Err(NodeError::Storage(e));
+        }
+        let counters = &self.shared.counters;
+        for (client, frame) in self.held.drain(..) {
+            if let Some(s) = self.sessions.get(&client) {
+                s.queue.push(frame, counters);
+            }
+        }
+        Ok(())
     }
 
     fn publish_status(&self) {
@@ -218,7 +274,6 @@ impl<S: Service> Server<S> {
                         to_client: admission.to_client,
                         from_client: admission.from_client,
                         queue,
-                        last: None,
                     },
                 );
             }
@@ -234,7 +289,6 @@ impl<S: Service> Server<S> {
 
     fn on_frame(&mut self, bytes: &[u8]) {
         let max = self.shared.cluster.bft.message_bytes_max;
-        let counters = &self.shared.counters;
         let drops = &mut self.dropped;
         let mut reject = |why: DropReason| *drops.entry(drop_reason_name(why)).or_insert(0) += 1;
         let Ok(frame) = Frame::parse(bytes, max) else {
@@ -259,26 +313,34 @@ impl<S: Service> Server<S> {
         if req.client != client {
             return reject(DropReason::Invalid);
         }
-        if let Some((rid, reply)) = &session.last {
-            if req.rid == *rid {
-                session.queue.push(reply.clone(), counters);
-                return;
-            }
-            if req.rid < *rid {
-                return reject(DropReason::Stale); // The client has moved on.
-            }
-        }
-        let read_only = h.flags & FLAG_READ_ONLY != 0 && self.service.is_read_only(req.op);
-        let result = if read_only {
-            self.read_only += 1;
-            self.service.execute_read_only(client, req.op)
-        } else {
-            let nondet = self
-                .service
-                .propose_nondet(self.executed + 1, self.clock.now());
-            self.service.execute(client, req.op, &nondet)
+        let to_client = session.to_client.clone();
+        let cached = match self.replies.get(&client) {
+            Some((rid, result)) if req.rid == *rid => Some(result.clone()),
+            Some((rid, _)) if req.rid < *rid => return reject(DropReason::Stale),
+            _ => None,
         };
-        self.executed += 1;
+        let result = match cached {
+            // A retransmission: the cached result again (it may be in this turn, not yet
+            // durable: `held` keeps the order, so the copy leaves after the commit too).
+            Some(result) => result,
+            None => {
+                let read_only = h.flags & FLAG_READ_ONLY != 0 && self.service.is_read_only(req.op);
+                let result = if read_only {
+                    self.read_only += 1;
+                    self.service.execute_read_only(client, req.op)
+                } else {
+                    let nondet = self
+                        .service
+                        .propose_nondet(self.executed + 1, self.clock.now());
+                    let result = self.service.execute(client, req.op, &nondet);
+                    self.log.record(bytes, &nondet);
+                    self.replies.insert(client, (req.rid, result.clone()));
+                    result
+                };
+                self.executed += 1;
+                result
+            }
+        };
         let reply = Message::Reply(Reply {
             view: 0,
             rid: req.rid,
@@ -290,12 +352,11 @@ impl<S: Service> Server<S> {
         });
         let env = Envelope::new(Principal::Replica(0), h.epoch);
         let auth = if self.macs {
-            Auth::Mac(&session.to_client)
+            Auth::Mac(&to_client)
         } else {
             Auth::None
         };
         let frame: Arc<[u8]> = Arc::from(wire::encode(env, &reply, auth));
-        session.queue.push(frame.clone(), counters);
-        session.last = Some((req.rid, frame));
+        self.held.push((client, frame));
     }
 }

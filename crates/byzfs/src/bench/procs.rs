@@ -116,11 +116,16 @@ impl Servers {
                         .arg("--data")
                         .arg(dir.join("data").join(format!("replica-{id}")));
                 }
-                System::Unreplicated => {
-                    cmd.arg("unreplicated").arg("--no-macs");
-                }
-                System::UnreplicatedMac => {
-                    cmd.arg("unreplicated");
+                System::Unreplicated | System::UnreplicatedMac => {
+                    // The same durability as the replicas it is compared with.
+                    cmd.arg("unreplicated")
+                        .arg("--durability")
+                        .arg(if disk { "disk" } else { "memory" })
+                        .arg("--data")
+                        .arg(dir.join("data").join("unreplicated"));
+                    if system == System::Unreplicated {
+                        cmd.arg("--no-macs");
+                    }
                 }
             }
             cmd.arg("--config")

@@ -467,8 +467,8 @@ pub fn mount_cluster(opts: &ClusterMountOptions) -> anyhow::Result<Mounted> {
 /// NO-REP: `byzfs keygen` (a cluster file whose replica 0 address and key the server uses),
 /// `byzfs unreplicated --service fs` until it logs "listening", then `byzfs mount
 /// --unreplicated`. The same file service, transport, wire format and FUSE adapter as ByzFS,
-/// one process; its state is in memory whatever `--durability` says (the unreplicated server
-/// has no disk mode yet).
+/// one process, with the same `--durability` as the replicas (in `disk` mode it stores and
+/// fsyncs every executed request before replying, one group commit per turn).
 fn mount_unreplicated(opts: &ClusterMountOptions) -> anyhow::Result<Mounted> {
     let exe = std::env::current_exe().context("locating the byzfs binary")?;
     check_fuse()?;
@@ -494,7 +494,9 @@ fn mount_unreplicated(opts: &ClusterMountOptions) -> anyhow::Result<Mounted> {
         .arg("unreplicated")
         .arg("--config")
         .arg(&config)
-        .args(["--service", "fs"])
+        .args(["--service", "fs", "--durability", opts.durability.as_str()])
+        .arg("--data")
+        .arg(opts.dir.join("data"))
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(fs::File::create(&server_log)?)

@@ -338,20 +338,27 @@ impl Procs {
                 return all;
             }
             if start.elapsed() > DEADLINE {
+                // The replica furthest behind: its full status (drop counters included) and log.
+                let behind = all.iter().min_by_key(|s| s.last_executed);
                 panic!(
-                    "timed out waiting for {what}; statuses: {:#?}\nlog of replica 3:\n{}",
+                    "timed out waiting for {what}; (replica, view, has_new_view, executed, \
+                     tentative, stable, fetching, digest): {:#?}\nreplica furthest behind: \
+                     {behind:#?}\nits log:\n{}",
                     all.iter()
                         .map(|s| (
                             s.replica,
                             s.view,
                             s.has_new_view,
                             s.last_executed,
+                            s.last_tentative,
                             s.last_stable,
                             s.fetching,
                             s.state_digest.get(..16).unwrap_or("")
                         ))
                         .collect::<Vec<_>>(),
-                    tail(&self.log(3))
+                    behind
+                        .map(|s| tail(&self.log(s.replica as usize)))
+                        .unwrap_or_default()
                 );
             }
             std::thread::sleep(Duration::from_millis(100));
@@ -422,6 +429,11 @@ pub struct Mount {
 impl Mount {
     /// Mounts the cluster of `config` on `mnt` (created) with the default credential.
     pub fn start(config: &Path, mnt: &Path, log: &Path) -> Mount {
+        Mount::start_with(config, mnt, log, &[])
+    }
+
+    /// The same with extra `byzfs mount` flags.
+    pub fn start_with(config: &Path, mnt: &Path, log: &Path, flags: &[&str]) -> Mount {
         std::fs::create_dir_all(mnt).unwrap();
         let log = std::fs::OpenOptions::new()
             .create(true)
@@ -432,6 +444,7 @@ impl Mount {
             .arg("mount")
             .arg("--config")
             .arg(config)
+            .args(flags)
             .arg(mnt)
             .stdin(Stdio::null())
             .stdout(log.try_clone().unwrap())
