@@ -278,7 +278,16 @@ pub fn mount(
         )
     });
     let cred = ClientCredential::load(&key, &cluster)?;
-    let rt = crate::runtime()?;
+    // One worker thread runs the client's link tasks all the time: with a current-thread
+    // runtime they ran only inside an operation's `block_on`, so between operations no link
+    // noticed a replica's restart or reconnected to it (seen in the fault test as a restarted
+    // replica that never saw this client again).
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .thread_name("byzfs-mount-links")
+        .enable_all()
+        .build()
+        .context("cannot start the mount's runtime")?;
     let client = rt
         .block_on(FsClient::connect(&cluster, &cred, opts.unreplicated))
         .context("cannot connect to the cluster")?;
