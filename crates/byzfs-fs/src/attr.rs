@@ -37,6 +37,10 @@ pub enum FileType {
     Fifo,
     /// A Unix domain socket.
     Socket,
+    /// A character device.
+    CharDevice,
+    /// A block device.
+    BlockDevice,
 }
 
 /// A point in time: seconds and nanoseconds since the Unix epoch (may be negative, as
@@ -88,6 +92,8 @@ pub struct Attr {
     pub mtime: Timestamp,
     /// Last status change time.
     pub ctime: Timestamp,
+    /// Device nodes: the device number (`st_rdev`); 0 otherwise.
+    pub rdev: u64,
 }
 
 /// A new time for `setattr`.

@@ -92,7 +92,7 @@ impl<S: Store + ?Sized> Exec<'_, '_, S> {
                 exclusive,
             } => self.create(dir, &name, mode, exclusive),
             Op::Mkdir { dir, name, mode } => {
-                let (ino, i) = self.make(dir, &name, FileType::Directory, mode, Vec::new())?;
+                let (ino, i) = self.make(dir, &name, FileType::Directory, mode, Vec::new(), 0)?;
                 Ok(Reply::Entry(i.attr(ino)))
             }
             Op::Symlink { dir, name, target } => {
@@ -105,7 +105,7 @@ impl<S: Store + ?Sized> Exec<'_, '_, S> {
                 if target.contains(&0) {
                     return Err(Errno::EINVAL.into());
                 }
-                let (ino, i) = self.make(dir, &name, FileType::Symlink, 0o777, target)?;
+                let (ino, i) = self.make(dir, &name, FileType::Symlink, 0o777, target, 0)?;
                 Ok(Reply::Entry(i.attr(ino)))
             }
             Op::Mknod {
@@ -114,11 +114,19 @@ impl<S: Store + ?Sized> Exec<'_, '_, S> {
                 kind,
                 mode,
             } => {
-                let kind = match kind {
-                    SpecialKind::Fifo => FileType::Fifo,
-                    SpecialKind::Socket => FileType::Socket,
+                let (kind, rdev) = match kind {
+                    SpecialKind::Fifo => (FileType::Fifo, 0),
+                    SpecialKind::Socket => (FileType::Socket, 0),
+                    SpecialKind::CharDevice(r) => (FileType::CharDevice, r),
+                    SpecialKind::BlockDevice(r) => (FileType::BlockDevice, r),
                 };
-                let (ino, i) = self.make(dir, &name, kind, mode, Vec::new())?;
+                // Device nodes need privilege (Linux: CAP_MKNOD), decided here so that every
+                // replica gives the same answer whatever the client's kernel checked.
+                let device = matches!(kind, FileType::CharDevice | FileType::BlockDevice);
+                if device && self.cred.uid != 0 {
+                    return Err(Errno::EPERM.into());
+                }
+                let (ino, i) = self.make(dir, &name, kind, mode, Vec::new(), rdev)?;
                 Ok(Reply::Entry(i.attr(ino)))
             }
             Op::Remove { dir, name } => self.remove(dir, &name),
@@ -293,7 +301,7 @@ impl<S: Store + ?Sized> Exec<'_, '_, S> {
                 return Ok(Reply::Entry(i.attr(e.target.ino)));
             }
         }
-        let (ino, i) = self.make(dir, name, FileType::Regular, mode, Vec::new())?;
+        let (ino, i) = self.make(dir, name, FileType::Regular, mode, Vec::new(), 0)?;
         Ok(Reply::Entry(i.attr(ino)))
     }
 
@@ -305,6 +313,7 @@ impl<S: Store + ?Sized> Exec<'_, '_, S> {
         kind: FileType,
         mode: u32,
         target: Vec<u8>,
+        rdev: u64,
     ) -> Res<(u64, Inode)> {
         if dir::is_dot(name) {
             let d = self.resolve(dir)?;
@@ -344,6 +353,7 @@ impl<S: Store + ?Sized> Exec<'_, '_, S> {
             self.cred.gid
         };
         let mut i = Inode::new(kind, generation, mode, self.cred.uid, gid, self.now);
+        i.rdev = rdev;
         if is_dir {
             i.parent = dir.ino;
             d.nlink += 1;

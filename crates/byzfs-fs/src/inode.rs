@@ -52,6 +52,8 @@ pub(crate) struct Inode {
     pub entries: u64,
     /// Symlinks: the target.
     pub target: Vec<u8>,
+    /// Device nodes: the device number.
+    pub rdev: u64,
 }
 
 impl Inode {
@@ -84,6 +86,7 @@ impl Inode {
             next_cookie: crate::dir::FIRST_COOKIE,
             entries: 0,
             target: Vec::new(),
+            rdev: 0,
         }
     }
 
@@ -109,6 +112,7 @@ impl Inode {
             atime: self.atime,
             mtime: self.mtime,
             ctime: self.ctime,
+            rdev: self.rdev,
         }
     }
 }

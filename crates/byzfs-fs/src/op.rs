@@ -54,14 +54,18 @@ impl Credentials {
     }
 }
 
-/// Special files [`Op::Mknod`] can create. Device nodes are not supported (the FUSE layer
-/// answers `EPERM` for them).
+/// Special files [`Op::Mknod`] can create. Device nodes only for uid 0 (as Linux asks
+/// `CAP_MKNOD`); they are only records here (a mount is `nodev`).
 #[derive(Serialize, Deserialize, Clone, Copy, PartialEq, Eq, Debug)]
 pub enum SpecialKind {
     /// A named pipe.
     Fifo,
     /// A Unix domain socket.
     Socket,
+    /// A character device with its device number (`st_rdev`).
+    CharDevice(u64),
+    /// A block device with its device number (`st_rdev`).
+    BlockDevice(u64),
 }
 
 /// A request: credentials and an operation.
@@ -159,7 +163,7 @@ pub enum Op {
         /// Link target.
         target: Vec<u8>,
     },
-    /// Creates a fifo or socket. Reply: [`Reply::Entry`].
+    /// Creates a fifo, socket or device node. Reply: [`Reply::Entry`].
     Mknod {
         /// Parent directory.
         dir: FileHandle,

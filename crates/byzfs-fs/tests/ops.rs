@@ -560,6 +560,51 @@ fn symlink_and_mknod() {
 }
 
 #[test]
+fn device_nodes_keep_their_number_and_need_root() {
+    let mut fs = Fs::new();
+    let c = Fs::entry(fs.run(Op::Mknod {
+        dir: ROOT,
+        name: "null".into(),
+        kind: SpecialKind::CharDevice(0x0103),
+        mode: 0o666,
+    }));
+    assert_eq!(
+        (c.kind, c.rdev, c.mode),
+        (FileType::CharDevice, 0x0103, 0o666)
+    );
+    let b = Fs::entry(fs.run(Op::Mknod {
+        dir: ROOT,
+        name: "sda".into(),
+        kind: SpecialKind::BlockDevice(0x0800),
+        mode: 0o660,
+    }));
+    assert_eq!((b.kind, b.rdev), (FileType::BlockDevice, 0x0800));
+    assert_eq!(fs.getattr(c.fh).rdev, 0x0103, "kept");
+    assert_eq!(fs.write(c.fh, 0, b"x"), err(Errno::EINVAL));
+    // Anyone may make fifos in a directory they can write; only root makes devices.
+    let alice = Credentials::user(1000, 1000);
+    let tmp = Fs::entry(fs.run(Op::Mkdir {
+        dir: ROOT,
+        name: "tmp".into(),
+        mode: 0o1777,
+    }));
+    let dev = Op::Mknod {
+        dir: tmp.fh,
+        name: "d".into(),
+        kind: SpecialKind::CharDevice(1),
+        mode: 0o600,
+    };
+    assert_eq!(fs.run_as(&alice, dev), err(Errno::EPERM));
+    let fifo = Op::Mknod {
+        dir: tmp.fh,
+        name: "f".into(),
+        kind: SpecialKind::Fifo,
+        mode: 0o600,
+    };
+    assert_eq!(Fs::entry(fs.run_as(&alice, fifo)).rdev, 0);
+}
+
+#[test]
 fn permissions_by_mode_and_owner() {
     let mut fs = Fs::new();
     let alice = Credentials::user(1000, 1000);

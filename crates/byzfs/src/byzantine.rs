@@ -126,6 +126,7 @@ mod tests {
             atime: Timestamp::default(),
             mtime: Timestamp::default(),
             ctime: Timestamp::default(),
+            rdev: 0,
         }
     }
 

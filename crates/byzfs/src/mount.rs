@@ -71,6 +71,8 @@ const S_IFMT: u32 = 0o170_000;
 const S_IFREG: u32 = 0o100_000;
 const S_IFIFO: u32 = 0o010_000;
 const S_IFSOCK: u32 = 0o140_000;
+const S_IFCHR: u32 = 0o020_000;
+const S_IFBLK: u32 = 0o060_000;
 const O_EXCL: i32 = 0o200;
 
 #[derive(Args, Debug)]
@@ -462,6 +464,8 @@ fn kind(k: FileType) -> fuser::FileType {
         FileType::Symlink => fuser::FileType::Symlink,
         FileType::Fifo => fuser::FileType::NamedPipe,
         FileType::Socket => fuser::FileType::Socket,
+        FileType::CharDevice => fuser::FileType::CharDevice,
+        FileType::BlockDevice => fuser::FileType::BlockDevice,
     }
 }
 
@@ -480,7 +484,8 @@ fn file_attr(a: &Attr) -> FileAttr {
         nlink: a.nlink,
         uid: a.uid,
         gid: a.gid,
-        rdev: 0,
+        // Linux's `dev_t` as FUSE carries it (32 bits: new_encode_dev).
+        rdev: u32::try_from(a.rdev).unwrap_or(0),
         blksize: byzfs_fs::data::BLOCK_SIZE as u32,
         flags: 0,
     }
@@ -744,7 +749,7 @@ impl Filesystem for ByzFuse {
         name: &OsStr,
         mode: u32,
         umask: u32,
-        _rdev: u32,
+        rdev: u32,
         reply: ReplyEntry,
     ) {
         let dir = fh!(self, parent, reply);
@@ -769,8 +774,19 @@ impl Filesystem for ByzFuse {
                 kind: SpecialKind::Socket,
                 mode: perm,
             },
-            // Device nodes are not supported.
-            _ => return reply.error(fuser::Errno::EPERM),
+            S_IFCHR => Op::Mknod {
+                dir,
+                name,
+                kind: SpecialKind::CharDevice(u64::from(rdev)),
+                mode: perm,
+            },
+            S_IFBLK => Op::Mknod {
+                dir,
+                name,
+                kind: SpecialKind::BlockDevice(u64::from(rdev)),
+                mode: perm,
+            },
+            _ => return reply.error(fuser::Errno::EINVAL),
         };
         self.entry(req, op, reply);
     }

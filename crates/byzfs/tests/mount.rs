@@ -239,6 +239,19 @@ fn basics(d: &Path) {
     assert_eq!(fs::metadata(&f).unwrap().mode() & 0o7777, 0o640);
     // Listing.
     assert_eq!(names(d), ["dangling", "fifo", "file", "sub", "sym"]);
+    // A device node (root only, as on Linux): its number survives the round trip.
+    if nix::unistd::geteuid().is_root() {
+        let status = Command::new("mknod")
+            .arg(d.join("null"))
+            .args(["c", "1", "3"])
+            .status()
+            .unwrap();
+        assert!(status.success(), "mknod c 1 3");
+        let m = fs::symlink_metadata(d.join("null")).unwrap();
+        assert!(m.file_type().is_char_device());
+        assert_eq!(m.rdev(), 0x0103, "device number 1:3");
+        fs::remove_file(d.join("null")).unwrap();
+    }
 }
 
 /// Error numbers as Linux file systems return them.
