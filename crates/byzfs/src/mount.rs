@@ -657,6 +657,22 @@ macro_rules! fh {
 }
 
 impl Filesystem for ByzFuse {
+    /// Asks the kernel to leave clearing set-user-ID/set-group-ID on write, truncate and
+    /// chown to the file system (the replicas do it, deterministically). Without it the
+    /// kernel sends a `chmod` as the writer before a non-owner's write to a set-user-ID
+    /// file, which the replicas refuse (only the owner may chmod), so the write failed
+    /// with EPERM (found by a by-hand POSIX check).
+    fn init(
+        &mut self,
+        _req: &fuser::Request,
+        config: &mut fuser::KernelConfig,
+    ) -> std::io::Result<()> {
+        if let Err(missing) = config.add_capabilities(fuser::InitFlags::FUSE_HANDLE_KILLPRIV) {
+            tracing::warn!(?missing, "the kernel cannot leave suid/sgid clearing to us");
+        }
+        Ok(())
+    }
+
     /// The kernel dropped `nlookup` references to `ino`; at zero the adapter forgets it.
     fn forget(&self, _req: &fuser::Request, ino: INodeNo, nlookup: u64) {
         let Ok(mut inner) = self.inner.lock() else {

@@ -530,6 +530,31 @@ fn permissions(up: &Up, d: &Path) {
     let (ok, _, err) = as_nobody(&format!("echo mine > {}", p("mine")));
     assert!(ok, "nobody writes in its own directory: {err}");
     assert_eq!(fs::metadata(d.join("mine")).unwrap().uid(), 65534);
+    // A write by another user to a set-user-ID file succeeds and clears the bit (and
+    // set-group-ID, the file being group-executable), as on Linux; root's writes keep it.
+    let suid = d.join("suid");
+    fs::write(&suid, b"").unwrap();
+    fs::set_permissions(&suid, fs::Permissions::from_mode(0o6777)).unwrap();
+    let (ok, _, err) = as_nobody(&format!("printf x >> {}", p("suid")));
+    assert!(ok, "a non-owner's write to a 6777 file: {err}");
+    let m = fs::metadata(&suid).unwrap();
+    assert_eq!(
+        (m.mode() & 0o7777, m.len()),
+        (0o777, 1),
+        "bits cleared by the write"
+    );
+    fs::set_permissions(&suid, fs::Permissions::from_mode(0o6777)).unwrap();
+    OpenOptions::new()
+        .append(true)
+        .open(&suid)
+        .unwrap()
+        .write_all(b"y")
+        .unwrap();
+    assert_eq!(
+        fs::metadata(&suid).unwrap().mode() & 0o7777,
+        0o6777,
+        "root's write"
+    );
 }
 
 /// A second `byzfs up --mount` on a mounted directory fails at once, saying why.
