@@ -41,6 +41,17 @@ fn start(
     let node = UnreplicatedNode::new(cluster.clone(), secret, NullService::default(), macs)
         .unwrap()
         .with_listener(listener);
+    let (stop, thread) = spawn(node);
+    (dir, cluster, cred, stop, thread)
+}
+
+/// Runs `node` on its own thread and runtime until the returned sender fires.
+fn spawn<S: byzfs_bft::Service + Send + 'static>(
+    node: UnreplicatedNode<S>,
+) -> (
+    tokio::sync::oneshot::Sender<()>,
+    std::thread::JoinHandle<()>,
+) {
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let thread = std::thread::spawn(move || {
         let rt = tokio::runtime::Builder::new_current_thread()
@@ -52,7 +63,7 @@ fn start(
         }))
         .unwrap();
     });
-    (dir, cluster, cred, stop, thread)
+    (stop, thread)
 }
 
 #[tokio::test]
@@ -134,17 +145,7 @@ fn disk_mode_keeps_every_answered_write_across_restarts() {
             .unwrap()
             .with_durability(Box::new(disk));
         node.bind().unwrap(); // Listening before the client connects.
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let thread = std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .unwrap();
-            rt.block_on(node.run(async {
-                let _ = stopped.await;
-            }))
-            .unwrap();
-        });
+        let (stop, thread) = spawn(node);
         work(&cluster, &cred);
         stop.send(()).unwrap();
         thread.join().unwrap();
