@@ -47,6 +47,11 @@ pub struct UpArgs {
     /// in /etc/fuse.conf).
     #[arg(long, requires = "mount")]
     allow_other: bool,
+    /// With --mount: give up on an operation after this long and return EIO (a soft mount;
+    /// see `byzfs mount --help`). Default 0: a hard mount, which waits until the cluster
+    /// answers.
+    #[arg(long, default_value_t = 0, requires = "mount")]
+    timeout_ms: u64,
     /// Port of replica 0 when generating keys (0 picks free ports).
     #[arg(long, default_value_t = 7000)]
     base_port: u16,
@@ -211,7 +216,7 @@ pub fn run(mut a: UpArgs) -> anyhow::Result<ExitCode> {
     let mounted = match &a.mount {
         Some(mnt) => {
             let opts = crate::mount::MountOptions {
-                timeout: None,
+                timeout: (a.timeout_ms > 0).then(|| Duration::from_millis(a.timeout_ms)),
                 allow_other: a.allow_other,
                 unreplicated: false,
                 strict: false,

@@ -29,6 +29,10 @@ pub struct Up {
     pub cluster: ClusterConfig,
     /// Where `--mount` mounted the file service (see [`Up::start_mounted`]).
     pub mountpoint: Option<PathBuf>,
+    /// `byzfs up`'s own stderr (its log and the in-process mount's): a file, never a pipe
+    /// nobody reads, which would block `up` — and every FUSE operation — once full.
+    pub log: PathBuf,
+    _watchdog: Watchdog,
 }
 
 impl Up {
@@ -49,12 +53,13 @@ impl Up {
 
     fn start_in(dir: tempfile::TempDir, args: &[&str], mountpoint: Option<PathBuf>) -> Up {
         let cdir = dir.path().join("c");
+        let log = dir.path().join("up.log");
         let mut child = Command::new(BIN)
             .args(["up", "--replicas", "4", "--base-port", "0", "--dir"])
             .arg(&cdir)
             .args(args)
             .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
+            .stderr(std::fs::File::create(&log).unwrap())
             .spawn()
             .unwrap();
         let stdout = child.stdout.take().unwrap();
@@ -72,10 +77,10 @@ impl Up {
             let left = deadline.saturating_duration_since(Instant::now());
             let Ok(line) = rx.recv_timeout(left) else {
                 let _ = child.kill();
-                let out = child.wait_with_output().unwrap();
+                let _ = child.wait();
                 panic!(
                     "byzfs up did not come up: {}",
-                    String::from_utf8_lossy(&out.stderr)
+                    tail(&std::fs::read_to_string(&log).unwrap_or_default())
                 );
             };
             if let Some(rest) = line.split(" pid ").nth(1) {
@@ -88,6 +93,7 @@ impl Up {
         }
         let config = cdir.join("cluster.toml");
         let cluster = ClusterConfig::load(&config).unwrap();
+        let _watchdog = Watchdog::start(child.id(), log.clone(), config.clone(), cdir.join("logs"));
         Up {
             dir,
             child,
@@ -95,6 +101,8 @@ impl Up {
             config,
             cluster,
             mountpoint,
+            log,
+            _watchdog,
         }
     }
 
@@ -142,6 +150,10 @@ impl Up {
 
 impl Drop for Up {
     fn drop(&mut self) {
+        if std::thread::panicking() {
+            let log = std::fs::read_to_string(&self.log).unwrap_or_default();
+            eprintln!("byzfs up's log:\n{}", tail(&log));
+        }
         for &p in &self.pids {
             // A stopped replica would ignore SIGTERM until continued.
             let _ = kill(Pid::from_raw(p), Signal::SIGCONT);
@@ -154,6 +166,10 @@ impl Drop for Up {
         let _ = self.child.kill();
         for &p in &self.pids {
             let _ = kill(Pid::from_raw(p), Signal::SIGKILL);
+        }
+        // `up` killed (by the watchdog, say) leaves its mount behind, disconnected.
+        if let Some(mnt) = self.mountpoint.as_ref().filter(|m| is_mounted(m)) {
+            let _ = Command::new("fusermount3").arg("-uz").arg(mnt).status();
         }
     }
 }
@@ -188,6 +204,76 @@ pub async fn get(c: &mut ByzClient, k: &str) -> Option<Vec<u8>> {
 pub const DEADLINE: Duration = Duration::from_secs(90);
 
 /// One process test at a time per test binary: each runs four replica processes.
+/// Turns a hung test into a failing one with a diagnosis, instead of a silent stall until
+/// CI's limit: after [`watchdog_limit`] it prints `byzfs up`'s log, every replica's status
+/// and log tail and the stacks of `up`'s threads (it hosts the mount), then kills `up`, so
+/// that calls blocked in the mount return (ENOTCONN) and the test fails where it hung.
+struct Watchdog {
+    // Dropping the sender (the test ended) stops the thread.
+    _stop: mpsc::Sender<()>,
+}
+
+/// How long one cluster may live in a test: `BYZFS_TEST_WATCHDOG_S`, default 15 minutes
+/// (the slowest test takes about 3 on this 2-core machine).
+fn watchdog_limit() -> Duration {
+    let s = std::env::var("BYZFS_TEST_WATCHDOG_S")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(900);
+    Duration::from_secs(s)
+}
+
+impl Watchdog {
+    fn start(pid: u32, log: PathBuf, config: PathBuf, logs: PathBuf) -> Watchdog {
+        let (tx, rx) = mpsc::channel::<()>();
+        let limit = watchdog_limit();
+        std::thread::spawn(move || {
+            if rx.recv_timeout(limit) != Err(mpsc::RecvTimeoutError::Timeout) {
+                return;
+            }
+            let mut report = format!("WATCHDOG: cluster still running after {limit:?}\n");
+            if let Ok(out) = Command::new("df").args(["-h", "/tmp", "."]).output() {
+                report += &String::from_utf8_lossy(&out.stdout);
+            }
+            let up_log = std::fs::read_to_string(&log).unwrap_or_default();
+            report += &format!("--- byzfs up's log:\n{}\n", tail(&up_log));
+            if let Ok(out) = Command::new(BIN)
+                .arg("status")
+                .arg("--config")
+                .arg(&config)
+                .output()
+            {
+                report += &format!(
+                    "--- byzfs status:\n{}\n",
+                    String::from_utf8_lossy(&out.stdout)
+                );
+            }
+            let mut files: Vec<_> = std::fs::read_dir(&logs)
+                .map(|d| d.flatten().map(|e| e.path()).collect())
+                .unwrap_or_default();
+            files.sort();
+            for f in files {
+                let text = std::fs::read_to_string(&f).unwrap_or_default();
+                report += &format!("--- {}:\n{}\n", f.display(), tail(&text));
+            }
+            let gdb = Command::new("timeout")
+                .args(["60", "gdb", "-p", &pid.to_string(), "-batch"])
+                .args(["-ex", "thread apply all bt 20"])
+                .stdin(Stdio::null())
+                .output();
+            if let Ok(out) = gdb {
+                report += &format!(
+                    "--- stacks of byzfs up:\n{}\n",
+                    String::from_utf8_lossy(&out.stdout)
+                );
+            }
+            eprintln!("{report}");
+            let _ = kill(Pid::from_raw(pid as i32), Signal::SIGKILL);
+        });
+        Watchdog { _stop: tx }
+    }
+}
+
 static SERIAL: Mutex<()> = Mutex::new(());
 
 pub fn serial() -> std::sync::MutexGuard<'static, ()> {
@@ -427,9 +513,10 @@ pub struct Mount {
 }
 
 impl Mount {
-    /// Mounts the cluster of `config` on `mnt` (created) with the default credential.
+    /// Mounts the cluster of `config` on `mnt` (created) with the default credential, as a
+    /// soft mount (2 minutes): a cluster that stops answering fails the test, never hangs it.
     pub fn start(config: &Path, mnt: &Path, log: &Path) -> Mount {
-        Mount::start_with(config, mnt, log, &[])
+        Mount::start_with(config, mnt, log, &["--timeout-ms", "120000"])
     }
 
     /// The same with extra `byzfs mount` flags.
