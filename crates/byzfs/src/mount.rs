@@ -250,11 +250,20 @@ pub fn check_mountpoint(mnt: &Path, create: bool) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Whether `mnt` is listed in `/proc/self/mounts` (paths compared after canonicalising).
+/// Whether `mnt` is a mount point: listed in `/proc/self/mounts` (paths compared after
+/// canonicalising), or the root of a FUSE file system on another device than its parent —
+/// which holds however the path is spelled (a FUSE mount missed here would be mounted over).
 fn is_mount_point(mnt: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt as _;
     let Ok(abs) = std::fs::canonicalize(mnt) else {
         return false;
     };
+    let dev = |p: &Path| std::fs::metadata(p).map(|m| m.dev()).ok();
+    let fuse = nix::sys::statfs::statfs(&abs)
+        .is_ok_and(|s| s.filesystem_type() == nix::sys::statfs::FUSE_SUPER_MAGIC);
+    if fuse && dev(&abs) != abs.parent().and_then(dev) {
+        return true;
+    }
     std::fs::read_to_string("/proc/self/mounts")
         .unwrap_or_default()
         .lines()

@@ -8,6 +8,8 @@
 mod common;
 
 use common::{fuse_available, is_mounted, Mount, Up, BIN};
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
 use std::fs::{self, File, OpenOptions};
 use std::io::{Read as _, Seek as _, SeekFrom, Write as _};
 use std::os::unix::fs::{FileTypeExt as _, MetadataExt as _, PermissionsExt as _};
@@ -514,15 +516,31 @@ fn permissions(up: &Up, d: &Path) {
 /// A second `byzfs up --mount` on a mounted directory fails at once, saying why.
 fn busy_mountpoint_is_refused(mnt: &Path) {
     let other = tempfile::tempdir().unwrap();
-    let out = Command::new(BIN)
+    let err = other.path().join("stderr");
+    let mut child = Command::new(BIN)
         .args(["up", "--base-port", "0", "--dir"])
-        .arg(other.path())
+        .arg(other.path().join("c"))
         .arg("--mount")
         .arg(mnt)
-        .output()
+        .stdout(Stdio::null())
+        .stderr(File::create(&err).unwrap())
+        .spawn()
         .unwrap();
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
+    // Had the check missed the mount, `up` would mount over it and run until stopped.
+    let start = Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if start.elapsed() > Duration::from_secs(60) {
+            let _ = kill(Pid::from_raw(child.id() as i32), Signal::SIGTERM);
+            let _ = child.wait();
+            panic!("a second `up --mount` on a mounted directory did not fail at once");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(!status.success());
+    let err = fs::read_to_string(&err).unwrap();
     assert!(err.contains("already mounted"), "{err}");
 }
 
