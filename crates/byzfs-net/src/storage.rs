@@ -10,15 +10,18 @@
 //! * [`MemoryDurability`] (`memory`, the BFT library's BFS choice: stability through
 //!   replication): the commit is a no-op; a restarted replica starts empty and rejoins through
 //!   state transfer, counting as one of the `f` faults meanwhile.
-//! * [`DiskDurability`] (`disk`, the default): one redb write transaction per drain, committed
-//!   with `Durability::Immediate` (fsync) — one fsync per group. It holds the promises, the
-//!   `Executed` records, the bodies of batches voted for, and the image of the last stable
-//!   checkpoint (partition by partition, only changed partitions rewritten); at start it loads
-//!   them into a [`DurableState`] for [`byzfs_bft::Replica::restore`].
+//! * [`DiskDurability`] (`disk`, the default): the promises, the `Executed` records and the
+//!   bodies of batches voted for go to a write-ahead log, one appended frame and one
+//!   `fdatasync` per drain ([`wal`]); the image of the last stable checkpoint (partition by
+//!   partition, only changed partitions rewritten), the highest view and the owner go to a
+//!   redb database. At start both load into a [`DurableState`] for
+//!   [`byzfs_bft::Replica::restore`].
+
+mod wal;
 
 use byzfs_bft::message::BatchBody;
 use byzfs_bft::replica::{record_seq, DurableState, StoredBatch, StoredCheckpoint};
-use byzfs_bft::{Digest, PersistRecord, Seq, StoreRecord};
+use byzfs_bft::{CheckpointImage, Digest, PersistRecord, Seq, StoreRecord};
 use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
 use std::path::{Path, PathBuf};
 
@@ -63,9 +66,10 @@ pub const DB_FILE: &str = "replica.redb";
 /// `meta`: "identity" → who owns the store; "view" → highest view (u64 LE);
 /// "checkpoint" → postcard `(seq, digest, partitions)` of the stored stable checkpoint.
 const META: TableDefinition<&str, &[u8]> = TableDefinition::new("meta");
-/// `records`: (seq, postcard record) → () for `Prepared`, `Committed` and `Executed`.
+/// `records`: (seq, postcard record) → () for `Prepared`, `Committed` and `Executed`. Written
+/// by data directories made before the log ([`wal`]); moved into the log at open.
 const RECORDS: TableDefinition<(u64, &[u8]), ()> = TableDefinition::new("records");
-/// `batches`: digest → seq (u64 LE) ‖ postcard `(BatchBody, big frames)`.
+/// `batches`: digest → seq (u64 LE) ‖ postcard `(BatchBody, big frames)`. As `records`.
 const BATCHES: TableDefinition<&[u8], &[u8]> = TableDefinition::new("batches");
 /// `parts`: partition index → digest (32 bytes) ‖ content, as of the stored checkpoint.
 const PARTS: TableDefinition<u32, &[u8]> = TableDefinition::new("parts");
@@ -107,9 +111,11 @@ pub enum StorageError {
     },
 }
 
-/// Disk mode: a redb database, one fsync'd write transaction per drain (group commit).
+/// Disk mode: a write-ahead log, one fsync'd frame per drain (group commit), and a redb
+/// database for checkpoints and views.
 pub struct DiskDurability {
     db: Database,
+    wal: wal::Wal,
     path: PathBuf,
     loaded: Option<DurableState>,
     /// Highest view written (to skip rewriting it).
@@ -181,7 +187,11 @@ impl DiskDurability {
             }
         }
         txn.commit().map_err(|e| corrupt(e.to_string()))?;
-        let loaded = load(&db).map_err(corrupt)?;
+        let mut loaded = load(&db).map_err(corrupt)?;
+        let (mut wal, frames) = wal::Wal::open(dir).map_err(&corrupt)?;
+        migrate_tables(&db, &mut wal, &loaded).map_err(&corrupt)?;
+        let stable = loaded.checkpoint.as_ref().map_or(0, |c| c.seq);
+        apply_frames(&mut loaded, frames, stable);
         let view = loaded
             .records
             .iter()
@@ -193,6 +203,7 @@ impl DiskDurability {
             .unwrap_or(0);
         Ok(DiskDurability {
             db,
+            wal,
             path,
             loaded: Some(loaded),
             view,
@@ -204,95 +215,176 @@ impl DiskDurability {
         &self.path
     }
 
+    /// Number of log segment files (see [`wal`]).
+    pub fn log_segments(&self) -> usize {
+        self.wal.segments()
+    }
+
     fn write(&mut self, records: &[PersistRecord], stores: &[StoreRecord]) -> Result<(), String> {
         let s = |e: &dyn std::fmt::Display| e.to_string();
+        // Promises and batch bodies: one log frame.
+        let votes: Vec<PersistRecord> = records
+            .iter()
+            .filter(|r| !matches!(r, PersistRecord::View(_)))
+            .copied()
+            .collect();
+        let batches: Vec<wal::BatchRef<'_>> = stores
+            .iter()
+            .filter_map(|st| match st {
+                StoreRecord::Batch {
+                    seq,
+                    digest,
+                    body,
+                    big,
+                } => Some(wal::BatchRef {
+                    seq: *seq,
+                    digest: *digest,
+                    body,
+                    big: big.iter().map(|f| &f[..]).collect(),
+                }),
+                StoreRecord::Checkpoint(_) => None,
+            })
+            .collect();
+        if !votes.is_empty() || !batches.is_empty() {
+            self.wal.append(&votes, &batches).map_err(|e| s(&e))?;
+        }
+        // Views and checkpoints (rare): one redb transaction.
+        let view = records
+            .iter()
+            .filter_map(|r| match r {
+                PersistRecord::View(v) => Some(*v),
+                _ => None,
+            })
+            .max()
+            .filter(|v| *v > self.view);
+        let images: Vec<&CheckpointImage> = stores
+            .iter()
+            .filter_map(|st| match st {
+                StoreRecord::Checkpoint(img) => Some(&**img),
+                StoreRecord::Batch { .. } => None,
+            })
+            .collect();
+        if view.is_none() && images.is_empty() {
+            return Ok(());
+        }
         let mut txn = self.db.begin_write().map_err(|e| s(&e))?;
         txn.set_durability(redb::Durability::Immediate)
             .map_err(|e| s(&e))?;
         {
             let mut meta = txn.open_table(META).map_err(|e| s(&e))?;
-            let mut recs = txn.open_table(RECORDS).map_err(|e| s(&e))?;
-            let mut batches = txn.open_table(BATCHES).map_err(|e| s(&e))?;
             let mut parts = txn.open_table(PARTS).map_err(|e| s(&e))?;
-            for rec in records {
-                match (rec, record_seq(*rec)) {
-                    (PersistRecord::View(v), _) => {
-                        if *v > self.view {
-                            self.view = *v;
-                            meta.insert("view", &v.to_le_bytes()[..])
-                                .map_err(|e| s(&e))?;
-                        }
-                    }
-                    (_, seq) => {
-                        let key = postcard::to_allocvec(rec).map_err(|e| s(&e))?;
-                        recs.insert((seq.unwrap_or(0), key.as_slice()), ())
-                            .map_err(|e| s(&e))?;
-                    }
-                }
+            if let Some(v) = view {
+                meta.insert("view", &v.to_le_bytes()[..])
+                    .map_err(|e| s(&e))?;
             }
-            for st in stores {
-                match st {
-                    StoreRecord::Batch {
-                        seq,
-                        digest,
-                        body,
-                        big,
-                    } => {
-                        let old = batches
-                            .get(&digest.0[..])
-                            .map_err(|e| s(&e))?
-                            .and_then(|g| batch_seq(g.value()));
-                        match old {
-                            Some(o) if o >= *seq => {}
-                            Some(_) => {
-                                // Same body, higher sequence number: rewrite the prefix only.
-                                let mut v = batches
-                                    .get(&digest.0[..])
-                                    .map_err(|e| s(&e))?
-                                    .map(|g| g.value().to_vec())
-                                    .unwrap_or_default();
-                                if v.len() >= 8 {
-                                    v[..8].copy_from_slice(&seq.to_le_bytes());
-                                    batches
-                                        .insert(&digest.0[..], v.as_slice())
-                                        .map_err(|e| s(&e))?;
-                                }
-                            }
-                            None => {
-                                let frames: Vec<&[u8]> = big.iter().map(|f| &f[..]).collect();
-                                let mut v = seq.to_le_bytes().to_vec();
-                                let enc =
-                                    postcard::to_allocvec(&(&**body, frames)).map_err(|e| s(&e))?;
-                                v.extend_from_slice(&enc);
-                                batches
-                                    .insert(&digest.0[..], v.as_slice())
-                                    .map_err(|e| s(&e))?;
-                            }
-                        }
-                    }
-                    StoreRecord::Checkpoint(img) => {
-                        for (i, d, data) in &img.changed {
-                            let mut v = Vec::with_capacity(32 + data.len());
-                            v.extend_from_slice(&d.0);
-                            v.extend_from_slice(data);
-                            parts.insert(*i, v.as_slice()).map_err(|e| s(&e))?;
-                        }
-                        let head = postcard::to_allocvec(&(img.seq, img.digest, img.partitions))
-                            .map_err(|e| s(&e))?;
-                        meta.insert("checkpoint", head.as_slice())
-                            .map_err(|e| s(&e))?;
-                        // Everything the stable checkpoint covers is never needed again.
-                        let stable = img.seq;
-                        recs.retain(|(seq, _), _| seq > stable).map_err(|e| s(&e))?;
-                        batches
-                            .retain(|_, v| batch_seq(v).is_none_or(|b| b > stable))
-                            .map_err(|e| s(&e))?;
-                    }
+            for img in &images {
+                for (i, d, data) in &img.changed {
+                    let mut v = Vec::with_capacity(32 + data.len());
+                    v.extend_from_slice(&d.0);
+                    v.extend_from_slice(data);
+                    parts.insert(*i, v.as_slice()).map_err(|e| s(&e))?;
+                }
+                let head = postcard::to_allocvec(&(img.seq, img.digest, img.partitions))
+                    .map_err(|e| s(&e))?;
+                meta.insert("checkpoint", head.as_slice())
+                    .map_err(|e| s(&e))?;
+            }
+        }
+        txn.commit().map_err(|e| s(&e))?;
+        if let Some(v) = view {
+            self.view = v;
+        }
+        // Everything a stored stable checkpoint covers is never needed again.
+        if let Some(stable) = images.iter().map(|i| i.seq).max() {
+            self.wal.prune(stable).map_err(|e| s(&e))?;
+        }
+        Ok(())
+    }
+}
+
+/// Moves records and batches that a data directory made before the log keeps in redb tables
+/// into the log (one frame), then empties the tables.
+fn migrate_tables(db: &Database, wal: &mut wal::Wal, loaded: &DurableState) -> Result<(), String> {
+    let s = |e: &dyn std::fmt::Display| e.to_string();
+    let votes: Vec<PersistRecord> = loaded
+        .records
+        .iter()
+        .filter(|r| !matches!(r, PersistRecord::View(_)))
+        .copied()
+        .collect();
+    if votes.is_empty() && loaded.batches.is_empty() {
+        return Ok(());
+    }
+    let batches: Vec<wal::BatchRef<'_>> = loaded
+        .batches
+        .iter()
+        .map(|b| wal::BatchRef {
+            seq: b.seq,
+            digest: b.digest,
+            body: &b.body,
+            big: b.big.iter().map(Vec::as_slice).collect(),
+        })
+        .collect();
+    wal.append(&votes, &batches).map_err(|e| s(&e))?;
+    let mut txn = db.begin_write().map_err(|e| s(&e))?;
+    txn.set_durability(redb::Durability::Immediate)
+        .map_err(|e| s(&e))?;
+    {
+        let mut recs = txn.open_table(RECORDS).map_err(|e| s(&e))?;
+        recs.retain(|_, _| false).map_err(|e| s(&e))?;
+        let mut batches = txn.open_table(BATCHES).map_err(|e| s(&e))?;
+        batches.retain(|_, _| false).map_err(|e| s(&e))?;
+    }
+    txn.commit().map_err(|e| s(&e))
+}
+
+/// Adds what the log holds to `out` (records once each, the highest `seq` of each batch),
+/// leaving out everything at or below the stored checkpoint `stable`.
+fn apply_frames(out: &mut DurableState, frames: Vec<wal::Frame>, stable: Seq) {
+    let mut records: std::collections::BTreeSet<(Seq, PersistRecord)> =
+        std::collections::BTreeSet::new();
+    let mut views = Vec::new();
+    for r in out.records.drain(..) {
+        match record_seq(r) {
+            Some(seq) => {
+                records.insert((seq, r));
+            }
+            None => views.push(r),
+        }
+    }
+    let mut batches: std::collections::HashMap<Digest, StoredBatch> =
+        out.batches.drain(..).map(|b| (b.digest, b)).collect();
+    for f in frames {
+        for r in f.records {
+            records.insert((record_seq(r).unwrap_or(0), r));
+        }
+        for b in f.batches {
+            match batches.get_mut(&b.digest) {
+                Some(old) => old.seq = old.seq.max(b.seq),
+                None => {
+                    batches.insert(
+                        b.digest,
+                        StoredBatch {
+                            seq: b.seq,
+                            digest: b.digest,
+                            body: b.body,
+                            big: b.big,
+                        },
+                    );
                 }
             }
         }
-        txn.commit().map_err(|e| s(&e))
     }
+    out.records = views;
+    out.records.extend(
+        records
+            .into_iter()
+            .filter(|(seq, _)| *seq > stable)
+            .map(|(_, r)| r),
+    );
+    let mut batches: Vec<StoredBatch> = batches.into_values().filter(|b| b.seq > stable).collect();
+    batches.sort_by_key(|b| (b.seq, b.digest));
+    out.batches = batches;
 }
 
 impl Durability for DiskDurability {
@@ -381,7 +473,7 @@ fn load(db: &Database) -> Result<DurableState, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use byzfs_bft::CheckpointImage;
+    use redb::ReadableTableMetadata as _;
     use std::sync::Arc;
 
     fn batch(n: u8) -> (Digest, Arc<BatchBody>) {
@@ -536,6 +628,92 @@ mod tests {
         assert_eq!(ck.parts[2], (Digest([12; 32]), b"p2".to_vec()));
         assert_eq!(loaded.batches.len(), 2, "batches at or below 5 dropped");
         same(loaded, reference);
+    }
+
+    /// A data directory from before the log keeps records and batches in redb tables: they
+    /// move into the log at open and stay there.
+    #[test]
+    fn records_in_the_old_tables_move_into_the_log() {
+        let dir = tempfile::tempdir().unwrap();
+        drop(DiskDurability::open(dir.path(), "me").unwrap());
+        let (d1, b1) = batch(1);
+        let rec = PersistRecord::Prepared {
+            view: 0,
+            seq: 7,
+            digest: d1,
+        };
+        {
+            let db = Database::create(dir.path().join(DB_FILE)).unwrap();
+            let txn = db.begin_write().unwrap();
+            {
+                let key = postcard::to_allocvec(&rec).unwrap();
+                let mut recs = txn.open_table(RECORDS).unwrap();
+                recs.insert((7, key.as_slice()), ()).unwrap();
+                let mut v = 7u64.to_le_bytes().to_vec();
+                let frames: Vec<&[u8]> = vec![b"f"];
+                v.extend_from_slice(&postcard::to_allocvec(&(&*b1, frames)).unwrap());
+                let mut batches = txn.open_table(BATCHES).unwrap();
+                batches.insert(&d1.0[..], v.as_slice()).unwrap();
+            }
+            txn.commit().unwrap();
+        }
+        for _ in 0..2 {
+            let mut disk = DiskDurability::open(dir.path(), "me").unwrap();
+            let loaded = disk.take_loaded().unwrap();
+            assert_eq!(loaded.records, vec![rec]);
+            assert_eq!(loaded.batches.len(), 1);
+            assert_eq!(loaded.batches[0].big, vec![b"f".to_vec()]);
+            let txn = disk.db.begin_read().unwrap();
+            assert!(txn.open_table(RECORDS).unwrap().is_empty().unwrap());
+            assert!(txn.open_table(BATCHES).unwrap().is_empty().unwrap());
+        }
+    }
+
+    /// Log segments do not pile up: each stored checkpoint deletes those it covers.
+    #[test]
+    fn checkpoints_prune_the_log() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut disk = DiskDurability::open(dir.path(), "me").unwrap();
+        for round in 1..=20u64 {
+            let seq = round * 4;
+            let (d, b) = batch(round as u8);
+            let recs = [PersistRecord::Executed { seq, digest: d }];
+            let batch = StoreRecord::Batch {
+                seq,
+                digest: d,
+                body: b,
+                big: vec![Arc::from(&b"x"[..])],
+            };
+            disk.commit(&recs, &[batch]).unwrap();
+            let img = StoreRecord::Checkpoint(Arc::new(CheckpointImage {
+                seq,
+                digest: Digest([1; 32]),
+                partitions: 1,
+                changed: vec![(0, Digest([round as u8; 32]), vec![round as u8])],
+            }));
+            disk.commit(&[], &[img]).unwrap();
+            assert!(
+                disk.log_segments() <= 2,
+                "round {round}: {}",
+                disk.log_segments()
+            );
+        }
+        drop(disk);
+        let segments = std::fs::read_dir(dir.path())
+            .unwrap()
+            .filter(|e| {
+                e.as_ref()
+                    .unwrap()
+                    .file_name()
+                    .to_string_lossy()
+                    .starts_with("wal-")
+            })
+            .count();
+        assert!(segments <= 2, "{segments} segment files");
+        let mut disk = DiskDurability::open(dir.path(), "me").unwrap();
+        let loaded = disk.take_loaded().unwrap();
+        assert_eq!(loaded.checkpoint.unwrap().seq, 80);
+        assert!(loaded.records.is_empty() && loaded.batches.is_empty());
     }
 
     #[test]

@@ -13,7 +13,7 @@
 //! cached result, an older one is dropped.
 //!
 //! Durability ([`UnreplicatedNode::with_durability`]) is the replicas': in `disk` mode every
-//! executed read-write request is in the turn's one fsync'd redb transaction before any reply
+//! executed read-write request is in the turn's one fsync'd log frame before any reply
 //! of the turn leaves, with a checkpoint image every `checkpoint_interval` operations
 //! (`oplog.rs`); in `memory` mode (the default) nothing is written.
 //!
