@@ -136,7 +136,19 @@ impl<S: Store + ?Sized> Exec<'_, '_, S> {
                 from_name,
                 to_dir,
                 to_name,
-            } => self.rename(from_dir, &from_name, to_dir, &to_name),
+            } => self.rename(from_dir, &from_name, to_dir, &to_name, false),
+            Op::RenameNoReplace {
+                from_dir,
+                from_name,
+                to_dir,
+                to_name,
+            } => self.rename(from_dir, &from_name, to_dir, &to_name, true),
+            Op::Exchange {
+                a_dir,
+                a_name,
+                b_dir,
+                b_name,
+            } => self.exchange(a_dir, &a_name, b_dir, &b_name),
             Op::Link { fh, dir, name } => self.link(fh, dir, &name),
             Op::ReadDir {
                 dir,
@@ -461,6 +473,7 @@ impl<S: Store + ?Sized> Exec<'_, '_, S> {
         from_name: &[u8],
         to: FileHandle,
         to_name: &[u8],
+        no_replace: bool,
     ) -> Res<Reply> {
         let fd = self.resolve(from)?;
         let td = self.resolve(to)?;
@@ -475,6 +488,9 @@ impl<S: Store + ?Sized> Exec<'_, '_, S> {
         perm::check(self.cred, &td, X_OK)?;
         let src = dir::lookup(self.txn, from.ino, from_name)?.ok_or(Errno::ENOENT)?;
         let dst = dir::lookup(self.txn, to.ino, to_name)?;
+        if no_replace && dst.is_some() {
+            return Err(Errno::EEXIST.into());
+        }
         if dst.as_ref().is_some_and(|d| d.target.ino == src.target.ino) {
             // POSIX: renaming a file onto itself (or onto another link of it) does nothing.
             return Ok(Reply::Done);
@@ -545,6 +561,98 @@ impl<S: Store + ?Sized> Exec<'_, '_, S> {
         }
         s.ctime = self.now;
         self.save(src.target.ino, &s);
+        Ok(Reply::Done)
+    }
+
+    /// `renameat2(RENAME_EXCHANGE)`: `a_dir/a_name` and `b_dir/b_name` swap targets. Checks
+    /// as for a rename of each onto the other, except that nothing is removed.
+    fn exchange(
+        &mut self,
+        a_dir: FileHandle,
+        a_name: &[u8],
+        b_dir: FileHandle,
+        b_name: &[u8],
+    ) -> Res<Reply> {
+        let ad = self.resolve(a_dir)?;
+        let bd = self.resolve(b_dir)?;
+        need_dir(&ad)?;
+        need_dir(&bd)?;
+        if dir::is_dot(a_name) || dir::is_dot(b_name) {
+            return Err(Errno::EINVAL.into());
+        }
+        dir::check_name(a_name)?;
+        dir::check_name(b_name)?;
+        perm::check(self.cred, &ad, X_OK)?;
+        perm::check(self.cred, &bd, X_OK)?;
+        let a = dir::lookup(self.txn, a_dir.ino, a_name)?.ok_or(Errno::ENOENT)?;
+        let b = dir::lookup(self.txn, b_dir.ino, b_name)?.ok_or(Errno::ENOENT)?;
+        if a.target.ino == b.target.ino {
+            // Two links of one file (or one name twice): nothing changes, as on Linux.
+            return Ok(Reply::Done);
+        }
+        perm::check(self.cred, &ad, W_OK)?;
+        perm::check(self.cred, &bd, W_OK)?;
+        let ai = inode::must_load(self.txn, a.target.ino)?;
+        let bi = inode::must_load(self.txn, b.target.ino)?;
+        perm::check_sticky(self.cred, &ad, &ai)?;
+        perm::check_sticky(self.cred, &bd, &bi)?;
+        let cross = a_dir.ino != b_dir.ino;
+        if cross {
+            // Each directory that changes parent: not into its own subtree, within the
+            // depth bound, and its `..` is written.
+            for (moving, i, into) in [
+                (a.target.ino, &ai, b_dir.ino),
+                (b.target.ino, &bi, a_dir.ino),
+            ] {
+                if i.is_dir() {
+                    if dir::is_ancestor(self.txn, moving, into)? {
+                        return Err(Errno::EINVAL.into());
+                    }
+                    if dir::depth(self.txn, into)? + 1 > MAX_DEPTH {
+                        return Err(Errno::ENAMETOOLONG.into());
+                    }
+                    perm::check(self.cred, i, W_OK)?;
+                }
+            }
+        }
+        // A directory gains a subdirectory (nlink + 1) when a directory arrives in exchange
+        // for a non-directory.
+        let a_gains = cross && bi.is_dir() && !ai.is_dir();
+        let b_gains = cross && ai.is_dir() && !bi.is_dir();
+        if (a_gains && ad.nlink >= MAX_LINKS) || (b_gains && bd.nlink >= MAX_LINKS) {
+            return Err(Errno::EMLINK.into());
+        }
+        // Checks done; now mutate, reloading each directory so that `a_dir == b_dir` works.
+        let mut d = inode::must_load(self.txn, a_dir.ino)?;
+        dir::remove(self.txn, a_dir.ino, &mut d, a_name, a.cookie);
+        self.save(a_dir.ino, &d);
+        let mut d = inode::must_load(self.txn, b_dir.ino)?;
+        dir::remove(self.txn, b_dir.ino, &mut d, b_name, b.cookie);
+        self.save(b_dir.ino, &d);
+        for (dir_ino, name, target, gains, loses) in [
+            (a_dir.ino, a_name, b.target.clone(), a_gains, b_gains),
+            (b_dir.ino, b_name, a.target.clone(), b_gains, a_gains),
+        ] {
+            let mut d = inode::must_load(self.txn, dir_ino)?;
+            dir::add(self.txn, dir_ino, &mut d, name, target);
+            if gains {
+                d.nlink += 1;
+            }
+            if loses {
+                d.nlink = d.nlink.saturating_sub(1);
+            }
+            d.mtime = self.now;
+            d.ctime = self.now;
+            self.save(dir_ino, &d);
+        }
+        for (ino, new_parent) in [(a.target.ino, b_dir.ino), (b.target.ino, a_dir.ino)] {
+            let mut i = inode::must_load(self.txn, ino)?;
+            if i.is_dir() {
+                i.parent = new_parent;
+            }
+            i.ctime = self.now;
+            self.save(ino, &i);
+        }
         Ok(Reply::Done)
     }
 

@@ -227,6 +227,31 @@ pub enum Op {
         /// The file.
         fh: FileHandle,
     },
+    /// As [`Op::Rename`], but fails with `EEXIST` if `to_dir/to_name` exists (Linux
+    /// `renameat2(RENAME_NOREPLACE)`), decided atomically at the replicas. Reply:
+    /// [`Reply::Done`].
+    RenameNoReplace {
+        /// Source directory.
+        from_dir: FileHandle,
+        /// Source name.
+        from_name: Vec<u8>,
+        /// Target directory.
+        to_dir: FileHandle,
+        /// Target name.
+        to_name: Vec<u8>,
+    },
+    /// Swaps the two names atomically (Linux `renameat2(RENAME_EXCHANGE)`): both must exist,
+    /// either may be a directory. Reply: [`Reply::Done`].
+    Exchange {
+        /// First name's directory.
+        a_dir: FileHandle,
+        /// First name.
+        a_name: Vec<u8>,
+        /// Second name's directory.
+        b_dir: FileHandle,
+        /// Second name.
+        b_name: Vec<u8>,
+    },
 }
 
 impl Op {
@@ -251,6 +276,8 @@ impl Op {
             Op::ReadDir { .. } => "readdir",
             Op::StatFs => "statfs",
             Op::Fsync { .. } => "fsync",
+            Op::RenameNoReplace { .. } => "rename_noreplace",
+            Op::Exchange { .. } => "exchange",
         }
     }
 

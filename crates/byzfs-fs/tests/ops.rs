@@ -456,6 +456,105 @@ fn rename_directories() {
     assert_eq!(st.files - st.files_free, 6, "root b a1 a2 a file");
 }
 
+fn exchange(fs: &mut Fs, a: FileHandle, x: &str, b: FileHandle, y: &str) -> byzfs_fs::FsResult {
+    fs.run(Op::Exchange {
+        a_dir: a,
+        a_name: x.into(),
+        b_dir: b,
+        b_name: y.into(),
+    })
+}
+
+#[test]
+fn rename_noreplace() {
+    let mut fs = Fs::new();
+    let a = fs.create(ROOT, "a");
+    let b = fs.create(ROOT, "b");
+    let no_replace = |fs: &mut Fs, x: &str, y: &str| {
+        fs.run(Op::RenameNoReplace {
+            from_dir: ROOT,
+            from_name: x.into(),
+            to_dir: ROOT,
+            to_name: y.into(),
+        })
+    };
+    assert_eq!(no_replace(&mut fs, "a", "b"), err(Errno::EEXIST));
+    // Even onto itself: the target exists (Linux answers EEXIST too).
+    assert_eq!(no_replace(&mut fs, "a", "a"), err(Errno::EEXIST));
+    assert_eq!(no_replace(&mut fs, "nothing", "c"), err(Errno::ENOENT));
+    assert_eq!(fs.names(ROOT), vec!["a", "b"]);
+    no_replace(&mut fs, "a", "c").unwrap();
+    assert_eq!(fs.names(ROOT), vec!["b", "c"]);
+    assert_eq!(Fs::entry(fs.lookup(ROOT, "c")).fh, a.fh);
+    assert_eq!(fs.getattr(b.fh).nlink, 1);
+}
+
+#[test]
+fn exchange_swaps_names_atomically() {
+    let mut fs = Fs::new();
+    let f = fs.create(ROOT, "f");
+    let g = fs.create(ROOT, "g");
+    // Two files in one directory.
+    exchange(&mut fs, ROOT, "f", ROOT, "g").unwrap();
+    assert_eq!(Fs::entry(fs.lookup(ROOT, "f")).fh, g.fh);
+    assert_eq!(Fs::entry(fs.lookup(ROOT, "g")).fh, f.fh);
+    assert_eq!((fs.getattr(f.fh).nlink, fs.getattr(g.fh).nlink), (1, 1));
+    // Both names must exist.
+    assert_eq!(
+        exchange(&mut fs, ROOT, "f", ROOT, "none"),
+        err(Errno::ENOENT)
+    );
+    assert_eq!(
+        exchange(&mut fs, ROOT, "none", ROOT, "f"),
+        err(Errno::ENOENT)
+    );
+    assert_eq!(exchange(&mut fs, ROOT, "f", ROOT, ".."), err(Errno::EINVAL));
+    // A directory for a file, across directories: nlink and `..` follow.
+    let d = fs.mkdir(ROOT, "d");
+    let sub = fs.mkdir(d.fh, "sub");
+    let e = fs.mkdir(ROOT, "e");
+    assert_eq!(fs.getattr(ROOT).nlink, 4);
+    assert_eq!(fs.getattr(d.fh).nlink, 3);
+    exchange(&mut fs, d.fh, "sub", ROOT, "f").unwrap();
+    assert_eq!(Fs::entry(fs.lookup(ROOT, "f")).fh, sub.fh);
+    assert_eq!(Fs::entry(fs.lookup(d.fh, "sub")).fh, g.fh);
+    assert_eq!(Fs::entry(fs.lookup(sub.fh, "..")).fh, ROOT);
+    assert_eq!(fs.getattr(d.fh).nlink, 2, "d lost its subdirectory");
+    assert_eq!(fs.getattr(ROOT).nlink, 5, "root gained one");
+    // Two directories across parents: counts unchanged, both `..` swapped.
+    exchange(&mut fs, ROOT, "e", ROOT, "f").unwrap();
+    assert_eq!(Fs::entry(fs.lookup(ROOT, "f")).fh, e.fh);
+    exchange(&mut fs, ROOT, "e", d.fh, "sub").unwrap();
+    assert_eq!(Fs::entry(fs.lookup(d.fh, "sub")).fh, sub.fh);
+    assert_eq!(Fs::entry(fs.lookup(sub.fh, "..")).fh, d.fh);
+    // A directory with its own descendant: EINVAL either way round.
+    let inner = fs.mkdir(sub.fh, "inner");
+    assert_eq!(
+        exchange(&mut fs, d.fh, "sub", sub.fh, "inner"),
+        err(Errno::EINVAL)
+    );
+    assert_eq!(
+        exchange(&mut fs, sub.fh, "inner", d.fh, "sub"),
+        err(Errno::EINVAL)
+    );
+    assert_eq!(Fs::entry(fs.lookup(sub.fh, "inner")).fh, inner.fh);
+    // Two links of one file: nothing happens.
+    fs.run(Op::Link {
+        fh: f.fh,
+        dir: ROOT,
+        name: "f2".into(),
+    })
+    .unwrap();
+    let before = fs.names(ROOT);
+    let file_name = if Fs::entry(fs.lookup(ROOT, "g")).fh == f.fh {
+        "g"
+    } else {
+        "f"
+    };
+    exchange(&mut fs, ROOT, file_name, ROOT, "f2").unwrap();
+    assert_eq!(fs.names(ROOT), before);
+}
+
 #[test]
 fn readdir_cookies_are_stable() {
     let mut fs = Fs::new();

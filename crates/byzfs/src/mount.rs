@@ -31,10 +31,12 @@
 //! * **Open files that are removed** (unlinked, or replaced by a rename) through this mount
 //!   are renamed to `.byzfs-silly-<ino>-<generation>` and removed at their last close, as NFS
 //!   clients do. A file removed by another client disappears at once (`ESTALE`).
-//! * **Not handled yet:** `rename` flags (`RENAME_NOREPLACE`, `RENAME_EXCHANGE`) get `EINVAL`;
-//!   extended attributes (`ENOSYS`), ACLs, locks shared between mounts and device nodes
-//!   (`EPERM`) are not supported. The adapter is single-threaded: one operation at a time
-//!   per mount.
+//! * **`rename` flags:** `RENAME_NOREPLACE` and `RENAME_EXCHANGE` are operations of their own
+//!   at the replicas (`Op::RenameNoReplace`, `Op::Exchange`), so the check and the swap are
+//!   atomic there; `RENAME_WHITEOUT` gets `EINVAL`.
+//! * **Not handled yet:** extended attributes (`ENOSYS`), ACLs and locks shared between
+//!   mounts are not supported (device nodes are: `mknod` by uid 0). The adapter is
+//!   single-threaded: one operation at a time per mount.
 
 use crate::fsclient::FsClient;
 use anyhow::{bail, Context as _};
@@ -884,9 +886,6 @@ impl Filesystem for ByzFuse {
         flags: RenameFlags,
         reply: ReplyEmpty,
     ) {
-        if !flags.is_empty() {
-            return reply.error(fuser::Errno::EINVAL);
-        }
         let from_dir = fh!(self, parent, reply);
         let to_dir = fh!(self, newparent, reply);
         let (from_name, to_name) = (name.as_bytes().to_vec(), newname.as_bytes().to_vec());
@@ -894,17 +893,37 @@ impl Filesystem for ByzFuse {
         let Ok(mut inner) = self.inner.lock() else {
             return reply.error(fuser::Errno::EIO);
         };
-        // A file open here that the rename would replace is hidden first, as on unlink.
-        if (from_dir, &from_name) != (to_dir, &to_name) {
-            if let Some(Err(e)) = hide_if_open(&mut inner, &cred, to_dir, &to_name) {
-                return reply.error(errno(e));
+        // Neither flag removes the target, so only a plain rename needs the silly rename.
+        let op = if flags == RenameFlags::RENAME_EXCHANGE {
+            Op::Exchange {
+                a_dir: from_dir,
+                a_name: from_name,
+                b_dir: to_dir,
+                b_name: to_name,
             }
-        }
-        let op = Op::Rename {
-            from_dir,
-            from_name,
-            to_dir,
-            to_name,
+        } else if flags == RenameFlags::RENAME_NOREPLACE {
+            Op::RenameNoReplace {
+                from_dir,
+                from_name,
+                to_dir,
+                to_name,
+            }
+        } else if flags.is_empty() {
+            // A file open here that the rename would replace is hidden first, as on unlink.
+            if (from_dir, &from_name) != (to_dir, &to_name) {
+                if let Some(Err(e)) = hide_if_open(&mut inner, &cred, to_dir, &to_name) {
+                    return reply.error(errno(e));
+                }
+            }
+            Op::Rename {
+                from_dir,
+                from_name,
+                to_dir,
+                to_name,
+            }
+        } else {
+            // RENAME_WHITEOUT (overlayfs) or a combination.
+            return reply.error(fuser::Errno::EINVAL);
         };
         match invoke(&mut inner, &cred, op) {
             Ok(_) => reply.ok(),

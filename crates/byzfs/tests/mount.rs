@@ -122,6 +122,7 @@ fn mounted_cluster_behaves_like_a_linux_file_system() {
     basics(&mnt.join("basics"));
     errnos(&mnt.join("errno"));
     renames(&mnt.join("rename"));
+    rename_flags(&mnt.join("rename2"));
     data(&mnt.join("data"));
     removed_while_open(&mnt.join("silly"));
     if root {
@@ -590,6 +591,41 @@ fn two_mounts(up: &Up, a_root: &Path) {
         "removed on A, open on B",
     );
     drop(b);
+}
+
+/// `renameat2` with `RENAME_NOREPLACE` and `RENAME_EXCHANGE` (what `mv --no-clobber` and
+/// `mv --exchange` use).
+fn rename_flags(d: &Path) {
+    use nix::fcntl::{renameat2, RenameFlags, AT_FDCWD};
+    fs::create_dir_all(d.join("dir")).unwrap();
+    fs::write(d.join("a"), b"A").unwrap();
+    fs::write(d.join("b"), b"B").unwrap();
+    fs::write(d.join("dir/inside"), b"I").unwrap();
+    let r2 = |x: &str, y: &str, flags| renameat2(AT_FDCWD, &d.join(x), AT_FDCWD, &d.join(y), flags);
+    assert_eq!(
+        r2("a", "b", RenameFlags::RENAME_NOREPLACE),
+        Err(nix::errno::Errno::EEXIST)
+    );
+    assert_eq!(fs::read(d.join("b")).unwrap(), b"B", "not replaced");
+    r2("a", "c", RenameFlags::RENAME_NOREPLACE).unwrap();
+    assert_eq!(names(d), vec!["b", "c", "dir"]);
+    // A file and a directory trade places; both stay usable under their new names.
+    r2("c", "dir", RenameFlags::RENAME_EXCHANGE).unwrap();
+    assert_eq!(fs::read(d.join("dir")).unwrap(), b"A");
+    assert_eq!(fs::read(d.join("c/inside")).unwrap(), b"I");
+    assert!(fs::metadata(d.join("c")).unwrap().is_dir());
+    assert_eq!(
+        r2("b", "missing", RenameFlags::RENAME_EXCHANGE),
+        Err(nix::errno::Errno::ENOENT)
+    );
+    assert_eq!(
+        r2(
+            "b",
+            "c",
+            RenameFlags::RENAME_NOREPLACE | RenameFlags::RENAME_EXCHANGE
+        ),
+        Err(nix::errno::Errno::EINVAL)
+    );
 }
 
 /// A generated tree of ~500 files of random sizes, copied in with `cp -a` (or by hand) and
