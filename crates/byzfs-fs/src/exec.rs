@@ -475,17 +475,7 @@ impl<S: Store + ?Sized> Exec<'_, '_, S> {
         to_name: &[u8],
         no_replace: bool,
     ) -> Res<Reply> {
-        let fd = self.resolve(from)?;
-        let td = self.resolve(to)?;
-        need_dir(&fd)?;
-        need_dir(&td)?;
-        if dir::is_dot(from_name) || dir::is_dot(to_name) {
-            return Err(Errno::EINVAL.into());
-        }
-        dir::check_name(from_name)?;
-        dir::check_name(to_name)?;
-        perm::check(self.cred, &fd, X_OK)?;
-        perm::check(self.cred, &td, X_OK)?;
+        let (fd, td) = self.two_names(from, from_name, to, to_name)?;
         let src = dir::lookup(self.txn, from.ino, from_name)?.ok_or(Errno::ENOENT)?;
         let dst = dir::lookup(self.txn, to.ino, to_name)?;
         if no_replace && dst.is_some() {
@@ -564,15 +554,16 @@ impl<S: Store + ?Sized> Exec<'_, '_, S> {
         Ok(Reply::Done)
     }
 
-    /// `renameat2(RENAME_EXCHANGE)`: `a_dir/a_name` and `b_dir/b_name` swap targets. Checks
-    /// as for a rename of each onto the other, except that nothing is removed.
-    fn exchange(
-        &mut self,
+    /// The checks that every rename and exchange starts with: both handles are directories
+    /// the caller may search, and both names are proper names (not `.` or `..`). Returns the
+    /// two directories' inodes.
+    fn two_names(
+        &self,
         a_dir: FileHandle,
         a_name: &[u8],
         b_dir: FileHandle,
         b_name: &[u8],
-    ) -> Res<Reply> {
+    ) -> Res<(Inode, Inode)> {
         let ad = self.resolve(a_dir)?;
         let bd = self.resolve(b_dir)?;
         need_dir(&ad)?;
@@ -584,6 +575,19 @@ impl<S: Store + ?Sized> Exec<'_, '_, S> {
         dir::check_name(b_name)?;
         perm::check(self.cred, &ad, X_OK)?;
         perm::check(self.cred, &bd, X_OK)?;
+        Ok((ad, bd))
+    }
+
+    /// `renameat2(RENAME_EXCHANGE)`: `a_dir/a_name` and `b_dir/b_name` swap targets. Checks
+    /// as for a rename of each onto the other, except that nothing is removed.
+    fn exchange(
+        &mut self,
+        a_dir: FileHandle,
+        a_name: &[u8],
+        b_dir: FileHandle,
+        b_name: &[u8],
+    ) -> Res<Reply> {
+        let (ad, bd) = self.two_names(a_dir, a_name, b_dir, b_name)?;
         let a = dir::lookup(self.txn, a_dir.ino, a_name)?.ok_or(Errno::ENOENT)?;
         let b = dir::lookup(self.txn, b_dir.ino, b_name)?.ok_or(Errno::ENOENT)?;
         if a.target.ino == b.target.ino {
