@@ -527,19 +527,18 @@ fn busy_mountpoint_is_refused(mnt: &Path) {
         .stderr(File::create(&err).unwrap())
         .spawn()
         .unwrap();
-    // Had the check missed the mount, `up` would mount over it and run until stopped.
-    let start = Instant::now();
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
-        if start.elapsed() > Duration::from_secs(60) {
-            let _ = kill(Pid::from_raw(child.id() as i32), Signal::SIGTERM);
-            let _ = child.wait();
-            panic!("a second `up --mount` on a mounted directory did not fail at once");
-        }
-        std::thread::sleep(Duration::from_millis(50));
+    // Had the check missed the mount, `up` would mount over it and run until stopped: wait
+    // for its exit on another thread, at most 60 s.
+    let pid = Pid::from_raw(child.id() as i32);
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait());
+    });
+    let Ok(status) = rx.recv_timeout(Duration::from_secs(60)) else {
+        let _ = kill(pid, Signal::SIGTERM);
+        panic!("a second `up --mount` on a mounted directory did not fail at once");
     };
+    let status = status.unwrap();
     assert!(!status.success());
     let err = fs::read_to_string(&err).unwrap();
     assert!(err.contains("already mounted"), "{err}");
