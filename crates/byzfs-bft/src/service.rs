@@ -64,6 +64,14 @@ pub trait Service {
     /// Ends a state transfer: the live state now equals checkpoint `seq`. Drops every other
     /// checkpoint, records this one, and returns its partition digests.
     fn finish_import(&mut self, seq: Seq) -> Vec<Digest>;
+
+    /// A local failure after which this replica cannot continue consistently (say, the disk
+    /// under the state failed inside `checkpoint`, which has no error channel), or `None`.
+    /// A driver checks it after every step and, when set, stops the replica with this
+    /// message before any of that step's actions are performed. Default: never.
+    fn failure(&self) -> Option<String> {
+        None
+    }
 }
 
 /// The checkpoint digest over a list of partition digests.

@@ -536,12 +536,16 @@ impl<S: Service> Replica<S> {
             seq,
             digest: d,
         });
-        self.try_execute_tentative();
+        // P-info is durable before the tentative reply leaves: 2f+1 tentative replies
+        // acknowledge the write, and after a crash of every replica only durable P-info
+        // brings it into the next view (under the literal `Persist` contract, a reply
+        // queued before this record could leave before its fsync).
         self.persist(PersistRecord::Committed {
             view: v,
             seq,
             digest: d,
         });
+        self.try_execute_tentative();
         let frame = self.broadcast(&Message::Commit(Commit {
             view: v,
             seq,

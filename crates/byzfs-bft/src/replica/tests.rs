@@ -254,7 +254,19 @@ fn backup_prepares_then_commits_then_executes() {
         ),
     );
     let out = drain(&mut b);
-    // Tentative execution: reply, Executed event; then persist and COMMIT.
+    // Persist P-info, then tentative execution (reply, Executed event), then COMMIT.
+    let committed_at = out
+        .iter()
+        .position(|a| matches!(a, Action::Persist(PersistRecord::Committed { seq: 1, .. })))
+        .expect("P-info persisted");
+    let reply_at = out
+        .iter()
+        .position(|a| matches!(a, Action::SendClient { .. }))
+        .expect("tentative reply");
+    assert!(
+        committed_at < reply_at,
+        "the tentative reply waits for durable P-info"
+    );
     let msgs = sent(&out);
     assert!(
         matches!(&msgs[0], Message::Reply(r) if r.tentative && r.rid == 1 && r.result == Some(1u64.to_le_bytes().to_vec()))
