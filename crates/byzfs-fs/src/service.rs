@@ -13,10 +13,13 @@
 //! they must never become replicated state. The operation's writes are discarded whole (the
 //! store applies write sets atomically, so nothing already stored is lost), this replica
 //! answers `ENOSPC` (disk full) or `EIO`, and counts it in [`FileService::local_failures`].
-//! Its state then lags the others': its next checkpoint digest differs, which the library
-//! treats as a faulty replica and repairs by state transfer once the disk has room. Clients
-//! are unaffected (they need `f+1`/`2f+1` matching replies). A *deterministic* `ENOSPC`
-//! comes from the replicated capacity in [`FsConfig`], identical at every replica.
+//! A disk store ([`crate::store::RedbStore`]) also records the failure (`Service::failure`),
+//! and the driver stops the replica before that answer leaves: it counts as one of the `f`
+//! faults until restarted with room, when it recovers from its log and by state transfer.
+//! A store that can go on after a failed write (and reports no failure) just lags: its next
+//! checkpoint digest differs, which the library repairs by state transfer. Clients are
+//! unaffected either way (they need `f+1`/`2f+1` matching replies). A *deterministic*
+//! `ENOSPC` comes from the replicated capacity in [`FsConfig`], identical at every replica.
 
 use crate::errno::{Errno, Fail};
 use crate::exec::Exec;
@@ -277,5 +280,9 @@ impl<S: Store> Service for FileService<S> {
 
     fn finish_import(&mut self, seq: Seq) -> Vec<Digest> {
         self.store.finish_import(seq)
+    }
+
+    fn failure(&self) -> Option<String> {
+        self.store.failure()
     }
 }

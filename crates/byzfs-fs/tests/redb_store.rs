@@ -302,3 +302,64 @@ fn several_gb_file_on_redb() {
     };
     assert_eq!(data, vec![0x5a; 3]);
 }
+
+/// A directory with a small tmpfs mounted on it, lazily unmounted when dropped.
+struct SmallFs(tempfile::TempDir);
+
+impl SmallFs {
+    /// `None` where mounting is not allowed (not root).
+    fn new(size: &str) -> Option<SmallFs> {
+        let dir = tempfile::tempdir().ok()?;
+        let ok = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(dir.path())
+            .stderr(std::process::Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        ok.then_some(SmallFs(dir))
+    }
+}
+
+impl Drop for SmallFs {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg("-l")
+            .arg(self.0.path())
+            .status();
+    }
+}
+
+#[test]
+fn a_full_disk_is_an_error_or_a_recorded_failure_never_a_panic() {
+    let Some(fs) = SmallFs::new("4m") else {
+        eprintln!("skipped: cannot mount a tmpfs here (needs root)");
+        return;
+    };
+    let mut s = RedbStore::open_with_cache(fs.0.path().join("fs.redb"), PARTS, 1 << 20).unwrap();
+    s.checkpoint(1);
+    let value = vec![7u8; 64 * 1024];
+    let mut full = false;
+    for i in 0..200u32 {
+        let mut k = key((i % 8) as u8, 0);
+        k.extend_from_slice(&i.to_be_bytes());
+        match s.apply(WriteSet::from([(k, Some(value.clone()))])) {
+            Ok(()) => {}
+            Err(StoreError::Full) => {
+                full = true;
+                break;
+            }
+            Err(e) => panic!("a full disk should say so: {e}"),
+        }
+    }
+    assert!(full, "4 MiB filled up");
+    // Reported to the caller and recorded: redb refuses later writes until reopened, and
+    // the driver must stop the replica before the local answer leaves.
+    let msg = s.failure().expect("the failure is recorded");
+    assert!(msg.contains("disk space"), "{msg}");
+    // A checkpoint, a rollback and an export have no error channel: no panic, and the
+    // first failure stays.
+    let _ = s.checkpoint(2);
+    let _ = s.rollback();
+    let _ = s.export_partition(1, 0);
+    assert_eq!(s.failure(), Some(msg));
+}

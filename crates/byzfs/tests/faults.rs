@@ -8,7 +8,10 @@
 //! * `disk` durability, all four replicas SIGKILLed at once and restarted: every file closed
 //!   or fsynced before the kill is intact;
 //! * a replica that sends clients wrong data and attributes under valid MACs (the test-only
-//!   `--byzantine lie-replies`) changes nothing a client sees, also as the designated replier.
+//!   `--byzantine lie-replies`) changes nothing a client sees, also as the designated replier;
+//! * a replica whose data directory (a small tmpfs; skipped where mounting is not allowed)
+//!   fills up stops with an error and no panic, the others keep serving, and once given
+//!   room it restarts, converges, and everything written reads back.
 //!
 //! Each test is bounded (every wait has a deadline) and stops its processes itself (also on
 //! panic). Skipped, with a message, where FUSE is not available. Verification always goes
@@ -822,4 +825,121 @@ fn hold_files_helper() {
         std::thread::sleep(Duration::from_millis(10));
     }
     std::thread::sleep(Duration::from_secs(3600));
+}
+
+// ---------------------------------------------------------------------------------------------
+// A full disk at one replica.
+
+/// A small tmpfs mounted on a directory, lazily unmounted when dropped.
+struct Tmpfs(PathBuf);
+
+impl Tmpfs {
+    /// `None` where mounting is not allowed (not root, or no `mount`).
+    fn mount(dir: &Path, size: &str) -> Option<Tmpfs> {
+        let ok = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(dir)
+            .status()
+            .is_ok_and(|s| s.success());
+        ok.then(|| Tmpfs(dir.to_path_buf()))
+    }
+
+    fn resize(&self, size: &str) {
+        let st = Command::new("mount")
+            .args(["-o", &format!("remount,size={size}")])
+            .arg(&self.0)
+            .status()
+            .unwrap();
+        assert!(st.success(), "cannot resize the tmpfs");
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(&self.0).status();
+    }
+}
+
+/// Deterministic content of file `i` of the full-disk test (256 KiB each).
+fn filler(i: usize) -> Vec<u8> {
+    (0..256 * 1024).map(|j| (j * 13 + i * 101) as u8).collect()
+}
+
+#[test]
+fn a_replica_whose_disk_fills_up_stops_cleanly_and_recovers_with_space() {
+    if skip() {
+        return;
+    }
+    let _g = serial();
+    let s = Setup::new(vec![Vec::new(); 4]);
+    // Replica 3's data directory becomes a 12 MiB file system (the others have the host's).
+    let data3 = {
+        let mut p = lock(&s.p);
+        p.kill(&[3]);
+        let d = p.data(3);
+        std::fs::remove_dir_all(&d).unwrap();
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    };
+    let Some(small) = Tmpfs::mount(&data3, "12m") else {
+        eprintln!("skipped: cannot mount a tmpfs here (needs root)");
+        return;
+    };
+    {
+        let mut p = lock(&s.p);
+        p.start(3);
+        p.wait_reachable(&[3]);
+    }
+    let mount = s.mount("mnt");
+    let stopped = |p: &mut Procs| p.children[3].as_mut().and_then(|c| c.try_wait().unwrap());
+    // Write until replica 3 runs out of space and stops (≤ 40 MiB).
+    let mut files = 0;
+    let mut status = None;
+    while files < 160 {
+        std::fs::write(mount.path(&format!("f{files}")), filler(files)).unwrap();
+        files += 1;
+        status = stopped(&mut lock(&s.p));
+        if status.is_some() {
+            break;
+        }
+    }
+    let status = status.expect("replica 3 stopped when its disk filled up");
+    let log = lock(&s.p).log(3);
+    assert!(!status.success(), "stopped with an error status");
+    assert!(!log.contains("panicked"), "no panic: {}", tail(&log));
+    assert!(
+        log.contains("space") || log.contains("os error 28"),
+        "says the disk is full: {}",
+        tail(&log)
+    );
+    // The other three keep serving.
+    for i in files..files + 8 {
+        std::fs::write(mount.path(&format!("f{i}")), filler(i)).unwrap();
+    }
+    files += 8;
+    // With room again it restarts, recovers and converges.
+    small.resize("512m");
+    {
+        let mut p = lock(&s.p);
+        p.children[3] = None;
+        p.start(3);
+        p.wait_reachable(&[3]);
+    }
+    // Work past a checkpoint so that a replica behind can catch up through it.
+    for i in files..files + 16 {
+        std::fs::write(mount.path(&format!("f{i}")), b"more").unwrap();
+    }
+    let all = s.wait_converged();
+    assert!(all.iter().all(|x| x.state_digest == all[0].state_digest));
+    // It is needed now: with another replica down, everything needs the recovered one.
+    lock(&s.p).kill(&[0]);
+    drop(mount);
+    let fresh = s.mount("check");
+    for i in 0..files {
+        let got = std::fs::read(fresh.path(&format!("f{i}"))).unwrap();
+        assert!(got == filler(i), "f{i} differs after the recovery");
+    }
+    drop(fresh);
+    drop(s);
+    drop(small);
 }

@@ -73,9 +73,15 @@ pub enum StoreError {
 /// Every method is deterministic in the sequence of calls: two stores fed the same calls have
 /// the same digests and content. `checkpoint`, `rollback`, `discard_checkpoints_below` and
 /// `finish_import` cost O(changes) plus O(partitions). A disk backend that fails inside them
-/// cannot continue consistently and stops the replica (it then counts as one of the `f`
-/// faults and recovers by state transfer); reads and [`Store::apply`] report failures.
+/// cannot continue consistently: it records the failure ([`Store::failure`]) and the driver
+/// stops the replica (it then counts as one of the `f` faults and recovers from its log and
+/// by state transfer); reads and [`Store::apply`] report failures.
 pub trait Store {
+    /// A failure after which this store cannot continue consistently, or `None`.
+    fn failure(&self) -> Option<String> {
+        None
+    }
+
     /// Number of partitions (constant).
     fn partition_count(&self) -> u32;
 

@@ -26,8 +26,12 @@
 //!   transactions as the data, so digests stay exact).
 //! * **Errors.** `get`, `range` and `apply` report failures (a full disk is
 //!   [`StoreError::Full`]). The other methods have no error channel in the `Service` trait:
-//!   a disk failure inside them panics with a message saying so, because the replica cannot
-//!   continue consistently (it restarts and recovers by state transfer).
+//!   a disk failure inside them is recorded ([`Store::failure`], surfaced as
+//!   `Service::failure`), the method returns what it can, and the driver stops the replica
+//!   with that message before anything of the step leaves: it cannot continue consistently
+//!   (restarted with free space, it recovers from its log and by state transfer). No panic.
+//!   A failed `apply` is recorded too: redb refuses every later write after an I/O error
+//!   until reopened, and the operation's local `ENOSPC`/`EIO` answer must not leave.
 
 use super::{
     encode_partition, partition_of, verify_partition, Entries, Store, StoreError, WriteSet,
@@ -37,6 +41,7 @@ use byzfs_bft::{Digest, Seq};
 use redb::{Database, Durability, ReadableDatabase, ReadableTable, Table, TableDefinition};
 use std::collections::BTreeMap;
 use std::path::Path;
+use std::sync::OnceLock;
 
 /// Default page cache of a [`RedbStore`]: 64 MiB.
 pub const DEFAULT_CACHE_BYTES: usize = 64 << 20;
@@ -52,16 +57,6 @@ fn err(e: impl Into<redb::Error>) -> StoreError {
     match e.into() {
         redb::Error::Io(io) if io.kind() == std::io::ErrorKind::StorageFull => StoreError::Full,
         other => StoreError::Io(other.to_string()),
-    }
-}
-
-/// Panics on a disk failure where the trait has no error channel (see the module docs).
-fn fatal<T>(what: &str, r: Result<T, StoreError>) -> T {
-    match r {
-        Ok(v) => v,
-        Err(e) => {
-            panic!("byzfs-fs: local store failed during {what}: {e}; the replica must restart")
-        }
     }
 }
 
@@ -203,6 +198,8 @@ pub struct RedbStore {
     digests: Vec<Digest>,
     /// Held checkpoints (seq, digests), increasing.
     checkpoints: Vec<(Seq, Vec<Digest>)>,
+    /// The first failure where the trait has no error channel (see the module docs).
+    failed: OnceLock<String>,
 }
 
 impl RedbStore {
@@ -277,7 +274,32 @@ impl RedbStore {
             sums,
             digests,
             checkpoints,
+            failed: OnceLock::new(),
         })
+    }
+
+    /// Records a disk failure where the trait has no error channel (the first one wins;
+    /// see the module docs); `None` on failure.
+    fn fatal<T>(&self, what: &str, r: Result<T, StoreError>) -> Option<T> {
+        match r {
+            Ok(v) => Some(v),
+            Err(e) => {
+                let msg = match e {
+                    StoreError::Full => format!(
+                        "the file service's store ran out of disk space during {what}; \
+                         free space and restart the replica (it recovers from its log and \
+                         by state transfer)"
+                    ),
+                    StoreError::Io(m) => format!(
+                        "the file service's store failed during {what}: {m}; check the disk \
+                         and restart the replica (or delete its data directory so it \
+                         rejoins by state transfer)"
+                    ),
+                };
+                let _ = self.failed.set(msg);
+                None
+            }
+        }
     }
 
     fn latest(&self) -> Option<Seq> {
@@ -325,6 +347,10 @@ impl RedbStore {
 }
 
 impl Store for RedbStore {
+    fn failure(&self) -> Option<String> {
+        self.failed.get().cloned()
+    }
+
     fn partition_count(&self) -> u32 {
         // Built from a `u32` in `open`.
         self.sums.len() as u32
@@ -361,7 +387,7 @@ impl Store for RedbStore {
     fn apply(&mut self, writes: WriteSet) -> Result<(), StoreError> {
         let parts = self.partition_count();
         let undo_at = self.latest();
-        self.write(Durability::None, |live, undo, _, sums| {
+        let r = self.write(Durability::None, |live, undo, _, sums| {
             for (k, v) in &writes {
                 set(
                     live,
@@ -374,7 +400,14 @@ impl Store for RedbStore {
                 )?;
             }
             Ok(())
-        })
+        });
+        if let Err(e) = &r {
+            // redb refuses every later write after an I/O error ("close and re-open the
+            // database"), and the operation's answer already differs from the other
+            // replicas': record it, so the driver stops before that answer leaves.
+            let _ = self.fatal("a write", Err::<(), _>(e.clone()));
+        }
+        r
     }
 
     fn current_digests(&self) -> Vec<Digest> {
@@ -409,7 +442,7 @@ impl Store for RedbStore {
                 .map_err(err)?;
             Ok(())
         });
-        fatal("checkpoint", r);
+        let _ = self.fatal("checkpoint", r);
         self.checkpoints.push((seq, digests.clone()));
         digests
     }
@@ -444,7 +477,7 @@ impl Store for RedbStore {
             }
             Ok(())
         });
-        fatal("discarding checkpoints", r);
+        let _ = self.fatal("discarding checkpoints", r);
         self.checkpoints.retain(|c| c.0 >= seq);
     }
 
@@ -460,7 +493,7 @@ impl Store for RedbStore {
             }
             Ok(())
         });
-        fatal("rollback", r);
+        self.fatal("rollback", r)?;
         debug_assert_eq!(
             Some(self.current_digests()),
             self.checkpoint_digests(seq),
@@ -496,7 +529,7 @@ impl Store for RedbStore {
                 items.iter().map(|(k, v)| (k.as_slice(), v.as_slice())),
             ))
         };
-        fatal("export", read())
+        self.fatal("export", read()).flatten()
     }
 
     fn import_partition(&mut self, part: u32, data: &[u8], expected: Digest) -> bool {
@@ -516,7 +549,9 @@ impl Store for RedbStore {
             }
             Ok(())
         });
-        fatal("import", r);
+        if self.fatal("import", r).is_none() {
+            return false;
+        }
         debug_assert_eq!(self.digests[part as usize], expected);
         true
     }
@@ -532,7 +567,7 @@ impl Store for RedbStore {
             }
             Ok(())
         });
-        fatal("finishing an import", r);
+        let _ = self.fatal("finishing an import", r);
         self.checkpoints.clear();
         self.checkpoint(seq)
     }

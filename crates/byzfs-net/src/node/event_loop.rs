@@ -244,6 +244,11 @@ impl<S: Service> EventLoop<S> {
                 send => self.sends.push(send),
             }
         }
+        if let Some(msg) = self.replica.service().failure() {
+            // The step ran on a store that failed under it: nothing of it may leave.
+            tracing::error!(replica = self.replica.id(), "{msg}; stopping");
+            return Err(NodeError::Service(msg));
+        }
         if !self.persists.is_empty() || !self.stores.is_empty() {
             // Group commit: every promise and stored record of this drain is durable before
             // any of its sends.

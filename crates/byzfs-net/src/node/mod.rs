@@ -171,6 +171,10 @@ pub enum NodeError {
     /// The stored state does not restore (corrupt, or another service's).
     #[error("cannot restore the stored state: {0}; delete the data directory to rejoin through state transfer")]
     Restore(byzfs_bft::replica::RestoreError),
+    /// The service reported a local failure it cannot continue after (`Service::failure`,
+    /// e.g. its disk filled up during a checkpoint); nothing of that step was sent.
+    #[error("{0}")]
+    Service(String),
     /// The unreplicated server's stored state does not restore.
     #[error("cannot restore the unreplicated server's stored state: {0}; the data directory is damaged or belongs to another service (deleting it loses the stored files)")]
     UnreplicatedRestore(String),

@@ -226,6 +226,10 @@ impl<S: Service> Server<S> {
     /// Makes the turn durable (one group commit), then sends its replies. A storage failure
     /// stops the server: it must not answer what it could forget.
     fn end_turn(&mut self) -> Result<(), NodeError> {
+        if let Some(msg) = self.service.failure() {
+            tracing::error!("{msg}; stopping");
+            return Err(NodeError::Service(msg));
+        }
         if let Err(e) = self.log.commit(&mut self.service, &self.replies) {
             tracing::error!(error = %e, "cannot store executed requests; stopping");
             return Err(NodeError::Storage(e));
