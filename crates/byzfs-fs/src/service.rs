@@ -137,9 +137,11 @@ impl<S: Store> FileService<S> {
         let mut txn = Txn::new(&self.store);
         let sb0 = inode::load_super(&txn)?;
         let mut sb = sb0.clone();
-        if let Ok(b) = <[u8; 8]>::try_from(nondet) {
-            sb.clock_us = sb.clock_us.max(u64::from_le_bytes(b));
-        }
+        // Strictly increasing, one microsecond at least per ordered operation: no two
+        // changes of a file share an mtime/ctime, so the mount can tell from the attributes
+        // alone whether a file changed (close-to-open with `FOPEN_KEEP_CACHE`).
+        let agreed = <[u8; 8]>::try_from(nondet).map_or(0, u64::from_le_bytes);
+        sb.clock_us = agreed.max(sb.clock_us.saturating_add(1));
         let clock_moved = sb.clock_us != sb0.clock_us;
         let now = Timestamp::from_micros(sb.clock_us);
         let outcome = match req {

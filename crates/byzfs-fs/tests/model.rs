@@ -109,6 +109,8 @@ enum MOp {
     Remove(u8, u8),
     Rmdir(u8, u8),
     Rename(u8, u8, u8, u8),
+    RenameNoReplace(u8, u8, u8, u8),
+    Exchange(u8, u8, u8, u8),
     Link(u8, u8, u8),
     Write(u8, u16, u16, u8),
     Truncate(u8, u16),
@@ -123,6 +125,8 @@ fn mop() -> impl Strategy<Value = MOp> {
         2 => (id.clone(), n.clone()).prop_map(|(d, n)| MOp::Remove(d, n)),
         2 => (id.clone(), n.clone()).prop_map(|(d, n)| MOp::Rmdir(d, n)),
         4 => (id.clone(), n.clone(), id.clone(), n.clone()).prop_map(|(a, b, c, d)| MOp::Rename(a, b, c, d)),
+        1 => (id.clone(), n.clone(), id.clone(), n.clone()).prop_map(|(a, b, c, d)| MOp::RenameNoReplace(a, b, c, d)),
+        2 => (id.clone(), n.clone(), id.clone(), n.clone()).prop_map(|(a, b, c, d)| MOp::Exchange(a, b, c, d)),
         1 => (id.clone(), id.clone(), n.clone()).prop_map(|(f, d, n)| MOp::Link(f, d, n)),
         2 => (id.clone(), 0u16..40_000, 0u16..20_000, any::<u8>()).prop_map(|(f, o, l, b)| MOp::Write(f, o, l, b)),
         1 => (id.clone(), 0u16..40_000).prop_map(|(f, s)| MOp::Truncate(f, s)),
@@ -179,7 +183,7 @@ fn expect(m: &mut Model, op: &MOp, ids: impl Fn(u8) -> usize) -> Result<(), Errn
             m.nodes.remove(&t);
             Ok(())
         }
-        MOp::Rename(a, b, c, e) => {
+        MOp::Rename(a, b, c, e) | MOp::RenameNoReplace(a, b, c, e) => {
             let (fd, td) = (ids(a), ids(c));
             if !m.nodes.contains_key(&fd) || !m.nodes.contains_key(&td) {
                 return Err(Errno::ESTALE);
@@ -189,6 +193,10 @@ fn expect(m: &mut Model, op: &MOp, ids: impl Fn(u8) -> usize) -> Result<(), Errn
             let (fname, tname) = (name(b), name(e));
             let &s = m.entries(fd).get(&fname).ok_or(Errno::ENOENT)?;
             let dst = m.entries(td).get(&tname).copied();
+            // RENAME_NOREPLACE: any existing target, even another link of the source.
+            if matches!(op, MOp::RenameNoReplace(..)) && dst.is_some() {
+                return Err(Errno::EEXIST);
+            }
             if dst == Some(s) {
                 return Ok(());
             }
@@ -214,6 +222,34 @@ fn expect(m: &mut Model, op: &MOp, ids: impl Fn(u8) -> usize) -> Result<(), Errn
             m.entries_mut(td).insert(tname, s);
             if let Some(Node::Dir { parent, .. }) = m.nodes.get_mut(&s) {
                 *parent = td;
+            }
+            Ok(())
+        }
+        MOp::Exchange(a, b, c, e) => {
+            let (ad, bd) = (ids(a), ids(c));
+            if !m.nodes.contains_key(&ad) || !m.nodes.contains_key(&bd) {
+                return Err(Errno::ESTALE);
+            }
+            m.dir(ad)?;
+            m.dir(bd)?;
+            let (an, bn) = (name(b), name(e));
+            let &x = m.entries(ad).get(&an).ok_or(Errno::ENOENT)?;
+            let &y = m.entries(bd).get(&bn).ok_or(Errno::ENOENT)?;
+            if x == y {
+                return Ok(());
+            }
+            // A directory that changes parent must not go into its own subtree.
+            if ad != bd
+                && ((m.is_dir(x) && m.is_ancestor(x, bd)) || (m.is_dir(y) && m.is_ancestor(y, ad)))
+            {
+                return Err(Errno::EINVAL);
+            }
+            m.entries_mut(ad).insert(an, y);
+            m.entries_mut(bd).insert(bn, x);
+            for (moved, to) in [(x, bd), (y, ad)] {
+                if let Some(Node::Dir { parent, .. }) = m.nodes.get_mut(&moved) {
+                    *parent = to;
+                }
             }
             Ok(())
         }
@@ -285,6 +321,18 @@ fn to_op(op: &MOp, fh: impl Fn(u8) -> FileHandle) -> Op {
             from_name: name(b),
             to_dir: fh(c),
             to_name: name(d),
+        },
+        MOp::RenameNoReplace(a, b, c, d) => Op::RenameNoReplace {
+            from_dir: fh(a),
+            from_name: name(b),
+            to_dir: fh(c),
+            to_name: name(d),
+        },
+        MOp::Exchange(a, b, c, d) => Op::Exchange {
+            a_dir: fh(a),
+            a_name: name(b),
+            b_dir: fh(c),
+            b_name: name(d),
         },
         MOp::Link(f, d, n) => Op::Link {
             fh: fh(f),

@@ -955,7 +955,8 @@ fn times_come_from_the_agreed_clock() {
     // Reads do not change atime (not maintained).
     fs.read(f.fh, 0, 1);
     assert_eq!(fs.getattr(f.fh).atime, created);
-    // A batch timestamp below the agreed clock does not move time backwards.
+    // A batch timestamp below the agreed clock does not move time backwards: the clock
+    // moves on by one microsecond, so every change has its own mtime.
     let bytes = byzfs_fs::Request::new(
         Credentials::root(),
         Op::Write {
@@ -966,8 +967,15 @@ fn times_come_from_the_agreed_clock() {
     )
     .encode();
     fs.s.execute(1, &bytes, &1u64.to_le_bytes());
-    assert_eq!(fs.getattr(f.fh).mtime, written);
-    assert_eq!(fs.s.last_agreed_time(), fs.clock_us);
+    let next = Timestamp::from_micros(fs.clock_us + 1);
+    assert_eq!(fs.getattr(f.fh).mtime, next);
+    assert_eq!(fs.s.last_agreed_time(), fs.clock_us + 1);
+    // Two operations of one batch (same agreed time) get two times too.
+    fs.s.execute(1, &bytes, &1u64.to_le_bytes());
+    assert_eq!(
+        fs.getattr(f.fh).mtime,
+        Timestamp::from_micros(fs.clock_us + 2)
+    );
 }
 
 #[test]

@@ -14,12 +14,18 @@
 //!   - `open` fetches the file's attributes from the cluster; if they differ from the last
 //!     ones this mount saw (another client wrote), it invalidates the kernel's cached
 //!     attributes (`inval_inode`, attributes only), so the next read or stat fetches the
-//!     new size. The kernel drops the file's cached pages at every open (the adapter never
-//!     sets `FOPEN_KEEP_CACHE`). A file another client removed answers `ESTALE`, on which
-//!     the kernel looks the path up again (`LOOKUP_REVAL`) and opens what is there now.
+//!     new size. The kernel keeps the file's cached pages across opens
+//!     (`FOPEN_KEEP_CACHE`) only while the file's size, mtime and ctime equal those of the
+//!     last open that made it drop them (any write, here or elsewhere, changes them: the
+//!     agreed clock moves with every operation), so a file read again and again (a header
+//!     during a build) is read from the cluster once. A file another client removed
+//!     answers `ESTALE`, on which the kernel looks the path up again (`LOOKUP_REVAL`) and
+//!     opens what is there now.
 //!   - Otherwise attributes and entries are cached by the kernel for [`TTL`] (like NFS's
 //!     attribute cache): `stat`/`ls` may show another client's change up to 1 s late.
-//!     Negative lookups are not cached.
+//!     Negative lookups are cached for [`TTL`] too (as NFS's default `lookupcache=all`):
+//!     a name another client just created may stay invisible here for up to 1 s. Names
+//!     this mount creates, renames or removes update its kernel cache at once.
 //!   - Not covered: concurrent `O_APPEND` writers on two mounts (each appends at the size
 //!     its kernel knows), locks (`flock`/`fcntl` are local to one mount).
 //! * **Mounting and unmounting** ([`check_fuse`], [`check_mountpoint`], [`Mounted`]): a
@@ -55,7 +61,7 @@ use fuser::{
     ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyStatfs,
     ReplyWrite, TimeOrNow, WriteFlags,
 };
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt as _;
 use std::path::{Path, PathBuf};
@@ -325,6 +331,8 @@ pub fn mount(
             open: HashMap::new(),
             silly: HashMap::new(),
             stamps: HashMap::new(),
+            opened: HashMap::new(),
+            sent: BTreeMap::new(),
             timeout: opts.timeout,
             strict: opts.strict,
         }),
@@ -367,6 +375,9 @@ const WRITE_OVERHEAD: usize = 16 * 1024;
 struct Inner {
     rt: tokio::runtime::Runtime,
     client: FsClient,
+    /// Operations sent to the cluster, by kind (logged at unmount: where a workload's
+    /// round trips go).
+    sent: BTreeMap<&'static str, u64>,
     /// Every inode the kernel may name: those it got in an entry reply and has not
     /// forgotten.
     known: HashMap<u64, Known>,
@@ -378,6 +389,9 @@ struct Inner {
     /// The last attributes seen for each inode the kernel holds, to tell at `open` whether
     /// another client changed the file since.
     stamps: HashMap<u64, Stamp>,
+    /// The attributes each inode had at its last `open` that let the kernel drop its cached
+    /// pages: an `open` that finds the same ones keeps the pages (`FOPEN_KEEP_CACHE`).
+    opened: HashMap<u64, Stamp>,
     /// `None`: a hard mount (see [`MountOptions::timeout`]).
     timeout: Option<Duration>,
     /// Send read-only operations as ordered requests.
@@ -502,6 +516,27 @@ fn file_attr(a: &Attr) -> FileAttr {
     }
 }
 
+/// A negative entry (inode 0): "no such name", cached by the kernel for the reply's TTL.
+fn negative_entry() -> FileAttr {
+    FileAttr {
+        ino: INodeNo(0),
+        size: 0,
+        blocks: 0,
+        atime: UNIX_EPOCH,
+        mtime: UNIX_EPOCH,
+        ctime: UNIX_EPOCH,
+        crtime: UNIX_EPOCH,
+        kind: fuser::FileType::RegularFile,
+        perm: 0,
+        nlink: 0,
+        uid: 0,
+        gid: 0,
+        rdev: 0,
+        blksize: 0,
+        flags: 0,
+    }
+}
+
 /// How often a hard mount reports an operation still waiting for the cluster.
 const STILL_WAITING: Duration = Duration::from_secs(10);
 
@@ -512,6 +547,7 @@ fn invoke(inner: &mut Inner, cred: &Credentials, op: Op) -> FsResult {
     // The flag is only a hint: replicas decide from the operation itself what is read-only.
     let read_only = op.is_read_only() && !inner.strict;
     let name = op.name();
+    *inner.sent.entry(name).or_default() += 1;
     let bytes = Request::new(cred.clone(), op).encode();
     let timeout = inner.timeout;
     let client = &mut inner.client;
@@ -697,6 +733,7 @@ impl Filesystem for ByzFuse {
             if k.lookups == 0 {
                 inner.known.remove(&ino.0);
                 inner.stamps.remove(&ino.0);
+                inner.opened.remove(&ino.0);
             }
         }
     }
@@ -704,7 +741,14 @@ impl Filesystem for ByzFuse {
     fn lookup(&self, req: &fuser::Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
         let dir = fh!(self, parent, reply);
         let name = name.as_bytes().to_vec();
-        self.entry(req, Op::Lookup { dir, name }, reply);
+        match self.call(req, Op::Lookup { dir, name }) {
+            Ok(Reply::Entry(a)) => reply.entry(&TTL, &file_attr(&a), Generation(a.fh.generation)),
+            Ok(_) => reply.error(fuser::Errno::EIO),
+            // Inode 0 with a timeout: the kernel caches the miss for `TTL` (a compiler's
+            // include path search repeats the same misses thousands of times).
+            Err(Errno::ENOENT) => reply.entry(&TTL, &negative_entry(), Generation(0)),
+            Err(e) => reply.error(errno(e)),
+        }
     }
 
     fn getattr(
@@ -1144,9 +1188,10 @@ impl Filesystem for ByzFuse {
 
     /// Close-to-open consistency: fetches the file's attributes from the cluster, and if
     /// they differ from the last ones this mount saw (another client wrote since), tells
-    /// the kernel to drop its cached attributes, so the size is fetched again; the kernel
-    /// drops its cached pages at every open anyway (no `FOPEN_KEEP_CACHE`). A file removed
-    /// by another client answers `ESTALE`, on which the kernel looks the path up again.
+    /// the kernel to drop its cached attributes, so the size is fetched again. The kernel
+    /// keeps the file's cached pages (`FOPEN_KEEP_CACHE`) only if the attributes equal the
+    /// ones of the last open that dropped them; otherwise it drops them. A file removed by
+    /// another client answers `ESTALE`, on which the kernel looks the path up again.
     fn open(&self, req: &fuser::Request, ino: INodeNo, _flags: OpenFlags, reply: fuser::ReplyOpen) {
         let fh = fh!(self, ino, reply);
         let before = self
@@ -1154,9 +1199,10 @@ impl Filesystem for ByzFuse {
             .lock()
             .ok()
             .and_then(|i| i.stamps.get(&ino.0).copied());
-        match self.call(req, Op::GetAttr { fh }) {
+        let keep = match self.call(req, Op::GetAttr { fh }) {
             Ok(Reply::Attr(a)) => {
-                if before != Some(Stamp::of(&a)) {
+                let now = Stamp::of(&a);
+                if before != Some(now) {
                     if let Some(n) = self.notifier.get() {
                         // Offset -1: attributes only. Dropping pages here could wait on a
                         // page lock held by a read that waits for this very thread.
@@ -1165,14 +1211,30 @@ impl Filesystem for ByzFuse {
                         }
                     }
                 }
+                let Ok(mut inner) = self.inner.lock() else {
+                    return reply.error(fuser::Errno::EIO);
+                };
+                // Unchanged since an open that dropped the pages: whatever the kernel cached
+                // since came from this version (or from this mount's own writes through
+                // the page cache), so it may stay. Otherwise it drops them (no flag).
+                let keep = inner.opened.get(&ino.0) == Some(&now);
+                if !keep {
+                    inner.opened.insert(ino.0, now);
+                }
+                keep
             }
             Ok(_) => return reply.error(fuser::Errno::EIO),
             Err(e) => return reply.error(errno(e)),
-        }
+        };
         if let Ok(mut inner) = self.inner.lock() {
             *inner.open.entry(ino.0).or_default() += 1;
         }
-        reply.opened(fuser::FileHandle(0), fuser::FopenFlags::empty());
+        let flags = if keep {
+            fuser::FopenFlags::FOPEN_KEEP_CACHE
+        } else {
+            fuser::FopenFlags::empty()
+        };
+        reply.opened(fuser::FileHandle(0), flags);
     }
 
     /// At the last release of a file removed while open, removes it for good.
@@ -1211,6 +1273,9 @@ impl Filesystem for ByzFuse {
     fn destroy(&mut self) {
         let cred = own_credentials();
         if let Ok(inner) = self.inner.get_mut() {
+            let total: u64 = inner.sent.values().sum();
+            let by_kind: Vec<String> = inner.sent.iter().map(|(k, n)| format!("{k}={n}")).collect();
+            tracing::info!(total, "operations sent: {}", by_kind.join(" "));
             let hidden: Vec<_> = inner.silly.drain().map(|(_, v)| v).collect();
             for (dir, name) in hidden {
                 let _ = invoke(inner, &cred, Op::Remove { dir, name });

@@ -567,7 +567,9 @@ fn two_mounts(up: &Up, a_root: &Path) {
     // A new directory and file on A: seen by B.
     fs::write(a.join("f"), b"version 1").unwrap();
     assert_eq!(read_after_open(&b_dir.join("f")), b"version 1");
-    // B has the file cached; A overwrites it in place, same size, then longer.
+    // Opened again unchanged: B keeps its cached pages (FOPEN_KEEP_CACHE)...
+    assert_eq!(read_after_open(&b_dir.join("f")), b"version 1");
+    // ...which must not outlive a change: A overwrites it in place, same size, then longer.
     fs::write(a.join("f"), b"version 2").unwrap();
     assert_eq!(read_after_open(&b_dir.join("f")), b"version 2");
     let mut w = OpenOptions::new().append(true).open(a.join("f")).unwrap();
