@@ -124,6 +124,26 @@ fn reopen_requires_same_partition_count() {
     assert!(RedbStore::open(&path, 16).is_ok());
 }
 
+#[test]
+fn reopen_refuses_another_on_disk_format() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.redb");
+    drop(RedbStore::open(&path, 16).unwrap());
+    {
+        let db = redb::Database::create(&path).unwrap();
+        let tx = db.begin_write().unwrap();
+        {
+            let meta: redb::TableDefinition<&str, u64> = redb::TableDefinition::new("meta");
+            tx.open_table(meta).unwrap().insert("format", 9).unwrap();
+        }
+        tx.commit().unwrap();
+    }
+    match RedbStore::open(&path, 16) {
+        Err(StoreError::Io(m)) => assert!(m.contains("on-disk format 9"), "{m}"),
+        other => panic!("opened another format: {:?}", other.err()),
+    }
+}
+
 /// Runs `op` as root on any file service.
 fn run<S: Store>(fs: &mut FileService<S>, t: &mut u64, op: Op) -> FsResult {
     let b = Request::new(Credentials::root(), op).encode();

@@ -66,6 +66,11 @@ pub const DB_FILE: &str = "replica.redb";
 /// `meta`: "identity" → who owns the store; "view" → highest view (u64 LE);
 /// "checkpoint" → postcard `(seq, digest, partitions)` of the stored stable checkpoint.
 const META: TableDefinition<&str, &[u8]> = TableDefinition::new("meta");
+
+/// On-disk format of a replica's data directory (`replica.redb` and its log), stored in
+/// `meta` as `format` (u32 LE). Directories written before the key existed are format 1.
+/// Bump it with any incompatible change of the tables or the log's frames.
+pub const FORMAT: u32 = 1;
 /// `records`: (seq, postcard record) → () for `Prepared`, `Committed` and `Executed`. Written
 /// by data directories made before the log ([`wal`]); moved into the log at open.
 const RECORDS: TableDefinition<(u64, &[u8]), ()> = TableDefinition::new("records");
@@ -98,6 +103,16 @@ pub enum StorageError {
         path: PathBuf,
         /// What is wrong.
         what: String,
+    },
+    /// The data directory was written in another on-disk format.
+    #[error("the database {} is in on-disk format {found}, this byzfs reads format {supported}; run the byzfs that wrote it, or delete the data directory to rejoin through state transfer", path.display())]
+    Format {
+        /// The database file.
+        path: PathBuf,
+        /// Its format.
+        found: u32,
+        /// The format this build reads and writes.
+        supported: u32,
     },
     /// The database belongs to another replica, cluster or service.
     #[error("the database {} belongs to {found}, not to {expected}; pass the right --data or delete that directory", path.display())]
@@ -182,6 +197,25 @@ impl DiskDurability {
                 Some(_) => {}
                 None => {
                     meta.insert("identity", identity.as_bytes())
+                        .map_err(|e| corrupt(e.to_string()))?;
+                }
+            }
+            let format = meta
+                .get("format")
+                .map_err(|e| corrupt(e.to_string()))?
+                .map(|g| <[u8; 4]>::try_from(g.value()).map_or(u32::MAX, u32::from_le_bytes));
+            match format {
+                Some(FORMAT) => {}
+                Some(found) => {
+                    return Err(StorageError::Format {
+                        path,
+                        found,
+                        supported: FORMAT,
+                    })
+                }
+                // New, or written before the key existed (format 1).
+                None => {
+                    meta.insert("format", FORMAT.to_le_bytes().as_slice())
                         .map_err(|e| corrupt(e.to_string()))?;
                 }
             }
@@ -726,5 +760,54 @@ mod tests {
         let e = DiskDurability::open(dir.path(), "replica 2").unwrap_err();
         assert!(e.to_string().contains("belongs to replica 1"), "{e}");
         assert!(DiskDurability::open(dir.path(), "replica 1").is_ok());
+    }
+}
+
+#[cfg(test)]
+mod format_tests {
+    use super::*;
+
+    fn set_format(dir: &Path, bytes: &[u8]) {
+        let db = Database::create(dir.join(DB_FILE)).unwrap();
+        let txn = db.begin_write().unwrap();
+        {
+            let mut meta = txn.open_table(META).unwrap();
+            meta.insert("format", bytes).unwrap();
+        }
+        txn.commit().unwrap();
+    }
+
+    #[test]
+    fn another_on_disk_format_is_refused_with_what_to_do() {
+        let dir = tempfile::tempdir().unwrap();
+        drop(DiskDurability::open(dir.path(), "me").unwrap());
+        set_format(dir.path(), &7u32.to_le_bytes());
+        let e = DiskDurability::open(dir.path(), "me").unwrap_err();
+        assert!(matches!(e, StorageError::Format { found: 7, .. }), "{e}");
+        assert!(e.to_string().contains("delete the data directory"), "{e}");
+        set_format(dir.path(), b"garbage");
+        let e = DiskDurability::open(dir.path(), "me").unwrap_err();
+        assert!(matches!(e, StorageError::Format { .. }), "{e}");
+    }
+
+    #[test]
+    fn a_directory_from_before_the_format_key_opens_as_format_1() {
+        let dir = tempfile::tempdir().unwrap();
+        drop(DiskDurability::open(dir.path(), "me").unwrap());
+        {
+            let db = Database::create(dir.path().join(DB_FILE)).unwrap();
+            let txn = db.begin_write().unwrap();
+            {
+                let mut meta = txn.open_table(META).unwrap();
+                meta.remove("format").unwrap();
+            }
+            txn.commit().unwrap();
+        }
+        drop(DiskDurability::open(dir.path(), "me").unwrap());
+        let db = Database::create(dir.path().join(DB_FILE)).unwrap();
+        let txn = db.begin_read().unwrap();
+        let meta = txn.open_table(META).unwrap();
+        let v = meta.get("format").unwrap().unwrap().value().to_vec();
+        assert_eq!(v, FORMAT.to_le_bytes());
     }
 }

@@ -10,7 +10,7 @@
 //! | `undo` | `checkpoint seq (u64 BE) ‖ partition (u32 BE) ‖ key` | `0` (absent) or `1 ‖ old value` |
 //! | `sums` | partition | its 512-byte AdHASH sum |
 //! | `checkpoints` | seq | the checkpoint's partition digests, concatenated |
-//! | `meta` | `"partitions"` | partition count |
+//! | `meta` | `"partitions"`, `"format"` | partition count, on-disk format ([`FORMAT`]) |
 //!
 //! * **Checkpoints are undo records**, like [`MemStore`](super::MemStore)'s undo logs but in
 //!   redb: the first change of a key after the latest checkpoint records the key's value at
@@ -42,6 +42,10 @@ use redb::{Database, Durability, ReadableDatabase, ReadableTable, Table, TableDe
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::OnceLock;
+
+/// On-disk format of a [`RedbStore`] (`meta` key `format`); stores written before the key
+/// existed are format 1. Bump it with any incompatible change of the tables or encodings.
+pub const FORMAT: u64 = 1;
 
 /// Default page cache of a [`RedbStore`]: 64 MiB.
 pub const DEFAULT_CACHE_BYTES: usize = 64 << 20;
@@ -235,6 +239,20 @@ impl RedbStore {
                     return Err(StoreError::Io(format!(
                         "store has {n} partitions, configuration says {parts}"
                     )))
+                }
+            }
+            let format = meta.get("format").map_err(err)?.map(|g| g.value());
+            match format {
+                Some(FORMAT) => {}
+                Some(n) => {
+                    return Err(StoreError::Io(format!(
+                        "store is in on-disk format {n}, this byzfs reads format {FORMAT}; \
+                         run the byzfs that wrote it, or delete the data directory"
+                    )))
+                }
+                // New, or written before the key existed (format 1).
+                None => {
+                    meta.insert("format", FORMAT).map_err(err)?;
                 }
             }
             tx.open_table(LIVE).map_err(err)?;
