@@ -69,6 +69,16 @@ impl Model {
         }
     }
 
+    /// Two live directories (a rename's or an exchange's): `ESTALE` if either is gone, then
+    /// `ENOTDIR` if either is not a directory.
+    fn two_dirs(&self, a: usize, b: usize) -> Result<(), Errno> {
+        if !self.nodes.contains_key(&a) || !self.nodes.contains_key(&b) {
+            return Err(Errno::ESTALE);
+        }
+        self.dir(a)?;
+        self.dir(b)
+    }
+
     fn unlink(&mut self, id: usize) {
         if let Some(Node::File { nlink, .. }) = self.nodes.get_mut(&id) {
             *nlink -= 1;
@@ -185,11 +195,7 @@ fn expect(m: &mut Model, op: &MOp, ids: impl Fn(u8) -> usize) -> Result<(), Errn
         }
         MOp::Rename(a, b, c, e) | MOp::RenameNoReplace(a, b, c, e) => {
             let (fd, td) = (ids(a), ids(c));
-            if !m.nodes.contains_key(&fd) || !m.nodes.contains_key(&td) {
-                return Err(Errno::ESTALE);
-            }
-            m.dir(fd)?;
-            m.dir(td)?;
+            m.two_dirs(fd, td)?;
             let (fname, tname) = (name(b), name(e));
             let &s = m.entries(fd).get(&fname).ok_or(Errno::ENOENT)?;
             let dst = m.entries(td).get(&tname).copied();
@@ -227,11 +233,7 @@ fn expect(m: &mut Model, op: &MOp, ids: impl Fn(u8) -> usize) -> Result<(), Errn
         }
         MOp::Exchange(a, b, c, e) => {
             let (ad, bd) = (ids(a), ids(c));
-            if !m.nodes.contains_key(&ad) || !m.nodes.contains_key(&bd) {
-                return Err(Errno::ESTALE);
-            }
-            m.dir(ad)?;
-            m.dir(bd)?;
+            m.two_dirs(ad, bd)?;
             let (an, bn) = (name(b), name(e));
             let &x = m.entries(ad).get(&an).ok_or(Errno::ENOENT)?;
             let &y = m.entries(bd).get(&bn).ok_or(Errno::ENOENT)?;
