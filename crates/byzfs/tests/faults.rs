@@ -940,6 +940,7 @@ fn a_replica_whose_disk_fills_up_stops_cleanly_and_recovers_with_space() {
         assert!(got == filler(i), "f{i} differs after the recovery");
     }
     drop(fresh);
-    drop(s);
+    // Unmount before the cluster directory (holding the mount point) is deleted.
     drop(small);
+    drop(s);
 }
