@@ -4,6 +4,8 @@
 #   git              tests run git on a mount
 #   fuse3            FUSE mounts (fusermount3); /dev/fuse must exist too
 #   bindfs, postmark the file-system benchmarks' passthrough target and PostMark
+#   golang-go        builds go-fuse's POSIX conformance suite (tests/posix.rs), unless a Go
+#                    toolchain is already there (/usr/local/go counts)
 #
 #   bash scripts/deps.sh [all|mount]    (default: all; `mount` = what `byzfs up --mount` needs)
 #
@@ -19,6 +21,7 @@ if [ "${1:-all}" = all ]; then
     need git git
     need bindfs bindfs
     need postmark postmark
+    [ -x /usr/local/go/bin/go ] || need go golang-go
 fi
 [ "${#want[@]}" -eq 0 ] && exit 0
 

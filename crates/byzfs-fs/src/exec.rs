@@ -160,6 +160,7 @@ impl<S: Store + ?Sized> Exec<'_, '_, S> {
                 self.resolve(fh)?;
                 Ok(Reply::Done)
             }
+            Op::Allocate { fh, end } => self.allocate(fh, end),
         }
     }
 
@@ -278,6 +279,24 @@ impl<S: Store + ?Sized> Exec<'_, '_, S> {
         }
         i.ctime = self.now;
         self.save(fh.ino, &i);
+        Ok(Reply::Attr(i.attr(fh.ino)))
+    }
+
+    /// `fallocate(2)` mode 0: grows the file (sparse: no block is stored) if it is shorter
+    /// than `end`; the times change only if the size does.
+    fn allocate(&mut self, fh: FileHandle, end: u64) -> Res<Reply> {
+        let mut i = self.resolve(fh)?;
+        need_regular(&i)?;
+        perm::check_io(self.cred, &i, W_OK)?;
+        if end > i.size {
+            // `EFBIG` past the largest file size.
+            let delta = data::truncate(self.txn, fh.ino, &mut i, end)?;
+            self.charge(delta)?;
+            kill_suid(self.cred, &mut i);
+            i.mtime = self.now;
+            i.ctime = self.now;
+            self.save(fh.ino, &i);
+        }
         Ok(Reply::Attr(i.attr(fh.ino)))
     }
 

@@ -252,6 +252,16 @@ pub enum Op {
         /// Second name.
         b_name: Vec<u8>,
     },
+    /// Grows `fh` to at least `end` bytes (Linux `fallocate(2)` mode 0): the new range reads
+    /// as zeros. Space is not reserved, as on copy-on-write file systems: a later write may
+    /// still get `ENOSPC`. A file already that long is left as it is. Reply:
+    /// [`Reply::Attr`].
+    Allocate {
+        /// The file.
+        fh: FileHandle,
+        /// The least size wanted.
+        end: u64,
+    },
 }
 
 impl Op {
@@ -278,6 +288,7 @@ impl Op {
             Op::Fsync { .. } => "fsync",
             Op::RenameNoReplace { .. } => "rename_noreplace",
             Op::Exchange { .. } => "exchange",
+            Op::Allocate { .. } => "allocate",
         }
     }
 

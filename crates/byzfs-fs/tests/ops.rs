@@ -99,6 +99,40 @@ fn sparse_files_and_truncate() {
 }
 
 #[test]
+fn allocate_grows_a_file_and_never_shrinks_it() {
+    let mut fs = Fs::new();
+    let f = fs.create(ROOT, "f");
+    fs.write(f.fh, 0, b"data").unwrap();
+    let before = fs.getattr(f.fh);
+    let allocate = |end| Op::Allocate { fh: f.fh, end };
+    // Shorter than the file: nothing changes, not even the times.
+    let Ok(Reply::Attr(a)) = fs.run(allocate(2)) else {
+        panic!("allocate");
+    };
+    assert_eq!(a, before);
+    // Longer: the file grows sparsely (nothing stored), the new range reads as zeros.
+    let Ok(Reply::Attr(a)) = fs.run(allocate(3 * BLOCK_SIZE)) else {
+        panic!("allocate");
+    };
+    assert_eq!((a.size, a.used), (3 * BLOCK_SIZE, 4));
+    assert!(a.mtime > before.mtime && a.ctime > before.ctime);
+    assert_eq!(fs.read(f.fh, 2, 4), b"ta\0\0");
+    assert_eq!(fs.getattr(f.fh), a);
+    // The errno cases of fallocate(2).
+    assert_eq!(fs.run(allocate(MAX_FILE_SIZE + 1)), err(Errno::EFBIG));
+    let d = fs.mkdir(ROOT, "d");
+    let on_dir = Op::Allocate { fh: d.fh, end: 1 };
+    assert_eq!(fs.run(on_dir), err(Errno::EISDIR));
+    let user = Credentials::user(1000, 1000);
+    assert_eq!(fs.run_as(&user, allocate(1 << 20)), err(Errno::EACCES));
+    assert_eq!(
+        fs.getattr(f.fh).size,
+        3 * BLOCK_SIZE,
+        "failed ops change nothing"
+    );
+}
+
+#[test]
 fn efbig_and_io_limits() {
     let mut fs = Fs::new();
     let f = fs.create(ROOT, "f");

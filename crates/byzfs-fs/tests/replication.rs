@@ -293,6 +293,7 @@ enum ROp {
     Mkdir(u8, u8),
     Write(u8, u32, u16, u8),
     Truncate(u8, u32),
+    Allocate(u8, u32),
     Remove(u8, u8),
     Rmdir(u8, u8),
     Rename(u8, u8, u8, u8),
@@ -311,6 +312,7 @@ fn rop() -> impl Strategy<Value = ROp> {
         2 => (h.clone(), n.clone()).prop_map(|(d, n)| ROp::Mkdir(d, n)),
         4 => (h.clone(), 0u32..70_000, 0u16..40_000, any::<u8>()).prop_map(|(f, o, l, b)| ROp::Write(f, o, l, b)),
         2 => (h.clone(), 0u32..70_000).prop_map(|(f, s)| ROp::Truncate(f, s)),
+        1 => (h.clone(), 0u32..70_000).prop_map(|(f, s)| ROp::Allocate(f, s)),
         2 => (h.clone(), n.clone()).prop_map(|(d, n)| ROp::Remove(d, n)),
         1 => (h.clone(), n.clone()).prop_map(|(d, n)| ROp::Rmdir(d, n)),
         3 => (h.clone(), n.clone(), h.clone(), n.clone()).prop_map(|(a, b, c, d)| ROp::Rename(a, b, c, d)),
@@ -360,6 +362,10 @@ fn to_op(r: &ROp, k: &Known) -> Option<Op> {
             fh: h(f),
             offset: u64::from(o),
             data: vec![b; usize::from(l)],
+        },
+        ROp::Allocate(f, s) => Op::Allocate {
+            fh: h(f),
+            end: u64::from(s),
         },
         ROp::Truncate(f, s) => Op::SetAttr {
             fh: h(f),

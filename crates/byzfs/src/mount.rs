@@ -40,9 +40,12 @@
 //! * **`rename` flags:** `RENAME_NOREPLACE` and `RENAME_EXCHANGE` are operations of their own
 //!   at the replicas (`Op::RenameNoReplace`, `Op::Exchange`), so the check and the swap are
 //!   atomic there; `RENAME_WHITEOUT` gets `EINVAL`.
-//! * **Not handled yet:** extended attributes (`ENOSYS`), ACLs and locks shared between
-//!   mounts are not supported (device nodes are: `mknod` by uid 0). The adapter is
-//!   single-threaded: one operation at a time per mount.
+//! * **`fallocate`:** mode 0 grows the file at the replicas (`Op::Allocate`, no space
+//!   reserved); `FALLOC_FL_KEEP_SIZE` alone is answered here; other modes get `EOPNOTSUPP`.
+//! * **Not handled yet:** extended attributes (`ENOSYS`), ACLs, `O_TMPFILE` and locks shared
+//!   between mounts are not supported (device nodes are: `mknod` by uid 0). The adapter is
+//!   single-threaded: one operation at a time per mount. go-fuse's POSIX suite passes except
+//!   for these (docs/CONFORMANCE.md).
 
 use crate::fsclient::FsClient;
 use anyhow::{bail, Context as _};
@@ -82,6 +85,8 @@ const S_IFSOCK: u32 = 0o140_000;
 const S_IFCHR: u32 = 0o020_000;
 const S_IFBLK: u32 = 0o060_000;
 const O_EXCL: i32 = 0o200;
+/// Linux `FALLOC_FL_KEEP_SIZE`.
+const FALLOC_FL_KEEP_SIZE: i32 = 1;
 
 #[derive(Args, Debug)]
 pub struct MountArgs {
@@ -548,6 +553,7 @@ fn invoke(inner: &mut Inner, cred: &Credentials, op: Op) -> FsResult {
     let read_only = op.is_read_only() && !inner.strict;
     let name = op.name();
     *inner.sent.entry(name).or_default() += 1;
+    tracing::trace!(op = name, "send");
     let bytes = Request::new(cred.clone(), op).encode();
     let timeout = inner.timeout;
     let client = &mut inner.client;
@@ -677,6 +683,19 @@ impl ByzFuse {
             .ok_or(fuser::Errno::ESTALE)
     }
 
+    /// `a` as the kernel should see it: a file this mount removed while open (now under a
+    /// silly name until its last close) shows one link fewer, so `fstat` on the open file
+    /// says `nlink` 0 as on a local file system.
+    fn attr_of(&self, a: &Attr) -> FileAttr {
+        let mut fa = file_attr(a);
+        if let Ok(inner) = self.inner.lock() {
+            if inner.silly.contains_key(&a.fh.ino) {
+                fa.nlink = fa.nlink.saturating_sub(1);
+            }
+        }
+        fa
+    }
+
     fn entry(&self, req: &fuser::Request, op: Op, reply: ReplyEntry) {
         match self.call(req, op) {
             Ok(Reply::Entry(a)) => reply.entry(&TTL, &file_attr(&a), Generation(a.fh.generation)),
@@ -760,7 +779,7 @@ impl Filesystem for ByzFuse {
     ) {
         let fh = fh!(self, ino, reply);
         match self.call(req, Op::GetAttr { fh }) {
-            Ok(Reply::Attr(a)) => reply.attr(&TTL, &file_attr(&a)),
+            Ok(Reply::Attr(a)) => reply.attr(&TTL, &self.attr_of(&a)),
             Ok(_) => reply.error(fuser::Errno::EIO),
             Err(e) => reply.error(errno(e)),
         }
@@ -798,7 +817,7 @@ impl Filesystem for ByzFuse {
             mtime: mtime.map(time),
         };
         match self.call(req, Op::SetAttr { fh, set }) {
-            Ok(Reply::Attr(a)) => reply.attr(&TTL, &file_attr(&a)),
+            Ok(Reply::Attr(a)) => reply.attr(&TTL, &self.attr_of(&a)),
             Ok(_) => reply.error(fuser::Errno::EIO),
             Err(e) => reply.error(errno(e)),
         }
@@ -1077,6 +1096,36 @@ impl Filesystem for ByzFuse {
         reply: fuser::ReplyXattr,
     ) {
         reply.error(fuser::Errno::ENOSYS);
+    }
+
+    /// `fallocate(2)`: mode 0 grows the file at the replicas ([`Op::Allocate`]; space is not
+    /// reserved); `FALLOC_FL_KEEP_SIZE` alone changes nothing a reader can see, so it is
+    /// answered here; hole punching and the other modes get `EOPNOTSUPP`.
+    fn fallocate(
+        &self,
+        req: &fuser::Request,
+        ino: INodeNo,
+        _fh: fuser::FileHandle,
+        offset: u64,
+        length: u64,
+        mode: i32,
+        reply: ReplyEmpty,
+    ) {
+        let fh = fh!(self, ino, reply);
+        match mode {
+            0 => {
+                let Some(end) = offset.checked_add(length) else {
+                    return reply.error(fuser::Errno::EFBIG);
+                };
+                match self.call(req, Op::Allocate { fh, end }) {
+                    Ok(Reply::Attr(_)) => reply.ok(),
+                    Ok(_) => reply.error(fuser::Errno::EIO),
+                    Err(e) => reply.error(errno(e)),
+                }
+            }
+            FALLOC_FL_KEEP_SIZE => reply.ok(),
+            _ => reply.error(fuser::Errno::EOPNOTSUPP),
+        }
     }
 
     fn fsync(
