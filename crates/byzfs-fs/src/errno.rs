@@ -18,6 +18,8 @@ impl Errno {
     pub const ENOENT: Errno = Errno(2);
     /// I/O error: a replica's local store failed (never produced by a healthy replica).
     pub const EIO: Errno = Errno(5);
+    /// Argument list too long: an extended attribute value over 64 KiB.
+    pub const E2BIG: Errno = Errno(7);
     /// Permission denied by the mode bits.
     pub const EACCES: Errno = Errno(13);
     /// The name already exists.
@@ -35,11 +37,17 @@ impl Errno {
     pub const ENOSPC: Errno = Errno(28);
     /// Too many links.
     pub const EMLINK: Errno = Errno(31);
+    /// Result too large: an extended attribute name over 255 bytes.
+    pub const ERANGE: Errno = Errno(34);
     /// Name longer than 255 bytes, or directory nesting deeper than
     /// [`crate::dir::MAX_DEPTH`].
     pub const ENAMETOOLONG: Errno = Errno(36);
     /// Directory not empty.
     pub const ENOTEMPTY: Errno = Errno(39);
+    /// No such extended attribute (`ENOATTR`).
+    pub const ENODATA: Errno = Errno(61);
+    /// An extended attribute namespace other than `user.` and `trusted.`.
+    pub const EOPNOTSUPP: Errno = Errno(95);
     /// Stale file handle: the inode no longer exists or has another generation.
     pub const ESTALE: Errno = Errno(116);
 
@@ -54,6 +62,7 @@ impl Errno {
             Errno::EPERM => "EPERM",
             Errno::ENOENT => "ENOENT",
             Errno::EIO => "EIO",
+            Errno::E2BIG => "E2BIG",
             Errno::EACCES => "EACCES",
             Errno::EEXIST => "EEXIST",
             Errno::ENOTDIR => "ENOTDIR",
@@ -62,8 +71,11 @@ impl Errno {
             Errno::EFBIG => "EFBIG",
             Errno::ENOSPC => "ENOSPC",
             Errno::EMLINK => "EMLINK",
+            Errno::ERANGE => "ERANGE",
             Errno::ENAMETOOLONG => "ENAMETOOLONG",
             Errno::ENOTEMPTY => "ENOTEMPTY",
+            Errno::ENODATA => "ENODATA",
+            Errno::EOPNOTSUPP => "EOPNOTSUPP",
             Errno::ESTALE => "ESTALE",
             _ => "E?",
         }

@@ -161,19 +161,28 @@ impl<S: Store + ?Sized> Exec<'_, '_, S> {
                 Ok(Reply::Done)
             }
             Op::Allocate { fh, end } => self.allocate(fh, end),
+            Op::GetXattr { fh, name } => self.getxattr(fh, &name),
+            Op::ListXattr { fh } => self.listxattr(fh),
+            Op::SetXattr {
+                fh,
+                name,
+                value,
+                how,
+            } => self.setxattr(fh, &name, &value, how),
+            Op::RemoveXattr { fh, name } => self.removexattr(fh, &name),
         }
     }
 
-    fn resolve(&self, fh: FileHandle) -> Res<Inode> {
+    pub(crate) fn resolve(&self, fh: FileHandle) -> Res<Inode> {
         inode::resolve(self.txn, fh)
     }
 
-    fn save(&mut self, ino: u64, i: &Inode) {
+    pub(crate) fn save(&mut self, ino: u64, i: &Inode) {
         inode::save(self.txn, ino, i);
     }
 
     /// `used_bytes += delta`, or `ENOSPC` if that exceeds the capacity.
-    fn charge(&mut self, delta: i64) -> Res<()> {
+    pub(crate) fn charge(&mut self, delta: i64) -> Res<()> {
         let used = self.sb.used_bytes.saturating_add_signed(delta);
         if delta > 0 && used > self.cfg.capacity_bytes {
             return Err(Errno::ENOSPC.into());
@@ -431,6 +440,7 @@ impl<S: Store + ?Sized> Exec<'_, '_, S> {
         if i.kind == FileType::Regular {
             data::truncate(self.txn, ino, &mut i, 0)?;
         }
+        self.drop_xattrs(ino)?;
         self.sb.used_bytes = self.sb.used_bytes.saturating_sub(used);
         self.sb.inodes = self.sb.inodes.saturating_sub(1);
         self.txn.delete(crate::key::inode(ino));

@@ -9,6 +9,7 @@
 //! | entry by name | `3 ‖ dir ‖ name` | `"d" ‖ dir` |
 //! | data block | `4 ‖ ino ‖ index` | `"b" ‖ ino ‖ index / GROUP_BLOCKS` |
 //! | block group (stored block count) | `5 ‖ ino ‖ group` | `"g" ‖ ino` |
+//! | extended attribute | `6 ‖ ino ‖ name` | `"x" ‖ ino` |
 //!
 //! Integers are big-endian so key order is numeric order. The placement bytes are the first 8
 //! bytes of a domain-separated BLAKE3 hash, so partitions fill evenly. Both records of a
@@ -27,6 +28,7 @@ const TAG_ENTRY: u8 = 2;
 const TAG_NAME: u8 = 3;
 const TAG_BLOCK: u8 = 4;
 const TAG_GROUP: u8 = 5;
+const TAG_XATTR: u8 = 6;
 
 /// The placement bytes of an object.
 fn placement(kind: u8, parts: &[u64]) -> [u8; PLACEMENT_BYTES] {
@@ -86,6 +88,17 @@ pub(crate) fn block(ino: u64, index: u64) -> Vec<u8> {
 /// groups with one range scan instead of probing every group up to the file size.
 pub(crate) fn group(ino: u64, group: u64) -> Vec<u8> {
     build(placement(b'g', &[ino]), TAG_GROUP, &[ino, group], &[])
+}
+
+/// Extended attribute `name` of `ino`. All of a file's attributes share a partition, so
+/// listing them is one range scan.
+pub(crate) fn xattr(ino: u64, name: &[u8]) -> Vec<u8> {
+    build(placement(b'x', &[ino]), TAG_XATTR, &[ino], name)
+}
+
+/// A bound above every attribute key of `ino` (names are at most 255 bytes).
+pub(crate) fn xattr_end(ino: u64) -> Vec<u8> {
+    xattr(ino, &[0xFF; 256])
 }
 
 #[cfg(test)]

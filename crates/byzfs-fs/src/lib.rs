@@ -3,7 +3,8 @@
 //! A deterministic, NFSv3-like file system implementing `byzfs_bft`'s
 //! [`Service`](byzfs_bft::Service) trait (ARCHITECTURE.md, the bottom layer): getattr,
 //! setattr, lookup, access, readlink, read, write, create (exclusive too), mkdir, symlink,
-//! mknod (fifo, socket), remove, rmdir, rename, link, readdir, statfs and fsync on file
+//! mknod (fifo, socket), remove, rmdir, rename (with `renameat2`'s flags), link, readdir,
+//! statfs, fsync, allocate (`fallocate` mode 0) and extended attributes ([`xattr`]) on file
 //! handles with generation numbers. Clients (the FUSE layer, tests) encode a [`Request`] and
 //! decode an [`FsResult`] with the types of [`op`].
 //!
@@ -112,6 +113,7 @@ pub mod op;
 pub mod perm;
 pub mod service;
 pub mod store;
+pub mod xattr;
 
 pub use attr::{Attr, FileType, SetAttr, SetTime, StatFs, Timestamp};
 pub use errno::Errno;

@@ -262,6 +262,50 @@ pub enum Op {
         /// The least size wanted.
         end: u64,
     },
+    /// The value of extended attribute `name` (`user.…` or `trusted.…`, see
+    /// [`crate::xattr`]). Read-only. Reply: [`Reply::Xattr`] with the value, or `ENODATA`.
+    GetXattr {
+        /// The file.
+        fh: FileHandle,
+        /// Full name, namespace prefix included.
+        name: Vec<u8>,
+    },
+    /// The names of `fh`'s extended attributes the caller may see, each followed by a NUL
+    /// (the `listxattr(2)` format). Read-only. Reply: [`Reply::Xattr`].
+    ListXattr {
+        /// The file.
+        fh: FileHandle,
+    },
+    /// Sets extended attribute `name` to `value` (at most 64 KiB). Reply: [`Reply::Done`].
+    SetXattr {
+        /// The file.
+        fh: FileHandle,
+        /// Full name, namespace prefix included.
+        name: Vec<u8>,
+        /// The value.
+        #[serde(with = "bytes")]
+        value: Vec<u8>,
+        /// Whether the attribute must exist, or must not, beforehand.
+        how: XattrSet,
+    },
+    /// Removes extended attribute `name` (`ENODATA` if absent). Reply: [`Reply::Done`].
+    RemoveXattr {
+        /// The file.
+        fh: FileHandle,
+        /// Full name, namespace prefix included.
+        name: Vec<u8>,
+    },
+}
+
+/// `setxattr(2)`'s flags.
+#[derive(Serialize, Deserialize, Clone, Copy, PartialEq, Eq, Debug)]
+pub enum XattrSet {
+    /// Create or replace.
+    Any,
+    /// `XATTR_CREATE`: `EEXIST` if the attribute exists.
+    Create,
+    /// `XATTR_REPLACE`: `ENODATA` if it does not.
+    Replace,
 }
 
 impl Op {
@@ -289,6 +333,10 @@ impl Op {
             Op::RenameNoReplace { .. } => "rename_noreplace",
             Op::Exchange { .. } => "exchange",
             Op::Allocate { .. } => "allocate",
+            Op::GetXattr { .. } => "getxattr",
+            Op::ListXattr { .. } => "listxattr",
+            Op::SetXattr { .. } => "setxattr",
+            Op::RemoveXattr { .. } => "removexattr",
         }
     }
 
@@ -303,6 +351,8 @@ impl Op {
                 | Op::Read { .. }
                 | Op::ReadDir { .. }
                 | Op::StatFs
+                | Op::GetXattr { .. }
+                | Op::ListXattr { .. }
         )
     }
 }
@@ -356,6 +406,8 @@ pub enum Reply {
     },
     /// File-system statistics.
     StatFs(StatFs),
+    /// An extended attribute's value, or a list of names (see [`Op::ListXattr`]).
+    Xattr(#[serde(with = "bytes")] Vec<u8>),
 }
 
 /// The result of a request.

@@ -294,6 +294,7 @@ enum ROp {
     Write(u8, u32, u16, u8),
     Truncate(u8, u32),
     Allocate(u8, u32),
+    SetXattr(u8, u8, u16),
     Remove(u8, u8),
     Rmdir(u8, u8),
     Rename(u8, u8, u8, u8),
@@ -313,6 +314,7 @@ fn rop() -> impl Strategy<Value = ROp> {
         4 => (h.clone(), 0u32..70_000, 0u16..40_000, any::<u8>()).prop_map(|(f, o, l, b)| ROp::Write(f, o, l, b)),
         2 => (h.clone(), 0u32..70_000).prop_map(|(f, s)| ROp::Truncate(f, s)),
         1 => (h.clone(), 0u32..70_000).prop_map(|(f, s)| ROp::Allocate(f, s)),
+        1 => (h.clone(), n.clone(), 0u16..300).prop_map(|(f, n, l)| ROp::SetXattr(f, n, l)),
         2 => (h.clone(), n.clone()).prop_map(|(d, n)| ROp::Remove(d, n)),
         1 => (h.clone(), n.clone()).prop_map(|(d, n)| ROp::Rmdir(d, n)),
         3 => (h.clone(), n.clone(), h.clone(), n.clone()).prop_map(|(a, b, c, d)| ROp::Rename(a, b, c, d)),
@@ -363,6 +365,12 @@ fn to_op(r: &ROp, k: &Known) -> Option<Op> {
             offset: u64::from(o),
             data: vec![b; usize::from(l)],
         },
+        ROp::SetXattr(f, n, l) => Op::SetXattr {
+            fh: h(f),
+            name: [b"user.".as_slice(), &name(n)].concat(),
+            value: vec![n; usize::from(l)],
+            how: byzfs_fs::op::XattrSet::Any,
+        },
         ROp::Allocate(f, s) => Op::Allocate {
             fh: h(f),
             end: u64::from(s),
@@ -409,9 +417,30 @@ fn to_op(r: &ROp, k: &Known) -> Option<Op> {
     })
 }
 
+/// Bytes of `fh`'s extended attributes (names and values), as counted in its `used`.
+fn xattr_bytes(fs: &mut Fs, fh: FileHandle) -> u64 {
+    let Ok(Reply::Xattr(names)) = fs.run(Op::ListXattr { fh }) else {
+        panic!("listxattr")
+    };
+    names
+        .split(|&b| b == 0)
+        .filter(|n| !n.is_empty())
+        .map(|n| {
+            let Ok(Reply::Xattr(v)) = fs.run(Op::GetXattr {
+                fh,
+                name: n.to_vec(),
+            }) else {
+                panic!("getxattr")
+            };
+            (n.len() + v.len()) as u64
+        })
+        .sum()
+}
+
 /// Invariants over the whole tree: directory link counts, statfs usage.
 fn check_invariants(fs: &mut Fs) {
-    let mut used = 0;
+    // The root's own stored bytes: its extended attributes.
+    let mut used = fs.getattr(ROOT).used;
     let mut stack = vec![ROOT];
     let mut seen = std::collections::BTreeSet::new();
     while let Some(d) = stack.pop() {
@@ -429,7 +458,8 @@ fn check_invariants(fs: &mut Fs) {
             let a = fs.getattr(e.fh);
             assert_eq!(a.kind, e.kind);
             if a.kind == FileType::Regular {
-                assert!(a.used <= a.size);
+                // Stored bytes: data (at most the size) and extended attributes.
+                assert!(a.used <= a.size + xattr_bytes(fs, e.fh));
             }
             if seen.insert(e.fh) {
                 used += a.used;

@@ -96,6 +96,10 @@ pub fn corrupt_fs_result(b: &[u8]) -> Vec<u8> {
             s.files_free = s.files_free.wrapping_add(12345);
             Ok(Reply::StatFs(s))
         }
+        Ok(Reply::Xattr(mut v)) => {
+            v.push(b'~');
+            Ok(Reply::Xattr(v))
+        }
         Err(Errno::ENOENT) => Ok(Reply::Done),
         Err(_) => Err(Errno::ENOENT),
     };

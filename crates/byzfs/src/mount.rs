@@ -42,14 +42,17 @@
 //!   atomic there; `RENAME_WHITEOUT` gets `EINVAL`.
 //! * **`fallocate`:** mode 0 grows the file at the replicas (`Op::Allocate`, no space
 //!   reserved); `FALLOC_FL_KEEP_SIZE` alone is answered here; other modes get `EOPNOTSUPP`.
-//! * **Not handled yet:** extended attributes (`ENOSYS`), ACLs, `O_TMPFILE` and locks shared
-//!   between mounts are not supported (device nodes are: `mknod` by uid 0). The adapter is
-//!   single-threaded: one operation at a time per mount. go-fuse's POSIX suite passes except
-//!   for these (docs/CONFORMANCE.md).
+//! * **Extended attributes:** `user.` and `trusted.` (stored by the replicas, with Linux's
+//!   checks: `byzfs_fs::xattr`); `security.` names read as absent, and `system.` (ACLs) is
+//!   not supported.
+//! * **Not handled yet:** ACLs, `O_TMPFILE` and locks shared between mounts are not supported
+//!   (device nodes are: `mknod` by uid 0). The adapter is single-threaded: one operation at a
+//!   time per mount. go-fuse's POSIX suite passes except for these (docs/CONFORMANCE.md).
 
 use crate::fsclient::FsClient;
 use anyhow::{bail, Context as _};
 use byzfs_fs::attr::{SetTime, Timestamp};
+use byzfs_fs::op::XattrSet;
 use byzfs_fs::op::MAX_IO;
 use byzfs_fs::{
     decode_result, Attr, Credentials, Errno, FileHandle, FileType, FsResult, Op, Reply, Request,
@@ -85,6 +88,9 @@ const S_IFSOCK: u32 = 0o140_000;
 const S_IFCHR: u32 = 0o020_000;
 const S_IFBLK: u32 = 0o060_000;
 const O_EXCL: i32 = 0o200;
+/// `setxattr(2)` flags.
+const XATTR_CREATE: i32 = 1;
+const XATTR_REPLACE: i32 = 2;
 /// Linux `FALLOC_FL_KEEP_SIZE`.
 const FALLOC_FL_KEEP_SIZE: i32 = 1;
 
@@ -593,6 +599,20 @@ fn invoke(inner: &mut Inner, cred: &Credentials, op: Op) -> FsResult {
     }
 }
 
+/// Answers a `getxattr`/`listxattr` with `value`'s size (`size` 0), the value, or `ERANGE`
+/// if it is larger than the caller's buffer.
+fn xattr_reply(r: FsResult, size: u32, reply: fuser::ReplyXattr) {
+    match r {
+        Ok(Reply::Xattr(v)) => match u32::try_from(v.len()) {
+            Ok(n) if size == 0 => reply.size(n),
+            Ok(n) if n <= size => reply.data(&v),
+            _ => reply.error(fuser::Errno::ERANGE),
+        },
+        Ok(_) => reply.error(fuser::Errno::EIO),
+        Err(e) => reply.error(errno(e)),
+    }
+}
+
 /// NFS-style silly rename: if `dir/name` is a file with one link that this mount has open,
 /// renames it to a hidden name instead of removing it, so the open file keeps working; it is
 /// removed at its last release. `None` if the name is not such a file (remove it normally).
@@ -1075,27 +1095,63 @@ impl Filesystem for ByzFuse {
         reply.ok();
     }
 
-    /// No extended attributes (the kernel stops asking after `ENOSYS`).
+    /// Extended attributes (`user.` and `trusted.`, see `byzfs_fs::xattr`). `security.`
+    /// names are answered here: the replicas store none (setting one gets `EOPNOTSUPP`), and
+    /// the kernel asks for `security.capability` before writes.
     fn getxattr(
         &self,
-        _req: &fuser::Request,
-        _ino: INodeNo,
-        _name: &OsStr,
-        _size: u32,
+        req: &fuser::Request,
+        ino: INodeNo,
+        name: &OsStr,
+        size: u32,
         reply: fuser::ReplyXattr,
     ) {
-        reply.error(fuser::Errno::ENOSYS);
+        let name = name.as_bytes().to_vec();
+        if name.starts_with(b"security.") {
+            return reply.error(fuser::Errno::ENODATA);
+        }
+        let fh = fh!(self, ino, reply);
+        xattr_reply(self.call(req, Op::GetXattr { fh, name }), size, reply);
     }
 
-    /// No extended attributes.
-    fn listxattr(
+    fn listxattr(&self, req: &fuser::Request, ino: INodeNo, size: u32, reply: fuser::ReplyXattr) {
+        let fh = fh!(self, ino, reply);
+        xattr_reply(self.call(req, Op::ListXattr { fh }), size, reply);
+    }
+
+    fn setxattr(
         &self,
-        _req: &fuser::Request,
-        _ino: INodeNo,
-        _size: u32,
-        reply: fuser::ReplyXattr,
+        req: &fuser::Request,
+        ino: INodeNo,
+        name: &OsStr,
+        value: &[u8],
+        flags: i32,
+        position: u32,
+        reply: ReplyEmpty,
     ) {
-        reply.error(fuser::Errno::ENOSYS);
+        let how = match flags {
+            0 => XattrSet::Any,
+            XATTR_CREATE => XattrSet::Create,
+            XATTR_REPLACE => XattrSet::Replace,
+            _ => return reply.error(fuser::Errno::EINVAL),
+        };
+        if position != 0 {
+            return reply.error(fuser::Errno::EINVAL);
+        }
+        let fh = fh!(self, ino, reply);
+        let op = Op::SetXattr {
+            fh,
+            name: name.as_bytes().to_vec(),
+            value: value.to_vec(),
+            how,
+        };
+        self.done(req, op, reply);
+    }
+
+    fn removexattr(&self, req: &fuser::Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let fh = fh!(self, ino, reply);
+        let name = name.as_bytes().to_vec();
+        self.done(req, Op::RemoveXattr { fh, name }, reply);
     }
 
     /// `fallocate(2)`: mode 0 grows the file at the replicas ([`Op::Allocate`]; space is not

@@ -158,6 +158,11 @@ impl Fs {
             .collect()
     }
 
+    /// Records in the store.
+    pub fn records(&self) -> usize {
+        self.s.store().len()
+    }
+
     /// A canonical dump of the whole tree: path → (kind, mode, size, nlink, content).
     pub fn dump(&mut self) -> Vec<String> {
         let mut out = Vec::new();
