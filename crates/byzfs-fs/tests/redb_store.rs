@@ -52,10 +52,15 @@ fn same(m: &MemStore, r: &RedbStore) -> Result<(), TestCaseError> {
 proptest! {
     #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
     #[test]
-    fn redb_matches_memory(steps in proptest::collection::vec(step(), 1..40)) {
+    fn redb_matches_memory(
+        steps in proptest::collection::vec(step(), 1..40),
+        // Commit every write at once, every few writes, or only at checkpoints.
+        write_back in prop_oneof![Just(0usize), Just(40), Just(1 << 20)],
+    ) {
         let dir = tempfile::tempdir().unwrap();
         let mut m = MemStore::new(PARTS);
         let mut r = RedbStore::open(dir.path().join("s.redb"), PARTS).unwrap();
+        r.set_write_back_bytes(write_back);
         let mut seqs: Vec<Seq> = Vec::new();
         let mut next: Seq = 1;
         for st in steps {
@@ -356,6 +361,9 @@ fn a_full_disk_is_an_error_or_a_recorded_failure_never_a_panic() {
         return;
     };
     let mut s = RedbStore::open_with_cache(fs.0.path().join("fs.redb"), PARTS, 1 << 20).unwrap();
+    // Staged writes reach the disk every 256 KiB (the default, 16 MiB, would not fill 4 MiB
+    // in this loop): the apply that commits them reports the full disk.
+    s.set_write_back_bytes(256 << 10);
     s.checkpoint(1);
     let value = vec![7u8; 64 * 1024];
     let mut full = false;

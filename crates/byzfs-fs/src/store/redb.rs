@@ -18,12 +18,19 @@
 //!   older held checkpoint overlays the records of every checkpoint from it to the latest on
 //!   the live partition. All of this is O(changes), and partition-local (the partition is in
 //!   the key), so exporting one partition reads only that partition.
-//! * **Atomicity and durability.** Each [`Store::apply`] is one redb write transaction
-//!   (all or nothing), committed with `Durability::None`; each checkpoint commits with
-//!   `Durability::Immediate`, which makes it and everything before it durable: one fsync per
-//!   checkpoint rather than per operation. After a crash the database reopens at a
+//! * **Write-back.** [`Store::apply`] does not open a redb write transaction: it reads the
+//!   old values it needs, then stages the new values, undo records and sums in memory (all
+//!   or nothing), where `get` and `range` see them. The staged writes go to redb in one
+//!   write transaction at the next checkpoint, before any other method that works on the
+//!   tables, when they exceed [`DEFAULT_WRITE_BACK_BYTES`], and when the store is dropped.
+//!   A redb commit cost about two thirds of an operation's execution at a replica (profile
+//!   of PostMark, docs/BENCHMARKS.md), and one every 128 operations costs next to nothing.
+//! * **Durability.** Staged flushes commit with `Durability::None`; each checkpoint commits
+//!   with `Durability::Immediate`, which makes it and everything before it durable: one
+//!   fsync per checkpoint rather than per operation. After a crash the database reopens at a
 //!   consistent state no older than the last checkpoint (the sums are in the same
-//!   transactions as the data, so digests stay exact).
+//!   transactions as the data, so digests stay exact). Nothing relies on more: a replica
+//!   rebuilds the store from its own checkpoint and log at start.
 //! * **Errors.** `get`, `range` and `apply` report failures (a full disk is
 //!   [`StoreError::Full`]). The other methods have no error channel in the `Service` trait:
 //!   a disk failure inside them is recorded ([`Store::failure`], surfaced as
@@ -39,7 +46,8 @@ use super::{
 use byzfs_bft::state::{leaf_hash, partition_digest, Sum, SUM_BYTES};
 use byzfs_bft::{Digest, Seq};
 use redb::{Database, Durability, ReadableDatabase, ReadableTable, Table, TableDefinition};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
+use std::ops::Bound;
 use std::path::Path;
 use std::sync::OnceLock;
 
@@ -49,6 +57,10 @@ pub const FORMAT: u64 = 1;
 
 /// Default page cache of a [`RedbStore`]: 64 MiB.
 pub const DEFAULT_CACHE_BYTES: usize = 64 << 20;
+
+/// Default bound on the writes a [`RedbStore`] stages in memory before it commits them to
+/// redb (keys, values and undo records): 16 MiB.
+pub const DEFAULT_WRITE_BACK_BYTES: usize = 16 << 20;
 
 const LIVE: TableDefinition<&[u8], &[u8]> = TableDefinition::new("live");
 const UNDO: TableDefinition<&[u8], &[u8]> = TableDefinition::new("undo");
@@ -195,9 +207,44 @@ fn set(
     Ok(())
 }
 
+/// Writes applied but not yet committed to redb (see "Write-back" in the module docs).
+#[derive(Default)]
+struct Staged {
+    /// `live` keys (partition ‖ key) → new value, or `None` for a deletion.
+    live: BTreeMap<Vec<u8>, Option<Vec<u8>>>,
+    /// `undo` keys → encoded old value (always `Some`; an `Option` to share [`merged`]).
+    undo: BTreeMap<Vec<u8>, Option<Vec<u8>>>,
+    /// Partitions whose sum changed.
+    sums: BTreeSet<u32>,
+    /// Bytes held by the maps above (keys and values).
+    bytes: usize,
+}
+
+/// Entries of `table` whose key starts with `prefix`, with `staged` laid over them.
+fn merged<T: ReadableTable<&'static [u8], &'static [u8]>>(
+    table: &T,
+    staged: &BTreeMap<Vec<u8>, Option<Vec<u8>>>,
+    prefix: &[u8],
+) -> Result<BTreeMap<Vec<u8>, Vec<u8>>, StoreError> {
+    let mut items: BTreeMap<Vec<u8>, Vec<u8>> = scan_prefix(table, prefix)?.into_iter().collect();
+    for (k, v) in staged.range::<[u8], _>((Bound::Included(prefix), Bound::Unbounded)) {
+        if !k.starts_with(prefix) {
+            break;
+        }
+        match v {
+            Some(v) => items.insert(k.clone(), v.clone()),
+            None => items.remove(k),
+        };
+    }
+    Ok(items)
+}
+
 /// A partitioned, checkpointed store in a redb database file.
 pub struct RedbStore {
     db: Database,
+    staged: Staged,
+    /// Flush `staged` once it holds more than this many bytes.
+    write_back_bytes: usize,
     sums: Vec<Sum>,
     digests: Vec<Digest>,
     /// Held checkpoints (seq, digests), increasing.
@@ -289,6 +336,8 @@ impl RedbStore {
             .collect();
         Ok(RedbStore {
             db,
+            staged: Staged::default(),
+            write_back_bytes: DEFAULT_WRITE_BACK_BYTES,
             sums,
             digests,
             checkpoints,
@@ -320,8 +369,115 @@ impl RedbStore {
         }
     }
 
+    /// Sets how many bytes of writes the store stages in memory before committing them to
+    /// redb ([`DEFAULT_WRITE_BACK_BYTES`]; 0 commits every `apply` at once).
+    pub fn set_write_back_bytes(&mut self, bytes: usize) {
+        self.write_back_bytes = bytes;
+    }
+
     fn latest(&self) -> Option<Seq> {
         self.checkpoints.last().map(|c| c.0)
+    }
+
+    /// Commits the staged writes to redb in one transaction (no fsync).
+    fn flush(&mut self) -> Result<(), StoreError> {
+        if self.staged.live.is_empty() && self.staged.undo.is_empty() && self.staged.sums.is_empty()
+        {
+            return Ok(());
+        }
+        let staged = std::mem::take(&mut self.staged);
+        let mut tx = self.db.begin_write().map_err(err)?;
+        tx.set_durability(Durability::None)
+            .map_err(|e| StoreError::Io(e.to_string()))?;
+        {
+            let mut live = tx.open_table(LIVE).map_err(err)?;
+            for (k, v) in &staged.live {
+                match v {
+                    Some(v) => live.insert(k.as_slice(), v.as_slice()).map_err(err)?,
+                    None => live.remove(k.as_slice()).map_err(err)?,
+                };
+            }
+            let mut undo = tx.open_table(UNDO).map_err(err)?;
+            for (k, v) in &staged.undo {
+                if let Some(v) = v {
+                    undo.insert(k.as_slice(), v.as_slice()).map_err(err)?;
+                }
+            }
+            let mut sums = tx.open_table(SUMS).map_err(err)?;
+            for &p in &staged.sums {
+                sums.insert(p, self.sums[p as usize].to_bytes().as_slice())
+                    .map_err(err)?;
+            }
+        }
+        tx.commit().map_err(err)
+    }
+
+    /// [`RedbStore::flush`], recording a failure (for methods without an error channel).
+    fn flush_or_fail(&mut self, what: &str) -> Option<()> {
+        let r = self.flush();
+        self.fatal(what, r)
+    }
+
+    /// Stages `writes` (see "Write-back" in the module docs): reads every old value first,
+    /// so a read error leaves nothing changed.
+    fn stage(&mut self, writes: WriteSet) -> Result<(), StoreError> {
+        let parts = self.partition_count();
+        let undo_at = self.latest();
+        let rx = self.db.begin_read().map_err(err)?;
+        let live = rx.open_table(LIVE).map_err(err)?;
+        let undo = rx.open_table(UNDO).map_err(err)?;
+        let mut edits = SumEdits {
+            base: &self.sums,
+            changed: BTreeMap::new(),
+        };
+        let mut live_new = Vec::new();
+        let mut undo_new = Vec::new();
+        for (key, value) in writes {
+            let p = partition_of(&key, parts);
+            let lk = live_key(p, &key);
+            let old: Option<Vec<u8>> = match self.staged.live.get(&lk) {
+                Some(v) => v.clone(),
+                None => live
+                    .get(lk.as_slice())
+                    .map_err(err)?
+                    .map(|g| g.value().to_vec()),
+            };
+            if old == value {
+                continue;
+            }
+            let sum = edits.get(p);
+            if let Some(o) = &old {
+                sum.sub(&leaf_hash(&key, o));
+            }
+            if let Some(v) = &value {
+                sum.add(&leaf_hash(&key, v));
+            }
+            if let Some(seq) = undo_at {
+                let uk = undo_key(seq, p, &key);
+                if !self.staged.undo.contains_key(&uk)
+                    && undo.get(uk.as_slice()).map_err(err)?.is_none()
+                {
+                    undo_new.push((uk, encode_old(old.as_deref())));
+                }
+            }
+            live_new.push((lk, value));
+        }
+        let changed = edits.changed;
+        let staged = &mut self.staged;
+        for (k, v) in live_new {
+            staged.bytes += k.len() + v.as_ref().map_or(0, Vec::len);
+            staged.live.insert(k, v);
+        }
+        for (k, v) in undo_new {
+            staged.bytes += k.len() + v.len();
+            staged.undo.insert(k, Some(v));
+        }
+        for (p, s) in changed {
+            self.digests[p as usize] = partition_digest(p, &s);
+            self.sums[p as usize] = s;
+            staged.sums.insert(p);
+        }
+        Ok(())
     }
 
     /// Runs `f` in one write transaction with `durability`; on success installs the changed
@@ -376,9 +532,13 @@ impl Store for RedbStore {
 
     fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
         let p = partition_of(key, self.partition_count());
+        let lk = live_key(p, key);
+        if let Some(v) = self.staged.live.get(&lk) {
+            return Ok(v.clone());
+        }
         let rx = self.db.begin_read().map_err(err)?;
         let t = rx.open_table(LIVE).map_err(err)?;
-        let v = t.get(live_key(p, key).as_slice()).map_err(err)?;
+        let v = t.get(lk.as_slice()).map_err(err)?;
         Ok(v.map(|g| g.value().to_vec()))
     }
 
@@ -388,37 +548,38 @@ impl Store for RedbStore {
         }
         let p = partition_of(start, self.partition_count());
         let (s, e) = (live_key(p, start), live_key(p, end));
+        let staged: Vec<(&Vec<u8>, &Option<Vec<u8>>)> =
+            self.staged.live.range(s.clone()..e.clone()).collect();
         let rx = self.db.begin_read().map_err(err)?;
         let t = rx.open_table(LIVE).map_err(err)?;
-        let mut out = Vec::new();
+        // Staged deletions may hide up to `staged.len()` of the stored entries.
+        let mut items: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
         for row in t
             .range::<&[u8]>(s.as_slice()..e.as_slice())
             .map_err(err)?
-            .take(limit)
+            .take(limit.saturating_add(staged.len()))
         {
             let (k, v) = row.map_err(err)?;
-            out.push((k.value()[4..].to_vec(), v.value().to_vec()));
+            items.insert(k.value().to_vec(), v.value().to_vec());
         }
-        Ok(out)
+        for (k, v) in staged {
+            match v {
+                Some(v) => items.insert(k.clone(), v.clone()),
+                None => items.remove(k),
+            };
+        }
+        Ok(items
+            .into_iter()
+            .take(limit)
+            .map(|(k, v)| (k[4..].to_vec(), v))
+            .collect())
     }
 
     fn apply(&mut self, writes: WriteSet) -> Result<(), StoreError> {
-        let parts = self.partition_count();
-        let undo_at = self.latest();
-        let r = self.write(Durability::None, |live, undo, _, sums| {
-            for (k, v) in &writes {
-                set(
-                    live,
-                    undo,
-                    undo_at,
-                    sums,
-                    partition_of(k, parts),
-                    k,
-                    v.as_deref(),
-                )?;
-            }
-            Ok(())
-        });
+        let mut r = self.stage(writes);
+        if r.is_ok() && self.staged.bytes > self.write_back_bytes {
+            r = self.flush();
+        }
         if let Err(e) = &r {
             // redb refuses every later write after an I/O error ("close and re-open the
             // database"), and the operation's answer already differs from the other
@@ -440,6 +601,7 @@ impl Store for RedbStore {
                 dropped.push(s);
             }
         }
+        let _ = self.flush_or_fail("checkpoint");
         let prev = self.latest();
         let digests = self.digests.clone();
         let r = self.write(Durability::Immediate, |_, undo, cps, _| {
@@ -486,6 +648,7 @@ impl Store for RedbStore {
         if gone.is_empty() {
             return;
         }
+        let _ = self.flush_or_fail("discarding checkpoints");
         let r = self.write(Durability::None, |_, undo, cps, _| {
             for s in &gone {
                 for (k, _) in scan_prefix(undo, &undo_prefix(*s, None))? {
@@ -501,6 +664,7 @@ impl Store for RedbStore {
 
     fn rollback(&mut self) -> Option<Seq> {
         let seq = self.latest()?;
+        self.flush_or_fail("rollback")?;
         let r = self.write(Durability::None, |live, undo, _, sums| {
             for (k, v) in scan_prefix(undo, &undo_prefix(seq, None))? {
                 undo.remove(k.as_slice()).map_err(err)?;
@@ -529,13 +693,14 @@ impl Store for RedbStore {
             let rx = self.db.begin_read().map_err(err)?;
             let live = rx.open_table(LIVE).map_err(err)?;
             let undo = rx.open_table(UNDO).map_err(err)?;
-            let mut items: BTreeMap<Vec<u8>, Vec<u8>> = scan_prefix(&live, &part.to_be_bytes())?
-                .into_iter()
-                .map(|(k, v)| (k[4..].to_vec(), v))
-                .collect();
+            let mut items: BTreeMap<Vec<u8>, Vec<u8>> =
+                merged(&live, &self.staged.live, &part.to_be_bytes())?
+                    .into_iter()
+                    .map(|(k, v)| (k[4..].to_vec(), v))
+                    .collect();
             // Newest checkpoint first, so the oldest record (the value at `seq`) wins.
             for (s, _) in self.checkpoints[from..].iter().rev() {
-                for (k, v) in scan_prefix(&undo, &undo_prefix(*s, Some(part)))? {
+                for (k, v) in merged(&undo, &self.staged.undo, &undo_prefix(*s, Some(part)))? {
                     let key = k[12..].to_vec();
                     match decode_old(&v)? {
                         Some(old) => items.insert(key, old.to_vec()),
@@ -554,6 +719,9 @@ impl Store for RedbStore {
         let Some(items) = verify_partition(data, part, self.partition_count(), expected) else {
             return false;
         };
+        if self.flush_or_fail("import").is_none() {
+            return false;
+        }
         let undo_at = self.latest();
         let r = self.write(Durability::None, |live, undo, _, sums| {
             let new: BTreeMap<&[u8], &[u8]> = items.iter().copied().collect();
@@ -576,6 +744,7 @@ impl Store for RedbStore {
 
     fn finish_import(&mut self, seq: Seq) -> Vec<Digest> {
         let all: Vec<Seq> = self.checkpoints.iter().map(|c| c.0).collect();
+        let _ = self.flush_or_fail("finishing an import");
         let r = self.write(Durability::None, |_, undo, cps, _| {
             for s in &all {
                 for (k, _) in scan_prefix(undo, &undo_prefix(*s, None))? {
@@ -588,5 +757,14 @@ impl Store for RedbStore {
         let _ = self.fatal("finishing an import", r);
         self.checkpoints.clear();
         self.checkpoint(seq)
+    }
+}
+
+/// Commits what is staged, so a store closed cleanly reopens with every write (as redb's
+/// own non-durable commits do). A failure here loses only writes after the last checkpoint,
+/// which a replica rebuilds from its log at start anyway.
+impl Drop for RedbStore {
+    fn drop(&mut self) {
+        let _ = self.flush();
     }
 }
