@@ -386,9 +386,9 @@ const WRITE_OVERHEAD: usize = 16 * 1024;
 struct Inner {
     rt: tokio::runtime::Runtime,
     client: FsClient,
-    /// Operations sent to the cluster, by kind (logged at unmount: where a workload's
-    /// round trips go).
-    sent: BTreeMap<&'static str, u64>,
+    /// Operations sent to the cluster, by kind: how many, and the time spent waiting for
+    /// them (logged at unmount: where a workload's round trips and time go).
+    sent: BTreeMap<&'static str, (u64, Duration)>,
     /// Every inode the kernel may name: those it got in an entry reply and has not
     /// forgotten.
     known: HashMap<u64, Known>,
@@ -558,8 +558,8 @@ fn invoke(inner: &mut Inner, cred: &Credentials, op: Op) -> FsResult {
     // The flag is only a hint: replicas decide from the operation itself what is read-only.
     let read_only = op.is_read_only() && !inner.strict;
     let name = op.name();
-    *inner.sent.entry(name).or_default() += 1;
     tracing::trace!(op = name, "send");
+    let began = std::time::Instant::now();
     let bytes = Request::new(cred.clone(), op).encode();
     let timeout = inner.timeout;
     let client = &mut inner.client;
@@ -586,6 +586,9 @@ fn invoke(inner: &mut Inner, cred: &Credentials, op: Op) -> FsResult {
             }
         }
     });
+    let tally = inner.sent.entry(name).or_default();
+    tally.0 += 1;
+    tally.1 += began.elapsed();
     match out {
         Some(Ok(b)) => decode_result(&b).unwrap_or(Err(Errno::EIO)),
         Some(Err(e)) => {
@@ -1378,9 +1381,22 @@ impl Filesystem for ByzFuse {
     fn destroy(&mut self) {
         let cred = own_credentials();
         if let Ok(inner) = self.inner.get_mut() {
-            let total: u64 = inner.sent.values().sum();
-            let by_kind: Vec<String> = inner.sent.iter().map(|(k, n)| format!("{k}={n}")).collect();
-            tracing::info!(total, "operations sent: {}", by_kind.join(" "));
+            let total: u64 = inner.sent.values().map(|(n, _)| n).sum();
+            let waited: Duration = inner.sent.values().map(|(_, t)| *t).sum();
+            let by_kind: Vec<String> = inner
+                .sent
+                .iter()
+                .map(|(k, (n, t))| {
+                    let mean = t.as_micros() / u128::from((*n).max(1));
+                    format!("{k}={n} ({:.2} s, {mean} µs each)", t.as_secs_f64())
+                })
+                .collect();
+            tracing::info!(
+                total,
+                waited_s = waited.as_secs_f64(),
+                "operations sent: {}",
+                by_kind.join(" ")
+            );
             let hidden: Vec<_> = inner.silly.drain().map(|(_, v)| v).collect();
             for (dir, name) in hidden {
                 let _ = invoke(inner, &cred, Op::Remove { dir, name });

@@ -614,8 +614,10 @@ impl<S: Service> Replica<S> {
 
     /// Whether a client's request frame has the authentication its client uses — a signed
     /// authenticator with one MAC per replica if it signs, a plain authenticator if it is
-    /// MAC-only — and a valid MAC for this replica. The MAC is the cheap first check; only a
-    /// signature is transferable.
+    /// MAC-only — and a valid MAC for this replica. A signing client's read-only request may
+    /// carry a plain authenticator: it is executed on our MAC alone, never forwarded or
+    /// ordered (`on_request` still asks for the signature if it must order it). The MAC is
+    /// the cheap first check; only a signature is transferable.
     fn client_mac_ok(&self, frame: &Frame<'_>) -> bool {
         let Principal::Client(c) = frame.header.sender else {
             return false;
@@ -624,11 +626,15 @@ impl<S: Service> Replica<S> {
             return false;
         };
         let macs = self.n() * crate::crypto::MAC_LEN;
+        let plain =
+            frame.header.auth == AuthKind::Authenticator && frame.header.auth_len as usize == macs;
         let shape_ok = if self.client_signs(c) {
-            frame.header.auth == AuthKind::SignedAuthenticator
-                && frame.header.auth_len as usize == crate::crypto::SIG_LEN + macs
+            let read_only = frame.header.flags & crate::client::FLAG_READ_ONLY != 0;
+            (frame.header.auth == AuthKind::SignedAuthenticator
+                && frame.header.auth_len as usize == crate::crypto::SIG_LEN + macs)
+                || (plain && read_only)
         } else {
-            frame.header.auth == AuthKind::Authenticator && frame.header.auth_len as usize == macs
+            plain
         };
         shape_ok && frame.verify_mac(from_client, self.me as usize)
     }
@@ -659,7 +665,11 @@ impl<S: Service> Replica<S> {
         if self.client_signature_ok(frame) {
             return true;
         }
-        if let (true, Principal::Client(c)) = (mac_ok, frame.header.sender) {
+        // Only a signature that fails proves the client faulty: an unsigned read-only frame
+        // under a good MAC is merely not enough to order (a replica that does not treat the
+        // operation as read-only asks for the signed retransmission by dropping it).
+        let signed = frame.header.auth == AuthKind::SignedAuthenticator;
+        if let (true, true, Principal::Client(c)) = (mac_ok, signed, frame.header.sender) {
             if self.blacklist.insert(c) {
                 self.stats.clients_blacklisted += 1;
                 tracing::info!(

@@ -533,6 +533,45 @@ fn read_only_request_is_answered_without_ordering() {
     );
 }
 
+/// A signing client's read-only request may come unsigned (MACs only): it is answered on the
+/// MAC. Flagged read-only but not read-only for the service, it must be ordered, which needs
+/// the signature: dropped, and the client (which proved nothing bad) is not blacklisted.
+#[test]
+fn unsigned_read_only_request_is_answered_on_its_mac_alone() {
+    let cfg = config();
+    let mut b = replica(2, &cfg);
+    drain(&mut b);
+    b.handle_message(
+        Time(1),
+        &client_request(&cfg, CLIENT, 1, b"r", true, ReqAuth::MacOnly),
+    );
+    let msgs = sent(&drain(&mut b));
+    assert!(
+        matches!(&msgs[..], [Message::Reply(r)] if r.tentative),
+        "{msgs:?}"
+    );
+    assert_eq!(b.stats().client_signatures_verified, 0);
+    // Not flagged read-only: a signing client's frame must be signed.
+    b.handle_message(
+        Time(1),
+        &client_request(&cfg, CLIENT, 2, b"r", false, ReqAuth::MacOnly),
+    );
+    assert_eq!(
+        drain(&mut b),
+        vec![Action::Event(Event::Dropped(DropReason::BadAuth))]
+    );
+    // A write flagged read-only without a signature cannot be ordered.
+    b.handle_message(
+        Time(1),
+        &client_request(&cfg, CLIENT, 3, b"w", true, ReqAuth::MacOnly),
+    );
+    assert_eq!(
+        drain(&mut b),
+        vec![Action::Event(Event::Dropped(DropReason::BadAuth))]
+    );
+    assert!(!b.is_blacklisted(CLIENT));
+}
+
 /// Clients accept a write on `f+1` committed replies even with the read-only optimisation on
 /// (waiting for `2f+1` is not live: simulator twins 346, 1466, 1704, 1746, equivocate 1335).
 /// Reads stay linearizable because a replica that sent a COMMIT for `n` answers no read that
