@@ -92,8 +92,7 @@ impl<S: Store + ?Sized> Exec<'_, '_, S> {
                 exclusive,
             } => self.create(dir, &name, mode, exclusive),
             Op::Mkdir { dir, name, mode } => {
-                let (ino, i) = self.make(dir, &name, FileType::Directory, mode, Vec::new(), 0)?;
-                Ok(Reply::Entry(i.attr(ino)))
+                self.make(dir, &name, FileType::Directory, mode, Vec::new(), 0)
             }
             Op::Symlink { dir, name, target } => {
                 if target.is_empty() {
@@ -105,8 +104,7 @@ impl<S: Store + ?Sized> Exec<'_, '_, S> {
                 if target.contains(&0) {
                     return Err(Errno::EINVAL.into());
                 }
-                let (ino, i) = self.make(dir, &name, FileType::Symlink, 0o777, target, 0)?;
-                Ok(Reply::Entry(i.attr(ino)))
+                self.make(dir, &name, FileType::Symlink, 0o777, target, 0)
             }
             Op::Mknod {
                 dir,
@@ -126,8 +124,7 @@ impl<S: Store + ?Sized> Exec<'_, '_, S> {
                 if device && self.cred.uid != 0 {
                     return Err(Errno::EPERM.into());
                 }
-                let (ino, i) = self.make(dir, &name, kind, mode, Vec::new(), rdev)?;
-                Ok(Reply::Entry(i.attr(ino)))
+                self.make(dir, &name, kind, mode, Vec::new(), rdev)
             }
             Op::Remove { dir, name } => self.remove(dir, &name),
             Op::Rmdir { dir, name } => self.rmdir(dir, &name),
@@ -333,19 +330,22 @@ impl<S: Store + ?Sized> Exec<'_, '_, S> {
 
     fn create(&mut self, dir: FileHandle, name: &[u8], mode: u32, exclusive: bool) -> Res<Reply> {
         if !exclusive && !dir::is_dot(name) {
-            if let (_, Some(e)) = self.dir_entry(dir, name)? {
+            if let (d, Some(e)) = self.dir_entry(dir, name)? {
                 let i = inode::must_load(self.txn, e.target.ino)?;
                 if i.is_dir() {
                     return Err(Errno::EISDIR.into());
                 }
-                return Ok(Reply::Entry(i.attr(e.target.ino)));
+                return Ok(Reply::Made {
+                    entry: i.attr(e.target.ino),
+                    dir: d.attr(dir.ino),
+                });
             }
         }
-        let (ino, i) = self.make(dir, name, FileType::Regular, mode, Vec::new(), 0)?;
-        Ok(Reply::Entry(i.attr(ino)))
+        self.make(dir, name, FileType::Regular, mode, Vec::new(), 0)
     }
 
-    /// Creates `dir/name` of `kind`; `target` is a symlink's target.
+    /// Creates `dir/name` of `kind`; `target` is a symlink's target. Replies with the new
+    /// entry's and the directory's attributes.
     fn make(
         &mut self,
         dir: FileHandle,
@@ -354,7 +354,7 @@ impl<S: Store + ?Sized> Exec<'_, '_, S> {
         mode: u32,
         target: Vec<u8>,
         rdev: u64,
-    ) -> Res<(u64, Inode)> {
+    ) -> Res<Reply> {
         if dir::is_dot(name) {
             let d = self.resolve(dir)?;
             need_dir(&d)?;
@@ -418,19 +418,24 @@ impl<S: Store + ?Sized> Exec<'_, '_, S> {
         d.ctime = self.now;
         self.save(dir.ino, &d);
         self.save(ino, &i);
-        Ok((ino, i))
+        Ok(Reply::Made {
+            entry: i.attr(ino),
+            dir: d.attr(dir.ino),
+        })
     }
 
     /// Drops one link of non-directory `ino`; frees it (data included) at zero links.
-    fn drop_link(&mut self, ino: u64) -> Res<()> {
+    /// Returns the inode if links remain.
+    fn drop_link(&mut self, ino: u64) -> Res<Option<Inode>> {
         let mut i = inode::must_load(self.txn, ino)?;
         i.nlink = i.nlink.saturating_sub(1);
         if i.nlink > 0 {
             i.ctime = self.now;
             self.save(ino, &i);
-            return Ok(());
+            return Ok(Some(i));
         }
-        self.free(ino, i)
+        self.free(ino, i)?;
+        Ok(None)
     }
 
     /// Deletes inode `ino` and everything it stores.
@@ -464,8 +469,13 @@ impl<S: Store + ?Sized> Exec<'_, '_, S> {
         d.mtime = self.now;
         d.ctime = self.now;
         self.save(dir.ino, &d);
-        self.drop_link(e.target.ino)?;
-        Ok(Reply::Done)
+        let ino = e.target.ino;
+        let left = self.drop_link(ino)?.map(|i| i.attr(ino));
+        Ok(Reply::Unlinked {
+            dir: d.attr(dir.ino),
+            ino,
+            left,
+        })
     }
 
     fn rmdir(&mut self, dir: FileHandle, name: &[u8]) -> Res<Reply> {
@@ -493,7 +503,11 @@ impl<S: Store + ?Sized> Exec<'_, '_, S> {
         d.ctime = self.now;
         self.save(dir.ino, &d);
         self.free(e.target.ino, victim)?;
-        Ok(Reply::Done)
+        Ok(Reply::Unlinked {
+            dir: d.attr(dir.ino),
+            ino: e.target.ino,
+            left: None,
+        })
     }
 
     fn rename(
@@ -725,7 +739,10 @@ impl<S: Store + ?Sized> Exec<'_, '_, S> {
         i.nlink += 1;
         i.ctime = self.now;
         self.save(fh.ino, &i);
-        Ok(Reply::Entry(i.attr(fh.ino)))
+        Ok(Reply::Made {
+            entry: i.attr(fh.ino),
+            dir: d.attr(dir.ino),
+        })
     }
 
     fn readdir(&mut self, dir: FileHandle, cookie: u64, max_entries: u32) -> Res<Reply> {

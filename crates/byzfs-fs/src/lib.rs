@@ -31,7 +31,7 @@
 //! // Let user 1000 create files in the root.
 //! let set = byzfs_fs::SetAttr { uid: Some(1000), ..Default::default() };
 //! run(&mut fs, &root, Op::SetAttr { fh: FileHandle::ROOT, set }).unwrap();
-//! let Reply::Entry(attr) = run(&mut fs, &me, Op::Create {
+//! let Reply::Made { entry: attr, .. } = run(&mut fs, &me, Op::Create {
 //!     dir: FileHandle::ROOT, name: b"hello.txt".to_vec(), mode: 0o644, exclusive: true,
 //! }).unwrap() else { unreachable!() };
 //! run(&mut fs, &me, Op::Write { fh: attr.fh, offset: 0, data: b"hi".to_vec() }).unwrap();

@@ -134,7 +134,7 @@ pub enum Op {
         data: Vec<u8>,
     },
     /// Creates a regular file. If `exclusive` and `name` exists: `EEXIST`; otherwise an
-    /// existing regular file is returned unchanged (NFSv3 UNCHECKED). Reply: [`Reply::Entry`].
+    /// existing regular file is returned unchanged (NFSv3 UNCHECKED). Reply: [`Reply::Made`].
     Create {
         /// Parent directory.
         dir: FileHandle,
@@ -145,7 +145,7 @@ pub enum Op {
         /// Fail if the name exists (`O_EXCL`).
         exclusive: bool,
     },
-    /// Creates a directory. Reply: [`Reply::Entry`].
+    /// Creates a directory. Reply: [`Reply::Made`].
     Mkdir {
         /// Parent directory.
         dir: FileHandle,
@@ -154,7 +154,7 @@ pub enum Op {
         /// Permission bits.
         mode: u32,
     },
-    /// Creates a symbolic link to `target` (1 to 4095 bytes, no NUL). Reply: [`Reply::Entry`].
+    /// Creates a symbolic link to `target` (1 to 4095 bytes, no NUL). Reply: [`Reply::Made`].
     Symlink {
         /// Parent directory.
         dir: FileHandle,
@@ -163,7 +163,7 @@ pub enum Op {
         /// Link target.
         target: Vec<u8>,
     },
-    /// Creates a fifo, socket or device node. Reply: [`Reply::Entry`].
+    /// Creates a fifo, socket or device node. Reply: [`Reply::Made`].
     Mknod {
         /// Parent directory.
         dir: FileHandle,
@@ -174,14 +174,14 @@ pub enum Op {
         /// Permission bits.
         mode: u32,
     },
-    /// Removes a non-directory entry. Reply: [`Reply::Done`].
+    /// Removes a non-directory entry. Reply: [`Reply::Unlinked`].
     Remove {
         /// Parent directory.
         dir: FileHandle,
         /// Name to remove.
         name: Vec<u8>,
     },
-    /// Removes an empty directory. Reply: [`Reply::Done`].
+    /// Removes an empty directory. Reply: [`Reply::Unlinked`].
     Rmdir {
         /// Parent directory.
         dir: FileHandle,
@@ -200,7 +200,7 @@ pub enum Op {
         /// Target name.
         to_name: Vec<u8>,
     },
-    /// Creates the hard link `dir/name` to `fh` (not a directory). Reply: [`Reply::Entry`].
+    /// Creates the hard link `dir/name` to `fh` (not a directory). Reply: [`Reply::Made`].
     Link {
         /// Existing file.
         fh: FileHandle,
@@ -408,6 +408,36 @@ pub enum Reply {
     StatFs(StatFs),
     /// An extended attribute's value, or a list of names (see [`Op::ListXattr`]).
     Xattr(#[serde(with = "bytes")] Vec<u8>),
+    /// A name made (create, mkdir, symlink, mknod, link): the entry's attributes (which
+    /// include the handle) and the directory's after the operation — NFSv3's post-operation
+    /// attributes, so a client can cache them instead of asking again.
+    Made {
+        /// The new (or, for a non-exclusive create of an existing file, the existing) entry.
+        entry: Attr,
+        /// The directory, after the operation.
+        dir: Attr,
+    },
+    /// A name removed (remove, rmdir): the directory's attributes after the operation, the
+    /// inode the name held, and that inode's attributes if it still exists (other links).
+    Unlinked {
+        /// The directory, after the operation.
+        dir: Attr,
+        /// The inode the removed name held.
+        ino: u64,
+        /// Its attributes if links remain; `None` if it was freed.
+        left: Option<Attr>,
+    },
+}
+
+impl Reply {
+    /// The attributes of the entry an entry-giving reply names: [`Reply::Entry`] or
+    /// [`Reply::Made`].
+    pub fn entry(&self) -> Option<&Attr> {
+        match self {
+            Reply::Entry(a) | Reply::Made { entry: a, .. } => Some(a),
+            _ => None,
+        }
+    }
 }
 
 /// The result of a request.

@@ -407,7 +407,7 @@ proptest! {
             let got: FsResult = fs.run(to_op(op, |i| handles[ids(i)]));
             prop_assert_eq!(got.as_ref().err().copied(), want.err(), "{:?}", op);
             // Register inodes the operation created.
-            if let Ok(Reply::Entry(a)) = &got {
+            if let Some(a) = got.as_ref().ok().and_then(Reply::entry) {
                 if !m.handles.contains(&a.fh) {
                     let (d, nm) = match *op {
                         MOp::Create(d, n, _) | MOp::Mkdir(d, n) => (ids(d), name(n)),

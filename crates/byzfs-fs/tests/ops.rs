@@ -400,6 +400,77 @@ fn hard_links() {
     assert_eq!(fs.run(Op::GetAttr { fh: f.fh }), err(Errno::ESTALE));
 }
 
+/// Operations that make or remove a name answer the directory's attributes after the
+/// operation (and, for a removal, the inode's if links remain), exactly what a getattr
+/// right after would say: the mount caches them instead of asking.
+#[test]
+fn made_and_unlinked_carry_post_operation_attributes() {
+    let mut fs = Fs::new();
+    let made = |r: byzfs_fs::FsResult| match r {
+        Ok(Reply::Made { entry, dir }) => (entry, dir),
+        other => panic!("{other:?}"),
+    };
+    let (f, root) = made(fs.run(Op::Create {
+        dir: ROOT,
+        name: "f".into(),
+        mode: 0o644,
+        exclusive: true,
+    }));
+    assert_eq!(root, fs.getattr(ROOT));
+    assert_eq!(f, fs.getattr(f.fh));
+    let (d, root) = made(fs.run(Op::Mkdir {
+        dir: ROOT,
+        name: "d".into(),
+        mode: 0o755,
+    }));
+    assert_eq!(root, fs.getattr(ROOT));
+    assert_eq!(root.nlink, 3);
+    let (l, dd) = made(fs.run(Op::Link {
+        fh: f.fh,
+        dir: d.fh,
+        name: "l".into(),
+    }));
+    assert_eq!((l.nlink, l.clone()), (2, fs.getattr(f.fh)));
+    assert_eq!(dd, fs.getattr(d.fh));
+    // A non-exclusive create of an existing file changes nothing and says so.
+    let (again, same_d) = made(fs.run(Op::Create {
+        dir: d.fh,
+        name: "l".into(),
+        mode: 0o644,
+        exclusive: false,
+    }));
+    assert_eq!((again, same_d), (fs.getattr(f.fh), fs.getattr(d.fh)));
+    let r = fs.run(Op::Remove {
+        dir: ROOT,
+        name: "f".into(),
+    });
+    let Ok(Reply::Unlinked { dir, ino, left }) = r else {
+        panic!("{r:?}")
+    };
+    assert_eq!((dir, ino), (fs.getattr(ROOT), f.fh.ino));
+    assert_eq!(left, Some(fs.getattr(f.fh)));
+    assert_eq!(left.map(|a| a.nlink), Some(1));
+    let r = fs.run(Op::Remove {
+        dir: d.fh,
+        name: "l".into(),
+    });
+    assert!(
+        matches!(&r, Ok(Reply::Unlinked { ino, left: None, .. }) if *ino == f.fh.ino),
+        "{r:?}"
+    );
+    let r = fs.run(Op::Rmdir {
+        dir: ROOT,
+        name: "d".into(),
+    });
+    let Ok(Reply::Unlinked { dir, ino, left }) = r else {
+        panic!("{r:?}")
+    };
+    assert_eq!(
+        (dir.nlink, dir, ino, left),
+        (2, fs.getattr(ROOT), d.fh.ino, None)
+    );
+}
+
 fn rename(fs: &mut Fs, from: FileHandle, a: &str, to: FileHandle, b: &str) -> byzfs_fs::FsResult {
     fs.run(Op::Rename {
         from_dir: from,

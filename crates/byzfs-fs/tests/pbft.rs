@@ -102,7 +102,7 @@ fn four_replicas_run_the_file_service() {
         mode: 0o644,
         exclusive: true,
     }) {
-        Ok(Reply::Entry(a)) => a,
+        Ok(Reply::Made { entry: a, .. }) => a,
         other => panic!("{other:?}"),
     };
     // mtime comes from the agreed timestamp: within the clock tolerance of the driver's now.

@@ -162,9 +162,9 @@ fn run<S: Store>(fs: &mut FileService<S>, t: &mut u64, op: Op) -> FsResult {
 }
 
 fn entry(r: FsResult) -> FileHandle {
-    match r {
-        Ok(Reply::Entry(a)) => a.fh,
-        other => panic!("{other:?}"),
+    match r.as_ref().ok().and_then(Reply::entry) {
+        Some(a) => a.fh,
+        None => panic!("{r:?}"),
     }
 }
 

@@ -247,7 +247,7 @@ fn local_disk_full_answers_alone_and_loses_nothing() {
     let r1 = exec(&mut sick, create.clone(), T0);
     assert_eq!(r1, exec(&mut healthy.s, create, T0));
     let fh = match r1 {
-        Ok(Reply::Entry(a)) => a.fh,
+        Ok(Reply::Made { entry: a, .. }) => a.fh,
         other => panic!("{other:?}"),
     };
     let before = sick.current_partition_digests();
@@ -520,7 +520,7 @@ proptest! {
                     let ra = a.run(op.clone());
                     let rb = b.run(op);
                     prop_assert_eq!(&ra, &rb);
-                    if let Ok(Reply::Entry(attr)) = ra {
+                    if let Some(attr) = ra.as_ref().ok().and_then(Reply::entry) {
                         if !known.all.contains(&attr.fh) {
                             known.all.push(attr.fh);
                             if attr.kind == FileType::Directory {

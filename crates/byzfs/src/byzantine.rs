@@ -100,6 +100,23 @@ pub fn corrupt_fs_result(b: &[u8]) -> Vec<u8> {
             v.push(b'~');
             Ok(Reply::Xattr(v))
         }
+        Ok(Reply::Made { mut entry, mut dir }) => {
+            corrupt_attr(&mut entry);
+            corrupt_attr(&mut dir);
+            Ok(Reply::Made { entry, dir })
+        }
+        Ok(Reply::Unlinked { mut dir, ino, left }) => {
+            corrupt_attr(&mut dir);
+            let left = match left {
+                Some(_) => None,
+                None => Some(dir.clone()),
+            };
+            Ok(Reply::Unlinked {
+                dir,
+                ino: ino.wrapping_add(1),
+                left,
+            })
+        }
         Err(Errno::ENOENT) => Ok(Reply::Done),
         Err(_) => Err(Errno::ENOENT),
     };
@@ -139,6 +156,20 @@ mod tests {
         let results: Vec<FsResult> = vec![
             Ok(Reply::Attr(attr())),
             Ok(Reply::Entry(attr())),
+            Ok(Reply::Made {
+                entry: attr(),
+                dir: attr(),
+            }),
+            Ok(Reply::Unlinked {
+                dir: attr(),
+                ino: 5,
+                left: None,
+            }),
+            Ok(Reply::Unlinked {
+                dir: attr(),
+                ino: 5,
+                left: Some(attr()),
+            }),
             Ok(Reply::Done),
             Ok(Reply::ReadLink(b"t".to_vec())),
             Ok(Reply::Read {

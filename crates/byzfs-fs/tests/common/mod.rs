@@ -65,9 +65,9 @@ impl Fs {
     }
 
     pub fn entry(r: FsResult) -> Attr {
-        match r {
-            Ok(Reply::Entry(a)) => a,
-            other => panic!("expected an entry, got {other:?}"),
+        match r.as_ref().ok().and_then(Reply::entry) {
+            Some(a) => a.clone(),
+            None => panic!("expected an entry, got {r:?}"),
         }
     }
 

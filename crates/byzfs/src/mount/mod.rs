@@ -22,7 +22,10 @@
 //!     answers `ESTALE`, on which the kernel looks the path up again (`LOOKUP_REVAL`) and
 //!     opens what is there now.
 //!   - Otherwise attributes and entries are cached by the kernel for [`TTL`] (like NFS's
-//!     attribute cache): `stat`/`ls` may show another client's change up to 1 s late.
+//!     attribute cache): `stat`/`ls` may show another client's change up to 1 s late. The
+//!     mount keeps the attributes the replies carry for the same [`TTL`] ([`attrs`]), a
+//!     directory's after a create or remove in it too (post-operation attributes), and
+//!     answers the kernel's `getattr` from them.
 //!     Negative lookups are cached for [`TTL`] too (as NFS's default `lookupcache=all`):
 //!     a name another client just created may stay invisible here for up to 1 s. Names
 //!     this mount creates, renames or removes update its kernel cache at once.
@@ -49,8 +52,11 @@
 //!   (device nodes are: `mknod` by uid 0). The adapter is single-threaded: one operation at a
 //!   time per mount. go-fuse's POSIX suite passes except for these (docs/CONFORMANCE.md).
 
+mod attrs;
+
 use crate::fsclient::FsClient;
 use anyhow::{bail, Context as _};
+use attrs::{AttrCache, Effect};
 use byzfs_fs::attr::{SetTime, Timestamp};
 use byzfs_fs::op::XattrSet;
 use byzfs_fs::op::MAX_IO;
@@ -343,6 +349,7 @@ pub fn mount(
             silly: HashMap::new(),
             stamps: HashMap::new(),
             opened: HashMap::new(),
+            attrs: AttrCache::default(),
             sent: BTreeMap::new(),
             timeout: opts.timeout,
             strict: opts.strict,
@@ -403,6 +410,9 @@ struct Inner {
     /// The attributes each inode had at its last `open` that let the kernel drop its cached
     /// pages: an `open` that finds the same ones keeps the pages (`FOPEN_KEEP_CACHE`).
     opened: HashMap<u64, Stamp>,
+    /// Attributes from the cluster's replies, answering the kernel's `getattr` within the
+    /// TTL ([`attrs`]).
+    attrs: AttrCache,
     /// `None`: a hard mount (see [`MountOptions::timeout`]).
     timeout: Option<Duration>,
     /// Send read-only operations as ordered requests.
@@ -560,6 +570,7 @@ fn invoke(inner: &mut Inner, cred: &Credentials, op: Op) -> FsResult {
     let name = op.name();
     tracing::trace!(op = name, "send");
     let began = std::time::Instant::now();
+    let effect = Effect::of(&op);
     let bytes = Request::new(cred.clone(), op).encode();
     let timeout = inner.timeout;
     let client = &mut inner.client;
@@ -589,7 +600,7 @@ fn invoke(inner: &mut Inner, cred: &Credentials, op: Op) -> FsResult {
     let tally = inner.sent.entry(name).or_default();
     tally.0 += 1;
     tally.1 += began.elapsed();
-    match out {
+    let result = match out {
         Some(Ok(b)) => decode_result(&b).unwrap_or(Err(Errno::EIO)),
         Some(Err(e)) => {
             tracing::warn!(op = name, error = %e, "invoke failed");
@@ -599,7 +610,11 @@ fn invoke(inner: &mut Inner, cred: &Credentials, op: Op) -> FsResult {
             tracing::warn!(op = name, "no reply within the soft mount's timeout: EIO");
             Err(Errno::EIO)
         }
-    }
+    };
+    inner
+        .attrs
+        .record(effect, &result, std::time::Instant::now());
+    result
 }
 
 /// Answers a `getxattr`/`listxattr` with `value`'s size (`size` 0), the value, or `ERANGE`
@@ -679,7 +694,7 @@ impl ByzFuse {
             return Err(Errno::EIO);
         };
         let result = invoke(&mut inner, &cred, op);
-        if let Ok(Reply::Entry(a)) = &result {
+        if let Some(a) = result.as_ref().ok().and_then(Reply::entry) {
             let k = inner.known.entry(a.fh.ino).or_insert(Known {
                 generation: a.fh.generation,
                 lookups: 0,
@@ -687,7 +702,13 @@ impl ByzFuse {
             k.generation = a.fh.generation;
             k.lookups += 1;
         }
-        if let Ok(Reply::Entry(a) | Reply::Attr(a) | Reply::Write { attr: a, .. }) = &result {
+        if let Ok(
+            Reply::Entry(a)
+            | Reply::Made { entry: a, .. }
+            | Reply::Attr(a)
+            | Reply::Write { attr: a, .. },
+        ) = &result
+        {
             inner.stamps.insert(a.fh.ino, Stamp::of(a));
         }
         result
@@ -721,7 +742,9 @@ impl ByzFuse {
 
     fn entry(&self, req: &fuser::Request, op: Op, reply: ReplyEntry) {
         match self.call(req, op) {
-            Ok(Reply::Entry(a)) => reply.entry(&TTL, &file_attr(&a), Generation(a.fh.generation)),
+            Ok(Reply::Entry(a) | Reply::Made { entry: a, .. }) => {
+                reply.entry(&TTL, &file_attr(&a), Generation(a.fh.generation))
+            }
             Ok(_) => reply.error(fuser::Errno::EIO),
             Err(e) => reply.error(errno(e)),
         }
@@ -776,6 +799,7 @@ impl Filesystem for ByzFuse {
                 inner.known.remove(&ino.0);
                 inner.stamps.remove(&ino.0);
                 inner.opened.remove(&ino.0);
+                inner.attrs.forget(ino.0);
             }
         }
     }
@@ -801,6 +825,14 @@ impl Filesystem for ByzFuse {
         reply: ReplyAttr,
     ) {
         let fh = fh!(self, ino, reply);
+        let cached = self
+            .inner
+            .lock()
+            .ok()
+            .and_then(|i| i.attrs.fresh(ino.0, TTL).map(|(a, left)| (a.clone(), left)));
+        if let Some((a, left)) = cached {
+            return reply.attr(&left, &self.attr_of(&a));
+        }
         match self.call(req, Op::GetAttr { fh }) {
             Ok(Reply::Attr(a)) => reply.attr(&TTL, &self.attr_of(&a)),
             Ok(_) => reply.error(fuser::Errno::EIO),
@@ -1277,7 +1309,7 @@ impl Filesystem for ByzFuse {
             exclusive: flags & O_EXCL != 0,
         };
         match self.call(req, op) {
-            Ok(Reply::Entry(a)) => {
+            Ok(Reply::Made { entry: a, .. }) => {
                 if let Ok(mut inner) = self.inner.lock() {
                     *inner.open.entry(a.fh.ino).or_default() += 1;
                 }
