@@ -79,7 +79,9 @@
 //! * [`MemStore`](store::MemStore): in memory (tests, the simulator).
 //! * [`RedbStore`](store::RedbStore) (cargo feature `redb`, on by default): one redb file
 //!   per replica; records, undo logs of held checkpoints and partition sums on disk, so files
-//!   of several GB do not live in memory. One fsync per checkpoint, not per operation.
+//!   of several GB do not live in memory. One fsync per checkpoint, not per operation, and
+//!   one redb write transaction per checkpoint too: operations' writes are staged in memory
+//!   until then (at most 16 MiB).
 //!
 //! Both implement [`store::Store`] and give identical digests and exports for the same calls
 //! (property-tested), so replicas with different backends agree. The state machine itself

@@ -5,8 +5,8 @@
 //! `Service` trait are the store's. Backends:
 //!
 //! * [`MemStore`]: everything in memory. Used by tests and the simulator.
-//! * a redb backend (data on disk, checkpoints kept as undo records in redb) is the next
-//!   step; it implements this same trait, so it is a drop-in (see the crate docs).
+//! * [`RedbStore`]: data on disk, checkpoints kept as undo records in redb, operations'
+//!   writes staged in memory until the next checkpoint (see its module docs).
 //!
 //! **Placement.** The partition of a key is its first [`PLACEMENT_BYTES`] bytes read as a
 //! big-endian `u64`, modulo the partition count ([`partition_of`]). The service chooses
