@@ -106,6 +106,11 @@ pub struct ReplicaEntry {
     pub id: ReplicaId,
     /// `host:port` the replica listens on and peers dial.
     pub address: String,
+    /// Absolute path of a Unix-domain socket the replica also listens on. Peers and clients
+    /// on the same host connect there first and fall back to `address` (see
+    /// [`crate::stream`]); on other hosts the path does not exist and they use `address`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub local_socket: Option<String>,
     /// X25519 public key (key agreement for MAC keys).
     pub x25519_public_key: Hex<32>,
     /// Ed25519 public key (VIEW-CHANGE and NEW-VIEW signatures).
@@ -139,6 +144,8 @@ pub struct ReplicaInfo {
     pub id: ReplicaId,
     /// `host:port`.
     pub address: String,
+    /// The Unix-domain socket it also listens on, if any (absolute).
+    pub local_socket: Option<PathBuf>,
     /// X25519 public key.
     pub x25519_public: x25519_dalek::PublicKey,
     /// Ed25519 public key.
@@ -166,6 +173,25 @@ fn valid_address(a: &str) -> bool {
         Some((host, port)) => !host.is_empty() && port.parse::<u16>().is_ok_and(|p| p != 0),
         None => false,
     }
+}
+
+/// Longest Unix socket path Linux accepts (`sun_path` holds 108 bytes with the final NUL).
+pub const LOCAL_SOCKET_PATH_MAX: usize = 107;
+
+/// Why `path` cannot name a replica's Unix socket, if it cannot.
+fn check_local_socket(path: &str) -> Result<(), &'static str> {
+    if !Path::new(path).is_absolute() {
+        return Err("must be an absolute path");
+    }
+    if path.len() > LOCAL_SOCKET_PATH_MAX {
+        return Err(
+            "is longer than the 107 bytes a Unix socket path may have; choose a shorter path",
+        );
+    }
+    if path.contains('\0') {
+        return Err("contains a NUL byte");
+    }
+    Ok(())
 }
 
 impl ClusterConfig {
@@ -229,6 +255,7 @@ impl ClusterConfig {
         }
         let mut addresses: BTreeMap<String, ReplicaId> = BTreeMap::new();
         let mut x_keys: BTreeMap<[u8; 32], ReplicaId> = BTreeMap::new();
+        let mut sockets: BTreeMap<&str, ReplicaId> = BTreeMap::new();
         let mut replicas = Vec::with_capacity(n);
         for (&id, r) in &by_id {
             if !valid_address(&r.address) {
@@ -242,6 +269,15 @@ impl ClusterConfig {
                     "replicas {other} and {id} both have address {}; give each replica its own address",
                     r.address
                 )));
+            }
+            if let Some(s) = &r.local_socket {
+                check_local_socket(s)
+                    .map_err(|m| bad(format!("replica {id}: local_socket {s:?} {m}")))?;
+                if let Some(other) = sockets.insert(s, id) {
+                    return Err(bad(format!(
+                        "replicas {other} and {id} both have local_socket {s:?}; give each replica its own"
+                    )));
+                }
             }
             if let Some(other) = x_keys.insert(r.x25519_public_key.0, id) {
                 return Err(bad(format!(
@@ -259,6 +295,7 @@ impl ClusterConfig {
             replicas.push(ReplicaInfo {
                 id,
                 address: r.address.clone(),
+                local_socket: r.local_socket.as_ref().map(PathBuf::from),
                 x25519_public: x25519_dalek::PublicKey::from(r.x25519_public_key.0),
                 ed25519_public: ed,
             });
@@ -293,6 +330,10 @@ impl ClusterConfig {
                 .map(|r| ReplicaEntry {
                     id: r.id,
                     address: r.address.clone(),
+                    local_socket: r
+                        .local_socket
+                        .as_ref()
+                        .map(|p| p.to_string_lossy().into_owned()),
                     x25519_public_key: Hex(r.x25519_public.to_bytes()),
                     ed25519_public_key: Hex(r.ed25519_public.to_bytes()),
                 })

@@ -68,6 +68,8 @@ pub struct Counters {
     pub bytes_out: AtomicU64,
     /// Connections accepted.
     pub connections_accepted: AtomicU64,
+    /// Of those, accepted on the Unix-domain socket ([`crate::stream`]).
+    pub local_connections_accepted: AtomicU64,
     /// Handshakes that succeeded (either side).
     pub handshakes_ok: AtomicU64,
 }
@@ -100,6 +102,7 @@ impl Counters {
             bytes_in: get(&self.bytes_in),
             bytes_out: get(&self.bytes_out),
             connections_accepted: get(&self.connections_accepted),
+            local_connections_accepted: get(&self.local_connections_accepted),
             handshakes_ok: get(&self.handshakes_ok),
         }
     }
@@ -115,5 +118,6 @@ pub struct NetCounters {
     pub bytes_in: u64,
     pub bytes_out: u64,
     pub connections_accepted: u64,
+    pub local_connections_accepted: u64,
     pub handshakes_ok: u64,
 }

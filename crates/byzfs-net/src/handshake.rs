@@ -20,12 +20,13 @@ use crate::cert::ClientCert;
 use crate::cluster::ClusterConfig;
 use crate::framing::{framed, read_frame, FrameError};
 use crate::status::NodeStatus;
+use crate::stream::Stream;
 use byzfs_bft::{ClientId, MacKey, ReplicaId};
 use core::time::Duration;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt as _};
-use tokio::net::TcpStream;
+use tokio::net::{TcpStream, UnixStream};
 
 /// Magic bytes opening every handshake message.
 pub const MAGIC: [u8; 4] = *b"BZFS";
@@ -201,20 +202,45 @@ pub async fn read_msg<T: DeserializeOwned, R: AsyncRead + Unpin>(
 
 /// Dials replica `to` of `cluster`, checks its challenge, sends the hello `make` builds from
 /// it, and returns the stream with the acceptor's answer. Everything happens within `timeout`.
+///
+/// If the replica has a `local_socket` that accepts the connection, the link runs over it;
+/// otherwise (no such file: another host; a stale file; no permission) over TCP.
 pub async fn dial(
     cluster: &ClusterConfig,
     to: ReplicaId,
     make: impl FnOnce(&Challenge) -> Hello,
     timeout: Duration,
-) -> Result<(TcpStream, Welcome), HandshakeError> {
+) -> Result<(Stream, Welcome), HandshakeError> {
     let addr = replica_address(cluster, to);
+    let local = cluster
+        .replicas
+        .get(to as usize)
+        .and_then(|r| r.local_socket.as_ref());
     let work = async {
-        let stream = TcpStream::connect(&addr)
-            .await
-            .map_err(|source| HandshakeError::Connect {
-                addr: addr.clone(),
-                error: source,
-            })?;
+        let unix = match local {
+            Some(path) => match UnixStream::connect(path).await {
+                Ok(s) => Some(s),
+                Err(error) => {
+                    tracing::debug!(replica = to, path = %path.display(), %error, "local socket unreachable; using TCP");
+                    None
+                }
+            },
+            None => None,
+        };
+        let stream = match unix {
+            Some(s) => Stream::Unix(s),
+            None => {
+                let s =
+                    TcpStream::connect(&addr)
+                        .await
+                        .map_err(|source| HandshakeError::Connect {
+                            addr: addr.clone(),
+                            error: source,
+                        })?;
+                crate::tcp::configure(&s);
+                Stream::Tcp(s)
+            }
+        };
         handshake_on(stream, cluster, to, make).await
     };
     tokio::time::timeout(timeout, work)
@@ -235,12 +261,11 @@ pub fn replica_address(cluster: &ClusterConfig, to: ReplicaId) -> String {
 /// The dialer's side of the handshake on a connected `stream` (see [`dial`]); no timeout of
 /// its own.
 pub async fn handshake_on(
-    mut stream: TcpStream,
+    mut stream: Stream,
     cluster: &ClusterConfig,
     to: ReplicaId,
     make: impl FnOnce(&Challenge) -> Hello,
-) -> Result<(TcpStream, Welcome), HandshakeError> {
-    crate::tcp::configure(&stream);
+) -> Result<(Stream, Welcome), HandshakeError> {
     let ch: Challenge = read_msg(&mut stream).await?;
     if ch.magic != MAGIC {
         return Err(HandshakeError::Malformed);

@@ -1,7 +1,7 @@
 //! Key generation: a cluster directory with `cluster.toml`, one secret key file per replica,
 //! the admin key and a credential for a default client.
 
-use crate::cluster::{ClusterConfig, ReplicaInfo, CLUSTER_FILE};
+use crate::cluster::{ClusterConfig, ReplicaInfo, CLUSTER_FILE, LOCAL_SOCKET_PATH_MAX};
 use crate::error::SetupError;
 use crate::keyfile::{create_file, AdminSecret, ClientCredential, ReplicaSecret};
 use byzfs_bft::{ClientId, Config, ReplicaId};
@@ -22,6 +22,11 @@ pub struct KeygenOptions {
     pub clients: Vec<ClientId>,
     /// Protocol parameters (`f` is derived from the number of addresses).
     pub protocol: Config,
+    /// Give each replica a Unix-domain socket in the output directory,
+    /// `DIR/replica-<i>.sock` (see [`crate::stream`]), unless that path is longer than a
+    /// socket path may be ([`LOCAL_SOCKET_PATH_MAX`]): then that replica gets none and is
+    /// reached over TCP only.
+    pub local_sockets: bool,
 }
 
 impl KeygenOptions {
@@ -53,8 +58,30 @@ impl KeygenOptions {
             addresses: ports.iter().map(|p| format!("{host}:{p}")).collect(),
             clients: vec![DEFAULT_CLIENT],
             protocol: Config::new(1),
+            local_sockets: is_loopback(host),
         })
     }
+}
+
+/// Whether `host` names this machine's loopback interface (every replica then shares the
+/// host, so Unix sockets reach them).
+fn is_loopback(host: &str) -> bool {
+    host == "localhost"
+        || host
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
+}
+
+/// Path of replica `id`'s Unix socket in cluster directory `dir`, if `dir` can be made
+/// absolute and the path is short enough for a socket.
+pub fn local_socket_path(dir: &Path, id: ReplicaId) -> Option<PathBuf> {
+    let p = std::path::absolute(dir)
+        .ok()?
+        .join(format!("replica-{id}.sock"));
+    let s = p.to_str()?;
+    (s.len() <= LOCAL_SOCKET_PATH_MAX).then_some(p)
 }
 
 fn check_replicas(n: usize) -> Result<u32, SetupError> {
@@ -136,6 +163,11 @@ pub fn keygen(out: &Path, opts: &KeygenOptions) -> Result<Generated, SetupError>
             .map(|(s, a)| ReplicaInfo {
                 id: s.id,
                 address: a.clone(),
+                local_socket: if opts.local_sockets {
+                    local_socket_path(out, s.id)
+                } else {
+                    None
+                },
                 x25519_public: PublicKey::from(&s.x25519),
                 ed25519_public: s.ed25519.verifying_key(),
             })

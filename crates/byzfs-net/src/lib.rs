@@ -28,6 +28,7 @@ pub mod node;
 mod queue;
 pub mod status;
 pub mod storage;
+pub mod stream;
 pub mod tcp;
 
 pub use cert::ClientCert;

@@ -10,7 +10,7 @@ use byzfs_net::counters::NetDrop;
 use byzfs_net::framing::{read_frame, write_frame};
 use byzfs_net::handshake::{self, client_proof_data, prove, Hello, Welcome};
 use byzfs_net::keygen::{keygen, KeygenOptions};
-use byzfs_net::{kdf, AdminSecret, ByzClient, ClientCredential, ClientError};
+use byzfs_net::{kdf, AdminSecret, ByzClient, ClientCredential, ClientError, NodeOptions};
 use common::{get, put, wait_for, TestCluster, OP_TIMEOUT};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
@@ -65,6 +65,33 @@ async fn kv_puts_and_gets_over_tcp() {
     assert_eq!(st.replica, 2);
     assert!(st.last_executed >= seq);
     assert_eq!(st.durability, "memory");
+    // Its peers and the client reached it over its Unix socket (all on this host).
+    assert!(st.net.local_connections_accepted >= 3, "{:?}", st.net);
+}
+
+#[tokio::test]
+async fn links_fall_back_to_tcp_when_the_local_sockets_cannot_be_opened() {
+    // A regular file where each socket should be: no replica can listen there, and
+    // connecting to it fails, so every link must use TCP.
+    let c = TestCluster::start_prepared(NodeOptions::default(), |cluster| {
+        for r in &cluster.replicas {
+            std::fs::write(r.local_socket.as_ref().unwrap(), b"in the way").unwrap();
+        }
+    });
+    let mut client = c.client().await;
+    put(&mut client, b"k", b"v").await;
+    assert_eq!(get(&mut client, b"k", false).await, Some(b"v".to_vec()));
+    c.wait_converged().await;
+    for r in &c.cluster.replicas {
+        let st = c.nodes[r.id as usize].as_ref().unwrap().status();
+        assert!(st.net.connections_accepted >= 3, "{:?}", st.net);
+        assert_eq!(st.net.local_connections_accepted, 0);
+        // The files in the way were left alone.
+        assert_eq!(
+            std::fs::read(r.local_socket.as_ref().unwrap()).unwrap(),
+            b"in the way"
+        );
+    }
 }
 
 #[tokio::test]

@@ -141,6 +141,27 @@ fn bad_configs_give_one_line_errors() {
     let e = ClusterConfig::load(&p).unwrap_err();
     assert!(one_line(&e, "edited.toml").contains("host:port"), "{e}");
 
+    // Local cluster: each replica has a Unix socket in the cluster directory.
+    let text = std::fs::read_to_string(&g.config).unwrap();
+    assert_eq!(text.matches("local_socket = ").count(), 4, "{text}");
+    let p = edit_config(&g, |t| t.replace("replica-3.sock", "replica-1.sock"));
+    let e = ClusterConfig::load(&p).unwrap_err();
+    assert!(
+        one_line(&e, "edited.toml").contains("both have local_socket"),
+        "{e}"
+    );
+    let p = edit_config(&g, |t| {
+        t.replace("local_socket = \"/", "local_socket = \"rel/")
+    });
+    let e = ClusterConfig::load(&p).unwrap_err();
+    assert!(one_line(&e, "edited.toml").contains("absolute"), "{e}");
+    let long = format!("/{}", "d".repeat(120));
+    let p = edit_config(&g, |t| {
+        t.replace("local_socket = \"/", &format!("local_socket = \"{long}/"))
+    });
+    let e = ClusterConfig::load(&p).unwrap_err();
+    assert!(one_line(&e, "edited.toml").contains("107 bytes"), "{e}");
+
     let p = edit_config(&g, |t| t.replace("log_window = 256", "log_window = 100"));
     let e = ClusterConfig::load(&p).unwrap_err();
     assert!(one_line(&e, "edited.toml").contains("log_window"), "{e}");

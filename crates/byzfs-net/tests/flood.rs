@@ -12,6 +12,7 @@ use byzfs_bft::Principal;
 use byzfs_net::cert::session_client_id;
 use byzfs_net::framing::write_frame;
 use byzfs_net::handshake::{self, client_proof_data, prove, Hello, Welcome};
+use byzfs_net::stream::Stream;
 use byzfs_net::{kdf, ClientCredential, NodeOptions};
 use common::*;
 use std::time::{Duration, Instant};
@@ -69,13 +70,14 @@ async fn a_flood_from_one_address_is_dropped_counted_and_bounded() {
     let shared = kdf::shared_secret(&cred.x25519, &c.cluster.replicas[0].x25519_public).unwrap();
     let hello_key = kdf::client_hello_key(&shared, &salt, 9, 0);
     let stream = connect_from(FLOODER, &addr).await.unwrap();
-    let (mut flood, welcome) = handshake::handshake_on(stream, &c.cluster, 0, |ch| Hello::Client {
-        cert: cred.cert.clone(),
-        session,
-        proof: prove(&hello_key, &client_proof_data(&ch.nonce, 9, session, 0)),
-    })
-    .await
-    .unwrap();
+    let (mut flood, welcome) =
+        handshake::handshake_on(Stream::Tcp(stream), &c.cluster, 0, |ch| Hello::Client {
+            cert: cred.cert.clone(),
+            session,
+            proof: prove(&hello_key, &client_proof_data(&ch.nonce, 9, session, 0)),
+        })
+        .await
+        .unwrap();
     assert_eq!(welcome, Welcome::Accepted);
 
     // 1. Connections beyond the per-address limit are refused and counted; they do not

@@ -32,6 +32,7 @@ fn start(
             .collect(),
         clients: vec![1],
         protocol: Config::new(1),
+        local_sockets: true,
     };
     let g = keygen(dir.path(), &opts).unwrap();
     let cluster = ClusterConfig::load(&g.config).unwrap();
@@ -131,6 +132,8 @@ fn disk_mode_keeps_every_answered_write_across_restarts() {
             .collect(),
         clients: vec![1],
         protocol,
+        // Over TCP: the other test runs NO-REP over its Unix socket.
+        local_sockets: false,
     };
     let g = keygen(dir.path(), &opts).unwrap();
     let cluster = ClusterConfig::load(&g.config).unwrap();

@@ -22,10 +22,16 @@ pub struct KeygenArgs {
     /// Host the replicas listen on.
     #[arg(long, default_value = "127.0.0.1")]
     host: String,
+    /// Give the replicas no Unix sockets, so that every link uses TCP even on one host
+    /// (by default each replica also listens on DIR/replica-<id>.sock when --host is a
+    /// loopback address, and local peers and clients connect there).
+    #[arg(long)]
+    tcp_only: bool,
 }
 
 pub fn keygen(a: KeygenArgs) -> anyhow::Result<ExitCode> {
-    let opts = KeygenOptions::local(a.replicas, &a.host, a.base_port)?;
+    let mut opts = KeygenOptions::local(a.replicas, &a.host, a.base_port)?;
+    opts.local_sockets &= !a.tcp_only;
     let g = generate(&a.out, &opts)?;
     println!("wrote {}", g.config.display());
     for p in g

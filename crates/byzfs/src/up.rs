@@ -58,6 +58,11 @@ pub struct UpArgs {
     /// Serve each replica's Prometheus metrics on 127.0.0.1:<metrics-base-port + id>.
     #[arg(long)]
     metrics_base_port: Option<u16>,
+    /// When generating keys: give the replicas no Unix sockets, so that every link uses TCP
+    /// (by default each replica also listens on <dir>/replica-<id>.sock, and the replicas and
+    /// the mount connect there).
+    #[arg(long)]
+    tcp_only: bool,
     /// Durability mode of every replica (`disk` keeps state in <dir>/data/replica-<id>).
     #[arg(long, value_enum, default_value_t = DurabilityMode::Disk)]
     durability: DurabilityMode,
@@ -136,7 +141,8 @@ pub fn run(mut a: UpArgs) -> anyhow::Result<ExitCode> {
     let service = a.service.unwrap_or(ServiceKind::Kv);
     let config_path = a.dir.join(CLUSTER_FILE);
     if !config_path.exists() {
-        let opts = KeygenOptions::local(a.replicas.unwrap_or(4), "127.0.0.1", a.base_port)?;
+        let mut opts = KeygenOptions::local(a.replicas.unwrap_or(4), "127.0.0.1", a.base_port)?;
+        opts.local_sockets = !a.tcp_only;
         keygen(&a.dir, &opts)?;
         println!("generated a new cluster in {}", a.dir.display());
     }

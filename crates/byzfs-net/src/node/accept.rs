@@ -1,6 +1,7 @@
 //! Incoming connections: the handshake (acceptor side), then a read loop into the inbox.
 //! A replica link is read-only from here; a client link also carries replies back.
 
+pub(super) use super::listen::Listeners;
 use super::{Inbound, Shared};
 use crate::cert::{session_client_id, ClientCert};
 use crate::counters::{Counters, NetDrop};
@@ -12,74 +13,94 @@ use crate::handshake::{
 use crate::intro::ClientIntro;
 use crate::kdf;
 use crate::queue::out_queue;
+use crate::stream::Stream;
 use byzfs_bft::{ClientId, MacKey, ReplicaId};
 use rand_core::{OsRng, RngCore as _};
 use std::collections::HashMap;
-use std::net::{IpAddr, SocketAddr};
+use std::net::IpAddr;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use tokio::io::{AsyncRead, BufReader, BufWriter};
-use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, Semaphore};
 use tokio::task::JoinSet;
 
 /// Read buffer of an established connection.
 const READ_BUFFER: usize = 64 * 1024;
 
+/// Where a connection came from: an IP address, or the Unix socket (all local processes
+/// share that one origin for the per-address limit, as they share 127.0.0.1 over TCP).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum Origin {
+    Ip(IpAddr),
+    Local,
+}
+
 /// Accepts connections until the node stops; each runs in its own task, at most
-/// `connections_max` at a time and `connections_per_address_max` from one IP address (extra
+/// `connections_max` at a time and `connections_per_address_max` from one origin (extra
 /// connections are closed and counted).
 pub(super) async fn accept_loop(
-    listener: TcpListener,
+    listeners: Listeners,
     shared: Arc<Shared>,
     inbox: mpsc::Sender<Inbound>,
 ) {
     let limit = Arc::new(Semaphore::new(shared.options.connections_max));
-    let mut per_address: HashMap<IpAddr, usize> = HashMap::new();
+    let mut per_origin: HashMap<Origin, usize> = HashMap::new();
     let mut conns = JoinSet::new();
     loop {
-        tokio::select! {
-            r = listener.accept() => match r {
-                Ok((stream, addr)) => {
-                    let open = per_address.entry(addr.ip()).or_default();
-                    if *open >= shared.options.connections_per_address_max {
-                        shared.counters.dropped(NetDrop::ConnectionLimit);
-                        tracing::debug!(replica = shared.me, %addr, "per-address connection limit reached");
-                        continue;
-                    }
-                    let Ok(permit) = limit.clone().try_acquire_owned() else {
-                        shared.counters.dropped(NetDrop::ConnectionLimit);
-                        tracing::debug!(replica = shared.me, %addr, "connection limit reached");
-                        continue;
-                    };
-                    *open += 1;
-                    Counters::add(&shared.counters.connections_accepted, 1);
-                    let (shared, inbox) = (shared.clone(), inbox.clone());
-                    conns.spawn(async move {
-                        serve(stream, addr, &shared, &inbox).await;
-                        drop(permit);
-                        addr.ip()
-                    });
-                }
-                Err(e) => {
-                    // E.g. out of file descriptors: back off instead of spinning.
-                    tracing::warn!(replica = shared.me, error = %e, "accept failed");
-                    tokio::time::sleep(core::time::Duration::from_millis(50)).await;
-                }
-            },
+        let accepted = tokio::select! {
+            r = listeners.tcp.accept() => r.map(|(s, addr)| {
+                (Stream::Tcp(s), Origin::Ip(addr.ip()), addr.to_string())
+            }),
+            r = listeners.accept_local() => r.map(|s| {
+                (Stream::Unix(s), Origin::Local, "local socket".to_string())
+            }),
             Some(done) = conns.join_next(), if !conns.is_empty() => {
-                // A panicked task loses its address; its slot then stays taken (no panics
+                // A panicked task loses its origin; its slot then stays taken (no panics
                 // are expected in `serve`, and the global limit still holds).
-                if let Ok(ip) = done {
-                    if let Some(open) = per_address.get_mut(&ip) {
+                if let Ok(origin) = done {
+                    if let Some(open) = per_origin.get_mut(&origin) {
                         *open -= 1;
                         if *open == 0 {
-                            per_address.remove(&ip);
+                            per_origin.remove(&origin);
                         }
                     }
                 }
+                continue;
             }
+        };
+        let (stream, origin, addr) = match accepted {
+            Ok(a) => a,
+            Err(e) => {
+                // E.g. out of file descriptors: back off instead of spinning.
+                tracing::warn!(replica = shared.me, error = %e, "accept failed");
+                tokio::time::sleep(core::time::Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let open = per_origin.entry(origin).or_default();
+        if *open >= shared.options.connections_per_address_max {
+            shared.counters.dropped(NetDrop::ConnectionLimit);
+            tracing::debug!(replica = shared.me, %addr, "per-address connection limit reached");
+            continue;
         }
+        let Ok(permit) = limit.clone().try_acquire_owned() else {
+            shared.counters.dropped(NetDrop::ConnectionLimit);
+            tracing::debug!(replica = shared.me, %addr, "connection limit reached");
+            continue;
+        };
+        *open += 1;
+        Counters::add(&shared.counters.connections_accepted, 1);
+        if let Stream::Tcp(s) = &stream {
+            crate::tcp::configure(s);
+        } else {
+            Counters::add(&shared.counters.local_connections_accepted, 1);
+        }
+        let (shared, inbox) = (shared.clone(), inbox.clone());
+        conns.spawn(async move {
+            serve(stream, &addr, &shared, &inbox).await;
+            drop(permit);
+            origin
+        });
     }
 }
 
@@ -170,14 +191,8 @@ fn admit(shared: &Shared, nonce: &[u8; NONCE_LEN], hello: HelloMsg) -> Result<Ad
     }
 }
 
-async fn serve(
-    stream: TcpStream,
-    addr: SocketAddr,
-    shared: &Shared,
-    inbox: &mpsc::Sender<Inbound>,
-) {
+async fn serve(stream: Stream, addr: &str, shared: &Shared, inbox: &mpsc::Sender<Inbound>) {
     let me = shared.me;
-    crate::tcp::configure(&stream);
     let (mut rd, mut wr) = stream.into_split();
     let mut nonce = [0u8; NONCE_LEN];
     OsRng.fill_bytes(&mut nonce);

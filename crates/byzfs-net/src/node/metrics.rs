@@ -75,6 +75,10 @@ impl Metrics {
         counter("byzfs_bytes_in_total", n.bytes_in);
         counter("byzfs_bytes_out_total", n.bytes_out);
         counter("byzfs_connections_accepted_total", n.connections_accepted);
+        counter(
+            "byzfs_local_connections_accepted_total",
+            n.local_connections_accepted,
+        );
         for (layer, drops) in [("core", &c.dropped), ("net", &n.dropped)] {
             for (reason, v) in drops {
                 metrics::counter!(

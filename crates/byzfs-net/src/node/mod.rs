@@ -14,6 +14,7 @@
 
 mod accept;
 mod event_loop;
+mod listen;
 mod metrics;
 mod oplog;
 mod peer;
@@ -291,7 +292,7 @@ pub struct ReplicaNode<S: Service> {
     keys: ReplicaKeys,
     service: S,
     options: NodeOptions,
-    listener: Option<std::net::TcpListener>,
+    listeners: listen::Bound,
     durability: Box<dyn Durability>,
     status_tx: watch::Sender<NodeStatus>,
     status_rx: watch::Receiver<NodeStatus>,
@@ -317,7 +318,7 @@ impl<S: Service> ReplicaNode<S> {
             keys,
             service,
             options: NodeOptions::default(),
-            listener: None,
+            listeners: Default::default(),
             durability: Box::new(MemoryDurability),
             status_tx,
             status_rx,
@@ -333,7 +334,7 @@ impl<S: Service> ReplicaNode<S> {
     /// Uses an already bound listener instead of binding the configured address (tests
     /// bind port 0 first, then write the configuration).
     pub fn with_listener(mut self, listener: std::net::TcpListener) -> Self {
-        self.listener = Some(listener);
+        self.listeners = listen::Bound::with_tcp(listener);
         self
     }
 
@@ -356,8 +357,8 @@ impl<S: Service> ReplicaNode<S> {
     /// Binds the configured address now (if no listener was given) and returns it, so an
     /// address conflict is reported before the replica starts.
     pub fn bind(&mut self) -> Result<SocketAddr, NodeError> {
-        let addr = &self.cluster.replicas[self.secret.id as usize].address;
-        bind_listener(&mut self.listener, addr)
+        self.listeners
+            .bind(&self.cluster.replicas[self.secret.id as usize])
     }
 
     /// Runs the replica until `shutdown` completes (or a durability failure). Must be called
@@ -366,16 +367,8 @@ impl<S: Service> ReplicaNode<S> {
     pub async fn run(mut self, shutdown: impl Future<Output = ()>) -> Result<(), NodeError> {
         let me = self.secret.id;
         self.bind()?;
-        let addr = self.cluster.replicas[me as usize].address.clone();
-        let std_listener = self.listener.take().ok_or_else(|| NodeError::Bind {
-            addr: addr.clone(),
-            error: std::io::ErrorKind::NotConnected.into(),
-        })?;
-        let listener =
-            tokio::net::TcpListener::from_std(std_listener).map_err(|source| NodeError::Bind {
-                addr,
-                error: source,
-            })?;
+        let listeners = std::mem::take(&mut self.listeners)
+            .into_listeners(&self.cluster.replicas[me as usize])?;
         let cluster = self.cluster.clone();
         let n = cluster.n();
         let shared = Shared::new(
@@ -386,7 +379,7 @@ impl<S: Service> ReplicaNode<S> {
         );
         let (inbox_tx, inbox_rx) = tokio::sync::mpsc::channel(self.options.inbox_frames.max(1));
         let mut tasks = tokio::task::JoinSet::new();
-        tasks.spawn(accept::accept_loop(listener, shared.clone(), inbox_tx));
+        tasks.spawn(accept::accept_loop(listeners, shared.clone(), inbox_tx));
         let mut peers = Vec::with_capacity(n);
         for r in &cluster.replicas {
             if r.id == me {
@@ -525,22 +518,4 @@ impl Drop for NodeHandle {
     fn drop(&mut self) {
         let _ = self.stop_and_join();
     }
-}
-
-/// Binds `addr` into `listener` unless a listener was given, makes it non-blocking for tokio,
-/// and returns its local address (the port the OS chose, for port 0).
-pub(crate) fn bind_listener(
-    listener: &mut Option<std::net::TcpListener>,
-    addr: &str,
-) -> Result<SocketAddr, NodeError> {
-    let bind_err = |source| NodeError::Bind {
-        addr: addr.to_string(),
-        error: source,
-    };
-    let l = match listener {
-        Some(l) => l,
-        None => listener.insert(std::net::TcpListener::bind(addr).map_err(bind_err)?),
-    };
-    l.set_nonblocking(true).map_err(bind_err)?;
-    l.local_addr().map_err(bind_err)
 }

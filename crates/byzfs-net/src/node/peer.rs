@@ -9,11 +9,11 @@ use crate::counters::Counters;
 use crate::framing::write_frame;
 use crate::handshake::{dial, prove, replica_proof_data, Hello, Welcome};
 use crate::queue::OutRx;
+use crate::stream::ReadHalf;
 use byzfs_bft::ReplicaId;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use tokio::io::{AsyncReadExt as _, BufWriter};
-use tokio::net::tcp::OwnedReadHalf;
 
 /// Write buffer of a peer link.
 const WRITE_BUFFER: usize = 64 * 1024;
@@ -79,7 +79,7 @@ pub(super) async fn peer_link(shared: Arc<Shared>, to: ReplicaId, mut rx: OutRx)
 
 /// Completes when the peer closes the connection (the acceptor never writes after its
 /// welcome, so any read result other than data means the link is gone).
-async fn closed(mut rd: OwnedReadHalf) {
+async fn closed(mut rd: ReadHalf) {
     let mut buf = [0u8; 64];
     while let Ok(n) = rd.read(&mut buf).await {
         if n == 0 {

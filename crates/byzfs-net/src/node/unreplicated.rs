@@ -56,7 +56,7 @@ pub struct UnreplicatedNode<S: Service> {
     macs: bool,
     options: NodeOptions,
     durability: Box<dyn Durability>,
-    listener: Option<std::net::TcpListener>,
+    listeners: super::listen::Bound,
     status_tx: watch::Sender<NodeStatus>,
     status_rx: watch::Receiver<NodeStatus>,
 }
@@ -90,7 +90,7 @@ impl<S: Service> UnreplicatedNode<S> {
             macs,
             options: NodeOptions::default(),
             durability: Box::new(MemoryDurability),
-            listener: None,
+            listeners: Default::default(),
             status_tx,
             status_rx,
         })
@@ -107,27 +107,23 @@ impl<S: Service> UnreplicatedNode<S> {
     /// Uses an already bound listener instead of binding replica 0's address (tests bind
     /// port 0 first, then write the configuration).
     pub fn with_listener(mut self, listener: std::net::TcpListener) -> Self {
-        self.listener = Some(listener);
+        self.listeners = super::listen::Bound::with_tcp(listener);
         self
     }
 
     /// Binds replica 0's address now (if not yet bound) and returns it.
     pub fn bind(&mut self) -> Result<SocketAddr, NodeError> {
         // A loaded `ClusterConfig` lists 3f+1 >= 4 replicas, so replica 0 exists.
-        super::bind_listener(&mut self.listener, &self.cluster.replicas[0].address)
+        self.listeners.bind(&self.cluster.replicas[0])
     }
 
     /// Serves until `shutdown` completes. Must run inside a tokio runtime with I/O and time
     /// enabled (one `current_thread` runtime, like a replica).
     pub async fn run(mut self, shutdown: impl Future<Output = ()>) -> Result<(), NodeError> {
         self.bind()?;
-        let addr = self.cluster.replicas[0].address.clone(); // Exists: see `bind`.
-        let std_listener = self.listener.take().ok_or_else(|| NodeError::Bind {
-            addr: addr.clone(),
-            error: std::io::ErrorKind::NotConnected.into(),
-        })?;
-        let listener = tokio::net::TcpListener::from_std(std_listener)
-            .map_err(|error| NodeError::Bind { addr, error })?;
+        // Replica 0 exists: see `bind`.
+        let listeners =
+            std::mem::take(&mut self.listeners).into_listeners(&self.cluster.replicas[0])?;
         let shared = Shared::new(
             self.cluster.clone(),
             &self.secret,
@@ -150,7 +146,7 @@ impl<S: Service> UnreplicatedNode<S> {
             .send_modify(|s| s.durability = log.mode().to_string());
         let (inbox_tx, inbox) = mpsc::channel(self.options.inbox_frames.max(1));
         let mut tasks = tokio::task::JoinSet::new();
-        tasks.spawn(accept::accept_loop(listener, shared.clone(), inbox_tx));
+        tasks.spawn(accept::accept_loop(listeners, shared.clone(), inbox_tx));
         tracing::info!(macs = self.macs, "unreplicated server started");
         let mut server = Server {
             service: self.service,

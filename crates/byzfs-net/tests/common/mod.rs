@@ -38,6 +38,15 @@ impl TestCluster {
 
     /// Like [`TestCluster::start`], with the runtime's `options`.
     pub fn start_with(options: byzfs_net::NodeOptions) -> TestCluster {
+        TestCluster::start_prepared(options, |_| {})
+    }
+
+    /// Like [`TestCluster::start_with`]; `prepare` runs on the loaded configuration after
+    /// the keys are generated and before any replica starts.
+    pub fn start_prepared(
+        options: byzfs_net::NodeOptions,
+        prepare: impl FnOnce(&ClusterConfig),
+    ) -> TestCluster {
         let _ = tracing_subscriber::fmt()
             .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
             .with_test_writer()
@@ -53,20 +62,31 @@ impl TestCluster {
                 .collect(),
             clients: vec![1],
             protocol: protocol(),
+            // Peers and the test clients use the Unix sockets; tests that dial the TCP
+            // address themselves (flood.rs) still can.
+            local_sockets: true,
         };
         let g = keygen(dir.path(), &opts).unwrap();
         let cluster = ClusterConfig::load(&g.config).unwrap();
-        let nodes = listeners
+        prepare(&cluster);
+        // Every replica binds its sockets before any starts, as separate processes do
+        // before they restore their state: the first links find the Unix sockets there.
+        let bound: Vec<_> = listeners
             .into_iter()
             .enumerate()
             .map(|(i, l)| {
                 let secret = ReplicaSecret::load(&g.replica_keys[i], &cluster, i as u32).unwrap();
-                let node = ReplicaNode::new(cluster.clone(), secret, KvService::new())
+                let mut node = ReplicaNode::new(cluster.clone(), secret, KvService::new())
                     .unwrap()
                     .with_options(options.clone())
                     .with_listener(l);
-                Some(NodeHandle::spawn(node).unwrap())
+                node.bind().unwrap();
+                node
             })
+            .collect();
+        let nodes = bound
+            .into_iter()
+            .map(|node| Some(NodeHandle::spawn(node).unwrap()))
             .collect();
         let cred = ClientCredential::load(&g.client_keys[0], &cluster).unwrap();
         let admin = AdminSecret::load(&g.admin_key, &cluster).unwrap();

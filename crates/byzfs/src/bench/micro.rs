@@ -61,8 +61,14 @@ async fn micro(a: MicroArgs) -> anyhow::Result<ExitCode> {
                 .map(|s| s.config(c.view_change_timeout_ms))
                 .unwrap_or_else(|| byzfs_bft::Config::new(1));
             let dir = work.fresh(system.name());
-            let servers =
-                Servers::start(system, &dir, &protocol, switches.is_some_and(|w| w.disk)).await?;
+            let servers = Servers::start(
+                system,
+                &dir,
+                &protocol,
+                switches.is_some_and(|w| w.disk),
+                c.tcp_only,
+            )
+            .await?;
             let client = load::connect_all(&servers, 1).await?.pop();
             subjects.push(Subject {
                 system,

@@ -75,6 +75,10 @@ pub struct Common {
     /// (promises and state fsync'd with group commit before they are relied on).
     #[arg(long, default_value = "memory", value_delimiter = ',')]
     durability: Vec<crate::replica::DurabilityMode>,
+    /// Every link over TCP: the replicas get no Unix sockets (by default the co-located
+    /// replicas and clients connect over Unix sockets).
+    #[arg(long)]
+    tcp_only: bool,
     /// Base view-change timeout of the benchmark clusters, in ms.
     #[arg(long, default_value_t = 5000)]
     view_change_timeout_ms: u64,

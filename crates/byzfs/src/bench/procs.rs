@@ -78,8 +78,10 @@ impl Servers {
         dir: &Path,
         protocol: &Config,
         disk: bool,
+        tcp_only: bool,
     ) -> anyhow::Result<Servers> {
         let mut opts = KeygenOptions::local(4, "127.0.0.1", 0)?;
+        opts.local_sockets = !tcp_only;
         opts.protocol = protocol.clone();
         keygen(dir, &opts)?;
         let config = dir.join(CLUSTER_FILE);

@@ -101,8 +101,14 @@ async fn throughput(a: ThroughputArgs) -> anyhow::Result<ExitCode> {
                     drop(servers.take()); // Stops the old processes first (ports, CPU).
                     let dir = work.fresh(system.name());
                     servers = Some(
-                        Servers::start(*system, &dir, &protocol, switches.is_some_and(|w| w.disk))
-                            .await?,
+                        Servers::start(
+                            *system,
+                            &dir,
+                            &protocol,
+                            switches.is_some_and(|w| w.disk),
+                            c.tcp_only,
+                        )
+                        .await?,
                     );
                 }
                 let Some(s) = servers.as_mut() else {

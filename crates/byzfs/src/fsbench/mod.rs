@@ -60,6 +60,10 @@ pub struct CommonArgs {
     /// Where ByzFS and NO-REP replicas keep their state.
     #[arg(long, value_enum, default_value_t = Durability::Disk)]
     pub durability: Durability,
+    /// ByzFS and NO-REP over TCP only: no Unix sockets between the co-located processes
+    /// (`byzfs up --tcp-only`, `byzfs keygen --tcp-only`).
+    #[arg(long)]
+    pub tcp_only: bool,
     /// Runs per target; tables show the median, `--json` every run.
     #[arg(long, default_value_t = 1)]
     pub runs: u32,

@@ -61,6 +61,8 @@ pub struct TargetSpec {
     /// ByzFS only: lookups use the read-only optimisation.
     pub ro_lookups: bool,
     pub durability: Durability,
+    /// ByzFS and NO-REP: TCP only, no Unix sockets.
+    pub tcp_only: bool,
 }
 
 impl TargetSpec {
@@ -90,6 +92,7 @@ impl TargetSpec {
                     kind,
                     ro_lookups,
                     durability: args.durability,
+                    tcp_only: args.tcp_only,
                 };
                 if !out.iter().any(|s: &TargetSpec| s.label() == spec.label()) {
                     out.push(spec);
@@ -118,6 +121,7 @@ impl TargetSpec {
                 replicated: self.kind == TargetKind::Byzfs,
                 ro_lookups: self.ro_lookups,
                 durability: self.durability,
+                tcp_only: self.tcp_only,
                 dir: inst.clone(),
             }),
         };
@@ -359,6 +363,8 @@ pub struct ClusterMountOptions {
     pub ro_lookups: bool,
     /// Where servers keep their state.
     pub durability: Durability,
+    /// No Unix sockets: every link over TCP.
+    pub tcp_only: bool,
     /// A fresh, empty directory owned by this target (cluster files, logs, mount point).
     pub dir: PathBuf,
 }
@@ -476,6 +482,7 @@ fn mount_unreplicated(opts: &ClusterMountOptions) -> anyhow::Result<Mounted> {
     let keygen = Command::new(&exe)
         .args(["keygen", "--replicas", "4", "--base-port", "0", "--out"])
         .arg(&cdir)
+        .args(opts.tcp_only.then_some("--tcp-only"))
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .output()
@@ -561,6 +568,9 @@ pub fn cluster_up_args(opts: &ClusterMountOptions) -> Vec<std::ffi::OsString> {
         .collect();
     a.extend(["--base-port".into(), "0".into()]);
     a.extend(["--durability".into(), opts.durability.as_str().into()]);
+    if opts.tcp_only {
+        a.push("--tcp-only".into());
+    }
     a.push("--dir".into());
     a.push(opts.dir.join("cluster").into());
     a
