@@ -13,7 +13,8 @@ use crate::errno::{Errno, Res};
 use crate::handle::FileHandle;
 use crate::inode::{self, Inode, Superblock};
 use crate::op::{
-    Credentials, DirEntry, Op, Reply, SpecialKind, MAX_IO, MAX_READDIR_ENTRIES, R_OK, W_OK, X_OK,
+    Credentials, DirEntry, Extent, Op, Reply, SpecialKind, MAX_IO, MAX_READDIR_ENTRIES, R_OK, W_OK,
+    X_OK,
 };
 use crate::perm;
 use crate::store::{Store, Txn};
@@ -85,6 +86,7 @@ impl<S: Store + ?Sized> Exec<'_, '_, S> {
                 Ok(Reply::Read { data, eof })
             }
             Op::Write { fh, offset, data } => self.write(fh, offset, &data),
+            Op::WriteGather { fh, extents } => self.write_gather(fh, &extents),
             Op::Create {
                 dir,
                 name,
@@ -326,6 +328,28 @@ impl<S: Store + ?Sized> Exec<'_, '_, S> {
             count: bytes.len() as u32,
             attr: i.attr(fh.ino),
         })
+    }
+
+    /// The writes of `extents` in order, as one operation (the caller's transaction is
+    /// dropped if one fails, so none of them is applied then).
+    fn write_gather(&mut self, fh: FileHandle, extents: &[Extent]) -> Res<Reply> {
+        let total: usize = extents.iter().map(|e| e.data.len()).sum();
+        if extents.is_empty() || total > MAX_IO as usize {
+            return Err(Errno::EINVAL.into());
+        }
+        let mut last = None;
+        for e in extents {
+            last = Some(self.write(fh, e.offset, &e.data)?);
+        }
+        match last {
+            Some(Reply::Write { attr, .. }) => Ok(Reply::Write {
+                // `total <= MAX_IO`, a `u32`.
+                count: total as u32,
+                attr,
+            }),
+            // `extents` is not empty and `write` answers `Reply::Write`.
+            _ => Err(Errno::EIO.into()),
+        }
     }
 
     fn create(&mut self, dir: FileHandle, name: &[u8], mode: u32, exclusive: bool) -> Res<Reply> {

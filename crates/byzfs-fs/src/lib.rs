@@ -121,7 +121,8 @@ pub use attr::{Attr, FileType, SetAttr, SetTime, StatFs, Timestamp};
 pub use errno::Errno;
 pub use handle::FileHandle;
 pub use op::{
-    decode_result, encode_result, Credentials, DirEntry, FsResult, Op, Reply, Request, SpecialKind,
+    decode_result, encode_result, Credentials, DirEntry, Extent, FsResult, Op, Reply, Request,
+    SpecialKind,
 };
 pub use service::FileService;
 

@@ -295,6 +295,26 @@ pub enum Op {
         /// Full name, namespace prefix included.
         name: Vec<u8>,
     },
+    /// Several writes to one file, applied in order as one operation: all of them or, if
+    /// one fails, none (the errno of the first that fails). At most [`MAX_IO`] bytes in all,
+    /// and at least one extent (`EINVAL` otherwise). The mount gathers a file's consecutive
+    /// writes into one of these (NFS's write-behind). Reply: [`Reply::Write`] with the total.
+    WriteGather {
+        /// The file.
+        fh: FileHandle,
+        /// The writes, in the order they were made.
+        extents: Vec<Extent>,
+    },
+}
+
+/// One write of an [`Op::WriteGather`].
+#[derive(Serialize, Deserialize, Clone, PartialEq, Eq, Debug)]
+pub struct Extent {
+    /// Byte offset.
+    pub offset: u64,
+    /// The bytes.
+    #[serde(with = "bytes")]
+    pub data: Vec<u8>,
 }
 
 /// `setxattr(2)`'s flags.
@@ -337,6 +357,7 @@ impl Op {
             Op::ListXattr { .. } => "listxattr",
             Op::SetXattr { .. } => "setxattr",
             Op::RemoveXattr { .. } => "removexattr",
+            Op::WriteGather { .. } => "write_gather",
         }
     }
 

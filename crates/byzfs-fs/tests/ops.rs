@@ -8,8 +8,8 @@ use byzfs_fs::data::BLOCK_SIZE;
 use byzfs_fs::dir::MAX_DEPTH;
 use byzfs_fs::op::{MAX_IO, R_OK, W_OK, X_OK};
 use byzfs_fs::{
-    Credentials, Errno, FileHandle, FileType, FsConfig, Op, Reply, SetAttr, SetTime, SpecialKind,
-    Timestamp,
+    Credentials, Errno, Extent, FileHandle, FileType, FsConfig, Op, Reply, SetAttr, SetTime,
+    SpecialKind, Timestamp,
 };
 use common::*;
 
@@ -130,6 +130,60 @@ fn allocate_grows_a_file_and_never_shrinks_it() {
         3 * BLOCK_SIZE,
         "failed ops change nothing"
     );
+}
+
+#[test]
+fn write_gather_applies_every_extent_in_order_or_none() {
+    let mut fs = Fs::new();
+    let f = fs.create(ROOT, "f");
+    let ext = |offset, data: &[u8]| Extent {
+        offset,
+        data: data.to_vec(),
+    };
+    let gather = |extents| Op::WriteGather { fh: f.fh, extents };
+    // Scattered and overlapping: applied in order, the later bytes win.
+    let Ok(Reply::Write { count, attr }) = fs.run(gather(vec![
+        ext(6, b"world"),
+        ext(0, b"hello "),
+        ext(0, b"J"),
+    ])) else {
+        panic!("write_gather");
+    };
+    assert_eq!((count, attr.size), (12, 11));
+    assert_eq!(fs.read(f.fh, 0, 20), b"Jello world");
+    assert_eq!(fs.getattr(f.fh), attr);
+    // One extent fails: none is applied, the errno is the failing one's.
+    assert_eq!(
+        fs.run(gather(vec![ext(0, b"X"), ext(MAX_FILE_SIZE, b"Y")])),
+        err(Errno::EFBIG)
+    );
+    assert_eq!(fs.read(f.fh, 0, 20), b"Jello world");
+    assert_eq!(fs.getattr(f.fh), attr, "failed ops change nothing");
+    // No extent, or more than MAX_IO bytes in all: EINVAL.
+    assert_eq!(fs.run(gather(vec![])), err(Errno::EINVAL));
+    let half = vec![7u8; MAX_IO as usize / 2 + 1];
+    assert_eq!(
+        fs.run(gather(vec![ext(0, &half), ext(0, &half)])),
+        err(Errno::EINVAL)
+    );
+    // The checks of a write: permission, file type, stale handle.
+    let user = Credentials::user(1000, 1000);
+    assert_eq!(
+        fs.run_as(&user, gather(vec![ext(0, b"x")])),
+        err(Errno::EACCES)
+    );
+    let d = fs.mkdir(ROOT, "d");
+    let on_dir = Op::WriteGather {
+        fh: d.fh,
+        extents: vec![ext(0, b"x")],
+    };
+    assert_eq!(fs.run(on_dir), err(Errno::EISDIR));
+    fs.run(Op::Remove {
+        dir: ROOT,
+        name: b"f".to_vec(),
+    })
+    .unwrap();
+    assert_eq!(fs.run(gather(vec![ext(0, b"x")])), err(Errno::ESTALE));
 }
 
 #[test]

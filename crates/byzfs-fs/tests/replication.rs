@@ -292,6 +292,8 @@ enum ROp {
     Create(u8, u8),
     Mkdir(u8, u8),
     Write(u8, u32, u16, u8),
+    /// Writes of `(offset, length)` to one file as one `WriteGather`.
+    Gather(u8, Vec<(u32, u16)>, u8),
     Truncate(u8, u32),
     Allocate(u8, u32),
     SetXattr(u8, u8, u16),
@@ -312,6 +314,7 @@ fn rop() -> impl Strategy<Value = ROp> {
         3 => (h.clone(), n.clone()).prop_map(|(d, n)| ROp::Create(d, n)),
         2 => (h.clone(), n.clone()).prop_map(|(d, n)| ROp::Mkdir(d, n)),
         4 => (h.clone(), 0u32..70_000, 0u16..40_000, any::<u8>()).prop_map(|(f, o, l, b)| ROp::Write(f, o, l, b)),
+        2 => (h.clone(), proptest::collection::vec((0u32..70_000, 0u16..9_000), 0..4), any::<u8>()).prop_map(|(f, e, b)| ROp::Gather(f, e, b)),
         2 => (h.clone(), 0u32..70_000).prop_map(|(f, s)| ROp::Truncate(f, s)),
         1 => (h.clone(), 0u32..70_000).prop_map(|(f, s)| ROp::Allocate(f, s)),
         1 => (h.clone(), n.clone(), 0u16..300).prop_map(|(f, n, l)| ROp::SetXattr(f, n, l)),
@@ -364,6 +367,16 @@ fn to_op(r: &ROp, k: &Known) -> Option<Op> {
             fh: h(f),
             offset: u64::from(o),
             data: vec![b; usize::from(l)],
+        },
+        ROp::Gather(f, ref extents, b) => Op::WriteGather {
+            fh: h(f),
+            extents: extents
+                .iter()
+                .map(|&(o, l)| byzfs_fs::Extent {
+                    offset: u64::from(o),
+                    data: vec![b; usize::from(l)],
+                })
+                .collect(),
         },
         ROp::SetXattr(f, n, l) => Op::SetXattr {
             fh: h(f),

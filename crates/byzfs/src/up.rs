@@ -226,6 +226,7 @@ pub fn run(mut a: UpArgs) -> anyhow::Result<ExitCode> {
                 allow_other: a.allow_other,
                 unreplicated: false,
                 strict: false,
+                sync_writes: false,
             };
             Some(crate::mount::mount(&config_path, None, mnt, &opts)?)
         }

@@ -591,7 +591,35 @@ fn two_mounts(up: &Up, a_root: &Path) {
         2,
         "removed on A, open on B",
     );
+    write_behind(&a, &b_dir);
     drop(b);
+}
+
+/// Write-behind (`mount/gather.rs`): writes held back on A are seen at once by A itself and
+/// by B after A's close; an error only the replicas can find is reported by `close`.
+fn write_behind(a: &Path, b_dir: &Path) {
+    use std::os::unix::fs::FileExt as _;
+    use std::os::unix::io::IntoRawFd as _;
+    let mut w = File::create(a.join("held")).unwrap();
+    w.write_all_at(b"world", 6).unwrap();
+    w.write_all_at(b"hello ", 0).unwrap();
+    assert_eq!(fs::metadata(a.join("held")).unwrap().len(), 11);
+    assert_eq!(read_after_open(&a.join("held")), b"hello world");
+    w.write_all_at(b"!", 11).unwrap();
+    w.flush().unwrap();
+    drop(w);
+    assert_eq!(read_after_open(&b_dir.join("held")), b"hello world!");
+    // Removed on B while open for writing on A: A's next writes are held back, then fail
+    // at the replicas (the file is gone), and A's close says so.
+    let w = OpenOptions::new().write(true).open(a.join("held")).unwrap();
+    fs::remove_file(b_dir.join("held")).unwrap();
+    w.write_all_at(b"lost", 0).unwrap();
+    let fd = w.into_raw_fd();
+    // SAFETY: `fd` is an open descriptor owned by nothing else (`into_raw_fd`).
+    let closed = unsafe { nix::libc::close(fd) };
+    let err = std::io::Error::last_os_error();
+    assert_eq!(closed, -1, "close must report the failed write");
+    assert_eq!(err.raw_os_error(), Some(116), "ESTALE: {err}");
 }
 
 /// `renameat2` with `RENAME_NOREPLACE` and `RENAME_EXCHANGE` (what `mv --no-clobber` and

@@ -53,6 +53,7 @@
 //!   time per mount. go-fuse's POSIX suite passes except for these (docs/CONFORMANCE.md).
 
 mod attrs;
+mod gather;
 
 use crate::fsclient::FsClient;
 use anyhow::{bail, Context as _};
@@ -73,6 +74,7 @@ use fuser::{
     ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyStatfs,
     ReplyWrite, TimeOrNow, WriteFlags,
 };
+use gather::Gather;
 use std::collections::{BTreeMap, HashMap};
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt as _;
@@ -126,6 +128,12 @@ pub struct MountArgs {
     /// take the read-only path (answered by 2f+1 matching replicas without ordering).
     #[arg(long)]
     strict: bool,
+    /// Send every write to the cluster before acknowledging it. Default: a file's
+    /// consecutive writes are acknowledged at once and sent together before any other
+    /// operation, at close and fsync, and within 1 s (NFS's write-behind); an error only
+    /// the replicas can find (ENOSPC) is then reported by close or fsync.
+    #[arg(long)]
+    sync_writes: bool,
     /// Where to mount.
     mountpoint: PathBuf,
 }
@@ -139,6 +147,7 @@ pub fn run(a: MountArgs) -> anyhow::Result<ExitCode> {
         allow_other: a.allow_other,
         unreplicated: a.unreplicated,
         strict: a.strict,
+        sync_writes: a.sync_writes,
     };
     let mounted = mount(&a.config, a.key.as_deref(), &a.mountpoint, &opts)?;
     eprintln!(
@@ -168,6 +177,9 @@ pub struct MountOptions {
     pub unreplicated: bool,
     /// Order read-only operations too (BFS-strict).
     pub strict: bool,
+    /// Send every write at once instead of gathering a file's consecutive writes until
+    /// its `close` or `fsync` ([`gather`]).
+    pub sync_writes: bool,
 }
 
 /// A mounted file system, served by a background thread.
@@ -335,7 +347,7 @@ pub fn mount(
         .clamp(4096, MAX_IO as usize);
     let fs = ByzFuse {
         write_chunk,
-        inner: Mutex::new(Inner {
+        inner: Arc::new(Mutex::new(Inner {
             rt,
             client,
             known: HashMap::from([(
@@ -353,9 +365,14 @@ pub fn mount(
             sent: BTreeMap::new(),
             timeout: opts.timeout,
             strict: opts.strict,
-        }),
+            gather: Gather::new(write_chunk),
+            gather_writes: !opts.sync_writes,
+        })),
         notifier: Arc::clone(&notifier),
     };
+    if !opts.sync_writes {
+        spawn_write_behind(Arc::downgrade(&fs.inner));
+    }
     let mut config = fuser::Config::default();
     config.mount_options = vec![
         MountOption::FSName("byzfs".into()),
@@ -377,7 +394,7 @@ pub fn mount(
 /// The adapter. fuser calls it from its session thread; the mutex serialises calls (the
 /// client has one outstanding request at a time anyway).
 struct ByzFuse {
-    inner: Mutex<Inner>,
+    inner: Arc<Mutex<Inner>>,
     /// Set right after the mount (the session owns the adapter): invalidates the kernel's
     /// cached attributes at `open` (close-to-open consistency).
     notifier: Arc<OnceLock<fuser::Notifier>>,
@@ -417,6 +434,10 @@ struct Inner {
     timeout: Option<Duration>,
     /// Send read-only operations as ordered requests.
     strict: bool,
+    /// Writes held back ([`gather`]).
+    gather: Gather,
+    /// Hold writes back at all (not `--sync-writes`).
+    gather_writes: bool,
 }
 
 /// What of an inode's attributes says its data or size changed.
@@ -565,6 +586,11 @@ const STILL_WAITING: Duration = Duration::from_secs(10);
 /// or up to the soft mount's timeout; the client retransmits meanwhile and its links
 /// reconnect by themselves, so replicas killed and restarted never surface as errors.
 fn invoke(inner: &mut Inner, cred: &Credentials, op: Op) -> FsResult {
+    // Writes held back go first: every operation sees them (they are taken, so the
+    // recursive call sends nothing else first).
+    if let Some(p) = inner.gather.take() {
+        send_held(inner, p);
+    }
     // The flag is only a hint: replicas decide from the operation itself what is read-only.
     let read_only = op.is_read_only() && !inner.strict;
     let name = op.name();
@@ -615,6 +641,46 @@ fn invoke(inner: &mut Inner, cred: &Credentials, op: Op) -> FsResult {
         .attrs
         .record(effect, &result, std::time::Instant::now());
     result
+}
+
+/// Sends writes held back ([`gather`]); a failure is kept for the file's next `close` or
+/// `fsync`.
+fn send_held(inner: &mut Inner, p: gather::Pending) {
+    let ino = p.fh.ino;
+    let (cred, op) = p.into_op();
+    match invoke(inner, &cred, op) {
+        Ok(Reply::Write { attr, .. }) => {
+            inner.stamps.insert(ino, Stamp::of(&attr));
+        }
+        Ok(_) => inner.gather.failed(ino, Errno::EIO),
+        Err(e) => {
+            tracing::debug!(ino, %e, "held-back writes failed; reported at close or fsync");
+            inner.gather.failed(ino, e);
+        }
+    }
+}
+
+/// Sends held-back writes older than [`gather::MAX_AGE`] while the mount lives.
+fn spawn_write_behind(inner: std::sync::Weak<Mutex<Inner>>) {
+    let tick = gather::MAX_AGE / 4;
+    let spawned = std::thread::Builder::new()
+        .name("byzfs-write-behind".into())
+        .spawn(move || loop {
+            std::thread::sleep(tick);
+            let Some(inner) = inner.upgrade() else {
+                return; // Unmounted.
+            };
+            let Ok(mut inner) = inner.lock() else {
+                return;
+            };
+            if let Some(p) = inner.gather.take_stale() {
+                send_held(&mut inner, p);
+            }
+        });
+    if let Err(e) = spawned {
+        // Writes are then sent by the next operation, close or fsync only.
+        tracing::warn!(%e, "cannot start the write-behind thread");
+    }
 }
 
 /// Answers a `getxattr`/`listxattr` with `value`'s size (`size` 0), the value, or `ERANGE`
@@ -1100,6 +1166,30 @@ impl Filesystem for ByzFuse {
         reply: ReplyWrite,
     ) {
         let fh = fh!(self, ino, reply);
+        let cred = credentials(req);
+        {
+            let Ok(mut inner) = self.inner.lock() else {
+                return reply.error(fuser::Errno::EIO);
+            };
+            if let Some(e) = inner.gather.error(ino.0) {
+                return reply.error(errno(e));
+            }
+            let end = offset.checked_add(data.len() as u64);
+            let fits = end.is_some_and(|e| e <= byzfs_fs::attr::MAX_FILE_SIZE);
+            // EFBIG is known here: such a write goes at once and fails at once.
+            if inner.gather_writes && fits && inner.gather.may_hold(data.len()) {
+                if !inner.gather.joins(fh, &cred, data.len()) {
+                    if let Some(p) = inner.gather.take() {
+                        send_held(&mut inner, p);
+                    }
+                }
+                inner.gather.hold(fh, &cred, offset, data);
+                // Its size and times change when the writes are applied.
+                inner.attrs.forget(ino.0);
+                // `data.len() <= write_chunk <= MAX_IO`, a `u32`.
+                return reply.written(data.len() as u32);
+            }
+        }
         let mut written: u32 = 0;
         for chunk in data.chunks(self.write_chunk) {
             let op = Op::Write {
@@ -1118,16 +1208,28 @@ impl Filesystem for ByzFuse {
         reply.written(written);
     }
 
-    /// Writes go to the cluster as they happen: nothing to flush.
+    /// `close`: sends the file's held-back writes and reports their error, or an earlier
+    /// one of its writes ([`gather`]).
     fn flush(
         &self,
         _req: &fuser::Request,
-        _ino: INodeNo,
+        ino: INodeNo,
         _fh: fuser::FileHandle,
         _lock_owner: fuser::LockOwner,
         reply: ReplyEmpty,
     ) {
-        reply.ok();
+        let Ok(mut inner) = self.inner.lock() else {
+            return reply.error(fuser::Errno::EIO);
+        };
+        if inner.gather.pending_ino() == Some(ino.0) {
+            if let Some(p) = inner.gather.take() {
+                send_held(&mut inner, p);
+            }
+        }
+        match inner.gather.take_error(ino.0) {
+            Some(e) => reply.error(errno(e)),
+            None => reply.ok(),
+        }
     }
 
     /// Extended attributes (`user.` and `trusted.`, see `byzfs_fs::xattr`). `security.`
@@ -1228,7 +1330,17 @@ impl Filesystem for ByzFuse {
         reply: ReplyEmpty,
     ) {
         let fh = fh!(self, ino, reply);
-        self.done(req, Op::Fsync { fh }, reply);
+        // The Fsync operation sends the held-back writes first (`invoke`).
+        let synced = self.call(req, Op::Fsync { fh });
+        let held = self
+            .inner
+            .lock()
+            .ok()
+            .and_then(|mut i| i.gather.take_error(ino.0));
+        match (held, synced) {
+            (Some(e), _) | (None, Err(e)) => reply.error(errno(e)),
+            (None, Ok(_)) => reply.ok(),
+        }
     }
 
     fn readdir(
@@ -1390,6 +1502,12 @@ impl Filesystem for ByzFuse {
     ) {
         let cred = credentials(req);
         if let Ok(mut inner) = self.inner.lock() {
+            // Writes through mmap can arrive after the last `close`.
+            if inner.gather.pending_ino() == Some(ino.0) {
+                if let Some(p) = inner.gather.take() {
+                    send_held(&mut inner, p);
+                }
+            }
             let last = match inner.open.get_mut(&ino.0) {
                 Some(n) => {
                     *n = n.saturating_sub(1);
@@ -1399,6 +1517,10 @@ impl Filesystem for ByzFuse {
             };
             if last {
                 inner.open.remove(&ino.0);
+                // Nobody is left to report it to.
+                if let Some(e) = inner.gather.take_error(ino.0) {
+                    tracing::warn!(ino = ino.0, %e, "a write to a closed file failed");
+                }
                 if let Some((dir, name)) = inner.silly.remove(&ino.0) {
                     if let Err(e) = invoke(&mut inner, &cred, Op::Remove { dir, name }) {
                         tracing::warn!(ino = ino.0, %e, "cannot remove a silly-renamed file");
@@ -1412,7 +1534,11 @@ impl Filesystem for ByzFuse {
     /// At unmount, removes files still hidden by silly renames.
     fn destroy(&mut self) {
         let cred = own_credentials();
-        if let Ok(inner) = self.inner.get_mut() {
+        if let Ok(mut guard) = self.inner.lock() {
+            let inner = &mut *guard;
+            if let Some(p) = inner.gather.take() {
+                send_held(inner, p);
+            }
             let total: u64 = inner.sent.values().map(|(n, _)| n).sum();
             let waited: Duration = inner.sent.values().map(|(_, t)| *t).sum();
             let by_kind: Vec<String> = inner
