@@ -9,8 +9,10 @@
 //!   (read from `/proc/<pid>/status`, since FUSE does not pass them). The mount uses
 //!   `default_permissions`, so the kernel checks modes too, with the full credentials.
 //! * **Consistency between mounts: close-to-open**, as NFS clients give it.
-//!   - Writes are not buffered: each `write` returns once the cluster executed it (no
-//!     writeback cache), so `close` has nothing to push and `flush` is a no-op.
+//!   - Writes are gathered ([`gather`]): a file's consecutive writes are acknowledged at
+//!     once and sent together before any other operation, at `close` (`flush`) and
+//!     `fsync`, and within 1 s; `close` returns once the cluster executed them and reports
+//!     their error. No kernel writeback cache (it would trust its own size and mtime).
 //!   - `open` fetches the file's attributes from the cluster; if they differ from the last
 //!     ones this mount saw (another client wrote), it invalidates the kernel's cached
 //!     attributes (`inval_inode`, attributes only), so the next read or stat fetches the
