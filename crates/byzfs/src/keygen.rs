@@ -23,7 +23,7 @@ pub struct KeygenArgs {
     #[arg(long, default_value = "127.0.0.1")]
     host: String,
     /// Give the replicas no Unix sockets, so that every link uses TCP even on one host
-    /// (by default each replica also listens on DIR/replica-<id>.sock when --host is a
+    /// (by default each replica also listens on `DIR/replica-<id>.sock` when --host is a
     /// loopback address, and local peers and clients connect there).
     #[arg(long)]
     tcp_only: bool,

@@ -59,7 +59,7 @@ pub struct UpArgs {
     #[arg(long)]
     metrics_base_port: Option<u16>,
     /// When generating keys: give the replicas no Unix sockets, so that every link uses TCP
-    /// (by default each replica also listens on <dir>/replica-<id>.sock, and the replicas and
+    /// (by default each replica also listens on `<dir>/replica-<id>.sock`, and the replicas and
     /// the mount connect there).
     #[arg(long)]
     tcp_only: bool,
