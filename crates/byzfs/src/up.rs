@@ -52,6 +52,9 @@ pub struct UpArgs {
     /// answers.
     #[arg(long, default_value_t = 0, requires = "mount")]
     timeout_ms: u64,
+    /// With --mount: see `byzfs mount --help`.
+    #[command(flatten)]
+    cache: crate::mount::CacheArgs,
     /// Port of replica 0 when generating keys (0 picks free ports).
     #[arg(long, default_value_t = 7000)]
     base_port: u16,
@@ -227,6 +230,7 @@ pub fn run(mut a: UpArgs) -> anyhow::Result<ExitCode> {
                 unreplicated: false,
                 strict: false,
                 sync_writes: false,
+                cache_timeout: a.cache.timeout(),
             };
             Some(crate::mount::mount(&config_path, None, mnt, &opts)?)
         }

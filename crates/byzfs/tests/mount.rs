@@ -593,6 +593,37 @@ fn two_mounts(up: &Up, a_root: &Path) {
     );
     write_behind(&a, &b_dir);
     drop(b);
+    cache_timeout(up, a_root);
+}
+
+/// `--cache-timeout`: a name missing when looked up stays missing for that long on a mount
+/// that cached the miss, and is seen at once on a mount that caches nothing.
+fn cache_timeout(up: &Up, a_root: &Path) {
+    let dir = up.dir.path();
+    let long = Mount::start_with(
+        &up.config,
+        &dir.join("mnt-long"),
+        &dir.join("mount-long.log"),
+        &["--cache-timeout", "60"],
+    );
+    let none = Mount::start_with(
+        &up.config,
+        &dir.join("mnt-none"),
+        &dir.join("mount-none.log"),
+        &["--cache-timeout", "0"],
+    );
+    let a = a_root.join("cache");
+    fs::create_dir(&a).unwrap();
+    for m in [&long, &none] {
+        errno(fs::metadata(m.mnt.join("cache/late")), 2, "not created yet");
+    }
+    fs::write(a.join("late"), b"now").unwrap();
+    assert_eq!(read_after_open(&none.mnt.join("cache/late")), b"now");
+    errno(
+        File::open(long.mnt.join("cache/late")),
+        2,
+        "a miss cached for 60 s",
+    );
 }
 
 /// Write-behind (`mount/gather.rs`): writes held back on A are seen at once by A itself and

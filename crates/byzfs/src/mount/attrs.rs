@@ -1,7 +1,7 @@
 //! The mount's attribute cache: the attributes the cluster's replies carried, so that the
-//! kernel's `getattr` is answered here for up to [`TTL`](super::TTL) after they were
-//! fetched — the bound the kernel's own attribute cache already gives (NFS's attribute
-//! cache, `acregmax`/`acdirmax` of 1 s).
+//! kernel's `getattr` is answered here for up to the mount's cache timeout
+//! ([`DEFAULT_CACHE_TIMEOUT`](super::DEFAULT_CACHE_TIMEOUT)) after they were fetched — the
+//! bound the kernel's own attribute cache already gives (NFS's attribute cache).
 //!
 //! Why: the kernel drops its cached attributes of a directory whenever this mount creates or
 //! removes a name in it, and with `default_permissions` it then asks for them again before

@@ -23,14 +23,15 @@
 //!     during a build) is read from the cluster once. A file another client removed
 //!     answers `ESTALE`, on which the kernel looks the path up again (`LOOKUP_REVAL`) and
 //!     opens what is there now.
-//!   - Otherwise attributes and entries are cached by the kernel for [`TTL`] (like NFS's
-//!     attribute cache): `stat`/`ls` may show another client's change up to 1 s late. The
-//!     mount keeps the attributes the replies carry for the same [`TTL`] ([`attrs`]), a
+//!   - Otherwise attributes and entries are cached by the kernel for the cache timeout,
+//!     [`DEFAULT_CACHE_TIMEOUT`] unless `--cache-timeout` says otherwise (like NFS's
+//!     attribute cache): `stat`/`ls` may show another client's change up to that late. The
+//!     mount keeps the attributes the replies carry for as long ([`attrs`]), a
 //!     directory's after a create or remove in it too (post-operation attributes), and
 //!     answers the kernel's `getattr` from them.
-//!     Negative lookups are cached for [`TTL`] too (as NFS's default `lookupcache=all`):
-//!     a name another client just created may stay invisible here for up to 1 s. Names
-//!     this mount creates, renames or removes update its kernel cache at once.
+//!     Negative lookups are cached as long (as NFS's default `lookupcache=all`): a name
+//!     another client just created may stay invisible here for that long. Names this
+//!     mount creates, renames or removes update its kernel cache at once.
 //!   - Not covered: concurrent `O_APPEND` writers on two mounts (each appends at the size
 //!     its kernel knows), locks (`flock`/`fcntl` are local to one mount).
 //! * **Mounting and unmounting** ([`check_fuse`], [`check_mountpoint`], [`Mounted`]): a
@@ -85,8 +86,10 @@ use std::process::ExitCode;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-/// How long the kernel may cache attributes and entries.
-const TTL: Duration = Duration::from_secs(1);
+/// How long the kernel (and the mount) may cache attributes and names by default: 3 s,
+/// NFS's `acregmin` (a build stats and looks up the same headers for seconds; at 1 s the
+/// Tcl build sent a third more operations).
+pub const DEFAULT_CACHE_TIMEOUT: Duration = Duration::from_secs(3);
 /// Entries asked for per `readdir` round trip.
 const READDIR_BATCH: u32 = 128;
 
@@ -136,6 +139,8 @@ pub struct MountArgs {
     /// the replicas can find (ENOSPC) is then reported by close or fsync.
     #[arg(long)]
     sync_writes: bool,
+    #[command(flatten)]
+    cache: CacheArgs,
     /// Where to mount.
     mountpoint: PathBuf,
 }
@@ -150,6 +155,7 @@ pub fn run(a: MountArgs) -> anyhow::Result<ExitCode> {
         unreplicated: a.unreplicated,
         strict: a.strict,
         sync_writes: a.sync_writes,
+        cache_timeout: a.cache.timeout(),
     };
     let mounted = mount(&a.config, a.key.as_deref(), &a.mountpoint, &opts)?;
     eprintln!(
@@ -169,6 +175,41 @@ pub fn run(a: MountArgs) -> anyhow::Result<ExitCode> {
 }
 
 /// How to mount (the flags `byzfs mount` and `byzfs up --mount` share).
+/// `--cache-timeout`, shared by `byzfs mount` and `byzfs up --mount`.
+#[derive(Args, Debug, Clone)]
+pub struct CacheArgs {
+    /// Seconds the kernel may cache attributes and names, missing names too (NFS's
+    /// `acregmin` and `lookupcache=all`): `stat` or `ls` may show another client's change,
+    /// or a name it created, this late. `open` always fetches fresh attributes
+    /// (close-to-open). 0 turns these caches off.
+    #[arg(long, value_name = "SECONDS", default_value_t = DEFAULT_CACHE_TIMEOUT.as_secs_f64(),
+          value_parser = parse_cache_timeout)]
+    pub cache_timeout: f64,
+}
+
+impl CacheArgs {
+    /// The timeout.
+    pub fn timeout(&self) -> Duration {
+        Duration::from_secs_f64(self.cache_timeout)
+    }
+}
+
+/// Longest `--cache-timeout` accepted.
+const MAX_CACHE_TIMEOUT_S: f64 = 3600.0;
+
+fn parse_cache_timeout(s: &str) -> Result<f64, String> {
+    let v: f64 = s
+        .parse()
+        .map_err(|_| format!("`{s}` is not a number of seconds (e.g. 3 or 0.5)"))?;
+    if v.is_finite() && (0.0..=MAX_CACHE_TIMEOUT_S).contains(&v) {
+        Ok(v)
+    } else {
+        Err(format!(
+            "the cache timeout must be between 0 and {MAX_CACHE_TIMEOUT_S} seconds"
+        ))
+    }
+}
+
 pub struct MountOptions {
     /// Give up on an operation after this long (the caller gets `EIO`); `None`: wait until
     /// the cluster answers (a hard mount).
@@ -182,6 +223,9 @@ pub struct MountOptions {
     /// Send every write at once instead of gathering a file's consecutive writes until
     /// its `close` or `fsync` ([`gather`]).
     pub sync_writes: bool,
+    /// How long attributes and names (missing ones too) are cached
+    /// ([`DEFAULT_CACHE_TIMEOUT`]).
+    pub cache_timeout: Duration,
 }
 
 /// A mounted file system, served by a background thread.
@@ -349,6 +393,7 @@ pub fn mount(
         .clamp(4096, MAX_IO as usize);
     let fs = ByzFuse {
         write_chunk,
+        ttl: opts.cache_timeout,
         inner: Arc::new(Mutex::new(Inner {
             rt,
             client,
@@ -403,6 +448,8 @@ struct ByzFuse {
     /// Largest data of one `Op::Write`: `MAX_IO`, less whatever keeps the encoded request
     /// within the cluster's `op_bytes_max` (a 1 MiB kernel write would otherwise fail).
     write_chunk: usize,
+    /// How long the kernel may cache attributes and entries, and the mount attributes.
+    ttl: Duration,
 }
 
 /// Room for a write request's fields besides its data (credentials with supplementary
@@ -430,7 +477,7 @@ struct Inner {
     /// pages: an `open` that finds the same ones keeps the pages (`FOPEN_KEEP_CACHE`).
     opened: HashMap<u64, Stamp>,
     /// Attributes from the cluster's replies, answering the kernel's `getattr` within the
-    /// TTL ([`attrs`]).
+    /// cache timeout ([`attrs`]).
     attrs: AttrCache,
     /// `None`: a hard mount (see [`MountOptions::timeout`]).
     timeout: Option<Duration>,
@@ -560,7 +607,7 @@ fn file_attr(a: &Attr) -> FileAttr {
     }
 }
 
-/// A negative entry (inode 0): "no such name", cached by the kernel for the reply's TTL.
+/// A negative entry (inode 0): "no such name", cached by the kernel for the reply's timeout.
 fn negative_entry() -> FileAttr {
     FileAttr {
         ino: INodeNo(0),
@@ -811,7 +858,7 @@ impl ByzFuse {
     fn entry(&self, req: &fuser::Request, op: Op, reply: ReplyEntry) {
         match self.call(req, op) {
             Ok(Reply::Entry(a) | Reply::Made { entry: a, .. }) => {
-                reply.entry(&TTL, &file_attr(&a), Generation(a.fh.generation))
+                reply.entry(&self.ttl, &file_attr(&a), Generation(a.fh.generation))
             }
             Ok(_) => reply.error(fuser::Errno::EIO),
             Err(e) => reply.error(errno(e)),
@@ -876,11 +923,13 @@ impl Filesystem for ByzFuse {
         let dir = fh!(self, parent, reply);
         let name = name.as_bytes().to_vec();
         match self.call(req, Op::Lookup { dir, name }) {
-            Ok(Reply::Entry(a)) => reply.entry(&TTL, &file_attr(&a), Generation(a.fh.generation)),
+            Ok(Reply::Entry(a)) => {
+                reply.entry(&self.ttl, &file_attr(&a), Generation(a.fh.generation))
+            }
             Ok(_) => reply.error(fuser::Errno::EIO),
-            // Inode 0 with a timeout: the kernel caches the miss for `TTL` (a compiler's
+            // Inode 0 with a timeout: the kernel caches the miss for the cache timeout (a compiler's
             // include path search repeats the same misses thousands of times).
-            Err(Errno::ENOENT) => reply.entry(&TTL, &negative_entry(), Generation(0)),
+            Err(Errno::ENOENT) => reply.entry(&self.ttl, &negative_entry(), Generation(0)),
             Err(e) => reply.error(errno(e)),
         }
     }
@@ -893,16 +942,16 @@ impl Filesystem for ByzFuse {
         reply: ReplyAttr,
     ) {
         let fh = fh!(self, ino, reply);
-        let cached = self
-            .inner
-            .lock()
-            .ok()
-            .and_then(|i| i.attrs.fresh(ino.0, TTL).map(|(a, left)| (a.clone(), left)));
+        let cached = self.inner.lock().ok().and_then(|i| {
+            i.attrs
+                .fresh(ino.0, self.ttl)
+                .map(|(a, left)| (a.clone(), left))
+        });
         if let Some((a, left)) = cached {
             return reply.attr(&left, &self.attr_of(&a));
         }
         match self.call(req, Op::GetAttr { fh }) {
-            Ok(Reply::Attr(a)) => reply.attr(&TTL, &self.attr_of(&a)),
+            Ok(Reply::Attr(a)) => reply.attr(&self.ttl, &self.attr_of(&a)),
             Ok(_) => reply.error(fuser::Errno::EIO),
             Err(e) => reply.error(errno(e)),
         }
@@ -939,8 +988,9 @@ impl Filesystem for ByzFuse {
             atime: atime.map(time),
             mtime: mtime.map(time),
         };
+        tracing::trace!(ino = ino.0, ?set, "setattr");
         match self.call(req, Op::SetAttr { fh, set }) {
-            Ok(Reply::Attr(a)) => reply.attr(&TTL, &self.attr_of(&a)),
+            Ok(Reply::Attr(a)) => reply.attr(&self.ttl, &self.attr_of(&a)),
             Ok(_) => reply.error(fuser::Errno::EIO),
             Err(e) => reply.error(errno(e)),
         }
@@ -1428,7 +1478,7 @@ impl Filesystem for ByzFuse {
                     *inner.open.entry(a.fh.ino).or_default() += 1;
                 }
                 reply.created(
-                    &TTL,
+                    &self.ttl,
                     &file_attr(&a),
                     Generation(a.fh.generation),
                     fuser::FileHandle(0),
@@ -1446,7 +1496,8 @@ impl Filesystem for ByzFuse {
     /// keeps the file's cached pages (`FOPEN_KEEP_CACHE`) only if the attributes equal the
     /// ones of the last open that dropped them; otherwise it drops them. A file removed by
     /// another client answers `ESTALE`, on which the kernel looks the path up again.
-    fn open(&self, req: &fuser::Request, ino: INodeNo, _flags: OpenFlags, reply: fuser::ReplyOpen) {
+    fn open(&self, req: &fuser::Request, ino: INodeNo, flags: OpenFlags, reply: fuser::ReplyOpen) {
+        tracing::trace!(ino = ino.0, flags = flags.0, "open");
         let fh = fh!(self, ino, reply);
         let before = self
             .inner
@@ -1584,6 +1635,17 @@ mod tests {
             Timestamp { secs: -1, nsecs: 0 },
         ] {
             assert_eq!(timestamp(system_time(t)), t);
+        }
+    }
+
+    #[test]
+    fn cache_timeouts_are_seconds_within_bounds() {
+        assert_eq!(parse_cache_timeout("3"), Ok(3.0));
+        assert_eq!(parse_cache_timeout("0.25"), Ok(0.25));
+        assert_eq!(parse_cache_timeout("0"), Ok(0.0));
+        for bad in ["-1", "3601", "NaN", "inf", "3s", ""] {
+            let e = parse_cache_timeout(bad).unwrap_err();
+            assert!(e.contains("seconds"), "{bad}: {e}");
         }
     }
 }
