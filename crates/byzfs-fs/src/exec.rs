@@ -13,8 +13,8 @@ use crate::errno::{Errno, Res};
 use crate::handle::FileHandle;
 use crate::inode::{self, Inode, Superblock};
 use crate::op::{
-    Credentials, DirEntry, Extent, Op, Reply, SpecialKind, MAX_IO, MAX_READDIR_ENTRIES, R_OK, W_OK,
-    X_OK,
+    Credentials, DirEntry, Extent, Op, Reply, SpecialKind, MAX_IO, MAX_READDIR_ENTRIES,
+    MAX_SETATTRS, R_OK, W_OK, X_OK,
 };
 use crate::perm;
 use crate::store::{Store, Txn};
@@ -87,6 +87,7 @@ impl<S: Store + ?Sized> Exec<'_, '_, S> {
             }
             Op::Write { fh, offset, data } => self.write(fh, offset, &data),
             Op::WriteGather { fh, extents } => self.write_gather(fh, &extents),
+            Op::WriteSetAttr { fh, extents, sets } => self.write_setattr(fh, &extents, sets),
             Op::Create {
                 dir,
                 name,
@@ -350,6 +351,26 @@ impl<S: Store + ?Sized> Exec<'_, '_, S> {
             // `extents` is not empty and `write` answers `Reply::Write`.
             _ => Err(Errno::EIO.into()),
         }
+    }
+
+    /// [`Op::WriteSetAttr`]: the writes, then the changes; the caller's transaction makes
+    /// it all or none.
+    fn write_setattr(
+        &mut self,
+        fh: FileHandle,
+        extents: &[Extent],
+        sets: Vec<crate::attr::SetAttr>,
+    ) -> Res<Reply> {
+        if sets.is_empty() || sets.len() > MAX_SETATTRS {
+            return Err(Errno::EINVAL.into());
+        }
+        self.write_gather(fh, extents)?;
+        let mut last = None;
+        for set in sets {
+            last = Some(self.setattr(fh, set)?);
+        }
+        // `sets` is not empty and `setattr` answers `Reply::Attr`.
+        last.ok_or_else(|| Errno::EIO.into())
     }
 
     fn create(&mut self, dir: FileHandle, name: &[u8], mode: u32, exclusive: bool) -> Res<Reply> {

@@ -122,7 +122,7 @@ pub use errno::Errno;
 pub use handle::FileHandle;
 pub use op::{
     decode_result, encode_result, Credentials, DirEntry, Extent, FsResult, Op, Reply, Request,
-    SpecialKind,
+    SpecialKind, MAX_SETATTRS,
 };
 pub use service::FileService;
 

@@ -305,9 +305,27 @@ pub enum Op {
         /// The writes, in the order they were made.
         extents: Vec<Extent>,
     },
+    /// Writes to one file, then changes to its attributes, applied in order as one
+    /// operation: all of them or, if one fails, none (the errno of the first that fails).
+    /// At least one extent and one change, at most [`MAX_IO`] bytes and
+    /// [`MAX_SETATTRS`] changes (`EINVAL` otherwise). The mount sends one when a `chmod`,
+    /// `chown` or `utimes` follows writes it holds back (`cp -p`, `tar`, `rsync` write a
+    /// file, then set its times and mode). Reply: [`Reply::Attr`], the file's attributes
+    /// after all of them.
+    WriteSetAttr {
+        /// The file.
+        fh: FileHandle,
+        /// The writes, in the order they were made.
+        extents: Vec<Extent>,
+        /// The attribute changes, in the order they were made, after the writes.
+        sets: Vec<SetAttr>,
+    },
 }
 
-/// One write of an [`Op::WriteGather`].
+/// Most attribute changes one [`Op::WriteSetAttr`] may carry.
+pub const MAX_SETATTRS: usize = 16;
+
+/// One write of an [`Op::WriteGather`] or [`Op::WriteSetAttr`].
 #[derive(Serialize, Deserialize, Clone, PartialEq, Eq, Debug)]
 pub struct Extent {
     /// Byte offset.
@@ -358,6 +376,7 @@ impl Op {
             Op::SetXattr { .. } => "setxattr",
             Op::RemoveXattr { .. } => "removexattr",
             Op::WriteGather { .. } => "write_gather",
+            Op::WriteSetAttr { .. } => "write_setattr",
         }
     }
 

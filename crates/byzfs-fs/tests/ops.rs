@@ -9,7 +9,7 @@ use byzfs_fs::dir::MAX_DEPTH;
 use byzfs_fs::op::{MAX_IO, R_OK, W_OK, X_OK};
 use byzfs_fs::{
     Credentials, Errno, Extent, FileHandle, FileType, FsConfig, Op, Reply, SetAttr, SetTime,
-    SpecialKind, Timestamp,
+    SpecialKind, Timestamp, MAX_SETATTRS,
 };
 use common::*;
 
@@ -184,6 +184,129 @@ fn write_gather_applies_every_extent_in_order_or_none() {
     })
     .unwrap();
     assert_eq!(fs.run(gather(vec![ext(0, b"x")])), err(Errno::ESTALE));
+}
+
+#[test]
+fn write_setattr_applies_writes_then_changes_in_order_or_none() {
+    let mut fs = Fs::new();
+    let f = fs.create(ROOT, "f");
+    let user = Credentials::user(1000, 1000);
+    let ext = |offset, data: &[u8]| Extent {
+        offset,
+        data: data.to_vec(),
+    };
+    let at = |secs| SetTime::At(Timestamp { secs, nsecs: 5 });
+    let op = |extents, sets| Op::WriteSetAttr {
+        fh: f.fh,
+        extents,
+        sets,
+    };
+    // `cp -p`: the data, then the times, the owner and the mode; the times set after the
+    // writes stay (the writes' own mtime is overwritten).
+    let Ok(Reply::Attr(a)) = fs.run(op(
+        vec![ext(0, b"hello"), ext(5, b" world")],
+        vec![
+            SetAttr {
+                atime: Some(at(100)),
+                mtime: Some(at(200)),
+                ..SetAttr::default()
+            },
+            SetAttr {
+                uid: Some(0),
+                gid: Some(0),
+                ..SetAttr::default()
+            },
+            SetAttr {
+                mode: Some(0o640),
+                ..SetAttr::default()
+            },
+        ],
+    )) else {
+        panic!("write_setattr");
+    };
+    assert_eq!(fs.read(f.fh, 0, 20), b"hello world");
+    assert_eq!(
+        (a.size, a.mode, a.mtime.secs, a.atime.secs),
+        (11, 0o640, 200, 100)
+    );
+    assert_eq!(fs.getattr(f.fh), a);
+    // In order: a chown after a chmod clears the set-user-ID bit the chmod set...
+    let Ok(Reply::Attr(b)) = fs.run(op(
+        vec![ext(0, b"J")],
+        vec![
+            SetAttr {
+                mode: Some(0o4755),
+                ..SetAttr::default()
+            },
+            SetAttr {
+                uid: Some(0),
+                ..SetAttr::default()
+            },
+        ],
+    )) else {
+        panic!("write_setattr");
+    };
+    assert_eq!(b.mode, 0o755);
+    // ...and a chmod after a chown keeps it.
+    let Ok(Reply::Attr(c)) = fs.run(op(
+        vec![ext(0, b"H")],
+        vec![
+            SetAttr {
+                uid: Some(0),
+                ..SetAttr::default()
+            },
+            SetAttr {
+                mode: Some(0o4755),
+                ..SetAttr::default()
+            },
+        ],
+    )) else {
+        panic!("write_setattr");
+    };
+    assert_eq!(c.mode, 0o4755);
+    // A change that fails (only root gives a file away): nothing is applied, the writes
+    // neither.
+    fs.run(Op::SetAttr {
+        fh: f.fh,
+        set: SetAttr {
+            uid: Some(1000),
+            mode: Some(0o666),
+            ..SetAttr::default()
+        },
+    })
+    .unwrap();
+    let before = fs.getattr(f.fh);
+    let give_away = SetAttr {
+        uid: Some(2000),
+        ..SetAttr::default()
+    };
+    assert_eq!(
+        fs.run_as(&user, op(vec![ext(0, b"X")], vec![give_away])),
+        err(Errno::EPERM)
+    );
+    assert_eq!(fs.read(f.fh, 0, 20), b"Hello world");
+    assert_eq!(fs.getattr(f.fh), before, "failed ops change nothing");
+    // A write that fails: the changes are not applied either.
+    let chmod = SetAttr {
+        mode: Some(0o600),
+        ..SetAttr::default()
+    };
+    assert_eq!(
+        fs.run_as(
+            &user,
+            op(vec![ext(MAX_FILE_SIZE, b"Y")], vec![chmod.clone()])
+        ),
+        err(Errno::EFBIG)
+    );
+    assert_eq!(fs.getattr(f.fh), before, "failed ops change nothing");
+    // No extent, no change, or more than MAX_SETATTRS changes: EINVAL.
+    assert_eq!(fs.run(op(vec![], vec![chmod.clone()])), err(Errno::EINVAL));
+    assert_eq!(fs.run(op(vec![ext(0, b"x")], vec![])), err(Errno::EINVAL));
+    assert_eq!(
+        fs.run(op(vec![ext(0, b"x")], vec![chmod; MAX_SETATTRS + 1])),
+        err(Errno::EINVAL)
+    );
+    assert_eq!(fs.getattr(f.fh), before, "failed ops change nothing");
 }
 
 #[test]

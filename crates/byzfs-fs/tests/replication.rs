@@ -294,6 +294,8 @@ enum ROp {
     Write(u8, u32, u16, u8),
     /// Writes of `(offset, length)` to one file as one `WriteGather`.
     Gather(u8, Vec<(u32, u16)>, u8),
+    /// Writes of `(offset, length)`, then chmods and size changes, as one `WriteSetAttr`.
+    WriteSetAttr(u8, Vec<(u32, u16)>, Vec<(u16, Option<u32>)>),
     Truncate(u8, u32),
     Allocate(u8, u32),
     SetXattr(u8, u8, u16),
@@ -315,6 +317,7 @@ fn rop() -> impl Strategy<Value = ROp> {
         2 => (h.clone(), n.clone()).prop_map(|(d, n)| ROp::Mkdir(d, n)),
         4 => (h.clone(), 0u32..70_000, 0u16..40_000, any::<u8>()).prop_map(|(f, o, l, b)| ROp::Write(f, o, l, b)),
         2 => (h.clone(), proptest::collection::vec((0u32..70_000, 0u16..9_000), 0..4), any::<u8>()).prop_map(|(f, e, b)| ROp::Gather(f, e, b)),
+        1 => (h.clone(), proptest::collection::vec((0u32..70_000, 0u16..9_000), 0..3), proptest::collection::vec((0u16..0o1000, proptest::option::of(0u32..70_000)), 0..3)).prop_map(|(f, e, s)| ROp::WriteSetAttr(f, e, s)),
         2 => (h.clone(), 0u32..70_000).prop_map(|(f, s)| ROp::Truncate(f, s)),
         1 => (h.clone(), 0u32..70_000).prop_map(|(f, s)| ROp::Allocate(f, s)),
         1 => (h.clone(), n.clone(), 0u16..300).prop_map(|(f, n, l)| ROp::SetXattr(f, n, l)),
@@ -375,6 +378,24 @@ fn to_op(r: &ROp, k: &Known) -> Option<Op> {
                 .map(|&(o, l)| byzfs_fs::Extent {
                     offset: u64::from(o),
                     data: vec![b; usize::from(l)],
+                })
+                .collect(),
+        },
+        ROp::WriteSetAttr(f, ref extents, ref sets) => Op::WriteSetAttr {
+            fh: h(f),
+            extents: extents
+                .iter()
+                .map(|&(o, l)| byzfs_fs::Extent {
+                    offset: u64::from(o),
+                    data: vec![f; usize::from(l)],
+                })
+                .collect(),
+            sets: sets
+                .iter()
+                .map(|&(m, size)| SetAttr {
+                    mode: Some(u32::from(m) | 0o700),
+                    size: size.map(u64::from),
+                    ..SetAttr::default()
                 })
                 .collect(),
         },

@@ -640,6 +640,37 @@ fn write_behind(a: &Path, b_dir: &Path) {
     w.flush().unwrap();
     drop(w);
     assert_eq!(read_after_open(&b_dir.join("held")), b"hello world!");
+    // `cp -p`: the data, then its times and mode, held back with it (one WriteSetAttr):
+    // seen at once here, and on B after close.
+    let t = std::time::UNIX_EPOCH + Duration::from_secs(1_000_000_000);
+    let times = fs::FileTimes::new().set_modified(t).set_accessed(t);
+    for (name, stat_before_close) in [("copied", true), ("copied2", false)] {
+        let w = File::create(a.join(name)).unwrap();
+        w.write_all_at(b"data", 0).unwrap();
+        w.set_times(times).unwrap();
+        w.set_permissions(fs::Permissions::from_mode(0o640))
+            .unwrap();
+        if stat_before_close {
+            let m = w.metadata().unwrap();
+            assert_eq!(
+                (m.len(), m.mode() & 0o7777, m.modified().unwrap()),
+                (4, 0o640, t)
+            );
+        }
+        drop(w);
+        let m = fs::metadata(b_dir.join(name)).unwrap();
+        assert_eq!(
+            (
+                m.len(),
+                m.mode() & 0o7777,
+                m.modified().unwrap(),
+                m.accessed().unwrap()
+            ),
+            (4, 0o640, t, t),
+            "{name} on B"
+        );
+        assert_eq!(read_after_open(&b_dir.join(name)), b"data");
+    }
     // Removed on B while open for writing on A: A's next writes are held back, then fail
     // at the replicas (the file is gone), and A's close says so.
     let w = OpenOptions::new().write(true).open(a.join("held")).unwrap();

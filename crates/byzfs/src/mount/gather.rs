@@ -15,8 +15,17 @@
 //! `open`) sees the writes, because every other operation sends them first.
 //! Close-to-open consistency between mounts is unchanged: `close` returns only after the
 //! cluster has applied the file's writes.
+//!
+//! A `chmod`, `chown` or `utimes` of the file right after such writes, by the same caller,
+//! is held back with them and sent as one [`Op::WriteSetAttr`]: `cp -p`, `tar` and `rsync`
+//! write a file, then set its times (and owner and mode), so each copied file took three
+//! ordered operations (create, write, setattr) and now takes two. The kernel gets the
+//! attributes the change will give ([`Gather::hold_set`]), valid for no time, so its next
+//! `stat` asks again and gets the cluster's. Not held back: size changes, and anything
+//! touching a set-user-ID or set-group-ID file (whose bits the change may clear).
 
-use byzfs_fs::{Credentials, Errno, Extent, FileHandle, Op};
+use byzfs_fs::MAX_SETATTRS;
+use byzfs_fs::{Attr, Credentials, Errno, Extent, FileHandle, Op, SetAttr, SetTime, Timestamp};
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
@@ -30,6 +39,11 @@ pub struct Pending {
     pub cred: Credentials,
     extents: Vec<Extent>,
     bytes: usize,
+    /// Attribute changes held back after the writes.
+    sets: Vec<SetAttr>,
+    /// The file's attributes once the held writes and changes are applied, as far as the
+    /// mount can tell (`None`: it did not know them when the first write was held).
+    attr: Option<Attr>,
     /// When the first of them was acknowledged.
     pub since: Instant,
 }
@@ -38,9 +52,18 @@ impl Pending {
     /// The operation that applies them.
     pub fn into_op(self) -> (Credentials, Op) {
         let fh = self.fh;
-        let op = match <[Extent; 1]>::try_from(self.extents) {
-            Ok([Extent { offset, data }]) => Op::Write { fh, offset, data },
-            Err(extents) => Op::WriteGather { fh, extents },
+        let extents = self.extents;
+        let op = if !self.sets.is_empty() {
+            Op::WriteSetAttr {
+                fh,
+                extents,
+                sets: self.sets,
+            }
+        } else {
+            match <[Extent; 1]>::try_from(extents) {
+                Ok([Extent { offset, data }]) => Op::Write { fh, offset, data },
+                Err(extents) => Op::WriteGather { fh, extents },
+            }
         };
         (self.cred, op)
     }
@@ -73,25 +96,46 @@ impl Gather {
     }
 
     /// Whether a write of `len` bytes to `fh` by `cred` can join the pending writes: same
-    /// file, same caller, room left. `true` when nothing is pending.
+    /// file, same caller, room left, no attribute change held after them. `true` when
+    /// nothing is pending.
     pub fn joins(&self, fh: FileHandle, cred: &Credentials, len: usize) -> bool {
         match &self.pending {
             None => true,
-            Some(p) => p.fh == fh && p.cred == *cred && p.bytes + len <= self.limit,
+            Some(p) => {
+                p.fh == fh && p.cred == *cred && p.sets.is_empty() && p.bytes + len <= self.limit
+            }
         }
     }
 
-    /// Holds a write back (after [`Gather::joins`] said it may join). A write that
-    /// continues the previous one extends it.
-    pub fn hold(&mut self, fh: FileHandle, cred: &Credentials, offset: u64, data: &[u8]) {
+    /// Holds a write back (after [`Gather::joins`] said it may join), made at `now`. A
+    /// write that continues the previous one extends it. `base`: the file's attributes
+    /// before it, if known (used when nothing is pending yet).
+    pub fn hold(
+        &mut self,
+        fh: FileHandle,
+        cred: &Credentials,
+        offset: u64,
+        data: &[u8],
+        base: Option<&Attr>,
+        now: Timestamp,
+    ) {
         let p = self.pending.get_or_insert_with(|| Pending {
             fh,
             cred: cred.clone(),
             extents: Vec::new(),
             bytes: 0,
+            sets: Vec::new(),
+            attr: base.filter(|a| a.fh == fh).cloned(),
             since: Instant::now(),
         });
         p.bytes += data.len();
+        if let Some(a) = &mut p.attr {
+            // `offset + len` fits: the mount holds only writes that end within the
+            // largest file size.
+            a.size = a.size.max(offset.saturating_add(data.len() as u64));
+            a.mtime = now;
+            a.ctime = now;
+        }
         match p.extents.last_mut() {
             Some(last) if last.offset.checked_add(last.data.len() as u64) == Some(offset) => {
                 last.data.extend_from_slice(data);
@@ -101,6 +145,40 @@ impl Gather {
                 data: data.to_vec(),
             }),
         }
+    }
+
+    /// Holds back a change of `fh`'s attributes by `cred`, made at `now`, after the
+    /// pending writes, and returns the attributes the file will have; `None` (send it
+    /// now) unless writes to `fh` by `cred` are pending, their result is known, and the
+    /// change leaves the size alone and involves no set-user-ID or set-group-ID bit.
+    pub fn hold_set(
+        &mut self,
+        fh: FileHandle,
+        cred: &Credentials,
+        set: &SetAttr,
+        now: Timestamp,
+    ) -> Option<Attr> {
+        const SPECIAL: u32 = 0o6000;
+        let p = self.pending.as_mut()?;
+        if p.fh != fh || p.cred != *cred || p.sets.len() >= MAX_SETATTRS || set.size.is_some() {
+            return None;
+        }
+        let a = p.attr.as_mut()?;
+        if a.mode & SPECIAL != 0 || set.mode.is_some_and(|m| m & SPECIAL != 0) {
+            return None;
+        }
+        let time = |t: SetTime| match t {
+            SetTime::Now => now,
+            SetTime::At(t) => t,
+        };
+        a.mode = set.mode.map_or(a.mode, |m| m & byzfs_fs::attr::MODE_MASK);
+        a.uid = set.uid.unwrap_or(a.uid);
+        a.gid = set.gid.unwrap_or(a.gid);
+        a.atime = set.atime.map_or(a.atime, time);
+        a.mtime = set.mtime.map_or(a.mtime, time);
+        a.ctime = now;
+        p.sets.push(set.clone());
+        Some(a.clone())
     }
 
     /// The pending writes, if any, to be sent now.
@@ -142,8 +220,91 @@ impl Gather {
 mod tests {
     use super::*;
 
+    const T0: Timestamp = Timestamp { secs: 50, nsecs: 0 };
+
     fn fh(ino: u64) -> FileHandle {
         FileHandle { ino, generation: 1 }
+    }
+
+    fn attr(ino: u64, mode: u32) -> Attr {
+        Attr {
+            fh: fh(ino),
+            kind: byzfs_fs::FileType::Regular,
+            mode,
+            nlink: 1,
+            uid: 1000,
+            gid: 100,
+            size: 3,
+            used: 3,
+            atime: Timestamp::default(),
+            mtime: Timestamp::default(),
+            ctime: Timestamp::default(),
+            rdev: 0,
+        }
+    }
+
+    #[test]
+    fn attribute_changes_after_writes_go_with_them() {
+        let me = Credentials::user(1000, 100);
+        let t1 = Timestamp { secs: 60, nsecs: 7 };
+        let times = SetAttr {
+            atime: Some(SetTime::At(t1)),
+            mtime: Some(SetTime::At(t1)),
+            ..SetAttr::default()
+        };
+        let chmod = |m| SetAttr {
+            mode: Some(m),
+            ..SetAttr::default()
+        };
+        let mut g = Gather::new(100);
+        assert!(
+            g.hold_set(fh(5), &me, &times, T0).is_none(),
+            "nothing pending"
+        );
+        g.hold(fh(5), &me, 0, b"hello", Some(&attr(5, 0o644)), T0);
+        // The size the writes give, the times and mode the changes give.
+        let a = g.hold_set(fh(5), &me, &times, T0).unwrap();
+        assert_eq!((a.size, a.mtime, a.atime, a.ctime), (5, t1, t1, T0));
+        let a = g.hold_set(fh(5), &me, &chmod(0o600), T0).unwrap();
+        assert_eq!((a.mode, a.mtime), (0o600, t1));
+        // A write after them does not join (order), nor do other files, callers, sizes
+        // and set-user-ID bits.
+        assert!(!g.joins(fh(5), &me, 1));
+        assert!(g.hold_set(fh(6), &me, &times, T0).is_none());
+        assert!(g
+            .hold_set(fh(5), &Credentials::user(0, 0), &times, T0)
+            .is_none());
+        let truncate = SetAttr {
+            size: Some(0),
+            ..SetAttr::default()
+        };
+        assert!(g.hold_set(fh(5), &me, &truncate, T0).is_none());
+        assert!(g.hold_set(fh(5), &me, &chmod(0o4755), T0).is_none());
+        let (_, op) = g.take().unwrap().into_op();
+        assert_eq!(
+            op,
+            Op::WriteSetAttr {
+                fh: fh(5),
+                extents: vec![Extent {
+                    offset: 0,
+                    data: b"hello".to_vec()
+                }],
+                sets: vec![times.clone(), chmod(0o600)],
+            }
+        );
+        // Unknown attributes, or a set-user-ID file: sent on their own.
+        g.hold(fh(5), &me, 0, b"x", None, T0);
+        assert!(g.hold_set(fh(5), &me, &times, T0).is_none());
+        g.take();
+        g.hold(fh(5), &me, 0, b"x", Some(&attr(5, 0o4755)), T0);
+        assert!(g.hold_set(fh(5), &me, &times, T0).is_none());
+        g.take();
+        // At most MAX_SETATTRS.
+        g.hold(fh(5), &me, 0, b"x", Some(&attr(5, 0o644)), T0);
+        for _ in 0..MAX_SETATTRS {
+            assert!(g.hold_set(fh(5), &me, &times, T0).is_some());
+        }
+        assert!(g.hold_set(fh(5), &me, &times, T0).is_none());
     }
 
     #[test]
@@ -151,9 +312,9 @@ mod tests {
         let me = Credentials::user(1000, 100);
         let mut g = Gather::new(10);
         assert!(g.joins(fh(5), &me, 4));
-        g.hold(fh(5), &me, 0, b"abcd");
+        g.hold(fh(5), &me, 0, b"abcd", None, T0);
         assert!(g.joins(fh(5), &me, 2));
-        g.hold(fh(5), &me, 4, b"ef");
+        g.hold(fh(5), &me, 4, b"ef", None, T0);
         let (cred, op) = g.take().unwrap().into_op();
         assert_eq!(cred, me);
         assert_eq!(
@@ -166,8 +327,8 @@ mod tests {
         );
         assert!(g.take().is_none());
 
-        g.hold(fh(5), &me, 100, b"x");
-        g.hold(fh(5), &me, 0, b"y");
+        g.hold(fh(5), &me, 100, b"x", None, T0);
+        g.hold(fh(5), &me, 0, b"y", None, T0);
         let (_, op) = g.take().unwrap().into_op();
         let Op::WriteGather { extents, .. } = op else {
             panic!("{op:?}")
@@ -183,7 +344,7 @@ mod tests {
         let me = Credentials::user(1000, 100);
         let other = Credentials::user(1001, 100);
         let mut g = Gather::new(10);
-        g.hold(fh(5), &me, 0, b"12345678");
+        g.hold(fh(5), &me, 0, b"12345678", None, T0);
         assert!(!g.joins(fh(6), &me, 1), "another file");
         assert!(!g.joins(fh(5), &other, 1), "another caller");
         assert!(!g.joins(fh(5), &me, 3), "over the limit");

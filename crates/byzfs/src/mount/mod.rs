@@ -698,7 +698,7 @@ fn send_held(inner: &mut Inner, p: gather::Pending) {
     let ino = p.fh.ino;
     let (cred, op) = p.into_op();
     match invoke(inner, &cred, op) {
-        Ok(Reply::Write { attr, .. }) => {
+        Ok(Reply::Write { attr, .. } | Reply::Attr(attr)) => {
             inner.stamps.insert(ino, Stamp::of(&attr));
         }
         Ok(_) => inner.gather.failed(ino, Errno::EIO),
@@ -827,6 +827,18 @@ impl ByzFuse {
             inner.stamps.insert(a.fh.ino, Stamp::of(a));
         }
         result
+    }
+
+    /// Holds a `setattr` back with the caller's pending writes to the file (see
+    /// [`gather`]), and returns the attributes it will give; `None` to send it now.
+    fn hold_setattr(&self, req: &fuser::Request, fh: FileHandle, set: &SetAttr) -> Option<Attr> {
+        let cred = credentials(req);
+        let mut inner = self.inner.lock().ok()?;
+        if !inner.gather_writes || inner.gather.error(fh.ino).is_some() {
+            return None;
+        }
+        let now = timestamp(SystemTime::now());
+        inner.gather.hold_set(fh, &cred, set, now)
     }
 
     /// The service handle of FUSE inode `ino`.
@@ -989,6 +1001,10 @@ impl Filesystem for ByzFuse {
             mtime: mtime.map(time),
         };
         tracing::trace!(ino = ino.0, ?set, "setattr");
+        if let Some(a) = self.hold_setattr(req, fh, &set) {
+            // Valid for no time: the next `stat` asks again and sends it first.
+            return reply.attr(&Duration::ZERO, &self.attr_of(&a));
+        }
         match self.call(req, Op::SetAttr { fh, set }) {
             Ok(Reply::Attr(a)) => reply.attr(&self.ttl, &self.attr_of(&a)),
             Ok(_) => reply.error(fuser::Errno::EIO),
@@ -1235,7 +1251,11 @@ impl Filesystem for ByzFuse {
                         send_held(&mut inner, p);
                     }
                 }
-                inner.gather.hold(fh, &cred, offset, data);
+                let base = inner.attrs.fresh(ino.0, self.ttl).map(|(a, _)| a.clone());
+                let now = timestamp(SystemTime::now());
+                inner
+                    .gather
+                    .hold(fh, &cred, offset, data, base.as_ref(), now);
                 // Its size and times change when the writes are applied.
                 inner.attrs.forget(ino.0);
                 // `data.len() <= write_chunk <= MAX_IO`, a `u32`.
