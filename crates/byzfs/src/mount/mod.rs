@@ -87,8 +87,8 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// How long the kernel (and the mount) may cache attributes and names by default: 3 s,
-/// NFS's `acregmin` (a build stats and looks up the same headers for seconds; at 1 s the
-/// Tcl build sent a third more operations).
+/// NFS's `acregmin`. A build stats and looks up the same headers for seconds: the Tcl
+/// `make -j2` through the mount took 21.5 s at 3 s against 24.6 s at 1 s (session 9).
 pub const DEFAULT_CACHE_TIMEOUT: Duration = Duration::from_secs(3);
 /// Entries asked for per `readdir` round trip.
 const READDIR_BATCH: u32 = 128;
@@ -174,7 +174,6 @@ pub fn run(a: MountArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// How to mount (the flags `byzfs mount` and `byzfs up --mount` share).
 /// `--cache-timeout`, shared by `byzfs mount` and `byzfs up --mount`.
 #[derive(Args, Debug, Clone)]
 pub struct CacheArgs {
@@ -210,6 +209,7 @@ fn parse_cache_timeout(s: &str) -> Result<f64, String> {
     }
 }
 
+/// How to mount (the flags `byzfs mount` and `byzfs up --mount` share).
 pub struct MountOptions {
     /// Give up on an operation after this long (the caller gets `EIO`); `None`: wait until
     /// the cluster answers (a hard mount).
