@@ -99,8 +99,13 @@ pub struct NodeStatus {
     pub clients_connected: u32,
     /// Durability mode ("disk" or "memory").
     pub durability: String,
-    /// Digest of the live state (service and reply cache) at `last_tentative`, hex.
+    /// Digest of the live state (service and reply cache) at `state_digest_at`, hex.
     pub state_digest: String,
+    /// The `last_tentative` that `state_digest` describes: the digest is recomputed at the
+    /// periodic status tick, not at every early publication, so it may lag `last_tentative`.
+    /// Compare digests only where `state_digest_at == last_tentative`.
+    #[serde(default)]
+    pub state_digest_at: Seq,
     /// Digest of the last stable checkpoint, hex (empty if not held).
     pub stable_digest: String,
     /// The core's counters.

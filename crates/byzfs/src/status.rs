@@ -86,7 +86,7 @@ pub fn run(a: StatusArgs) -> anyhow::Result<ExitCode> {
     {
         println!("* view change in progress");
     }
-    println!("state_digest: live state (service and reply cache); stable_digest: last stable checkpoint (first 16 hex digits)");
+    println!("state_digest: live state (service and reply cache) at the last status tick; stable_digest: last stable checkpoint (first 16 hex digits)");
     let quorum = cluster.bft.quorum();
     println!(
         "{reachable} of {} replicas reachable; the cluster needs {quorum} to make progress",

@@ -321,6 +321,7 @@ impl Setup {
                         .filter(|x| {
                             x.last_executed == a.last_executed
                                 && x.last_tentative == x.last_executed
+                                && x.state_digest_at == x.last_executed
                                 && x.state_digest == a.state_digest
                                 && !x.fetching
                         })
@@ -338,6 +339,7 @@ impl Setup {
             s.iter().all(|x| {
                 x.last_executed == s[0].last_executed
                     && x.last_tentative == x.last_executed
+                    && x.state_digest_at == x.last_executed
                     && x.state_digest == s[0].state_digest
                     && !x.fetching
             })

@@ -184,6 +184,7 @@ fn single_restart_rejoins(mode: &'static str, wipe: bool) {
         s.iter().all(|x| {
             x.last_executed == s[0].last_executed
                 && x.last_tentative == x.last_executed
+                && x.state_digest_at == x.last_executed
                 && x.state_digest == s[0].state_digest
                 && !x.fetching
         })

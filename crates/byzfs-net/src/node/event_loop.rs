@@ -17,7 +17,9 @@ use crate::counters::NetDrop;
 use crate::queue::OutQueue;
 use crate::status::{CoreCounters, NodeStatus};
 use crate::storage::Durability;
-use byzfs_bft::{Action, ClientId, Event, PersistRecord, Replica, ReplicaId, Service, StoreRecord};
+use byzfs_bft::{
+    Action, ClientId, Event, PersistRecord, Replica, ReplicaId, Seq, Service, StoreRecord,
+};
 use core::future::Future;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -61,6 +63,10 @@ pub(super) struct EventLoop<S: Service> {
     metrics: Metrics,
     /// When the status was last published, and the progress it showed.
     published: (tokio::time::Instant, Progress),
+    /// The last computed state digest (hex) and the `last_tentative` it describes: only the
+    /// periodic tick recomputes it (a partition-digest clone and its hash; computed on every
+    /// early publication it was the largest BLAKE3 caller during a compile).
+    digest: (Seq, String),
     /// Reused buffers of one drain.
     persists: Vec<PersistRecord>,
     stores: Vec<StoreRecord>,
@@ -90,6 +96,7 @@ impl<S: Service> EventLoop<S> {
             clock,
             metrics,
             published: (tokio::time::Instant::now(), Progress::default()),
+            digest: (0, String::new()),
             persists: Vec::new(),
             stores: Vec::new(),
             sends: Vec::new(),
@@ -110,7 +117,7 @@ impl<S: Service> EventLoop<S> {
         metrics_tick.set_missed_tick_behavior(MissedTickBehavior::Skip);
         // The core may have queued actions at construction.
         self.drain()?;
-        self.publish_status();
+        self.publish_status(true);
         loop {
             // Compare the clock with the deadline on every turn; the timer only wakes us.
             let now = self.clock.now();
@@ -144,14 +151,14 @@ impl<S: Service> EventLoop<S> {
                     self.metrics.turn(turn.elapsed());
                 }
                 _ = &mut sleep => {}
-                _ = status_tick.tick() => self.publish_status(),
+                _ = status_tick.tick() => self.publish_status(true),
                 _ = metrics_tick.tick() => {
-                    self.publish_status();
+                    self.publish_status(true);
                     self.metrics.publish(&self.status_tx.borrow());
                 }
             }
         }
-        self.publish_status();
+        self.publish_status(true);
         self.metrics.publish(&self.status_tx.borrow());
         Ok(())
     }
@@ -388,13 +395,18 @@ impl<S: Service> EventLoop<S> {
     fn publish_progress(&mut self) {
         let p = self.progress();
         if p != self.published.1 && self.published.0.elapsed() >= PROGRESS_PUBLISH_MIN {
-            self.publish_status();
+            self.publish_status(false);
         }
     }
 
-    fn publish_status(&mut self) {
+    /// Publishes a snapshot; `fresh_digest` recomputes the state digest, otherwise the last
+    /// one is shown with the sequence number it describes (`state_digest_at`).
+    fn publish_status(&mut self, fresh_digest: bool) {
         self.published = (tokio::time::Instant::now(), self.progress());
         let r = &self.replica;
+        if fresh_digest {
+            self.digest = (r.last_tentative(), ::hex::encode(r.state_digest().0));
+        }
         let status = NodeStatus {
             replica: r.id(),
             view: r.view(),
@@ -407,7 +419,8 @@ impl<S: Service> EventLoop<S> {
             peers_connected: self.shared.peers_connected(),
             clients_connected: self.clients.len() as u32,
             durability: self.durability.name().to_string(),
-            state_digest: ::hex::encode(r.state_digest().0),
+            state_digest: self.digest.1.clone(),
+            state_digest_at: self.digest.0,
             stable_digest: r
                 .stable_digest()
                 .map(|d| ::hex::encode(d.0))
