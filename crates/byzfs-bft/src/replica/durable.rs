@@ -335,6 +335,8 @@ impl<S: Service> Replica<S> {
                 digest: f.header.body_digest,
                 big: true,
                 frame: Arc::from(frame.as_slice()),
+                // Checked again before this replica, as primary, would propose it.
+                sig_checked: false,
             };
             self.requests.insert(stored.digest, stored);
         }

@@ -82,6 +82,9 @@ pub struct Stats {
     pub dropped: BTreeMap<DropReason, u64>,
     /// Client request signatures verified (PROTOCOL.md §5.3; the MAC is checked first).
     pub client_signatures_verified: u64,
+    /// Client request signatures a backup did not check on receipt: its MAC vouched for the
+    /// request and the backup neither orders nor vouches for it (see `on_request`).
+    pub client_signatures_deferred: u64,
     /// Clients blacklisted: a request whose MAC verified carried a bad signature.
     pub clients_blacklisted: u64,
 }
@@ -94,6 +97,9 @@ pub(crate) struct StoredRequest {
     pub rid: RequestId,
     pub digest: Digest,
     pub big: bool,
+    /// Whether the frame's client signature was verified (or its client does not sign): a
+    /// backup defers the check until the request must be transferable (`sig_pending_ok`).
+    pub sig_checked: bool,
 }
 
 /// A PBFT replica.
@@ -680,6 +686,55 @@ impl<S: Service> Replica<S> {
             }
         }
         false
+    }
+
+    /// Whether stored request `d` may be vouched for: its signature was checked, or is
+    /// checked now (deferred by a backup, `on_request`). One that fails is forgotten (and its
+    /// client blacklisted if our MAC verified): it is neither proposed nor waited for.
+    fn signature_checked(&mut self, d: Digest) -> bool {
+        let Some(r) = self.requests.get(&d) else {
+            return false;
+        };
+        if r.sig_checked {
+            return true;
+        }
+        let (bytes, c) = (r.frame.clone(), r.client);
+        let ok = match Frame::parse(&bytes, self.config.message_bytes_max) {
+            Ok(f) => {
+                let mac_ok = self.client_mac_ok(&f);
+                self.client_request_signed(&f, mac_ok)
+            }
+            Err(_) => false,
+        };
+        if ok {
+            if let Some(r) = self.requests.get_mut(&d) {
+                r.sig_checked = true;
+            }
+        } else {
+            // A body a logged batch names stays: our MAC vouched for it, and execution needs it.
+            if !self.body_in_log(&d) {
+                self.requests.remove(&d);
+            }
+            if self.pending.get(&c).is_some_and(|&(_, pd)| pd == d) {
+                self.pending.remove(&c);
+            }
+        }
+        ok
+    }
+
+    /// Before the view-change timer moves us on: checks the deferred signatures of the pending
+    /// requests (forgetting those that fail). Whether any pending request remains to justify a
+    /// view change; a faulty client's badly signed request alone must not (Aardvark's
+    /// framing of the primary, PROTOCOL.md §5.3).
+    fn pending_signatures_checked(&mut self) -> bool {
+        let pending: Vec<(ClientId, Digest)> =
+            self.pending.iter().map(|(&c, &(_, d))| (c, d)).collect();
+        for (c, d) in pending {
+            if self.requests.contains_key(&d) && !self.signature_checked(d) {
+                self.pending.remove(&c);
+            }
+        }
+        !self.pending.is_empty()
     }
 
     fn encode(&self, msg: &Message, auth: AuthChoice) -> Arc<[u8]> {

@@ -8,7 +8,7 @@ use crate::crypto::Digest;
 use crate::ids::{Principal, Seq};
 use crate::message::{BatchBody, Commit, Message, PrePrepare, Prepare, Request, RequestView};
 use crate::service::Service;
-use crate::wire::{Frame, HEADER_LEN};
+use crate::wire::{AuthKind, Frame, HEADER_LEN};
 use std::sync::Arc;
 
 /// Most big-request digests in one batch.
@@ -26,8 +26,14 @@ impl<S: Service> Replica<S> {
     /// (framing the primary) nor make the primary propose a request backups cannot
     /// authenticate (stalling the batch, §1.14). A request with a bad MAC but a good signature
     /// is accepted (forwarded copies and fetched bodies arrive with other replicas' MACs).
-    /// The signature is skipped only where nothing is forwarded: a read-only request whose MAC
-    /// verifies, and a frame identical to one already verified.
+    ///
+    /// Where our MAC already vouches for the request (its client not blacklisted) and we do not
+    /// yet vouch for it to anyone, the signature check is deferred: at a backup, a read-write
+    /// request is only stored, forwarded (the primary checks the signature itself) and timed,
+    /// and before the view-change timer may move us on, or before we propose it as a new
+    /// primary, its signature is checked (`signature_checked`). A correct client's request is
+    /// thus verified once, by the primary, instead of at every replica. A read-only request on
+    /// our MAC, and a frame identical to one already verified, skip it too.
     pub(super) fn on_request(&mut self, frame: &Frame<'_>, req: Request, bytes: &[u8]) {
         if req.op.len() > self.config.op_bytes_max {
             return self.drop_input(DropReason::Invalid);
@@ -67,12 +73,20 @@ impl<S: Service> Replica<S> {
         let verified_before = self
             .requests
             .get(&frame.header.body_digest)
-            .is_some_and(|r| *r.frame == *bytes);
-        // The signature is needed unless this exact frame was verified before, or the request
-        // is read-only and our MAC (from a client not blacklisted) vouches for it.
-        let must_sign = signs && !verified_before && (!read_only || !trusted_mac);
+            .is_some_and(|r| r.sig_checked && *r.frame == *bytes);
+        // The signature is needed unless this exact frame was verified before, or our MAC
+        // (from a client not blacklisted) vouches for a request we need not vouch for: a
+        // read-only one, or any signed one at a backup (checked later if it must be; see
+        // above). An unsigned frame can never be ordered, so a backup refuses it now.
+        let signed = frame.header.auth == AuthKind::SignedAuthenticator;
+        let vouched = trusted_mac && (read_only || (signed && !self.is_primary()));
+        let must_sign = signs && !verified_before && !vouched;
         if must_sign && !self.client_request_signed(frame, mac_ok) {
             return self.drop_input(DropReason::BadAuth);
+        }
+        let sig_checked = !signs || verified_before || must_sign;
+        if !sig_checked && !read_only {
+            self.stats.client_signatures_deferred += 1;
         }
         let stored = StoredRequest {
             frame: Arc::from(bytes),
@@ -80,6 +94,7 @@ impl<S: Service> Replica<S> {
             rid: req.rid,
             digest: frame.header.body_digest,
             big,
+            sig_checked,
         };
         if needed_body {
             // Only the body: it is not queued, forwarded or waited for.
@@ -133,22 +148,30 @@ impl<S: Service> Replica<S> {
 
     /// Whether a batch in the log names big request `d` whose body we lack.
     fn body_needed(&self, d: &Digest) -> bool {
-        !self.requests.contains_key(d)
-            && self.log.values().any(|s| {
-                [
-                    s.pre_prepare.as_ref().map(|a| a.digest),
-                    s.unverified.as_ref().map(|u| u.digest),
-                ]
-                .into_iter()
-                .flatten()
-                .any(|bd| self.batches.get(&bd).is_some_and(|b| b.big.contains(d)))
-            })
+        !self.requests.contains_key(d) && self.body_in_log(d)
+    }
+
+    /// Whether a batch in our log names big request body `d`.
+    pub(super) fn body_in_log(&self, d: &Digest) -> bool {
+        self.log.values().any(|s| {
+            [
+                s.pre_prepare.as_ref().map(|a| a.digest),
+                s.unverified.as_ref().map(|u| u.digest),
+            ]
+            .into_iter()
+            .flatten()
+            .any(|bd| self.batches.get(&bd).is_some_and(|b| b.big.contains(d)))
+        })
     }
 
     /// Keeps the newest request per client (and big bodies referenced by the log). Returns
     /// false if the store is full.
     pub(super) fn store_request(&mut self, r: StoredRequest) -> bool {
-        if self.requests.contains_key(&r.digest) {
+        if let Some(held) = self.requests.get_mut(&r.digest) {
+            // A verified copy replaces one whose signature was deferred (same body).
+            if r.sig_checked && !held.sig_checked {
+                *held = r;
+            }
             return true;
         }
         if self.requests.len() >= LOOSE_REQUESTS_MAX {

@@ -766,6 +766,10 @@ fn backup_forwards_request_and_times_out_into_view_change() {
         b.handle_timeout(now);
     }
     assert!(now >= Time(0) + cfg.view_change_timeout);
+    // The signature, deferred on receipt (the MAC vouched), was checked before blaming the
+    // primary.
+    assert_eq!(b.stats().client_signatures_deferred, 1);
+    assert_eq!(b.stats().client_signatures_verified, 1);
     let out = drain(&mut b);
     assert!(out.contains(&Action::Persist(PersistRecord::View(1))));
     let vc = sent(&out)
@@ -921,6 +925,32 @@ fn view_change_after_primary_crash_keeps_committed_requests() {
         assert_eq!(c.r[i].last_executed(), 4, "replica {i}");
         assert_eq!(c.r[i].service().count(), 4);
     }
+}
+
+/// Backups defer the signature of a request their MAC vouches for. A new primary checks it
+/// before proposing what it holds: a badly signed request is never ordered (a backup whose MAC
+/// failed could not authenticate it), and its client is blacklisted.
+#[test]
+fn a_new_primary_proposes_a_deferred_request_only_if_its_signature_verifies() {
+    let mut c = Cluster::new(config());
+    c.down[0] = true;
+    let bad = client_request(&c.cfg, CLIENT, 1, b"w", false, ReqAuth::BadSignature);
+    c.deliver_all(&bad);
+    let good = client_request(&c.cfg, CLIENT, 2, b"w", false, ReqAuth::Signed);
+    c.deliver_all(&good);
+    for i in 1..4 {
+        assert_eq!(c.r[i].stats().client_signatures_deferred, 2, "replica {i}");
+        assert_eq!(c.r[i].stats().client_signatures_verified, 0, "replica {i}");
+    }
+    c.advance(Duration::from_secs(12));
+    for i in 1..4 {
+        assert_eq!(c.r[i].view(), 1, "replica {i}");
+        assert!(c.r[i].has_new_view());
+        assert_eq!(c.r[i].service().count(), 1, "only the good request ran");
+    }
+    // The new primary checked both on installing the view; the bad one blacklisted the client.
+    assert!(c.r[1].is_blacklisted(CLIENT));
+    assert!(c.r[1].stats().client_signatures_verified >= 2);
 }
 
 #[test]
@@ -1597,16 +1627,34 @@ fn good_mac_over_a_bad_signature_blacklists_the_client() {
     );
     assert!(p.is_blacklisted(CLIENT));
     assert_eq!(p.stats().clients_blacklisted, 1);
-    // At a backup: not forwarded, no view-change timer (it would frame the primary).
+    // At a backup the MAC vouches for it and the signature check is deferred: the request is
+    // forwarded (the primary checks the signature itself) and timed. When the timer fires, the
+    // signature is checked before the primary is blamed: no view change (it would frame the
+    // primary), the request is forgotten and the client blacklisted.
     let mut b = replica(1, &cfg);
     drain(&mut b);
     b.handle_message(Time(1), &bad);
     assert_eq!(
         drain(&mut b),
-        vec![Action::Event(Event::Dropped(DropReason::BadAuth))]
+        vec![Action::Send {
+            to: 0,
+            bytes: bad.clone().into()
+        }]
     );
+    assert!(b.timers.is_set(TimerKind::ViewChange));
+    assert_eq!(b.stats().client_signatures_deferred, 1);
+    assert_eq!(b.stats().client_signatures_verified, 0);
+    let fire = Time(1) + cfg.view_change_timeout + Duration::from_secs(1);
+    while let Some(t) = b.poll_timeout().filter(|&t| t <= fire) {
+        b.handle_timeout(t);
+    }
+    assert_eq!(b.view(), 0);
     assert!(!b.timers.is_set(TimerKind::ViewChange));
+    assert!(sent(&drain(&mut b))
+        .iter()
+        .all(|m| !matches!(m, Message::ViewChange(_))));
     assert!(b.is_blacklisted(CLIENT));
+    assert_eq!(b.stats().client_signatures_verified, 1);
     // Blacklisted, the client's MAC no longer vouches for anything: a read-only request needs
     // its signature, and an inlined request with a bad signature is held (§1.14).
     b.handle_message(

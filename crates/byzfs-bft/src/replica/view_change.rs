@@ -89,6 +89,11 @@ impl<S: Service> Replica<S> {
     }
 
     pub(super) fn on_view_change_timeout(&mut self) {
+        if self.has_new_view && !self.pending_signatures_checked() {
+            // Only requests a faulty client signed badly were pending: no one to blame.
+            self.restart_vtimer();
+            return;
+        }
         if !self.has_new_view {
             // The new view failed to install in time: back off (§3.1, pitfall #8).
             let doubled = self.vc.timeout.saturating_mul(2);
@@ -427,7 +432,7 @@ impl<S: Service> Replica<S> {
             reqs.sort();
             for (c, rid, d) in reqs {
                 let done = self.cached_rid(c).is_some_and(|(r, _)| r >= rid);
-                if !done && !self.proposed.contains(&d) {
+                if !done && !self.proposed.contains(&d) && self.signature_checked(d) {
                     self.queue.push_back(d);
                 }
             }
