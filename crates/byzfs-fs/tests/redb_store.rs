@@ -56,10 +56,17 @@ proptest! {
         steps in proptest::collection::vec(step(), 1..40),
         // Commit every write at once, every few writes, or only at checkpoints.
         write_back in prop_oneof![Just(0usize), Just(40), Just(1 << 20)],
+        // A scratch store (never synced, as a replica's) behaves the same.
+        scratch in any::<bool>(),
     ) {
         let dir = tempfile::tempdir().unwrap();
         let mut m = MemStore::new(PARTS);
-        let mut r = RedbStore::open(dir.path().join("s.redb"), PARTS).unwrap();
+        let path = dir.path().join("s.redb");
+        let mut r = if scratch {
+            RedbStore::create_scratch(&path, PARTS, 1 << 20).unwrap()
+        } else {
+            RedbStore::open(&path, PARTS).unwrap()
+        };
         r.set_write_back_bytes(write_back);
         let mut seqs: Vec<Seq> = Vec::new();
         let mut next: Seq = 1;
@@ -118,6 +125,22 @@ proptest! {
             prop_assert_eq!(r.checkpoint_digests(s), d);
         }
     }
+}
+
+#[test]
+fn a_scratch_store_starts_empty_in_place_of_an_old_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.redb");
+    let empty = MemStore::new(PARTS).current_digests();
+    let mut r = RedbStore::create_scratch(&path, PARTS, 1 << 20).unwrap();
+    r.apply(WriteSet::from([(key(1, 1), Some(vec![7; 100]))]))
+        .unwrap();
+    r.checkpoint(1);
+    assert_ne!(r.current_digests(), empty);
+    drop(r);
+    let r = RedbStore::create_scratch(&path, PARTS, 1 << 20).unwrap();
+    assert_eq!(r.current_digests(), empty);
+    assert_eq!(r.latest_checkpoint(), None);
 }
 
 #[test]

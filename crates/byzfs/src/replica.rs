@@ -4,7 +4,7 @@ use anyhow::Context as _;
 use byzfs_bft::services::kv::KvService;
 use byzfs_bft::services::null::NullService;
 use byzfs_bft::Service;
-use byzfs_fs::store::RedbStore;
+use byzfs_fs::store::{RedbStore, DEFAULT_CACHE_BYTES};
 use byzfs_fs::{FileService, FsConfig};
 use byzfs_net::cluster::ClusterConfig;
 use byzfs_net::keygen::replica_key_path;
@@ -137,20 +137,15 @@ pub fn run(a: ReplicaArgs) -> anyhow::Result<ExitCode> {
             // The file service keeps its (possibly GB-sized) state in its own redb file. It
             // starts empty: in `disk` mode the replica restores it from the last stable
             // checkpoint in `replica.redb` and replays the executed batches after it
-            // (`Replica::restore`); in `memory` mode it catches up by state transfer.
+            // (`Replica::restore`); in `memory` mode it catches up by state transfer. So the
+            // file is scratch space, replaced here and never synced (durability is
+            // `replica.redb`'s job).
             let dir = data_dir(&a);
             std::fs::create_dir_all(&dir)
                 .with_context(|| format!("cannot create the data directory {}", dir.display()))?;
             let path = dir.join("fs-state.redb");
-            match std::fs::remove_file(&path) {
-                Ok(()) => {}
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                Err(e) => {
-                    return Err(e).with_context(|| format!("cannot reset {}", path.display()))
-                }
-            }
-            let store = RedbStore::open(&path, cfg.partitions)
-                .with_context(|| format!("cannot open {}", path.display()))?;
+            let store = RedbStore::create_scratch(&path, cfg.partitions, DEFAULT_CACHE_BYTES)
+                .with_context(|| format!("cannot create {}", path.display()))?;
             let fs = FileService::with_store(store, cfg)
                 .with_context(|| format!("cannot initialise {}", path.display()))?;
             serve(cluster, secret, fs, durability, &a)

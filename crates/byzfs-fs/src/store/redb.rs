@@ -30,7 +30,9 @@
 //!   fsync per checkpoint rather than per operation. After a crash the database reopens at a
 //!   consistent state no older than the last checkpoint (the sums are in the same
 //!   transactions as the data, so digests stay exact). Nothing relies on more: a replica
-//!   rebuilds the store from its own checkpoint and log at start.
+//!   rebuilds the store from its own checkpoint and log at start, which is why `byzfs
+//!   replica` opens it with [`RedbStore::create_scratch`], whose file is never synced at all
+//!   (the fsync at each checkpoint stalled every replica at the same sequence number).
 //! * **Errors.** `get`, `range` and `apply` report failures (a full disk is
 //!   [`StoreError::Full`]). The other methods have no error channel in the `Service` trait:
 //!   a disk failure inside them is recorded ([`Store::failure`], surfaced as
@@ -45,7 +47,11 @@ use super::{
 };
 use byzfs_bft::state::{leaf_hash, partition_digest, Sum, SUM_BYTES};
 use byzfs_bft::{Digest, Seq};
-use redb::{Database, Durability, ReadableDatabase, ReadableTable, Table, TableDefinition};
+use redb::backends::FileBackend;
+use redb::{
+    BackendError, Database, Durability, ReadableDatabase, ReadableTable, StorageBackend, Table,
+    TableDefinition,
+};
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Bound;
 use std::path::Path;
@@ -239,6 +245,55 @@ fn merged<T: ReadableTable<&'static [u8], &'static [u8]>>(
     Ok(items)
 }
 
+/// A redb file backend that never syncs ([`RedbStore::create_scratch`]); everything else is
+/// redb's own [`FileBackend`].
+#[derive(Debug)]
+struct ScratchBackend(FileBackend);
+
+impl StorageBackend for ScratchBackend {
+    fn len(&self) -> std::io::Result<u64> {
+        self.0.len()
+    }
+    fn read(&self, offset: u64, out: &mut [u8]) -> std::io::Result<()> {
+        self.0.read(offset, out)
+    }
+    fn set_len(&self, len: u64) -> std::io::Result<()> {
+        self.0.set_len(len)
+    }
+    /// The point of this backend: the file is rebuilt at every start, a sync protects nothing.
+    fn sync_data(&self) -> std::io::Result<()> {
+        Ok(())
+    }
+    fn write(&self, offset: u64, data: &[u8]) -> std::io::Result<()> {
+        self.0.write(offset, data)
+    }
+    fn close(&self) -> std::io::Result<()> {
+        self.0.close()
+    }
+    fn try_lock_range(&self, start: Bound<u64>, end: Bound<u64>) -> Result<bool, BackendError> {
+        self.0.try_lock_range(start, end)
+    }
+    fn try_lock_shared_range(
+        &self,
+        start: Bound<u64>,
+        end: Bound<u64>,
+    ) -> Result<bool, BackendError> {
+        self.0.try_lock_shared_range(start, end)
+    }
+    fn lock_range(&self, start: Bound<u64>, end: Bound<u64>) -> Result<(), BackendError> {
+        self.0.lock_range(start, end)
+    }
+    fn lock_shared_range(&self, start: Bound<u64>, end: Bound<u64>) -> Result<(), BackendError> {
+        self.0.lock_shared_range(start, end)
+    }
+    fn unlock_range(&self, start: Bound<u64>, end: Bound<u64>) -> Result<(), BackendError> {
+        self.0.unlock_range(start, end)
+    }
+    fn query_lock_range(&self, start: Bound<u64>, end: Bound<u64>) -> Result<bool, BackendError> {
+        self.0.query_lock_range(start, end)
+    }
+}
+
 /// A partitioned, checkpointed store in a redb database file.
 pub struct RedbStore {
     db: Database,
@@ -268,11 +323,47 @@ impl RedbStore {
         partitions: u32,
         cache_bytes: usize,
     ) -> Result<RedbStore, StoreError> {
-        let parts = partitions.max(1);
         let db = Database::builder()
             .set_cache_size(cache_bytes)
             .create(path)
             .map_err(err)?;
+        Self::init(db, partitions)
+    }
+
+    /// A new, empty store at `path` (replacing any file there) that is scratch space: it never
+    /// calls `fsync`. For a store its owner rebuilds at every start — a replica's file service
+    /// restores its state from the replica's own checkpoint and log, and deletes this file
+    /// first — so a sync protects nothing. The commits keep their durability levels (redb frees
+    /// pages only at durable commits), but each checkpoint no longer stalls the replica on a
+    /// disk flush. The file is still written, so the state need not fit in memory.
+    pub fn create_scratch(
+        path: impl AsRef<Path>,
+        partitions: u32,
+        cache_bytes: usize,
+    ) -> Result<RedbStore, StoreError> {
+        // Unlinked, not truncated: a process still holding the old file keeps its own copy.
+        match std::fs::remove_file(path.as_ref()) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(err(e)),
+        }
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .open(path)
+            .map_err(err)?;
+        let backend = ScratchBackend(FileBackend::new(file).map_err(err)?);
+        let db = Database::builder()
+            .set_cache_size(cache_bytes)
+            .create_with_backend(backend)
+            .map_err(err)?;
+        Self::init(db, partitions)
+    }
+
+    /// Creates the tables (or checks them) and loads the sums and held checkpoints.
+    fn init(db: Database, partitions: u32) -> Result<RedbStore, StoreError> {
+        let parts = partitions.max(1);
         let tx = db.begin_write().map_err(err)?;
         {
             let mut meta = tx.open_table(META).map_err(err)?;
