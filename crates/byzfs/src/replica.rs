@@ -67,12 +67,13 @@ pub struct ReplicaArgs {
     /// This replica's key file (default: replica-<id>.key beside the config).
     #[arg(long)]
     key: Option<PathBuf>,
-    /// Data directory of the `disk` mode (created if needed; default: data/replica-<id>
-    /// beside the config). Unused in `memory` mode.
+    /// Data directory (created if needed; default: `data/replica-ID` beside the config): the
+    /// `disk` mode's promises and checkpoints, and the file service's scratch store.
     #[arg(long)]
     data: Option<PathBuf>,
     /// `disk`: promises and state are fsync'd (group commit) before they are relied on;
-    /// `memory`: nothing is written, a restarted replica rejoins through state transfer.
+    /// `memory`: nothing is kept across a restart (a restarted replica rejoins through state
+    /// transfer; the file service's store is scratch space on disk in both modes).
     #[arg(long, value_enum, default_value_t = DurabilityMode::Disk)]
     durability: DurabilityMode,
     /// The service to replicate; every replica of a cluster must run the same one.

@@ -7,6 +7,7 @@ use anyhow::Context as _;
 use byzfs_bft::services::kv::KvService;
 use byzfs_bft::services::null::NullService;
 use byzfs_bft::Service;
+use byzfs_fs::store::{RedbStore, DEFAULT_CACHE_BYTES};
 use byzfs_net::cluster::ClusterConfig;
 use byzfs_net::keygen::replica_key_path;
 use byzfs_net::node::UnreplicatedNode;
@@ -33,11 +34,12 @@ pub struct UnreplicatedArgs {
     service: ServiceKind,
     /// `disk`: every executed request is fsync'd (one group commit per event-loop turn, as a
     /// replica's) before it is answered, and the state survives a restart; `memory`:
-    /// nothing is written.
+    /// nothing is kept across a restart (the file service's store is scratch space on disk,
+    /// as a replica's, in both modes).
     #[arg(long, value_enum, default_value_t = DurabilityMode::Disk)]
     durability: DurabilityMode,
-    /// Data directory of the `disk` mode (created if needed; default: data/unreplicated
-    /// beside the config).
+    /// Data directory (created if needed; default: data/unreplicated beside the config): the
+    /// `disk` mode's log and checkpoints, and the file service's scratch store.
     #[arg(long)]
     data: Option<PathBuf>,
     /// Stop when stdin closes (set by `byzfs bench` so servers never outlive it).
@@ -53,16 +55,16 @@ pub fn run(a: UnreplicatedArgs) -> anyhow::Result<ExitCode> {
         .clone()
         .unwrap_or_else(|| replica_key_path(a.config.parent().unwrap_or_else(|| ".".as_ref()), 0));
     let secret = ReplicaSecret::load(&key, &cluster, 0)?;
+    let dir = a.data.clone().unwrap_or_else(|| {
+        a.config
+            .parent()
+            .unwrap_or_else(|| ".".as_ref())
+            .join("data")
+            .join("unreplicated")
+    });
     let durability: Box<dyn Durability> = match a.durability {
         DurabilityMode::Memory => Box::new(MemoryDurability),
         DurabilityMode::Disk => {
-            let dir = a.data.clone().unwrap_or_else(|| {
-                a.config
-                    .parent()
-                    .unwrap_or_else(|| ".".as_ref())
-                    .join("data")
-                    .join("unreplicated")
-            });
             let identity = format!(
                 "unreplicated server of cluster {} (service {})",
                 cluster
@@ -81,15 +83,21 @@ pub fn run(a: UnreplicatedArgs) -> anyhow::Result<ExitCode> {
     match a.service {
         ServiceKind::Null => serve(cluster, secret, NullService::default(), durability, &a),
         ServiceKind::Kv => serve(cluster, secret, KvService::new(), durability, &a),
-        // NO-REP of the file benchmarks (issue #4 item 4). The state is in memory and, in
-        // `disk` mode, in the same redb log and checkpoint images as a replica's.
-        ServiceKind::Fs => serve(
-            cluster,
-            secret,
-            byzfs_fs::FileService::in_memory(byzfs_fs::FsConfig::default()),
-            durability,
-            &a,
-        ),
+        // NO-REP of the file benchmarks (issue #4 item 4): the same file service on the same
+        // store as a replica's — a scratch redb file, rebuilt at every start (in `disk` mode
+        // from the same redb log and checkpoint images as a replica's) — so that files of many
+        // GB do not need memory and the baseline does the same work per operation.
+        ServiceKind::Fs => {
+            std::fs::create_dir_all(&dir)
+                .with_context(|| format!("cannot create the data directory {}", dir.display()))?;
+            let path = dir.join("fs-state.redb");
+            let cfg = byzfs_fs::FsConfig::default();
+            let store = RedbStore::create_scratch(&path, cfg.partitions, DEFAULT_CACHE_BYTES)
+                .with_context(|| format!("cannot create {}", path.display()))?;
+            let fs = byzfs_fs::FileService::with_store(store, cfg)
+                .with_context(|| format!("cannot initialise {}", path.display()))?;
+            serve(cluster, secret, fs, durability, &a)
+        }
     }
 }
 

@@ -306,6 +306,9 @@ pub struct RedbStore {
     checkpoints: Vec<(Seq, Vec<Digest>)>,
     /// The first failure where the trait has no error channel (see the module docs).
     failed: OnceLock<String>,
+    /// A scratch store ([`RedbStore::create_scratch`]): every commit is `Immediate` (free
+    /// without a sync), so redb frees pages at every commit, not only at checkpoints.
+    scratch: bool,
 }
 
 impl RedbStore {
@@ -333,9 +336,11 @@ impl RedbStore {
     /// A new, empty store at `path` (replacing any file there) that is scratch space: it never
     /// calls `fsync`. For a store its owner rebuilds at every start — a replica's file service
     /// restores its state from the replica's own checkpoint and log, and deletes this file
-    /// first — so a sync protects nothing. The commits keep their durability levels (redb frees
-    /// pages only at durable commits), but each checkpoint no longer stalls the replica on a
-    /// disk flush. The file is still written, so the state need not fit in memory.
+    /// first — so a sync protects nothing. Every commit is `Immediate`, free without the sync,
+    /// so redb frees pages at every commit (it frees them only at durable commits), even for
+    /// an owner that never takes a checkpoint (NO-REP in `memory` mode); each checkpoint no
+    /// longer stalls the replica on a disk flush. The file is still written, so the state
+    /// need not fit in memory.
     pub fn create_scratch(
         path: impl AsRef<Path>,
         partitions: u32,
@@ -358,7 +363,9 @@ impl RedbStore {
             .set_cache_size(cache_bytes)
             .create_with_backend(backend)
             .map_err(err)?;
-        Self::init(db, partitions)
+        let mut store = Self::init(db, partitions)?;
+        store.scratch = true;
+        Ok(store)
     }
 
     /// Creates the tables (or checks them) and loads the sums and held checkpoints.
@@ -433,7 +440,17 @@ impl RedbStore {
             digests,
             checkpoints,
             failed: OnceLock::new(),
+            scratch: false,
         })
+    }
+
+    /// The durability a commit asks for: `wanted`, or always `Immediate` on a scratch store.
+    fn durability(&self, wanted: Durability) -> Durability {
+        if self.scratch {
+            Durability::Immediate
+        } else {
+            wanted
+        }
     }
 
     /// Records a disk failure where the trait has no error channel (the first one wins;
@@ -478,7 +495,7 @@ impl RedbStore {
         }
         let staged = std::mem::take(&mut self.staged);
         let mut tx = self.db.begin_write().map_err(err)?;
-        tx.set_durability(Durability::None)
+        tx.set_durability(self.durability(Durability::None))
             .map_err(|e| StoreError::Io(e.to_string()))?;
         {
             let mut live = tx.open_table(LIVE).map_err(err)?;
@@ -584,7 +601,7 @@ impl RedbStore {
         ) -> Result<R, StoreError>,
     ) -> Result<R, StoreError> {
         let mut tx = self.db.begin_write().map_err(err)?;
-        tx.set_durability(durability)
+        tx.set_durability(self.durability(durability))
             .map_err(|e| StoreError::Io(e.to_string()))?;
         let mut edits = SumEdits {
             base: &self.sums,
