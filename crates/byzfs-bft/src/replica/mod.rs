@@ -98,7 +98,7 @@ pub(crate) struct StoredRequest {
     pub digest: Digest,
     pub big: bool,
     /// Whether the frame's client signature was verified (or its client does not sign): a
-    /// backup defers the check until the request must be transferable (`sig_pending_ok`).
+    /// backup defers the check until the request must be transferable (`signature_checked`).
     pub sig_checked: bool,
 }
 
@@ -727,11 +727,11 @@ impl<S: Service> Replica<S> {
     /// view change; a faulty client's badly signed request alone must not (Aardvark's
     /// framing of the primary, PROTOCOL.md §5.3).
     fn pending_signatures_checked(&mut self) -> bool {
-        let pending: Vec<(ClientId, Digest)> =
-            self.pending.iter().map(|(&c, &(_, d))| (c, d)).collect();
-        for (c, d) in pending {
-            if self.requests.contains_key(&d) && !self.signature_checked(d) {
-                self.pending.remove(&c);
+        let pending: Vec<Digest> = self.pending.values().map(|&(_, d)| d).collect();
+        for d in pending {
+            // One that fails leaves `pending` (see `signature_checked`).
+            if self.requests.contains_key(&d) {
+                self.signature_checked(d);
             }
         }
         !self.pending.is_empty()
