@@ -198,6 +198,21 @@ pub enum Event {
         /// Its digest.
         digest: Digest,
     },
+    /// A read-only request was answered without ordering (§1.8), from a state whose
+    /// committed prefix ends at `committed` (the read-only checker holds the result to the
+    /// result on that prefix).
+    ReadOnlyExecuted {
+        /// The client.
+        client: ClientId,
+        /// The request.
+        rid: RequestId,
+        /// `last_executed` when it ran.
+        committed: Seq,
+        /// Batches after `committed` had executed tentatively (the per-object floor).
+        on_tentative: bool,
+        /// Digest of the result.
+        result_digest: Digest,
+    },
     /// An input was dropped.
     Dropped(DropReason),
 }

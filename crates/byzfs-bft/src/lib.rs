@@ -71,6 +71,7 @@ pub mod services;
 pub mod state;
 pub mod time;
 pub mod wire;
+pub mod write_tracker;
 
 pub use action::{Action, CheckpointImage, DropReason, Event, PersistRecord, StoreRecord};
 pub use client::{Client, ClientAction, ClientError};

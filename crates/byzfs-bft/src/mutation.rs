@@ -17,16 +17,20 @@ pub enum Mutation {
     PrepareWithoutDigest,
     /// Execute tentatively before all earlier batches have committed.
     TentativeBeforeCommitted,
+    /// Answer read-only requests from the tentative state, whatever the uncommitted batch
+    /// wrote (the read-only floor still holds).
+    ReadOnlyOnTentative,
 }
 
 impl Mutation {
     /// Every mutation.
-    pub const ALL: [Mutation; 5] = [
+    pub const ALL: [Mutation; 6] = [
         Mutation::CommitQuorum2f,
         Mutation::AcceptSecondPrePrepare,
         Mutation::NewViewLowestView,
         Mutation::PrepareWithoutDigest,
         Mutation::TentativeBeforeCommitted,
+        Mutation::ReadOnlyOnTentative,
     ];
 
     /// Command-line name.
@@ -37,6 +41,7 @@ impl Mutation {
             Mutation::NewViewLowestView => "newview-lowest-view",
             Mutation::PrepareWithoutDigest => "prepare-without-digest",
             Mutation::TentativeBeforeCommitted => "tentative-before-committed",
+            Mutation::ReadOnlyOnTentative => "read-only-on-tentative",
         }
     }
 

@@ -33,6 +33,27 @@ pub trait Service {
     /// Executes a read-only operation against the current state, without changing it.
     fn execute_read_only(&self, client: ClientId, op: &[u8]) -> Vec<u8>;
 
+    /// Batch `seq` is about to execute (tentatively, committed, or replayed after a
+    /// rollback); every batch up to `committed` is committed. A service that answers reads
+    /// during tentative execution ([`Service::execute_read_only_committed`]) records from here
+    /// which batch writes what (see [`crate::write_tracker::WriteTracker`]). Default: nothing.
+    fn begin_batch(&mut self, _seq: Seq, _committed: Seq) {}
+
+    /// Executes a read-only operation while the live state holds batches after `committed`
+    /// that executed only tentatively. Returns the result only if it equals the result on the
+    /// committed state — the operation read nothing those batches wrote — and `None`
+    /// otherwise; the replica then answers once they commit (PROTOCOL.md §1.8, per-object
+    /// floor). Returning a result that depends on an uncommitted write is unsafe (STATUS.md
+    /// "Session 10" has the counterexample). Default: `None`, always wait.
+    fn execute_read_only_committed(
+        &self,
+        _client: ClientId,
+        _op: &[u8],
+        _committed: Seq,
+    ) -> Option<Vec<u8>> {
+        None
+    }
+
     /// Number of state partitions (constant for the life of the service).
     fn partition_count(&self) -> u32;
 

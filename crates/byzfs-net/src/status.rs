@@ -38,6 +38,8 @@ pub fn drop_reason_name(r: DropReason) -> &'static str {
 pub struct CoreCounters {
     pub requests_executed: u64,
     pub read_only_executed: u64,
+    #[serde(default)]
+    pub read_only_on_tentative: u64,
     pub batches_committed: u64,
     pub pre_prepares_sent: u64,
     pub batched_requests: u64,
@@ -54,6 +56,7 @@ impl From<&Stats> for CoreCounters {
         CoreCounters {
             requests_executed: s.requests_executed,
             read_only_executed: s.read_only_executed,
+            read_only_on_tentative: s.read_only_on_tentative,
             batches_committed: s.batches_committed,
             pre_prepares_sent: s.pre_prepares_sent,
             batched_requests: s.batched_requests,

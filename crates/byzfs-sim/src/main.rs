@@ -182,7 +182,7 @@ fn print_report(r: &RunReport, cli: &Cli, mutation: Option<Mutation>) -> u64 {
     let s = &r.stats;
     if cli.verbose || cli.trace {
         println!(
-            "{} seed={} scenario={}: events={} t={:.1}s ops={} refused={} agreed_seq={} view={} checked={} [{}]",
+            "{} seed={} scenario={}: events={} t={:.1}s ops={} refused={} agreed_seq={} view={} checked={} ro={}/{} [{}]",
             if r.violations.is_empty() { "ok  " } else { "fail" },
             r.seed,
             r.family.name(),
@@ -193,6 +193,8 @@ fn print_report(r: &RunReport, cli: &Cli, mutation: Option<Mutation>) -> u64 {
             s.agreed_seq,
             s.view_max,
             s.results_checked,
+            s.read_only_checked.1,
+            s.read_only_checked.0,
             r.summary
         );
     }

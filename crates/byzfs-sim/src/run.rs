@@ -89,6 +89,9 @@ pub struct RunStats {
     pub view_max: View,
     /// Results checked by the oracle.
     pub results_checked: u64,
+    /// Read-only answers of correct replicas checked against their committed prefix, and of
+    /// those, answered while a batch had executed tentatively.
+    pub read_only_checked: (u64, u64),
     /// Network counters.
     pub net: NetStats,
 }
@@ -1399,6 +1402,10 @@ impl Sim {
                 .max()
                 .unwrap_or(0),
             results_checked: self.oracle.results.checked,
+            read_only_checked: (
+                self.oracle.read_only.checked,
+                self.oracle.read_only.checked_on_tentative,
+            ),
             net: self.net.stats().clone(),
         };
         RunReport {

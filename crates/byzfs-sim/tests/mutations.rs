@@ -8,7 +8,8 @@ mod common;
 
 use byzfs_bft::mutation::Mutation;
 use byzfs_sim::checker::{
-    agreement, checkpoints, committed_prepared, durability, liveness, prefix, prepared, Violation,
+    agreement, checkpoints, committed_prepared, durability, liveness, prefix, prepared, read_only,
+    Violation,
 };
 use byzfs_sim::run::{BUDGET, PANIC};
 use byzfs_sim::{run, Family, RunConfig};
@@ -52,6 +53,12 @@ const CASES: &[Case] = &[
         Family::Normal,
         &[2, 17],
         &[checkpoints::NAME, agreement::NAME, prefix::NAME],
+    ),
+    (
+        Mutation::ReadOnlyOnTentative,
+        Family::Normal,
+        &[13, 14],
+        &[read_only::NAME],
     ),
 ];
 

@@ -186,3 +186,52 @@ fn diverging_state_and_view_regression_are_caught() {
     );
     assert_eq!(o.sink.violations()[1].checker, checker::view::NAME);
 }
+
+/// A correct replica's read-only answer of `value` for `(client, rid)` over committed prefix
+/// `committed`.
+fn answer(o: &mut Oracle, inst: usize, client: u64, rid: u64, committed: u64, value: Option<&str>) {
+    let result = KvResult::Value(value.map(|v| v.as_bytes().to_vec())).encode();
+    o.event(
+        Time(50),
+        inst,
+        &Event::ReadOnlyExecuted {
+            client,
+            rid,
+            committed,
+            on_tentative: true,
+            result_digest: Digest::of(&result),
+        },
+    );
+}
+
+#[test]
+fn read_only_answers_must_come_from_the_committed_prefix() {
+    let get = KvOp::Get { key: b"k".to_vec() }.encode();
+    let mut o = oracle();
+    o.issue(Time(0), 100, 1, &append("a"), true);
+    o.issue(Time(0), 100, 2, &append("b"), true);
+    o.issue(Time(0), 101, 1, &get, true);
+    o.issue(Time(0), 101, 2, &get, true);
+    o.issue(Time(0), 101, 3, &get, true);
+    for inst in 0..3 {
+        commit(&mut o, inst, 1, d(1), &[(100, 1)]);
+    }
+    // After 1..=1 the key holds "a": right, then wrong (the uncommitted "ab").
+    answer(&mut o, 0, 101, 1, 1, Some("a"));
+    assert!(!o.sink.any(), "{:?}", o.sink.violations());
+    answer(&mut o, 1, 101, 2, 1, Some("ab"));
+    assert_eq!(
+        o.sink.violations()[0].checker,
+        checker::read_only::NAME,
+        "{:?}",
+        o.sink.violations()
+    );
+    // A prefix the history does not reach yet is judged once it does.
+    answer(&mut o, 2, 101, 3, 2, Some("a"));
+    assert_eq!(o.sink.violations().len(), 1);
+    for inst in 0..3 {
+        commit(&mut o, inst, 2, d(2), &[(100, 2)]);
+    }
+    assert_eq!(o.sink.violations().len(), 2, "{:?}", o.sink.violations());
+    assert_eq!(o.read_only.checked, 3);
+}

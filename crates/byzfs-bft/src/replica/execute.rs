@@ -125,6 +125,7 @@ impl<S: Service> Replica<S> {
             .map(|v| v.as_slice())
             .chain(big_frames.iter().map(|a| &a[..]));
         let mut progress_clients = Vec::new();
+        self.service.begin_batch(n, self.last_executed);
         for bytes in frames {
             // Batches were validated when accepted; a frame that still fails to parse is
             // skipped identically at every correct replica (parsing is deterministic).
@@ -231,26 +232,72 @@ impl<S: Service> Replica<S> {
         self.last_tentative = self.last_executed;
     }
 
-    /// Read-only optimisation (§1.8): run now if no tentative execution is outstanding, the
-    /// replica is not fetching, holds the new view and has executed everything up to the
-    /// `read_only_floor`; otherwise queue it with the floor as it is now (a later rise does
-    /// not concern it, so reads are not starved by a busy pipeline).
+    /// Read-only optimisation (§1.8): run now if the replica is not fetching, holds the new
+    /// view, has executed everything up to the `read_only_floor`, and the result equals the
+    /// result on the committed state (see [`Self::try_read_only`]); otherwise queue it with
+    /// the floor as it is now (a later rise does not concern it, so reads are not starved by a
+    /// busy pipeline).
     pub(super) fn on_read_only(&mut self, r: StoredRequest) {
         let floor = self.read_only_floor;
-        if self.can_run_read_only(floor) {
-            self.run_read_only(&r);
-        } else if self.ro_queue.len() < RO_QUEUE_MAX {
+        if self.try_read_only(floor, &r) {
+            return;
+        }
+        if self.ro_queue.len() < RO_QUEUE_MAX {
             self.ro_queue.push_back((floor, r));
         } else {
             self.drop_input(DropReason::QueueFull);
         }
     }
 
-    fn can_run_read_only(&self, floor: Seq) -> bool {
-        self.last_tentative == self.last_executed
-            && self.last_executed >= floor
-            && self.fetch.is_none()
-            && self.has_new_view
+    /// Answers read-only request `r` (queued with `floor`) if it may run now; returns whether
+    /// it did (a malformed request counts as done: it is dropped).
+    ///
+    /// With no tentative execution outstanding, the live state is the committed state. With
+    /// one (`last_tentative = last_executed + 1`, §1.7 allows no more), the service runs the
+    /// read and keeps the result only if the read touched nothing the uncommitted batch
+    /// wrote (the *per-object floor*): then it is the committed state's result, and equally
+    /// the result after `last_tentative`, which the floor may require. Answering from the
+    /// tentative state as such is unsafe (STATUS.md "Session 10").
+    fn try_read_only(&mut self, floor: Seq, r: &StoredRequest) -> bool {
+        if self.fetch.is_some() || !self.has_new_view || self.last_tentative < floor {
+            return false;
+        }
+        let Ok(f) = Frame::parse(&r.frame, usize::MAX) else {
+            return true;
+        };
+        let Some(req) = RequestView::decode(f.body) else {
+            return true;
+        };
+        let on_tentative = self.last_tentative > self.last_executed;
+        let result = if !on_tentative || self.mutated(M::ReadOnlyOnTentative) {
+            self.service.execute_read_only(req.client, req.op)
+        } else {
+            match self
+                .service
+                .execute_read_only_committed(req.client, req.op, self.last_executed)
+            {
+                Some(result) => result,
+                None => return false,
+            }
+        };
+        self.stats.read_only_executed += 1;
+        if on_tentative {
+            self.stats.read_only_on_tentative += 1;
+        }
+        // The event follows the reply (a checker reads it, nothing waits on it) and reuses
+        // its digest: hashing a large result twice would cost a read as much again.
+        if let Some(result_digest) =
+            self.send_reply(req.client, req.rid, &result, true, f.header.replier)
+        {
+            self.event(Event::ReadOnlyExecuted {
+                client: req.client,
+                rid: req.rid,
+                committed: self.last_executed,
+                on_tentative,
+                result_digest,
+            });
+        }
+        true
     }
 
     /// Raises the `read_only_floor` (it never decreases).
@@ -258,27 +305,14 @@ impl<S: Service> Replica<S> {
         self.read_only_floor = self.read_only_floor.max(seq);
     }
 
-    fn run_read_only(&mut self, r: &StoredRequest) {
-        let Ok(f) = Frame::parse(&r.frame, usize::MAX) else {
-            return;
-        };
-        let Some(req) = RequestView::decode(f.body) else {
-            return;
-        };
-        let result = self.service.execute_read_only(req.client, req.op);
-        self.stats.read_only_executed += 1;
-        self.send_reply(req.client, req.rid, &result, true, f.header.replier);
-    }
-
+    /// Answers the queued reads that may run now, in order; stops at the first that may not
+    /// (one client's reads stay in order, and the queue is short).
     pub(super) fn drain_read_only(&mut self) {
-        while let Some(&(floor, _)) = self.ro_queue.front() {
-            if !self.can_run_read_only(floor) {
+        while let Some((floor, r)) = self.ro_queue.pop_front() {
+            if !self.try_read_only(floor, &r) {
+                self.ro_queue.push_front((floor, r));
                 break;
             }
-            let Some((_, r)) = self.ro_queue.pop_front() else {
-                break;
-            };
-            self.run_read_only(&r);
         }
     }
 
@@ -291,10 +325,8 @@ impl<S: Service> Replica<S> {
         result: &[u8],
         tentative: bool,
         replier: u8,
-    ) {
-        let Some((to_client, _)) = self.keys.clients.get(&c) else {
-            return;
-        };
+    ) -> Option<Digest> {
+        let (to_client, _) = self.keys.clients.get(&c)?;
         let full = replier == REPLIER_ALL
             || replier as u32 == self.me
             || result.len() <= self.config.full_reply_threshold;
@@ -307,10 +339,12 @@ impl<S: Service> Replica<S> {
             result_digest: Digest::of(result),
             result: full.then(|| result.to_vec()),
         };
+        let digest = reply.result_digest;
         let env = Envelope::new(Principal::Replica(self.me), self.config.epoch);
         let bytes: Arc<[u8]> =
             crate::wire::encode(env, &Message::Reply(reply), Auth::Mac(to_client)).into();
         self.out.push_back(Action::SendClient { client: c, bytes });
+        Some(digest)
     }
 
     /// Answers a retransmitted request from the reply cache; committed iff its batch is.

@@ -62,6 +62,9 @@ pub struct Stats {
     pub requests_executed: u64,
     /// Read-only requests executed without ordering.
     pub read_only_executed: u64,
+    /// Of those, answered while a batch had executed only tentatively (the service showed
+    /// they read nothing it wrote).
+    pub read_only_on_tentative: u64,
     /// Batches committed.
     pub batches_committed: u64,
     /// Pre-prepares sent (as primary).
@@ -825,6 +828,7 @@ pub(crate) enum MutationStub {
     NewViewLowestView,
     PrepareWithoutDigest,
     TentativeBeforeCommitted,
+    ReadOnlyOnTentative,
 }
 
 /// The mutation type call sites name (`M::CommitQuorum2f`).

@@ -18,6 +18,7 @@ use crate::ids::{ClientId, Seq};
 use crate::service::Service;
 use crate::state::PartitionedState;
 use crate::time::Time;
+use crate::write_tracker::WriteTracker;
 use core::time::Duration;
 use serde::{Deserialize, Serialize};
 
@@ -145,6 +146,9 @@ pub struct KvService {
     last_proposed: u64,
     /// Clock tolerance for accepting a proposal, in microseconds.
     tolerance_us: u64,
+    /// Which uncommitted batch wrote each key, for reads during tentative execution. Not
+    /// replicated state.
+    writes: WriteTracker,
 }
 
 impl Default for KvService {
@@ -165,6 +169,7 @@ impl KvService {
             state: PartitionedState::new(PARTITIONS),
             last_proposed: 0,
             tolerance_us: u64::try_from(tolerance.as_micros()).unwrap_or(u64::MAX),
+            writes: WriteTracker::new(),
         }
     }
 
@@ -201,11 +206,17 @@ impl KvService {
         match <[u8; 8]>::try_from(nondet) {
             Ok(b) if u64::from_le_bytes(b) > last => {
                 let ts = u64::from_le_bytes(b);
-                self.state.put(TS_KEY.to_vec(), b.to_vec());
+                self.put(TS_KEY.to_vec(), b.to_vec());
                 ts
             }
             _ => last,
         }
+    }
+
+    /// Sets a state key, recording the write for reads during tentative execution.
+    fn put(&mut self, key: Vec<u8>, value: Vec<u8>) {
+        self.writes.record(&key);
+        self.state.put(key, value);
     }
 
     fn read(&self, key: &[u8]) -> Option<Vec<u8>> {
@@ -215,24 +226,26 @@ impl KvService {
     fn apply(&mut self, op: KvOp, ts: u64) -> KvResult {
         match op {
             KvOp::Put { key, value } => {
-                self.state.put(user_key(&key), value);
+                self.put(user_key(&key), value);
                 KvResult::Ok
             }
             KvOp::Get { key } => KvResult::Value(self.read(&key)),
             KvOp::Delete { key } => {
-                self.state.delete(&user_key(&key));
+                let k = user_key(&key);
+                self.writes.record(&k);
+                self.state.delete(&k);
                 KvResult::Ok
             }
             KvOp::Append { key, value } => {
                 let mut v = self.read(&key).unwrap_or_default();
                 v.extend_from_slice(&value);
-                self.state.put(user_key(&key), v.clone());
+                self.put(user_key(&key), v.clone());
                 KvResult::Value(Some(v))
             }
             KvOp::Cas { key, expect, new } => {
                 let current = self.read(&key);
                 if current == expect {
-                    self.state.put(user_key(&key), new);
+                    self.put(user_key(&key), new);
                     KvResult::Ok
                 } else {
                     KvResult::CasFailed(current)
@@ -276,6 +289,25 @@ impl Service for KvService {
             _ => KvResult::Invalid,
         };
         result.encode()
+    }
+
+    fn begin_batch(&mut self, seq: Seq, committed: Seq) {
+        self.writes.begin_batch(seq, committed);
+    }
+
+    /// A `Get` of a key no uncommitted batch wrote.
+    fn execute_read_only_committed(
+        &self,
+        client: ClientId,
+        op: &[u8],
+        committed: Seq,
+    ) -> Option<Vec<u8>> {
+        if let Some(KvOp::Get { key }) = KvOp::decode(op) {
+            if self.writes.written_after(&user_key(&key), committed) {
+                return None;
+            }
+        }
+        Some(self.execute_read_only(client, op))
     }
 
     crate::delegate_state!(state);
@@ -454,6 +486,36 @@ mod tests {
         ));
         assert!(!s.is_read_only(&[0xff]));
         assert!(!s.is_read_only(&[]));
+    }
+
+    #[test]
+    fn reads_during_tentative_execution_wait_only_for_keys_it_wrote() {
+        let mut s = KvService::new();
+        s.begin_batch(1, 0);
+        run(&mut s, put(b"a", b"1"), 1);
+        run(&mut s, put(b"b", b"1"), 1);
+        // Batch 2 runs tentatively (1 is committed) and writes `a` only.
+        s.begin_batch(2, 1);
+        run(&mut s, put(b"a", b"2"), 2);
+        let read = |s: &KvService, k: &[u8]| {
+            s.execute_read_only_committed(1, &get(k).encode(), 1)
+                .map(|r| KvResult::decode(&r).expect("result decodes"))
+        };
+        assert_eq!(read(&s, b"a"), None);
+        assert_eq!(read(&s, b"b"), Some(KvResult::Value(Some(b"1".to_vec()))));
+        assert_eq!(read(&s, b"c"), Some(KvResult::Value(None)));
+        // A delete counts as a write.
+        s.begin_batch(3, 2);
+        run(&mut s, KvOp::Delete { key: b"b".to_vec() }, 3);
+        assert_eq!(
+            s.execute_read_only_committed(1, &get(b"b").encode(), 2),
+            None
+        );
+        // Once 3 commits, nothing waits.
+        s.begin_batch(4, 3);
+        assert!(s
+            .execute_read_only_committed(1, &get(b"b").encode(), 3)
+            .is_some());
     }
 
     #[test]

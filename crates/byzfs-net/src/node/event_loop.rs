@@ -375,6 +375,20 @@ impl<S: Service> EventLoop<S> {
             Event::StateTransferred { seq, .. } => {
                 tracing::info!(replica = me, view, seq, "state transfer completed")
             }
+            Event::ReadOnlyExecuted {
+                client,
+                rid,
+                committed,
+                on_tentative,
+                ..
+            } => tracing::trace!(
+                replica = me,
+                client,
+                rid,
+                committed,
+                on_tentative,
+                "read-only request answered"
+            ),
             Event::Dropped(why) => tracing::trace!(replica = me, view, ?why, "input dropped"),
         }
     }

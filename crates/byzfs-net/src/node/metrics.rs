@@ -61,6 +61,10 @@ impl Metrics {
         let c = &s.core;
         counter("byzfs_requests_executed_total", c.requests_executed);
         counter("byzfs_read_only_executed_total", c.read_only_executed);
+        counter(
+            "byzfs_read_only_on_tentative_total",
+            c.read_only_on_tentative,
+        );
         counter("byzfs_batches_committed_total", c.batches_committed);
         counter("byzfs_pre_prepares_sent_total", c.pre_prepares_sent);
         counter("byzfs_batched_requests_total", c.batched_requests);

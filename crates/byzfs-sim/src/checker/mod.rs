@@ -14,6 +14,7 @@ pub mod liveness;
 pub mod persist;
 pub mod prefix;
 pub mod prepared;
+pub mod read_only;
 pub mod results;
 pub mod view;
 
@@ -175,6 +176,8 @@ pub struct Oracle {
     pub persist: persist::PersistBeforeSend,
     /// INV-REPLY and linearizability of read-only results.
     pub results: results::Results,
+    /// INV-RO-COMMITTED: read-only answers come from the committed state.
+    pub read_only: read_only::ReadOnlyCommitted,
     /// INV-VIEW.
     pub view: view::ViewMonotonic,
     /// INV-PREPARED (and the record of prepared certificates).
@@ -205,6 +208,7 @@ impl Oracle {
             exactly_once: exactly_once::ExactlyOnce::default(),
             persist: persist::PersistBeforeSend::new(max_frame),
             results: results::Results::new(read_only_opt),
+            read_only: read_only::ReadOnlyCommitted::default(),
             view: view::ViewMonotonic::default(),
             prepared: prepared::Prepared::default(),
             committed_prepared: committed_prepared::CommittedPrepared::new(f),
@@ -246,6 +250,26 @@ impl Oracle {
             }
             self.results
                 .advance(&mut self.sink, now, &self.agreement.history);
+            self.read_only.check(&mut self.sink, &self.results);
+        }
+        if let Event::ReadOnlyExecuted {
+            client,
+            rid,
+            committed,
+            on_tentative,
+            result_digest,
+        } = *ev
+        {
+            self.read_only.on_answer(
+                inst,
+                now,
+                client,
+                rid,
+                committed,
+                on_tentative,
+                result_digest,
+            );
+            self.read_only.check(&mut self.sink, &self.results);
         }
         self.checkpoints.on_event(&mut self.sink, now, inst, ev);
         self.view.on_event(&mut self.sink, now, inst, ev);
@@ -299,6 +323,7 @@ impl Oracle {
         self.results
             .advance(&mut self.sink, now, &self.agreement.history);
         self.results.finish(&mut self.sink, now);
+        self.read_only.finish(&mut self.sink, &self.results);
     }
 }
 

@@ -157,6 +157,31 @@ impl Results {
         self.placed.get(&(client, rid)).map(|(p, _)| *p)
     }
 
+    /// The key of `Get` `(client, rid)` if a correct client issued it unambiguously.
+    pub fn correct_get_key(&self, client: ClientId, rid: RequestId) -> Option<&[u8]> {
+        let i = self.issued.get(&(client, rid))?;
+        match &i.decoded {
+            Some(KvOp::Get { key }) if i.correct && !i.ambiguous => Some(key),
+            _ => None,
+        }
+    }
+
+    /// The value of `key` after the agreed history's batches `1..=seq`, or `None` while the
+    /// model has not applied them all. Correct clients' keys only: a faulty client's writes
+    /// are not modelled (they touch its own keys).
+    pub fn value_after(&self, key: &[u8], seq: Seq) -> Option<Option<Vec<u8>>> {
+        if seq >= self.next_seq {
+            return None;
+        }
+        let versions = self.versions.get(key).map(Vec::as_slice).unwrap_or(&[]);
+        let value = versions
+            .iter()
+            .rev()
+            .find(|(p, _)| p.seq <= seq)
+            .and_then(|(_, v)| v.clone());
+        Some(value)
+    }
+
     /// The first sequence number the model has not applied (the agreed prefix is contiguous
     /// below it).
     pub fn next_seq(&self) -> Seq {
