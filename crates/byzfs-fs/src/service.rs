@@ -25,9 +25,10 @@ use crate::errno::{Errno, Fail};
 use crate::exec::Exec;
 use crate::handle::{ROOT_GENERATION, ROOT_INO};
 use crate::inode::{self, Inode, Superblock};
-use crate::op::{encode_result, FsResult, Request};
+use crate::op::{encode_result, FsResult, Op, Request};
 use crate::store::{MemStore, Store, StoreError, Txn, WriteSet};
 use crate::{attr::FileType, attr::Timestamp, key, FsConfig};
+use byzfs_bft::write_tracker::WriteTracker;
 use byzfs_bft::{ClientId, Digest, Seq, Service, Time};
 
 /// The replicated file service over a [`Store`].
@@ -39,6 +40,9 @@ pub struct FileService<S: Store = MemStore> {
     last_proposed: u64,
     /// Operations this replica could not apply because its store failed.
     local_failures: u64,
+    /// Which uncommitted batch wrote each key, for reads during tentative execution
+    /// ([`Service::execute_read_only_committed`]). Not replicated state.
+    writes: WriteTracker,
 }
 
 impl FileService<MemStore> {
@@ -83,6 +87,7 @@ impl<S: Store> FileService<S> {
             cfg,
             last_proposed: 0,
             local_failures: 0,
+            writes: WriteTracker::new(),
         })
     }
 
@@ -124,6 +129,9 @@ impl<S: Store> FileService<S> {
         };
         if writes.is_empty() {
             return result;
+        }
+        for k in writes.keys() {
+            self.writes.record(k);
         }
         match self.store.apply(writes) {
             Ok(()) => result,
@@ -179,14 +187,50 @@ impl<S: Store> FileService<S> {
     /// Executes read-only `req` against the current state (no writes, no clock change).
     /// A mutating operation gets `EINVAL`: it must be ordered.
     pub fn execute_request_read_only(&self, req: Option<Request>) -> FsResult {
+        self.read_only_in(&mut Txn::new(&self.store), req)
+    }
+
+    /// Executes read-only `req` as [`Self::execute_request_read_only`] does, but only if it
+    /// read nothing a batch after `committed` wrote: then its result is the committed
+    /// state's. `None` otherwise.
+    ///
+    /// Every read-only operation loads the superblock, which every ordered operation writes
+    /// (the agreed clock), but only `statfs` depends on it (its counters); the others use
+    /// neither the clock nor the counters (atime is not maintained), so the superblock is a
+    /// conflict for `statfs` only. The property test
+    /// `reads_during_tentative_execution_equal_reads_on_the_committed_state` checks this
+    /// against a replica that never executed the uncommitted batch.
+    pub fn execute_request_read_only_committed(
+        &self,
+        req: Option<Request>,
+        committed: Seq,
+    ) -> Option<FsResult> {
+        let statfs = req.as_ref().is_some_and(|r| matches!(r.op, Op::StatFs));
+        let mut txn = Txn::recording(&self.store);
+        let result = self.read_only_in(&mut txn, req);
+        let reads = txn.into_reads().unwrap_or_default();
+        let sb = key::superblock();
+        let conflict = reads
+            .keys
+            .iter()
+            .filter(|k| statfs || **k != sb)
+            .any(|k| self.writes.written_after(k, committed))
+            || reads
+                .ranges
+                .iter()
+                .any(|(a, b)| self.writes.written_in_range_after(a, b, committed));
+        (!conflict).then_some(result)
+    }
+
+    /// Runs read-only `req` in `txn`.
+    fn read_only_in(&self, txn: &mut Txn<'_, S>, req: Option<Request>) -> FsResult {
         let Some(req) = req.filter(|r| r.op.is_read_only()) else {
             return Err(Errno::EINVAL);
         };
-        let mut txn = Txn::new(&self.store);
-        let outcome = inode::load_super(&txn).and_then(|mut sb| {
+        let outcome = inode::load_super(txn).and_then(|mut sb| {
             let now = Timestamp::from_micros(sb.clock_us);
             Exec {
-                txn: &mut txn,
+                txn,
                 sb: &mut sb,
                 cfg: &self.cfg,
                 cred: &req.cred,
@@ -248,6 +292,20 @@ impl<S: Store> Service for FileService<S> {
         encode_result(&self.execute_request_read_only(Request::decode(op)))
     }
 
+    fn begin_batch(&mut self, seq: Seq, committed: Seq) {
+        self.writes.begin_batch(seq, committed);
+    }
+
+    fn execute_read_only_committed(
+        &self,
+        _client: ClientId,
+        op: &[u8],
+        committed: Seq,
+    ) -> Option<Vec<u8>> {
+        self.execute_request_read_only_committed(Request::decode(op), committed)
+            .map(|r| encode_result(&r))
+    }
+
     fn partition_count(&self) -> u32 {
         self.store.partition_count()
     }
@@ -281,6 +339,8 @@ impl<S: Store> Service for FileService<S> {
     }
 
     fn finish_import(&mut self, seq: Seq) -> Vec<Digest> {
+        // The live state is now checkpoint `seq`, which is stable, so committed.
+        self.writes.clear();
         self.store.finish_import(seq)
     }
 

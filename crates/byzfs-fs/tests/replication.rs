@@ -613,3 +613,185 @@ proptest! {
         prop_assert_eq!(fs.read(f, 0, byzfs_fs::op::MAX_IO), model);
     }
 }
+
+// ---------------------------------------------------------------------------------------
+// Reads during tentative execution (the per-object read-only floor).
+
+/// Every read-only operation on every handle in `known` (names `a`..`d` for lookups and
+/// extended attributes; two read windows; readdir from the start and after one cookie),
+/// as user 1000 and as root.
+fn reads(known: &Known) -> Vec<byzfs_fs::Request> {
+    let mut ops = vec![Op::StatFs];
+    for &fh in &known.all {
+        ops.push(Op::GetAttr { fh });
+        ops.push(Op::ReadLink { fh });
+        ops.push(Op::ListXattr { fh });
+        for mask in [byzfs_fs::op::R_OK, byzfs_fs::op::W_OK | byzfs_fs::op::X_OK] {
+            ops.push(Op::Access { fh, mask });
+        }
+        for (offset, count) in [(0, 70_000), (60_000, 20_000)] {
+            ops.push(Op::Read { fh, offset, count });
+        }
+        for cookie in [0, 1] {
+            ops.push(Op::ReadDir {
+                dir: fh,
+                cookie,
+                max_entries: 3,
+            });
+        }
+        for n in 0..4 {
+            ops.push(Op::Lookup {
+                dir: fh,
+                name: name(n),
+            });
+            ops.push(Op::GetXattr {
+                fh,
+                name: [b"user.".as_slice(), &name(n)].concat(),
+            });
+        }
+        ops.push(Op::Lookup {
+            dir: fh,
+            name: b"..".to_vec(),
+        });
+    }
+    let user = Credentials {
+        uid: 1000,
+        gid: 1000,
+        groups: Vec::new(),
+    };
+    ops.into_iter()
+        .flat_map(|op| {
+            [
+                byzfs_fs::Request::new(Credentials::root(), op.clone()),
+                byzfs_fs::Request::new(user.clone(), op),
+            ]
+        })
+        .collect()
+}
+
+/// Runs `ops` on `fs` as one batch, adding the handles they return to `known`.
+fn run_batch(fs: &mut Fs, ops: &[ROp], known: &mut Known) {
+    for r in ops {
+        let Some(op) = to_op(r, known) else { continue };
+        if let Some(attr) = fs.run(op).ok().as_ref().and_then(Reply::entry) {
+            if !known.all.contains(&attr.fh) {
+                known.all.push(attr.fh);
+                if attr.kind == FileType::Directory {
+                    known.dirs.push(attr.fh);
+                }
+            }
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+    /// A replica holding an uncommitted batch answers a read at once only with the result a
+    /// replica without that batch gives (`execute_request_read_only_committed`), including
+    /// after the batch was rolled back and another ran in its place.
+    #[test]
+    fn reads_during_tentative_execution_equal_reads_on_the_committed_state(
+        committed_ops in proptest::collection::vec(rop(), 0..40),
+        undone in proptest::collection::vec(rop(), 0..4),
+        tentative in proptest::collection::vec(rop(), 1..5),
+    ) {
+        // `a` executes batch 1 (committed), checkpoints it, and runs batch 2 tentatively
+        // (after an `undone` batch 2 rolled back, if any); `b` stops after batch 1.
+        let mut a = Fs::new();
+        let mut b = Fs::new();
+        let mut known = Known { dirs: vec![ROOT], all: vec![ROOT] };
+        a.s.begin_batch(1, 0);
+        let mut kb = known.clone();
+        run_batch(&mut a, &committed_ops, &mut known);
+        run_batch(&mut b, &committed_ops, &mut kb);
+        a.s.checkpoint(1);
+        let mut all = known.clone();
+        if !undone.is_empty() {
+            a.s.begin_batch(2, 1);
+            run_batch(&mut a, &undone, &mut all);
+            prop_assert_eq!(a.s.rollback(), Some(1));
+        }
+        a.s.begin_batch(2, 1);
+        let mut after = known.clone();
+        run_batch(&mut a, &tentative, &mut after);
+        for fh in &after.all {
+            if !all.all.contains(fh) {
+                all.all.push(*fh);
+            }
+        }
+        let mut waited = 0;
+        for req in reads(&all) {
+            match a.s.execute_request_read_only_committed(Some(req.clone()), 1) {
+                Some(got) => {
+                    let want = b.s.execute_request_read_only(Some(req.clone()));
+                    prop_assert_eq!(got, want, "{:?}", req);
+                }
+                None => waited += 1,
+            }
+        }
+        // Batch 2 writes the superblock at least (the clock): statfs always waits.
+        prop_assert!(waited >= 2);
+        // Once batch 2 commits, nothing waits.
+        a.s.begin_batch(3, 2);
+        prop_assert!(reads(&all)
+            .into_iter()
+            .all(|r| a.s.execute_request_read_only_committed(Some(r), 2).is_some()));
+    }
+}
+
+#[test]
+fn a_read_waits_only_for_what_the_uncommitted_batch_wrote() {
+    let mut fs = Fs::new();
+    fs.s.begin_batch(1, 0);
+    let f = fs.create(ROOT, "f").fh;
+    let g = fs.create(ROOT, "g").fh;
+    fs.s.begin_batch(2, 1);
+    fs.write(f, 0, b"new").unwrap();
+    let run = |fs: &Fs, op: Op| {
+        fs.s.execute_request_read_only_committed(
+            Some(byzfs_fs::Request::new(Credentials::root(), op)),
+            1,
+        )
+    };
+    assert!(run(&fs, Op::GetAttr { fh: f }).is_none());
+    assert!(run(
+        &fs,
+        Op::Read {
+            fh: f,
+            offset: 0,
+            count: 10
+        }
+    )
+    .is_none());
+    assert!(run(&fs, Op::StatFs).is_none());
+    assert!(run(&fs, Op::GetAttr { fh: g }).is_some());
+    assert!(run(
+        &fs,
+        Op::Lookup {
+            dir: ROOT,
+            name: b"g".to_vec()
+        }
+    )
+    .is_some());
+    // A name created in the uncommitted batch: the directory's entries changed.
+    fs.s.begin_batch(3, 1);
+    fs.create(ROOT, "h");
+    assert!(run(
+        &fs,
+        Op::Lookup {
+            dir: ROOT,
+            name: b"h".to_vec()
+        }
+    )
+    .is_none());
+    assert!(run(
+        &fs,
+        Op::ReadDir {
+            dir: ROOT,
+            cookie: 0,
+            max_entries: 10
+        }
+    )
+    .is_none());
+}

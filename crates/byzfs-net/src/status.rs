@@ -40,6 +40,8 @@ pub struct CoreCounters {
     pub read_only_executed: u64,
     #[serde(default)]
     pub read_only_on_tentative: u64,
+    #[serde(default)]
+    pub read_only_queued: u64,
     pub batches_committed: u64,
     pub pre_prepares_sent: u64,
     pub batched_requests: u64,
@@ -57,6 +59,7 @@ impl From<&Stats> for CoreCounters {
             requests_executed: s.requests_executed,
             read_only_executed: s.read_only_executed,
             read_only_on_tentative: s.read_only_on_tentative,
+            read_only_queued: s.read_only_queued,
             batches_committed: s.batches_committed,
             pre_prepares_sent: s.pre_prepares_sent,
             batched_requests: s.batched_requests,

@@ -243,6 +243,7 @@ impl<S: Service> Replica<S> {
             return;
         }
         if self.ro_queue.len() < RO_QUEUE_MAX {
+            self.stats.read_only_queued += 1;
             self.ro_queue.push_back((floor, r));
         } else {
             self.drop_input(DropReason::QueueFull);

@@ -65,6 +65,8 @@ pub struct Stats {
     /// Of those, answered while a batch had executed only tentatively (the service showed
     /// they read nothing it wrote).
     pub read_only_on_tentative: u64,
+    /// Read-only requests that could not run on arrival and were queued.
+    pub read_only_queued: u64,
     /// Batches committed.
     pub batches_committed: u64,
     /// Pre-prepares sent (as primary).

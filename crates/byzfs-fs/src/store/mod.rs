@@ -34,7 +34,7 @@ mod txn;
 pub use mem::MemStore;
 #[cfg(feature = "redb")]
 pub use redb::{RedbStore, DEFAULT_CACHE_BYTES};
-pub use txn::Txn;
+pub use txn::{ReadLog, Txn};
 
 /// Number of leading key bytes that decide a key's partition.
 pub const PLACEMENT_BYTES: usize = 8;

@@ -6,11 +6,24 @@
 //! ever keeps a partial effect.
 
 use super::{Entries, Store, StoreError, WriteSet};
+use std::cell::RefCell;
+
+/// What a transaction read from the store: single keys, and half-open key ranges.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ReadLog {
+    /// Keys read with [`Txn::get`].
+    pub keys: Vec<Vec<u8>>,
+    /// `[start, end)` ranges read with [`Txn::range`] (whatever the limit: a range read may
+    /// depend on any key in it).
+    pub ranges: Vec<(Vec<u8>, Vec<u8>)>,
+}
 
 /// Buffered writes over a read-only store.
 pub struct Txn<'a, S: Store + ?Sized> {
     store: &'a S,
     writes: WriteSet,
+    /// Set by [`Txn::recording`]: every store read is logged (reads take `&self`).
+    reads: Option<RefCell<ReadLog>>,
 }
 
 impl<'a, S: Store + ?Sized> Txn<'a, S> {
@@ -19,11 +32,28 @@ impl<'a, S: Store + ?Sized> Txn<'a, S> {
         Txn {
             store,
             writes: WriteSet::new(),
+            reads: None,
         }
+    }
+
+    /// An empty transaction over `store` that logs what it reads ([`Txn::into_reads`]).
+    pub fn recording(store: &'a S) -> Self {
+        Txn {
+            reads: Some(RefCell::new(ReadLog::default())),
+            ..Txn::new(store)
+        }
+    }
+
+    /// What was read, if recording.
+    pub fn into_reads(self) -> Option<ReadLog> {
+        self.reads.map(RefCell::into_inner)
     }
 
     /// The value of `key` as this transaction sees it.
     pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
+        if let Some(log) = &self.reads {
+            log.borrow_mut().keys.push(key.to_vec());
+        }
         match self.writes.get(key) {
             Some(v) => Ok(v.clone()),
             None => self.store.get(key),
@@ -45,6 +75,9 @@ impl<'a, S: Store + ?Sized> Txn<'a, S> {
     pub fn range(&self, start: &[u8], end: &[u8], limit: usize) -> Result<Entries, StoreError> {
         if start >= end {
             return Ok(Vec::new());
+        }
+        if let Some(log) = &self.reads {
+            log.borrow_mut().ranges.push((start.to_vec(), end.to_vec()));
         }
         let local: Vec<(&Vec<u8>, &Option<Vec<u8>>)> =
             self.writes.range(start.to_vec()..end.to_vec()).collect();

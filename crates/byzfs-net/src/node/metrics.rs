@@ -65,6 +65,7 @@ impl Metrics {
             "byzfs_read_only_on_tentative_total",
             c.read_only_on_tentative,
         );
+        counter("byzfs_read_only_queued_total", c.read_only_queued);
         counter("byzfs_batches_committed_total", c.batches_committed);
         counter("byzfs_pre_prepares_sent_total", c.pre_prepares_sent);
         counter("byzfs_batched_requests_total", c.batched_requests);
