@@ -33,6 +33,15 @@
 //!   rebuilds the store from its own checkpoint and log at start, which is why `byzfs
 //!   replica` opens it with [`RedbStore::create_scratch`], whose file is never synced at all
 //!   (the fsync at each checkpoint stalled every replica at the same sequence number).
+//! * **Checkpoints on a scratch store** do not flush either: the checkpoint's record joins
+//!   the staged writes, and everything goes to redb only past the write-back limit (or
+//!   before a method that works on the tables). A checkpoint discarded while its undo
+//!   records are still staged (the common case: checkpoints become stable and are discarded
+//!   one interval later) drops them from memory, so they never reach redb at all. Only
+//!   checkpoints held at a flush (`in_tables`) cost a write transaction when discarded. A
+//!   redb commit per checkpoint and another per discard took 14 % of a replica's CPU in
+//!   PostMark (`perf`, docs/BENCHMARKS.md "Session 11"). A durable store keeps one commit
+//!   per checkpoint: it promises to reopen at the last checkpoint.
 //! * **Errors.** `get`, `range` and `apply` report failures (a full disk is
 //!   [`StoreError::Full`]). The other methods have no error channel in the `Service` trait:
 //!   a disk failure inside them is recorded ([`Store::failure`], surfaced as
@@ -222,8 +231,35 @@ struct Staged {
     undo: BTreeMap<Vec<u8>, Option<Vec<u8>>>,
     /// Partitions whose sum changed.
     sums: BTreeSet<u32>,
+    /// `checkpoints` records not written yet (scratch stores: see "Checkpoints on a scratch
+    /// store" in the module docs): seq → encoded digests.
+    cps: BTreeMap<Seq, Vec<u8>>,
     /// Bytes held by the maps above (keys and values).
     bytes: usize,
+}
+
+impl Staged {
+    /// Drops what is staged for checkpoint `seq` (its undo records and its record), which
+    /// is being discarded: it never needs to reach redb.
+    fn discard_checkpoint(&mut self, seq: Seq) {
+        let prefix = undo_prefix(seq, None);
+        let keys: Vec<Vec<u8>> = self
+            .undo
+            .range::<[u8], _>((Bound::Included(prefix.as_slice()), Bound::Unbounded))
+            .take_while(|(k, _)| k.starts_with(&prefix))
+            .map(|(k, _)| k.clone())
+            .collect();
+        for k in keys {
+            if let Some(v) = self.undo.remove(&k) {
+                self.bytes = self
+                    .bytes
+                    .saturating_sub(k.len() + v.as_ref().map_or(0, Vec::len));
+            }
+        }
+        if let Some(d) = self.cps.remove(&seq) {
+            self.bytes = self.bytes.saturating_sub(8 + d.len());
+        }
+    }
 }
 
 /// Entries of `table` whose key starts with `prefix`, with `staged` laid over them.
@@ -307,8 +343,12 @@ pub struct RedbStore {
     /// The first failure where the trait has no error channel (see the module docs).
     failed: OnceLock<String>,
     /// A scratch store ([`RedbStore::create_scratch`]): every commit is `Immediate` (free
-    /// without a sync), so redb frees pages at every commit, not only at checkpoints.
+    /// without a sync), so redb frees pages at every commit, not only at checkpoints; and a
+    /// checkpoint does not flush.
     scratch: bool,
+    /// Checkpoints whose undo records or record may be in the tables (held at a flush or
+    /// written directly); the others' are all staged.
+    in_tables: BTreeSet<Seq>,
 }
 
 impl RedbStore {
@@ -432,6 +472,7 @@ impl RedbStore {
             .enumerate()
             .map(|(i, s)| partition_digest(i as u32, s))
             .collect();
+        let in_tables = checkpoints.iter().map(|c| c.0).collect();
         Ok(RedbStore {
             db,
             staged: Staged::default(),
@@ -441,6 +482,7 @@ impl RedbStore {
             checkpoints,
             failed: OnceLock::new(),
             scratch: false,
+            in_tables,
         })
     }
 
@@ -489,7 +531,10 @@ impl RedbStore {
 
     /// Commits the staged writes to redb in one transaction (no fsync).
     fn flush(&mut self) -> Result<(), StoreError> {
-        if self.staged.live.is_empty() && self.staged.undo.is_empty() && self.staged.sums.is_empty()
+        if self.staged.live.is_empty()
+            && self.staged.undo.is_empty()
+            && self.staged.sums.is_empty()
+            && self.staged.cps.is_empty()
         {
             return Ok(());
         }
@@ -516,8 +561,15 @@ impl RedbStore {
                 sums.insert(p, self.sums[p as usize].to_bytes().as_slice())
                     .map_err(err)?;
             }
+            let mut cps = tx.open_table(CHECKPOINTS).map_err(err)?;
+            for (seq, d) in &staged.cps {
+                cps.insert(*seq, d.as_slice()).map_err(err)?;
+            }
         }
-        tx.commit().map_err(err)
+        tx.commit().map_err(err)?;
+        // Every staged undo record and checkpoint record belonged to a held checkpoint.
+        self.in_tables.extend(self.checkpoints.iter().map(|c| c.0));
+        Ok(())
     }
 
     /// [`RedbStore::flush`], recording a failure (for methods without an error channel).
@@ -709,9 +761,19 @@ impl Store for RedbStore {
                 dropped.push(s);
             }
         }
+        let digests = self.digests.clone();
+        if self.scratch && dropped.is_empty() {
+            // Nothing to move between checkpoints, and nothing to make durable: stage the
+            // record, and let the staged writes reach redb when they exceed the write-back
+            // limit (or before a method that works on the tables).
+            let d = encode_digests(&digests);
+            self.staged.bytes += 8 + d.len();
+            self.staged.cps.insert(seq, d);
+            self.checkpoints.push((seq, digests.clone()));
+            return digests;
+        }
         let _ = self.flush_or_fail("checkpoint");
         let prev = self.latest();
-        let digests = self.digests.clone();
         let r = self.write(Durability::Immediate, |_, undo, cps, _| {
             for s in dropped {
                 for (k, v) in scan_prefix(undo, &undo_prefix(s, None))? {
@@ -732,6 +794,7 @@ impl Store for RedbStore {
         });
         let _ = self.fatal("checkpoint", r);
         self.checkpoints.push((seq, digests.clone()));
+        self.in_tables.insert(seq);
         digests
     }
 
@@ -756,17 +819,33 @@ impl Store for RedbStore {
         if gone.is_empty() {
             return;
         }
-        let _ = self.flush_or_fail("discarding checkpoints");
-        let r = self.write(Durability::None, |_, undo, cps, _| {
-            for s in &gone {
-                for (k, _) in scan_prefix(undo, &undo_prefix(*s, None))? {
-                    undo.remove(k.as_slice()).map_err(err)?;
+        // What is still staged for them never needs to reach redb.
+        for &s in &gone {
+            self.staged.discard_checkpoint(s);
+        }
+        let in_tables: Vec<Seq> = gone
+            .iter()
+            .copied()
+            .filter(|s| self.in_tables.contains(s))
+            .collect();
+        if !in_tables.is_empty() {
+            // No flush first: nothing staged belongs to these checkpoints any more, and a
+            // flush would mark the checkpoints still held as in the tables, so that every
+            // later discard would flush again.
+            let r = self.write(Durability::None, |_, undo, cps, _| {
+                for s in &in_tables {
+                    for (k, _) in scan_prefix(undo, &undo_prefix(*s, None))? {
+                        undo.remove(k.as_slice()).map_err(err)?;
+                    }
+                    cps.remove(*s).map_err(err)?;
                 }
-                cps.remove(*s).map_err(err)?;
+                Ok(())
+            });
+            let _ = self.fatal("discarding checkpoints", r);
+            for s in &in_tables {
+                self.in_tables.remove(s);
             }
-            Ok(())
-        });
-        let _ = self.fatal("discarding checkpoints", r);
+        }
         self.checkpoints.retain(|c| c.0 >= seq);
     }
 
@@ -864,6 +943,7 @@ impl Store for RedbStore {
         });
         let _ = self.fatal("finishing an import", r);
         self.checkpoints.clear();
+        self.in_tables.clear();
         self.checkpoint(seq)
     }
 }
