@@ -372,13 +372,12 @@ pub fn mount(
         )
     });
     let cred = ClientCredential::load(&key, &cluster)?;
-    // One worker thread runs the client's link tasks all the time: with a current-thread
-    // runtime they ran only inside an operation's `block_on`, so between operations no link
-    // noticed a replica's restart or reconnected to it (seen in the fault test as a restarted
-    // replica that never saw this client again).
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .thread_name("byzfs-mount-links")
+    // A current-thread runtime: an operation's `block_on` writes its frames and reads the
+    // replies on the calling (FUSE) thread itself, with no hand-off to another thread and
+    // back. Between operations the background thread drives the links every tick
+    // (`spawn_background`), so they still notice a replica's restart and reconnect (the
+    // fault test's restarted replica must see this client again).
+    let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .context("cannot start the mount's runtime")?;
@@ -417,9 +416,7 @@ pub fn mount(
         })),
         notifier: Arc::clone(&notifier),
     };
-    if !opts.sync_writes {
-        spawn_write_behind(Arc::downgrade(&fs.inner));
-    }
+    spawn_background(Arc::downgrade(&fs.inner));
     let mut config = fuser::Config::default();
     config.mount_options = vec![
         MountOption::FSName("byzfs".into()),
@@ -709,11 +706,16 @@ fn send_held(inner: &mut Inner, p: gather::Pending) {
     }
 }
 
-/// Sends held-back writes older than [`gather::MAX_AGE`] while the mount lives.
-fn spawn_write_behind(inner: std::sync::Weak<Mutex<Inner>>) {
+/// How long the background thread drives the client's links at each tick.
+const LINK_DRIVE: Duration = Duration::from_millis(2);
+
+/// While the mount lives, every quarter of [`gather::MAX_AGE`]: sends held-back writes
+/// older than it, and drives the client's links for [`LINK_DRIVE`] (reconnections, replies
+/// that arrived late), which otherwise run only inside an operation.
+fn spawn_background(inner: std::sync::Weak<Mutex<Inner>>) {
     let tick = gather::MAX_AGE / 4;
     let spawned = std::thread::Builder::new()
-        .name("byzfs-write-behind".into())
+        .name("byzfs-mount-background".into())
         .spawn(move || loop {
             std::thread::sleep(tick);
             let Some(inner) = inner.upgrade() else {
@@ -725,10 +727,14 @@ fn spawn_write_behind(inner: std::sync::Weak<Mutex<Inner>>) {
             if let Some(p) = inner.gather.take_stale() {
                 send_held(&mut inner, p);
             }
+            inner
+                .rt
+                .block_on(async { tokio::time::sleep(LINK_DRIVE).await });
         });
     if let Err(e) = spawned {
-        // Writes are then sent by the next operation, close or fsync only.
-        tracing::warn!(%e, "cannot start the write-behind thread");
+        // Writes are then sent by the next operation, close or fsync only, and links run
+        // only inside operations.
+        tracing::warn!(%e, "cannot start the mount's background thread");
     }
 }
 
