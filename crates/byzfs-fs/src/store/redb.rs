@@ -592,6 +592,21 @@ impl RedbStore {
         self.fatal(what, r)
     }
 
+    /// Deletes the undo records and records of checkpoints `seqs` from the tables (not
+    /// what is staged), recording a failure during `what`.
+    fn delete_checkpoints(&mut self, seqs: &[Seq], what: &str) {
+        let r = self.write(Durability::None, |_, undo, cps, _| {
+            for s in seqs {
+                for (k, _) in scan_prefix(undo, &undo_prefix(*s, None))? {
+                    undo.remove(k.as_slice()).map_err(err)?;
+                }
+                cps.remove(*s).map_err(err)?;
+            }
+            Ok(())
+        });
+        let _ = self.fatal(what, r);
+    }
+
     /// Runs `f` on the cached read tables, opening them first if needed.
     fn read<R>(&self, f: impl FnOnce(&Reader) -> Result<R, StoreError>) -> Result<R, StoreError> {
         let mut cached = self.reader.borrow_mut();
@@ -882,16 +897,7 @@ impl Store for RedbStore {
             // No flush first: nothing staged belongs to these checkpoints any more, and a
             // flush would mark the checkpoints still held as in the tables, so that every
             // later discard would flush again.
-            let r = self.write(Durability::None, |_, undo, cps, _| {
-                for s in &in_tables {
-                    for (k, _) in scan_prefix(undo, &undo_prefix(*s, None))? {
-                        undo.remove(k.as_slice()).map_err(err)?;
-                    }
-                    cps.remove(*s).map_err(err)?;
-                }
-                Ok(())
-            });
-            let _ = self.fatal("discarding checkpoints", r);
+            self.delete_checkpoints(&in_tables, "discarding checkpoints");
             for s in &in_tables {
                 self.in_tables.remove(s);
             }
@@ -982,16 +988,7 @@ impl Store for RedbStore {
     fn finish_import(&mut self, seq: Seq) -> Vec<Digest> {
         let all: Vec<Seq> = self.checkpoints.iter().map(|c| c.0).collect();
         let _ = self.flush_or_fail("finishing an import");
-        let r = self.write(Durability::None, |_, undo, cps, _| {
-            for s in &all {
-                for (k, _) in scan_prefix(undo, &undo_prefix(*s, None))? {
-                    undo.remove(k.as_slice()).map_err(err)?;
-                }
-                cps.remove(*s).map_err(err)?;
-            }
-            Ok(())
-        });
-        let _ = self.fatal("finishing an import", r);
+        self.delete_checkpoints(&all, "finishing an import");
         self.checkpoints.clear();
         self.in_tables.clear();
         self.checkpoint(seq)
