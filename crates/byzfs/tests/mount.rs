@@ -26,6 +26,24 @@ fn have(program: &str) -> bool {
         .is_ok()
 }
 
+/// Runs `cmd` and asserts it succeeded. On failure the message holds the first lines of its
+/// stderr only: a command failing on every file of a tree (say, once the mount is gone)
+/// would otherwise bury the cause (`byzfs up`'s log, printed after) in CI's truncated log.
+#[track_caller]
+fn run_ok(cmd: &mut Command, what: &str) {
+    let out = cmd.stdin(Stdio::null()).output().unwrap();
+    if !out.status.success() {
+        let err = String::from_utf8_lossy(&out.stderr);
+        let lines: Vec<&str> = err.lines().collect();
+        panic!(
+            "{what}: {} ({} lines of stderr, the first ones:)\n{}",
+            out.status,
+            lines.len(),
+            lines[..lines.len().min(8)].join("\n")
+        );
+    }
+}
+
 /// Asserts that `r` failed with Linux errno `want`.
 #[track_caller]
 fn errno<T: std::fmt::Debug>(r: std::io::Result<T>, want: i32, what: &str) {
@@ -185,8 +203,7 @@ fn basics(d: &Path) {
         .file_type()
         .is_symlink());
     // A fifo (mknod).
-    let status = Command::new("mkfifo").arg(d.join("fifo")).status().unwrap();
-    assert!(status.success(), "mkfifo");
+    run_ok(Command::new("mkfifo").arg(d.join("fifo")), "mkfifo");
     assert!(fs::symlink_metadata(d.join("fifo"))
         .unwrap()
         .file_type()
@@ -198,12 +215,12 @@ fn basics(d: &Path) {
     assert_eq!(names(d), ["dangling", "fifo", "file", "sub", "sym"]);
     // A device node (root only, as on Linux): its number survives the round trip.
     if nix::unistd::geteuid().is_root() {
-        let status = Command::new("mknod")
-            .arg(d.join("null"))
-            .args(["c", "1", "3"])
-            .status()
-            .unwrap();
-        assert!(status.success(), "mknod c 1 3");
+        run_ok(
+            Command::new("mknod")
+                .arg(d.join("null"))
+                .args(["c", "1", "3"]),
+            "mknod c 1 3",
+        );
         let m = fs::symlink_metadata(d.join("null")).unwrap();
         assert!(m.file_type().is_char_device());
         assert_eq!(m.rdev(), 0x0103, "device number 1:3");
@@ -744,13 +761,10 @@ fn tree_copy(dst: &Path) {
         expected.push(rel);
     }
     std::os::unix::fs::symlink("file-0", src.path().join("link")).unwrap();
-    let status = Command::new("cp")
-        .arg("-a")
-        .arg(src.path())
-        .arg(dst)
-        .status()
-        .unwrap();
-    assert!(status.success(), "cp -a into the mount");
+    run_ok(
+        Command::new("cp").arg("-a").arg(src.path()).arg(dst),
+        "cp -a into the mount",
+    );
     let mut bytes = 0;
     for rel in &expected {
         let (want, got) = (
@@ -791,8 +805,7 @@ fn tree_copy(dst: &Path) {
             String::from_utf8_lossy(&out.stdout)
         );
     }
-    let rm = Command::new("rm").arg("-rf").arg(dst).status().unwrap();
-    assert!(rm.success());
+    run_ok(Command::new("rm").arg("-rf").arg(dst), "rm -rf the tree");
     errno(fs::metadata(dst), 2, "rm -rf removed the tree");
 }
 

@@ -248,7 +248,12 @@ impl Mounted {
     pub fn unmount(self) -> anyhow::Result<()> {
         let mnt = self.mountpoint;
         if self.session.guard.is_finished() {
-            return Ok(());
+            // The session ended without us: `fusermount3 -u` from outside ends it cleanly;
+            // anything else (a callback's panic, a read error on /dev/fuse) is said here.
+            return self
+                .session
+                .join()
+                .with_context(|| format!("the FUSE session of {} failed", mnt.display()));
         }
         match self.session.umount_and_join() {
             Ok(()) => Ok(()),

@@ -151,8 +151,14 @@ impl Up {
 impl Drop for Up {
     fn drop(&mut self) {
         if std::thread::panicking() {
+            // Whether `up` still ran (a mount gone mid-test: did the process die, and how?).
+            let state = match self.child.try_wait() {
+                Ok(Some(status)) => format!("exited: {status}"),
+                Ok(None) => "still running".to_string(),
+                Err(e) => format!("unknown: {e}"),
+            };
             let log = std::fs::read_to_string(&self.log).unwrap_or_default();
-            eprintln!("byzfs up's log:\n{}", tail(&log));
+            eprintln!("byzfs up ({state}); its log:\n{}", tail(&log));
         }
         for &p in &self.pids {
             // A stopped replica would ignore SIGTERM until continued.
