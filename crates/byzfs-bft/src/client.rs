@@ -86,6 +86,10 @@ pub struct ClientStats {
     pub retransmissions: u64,
     /// Read-only requests resent as ordinary read-write requests (PROTOCOL.md §1.8).
     pub read_only_fallbacks: u64,
+    /// Read-only requests sent first to `2f+1` replicas (`Config::read_only_to_quorum`).
+    pub read_only_to_quorum: u64,
+    /// Of those, the ones also sent to the other `f` replicas because replies were late.
+    pub read_only_hedged: u64,
 }
 
 /// The latest reply of one replica for the outstanding request.
@@ -114,6 +118,10 @@ struct Outstanding {
     /// Current retransmission timeout, in microseconds (at least 1).
     rtimeout_us: u64,
     deadline: Time,
+    /// When it was first sent.
+    sent_at: Time,
+    /// A read-only request sent to `2f+1` replicas only: when to send it to these others too.
+    hedge: Option<(Time, Vec<ReplicaId>)>,
     /// Latest reply per replica.
     replies: BTreeMap<ReplicaId, ReplySlot>,
 }
@@ -136,7 +144,14 @@ pub struct Client {
     out: Option<Outstanding>,
     actions: VecDeque<ClientAction>,
     stats: ClientStats,
+    /// Moving average of read-only completion times, in microseconds (sets the hedge).
+    read_us: u64,
 }
+
+/// Initial estimate of a read-only request's completion time, in microseconds.
+const READ_US_INITIAL: u64 = 2_000;
+/// Shortest hedge delay, in microseconds.
+const HEDGE_MIN_US: u64 = 300;
 
 fn micros(d: core::time::Duration) -> u64 {
     u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
@@ -165,6 +180,7 @@ impl Client {
             out: None,
             actions: VecDeque::new(),
             stats: ClientStats::default(),
+            read_us: READ_US_INITIAL,
         }
     }
 
@@ -235,18 +251,43 @@ impl Client {
             retransmissions: 0,
             rtimeout_us,
             deadline: Time::from_micros(now.as_micros().saturating_add(rtimeout_us)),
+            sent_at: now,
+            hedge: None,
             replies: BTreeMap::new(),
         };
         o.frame = build_frame(&self.config, &self.keys, &o);
         let bytes = o.frame.clone();
-        self.actions.push_back(if read_only || big {
-            ClientAction::Broadcast { bytes }
-        } else {
-            ClientAction::Send {
-                to: self.config.primary(self.view),
-                bytes,
+        if read_only && !big && self.config.read_only_to_quorum {
+            // All but f replicas, the designated replier among them: the primary (the
+            // busiest) and the next ones are left out, and asked only if replies are late.
+            let others = self.left_out(replier);
+            let delay = self
+                .read_us
+                .saturating_mul(2)
+                .clamp(HEDGE_MIN_US, rtimeout_us);
+            o.hedge = Some((
+                Time::from_micros(now.as_micros().saturating_add(delay)),
+                others,
+            ));
+            self.stats.read_only_to_quorum += 1;
+            for to in 0..self.config.n() as ReplicaId {
+                if o.hedge.as_ref().is_some_and(|(_, l)| !l.contains(&to)) {
+                    self.actions.push_back(ClientAction::Send {
+                        to,
+                        bytes: bytes.clone(),
+                    });
+                }
             }
-        });
+        } else {
+            self.actions.push_back(if read_only || big {
+                ClientAction::Broadcast { bytes }
+            } else {
+                ClientAction::Send {
+                    to: self.config.primary(self.view),
+                    bytes,
+                }
+            });
+        }
         tracing::debug!(client = self.keys.me, rid, read_only, big, "request sent");
         self.out = Some(o);
         Ok(rid)
@@ -255,12 +296,11 @@ impl Client {
     /// Handles a frame from a replica: a REPLY for the outstanding request is recorded and may
     /// complete it (PROTOCOL.md §1.6); anything else is dropped and counted.
     pub fn handle_message(&mut self, now: Time, bytes: &[u8]) {
-        let _ = now;
         match self.check_reply(bytes) {
             Ok((j, reply)) => {
                 self.stats.replies_accepted += 1;
                 self.record(j, reply);
-                self.try_complete();
+                self.try_complete(now);
             }
             Err(reason) => {
                 tracing::debug!(client = self.keys.me, ?reason, "reply dropped");
@@ -284,9 +324,24 @@ impl Client {
         let Some(o) = self.out.as_mut() else {
             return;
         };
+        if o.hedge.as_ref().is_some_and(|(at, _)| now >= *at) && now < o.deadline {
+            // Replies are late: the replicas left out are asked too (the same frame).
+            if let Some((_, others)) = o.hedge.take() {
+                self.stats.read_only_hedged += 1;
+                for to in others {
+                    self.actions.push_back(ClientAction::Send {
+                        to,
+                        bytes: o.frame.clone(),
+                    });
+                }
+            }
+            return;
+        }
         if now < o.deadline {
             return;
         }
+        // A retransmission goes to every replica: no hedge is left to send.
+        o.hedge = None;
         o.retransmissions = o.retransmissions.saturating_add(1);
         self.stats.retransmissions += 1;
         let mut changed = false;
@@ -323,10 +378,26 @@ impl Client {
         );
     }
 
-    /// The next deadline: when the outstanding request is retransmitted.
+    /// The next deadline: when the outstanding request is retransmitted (or, for a read
+    /// sent to `2f+1` replicas, sent to the others).
     #[must_use]
     pub fn poll_timeout(&self) -> Option<Time> {
-        self.out.as_ref().map(|o| o.deadline)
+        self.out.as_ref().map(|o| match &o.hedge {
+            Some((at, _)) => (*at).min(o.deadline),
+            None => o.deadline,
+        })
+    }
+
+    /// The `f` replicas a read-only request skips at first: the primary of the client's view
+    /// and the replicas after it, never the designated `replier`.
+    fn left_out(&self, replier: u8) -> Vec<ReplicaId> {
+        let n = self.config.n() as ReplicaId;
+        let first = self.config.primary(self.view);
+        (0..n)
+            .map(|i| (first + i) % n)
+            .filter(|&r| r != ReplicaId::from(replier))
+            .take(self.config.f as usize)
+            .collect()
     }
 
     /// The next output, in order.
@@ -418,7 +489,7 @@ impl Client {
 
     /// Completes the outstanding request if a certificate with a full result is complete,
     /// and adopts the view of its replies.
-    fn try_complete(&mut self) {
+    fn try_complete(&mut self, now: Time) {
         let f = self.config.f as usize;
         let Some(d) = self.out.as_ref().and_then(|o| certified(o, f, true)) else {
             return;
@@ -426,6 +497,12 @@ impl Client {
         let Some(o) = self.out.take() else {
             return;
         };
+        if o.read_only && o.retransmissions == 0 {
+            // Moving average (weight 1/8) of completion times of reads that needed no
+            // retransmission: the hedge waits about twice as long.
+            let took = now.as_micros().saturating_sub(o.sent_at.as_micros());
+            self.read_us = (self.read_us.saturating_mul(7).saturating_add(took) / 8).max(1);
+        }
         let mut views = Vec::new();
         let mut result = None;
         for s in o.replies.into_values().filter(|s| s.digest == d) {
@@ -620,6 +697,23 @@ mod tests {
             done
         }
 
+        /// Invokes and returns the first transmission's frames, by destination.
+        fn invoke_sends(&mut self, op: &[u8], read_only: bool) -> (RequestId, Vec<Sent>) {
+            let rid = self
+                .client
+                .invoke(Time::ZERO, op.to_vec(), read_only)
+                .unwrap();
+            let sent = self
+                .actions()
+                .into_iter()
+                .map(|a| match a {
+                    ClientAction::Send { to, bytes } => (to, bytes),
+                    other => panic!("expected sends, got {other:?}"),
+                })
+                .collect();
+            (rid, sent)
+        }
+
         /// Invokes and drains the first transmission.
         fn invoke(&mut self, op: &[u8], read_only: bool) -> RequestId {
             let rid = self
@@ -640,6 +734,9 @@ mod tests {
             }
         }
     }
+
+    /// A frame sent to one replica.
+    type Sent = (ReplicaId, Arc<[u8]>);
 
     fn reply(
         j: ReplicaId,
@@ -694,6 +791,7 @@ mod tests {
     fn first_send_read_only_or_big_is_broadcast() {
         for f in [1, 2] {
             let mut h = Harness::new(f);
+            h.client.config.read_only_to_quorum = false;
             h.client.invoke(Time::ZERO, b"r".to_vec(), true).unwrap();
             let a = h.actions();
             assert!(
@@ -723,6 +821,65 @@ mod tests {
                 [ClientAction::Send { to: 0, .. }]
             ));
         }
+    }
+
+    /// With `read_only_to_quorum` (the default), a read goes to `2f+1` replicas, the
+    /// designated replier among them and the primary left out unless it is the replier; the
+    /// other `f` get the same frame when the hedge fires; a retransmission goes to everyone.
+    #[test]
+    fn read_only_goes_to_2f_plus_1_and_the_others_only_when_replies_are_late() {
+        for f in [1, 2] {
+            for seed in 0..20 {
+                let mut h = Harness::with_seed(f, seed);
+                assert!(h.client.config.read_only_to_quorum);
+                let (rid, sent) = h.invoke_sends(b"r", true);
+                assert_eq!(sent.len(), 2 * f as usize + 1, "f={f} seed={seed}");
+                let replier = header(&sent[0].1).replier as ReplicaId;
+                let to: Vec<ReplicaId> = sent.iter().map(|(t, _)| *t).collect();
+                assert!(to.contains(&replier), "the replier is asked: {to:?}");
+                assert_eq!(to.contains(&0), replier == 0, "primary left out: {to:?}");
+                assert!(sent.iter().all(|(_, b)| b == &sent[0].1), "one frame");
+                // The hedge: before the retransmission, the same frame to the others.
+                let hedge = h.client.poll_timeout().unwrap();
+                h.client.handle_timeout(hedge);
+                let late: Vec<ReplicaId> = h
+                    .actions()
+                    .iter()
+                    .map(|a| match a {
+                        ClientAction::Send { to, bytes } if bytes == &sent[0].1 => *to,
+                        other => panic!("{other:?}"),
+                    })
+                    .collect();
+                assert_eq!(late.len(), f as usize);
+                assert!(late.iter().all(|r| !to.contains(r)));
+                assert_eq!(h.client.stats().read_only_hedged, 1);
+                // Then the retransmission, to everyone.
+                let (_, again) = h.retransmit();
+                assert_eq!(header(&again).flags & FLAG_READ_ONLY, FLAG_READ_ONLY);
+                // 2f+1 matching read-only replies complete it.
+                for &j in &to {
+                    let full = j == replier;
+                    h.deliver(j, &reply(j, rid, 0, true, b"v", full));
+                }
+                assert_eq!(h.completed(), Some((rid, b"v".to_vec())));
+            }
+        }
+    }
+
+    /// Replies in time: no hedge, and the hedge delay follows the measured read latency.
+    #[test]
+    fn a_read_answered_in_time_sends_nothing_more() {
+        let mut h = Harness::new(1);
+        let (rid, frames) = h.invoke_sends(b"r", true);
+        let sent: Vec<ReplicaId> = frames.iter().map(|(t, _)| *t).collect();
+        let replier = header(&frames[0].1).replier as ReplicaId;
+        for &j in &sent {
+            h.deliver(j, &reply(j, rid, 0, true, b"v", j == replier));
+        }
+        assert_eq!(h.completed(), Some((rid, b"v".to_vec())));
+        assert_eq!(h.client.poll_timeout(), None);
+        assert_eq!(h.client.stats().read_only_hedged, 0);
+        assert_eq!(h.client.stats().read_only_to_quorum, 1);
     }
 
     #[test]
@@ -1102,10 +1259,12 @@ mod tests {
     fn read_only_falls_back_after_more_than_one_retransmission() {
         for f in [1, 2] {
             let mut h = Harness::new(f);
+            h.client.config.read_only_to_quorum = false;
             let rid = h.invoke(b"r", true);
             let first_replier = {
                 // Rebuild the first frame's header from a fresh client with the same seed.
                 let mut g = Harness::new(f);
+                g.client.config.read_only_to_quorum = false;
                 g.client.invoke(Time::ZERO, b"r".to_vec(), true).unwrap();
                 header(&only_frame(&g.actions())).replier
             };

@@ -34,6 +34,10 @@ pub struct Config {
     pub tentative_execution: bool,
     /// Whether replicas answer read-only requests without ordering them.
     pub read_only_optimisation: bool,
+    /// Whether a client sends a read-only request first to the `2f+1` replicas it needs
+    /// (all but the primary, the busiest) and to the other `f` only if their replies are
+    /// late (a hedge, after about twice its recent read latency); otherwise to all `3f+1`.
+    pub read_only_to_quorum: bool,
     /// Base view-change timeout `T` (doubles per consecutive failed view).
     pub view_change_timeout: Duration,
     /// Cap on the view-change timeout after back-off.
@@ -48,6 +52,9 @@ pub struct Config {
     pub message_bytes_max: usize,
     /// Largest client operation accepted, in bytes.
     pub op_bytes_max: usize,
+    /// Largest chunk of a partition in one STATE-PART message (a larger partition travels
+    /// in several); at most `message_bytes_max / 2`.
+    pub state_chunk_bytes: usize,
 }
 
 impl Config {
@@ -65,6 +72,7 @@ impl Config {
             full_reply_threshold: 256,
             tentative_execution: true,
             read_only_optimisation: true,
+            read_only_to_quorum: true,
             view_change_timeout: Duration::from_millis(5000),
             view_change_timeout_max: Duration::from_secs(60),
             status_interval: Duration::from_millis(150),
@@ -72,6 +80,7 @@ impl Config {
             client_retransmit_max: Duration::from_secs(5),
             message_bytes_max: 4 * 1024 * 1024,
             op_bytes_max: 1024 * 1024,
+            state_chunk_bytes: 1024 * 1024,
         }
     }
 
@@ -121,6 +130,9 @@ impl Config {
         }
         if self.op_bytes_max + 64 * 1024 > self.message_bytes_max {
             return Err("message_bytes_max must exceed op_bytes_max by at least 64 KiB".into());
+        }
+        if self.state_chunk_bytes == 0 || self.state_chunk_bytes > self.message_bytes_max / 2 {
+            return Err("state_chunk_bytes must be in 1..=message_bytes_max/2".into());
         }
         Ok(())
     }

@@ -200,7 +200,8 @@ fn status() -> impl Strategy<Value = Status> {
 fn fetch() -> impl Strategy<Value = Fetch> {
     let what = prop_oneof![
         any::<u64>().prop_map(|seq| FetchWhat::StateMeta { seq }),
-        (any::<u64>(), any::<u32>()).prop_map(|(seq, part)| FetchWhat::StatePart { seq, part }),
+        (any::<u64>(), any::<u32>(), any::<u64>())
+            .prop_map(|(seq, part, offset)| FetchWhat::StatePart { seq, part, offset }),
     ];
     (replica_id(), what).prop_map(|(replica, what)| Fetch { replica, what })
 }
@@ -218,14 +219,22 @@ fn state_meta() -> impl Strategy<Value = StateMeta> {
 }
 
 fn state_part() -> impl Strategy<Value = StatePart> {
-    (replica_id(), any::<u64>(), any::<u32>(), bytes(256)).prop_map(|(replica, seq, part, data)| {
-        StatePart {
+    (
+        replica_id(),
+        any::<u64>(),
+        any::<u32>(),
+        any::<u64>(),
+        any::<u64>(),
+        bytes(256),
+    )
+        .prop_map(|(replica, seq, part, offset, total, data)| StatePart {
             replica,
             seq,
             part,
+            offset,
+            total,
             data,
-        }
-    })
+        })
 }
 
 /// Any message, each type equally likely.

@@ -33,6 +33,7 @@ pub struct ProtocolParams {
     pub full_reply_threshold: usize,
     pub tentative_execution: bool,
     pub read_only_optimisation: bool,
+    pub read_only_to_quorum: bool,
     pub view_change_timeout_ms: u64,
     pub view_change_timeout_max_ms: u64,
     pub status_interval_ms: u64,
@@ -40,6 +41,7 @@ pub struct ProtocolParams {
     pub client_retransmit_max_ms: u64,
     pub message_bytes_max: usize,
     pub op_bytes_max: usize,
+    pub state_chunk_bytes: usize,
 }
 
 fn millis(d: Duration) -> u64 {
@@ -64,6 +66,7 @@ impl ProtocolParams {
             full_reply_threshold: c.full_reply_threshold,
             tentative_execution: c.tentative_execution,
             read_only_optimisation: c.read_only_optimisation,
+            read_only_to_quorum: c.read_only_to_quorum,
             view_change_timeout_ms: millis(c.view_change_timeout),
             view_change_timeout_max_ms: millis(c.view_change_timeout_max),
             status_interval_ms: millis(c.status_interval),
@@ -71,6 +74,7 @@ impl ProtocolParams {
             client_retransmit_max_ms: millis(c.client_retransmit_max),
             message_bytes_max: c.message_bytes_max,
             op_bytes_max: c.op_bytes_max,
+            state_chunk_bytes: c.state_chunk_bytes,
         }
     }
 
@@ -87,6 +91,7 @@ impl ProtocolParams {
             full_reply_threshold: self.full_reply_threshold,
             tentative_execution: self.tentative_execution,
             read_only_optimisation: self.read_only_optimisation,
+            read_only_to_quorum: self.read_only_to_quorum,
             view_change_timeout: Duration::from_millis(self.view_change_timeout_ms),
             view_change_timeout_max: Duration::from_millis(self.view_change_timeout_max_ms),
             status_interval: Duration::from_millis(self.status_interval_ms),
@@ -94,6 +99,7 @@ impl ProtocolParams {
             client_retransmit_max: Duration::from_millis(self.client_retransmit_max_ms),
             message_bytes_max: self.message_bytes_max,
             op_bytes_max: self.op_bytes_max,
+            state_chunk_bytes: self.state_chunk_bytes,
         }
     }
 }

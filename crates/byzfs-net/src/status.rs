@@ -49,6 +49,10 @@ pub struct CoreCounters {
     pub views_installed: u64,
     pub checkpoints_stable: u64,
     pub state_transfers: u64,
+    #[serde(default)]
+    pub state_chunks_fetched: u64,
+    #[serde(default)]
+    pub state_parts_fetched: u64,
     pub rollbacks: u64,
     pub dropped: BTreeMap<String, u64>,
 }
@@ -67,6 +71,8 @@ impl From<&Stats> for CoreCounters {
             views_installed: s.views_installed,
             checkpoints_stable: s.checkpoints_stable,
             state_transfers: s.state_transfers,
+            state_chunks_fetched: s.state_chunks_fetched,
+            state_parts_fetched: s.state_parts_fetched,
             rollbacks: s.rollbacks,
             dropped: DROP_REASONS
                 .iter()

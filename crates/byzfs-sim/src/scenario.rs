@@ -176,15 +176,17 @@ impl Plan {
     pub fn summary(&self) -> String {
         let c = &self.params.config;
         format!(
-            "n={} K={} W={} big={} ro={} tent={} T={}ms status={}ms clients={}+{}bad byz={:?} twin={:?}",
+            "n={} K={} W={} big={} ro={} roq={} tent={} T={}ms status={}ms chunk={} clients={}+{}bad byz={:?} twin={:?}",
             c.n(),
             c.checkpoint_interval,
             c.batch_window,
             if c.big_request_threshold == usize::MAX { "inf".to_string() } else { c.big_request_threshold.to_string() },
             c.read_only_optimisation,
+            c.read_only_to_quorum,
             c.tentative_execution,
             c.view_change_timeout.as_millis(),
             c.status_interval.as_millis(),
+            c.state_chunk_bytes,
             self.params.clients,
             self.bad_clients.len(),
             self.byzantine,
@@ -214,6 +216,10 @@ fn sweep(seed: u64, replicas: Option<usize>) -> Result<Params, String> {
     let keys = r.gen_range(2..=5);
     let think_max_us = r.gen_range(0..=20) * MS;
     let safety_us = r.gen_range(8..=12) * S;
+    // Drawn last, so the draws above keep their values for a seed. Small chunks split even
+    // the simulator's small partitions: chunked state transfer under every fault family.
+    let chunk = if r.gen_range(0..3) == 0 { 48 } else { 1 << 20 };
+    let ro_quorum = r.gen_bool(0.5);
 
     let f = match replicas {
         None => f_drawn,
@@ -231,6 +237,8 @@ fn sweep(seed: u64, replicas: Option<usize>) -> Result<Params, String> {
     config.view_change_timeout_max = Duration::from_millis(16 * t_ms);
     config.status_interval = Duration::from_millis(status_ms);
     config.client_retransmit = Duration::from_millis(retransmit_ms);
+    config.state_chunk_bytes = chunk;
+    config.read_only_to_quorum = ro_quorum;
     config.validate()?;
     Ok(Params {
         config,

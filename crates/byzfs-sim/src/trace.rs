@@ -144,8 +144,8 @@ pub fn describe(bytes: &[u8]) -> String {
         ),
         Message::Fetch(m) => match m.what {
             FetchWhat::StateMeta { seq } => format!("FETCH r={} meta n={seq}", m.replica),
-            FetchWhat::StatePart { seq, part } => {
-                format!("FETCH r={} part n={seq} p={part}", m.replica)
+            FetchWhat::StatePart { seq, part, offset } => {
+                format!("FETCH r={} part n={seq} p={part} at={offset}", m.replica)
             }
         },
         Message::BatchData(m) => format!(
@@ -162,11 +162,13 @@ pub fn describe(bytes: &[u8]) -> String {
         ),
         Message::StatePart(m) => {
             format!(
-                "STATE-PART r={} n={} p={} len={}",
+                "STATE-PART r={} n={} p={} at={} len={} of={}",
                 m.replica,
                 m.seq,
                 m.part,
-                m.data.len()
+                m.offset,
+                m.data.len(),
+                m.total
             )
         }
     };

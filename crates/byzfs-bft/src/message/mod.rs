@@ -243,12 +243,15 @@ pub enum FetchWhat {
         /// The checkpoint.
         seq: Seq,
     },
-    /// One partition of checkpoint `seq` (answered by [`StatePart`]).
+    /// One chunk of a partition of checkpoint `seq`: its encoding from byte `offset` on
+    /// (answered by [`StatePart`]; a partition larger than one message travels in chunks).
     StatePart {
         /// The checkpoint.
         seq: Seq,
         /// Partition index.
         part: u32,
+        /// First byte wanted of the partition's encoding.
+        offset: u64,
     },
 }
 
@@ -281,7 +284,9 @@ pub struct StateMeta {
     pub parts: Vec<Digest>,
 }
 
-/// One partition's content; verified against its digest from [`StateMeta`].
+/// A chunk of one partition's content: bytes `offset..offset + data.len()` of its encoding
+/// (the owner's format), `total` bytes long. The fetcher joins the chunks and checks the whole
+/// against the partition's digest from [`StateMeta`].
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StatePart {
     /// Sender.
@@ -290,7 +295,11 @@ pub struct StatePart {
     pub seq: Seq,
     /// Partition index.
     pub part: u32,
-    /// Encoded partition content (the owner's format).
+    /// Position of `data` in the partition's encoding.
+    pub offset: u64,
+    /// Length of the partition's whole encoding.
+    pub total: u64,
+    /// The chunk.
     pub data: Vec<u8>,
 }
 

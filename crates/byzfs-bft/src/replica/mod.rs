@@ -81,6 +81,11 @@ pub struct Stats {
     pub checkpoints_stable: u64,
     /// State transfers completed.
     pub state_transfers: u64,
+    /// Partition chunks received and accepted during state transfer (a partition larger than
+    /// `state_chunk_bytes` takes several).
+    pub state_chunks_fetched: u64,
+    /// Partitions imported during state transfer.
+    pub state_parts_fetched: u64,
     /// Tentative executions rolled back.
     pub rollbacks: u64,
     /// Inputs dropped, by reason.
@@ -180,6 +185,8 @@ pub struct Replica<S: Service> {
 
     // State transfer.
     fetch: Option<FetchState>,
+    /// The partition being served in chunks, encoded once for all of its chunks.
+    serving: Option<state_transfer::Serving>,
 
     /// Each peer's last executed sequence number from its latest STATUS.
     peer_executed: BTreeMap<ReplicaId, Seq>,
@@ -261,6 +268,7 @@ impl<S: Service> Replica<S> {
             checkpoints: checkpoint::Checkpoints::default(),
             vc: ViewChangeState::new(vc_timeout),
             fetch: None,
+            serving: None,
             peer_executed: BTreeMap::new(),
             durable: durable::DurableLog::default(),
             store_state: false,

@@ -5,6 +5,15 @@
 //! then takes partition digests from one replier (checked against the root), fetches only
 //! the partitions that differ from its own, and checks each against its digest. A replier
 //! that sends anything that does not check is replaced.
+//!
+//! **Chunks.** A partition's encoding can outgrow one message (a directory of many thousand
+//! entries is one partition of the file service), so it travels in chunks of at most
+//! `Config::state_chunk_bytes`, asked for one after the other from the same replier: the fetcher joins
+//! them and checks the whole against the digest, as for a one-chunk partition. A replier
+//! encodes a partition once for all its chunks ([`Serving`]). A faulty replier can claim a
+//! huge `total`: the fetcher refuses more than [`PARTITION_BYTES_MAX`], and refuses chunks
+//! from anyone but its current replier, so a lie costs at most that much memory and one
+//! replier change.
 
 use super::timers::TimerKind;
 use super::{Replica, LIB_PARTITIONS};
@@ -13,10 +22,28 @@ use crate::crypto::Digest;
 use crate::ids::{ReplicaId, Seq};
 use crate::message::{BatchData, Fetch, FetchWhat, Message, StateMeta, StatePart};
 use crate::service::{root_digest, Service};
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// Partition requests in flight at once.
 const PARTS_IN_FLIGHT: usize = 32;
+
+/// Largest partition encoding a fetcher accepts (a claim beyond it is a replier's lie).
+pub(crate) const PARTITION_BYTES_MAX: u64 = 1 << 30;
+
+/// A partition being served in chunks: checkpoint, partition and its encoding.
+#[derive(Clone, Debug)]
+pub(crate) struct Serving {
+    seq: Seq,
+    part: u32,
+    data: Vec<u8>,
+}
+
+/// A partition received in part: its announced length and the bytes so far.
+#[derive(Clone, Debug)]
+pub(crate) struct Partial {
+    total: u64,
+    data: Vec<u8>,
+}
 
 /// An ongoing fetch.
 #[derive(Clone, Debug)]
@@ -27,6 +54,8 @@ pub(crate) struct FetchState {
     pub parts: Option<Vec<Digest>>,
     pub needed: BTreeSet<u32>,
     pub asked: BTreeSet<u32>,
+    /// Partitions of which some chunks arrived (from the current replier).
+    pub partial: BTreeMap<u32, Partial>,
 }
 
 impl<S: Service> Replica<S> {
@@ -49,6 +78,7 @@ impl<S: Service> Replica<S> {
             parts: None,
             needed: BTreeSet::new(),
             asked: BTreeSet::new(),
+            partial: BTreeMap::new(),
         });
         self.timers.stop(TimerKind::ViewChange);
         tracing::debug!(replica = self.me, seq, "state transfer started");
@@ -82,7 +112,11 @@ impl<S: Service> Replica<S> {
                 .collect();
             for part in todo {
                 f.asked.insert(part);
-                asks.push(FetchWhat::StatePart { seq, part });
+                asks.push(FetchWhat::StatePart {
+                    seq,
+                    part,
+                    offset: 0,
+                });
             }
         }
         for what in asks {
@@ -107,6 +141,8 @@ impl<S: Service> Replica<S> {
         if let Some(f) = self.fetch.as_mut() {
             f.replier = r;
             f.asked.clear();
+            // The new replier starts each partition afresh: the old one may have lied.
+            f.partial.clear();
         }
         self.request_fetch();
     }
@@ -131,22 +167,46 @@ impl<S: Service> Replica<S> {
                     }),
                 );
             }
-            FetchWhat::StatePart { seq, part } => {
-                let svc = self.svc_parts();
-                let data = if part < svc {
-                    self.service.export_partition(seq, part)
-                } else {
-                    self.lib.export_partition(seq, part - svc)
+            FetchWhat::StatePart { seq, part, offset } => {
+                let cached = self
+                    .serving
+                    .as_ref()
+                    .is_some_and(|s| s.seq == seq && s.part == part);
+                if !cached {
+                    let svc = self.svc_parts();
+                    let data = if part < svc {
+                        self.service.export_partition(seq, part)
+                    } else {
+                        self.lib.export_partition(seq, part - svc)
+                    };
+                    let Some(data) = data else {
+                        return self.drop_input(DropReason::Stale);
+                    };
+                    self.serving = Some(Serving { seq, part, data });
+                }
+                // `validate` keeps it within half a message (room for header and MAC).
+                let chunk = self.config.state_chunk_bytes.max(1);
+                let Some(s) = self.serving.as_ref() else {
+                    return;
                 };
-                let Some(data) = data else {
-                    return self.drop_input(DropReason::Stale);
+                let total = s.data.len();
+                let Some(start) = usize::try_from(offset).ok().filter(|&o| o <= total) else {
+                    return self.drop_input(DropReason::Invalid);
                 };
+                let end = start.saturating_add(chunk).min(total);
+                let data = s.data[start..end].to_vec();
+                if end == total {
+                    // The last chunk (or the only one): the encoding is not needed again.
+                    self.serving = None;
+                }
                 self.send_to(
                     m.replica,
                     &Message::StatePart(StatePart {
                         replica: self.me,
                         seq,
                         part,
+                        offset,
+                        total: total as u64,
                         data,
                     }),
                 );
@@ -180,28 +240,76 @@ impl<S: Service> Replica<S> {
         self.continue_fetch();
     }
 
-    /// One partition: imported only if it matches its authenticated digest.
+    /// One chunk of a partition: joined to the earlier ones; the whole is imported only if
+    /// it matches its authenticated digest.
     pub(super) fn on_state_part(&mut self, m: StatePart) {
-        let Some(f) = self.fetch.as_ref() else {
+        let Some(f) = self.fetch.as_mut() else {
             return self.drop_input(DropReason::Stale);
         };
         let Some(parts) = &f.parts else {
             return self.drop_input(DropReason::Stale);
         };
-        if m.seq != f.seq || !f.needed.contains(&m.part) {
+        // Chunks of a partition come from one replier, asked one after the other: anything
+        // else is late (an earlier replier, a repeated request).
+        let have = f.partial.get(&m.part).map_or(0, |p| p.data.len() as u64);
+        if m.seq != f.seq
+            || !f.needed.contains(&m.part)
+            || m.replica != f.replier
+            || m.offset != have
+        {
             return self.drop_input(DropReason::Stale);
         }
         let expected = parts[m.part as usize];
+        let end = m.offset.saturating_add(m.data.len() as u64);
+        let known_total = f.partial.get(&m.part).map(|p| p.total);
+        let bad = m.total > PARTITION_BYTES_MAX
+            || end > m.total
+            || (m.data.is_empty() && end < m.total)
+            || known_total.is_some_and(|t| t != m.total);
+        if bad {
+            self.drop_input(DropReason::Invalid);
+            return self.on_fetch_timeout();
+        }
+        self.stats.state_chunks_fetched += 1;
+        let whole = if end < m.total {
+            // More to come: keep this chunk and ask for the next one.
+            let p = f.partial.entry(m.part).or_insert_with(|| Partial {
+                total: m.total,
+                data: Vec::new(),
+            });
+            p.data.extend_from_slice(&m.data);
+            let (seq, part, replier) = (f.seq, m.part, f.replier);
+            self.send_to(
+                replier,
+                &Message::Fetch(Fetch {
+                    replica: self.me,
+                    what: FetchWhat::StatePart {
+                        seq,
+                        part,
+                        offset: end,
+                    },
+                }),
+            );
+            let at = self.now + self.config.status_interval * 4;
+            self.timers.set(TimerKind::Fetch, at);
+            return;
+        } else if let Some(mut p) = f.partial.remove(&m.part) {
+            p.data.extend_from_slice(&m.data);
+            p.data
+        } else {
+            m.data
+        };
         let svc = self.svc_parts();
         let ok = if m.part < svc {
-            self.service.import_partition(m.part, &m.data, expected)
+            self.service.import_partition(m.part, &whole, expected)
         } else {
-            self.lib.import_partition(m.part - svc, &m.data, expected)
+            self.lib.import_partition(m.part - svc, &whole, expected)
         };
         if !ok {
             self.drop_input(DropReason::Invalid);
             return self.on_fetch_timeout();
         }
+        self.stats.state_parts_fetched += 1;
         if let Some(f) = self.fetch.as_mut() {
             f.needed.remove(&m.part);
             f.asked.remove(&m.part);

@@ -8,8 +8,8 @@ use crate::crypto::TestKeys;
 use crate::message::*;
 use crate::wire::{encode, encode_with_body, Auth, Envelope, Frame, REPLIER_ALL};
 
-/// A counter service over `PartitionedState`: op `w…` increments and returns the count,
-/// op `r…` reads it (read-only).
+/// A counter service over `PartitionedState`: op `w…` increments and returns the count (and
+/// keeps whatever follows the `w` under a key of its own), op `r…` reads it (read-only).
 struct Counter {
     state: PartitionedState,
 }
@@ -37,9 +37,13 @@ impl Service for Counter {
     fn check_nondet(&self, _seq: Seq, nondet: &[u8], _now: Time) -> bool {
         nondet == [1]
     }
-    fn execute(&mut self, _c: ClientId, _op: &[u8], _nondet: &[u8]) -> Vec<u8> {
+    fn execute(&mut self, _c: ClientId, op: &[u8], _nondet: &[u8]) -> Vec<u8> {
         let n = self.count() + 1;
         self.state.put(b"n".to_vec(), n.to_le_bytes().to_vec());
+        if op.len() > 1 {
+            self.state
+                .put(format!("v{n}").into_bytes(), op[1..].to_vec());
+        }
         n.to_le_bytes().to_vec()
     }
     fn execute_read_only(&self, _c: ClientId, _op: &[u8]) -> Vec<u8> {
@@ -966,6 +970,113 @@ fn lagging_replica_catches_up_by_state_transfer() {
     c.advance(Duration::from_secs(1));
     assert!(c.r[3].stats().state_transfers >= 1);
     assert_eq!(c.r[3].last_executed(), 13);
+    assert_eq!(c.r[3].state_digest(), c.r[0].state_digest());
+}
+
+/// Partitions larger than a message travel in chunks, joined and checked as a whole.
+#[test]
+fn state_transfer_moves_partitions_larger_than_a_message_in_chunks() {
+    let mut cfg = config();
+    // Messages of 72 KiB carry chunks of at most 36 KiB.
+    cfg.op_bytes_max = 8 * 1024;
+    cfg.batch_bytes_max = 8 * 1024;
+    cfg.message_bytes_max = 72 * 1024;
+    cfg.state_chunk_bytes = 36 * 1024;
+    cfg.validate().unwrap();
+    let chunk = cfg.state_chunk_bytes;
+    let mut c = Cluster::new(cfg.clone());
+    c.down[3] = true;
+    // 60 values of 6 KiB over the counter's 4 partitions: about 90 KiB each.
+    for rid in 1..=60u64 {
+        let mut op = vec![b'w'];
+        op.extend((0..6 * 1024).map(|i| (rid as usize * 31 + i) as u8));
+        let req = request(&c.cfg, rid, &op, false);
+        c.deliver_all(&req);
+    }
+    let seq = c.r[0].last_stable();
+    let biggest = (0..4)
+        .filter_map(|p| c.r[0].service().export_partition(seq, p))
+        .map(|d| d.len())
+        .max()
+        .unwrap();
+    assert!(
+        biggest > 2 * chunk,
+        "{biggest} bytes: at least three chunks"
+    );
+    c.down[3] = false;
+    c.advance(Duration::from_secs(1));
+    assert!(c.r[3].stats().state_transfers >= 1);
+    assert_eq!(c.r[3].last_executed(), c.r[0].last_executed());
+    assert_eq!(c.r[3].state_digest(), c.r[0].state_digest());
+    assert_eq!(c.r[3].service().count(), 60);
+    let st = c.r[3].stats();
+    assert!(
+        st.state_chunks_fetched > st.state_parts_fetched + 4,
+        "{} chunks for {} partitions",
+        st.state_chunks_fetched,
+        st.state_parts_fetched
+    );
+    assert_eq!(
+        c.r[3]
+            .stats()
+            .dropped
+            .get(&DropReason::Invalid)
+            .copied()
+            .unwrap_or(0),
+        0,
+        "no chunk refused"
+    );
+}
+
+/// A replier's chunk that claims more than a partition may hold, or a total that changes
+/// between chunks, is refused and the replier replaced; the fetch completes from another.
+#[test]
+fn a_chunk_with_a_false_total_is_refused_and_the_replier_replaced() {
+    let mut cfg = config();
+    cfg.op_bytes_max = 8 * 1024;
+    cfg.batch_bytes_max = 8 * 1024;
+    cfg.message_bytes_max = 72 * 1024;
+    cfg.state_chunk_bytes = 36 * 1024;
+    let mut c = Cluster::new(cfg.clone());
+    c.down[3] = true;
+    for rid in 1..=60u64 {
+        let mut op = vec![b'w'];
+        op.extend(std::iter::repeat_n(rid as u8, 6 * 1024));
+        let req = request(&c.cfg, rid, &op, false);
+        c.deliver_all(&req);
+    }
+    c.down[3] = false;
+    // Let replica 3 learn the target and ask its replier for the partition digests, then
+    // hand it the replier's first chunk of a partition, with forged totals.
+    c.lose = Some(Tag::StatePart);
+    c.advance(Duration::from_millis(400));
+    let f = c.r[3].fetch.clone().expect("fetching");
+    assert!(f.parts.is_some(), "partition digests accepted");
+    let part = *f.needed.first().expect("a partition to fetch");
+    let seq = f.seq;
+    let tk = TestKeys::new(1, c.cfg.n());
+    let forge = |total: u64| {
+        let m = Message::StatePart(StatePart {
+            replica: f.replier,
+            seq,
+            part,
+            offset: 0,
+            total,
+            data: vec![0; 100],
+        });
+        let rk = tk.replica(f.replier, [CLIENT]);
+        encode(
+            Envelope::new(Principal::Replica(f.replier), 0),
+            &m,
+            Auth::Mac(&rk.to_replica[3]),
+        )
+    };
+    c.r[3].handle_message(c.now, &forge(state_transfer::PARTITION_BYTES_MAX + 1));
+    assert_eq!(c.r[3].stats().dropped[&DropReason::Invalid], 1);
+    let now_asking = c.r[3].fetch.as_ref().unwrap().replier;
+    assert_ne!(now_asking, f.replier, "the lying replier was replaced");
+    c.lose = None;
+    c.advance(Duration::from_secs(2));
     assert_eq!(c.r[3].state_digest(), c.r[0].state_digest());
 }
 

@@ -73,6 +73,8 @@ impl Metrics {
         counter("byzfs_views_installed_total", c.views_installed);
         counter("byzfs_checkpoints_stable_total", c.checkpoints_stable);
         counter("byzfs_state_transfers_total", c.state_transfers);
+        counter("byzfs_state_chunks_fetched_total", c.state_chunks_fetched);
+        counter("byzfs_state_parts_fetched_total", c.state_parts_fetched);
         counter("byzfs_rollbacks_total", c.rollbacks);
         let n = &s.net;
         counter("byzfs_frames_in_total", n.frames_in);

@@ -318,6 +318,17 @@ impl Procs {
 
     /// Four replicas of `service` in durability `mode`, replica `i` with `extra[i]`.
     pub fn with(mode: &'static str, service: &'static str, extra: Vec<Vec<String>>) -> Procs {
+        Procs::with_protocol(mode, service, extra, &[])
+    }
+
+    /// As [`Procs::with`], with `protocol`'s `(name, value)` pairs set in the cluster file's
+    /// `[protocol]` table before anything starts.
+    pub fn with_protocol(
+        mode: &'static str,
+        service: &'static str,
+        extra: Vec<Vec<String>>,
+        protocol: &[(&str, &str)],
+    ) -> Procs {
         let dir = tempfile::tempdir().unwrap();
         let out = Command::new(BIN)
             .args(["keygen", "--replicas", "4", "--base-port", "0", "--out"])
@@ -329,7 +340,27 @@ impl Procs {
             "{}",
             String::from_utf8_lossy(&out.stderr)
         );
-        let cluster = ClusterConfig::load(&dir.path().join("cluster.toml")).unwrap();
+        let file = dir.path().join("cluster.toml");
+        for (name, value) in protocol {
+            let text = std::fs::read_to_string(&file).unwrap();
+            let prefix = format!("{name} = ");
+            assert!(
+                text.lines().any(|l| l.starts_with(&prefix)),
+                "keygen wrote no {name}"
+            );
+            let edited: Vec<String> = text
+                .lines()
+                .map(|l| {
+                    if l.starts_with(&prefix) {
+                        format!("{prefix}{value}")
+                    } else {
+                        l.to_string()
+                    }
+                })
+                .collect();
+            std::fs::write(&file, edited.join("\n") + "\n").unwrap();
+        }
+        let cluster = ClusterConfig::load(&file).unwrap();
         let mut p = Procs {
             dir,
             mode,
