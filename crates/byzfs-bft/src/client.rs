@@ -823,7 +823,7 @@ mod tests {
         }
     }
 
-    /// With `read_only_to_quorum` (the default), a read goes to `2f+1` replicas, the
+    /// With `read_only_to_quorum`, a read goes to `2f+1` replicas, the
     /// designated replier among them and the primary left out unless it is the replier; the
     /// other `f` get the same frame when the hedge fires; a retransmission goes to everyone.
     #[test]
@@ -831,7 +831,7 @@ mod tests {
         for f in [1, 2] {
             for seed in 0..20 {
                 let mut h = Harness::with_seed(f, seed);
-                assert!(h.client.config.read_only_to_quorum);
+                h.client.config.read_only_to_quorum = true;
                 let (rid, sent) = h.invoke_sends(b"r", true);
                 assert_eq!(sent.len(), 2 * f as usize + 1, "f={f} seed={seed}");
                 let replier = header(&sent[0].1).replier as ReplicaId;
@@ -870,6 +870,7 @@ mod tests {
     #[test]
     fn a_read_answered_in_time_sends_nothing_more() {
         let mut h = Harness::new(1);
+        h.client.config.read_only_to_quorum = true;
         let (rid, frames) = h.invoke_sends(b"r", true);
         let sent: Vec<ReplicaId> = frames.iter().map(|(t, _)| *t).collect();
         let replier = header(&frames[0].1).replier as ReplicaId;

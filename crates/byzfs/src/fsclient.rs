@@ -31,6 +31,15 @@ impl FsClient {
         })
     }
 
+    /// The BFT client's counters (retransmissions, read-only fallbacks and hedges), or
+    /// `None` for the unreplicated client.
+    pub fn stats(&self) -> Option<byzfs_bft::client::ClientStats> {
+        match self {
+            FsClient::Replicated(c) => Some(c.stats()),
+            FsClient::Unreplicated(_) => None,
+        }
+    }
+
     /// Runs one operation and returns its result bytes.
     pub async fn invoke(&mut self, op: Vec<u8>, read_only: bool) -> Result<Vec<u8>, ClientError> {
         match self {

@@ -1639,6 +1639,15 @@ impl Filesystem for ByzFuse {
                 "operations sent: {}",
                 by_kind.join(" ")
             );
+            if let Some(s) = inner.client.stats() {
+                tracing::info!(
+                    retransmissions = s.retransmissions,
+                    read_only_to_quorum = s.read_only_to_quorum,
+                    read_only_hedged = s.read_only_hedged,
+                    read_only_fallbacks = s.read_only_fallbacks,
+                    "client counters"
+                );
+            }
             let hidden: Vec<_> = inner.silly.drain().map(|(_, v)| v).collect();
             for (dir, name) in hidden {
                 let _ = invoke(inner, &cred, Op::Remove { dir, name });

@@ -139,9 +139,15 @@ impl Up {
 
     /// A client with the default credential.
     pub async fn client(&self) -> ByzClient {
+        self.client_with(&self.cluster).await
+    }
+
+    /// A client of this cluster that uses `cluster`'s protocol parameters (the client-side
+    /// ones, such as `read_only_to_quorum`, may differ from the replicas').
+    pub async fn client_with(&self, cluster: &ClusterConfig) -> ByzClient {
         let key = self.config.with_file_name("client-1.key");
-        let cred = ClientCredential::load(&key, &self.cluster).unwrap();
-        tokio::time::timeout(TIMEOUT, ByzClient::connect(&self.cluster, &cred))
+        let cred = ClientCredential::load(&key, cluster).unwrap();
+        tokio::time::timeout(TIMEOUT, ByzClient::connect(cluster, &cred))
             .await
             .expect("connect timed out")
             .expect("connect")
