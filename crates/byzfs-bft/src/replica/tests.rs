@@ -973,26 +973,32 @@ fn lagging_replica_catches_up_by_state_transfer() {
     assert_eq!(c.r[3].state_digest(), c.r[0].state_digest());
 }
 
-/// Partitions larger than a message travel in chunks, joined and checked as a whole.
-#[test]
-fn state_transfer_moves_partitions_larger_than_a_message_in_chunks() {
+/// A cluster of 72 KiB messages and 36 KiB state chunks that ran 60 writes of 6 KiB values
+/// (about 90 KiB per partition of the counter's 4) while replica 3 was down; it is up again.
+fn cluster_with_a_replica_behind_big_partitions() -> Cluster {
     let mut cfg = config();
-    // Messages of 72 KiB carry chunks of at most 36 KiB.
     cfg.op_bytes_max = 8 * 1024;
     cfg.batch_bytes_max = 8 * 1024;
     cfg.message_bytes_max = 72 * 1024;
     cfg.state_chunk_bytes = 36 * 1024;
     cfg.validate().unwrap();
-    let chunk = cfg.state_chunk_bytes;
-    let mut c = Cluster::new(cfg.clone());
+    let mut c = Cluster::new(cfg);
     c.down[3] = true;
-    // 60 values of 6 KiB over the counter's 4 partitions: about 90 KiB each.
     for rid in 1..=60u64 {
         let mut op = vec![b'w'];
         op.extend((0..6 * 1024).map(|i| (rid as usize * 31 + i) as u8));
         let req = request(&c.cfg, rid, &op, false);
         c.deliver_all(&req);
     }
+    c.down[3] = false;
+    c
+}
+
+/// Partitions larger than a message travel in chunks, joined and checked as a whole.
+#[test]
+fn state_transfer_moves_partitions_larger_than_a_message_in_chunks() {
+    let mut c = cluster_with_a_replica_behind_big_partitions();
+    let chunk = c.cfg.state_chunk_bytes;
     let seq = c.r[0].last_stable();
     let biggest = (0..4)
         .filter_map(|p| c.r[0].service().export_partition(seq, p))
@@ -1003,7 +1009,6 @@ fn state_transfer_moves_partitions_larger_than_a_message_in_chunks() {
         biggest > 2 * chunk,
         "{biggest} bytes: at least three chunks"
     );
-    c.down[3] = false;
     c.advance(Duration::from_secs(1));
     assert!(c.r[3].stats().state_transfers >= 1);
     assert_eq!(c.r[3].last_executed(), c.r[0].last_executed());
@@ -1028,24 +1033,11 @@ fn state_transfer_moves_partitions_larger_than_a_message_in_chunks() {
     );
 }
 
-/// A replier's chunk that claims more than a partition may hold, or a total that changes
-/// between chunks, is refused and the replier replaced; the fetch completes from another.
+/// A replier's chunk that claims more than a partition may hold is refused and the replier
+/// replaced; the fetch completes from another.
 #[test]
 fn a_chunk_with_a_false_total_is_refused_and_the_replier_replaced() {
-    let mut cfg = config();
-    cfg.op_bytes_max = 8 * 1024;
-    cfg.batch_bytes_max = 8 * 1024;
-    cfg.message_bytes_max = 72 * 1024;
-    cfg.state_chunk_bytes = 36 * 1024;
-    let mut c = Cluster::new(cfg.clone());
-    c.down[3] = true;
-    for rid in 1..=60u64 {
-        let mut op = vec![b'w'];
-        op.extend(std::iter::repeat_n(rid as u8, 6 * 1024));
-        let req = request(&c.cfg, rid, &op, false);
-        c.deliver_all(&req);
-    }
-    c.down[3] = false;
+    let mut c = cluster_with_a_replica_behind_big_partitions();
     // Let replica 3 learn the target and ask its replier for the partition digests, then
     // hand it the replier's first chunk of a partition, with forged totals.
     c.lose = Some(Tag::StatePart);
