@@ -22,7 +22,16 @@ if ! cargo +nightly fuzz --version >/dev/null 2>&1; then
     exit 2
 fi
 
-cargo +nightly fuzz build
+# The build's line per crate goes to a file, shown only if the build fails (CI shows a
+# window of its log).
+build_log="$(mktemp)"
+if ! cargo +nightly fuzz build >"$build_log" 2>&1; then
+    tail -60 "$build_log" >&2
+    rm -f "$build_log"
+    echo "fuzz-smoke: cargo +nightly fuzz build failed" >&2
+    exit 1
+fi
+rm -f "$build_log"
 mapfile -t targets < <(cargo +nightly fuzz list)
 if [ "${#targets[@]}" -eq 0 ]; then
     echo "fuzz-smoke: no fuzz targets found" >&2

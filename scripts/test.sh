@@ -27,6 +27,9 @@ step "system packages (scripts/deps.sh)"
 bash scripts/deps.sh
 
 step "cargo test --workspace"
+# Built first without a line per crate compiled: CI shows a window of its log, and ~300
+# "Compiling" lines once filled it, hiding a failing test's output.
+cargo test --workspace --no-run --quiet
 if ! cargo test --workspace 2>&1 | tee "$log"; then
     # A full disk shows up as replicas stopping (and mounts aborting) far from its cause.
     df -h . "${TMPDIR:-/tmp}" || true
@@ -37,7 +40,7 @@ fi
 step "simulator: byzfs-sim --seeds 1..2000 --scenario all"
 # The simulator is under construction: until it understands these flags, fail loudly rather
 # than let a stub binary pass for a green run.
-cargo build --release -p byzfs-sim
+cargo build --release --quiet -p byzfs-sim
 sim_help="$(cargo run --quiet --release -p byzfs-sim -- --help 2>&1 || true)"
 if ! grep -q -- '--seeds' <<<"$sim_help" || ! grep -q -- '--scenario' <<<"$sim_help"; then
     echo "FAIL: byzfs-sim does not implement --seeds/--scenario yet (its --help printed:)" >&2
