@@ -7,13 +7,14 @@
 //! that sends anything that does not check is replaced.
 //!
 //! **Chunks.** A partition's encoding can outgrow one message (a directory of many thousand
-//! entries is one partition of the file service), so it travels in chunks of at most
-//! `Config::state_chunk_bytes`, asked for one after the other from the same replier: the fetcher joins
-//! them and checks the whole against the digest, as for a one-chunk partition. A replier
-//! encodes a partition once for all its chunks ([`Serving`]). A faulty replier can claim a
-//! huge `total`: the fetcher refuses more than [`PARTITION_BYTES_MAX`], and refuses chunks
-//! from anyone but its current replier, so a lie costs at most that much memory and one
-//! replier change.
+//! entries is one partition of the file service), so it travels in chunks of
+//! `Config::state_chunk_bytes` (the last one shorter), asked for one after the other from the
+//! same replier: the fetcher joins them and checks the whole against the digest, as for a
+//! one-chunk partition. A replier encodes a partition once for all its chunks ([`Serving`]).
+//! A faulty replier can claim a huge `total`: the fetcher refuses more than
+//! [`PARTITION_BYTES_MAX`], chunks of any other length than the agreed one (a drip of tiny
+//! chunks would stall it without ever reaching the digest check), and chunks from anyone but
+//! its current replier, so a lie costs at most that much memory and one replier change.
 
 use super::timers::TimerKind;
 use super::{Replica, LIB_PARTITIONS};
@@ -128,6 +129,12 @@ impl<S: Service> Replica<S> {
                 }),
             );
         }
+        self.arm_fetch_timer();
+    }
+
+    /// The fetch's retry timer: a replier that leaves a request unanswered this long is
+    /// replaced.
+    fn arm_fetch_timer(&mut self) {
         let at = self.now + self.config.status_interval * 4;
         self.timers.set(TimerKind::Fetch, at);
     }
@@ -262,9 +269,11 @@ impl<S: Service> Replica<S> {
         let expected = parts[m.part as usize];
         let end = m.offset.saturating_add(m.data.len() as u64);
         let known_total = f.partial.get(&m.part).map(|p| p.total);
+        // Every chunk but the last has the agreed length (the config is the cluster's).
+        let chunk = self.config.state_chunk_bytes.max(1) as u64;
+        let want = chunk.min(m.total.saturating_sub(m.offset));
         let bad = m.total > PARTITION_BYTES_MAX
-            || end > m.total
-            || (m.data.is_empty() && end < m.total)
+            || m.data.len() as u64 != want
             || known_total.is_some_and(|t| t != m.total);
         if bad {
             self.drop_input(DropReason::Invalid);
@@ -290,8 +299,7 @@ impl<S: Service> Replica<S> {
                     },
                 }),
             );
-            let at = self.now + self.config.status_interval * 4;
-            self.timers.set(TimerKind::Fetch, at);
+            self.arm_fetch_timer();
             return;
         } else if let Some(mut p) = f.partial.remove(&m.part) {
             p.data.extend_from_slice(&m.data);

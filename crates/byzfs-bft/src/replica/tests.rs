@@ -1033,8 +1033,8 @@ fn state_transfer_moves_partitions_larger_than_a_message_in_chunks() {
     );
 }
 
-/// A replier's chunk that claims more than a partition may hold is refused and the replier
-/// replaced; the fetch completes from another.
+/// A replier's chunk that claims more than a partition may hold, or that is shorter than the
+/// agreed chunk length, is refused and the replier replaced; the fetch completes from another.
 #[test]
 fn a_chunk_with_a_false_total_is_refused_and_the_replier_replaced() {
     let mut c = cluster_with_a_replica_behind_big_partitions();
@@ -1047,26 +1047,32 @@ fn a_chunk_with_a_false_total_is_refused_and_the_replier_replaced() {
     let part = *f.needed.first().expect("a partition to fetch");
     let seq = f.seq;
     let tk = TestKeys::new(1, c.cfg.n());
-    let forge = |total: u64| {
+    let forge = |replier: ReplicaId, total: u64, len: usize| {
         let m = Message::StatePart(StatePart {
-            replica: f.replier,
+            replica: replier,
             seq,
             part,
             offset: 0,
             total,
-            data: vec![0; 100],
+            data: vec![0; len],
         });
-        let rk = tk.replica(f.replier, [CLIENT]);
+        let rk = tk.replica(replier, [CLIENT]);
         encode(
-            Envelope::new(Principal::Replica(f.replier), 0),
+            Envelope::new(Principal::Replica(replier), 0),
             &m,
             Auth::Mac(&rk.to_replica[3]),
         )
     };
-    c.r[3].handle_message(c.now, &forge(state_transfer::PARTITION_BYTES_MAX + 1));
+    let chunk = c.cfg.state_chunk_bytes;
+    let too_big = forge(f.replier, state_transfer::PARTITION_BYTES_MAX + 1, chunk);
+    c.r[3].handle_message(c.now, &too_big);
     assert_eq!(c.r[3].stats().dropped[&DropReason::Invalid], 1);
-    let now_asking = c.r[3].fetch.as_ref().unwrap().replier;
-    assert_ne!(now_asking, f.replier, "the lying replier was replaced");
+    let second = c.r[3].fetch.as_ref().unwrap().replier;
+    assert_ne!(second, f.replier, "the lying replier was replaced");
+    // A drip of 100-byte chunks of a 1 MiB partition: refused too.
+    c.r[3].handle_message(c.now, &forge(second, 1 << 20, 100));
+    assert_eq!(c.r[3].stats().dropped[&DropReason::Invalid], 2);
+    assert_ne!(c.r[3].fetch.as_ref().unwrap().replier, second);
     c.lose = None;
     c.advance(Duration::from_secs(2));
     assert_eq!(c.r[3].state_digest(), c.r[0].state_digest());
