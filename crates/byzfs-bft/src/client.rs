@@ -261,23 +261,19 @@ impl Client {
             // All but f replicas, the designated replier among them: the primary (the
             // busiest) and the next ones are left out, and asked only if replies are late.
             let others = self.left_out(replier);
+            for to in (0..self.config.n() as ReplicaId).filter(|r| !others.contains(r)) {
+                self.actions.push_back(ClientAction::Send {
+                    to,
+                    bytes: bytes.clone(),
+                });
+            }
             let delay = self
                 .read_us
                 .saturating_mul(2)
                 .clamp(HEDGE_MIN_US, rtimeout_us);
-            o.hedge = Some((
-                Time::from_micros(now.as_micros().saturating_add(delay)),
-                others,
-            ));
+            let at = Time::from_micros(now.as_micros().saturating_add(delay));
+            o.hedge = Some((at, others));
             self.stats.read_only_to_quorum += 1;
-            for to in 0..self.config.n() as ReplicaId {
-                if o.hedge.as_ref().is_some_and(|(_, l)| !l.contains(&to)) {
-                    self.actions.push_back(ClientAction::Send {
-                        to,
-                        bytes: bytes.clone(),
-                    });
-                }
-            }
         } else {
             self.actions.push_back(if read_only || big {
                 ClientAction::Broadcast { bytes }
