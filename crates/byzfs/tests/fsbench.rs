@@ -45,7 +45,10 @@ fn check_rows(json: &Path, bench: &str, metrics: &[&str]) {
     for target in ["local", "passthrough", "passthrough/local"] {
         // Every benchmark adds CPU seconds; they can be 0 (10 ms ticks; local has no
         // server), so their ratios are not always defined.
-        for metric in metrics.iter().chain(&["client cpu", "server cpu"]) {
+        for metric in metrics
+            .iter()
+            .chain(&["client cpu", "server cpu", "mount cpu"])
+        {
             if target.contains('/') && metric.ends_with("cpu") {
                 continue;
             }

@@ -58,7 +58,8 @@ pub fn run_targets(
 ) -> anyhow::Result<Results> {
     let measured = metrics.len();
     // CPU seconds beside wall time (BENCHMARKS.md): the client (this process and the
-    // programs it ran, e.g. make, postmark) and the target's server processes.
+    // programs it ran, e.g. make, postmark), the target's server processes, and the part
+    // of those that is the FUSE daemon (for ByzFS the BFT client; the rest are replicas).
     metrics.extend([
         Metric {
             name: "client cpu",
@@ -66,6 +67,10 @@ pub fn run_targets(
         },
         Metric {
             name: "server cpu",
+            unit: "cpu-s",
+        },
+        Metric {
+            name: "mount cpu",
             unit: "cpu-s",
         },
     ]);
@@ -90,12 +95,15 @@ pub fn run_targets(
                 .expect("valid template")
                 .progress_chars("=> "),
             );
-            let (client0, server0) = (cpu::client_secs(), cpu::process_secs(&mounted.servers));
+            let client0 = cpu::client_secs();
+            let server0 = cpu::process_secs(&mounted.servers);
+            let fuse0 = cpu::process_secs(&mounted.fuse);
             let mut values = measure(&spec, &mounted.dir, &pb)
                 .with_context(|| format!("{bench} on {label} (in {})", mounted.dir.display()))?;
             assert_eq!(values.len(), measured, "one value per metric");
             values.push(cpu::client_secs() - client0);
             values.push(cpu::process_secs(&mounted.servers) - server0);
+            values.push(cpu::process_secs(&mounted.fuse) - fuse0);
             pb.finish_and_clear();
             drop(mounted);
             let summary: Vec<String> = metrics

@@ -113,6 +113,7 @@ impl TargetSpec {
                 Ok(Mounted {
                     dir,
                     servers: Vec::new(),
+                    fuse: Vec::new(),
                     guard: Guard::Dir(inst.clone()),
                 })
             }
@@ -136,9 +137,13 @@ impl TargetSpec {
 pub struct Mounted {
     /// The directory to run the workload in (empty when started).
     pub dir: PathBuf,
-    /// The server processes (bindfs; `byzfs up` and its replicas), whose CPU time is
-    /// charged to the target.
+    /// The server processes (bindfs; `byzfs up`, its replicas and the `byzfs mount`
+    /// daemon), whose CPU time is charged to the target.
     pub servers: Vec<i32>,
+    /// Those of `servers` that are the FUSE daemon (bindfs; `byzfs mount`, where the BFT
+    /// or plain client runs), so that tables can tell the client side of a mount from the
+    /// replicas behind it.
+    pub fuse: Vec<i32>,
     guard: Guard,
 }
 
@@ -154,6 +159,7 @@ impl Mounted {
         Mounted {
             dir,
             servers,
+            fuse: Vec::new(),
             guard: Guard::Custom(Some(on_drop)),
         }
     }
@@ -339,6 +345,7 @@ fn start_bindfs(inst: &Path) -> anyhow::Result<Mounted> {
     let mut mounted = Mounted {
         dir: mnt,
         servers: Vec::new(),
+        fuse: Vec::new(),
         guard,
     };
     wait_mounted(&mounted.dir, None, &log)?;
@@ -347,6 +354,7 @@ fn start_bindfs(inst: &Path) -> anyhow::Result<Mounted> {
     mounted.servers = super::cpu::pids_where(|argv| {
         argv.first().is_some_and(|a| a.ends_with("bindfs")) && argv.contains(&want)
     });
+    mounted.fuse = mounted.servers.clone();
     Ok(mounted)
 }
 
@@ -405,6 +413,7 @@ pub fn mount_cluster(opts: &ClusterMountOptions) -> anyhow::Result<Mounted> {
     let mut mounted = Mounted {
         dir: mnt.clone(),
         servers: Vec::new(),
+        fuse: Vec::new(),
         guard: Guard::Cluster {
             up,
             mount: None,
@@ -467,6 +476,7 @@ pub fn mount_cluster(opts: &ClusterMountOptions) -> anyhow::Result<Mounted> {
     // Everything serving the mount: the FUSE daemon, `byzfs up` and its replicas.
     mounted.servers = super::cpu::descendants(up_pid);
     mounted.servers.extend([up_pid, mount_pid]);
+    mounted.fuse = vec![mount_pid];
     Ok(mounted)
 }
 
@@ -512,6 +522,7 @@ fn mount_unreplicated(opts: &ClusterMountOptions) -> anyhow::Result<Mounted> {
     let mut mounted = Mounted {
         dir: mnt.clone(),
         servers: Vec::new(),
+        fuse: Vec::new(),
         guard: Guard::Cluster {
             up: server,
             mount: None,
@@ -556,6 +567,7 @@ fn mount_unreplicated(opts: &ClusterMountOptions) -> anyhow::Result<Mounted> {
     live_mounts().push(mnt.clone());
     wait_mounted(&mnt, Some(m), &mount_log)?;
     mounted.servers = vec![server_pid, mount_pid];
+    mounted.fuse = vec![mount_pid];
     Ok(mounted)
 }
 
