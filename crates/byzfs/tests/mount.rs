@@ -276,6 +276,13 @@ fn errnos(d: &Path) {
         1,
         "EPERM hard link to a directory",
     );
+    // An ioctl the file system does not know (`tcgetattr`'s TCGETS, as `isatty` sends on
+    // an output file): ENOTTY, as Linux file systems answer.
+    errno(
+        nix::sys::termios::tcgetattr(File::open(&f).unwrap()).map_err(std::io::Error::from),
+        25,
+        "ENOTTY ioctl on a file",
+    );
 }
 
 fn renames(d: &Path) {

@@ -6,7 +6,8 @@
 //!   create, mkdir, …) until the kernel forgets it, to build the service's
 //!   `(ino, generation)` handles. The root is `(1, 1)`.
 //! * **Credentials.** Each request runs as the caller's uid, gid and supplementary groups
-//!   (read from `/proc/<pid>/status`, since FUSE does not pass them). The mount uses
+//!   (read from `/proc/<pid>/status`, since FUSE does not pass them, and kept for a second
+//!   per process: [`groups`]). The mount uses
 //!   `default_permissions`, so the kernel checks modes too, with the full credentials.
 //! * **Consistency between mounts: close-to-open**, as NFS clients give it.
 //!   - Writes are gathered ([`gather`]): a file's consecutive writes are acknowledged at
@@ -57,6 +58,7 @@
 
 mod attrs;
 mod gather;
+mod groups;
 
 use crate::fsclient::FsClient;
 use anyhow::{bail, Context as _};
@@ -420,6 +422,7 @@ pub fn mount(
             gather_writes: !opts.sync_writes,
         })),
         notifier: Arc::clone(&notifier),
+        groups: groups::GroupCache::default(),
     };
     spawn_background(Arc::downgrade(&fs.inner));
     let mut config = fuser::Config::default();
@@ -452,6 +455,8 @@ struct ByzFuse {
     write_chunk: usize,
     /// How long the kernel may cache attributes and entries, and the mount attributes.
     ttl: Duration,
+    /// The callers' supplementary groups.
+    groups: groups::GroupCache,
 }
 
 /// Room for a write request's fields besides its data (credentials with supplementary
@@ -514,27 +519,6 @@ struct Known {
     generation: u64,
     /// Entry replies not yet matched by `forget` (the kernel's lookup count).
     lookups: u64,
-}
-
-/// The caller's credentials, supplementary groups from `/proc/<pid>/status`.
-fn credentials(req: &fuser::Request) -> Credentials {
-    let groups = std::fs::read_to_string(format!("/proc/{}/status", req.pid()))
-        .ok()
-        .and_then(|s| {
-            s.lines().find_map(|l| {
-                l.strip_prefix("Groups:").map(|g| {
-                    g.split_whitespace()
-                        .filter_map(|x| x.parse().ok())
-                        .collect()
-                })
-            })
-        })
-        .unwrap_or_default();
-    Credentials {
-        uid: req.uid(),
-        gid: req.gid(),
-        groups,
-    }
 }
 
 fn errno(e: Errno) -> fuser::Errno {
@@ -811,11 +795,24 @@ fn own_credentials() -> Credentials {
 }
 
 impl ByzFuse {
+    /// The caller's credentials, supplementary groups from `/proc/<pid>/status` (cached
+    /// for a second per process: [`groups`]).
+    fn credentials(&self, req: &fuser::Request) -> Credentials {
+        let (uid, gid) = (req.uid(), req.gid());
+        Credentials {
+            uid,
+            gid,
+            groups: self
+                .groups
+                .get(req.pid(), uid, gid, std::time::Instant::now()),
+        }
+    }
+
     /// Runs `op` on the cluster as the caller. An entry reply gives the kernel a reference to
     /// an inode (its lookup count grows by one), so the inode's generation is remembered
     /// until the matching `forget`.
     fn call(&self, req: &fuser::Request, op: Op) -> FsResult {
-        let cred = credentials(req);
+        let cred = self.credentials(req);
         let Ok(mut inner) = self.inner.lock() else {
             return Err(Errno::EIO);
         };
@@ -843,7 +840,7 @@ impl ByzFuse {
     /// Holds a `setattr` back with the caller's pending writes to the file (see
     /// [`gather`]), and returns the attributes it will give; `None` to send it now.
     fn hold_setattr(&self, req: &fuser::Request, fh: FileHandle, set: &SetAttr) -> Option<Attr> {
-        let cred = credentials(req);
+        let cred = self.credentials(req);
         let mut inner = self.inner.lock().ok()?;
         if !inner.gather_writes || inner.gather.error(fh.ino).is_some() {
             return None;
@@ -1102,7 +1099,7 @@ impl Filesystem for ByzFuse {
     fn unlink(&self, req: &fuser::Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         let dir = fh!(self, parent, reply);
         let name = name.as_bytes().to_vec();
-        let cred = credentials(req);
+        let cred = self.credentials(req);
         let Ok(mut inner) = self.inner.lock() else {
             return reply.error(fuser::Errno::EIO);
         };
@@ -1152,7 +1149,7 @@ impl Filesystem for ByzFuse {
         let from_dir = fh!(self, parent, reply);
         let to_dir = fh!(self, newparent, reply);
         let (from_name, to_name) = (name.as_bytes().to_vec(), newname.as_bytes().to_vec());
-        let cred = credentials(req);
+        let cred = self.credentials(req);
         let Ok(mut inner) = self.inner.lock() else {
             return reply.error(fuser::Errno::EIO);
         };
@@ -1245,7 +1242,7 @@ impl Filesystem for ByzFuse {
         reply: ReplyWrite,
     ) {
         let fh = fh!(self, ino, reply);
-        let cred = credentials(req);
+        let cred = self.credentials(req);
         {
             let Ok(mut inner) = self.inner.lock() else {
                 return reply.error(fuser::Errno::EIO);
@@ -1377,6 +1374,24 @@ impl Filesystem for ByzFuse {
     /// `fallocate(2)`: mode 0 grows the file at the replicas ([`Op::Allocate`]; space is not
     /// reserved); `FALLOC_FL_KEEP_SIZE` alone changes nothing a reader can see, so it is
     /// answered here; hole punching and the other modes get `EOPNOTSUPP`.
+    /// No ioctls here: `ENOTTY`, as a local file system answers the ones it does not know
+    /// (`isatty` on an output file, `cp`'s clone attempt). fuser's default answer logged a
+    /// warning for each, 1.4 % of the mount's CPU in Andrew (docs/BENCHMARKS.md "Session
+    /// 13").
+    fn ioctl(
+        &self,
+        _req: &fuser::Request,
+        _ino: INodeNo,
+        _fh: fuser::FileHandle,
+        _flags: fuser::IoctlFlags,
+        _cmd: u32,
+        _in_data: &[u8],
+        _out_size: u32,
+        reply: fuser::ReplyIoctl,
+    ) {
+        reply.error(fuser::Errno::ENOTTY);
+    }
+
     fn fallocate(
         &self,
         req: &fuser::Request,
@@ -1584,7 +1599,7 @@ impl Filesystem for ByzFuse {
         _flush: bool,
         reply: ReplyEmpty,
     ) {
-        let cred = credentials(req);
+        let cred = self.credentials(req);
         if let Ok(mut inner) = self.inner.lock() {
             // Writes through mmap can arrive after the last `close`.
             if inner.gather.pending_ino() == Some(ino.0) {
