@@ -234,4 +234,9 @@ pub enum DropReason {
     Stale,
     /// A bounded queue was full.
     QueueFull,
+    /// A PRE-PREPARE whose non-deterministic choice fails this replica's check (§1.13) and
+    /// that fewer than `f+1` other replicas prepared yet: a faulty primary's choice, or,
+    /// usually, a time-based choice older than the tolerance, retransmitted to a replica
+    /// that is catching up after a restart (accepted once `f+1` PREPAREs vouch for it).
+    Nondet,
 }

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// Every core drop reason (exported even when zero, so each series exists from the start).
-pub const DROP_REASONS: [DropReason; 7] = [
+pub const DROP_REASONS: [DropReason; 8] = [
     DropReason::Malformed,
     DropReason::BadAuth,
     DropReason::WrongEpoch,
@@ -17,6 +17,7 @@ pub const DROP_REASONS: [DropReason; 7] = [
     DropReason::Invalid,
     DropReason::Stale,
     DropReason::QueueFull,
+    DropReason::Nondet,
 ];
 
 /// Metric label of a core drop reason.
@@ -29,6 +30,7 @@ pub fn drop_reason_name(r: DropReason) -> &'static str {
         DropReason::Invalid => "invalid",
         DropReason::Stale => "stale",
         DropReason::QueueFull => "queue_full",
+        DropReason::Nondet => "nondet",
     }
 }
 

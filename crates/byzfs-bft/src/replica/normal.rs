@@ -316,7 +316,7 @@ impl<S: Service> Replica<S> {
                 .get(&pp.seq)
                 .map_or(0, |s| s.prepare_count(d, false));
             if vouched <= self.f() {
-                return self.drop_input(DropReason::Invalid);
+                return self.drop_input(DropReason::Nondet);
             }
         }
         let (v, seq) = (pp.view, pp.seq);
