@@ -1,8 +1,10 @@
 //! `byzfs status`: asks every replica for its status over the handshake's status request
 //! (unauthenticated, read-only; see byzfs-net's README).
 
+use byzfs_bft::{ReplicaId, View};
 use byzfs_net::cluster::ClusterConfig;
 use byzfs_net::handshake::query_status;
+use byzfs_net::status::NodeStatus;
 use clap::Args;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -92,6 +94,29 @@ pub fn run(a: StatusArgs) -> anyhow::Result<ExitCode> {
         "{reachable} of {} replicas reachable; the cluster needs {quorum} to make progress",
         cluster.n()
     );
+    let seen: Vec<(ReplicaId, Option<&NodeStatus>)> = results
+        .iter()
+        .map(|(id, r)| (*id, r.as_ref().ok()))
+        .collect();
+    let h = health(&seen, cluster.bft.log_window);
+    for line in &h.notes {
+        println!("{line}");
+    }
+    let in_step = h.in_step.len();
+    match h.view {
+        Some(v) if in_step >= quorum => println!(
+            "{in_step} of {} replicas in step in view {v}: the cluster tolerates {} more \
+             faulty, slow or unreachable replica(s)",
+            cluster.n(),
+            in_step - quorum
+        ),
+        Some(v) => println!(
+            "only {in_step} of {} replicas in step in view {v}; the cluster needs {quorum} \
+             to make progress",
+            cluster.n()
+        ),
+        None => println!("no replica reachable holds a view: a view change is in progress"),
+    }
     Ok(if reachable >= quorum {
         ExitCode::SUCCESS
     } else {
@@ -99,7 +124,178 @@ pub fn run(a: StatusArgs) -> anyhow::Result<ExitCode> {
     })
 }
 
+/// Which replicas are in step with the others, and why each other one is not.
+struct Health {
+    /// The view most reachable replicas run (ties: the highest); `None` if none runs one.
+    view: Option<View>,
+    in_step: Vec<ReplicaId>,
+    /// One line per replica not in step.
+    notes: Vec<String>,
+}
+
+/// Replica `id` is in step if it is reachable, runs the cluster's view (it holds its
+/// NEW-VIEW), is not fetching state, and has executed within the log window of the furthest
+/// replica in that view (further behind, it can take no part in agreement: it needs a state
+/// transfer; the window also absorbs the snapshots' skew, at most a status interval). A replica alone in a higher view (its view-change timer
+/// fired, the others' did not) takes no part until the others change view too (PBFT): it
+/// is reachable, yet the cluster tolerates one fault fewer meanwhile.
+fn health(statuses: &[(ReplicaId, Option<&NodeStatus>)], log_window: u64) -> Health {
+    let running: Vec<&NodeStatus> = statuses
+        .iter()
+        .filter_map(|(_, s)| *s)
+        .filter(|s| s.has_new_view)
+        .collect();
+    let view = running
+        .iter()
+        .map(|s| s.view)
+        .max_by_key(|&v| (running.iter().filter(|s| s.view == v).count(), v));
+    let furthest = running
+        .iter()
+        .filter(|s| Some(s.view) == view)
+        .map(|s| s.last_executed)
+        .max()
+        .unwrap_or(0);
+    let mut h = Health {
+        view,
+        in_step: Vec::new(),
+        notes: Vec::new(),
+    };
+    for &(id, s) in statuses {
+        let Some(s) = s else {
+            h.notes.push(format!("replica {id}: unreachable"));
+            continue;
+        };
+        let note = match view {
+            None => Some(format!("replica {id}: changing to view {}", s.view)),
+            Some(v) if s.view > v => Some(format!(
+                "replica {id}: alone in view {}{} while the others run view {v}: it takes no \
+                 part until they change view too",
+                s.view,
+                if s.has_new_view { "" } else { " (view change)" }
+            )),
+            Some(v) if s.view < v || !s.has_new_view => Some(format!(
+                "replica {id}: not yet in view {v} (in view {}): it joins when it gets the \
+                 NEW-VIEW",
+                s.view
+            )),
+            Some(_) if s.fetching => Some(format!("replica {id}: fetching state")),
+            Some(_) if furthest.saturating_sub(s.last_executed) > log_window => Some(format!(
+                "replica {id}: behind, executed up to {} where others reached {furthest} \
+                 (it catches up by state transfer at the next stable checkpoint)",
+                s.last_executed
+            )),
+            Some(_) => None,
+        };
+        match note {
+            Some(n) => h.notes.push(n),
+            None => h.in_step.push(id),
+        }
+    }
+    h
+}
+
 /// The first 16 hex digits of a digest (enough to compare replicas by eye).
 fn short(hex: &str) -> &str {
     hex.get(..16).unwrap_or(hex)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn st(view: View, has_new_view: bool, last_executed: u64) -> NodeStatus {
+        NodeStatus {
+            view,
+            has_new_view,
+            last_executed,
+            ..NodeStatus::default()
+        }
+    }
+
+    #[test]
+    fn all_in_step() {
+        let a = st(2, true, 500);
+        let b = st(2, true, 498);
+        let h = health(
+            &[(0, Some(&a)), (1, Some(&b)), (2, Some(&a)), (3, Some(&b))],
+            256,
+        );
+        assert_eq!(h.view, Some(2));
+        assert_eq!(h.in_step, vec![0, 1, 2, 3]);
+        assert!(h.notes.is_empty());
+    }
+
+    #[test]
+    fn a_replica_alone_in_a_higher_view_is_not_in_step() {
+        let running = st(2, true, 500);
+        let alone = st(3, false, 500);
+        let h = health(
+            &[
+                (0, Some(&running)),
+                (1, Some(&running)),
+                (2, Some(&alone)),
+                (3, Some(&running)),
+            ],
+            256,
+        );
+        assert_eq!(h.view, Some(2));
+        assert_eq!(h.in_step, vec![0, 1, 3]);
+        assert_eq!(h.notes.len(), 1);
+        assert!(
+            h.notes[0].starts_with("replica 2: alone in view 3 (view change)"),
+            "{:?}",
+            h.notes
+        );
+    }
+
+    #[test]
+    fn unreachable_behind_older_view_and_fetching_replicas_are_named() {
+        let a = st(4, true, 1000);
+        let behind = st(4, true, 700);
+        let older = st(3, true, 1000);
+        let mut fetching = st(4, true, 990);
+        fetching.fetching = true;
+        let h = health(
+            &[
+                (0, Some(&a)),
+                (1, Some(&behind)),
+                (2, None),
+                (3, Some(&older)),
+                (4, Some(&fetching)),
+                (5, Some(&a)),
+                (6, Some(&a)),
+            ],
+            256,
+        );
+        assert_eq!(h.view, Some(4));
+        assert_eq!(h.in_step, vec![0, 5, 6]);
+        let joined = h.notes.join("\n");
+        for want in [
+            "replica 1: behind, executed up to 700 where others reached 1000",
+            "replica 2: unreachable",
+            "replica 3: not yet in view 4 (in view 3)",
+            "replica 4: fetching state",
+        ] {
+            assert!(joined.contains(want), "{want}: {joined}");
+        }
+    }
+
+    #[test]
+    fn no_view_while_every_replica_changes_view() {
+        let changing = st(5, false, 10);
+        let h = health(&[(0, Some(&changing)), (1, Some(&changing))], 256);
+        assert_eq!(h.view, None);
+        assert!(h.in_step.is_empty());
+        assert_eq!(h.notes.len(), 2);
+    }
+
+    #[test]
+    fn the_most_common_view_wins_ties_go_to_the_higher() {
+        let v1 = st(1, true, 10);
+        let v2 = st(2, true, 10);
+        let h = health(&[(0, Some(&v1)), (1, Some(&v2))], 256);
+        assert_eq!(h.view, Some(2));
+        let h = health(&[(0, Some(&v1)), (1, Some(&v1)), (2, Some(&v2))], 256);
+        assert_eq!(h.view, Some(1));
+    }
 }

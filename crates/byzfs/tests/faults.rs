@@ -532,6 +532,12 @@ fn replica_restarted_without_its_data_rejoins_by_state_transfer() {
         4,
         "{text}"
     );
+    // And the rejoined replica counts as in step again (all four run one view here unless
+    // a view change happened on the way, which this test does not cause).
+    if all.iter().all(|x| x.view == all[0].view && x.has_new_view) {
+        let want = format!("4 of 4 replicas in step in view {}", all[0].view);
+        assert!(text.contains(&want), "{want}: {text}");
+    }
 
     // Now the cluster needs it: with another replica down, every read and write needs the
     // rejoined one (2f+1 = 3 of the 3 running).
