@@ -212,14 +212,18 @@ mod tests {
         }
     }
 
+    /// `health` of replicas 0, 1, … in order, with a log window of 256.
+    fn health_of(replicas: &[Option<&NodeStatus>]) -> Health {
+        let numbered: Vec<(ReplicaId, Option<&NodeStatus>)> =
+            (0..).zip(replicas.iter().copied()).collect();
+        health(&numbered, 256)
+    }
+
     #[test]
     fn all_in_step() {
         let a = st(2, true, 500);
         let b = st(2, true, 498);
-        let h = health(
-            &[(0, Some(&a)), (1, Some(&b)), (2, Some(&a)), (3, Some(&b))],
-            256,
-        );
+        let h = health_of(&[Some(&a), Some(&b), Some(&a), Some(&b)]);
         assert_eq!(h.view, Some(2));
         assert_eq!(h.in_step, vec![0, 1, 2, 3]);
         assert!(h.notes.is_empty());
@@ -229,15 +233,7 @@ mod tests {
     fn a_replica_alone_in_a_higher_view_is_not_in_step() {
         let running = st(2, true, 500);
         let alone = st(3, false, 500);
-        let h = health(
-            &[
-                (0, Some(&running)),
-                (1, Some(&running)),
-                (2, Some(&alone)),
-                (3, Some(&running)),
-            ],
-            256,
-        );
+        let h = health_of(&[Some(&running), Some(&running), Some(&alone), Some(&running)]);
         assert_eq!(h.view, Some(2));
         assert_eq!(h.in_step, vec![0, 1, 3]);
         assert_eq!(h.notes.len(), 1);
@@ -255,18 +251,15 @@ mod tests {
         let older = st(3, true, 1000);
         let mut fetching = st(4, true, 990);
         fetching.fetching = true;
-        let h = health(
-            &[
-                (0, Some(&a)),
-                (1, Some(&behind)),
-                (2, None),
-                (3, Some(&older)),
-                (4, Some(&fetching)),
-                (5, Some(&a)),
-                (6, Some(&a)),
-            ],
-            256,
-        );
+        let h = health_of(&[
+            Some(&a),
+            Some(&behind),
+            None,
+            Some(&older),
+            Some(&fetching),
+            Some(&a),
+            Some(&a),
+        ]);
         assert_eq!(h.view, Some(4));
         assert_eq!(h.in_step, vec![0, 5, 6]);
         let joined = h.notes.join("\n");
@@ -283,7 +276,7 @@ mod tests {
     #[test]
     fn no_view_while_every_replica_changes_view() {
         let changing = st(5, false, 10);
-        let h = health(&[(0, Some(&changing)), (1, Some(&changing))], 256);
+        let h = health_of(&[Some(&changing), Some(&changing)]);
         assert_eq!(h.view, None);
         assert!(h.in_step.is_empty());
         assert_eq!(h.notes.len(), 2);
@@ -293,9 +286,9 @@ mod tests {
     fn the_most_common_view_wins_ties_go_to_the_higher() {
         let v1 = st(1, true, 10);
         let v2 = st(2, true, 10);
-        let h = health(&[(0, Some(&v1)), (1, Some(&v2))], 256);
+        let h = health_of(&[Some(&v1), Some(&v2)]);
         assert_eq!(h.view, Some(2));
-        let h = health(&[(0, Some(&v1)), (1, Some(&v1)), (2, Some(&v2))], 256);
+        let h = health_of(&[Some(&v1), Some(&v1), Some(&v2)]);
         assert_eq!(h.view, Some(1));
     }
 }
