@@ -415,13 +415,16 @@ fn replicas_export_latency_histograms() {
     let config = up.config.clone();
     let out = byzfs(&["kv", "--config", config.to_str().unwrap(), "put", "k", "v"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
-    // Replica 0 is the primary of view 0: the request arrived there directly. Metrics are
-    // recorded at once; give the exporter a few scrapes.
+    // Replica 0 is the primary of view 0: the request arrived there directly. The client
+    // may complete on the backups' replies before the primary records its own, and the
+    // histogram is exported (empty) from the start: scrape until the request is counted.
     let addr = format!("127.0.0.1:{base}");
     let start = Instant::now();
     let body = loop {
         let body = scrape(&addr);
-        if body.contains("byzfs_request_latency_seconds_bucket") || start.elapsed() > TIMEOUT {
+        if body.contains("byzfs_request_latency_seconds_count{replica=\"0\"} 1")
+            || start.elapsed() > TIMEOUT
+        {
             break body;
         }
         std::thread::sleep(Duration::from_millis(100));
