@@ -112,7 +112,9 @@ pub struct CheckpointImage {
     pub digest: Digest,
     /// Total number of partitions: the service's, then the library's (reply cache).
     pub partitions: u32,
-    /// The partitions that changed since the previous image: (index, digest, content).
+    /// The partitions that changed since the previous image: (index, digest, content). The
+    /// content of the service's partitions is empty when the service persists its own state
+    /// ([`crate::Service::persists_state`]).
     pub changed: Vec<(u32, Digest, Vec<u8>)>,
 }
 

@@ -93,6 +93,34 @@ pub trait Service {
     fn failure(&self) -> Option<String> {
         None
     }
+
+    /// Whether the service keeps its own state durably and reopens it at start (a disk
+    /// store), rather than having a disk driver store a copy of each stable checkpoint's
+    /// content. When `true`, the replica's stored checkpoint images carry only this
+    /// service's partition digests (the library's own partitions in full), the driver calls
+    /// [`Service::persist`] before it records a stable checkpoint, and
+    /// [`crate::Replica::restore`] calls [`Service::reopen`]. Default: `false`.
+    fn persists_state(&self) -> bool {
+        false
+    }
+
+    /// Makes the live state and every held checkpoint durable. The driver calls it just
+    /// before its own commit that records stable checkpoint `stored` (held); until the next
+    /// call the service must keep, through any crash, the checkpoint `stored` of the
+    /// previous call (the driver's record names it until that commit), so that
+    /// [`Service::reopen`] can return to either. Default: nothing to do.
+    fn persist(&mut self, _stored: Seq) -> Result<(), String> {
+        Ok(())
+    }
+
+    /// At start, before anything else: returns the reopened state to checkpoint `seq` (the
+    /// one the driver recorded), which becomes the only held checkpoint, and returns its
+    /// partition digests. Default: an error (nothing persists).
+    fn reopen(&mut self, seq: Seq) -> Result<Vec<Digest>, String> {
+        Err(format!(
+            "the service keeps no state across a restart (asked for checkpoint {seq})"
+        ))
+    }
 }
 
 /// The checkpoint digest over a list of partition digests.

@@ -347,4 +347,17 @@ impl<S: Store> Service for FileService<S> {
     fn failure(&self) -> Option<String> {
         self.store.failure()
     }
+
+    fn persists_state(&self) -> bool {
+        self.store.persists()
+    }
+
+    fn persist(&mut self, stored: Seq) -> Result<(), String> {
+        self.store.persist(stored).map_err(|e| e.to_string())
+    }
+
+    fn reopen(&mut self, seq: Seq) -> Result<Vec<Digest>, String> {
+        self.writes.clear();
+        self.store.reopen_at(seq).map_err(|e| e.to_string())
+    }
 }

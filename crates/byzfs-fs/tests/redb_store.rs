@@ -127,6 +127,164 @@ proptest! {
     }
 }
 
+/// What a replica's owner does to a persistent store (see `RedbStore::open_persistent`).
+#[derive(Clone, Debug)]
+enum PStep {
+    Write(Vec<(u8, u8, Option<u8>)>),
+    Checkpoint,
+    Rollback,
+    /// The latest checkpoint becomes stable: discard below it, `persist` it; the owner
+    /// records it at the start of the next step (unless that step is a crash).
+    Stable,
+    /// A state transfer of the reference's state after these writes.
+    Transfer(Vec<(u8, u8, Option<u8>)>),
+    /// The process dies here: the file as it is now is kept for reopening.
+    Crash,
+}
+
+fn pstep() -> impl Strategy<Value = PStep> {
+    let writes =
+        || proptest::collection::vec((0u8..8, 0u8..6, proptest::option::of(any::<u8>())), 1..5);
+    prop_oneof![
+        6 => writes().prop_map(PStep::Write),
+        2 => Just(PStep::Checkpoint),
+        1 => Just(PStep::Rollback),
+        2 => Just(PStep::Stable),
+        1 => writes().prop_map(PStep::Transfer),
+        1 => Just(PStep::Crash),
+    ]
+}
+
+fn write_set(ws: Vec<(u8, u8, Option<u8>)>) -> WriteSet {
+    ws.into_iter()
+        .map(|(p, k, v)| (key(p, k), v.map(|b| vec![b; usize::from(b % 4)])))
+        .collect()
+}
+
+/// Every live entry of a store, partition by partition.
+fn contents(s: &dyn Store) -> Vec<Vec<(Vec<u8>, Vec<u8>)>> {
+    (0..PARTS as u8)
+        .map(|p| s.range(&key(p, 0), &key(p, 255), 1000).unwrap())
+        .collect()
+}
+
+type Snapshot = (Vec<byzfs_bft::Digest>, Vec<Vec<(Vec<u8>, Vec<u8>)>>);
+
+/// Reopens the persistent store at `path` at checkpoint `seq`, which must equal `want`.
+fn reopened_matches(
+    path: &std::path::Path,
+    seq: Seq,
+    want: &Snapshot,
+) -> Result<(), TestCaseError> {
+    let mut r = RedbStore::open_persistent(path, PARTS, 1 << 20, false).unwrap();
+    let digests = r.reopen_at(seq);
+    prop_assert_eq!(digests.as_ref(), Ok(&want.0));
+    prop_assert_eq!(&r.current_digests(), &want.0);
+    prop_assert_eq!(&contents(&r), &want.1);
+    prop_assert_eq!(r.latest_checkpoint(), Some(seq));
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 32, ..ProptestConfig::default() })]
+    /// A persistent store, crashed anywhere (its file copied as it is), reopens at the
+    /// checkpoint its owner had recorded, with exactly that checkpoint's state, through
+    /// rollbacks, discards and state transfers.
+    #[test]
+    fn a_persistent_store_reopens_at_the_recorded_checkpoint(
+        steps in proptest::collection::vec(pstep(), 1..40),
+        write_back in prop_oneof![Just(0usize), Just(40), Just(1 << 20)],
+    ) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("p.redb");
+        let mut m = MemStore::new(PARTS);
+        let mut r = RedbStore::open_persistent(&path, PARTS, 1 << 20, true).unwrap();
+        prop_assert!(r.persists());
+        r.set_write_back_bytes(write_back);
+        let mut snaps: BTreeMap<Seq, Snapshot> = BTreeMap::new();
+        prop_assert_eq!(m.checkpoint(0), r.checkpoint(0));
+        snaps.insert(0, (m.current_digests(), contents(&m)));
+        // What the owner recorded: nothing at first (it would then start a fresh store).
+        let (mut recorded, mut pending): (Option<Seq>, Option<Seq>) = (None, None);
+        let mut crashes: Vec<(std::path::PathBuf, Option<Seq>)> = Vec::new();
+        let mut next: Seq = 1;
+        for st in steps {
+            if !matches!(st, PStep::Crash) {
+                recorded = pending.take().or(recorded);
+            }
+            match st {
+                PStep::Write(ws) => {
+                    let set = write_set(ws);
+                    m.apply(set.clone()).unwrap();
+                    r.apply(set).unwrap();
+                }
+                PStep::Checkpoint => {
+                    prop_assert_eq!(m.checkpoint(next), r.checkpoint(next));
+                    snaps.insert(next, (m.current_digests(), contents(&m)));
+                    next += 1;
+                }
+                PStep::Rollback => prop_assert_eq!(m.rollback(), r.rollback()),
+                PStep::Stable => {
+                    if let Some(s) = m.latest_checkpoint().filter(|&s| Some(s) > recorded) {
+                        m.discard_checkpoints_below(s);
+                        r.discard_checkpoints_below(s);
+                        r.persist(s).unwrap();
+                        pending = Some(s);
+                    }
+                }
+                PStep::Transfer(ws) => {
+                    m.apply(write_set(ws)).unwrap();
+                    let want = m.checkpoint(next);
+                    for p in 0..PARTS {
+                        let data = m.export_partition(next, p).unwrap();
+                        prop_assert!(r.import_partition(p, &data, want[p as usize]));
+                    }
+                    prop_assert_eq!(m.finish_import(next), r.finish_import(next));
+                    snaps.insert(next, (m.current_digests(), contents(&m)));
+                    next += 1;
+                }
+                PStep::Crash => {
+                    let copy = dir.path().join(format!("crash-{}.redb", crashes.len()));
+                    std::fs::copy(&path, &copy).unwrap();
+                    crashes.push((copy, recorded));
+                }
+            }
+            same(&m, &r)?;
+        }
+        drop(r);
+        crashes.push((path, pending.or(recorded)));
+        for (file, seq) in &crashes {
+            if let Some(seq) = seq {
+                reopened_matches(file, *seq, &snaps[seq])?;
+            }
+        }
+    }
+}
+
+#[test]
+fn a_persistent_store_refuses_a_checkpoint_it_does_not_hold() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("p.redb");
+    let mut r = RedbStore::open_persistent(&path, PARTS, 1 << 20, true).unwrap();
+    r.checkpoint(0);
+    r.apply(WriteSet::from([(key(1, 1), Some(vec![7; 10]))]))
+        .unwrap();
+    r.checkpoint(5);
+    r.persist(5).unwrap();
+    drop(r);
+    let mut r = RedbStore::open_persistent(&path, PARTS, 1 << 20, false).unwrap();
+    match r.reopen_at(3) {
+        Err(StoreError::Io(m)) => assert!(m.contains("no checkpoint 3"), "{m}"),
+        other => panic!("reopened at a checkpoint it does not hold: {other:?}"),
+    }
+    // `fresh` replaces the file with an empty store.
+    let empty = MemStore::new(PARTS).current_digests();
+    drop(r);
+    let r = RedbStore::open_persistent(&path, PARTS, 1 << 20, true).unwrap();
+    assert_eq!(r.current_digests(), empty);
+    assert_eq!(r.latest_checkpoint(), None);
+}
+
 #[test]
 fn a_scratch_store_starts_empty_in_place_of_an_old_one() {
     let dir = tempfile::tempdir().unwrap();

@@ -244,6 +244,13 @@ impl DiskDurability {
         })
     }
 
+    /// The sequence number of the stored stable checkpoint, if any (until
+    /// [`Durability::take_loaded`]): a service that persists its own state reopens at it,
+    /// and starts empty when there is none.
+    pub fn stored_checkpoint(&self) -> Option<Seq> {
+        self.loaded.as_ref()?.checkpoint.as_ref().map(|c| c.seq)
+    }
+
     /// The database file.
     pub fn path(&self) -> &Path {
         &self.path

@@ -68,12 +68,13 @@ pub struct ReplicaArgs {
     #[arg(long)]
     key: Option<PathBuf>,
     /// Data directory (created if needed; default: `data/replica-ID` beside the config): the
-    /// `disk` mode's promises and checkpoints, and the file service's scratch store.
+    /// `disk` mode's promises and checkpoints, and the file service's store.
     #[arg(long)]
     data: Option<PathBuf>,
     /// `disk`: promises and state are fsync'd (group commit) before they are relied on;
     /// `memory`: nothing is kept across a restart (a restarted replica rejoins through state
-    /// transfer; the file service's store is scratch space on disk in both modes).
+    /// transfer; the file service's store is then scratch space on disk, where in `disk`
+    /// mode it persists and is reopened at start).
     #[arg(long, value_enum, default_value_t = DurabilityMode::Disk)]
     durability: DurabilityMode,
     /// The service to replicate; every replica of a cluster must run the same one.
@@ -111,6 +112,8 @@ pub fn run(a: ReplicaArgs) -> anyhow::Result<ExitCode> {
         replica_key_path(a.config.parent().unwrap_or_else(|| ".".as_ref()), a.id)
     });
     let secret = ReplicaSecret::load(&key, &cluster, a.id)?;
+    // In `disk` mode, the stable checkpoint the replica's database names (if any).
+    let mut stored = None;
     let durability: Box<dyn Durability> = match a.durability {
         DurabilityMode::Memory => Box::new(MemoryDurability),
         DurabilityMode::Disk => {
@@ -121,7 +124,9 @@ pub fn run(a: ReplicaArgs) -> anyhow::Result<ExitCode> {
                 hex_id(&cluster.cluster_id),
                 a.service.name()
             );
-            Box::new(DiskDurability::open(&dir, &identity)?)
+            let disk = DiskDurability::open(&dir, &identity)?;
+            stored = Some(disk.stored_checkpoint());
+            Box::new(disk)
         }
     };
     if let Some(addr) = a.metrics {
@@ -135,18 +140,27 @@ pub fn run(a: ReplicaArgs) -> anyhow::Result<ExitCode> {
             if let Some((uid, gid)) = a.fs_root_owner {
                 (cfg.root_uid, cfg.root_gid) = (uid, gid);
             }
-            // The file service keeps its (possibly GB-sized) state in its own redb file. It
-            // starts empty: in `disk` mode the replica restores it from the last stable
-            // checkpoint in `replica.redb` and replays the executed batches after it
-            // (`Replica::restore`); in `memory` mode it catches up by state transfer. So the
-            // file is scratch space, replaced here and never synced (durability is
-            // `replica.redb`'s job).
+            // The file service keeps its (possibly GB-sized) state in its own redb file.
+            // * `disk`: the file persists. `Replica::restore` rolls it back to the stable
+            //   checkpoint `replica.redb` names and replays the executed batches after it;
+            //   `replica.redb` keeps only that checkpoint's digests and the reply cache. With
+            //   no checkpoint named yet, the file starts empty.
+            // * `memory`: it starts empty and catches up by state transfer, so the file is
+            //   scratch space, replaced here and never synced.
             let dir = data_dir(&a);
             std::fs::create_dir_all(&dir)
                 .with_context(|| format!("cannot create the data directory {}", dir.display()))?;
             let path = dir.join("fs-state.redb");
-            let store = RedbStore::create_scratch(&path, cfg.partitions, DEFAULT_CACHE_BYTES)
-                .with_context(|| format!("cannot create {}", path.display()))?;
+            let store = match stored {
+                Some(seq) => RedbStore::open_persistent(
+                    &path,
+                    cfg.partitions,
+                    DEFAULT_CACHE_BYTES,
+                    seq.is_none(),
+                ),
+                None => RedbStore::create_scratch(&path, cfg.partitions, DEFAULT_CACHE_BYTES),
+            }
+            .with_context(|| format!("cannot open {}", path.display()))?;
             let fs = FileService::with_store(store, cfg)
                 .with_context(|| format!("cannot initialise {}", path.display()))?;
             serve(cluster, secret, fs, durability, &a)

@@ -34,12 +34,12 @@ pub struct UnreplicatedArgs {
     service: ServiceKind,
     /// `disk`: every executed request is fsync'd (one group commit per event-loop turn, as a
     /// replica's) before it is answered, and the state survives a restart; `memory`:
-    /// nothing is kept across a restart (the file service's store is scratch space on disk,
-    /// as a replica's, in both modes).
+    /// nothing is kept across a restart (the file service's store is then scratch space on
+    /// disk, as a replica's).
     #[arg(long, value_enum, default_value_t = DurabilityMode::Disk)]
     durability: DurabilityMode,
     /// Data directory (created if needed; default: data/unreplicated beside the config): the
-    /// `disk` mode's log and checkpoints, and the file service's scratch store.
+    /// `disk` mode's log and checkpoints, and the file service's store.
     #[arg(long)]
     data: Option<PathBuf>,
     /// Stop when stdin closes (set by `byzfs bench` so servers never outlive it).
@@ -62,6 +62,8 @@ pub fn run(a: UnreplicatedArgs) -> anyhow::Result<ExitCode> {
             .join("data")
             .join("unreplicated")
     });
+    // In `disk` mode, the checkpoint the server's database names (if any).
+    let mut stored = None;
     let durability: Box<dyn Durability> = match a.durability {
         DurabilityMode::Memory => Box::new(MemoryDurability),
         DurabilityMode::Disk => {
@@ -74,26 +76,34 @@ pub fn run(a: UnreplicatedArgs) -> anyhow::Result<ExitCode> {
                     .collect::<String>(),
                 a.service.name()
             );
-            Box::new(
-                DiskDurability::open(&dir, &identity)
-                    .with_context(|| format!("data directory {}", dir.display()))?,
-            )
+            let disk = DiskDurability::open(&dir, &identity)
+                .with_context(|| format!("data directory {}", dir.display()))?;
+            stored = Some(disk.stored_checkpoint());
+            Box::new(disk)
         }
     };
     match a.service {
         ServiceKind::Null => serve(cluster, secret, NullService::default(), durability, &a),
         ServiceKind::Kv => serve(cluster, secret, KvService::new(), durability, &a),
         // NO-REP of the file benchmarks (issue #4 item 4): the same file service on the same
-        // store as a replica's — a scratch redb file, rebuilt at every start (in `disk` mode
-        // from the same redb log and checkpoint images as a replica's) — so that files of many
-        // GB do not need memory and the baseline does the same work per operation.
+        // store as a replica's, so that files of many GB do not need memory and the baseline
+        // does the same work per operation: in `disk` mode a persistent redb file, reopened
+        // at the checkpoint the log names; in `memory` mode a scratch file.
         ServiceKind::Fs => {
             std::fs::create_dir_all(&dir)
                 .with_context(|| format!("cannot create the data directory {}", dir.display()))?;
             let path = dir.join("fs-state.redb");
             let cfg = byzfs_fs::FsConfig::default();
-            let store = RedbStore::create_scratch(&path, cfg.partitions, DEFAULT_CACHE_BYTES)
-                .with_context(|| format!("cannot create {}", path.display()))?;
+            let store = match stored {
+                Some(seq) => RedbStore::open_persistent(
+                    &path,
+                    cfg.partitions,
+                    DEFAULT_CACHE_BYTES,
+                    seq.is_none(),
+                ),
+                None => RedbStore::create_scratch(&path, cfg.partitions, DEFAULT_CACHE_BYTES),
+            }
+            .with_context(|| format!("cannot open {}", path.display()))?;
             let fs = byzfs_fs::FileService::with_store(store, cfg)
                 .with_context(|| format!("cannot initialise {}", path.display()))?;
             serve(cluster, secret, fs, durability, &a)

@@ -145,6 +145,14 @@ pub enum RestoreError {
     /// The partitions do not add up to the checkpoint's root digest.
     #[error("stored checkpoint {0} does not match its digest")]
     BadCheckpoint(Seq),
+    /// A service that persists its own state could not return to the stored checkpoint.
+    #[error("the service's own store cannot return to stored checkpoint {seq}: {why}")]
+    ServiceState {
+        /// The stored checkpoint.
+        seq: Seq,
+        /// What the service said.
+        why: String,
+    },
 }
 
 /// The durable promises.
@@ -272,6 +280,17 @@ impl<S: Service> Replica<S> {
         Ok(r)
     }
 
+    /// For the driver, just before its commit that records stable checkpoint `stored`
+    /// ([`crate::action::StoreRecord::Checkpoint`]): makes a service that persists its own
+    /// state durable ([`Service::persist`]). An error means the replica cannot go on.
+    pub fn persist_service(&mut self, stored: Seq) -> Result<(), String> {
+        if self.service.persists_state() {
+            self.service.persist(stored)
+        } else {
+            Ok(())
+        }
+    }
+
     /// Turns on (or off) the emission of [`crate::action::StoreRecord`]s and `Executed`
     /// records, for a driver that keeps the state on disk so that [`Replica::restore`] can
     /// rebuild the replica. Off by default: memory drivers and the simulator do not pay for it.
@@ -291,9 +310,22 @@ impl<S: Service> Replica<S> {
         if root_digest(&digests) != c.digest {
             return Err(RestoreError::BadCheckpoint(c.seq));
         }
+        // A service that persists its state reopens at the checkpoint itself; an image
+        // stored before it did (every service partition's content present) still imports.
+        let reopen = self.service.persists_state()
+            && c.parts[..svc as usize]
+                .iter()
+                .any(|(_, data)| data.is_empty());
+        let mut parts = Vec::with_capacity(c.parts.len());
+        if reopen {
+            parts = self
+                .service
+                .reopen(c.seq)
+                .map_err(|why| RestoreError::ServiceState { seq: c.seq, why })?;
+        }
         for (i, (d, data)) in (0u32..).zip(c.parts) {
             let ok = if i < svc {
-                self.service.import_partition(i, &data, d)
+                reopen || self.service.import_partition(i, &data, d)
             } else {
                 self.lib.import_partition(i - svc, &data, d)
             };
@@ -301,7 +333,9 @@ impl<S: Service> Replica<S> {
                 return Err(RestoreError::BadPartition(i));
             }
         }
-        let mut parts = self.service.finish_import(c.seq);
+        if !reopen {
+            parts = self.service.finish_import(c.seq);
+        }
         parts.extend(self.lib.finish_import(c.seq));
         if parts != digests {
             return Err(RestoreError::BadCheckpoint(c.seq));

@@ -529,7 +529,8 @@ impl<S: Service> Replica<S> {
     }
 
     /// Stores stable checkpoint `seq` (digest `d`): the partitions changed since the last
-    /// stored image. Called once the checkpoint is stable, so it is held by the service.
+    /// stored image (only the digests of a service that persists its own state). Called
+    /// once the checkpoint is stable, so it is held by the service.
     fn store_checkpoint(&mut self, seq: Seq, d: Digest) {
         if !self.store_state {
             return;
@@ -543,13 +544,17 @@ impl<S: Service> Replica<S> {
         };
         let svc = digests.len();
         digests.extend(lib);
+        let persists = self.service.persists_state();
         let mut changed = Vec::new();
         for (i, pd) in digests.iter().enumerate() {
             if self.stored_parts.get(i) == Some(pd) {
                 continue;
             }
             // `i` indexes a partition list built from two `u32` counts.
-            let data = if i < svc {
+            let data = if i < svc && persists {
+                // The service keeps its own state: its digest suffices here.
+                Some(Vec::new())
+            } else if i < svc {
                 self.service.export_partition(seq, i as u32)
             } else {
                 self.lib.export_partition(seq, (i - svc) as u32)

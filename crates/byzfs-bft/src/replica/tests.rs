@@ -12,12 +12,26 @@ use crate::wire::{encode, encode_with_body, Auth, Envelope, Frame, REPLIER_ALL};
 /// keeps whatever follows the `w` under a key of its own), op `r…` reads it (read-only).
 struct Counter {
     state: PartitionedState,
+    /// A service that persists its own state (`Service::persists_state`) keeps here, as a
+    /// disk would, the checkpoints `persist` made durable.
+    disk: Option<ServiceDisk>,
 }
+
+/// A persisting [`Counter`]'s durable checkpoints: seq → partitions (digest, content).
+type ServiceDisk = std::rc::Rc<std::cell::RefCell<BTreeMap<Seq, Vec<(Digest, Vec<u8>)>>>>;
 
 impl Counter {
     fn new() -> Self {
         Counter {
             state: PartitionedState::new(4),
+            disk: None,
+        }
+    }
+    /// A counter that persists its state in `disk` (shared across its restarts).
+    fn persisting(disk: &ServiceDisk) -> Self {
+        Counter {
+            disk: Some(disk.clone()),
+            ..Counter::new()
         }
     }
     fn count(&self) -> u64 {
@@ -48,6 +62,37 @@ impl Service for Counter {
     }
     fn execute_read_only(&self, _c: ClientId, _op: &[u8]) -> Vec<u8> {
         self.count().to_le_bytes().to_vec()
+    }
+    fn persists_state(&self) -> bool {
+        self.disk.is_some()
+    }
+    fn persist(&mut self, stored: Seq) -> Result<(), String> {
+        let Some(disk) = &self.disk else {
+            return Ok(());
+        };
+        let digests = self
+            .state
+            .checkpoint_digests(stored)
+            .ok_or("checkpoint not held")?;
+        let parts = (0u32..)
+            .zip(digests)
+            .map(|(p, d)| (d, self.state.export_partition(stored, p).unwrap()))
+            .collect();
+        let mut disk = disk.borrow_mut();
+        // Keep the checkpoint of the previous call: the driver's record names it until its
+        // own commit.
+        let prev = disk.keys().next_back().copied();
+        disk.retain(|&s, _| Some(s) == prev);
+        disk.insert(stored, parts);
+        Ok(())
+    }
+    fn reopen(&mut self, seq: Seq) -> Result<Vec<Digest>, String> {
+        let disk = self.disk.as_ref().ok_or("nothing persists")?.borrow();
+        let parts = disk.get(&seq).ok_or(format!("no checkpoint {seq}"))?;
+        for (p, (d, data)) in (0u32..).zip(parts) {
+            assert!(self.state.import_partition(p, data, *d));
+        }
+        Ok(self.state.finish_import(seq))
     }
     crate::delegate_state!(state);
 }
@@ -842,6 +887,10 @@ impl Cluster {
                             }
                         }
                         Action::Store(rec) => {
+                            if let StoreRecord::Checkpoint(img) = &rec {
+                                // As the driver does, before its commit.
+                                self.r[i].persist_service(img.seq).unwrap();
+                            }
                             if let Some(d) = &mut self.disks[i] {
                                 d.apply_store(&rec);
                             }
@@ -1153,6 +1202,62 @@ fn restore_replays_executed_batches_above_the_stored_checkpoint() {
     assert!(!drain(&mut c.r[2])
         .iter()
         .any(|a| matches!(a, Action::SendClient { .. })));
+    for rid in 7..=9 {
+        let req = request(&c.cfg, rid, b"w", false);
+        c.deliver_all(&req);
+    }
+    c.advance(Duration::from_secs(1));
+    assert_eq!(c.r[2].last_executed(), 9);
+    assert_eq!(c.r[2].state_digest(), c.r[0].state_digest());
+}
+
+#[test]
+fn restore_reopens_a_service_that_persists_its_state() {
+    let mut c = Cluster::new(config());
+    let disk = ServiceDisk::default();
+    let keys = TestKeys::new(1, c.cfg.n());
+    c.r[2] = Replica::new(
+        c.cfg.clone(),
+        keys.replica(2, [CLIENT]),
+        Counter::persisting(&disk),
+        2,
+        c.now,
+    );
+    c.with_disk(2);
+    for rid in 1..=6 {
+        let req = request(&c.cfg, rid, b"wxyz", false);
+        c.deliver_all(&req);
+    }
+    assert_eq!(c.r[2].last_stable(), 4);
+    // The replica's image holds the service's digests only, the reply cache in full.
+    let stored = c.disks[2].clone().unwrap();
+    let img = stored.checkpoint.as_ref().unwrap();
+    assert_eq!(img.seq, 4);
+    let svc = c.r[2].service().partition_count() as usize;
+    assert!(img.parts[..svc].iter().all(|(_, data)| data.is_empty()));
+    assert!(img.parts[svc..].iter().any(|(_, data)| !data.is_empty()));
+    assert!(disk.borrow().contains_key(&4));
+    let before = c.r[2].state_digest();
+    let restore = |service: Counter| {
+        Replica::restore(
+            c.cfg.clone(),
+            keys.replica(2, [CLIENT]),
+            service,
+            stored.clone(),
+            7,
+            c.now,
+        )
+    };
+    let r = restore(Counter::persisting(&disk)).expect("reopens");
+    assert_eq!((r.last_stable(), r.last_executed()), (4, 6));
+    assert_eq!(r.service().count(), 6);
+    assert_eq!(r.state_digest(), before);
+    // A service whose store lost the checkpoint is refused, saying so.
+    match restore(Counter::persisting(&ServiceDisk::default())) {
+        Err(RestoreError::ServiceState { seq: 4, why }) => assert!(why.contains("no checkpoint")),
+        other => panic!("restored without the service's state: {:?}", other.err()),
+    }
+    c.r[2] = r;
     for rid in 7..=9 {
         let req = request(&c.cfg, rid, b"w", false);
         c.deliver_all(&req);

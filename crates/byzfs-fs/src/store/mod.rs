@@ -127,6 +127,26 @@ pub trait Store {
 
     /// Ends a state transfer: drops every checkpoint and records the live state as `seq`.
     fn finish_import(&mut self, seq: Seq) -> Vec<Digest>;
+
+    /// Whether the store keeps its state durably for its owner to reopen
+    /// (`RedbStore::open_persistent`). Default: no.
+    fn persists(&self) -> bool {
+        false
+    }
+
+    /// Makes the state durable, keeping checkpoint `stored` (`RedbStore::persist`).
+    /// Default: nothing to do.
+    fn persist(&mut self, _stored: Seq) -> Result<(), StoreError> {
+        Ok(())
+    }
+
+    /// Returns a reopened store to held checkpoint `seq` (`RedbStore::reopen_at`).
+    /// Default: an error (nothing is kept across a restart).
+    fn reopen_at(&mut self, seq: Seq) -> Result<Vec<Digest>, StoreError> {
+        Err(StoreError::Io(format!(
+            "this store keeps nothing across a restart (asked for checkpoint {seq})"
+        )))
+    }
 }
 
 /// Serializes a byte string as postcard's `Vec<u8>` encoding, without one call per byte.

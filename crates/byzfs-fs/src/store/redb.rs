@@ -50,6 +50,23 @@
 //!   (restarted with free space, it recovers from its log and by state transfer). No panic.
 //!   A failed `apply` is recorded too: redb refuses every later write after an I/O error
 //!   until reopened, and the operation's local `ENOSPC`/`EIO` answer must not leave.
+//! * **Persistent stores** ([`RedbStore::open_persistent`]: a replica in `disk` mode) are
+//!   reopened at start instead of rebuilt, so a restart costs O(changes since the last
+//!   stable checkpoint), not O(state), and the replica's own database stores only the
+//!   checkpoint's digests, not a second copy of the state. The replica records which
+//!   stable checkpoint it relies on in its own database; two files cannot be synced at
+//!   once, so this store keeps that checkpoint through every commit until the replica has
+//!   recorded a newer one:
+//!   - [`RedbStore::persist`] (the replica calls it just before its own commit that records
+//!     a new stable checkpoint) is the only synced commit: everything before it, with every
+//!     held checkpoint, becomes durable. Other commits are `Durability::None`, which redb
+//!     does not keep across a crash (it reopens at the last synced commit).
+//!   - Discards never drop the checkpoint named at the last `persist` (the replica's record
+//!     may still name it), nor does the end of a state transfer: imports are recorded as
+//!     writes after the latest checkpoint, so the chain of undo records still leads back.
+//!   - [`RedbStore::reopen_at`] rolls back through every later checkpoint to the recorded
+//!     one and checks its digests. A crash between this store's sync and the replica's
+//!     commit leaves the store one checkpoint ahead, which the rollback undoes.
 
 use super::{
     encode_partition, partition_of, verify_partition, Entries, Store, StoreError, WriteSet,
@@ -350,6 +367,9 @@ pub struct RedbStore {
     /// Checkpoints whose undo records or record may be in the tables (held at a flush or
     /// written directly); the others' are all staged.
     in_tables: BTreeSet<Seq>,
+    /// A persistent store ([`RedbStore::open_persistent`]): the checkpoint its owner's own
+    /// record names, which every commit keeps (see "Persistent stores" in the module docs).
+    keep: Option<Seq>,
     /// The `live` and `undo` tables of one read transaction, reused by `get`, `range` and
     /// `apply` until the next write transaction (which drops it first: it would pin the
     /// old pages, and it would not see the commit). Opening a read transaction and its
@@ -495,14 +515,101 @@ impl RedbStore {
             failed: OnceLock::new(),
             scratch: false,
             in_tables,
+            keep: None,
             reader: RefCell::new(None),
         })
     }
 
-    /// The durability a commit asks for: `wanted`, or always `Immediate` on a scratch store.
+    /// A persistent store at `path` for an owner that records which checkpoint it relies on
+    /// elsewhere (a replica, in its own database): commits are durable only in
+    /// [`RedbStore::persist`], and [`RedbStore::reopen_at`] returns a reopened store to the
+    /// checkpoint the owner recorded. `fresh` replaces any file at `path` with an empty
+    /// store (the owner recorded no checkpoint yet). See "Persistent stores" in the module
+    /// docs.
+    pub fn open_persistent(
+        path: impl AsRef<Path>,
+        partitions: u32,
+        cache_bytes: usize,
+        fresh: bool,
+    ) -> Result<RedbStore, StoreError> {
+        if fresh {
+            match std::fs::remove_file(path.as_ref()) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(err(e)),
+            }
+        }
+        let mut store = Self::open_with_cache(path, partitions, cache_bytes)?;
+        store.keep = Some(store.checkpoints.first().map_or(0, |c| c.0));
+        Ok(store)
+    }
+
+    /// Makes everything applied so far durable, with every held checkpoint, in one synced
+    /// commit; `stored` is the checkpoint the owner is about to record as its own (the one
+    /// [`RedbStore::reopen_at`] will be asked for). Until the next call, checkpoints are
+    /// kept from the one named at the previous call, which the owner's record still names
+    /// until its own commit. A no-op on other stores.
+    pub fn persist(&mut self, stored: Seq) -> Result<(), StoreError> {
+        let Some(keep) = self.keep else {
+            return Ok(());
+        };
+        debug_assert!(self.checkpoints.iter().any(|c| c.0 == stored));
+        self.flush()?;
+        // Durable: an otherwise empty commit with a sync, which also makes every earlier
+        // non-durable commit durable (redb frees pages only at such commits).
+        self.reader.get_mut().take();
+        let mut tx = self.db.begin_write().map_err(err)?;
+        tx.set_durability(Durability::Immediate)
+            .map_err(|e| StoreError::Io(e.to_string()))?;
+        tx.commit().map_err(err)?;
+        self.keep = Some(stored.max(keep));
+        Ok(())
+    }
+
+    /// Returns a reopened persistent store to held checkpoint `seq`: rolls back every later
+    /// checkpoint and what was executed after it, drops the earlier ones, and returns the
+    /// checkpoint's partition digests. An error if `seq` is not held, or if the rolled-back
+    /// state does not match the digests recorded for it (a damaged file).
+    pub fn reopen_at(&mut self, seq: Seq) -> Result<Vec<Digest>, StoreError> {
+        let held: Vec<Seq> = self.checkpoints.iter().map(|c| c.0).collect();
+        let Some(want) = self.checkpoint_digests(seq) else {
+            return Err(StoreError::Io(format!(
+                "the store holds no checkpoint {seq} (it holds {held:?})"
+            )));
+        };
+        while let Some(latest) = self.rollback() {
+            if latest == seq {
+                break;
+            }
+            // Its undo records were just replayed and removed; drop its record too.
+            self.delete_checkpoints(&[latest], "reopening");
+            self.in_tables.remove(&latest);
+            self.checkpoints.pop();
+        }
+        let older: Vec<Seq> = held.iter().copied().filter(|&s| s < seq).collect();
+        if !older.is_empty() {
+            self.delete_checkpoints(&older, "reopening");
+            self.checkpoints.retain(|c| c.0 >= seq);
+        }
+        if let Some(f) = self.failure() {
+            return Err(StoreError::Io(f));
+        }
+        if self.latest() != Some(seq) || self.digests != want {
+            return Err(StoreError::Io(format!(
+                "rolled back to checkpoint {seq}, the store does not match its digests"
+            )));
+        }
+        self.keep = Some(seq);
+        Ok(want)
+    }
+
+    /// The durability a commit asks for: `wanted`, always `Immediate` on a scratch store,
+    /// and `None` on a persistent one (durable only in [`RedbStore::persist`]).
     fn durability(&self, wanted: Durability) -> Durability {
         if self.scratch {
             Durability::Immediate
+        } else if self.keep.is_some() {
+            Durability::None
         } else {
             wanted
         }
@@ -827,7 +934,7 @@ impl Store for RedbStore {
             }
         }
         let digests = self.digests.clone();
-        if self.scratch && dropped.is_empty() {
+        if (self.scratch || self.keep.is_some()) && dropped.is_empty() {
             // Nothing to move between checkpoints, and nothing to make durable: stage the
             // record, and let the staged writes reach redb when they exceed the write-back
             // limit (or before a method that works on the tables).
@@ -875,6 +982,8 @@ impl Store for RedbStore {
     }
 
     fn discard_checkpoints_below(&mut self, seq: Seq) {
+        // A persistent store keeps the checkpoint its owner's record names.
+        let seq = self.keep.map_or(seq, |k| seq.min(k));
         let gone: Vec<Seq> = self
             .checkpoints
             .iter()
@@ -986,12 +1095,33 @@ impl Store for RedbStore {
     }
 
     fn finish_import(&mut self, seq: Seq) -> Vec<Digest> {
-        let all: Vec<Seq> = self.checkpoints.iter().map(|c| c.0).collect();
+        // A persistent store keeps the checkpoint its owner's record names, and those after
+        // it: the imports were recorded as writes after the latest, so rolling back through
+        // them still reaches it.
+        let keep = self.keep.unwrap_or(Seq::MAX);
+        let all: Vec<Seq> = self
+            .checkpoints
+            .iter()
+            .map(|c| c.0)
+            .filter(|&s| s < keep)
+            .collect();
         let _ = self.flush_or_fail("finishing an import");
         self.delete_checkpoints(&all, "finishing an import");
-        self.checkpoints.clear();
-        self.in_tables.clear();
+        self.checkpoints.retain(|c| c.0 >= keep);
+        self.in_tables.retain(|&s| s >= keep);
         self.checkpoint(seq)
+    }
+
+    fn persists(&self) -> bool {
+        self.keep.is_some()
+    }
+
+    fn persist(&mut self, stored: Seq) -> Result<(), StoreError> {
+        RedbStore::persist(self, stored)
+    }
+
+    fn reopen_at(&mut self, seq: Seq) -> Result<Vec<Digest>, StoreError> {
+        RedbStore::reopen_at(self, seq)
     }
 }
 

@@ -256,6 +256,22 @@ impl<S: Service> EventLoop<S> {
             tracing::error!(replica = self.replica.id(), "{msg}; stopping");
             return Err(NodeError::Service(msg));
         }
+        let stored = self
+            .stores
+            .iter()
+            .filter_map(|s| match s {
+                StoreRecord::Checkpoint(img) => Some(img.seq),
+                StoreRecord::Batch { .. } => None,
+            })
+            .max();
+        if let Some(seq) = stored {
+            // A service that keeps its own state makes it durable first: the record below
+            // must never name a checkpoint its store could lose.
+            if let Err(msg) = self.replica.persist_service(seq) {
+                tracing::error!(replica = self.replica.id(), "{msg}; stopping");
+                return Err(NodeError::Service(msg));
+            }
+        }
         if !self.persists.is_empty() || !self.stores.is_empty() {
             // Group commit: every promise and stored record of this drain is durable before
             // any of its sends.

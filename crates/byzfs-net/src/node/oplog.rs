@@ -8,7 +8,11 @@
 //! service takes a checkpoint; its changed partitions, plus one more partition holding the
 //! reply cache (so a request retransmitted across a restart is answered, not re-executed),
 //! are stored as a checkpoint image, which drops the log below it. At start the server
-//! imports the stored image and re-executes the log after it.
+//! imports the stored image and re-executes the log after it. A service that persists its
+//! own state (`Service::persists_state`, the file service in `disk` mode) is made durable
+//! just before the commit that stores a checkpoint, which then holds only its digests, and
+//! reopens at that checkpoint instead of importing it (as a replica does: ARCHITECTURE.md
+//! "Durability").
 //!
 //! In `memory` mode nothing is written and no checkpoint is taken.
 
@@ -83,13 +87,31 @@ impl OpLog {
                     pc
                 ));
             }
-            for (p, (digest, content)) in ck.parts[..pc].iter().enumerate() {
-                // `p < pc`, and `pc` came from a u32.
-                if !service.import_partition(p as u32, content, *digest) {
-                    return Err(format!("stored partition {p} does not match its digest"));
+            let stored: Vec<Digest> = ck.parts[..pc].iter().map(|(d, _)| *d).collect();
+            let reopen = service.persists_state()
+                && ck.parts[..pc].iter().any(|(_, content)| content.is_empty());
+            let digests = if reopen {
+                service.reopen(ck.seq).map_err(|e| {
+                    format!(
+                        "the service's own store cannot return to checkpoint {}: {e}",
+                        ck.seq
+                    )
+                })?
+            } else {
+                for (p, (digest, content)) in ck.parts[..pc].iter().enumerate() {
+                    // `p < pc`, and `pc` came from a u32.
+                    if !service.import_partition(p as u32, content, *digest) {
+                        return Err(format!("stored partition {p} does not match its digest"));
+                    }
                 }
+                service.finish_import(ck.seq)
+            };
+            if digests != stored {
+                return Err(format!(
+                    "stored checkpoint {} does not match its digests",
+                    ck.seq
+                ));
             }
-            service.finish_import(ck.seq);
             let (digest, content) = &ck.parts[pc];
             if Digest::of(content) != *digest {
                 return Err("stored reply cache does not match its digest".into());
@@ -174,6 +196,11 @@ impl OpLog {
         }
         if self.seq >= self.stable + self.interval {
             self.checkpoint(service, replies);
+            // The commit below records the checkpoint: the service's own store must hold it
+            // first.
+            service
+                .persist(self.stable)
+                .map_err(std::io::Error::other)?;
         }
         if self.records.is_empty() && self.stores.is_empty() {
             return Ok(());
@@ -191,6 +218,7 @@ impl OpLog {
         let cache = postcard::to_allocvec(replies).unwrap_or_default();
         digests.push(Digest::of(&cache));
         let pc = digests.len() - 1;
+        let persists = service.persists_state();
         let mut changed = Vec::new();
         for (p, d) in digests.iter().enumerate() {
             if self.stored_digests.get(p) == Some(d) {
@@ -198,6 +226,9 @@ impl OpLog {
             }
             let content = if p == pc {
                 cache.clone()
+            } else if persists {
+                // The service keeps its own state: its digest suffices here.
+                Vec::new()
             } else {
                 // `p < pc`, which came from a u32 partition count.
                 match service.export_partition(seq, p as u32) {
