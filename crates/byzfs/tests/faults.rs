@@ -6,7 +6,8 @@
 //! * a replica restarted with its data directory deleted rejoins by state transfer, its state
 //!   digest equals the others', and the cluster then relies on it;
 //! * `disk` durability, all four replicas SIGKILLed at once and restarted: every file closed
-//!   or fsynced before the kill is intact;
+//!   or fsynced before the kill is intact; the same for NO-REP (`byzfs unreplicated`), whose
+//!   store, like a replica's, is reopened rather than rebuilt from a second copy;
 //! * a replica that sends clients wrong data and attributes under valid MACs (the test-only
 //!   `--byzantine lie-replies`) changes nothing a client sees, also as the designated replier;
 //! * a replica whose data directory (a small tmpfs; skipped where mounting is not allowed)
@@ -804,6 +805,107 @@ fn a_lying_replica_cannot_change_what_the_client_sees() {
 
 /// A child process, SIGKILLed and reaped when dropped (also when the test fails).
 struct KillOnDrop(std::process::Child);
+
+/// `byzfs unreplicated --service fs --durability disk` on `config` and `data`, logging to
+/// `log`, once it has restored its state and serves.
+fn unreplicated_fs(config: &Path, data: &Path, log: &Path) -> KillOnDrop {
+    let mut server = KillOnDrop(
+        Command::new(common::BIN)
+            .arg("unreplicated")
+            .arg("--config")
+            .arg(config)
+            .args(["--service", "fs", "--durability", "disk", "--data"])
+            .arg(data)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::fs::File::create(log).unwrap())
+            .spawn()
+            .unwrap(),
+    );
+    let start = Instant::now();
+    while !std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .contains("unreplicated server started")
+    {
+        assert!(
+            server.0.try_wait().unwrap().is_none(),
+            "byzfs unreplicated exited: {}",
+            tail(&std::fs::read_to_string(log).unwrap_or_default())
+        );
+        assert!(
+            start.elapsed() < DEADLINE,
+            "byzfs unreplicated never listened"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    server
+}
+
+#[test]
+fn disk_mode_unreplicated_server_killed_keeps_closed_files() {
+    if skip() {
+        return;
+    }
+    let _g = serial();
+    let tmp = tempfile::tempdir().unwrap();
+    let cdir = tmp.path().join("cluster");
+    let keygen = Command::new(common::BIN)
+        .args(["keygen", "--replicas", "4", "--base-port", "0", "--out"])
+        .arg(&cdir)
+        .output()
+        .unwrap();
+    assert!(keygen.status.success(), "{keygen:?}");
+    let config = cdir.join("cluster.toml");
+    let data = tmp.path().join("data");
+    let server = unreplicated_fs(&config, &data, &tmp.path().join("server-1.log"));
+    let flags = ["--unreplicated", "--timeout-ms", "120000"];
+    let mount = Mount::start_with(
+        &config,
+        &tmp.path().join("mnt"),
+        &tmp.path().join("m.log"),
+        &flags,
+    );
+    // 300 files (one create and one write each with write-behind), 4.2 MB: past a few
+    // checkpoints (every 128 operations).
+    const N: usize = 300;
+    let unrep_content = |i: usize| content(if i.is_multiple_of(50) { 6 } else { i % 4 });
+    std::fs::create_dir(mount.path("d")).unwrap();
+    for i in 0..N {
+        std::fs::write(mount.path(&format!("d/f{i}")), unrep_content(i)).unwrap();
+    }
+    drop(mount);
+    drop(server); // SIGKILL
+                  // The log names a checkpoint; the server's own database holds its digests, not a second
+                  // copy of the files.
+    let db = std::fs::metadata(data.join("replica.redb")).unwrap().len();
+    assert!(
+        db < 2 << 20,
+        "replica.redb holds {db} bytes for 4.2 MB of files"
+    );
+    let log = tmp.path().join("server-2.log");
+    let _server = unreplicated_fs(&config, &data, &log);
+    let text = std::fs::read_to_string(&log).unwrap();
+    let restored = text
+        .lines()
+        .find(|l| l.contains("restored the stored state"))
+        .unwrap_or_else(|| panic!("no restore logged: {}", tail(&text)));
+    assert!(
+        !restored.contains("checkpoint=0 "),
+        "no checkpoint stored: {restored}"
+    );
+    let fresh = Mount::start_with(
+        &config,
+        &tmp.path().join("check"),
+        &tmp.path().join("m.log"),
+        &flags,
+    );
+    for i in 0..N {
+        let got = std::fs::read(fresh.path(&format!("d/f{i}"))).unwrap();
+        assert!(got == unrep_content(i), "f{i} differs after the restart");
+    }
+    std::fs::write(fresh.path("d/after"), b"after").unwrap();
+    assert_eq!(std::fs::read(fresh.path("d/after")).unwrap(), b"after");
+}
 
 impl Drop for KillOnDrop {
     fn drop(&mut self) {

@@ -62,6 +62,11 @@ impl OpLog {
         }
     }
 
+    /// Sequence number of the last stored checkpoint (0 before the first).
+    pub(crate) fn stable(&self) -> Seq {
+        self.stable
+    }
+
     /// The storage mode's name.
     pub(crate) fn mode(&self) -> &'static str {
         self.durability.name()

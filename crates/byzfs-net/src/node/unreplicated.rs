@@ -139,8 +139,12 @@ impl<S: Service> UnreplicatedNode<S> {
                 self.cluster.bft.message_bytes_max,
             )
             .map_err(NodeError::UnreplicatedRestore)?;
-        if replayed > 0 {
-            tracing::info!(replayed, "restored the stored state");
+        if replayed > 0 || log.stable() > 0 {
+            tracing::info!(
+                checkpoint = log.stable(),
+                replayed,
+                "restored the stored state"
+            );
         }
         self.status_tx
             .send_modify(|s| s.durability = log.mode().to_string());
