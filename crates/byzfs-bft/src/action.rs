@@ -69,7 +69,11 @@ pub enum PersistRecord {
     },
     /// The batch `digest` at `seq` committed here and was executed in order. Emitted only when
     /// the state is stored ([`StoreRecord`]); [`crate::Replica::restore`] re-executes these
-    /// after the stored checkpoint. Not a vote: it is no promise to other replicas.
+    /// after the stored checkpoint. Not a vote: it is no promise to other replicas, and
+    /// nothing sent depends on it (the batch's `Committed` records, durable at `2f+1`
+    /// replicas, already make it survive a crash of all of them), so a driver may let it
+    /// become durable later, with the next promise; a crash that loses a suffix of these
+    /// only makes the restored replica re-learn those batches from the others.
     Executed {
         /// Sequence number.
         seq: Seq,

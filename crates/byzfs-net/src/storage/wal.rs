@@ -64,6 +64,9 @@ pub(super) struct Wal {
     /// Every segment, oldest first: (index, highest sequence number of an entry in it).
     segments: Vec<(u64, Seq)>,
     file: File,
+    /// Frames appended to `file` without an `fdatasync` since its last one
+    /// ([`Wal::append_unsynced`]).
+    unsynced: bool,
 }
 
 fn segment_path(dir: &Path, index: u64) -> PathBuf {
@@ -147,6 +150,7 @@ impl Wal {
             dir: dir.to_path_buf(),
             segments,
             file,
+            unsynced: false,
         };
         Ok((wal, frames))
     }
@@ -160,8 +164,29 @@ impl Wal {
         Ok(file)
     }
 
-    /// Appends one frame and waits until it is durable.
+    /// Appends one frame and waits until it (and every frame before it) is durable.
     pub(super) fn append(
+        &mut self,
+        records: &[PersistRecord],
+        batches: &[BatchRef<'_>],
+    ) -> std::io::Result<()> {
+        self.write_frame(records, batches)?;
+        self.file.sync_data()?;
+        self.unsynced = false;
+        Ok(())
+    }
+
+    /// Appends one frame without waiting for the disk: it becomes durable with the next
+    /// [`Wal::append`] (or before the segment is left). For records nothing depends on
+    /// (`Executed`: a crash that loses a suffix of them only shortens the replay at start).
+    /// A crash can tear only this segment's tail, which [`Wal::open`] cuts off.
+    pub(super) fn append_unsynced(&mut self, records: &[PersistRecord]) -> std::io::Result<()> {
+        self.write_frame(records, &[])?;
+        self.unsynced = true;
+        Ok(())
+    }
+
+    fn write_frame(
         &mut self,
         records: &[PersistRecord],
         batches: &[BatchRef<'_>],
@@ -177,7 +202,6 @@ impl Wal {
         frame.extend_from_slice(&Digest::of(&payload).0[..8]);
         frame.extend_from_slice(&payload);
         self.file.write_all(&frame)?;
-        self.file.sync_data()?;
         let seq = records
             .iter()
             .filter_map(|r| record_seq(*r))
@@ -193,6 +217,11 @@ impl Wal {
     /// After checkpoint `stable` is stored: starts a new segment and deletes every segment
     /// whose entries are all at or below `stable`.
     pub(super) fn prune(&mut self, stable: Seq) -> std::io::Result<()> {
+        if self.unsynced {
+            // Only the last segment may end in a torn frame (`open` cuts it off there).
+            self.file.sync_data()?;
+            self.unsynced = false;
+        }
         let next = self.segments.last().map_or(0, |s| s.0 + 1);
         self.file = Self::create(&self.dir, next)?;
         self.segments.push((next, 0));
@@ -225,6 +254,28 @@ mod tests {
             seq,
             digest: Digest([seq as u8; 32]),
         }
+    }
+
+    #[test]
+    fn unsynced_frames_are_read_back_and_synced_before_the_segment_is_left() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let (mut wal, _) = Wal::open(dir.path()).unwrap();
+            wal.append(&[rec(1)], &[]).unwrap();
+            wal.append_unsynced(&[rec(2)]).unwrap();
+            assert!(wal.unsynced);
+            wal.prune(0).unwrap();
+            assert!(!wal.unsynced, "synced before a new segment starts");
+            wal.append_unsynced(&[rec(3)]).unwrap();
+            wal.append(&[rec(4)], &[]).unwrap();
+            assert!(!wal.unsynced, "a synced frame covers the ones before it");
+        }
+        let (_, frames) = Wal::open(dir.path()).unwrap();
+        let seqs: Vec<Seq> = frames
+            .iter()
+            .flat_map(|f| f.records.iter().filter_map(|r| record_seq(*r)))
+            .collect();
+        assert_eq!(seqs, [1, 2, 3, 4]);
     }
 
     #[test]
