@@ -29,10 +29,11 @@
 //!   with `Durability::Immediate`, which makes it and everything before it durable: one
 //!   fsync per checkpoint rather than per operation. After a crash the database reopens at a
 //!   consistent state no older than the last checkpoint (the sums are in the same
-//!   transactions as the data, so digests stay exact). Nothing relies on more: a replica
-//!   rebuilds the store from its own checkpoint and log at start, which is why `byzfs
-//!   replica` opens it with [`RedbStore::create_scratch`], whose file is never synced at all
-//!   (the fsync at each checkpoint stalled every replica at the same sequence number).
+//!   transactions as the data, so digests stay exact). A replica does not use this mode: in
+//!   `memory` mode it catches up by state transfer, so it opens the store with
+//!   [`RedbStore::create_scratch`], whose file is never synced at all (the fsync at each
+//!   checkpoint stalled every replica at the same sequence number); in `disk` mode it opens
+//!   a persistent store (below), synced once per stable checkpoint.
 //! * **Checkpoints on a scratch store** do not flush either: the checkpoint's record joins
 //!   the staged writes, and everything goes to redb only past the write-back limit (or
 //!   before a method that works on the tables). A checkpoint discarded while its undo
