@@ -3,7 +3,7 @@
 use anyhow::Context as _;
 use byzfs_bft::services::kv::KvService;
 use byzfs_bft::services::null::NullService;
-use byzfs_bft::Service;
+use byzfs_bft::{Seq, Service};
 use byzfs_fs::store::{RedbStore, DEFAULT_CACHE_BYTES};
 use byzfs_fs::{FileService, FsConfig};
 use byzfs_net::cluster::ClusterConfig;
@@ -12,7 +12,7 @@ use byzfs_net::storage::{DiskDurability, Durability, MemoryDurability};
 use byzfs_net::{NodeOptions, ReplicaNode, ReplicaSecret};
 use clap::{Args, ValueEnum};
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 /// Where a replica keeps what it promised and its state.
@@ -140,32 +140,38 @@ pub fn run(a: ReplicaArgs) -> anyhow::Result<ExitCode> {
             if let Some((uid, gid)) = a.fs_root_owner {
                 (cfg.root_uid, cfg.root_gid) = (uid, gid);
             }
-            // The file service keeps its (possibly GB-sized) state in its own redb file.
-            // * `disk`: the file persists. `Replica::restore` rolls it back to the stable
-            //   checkpoint `replica.redb` names and replays the executed batches after it;
-            //   `replica.redb` keeps only that checkpoint's digests and the reply cache. With
-            //   no checkpoint named yet, the file starts empty.
-            // * `memory`: it starts empty and catches up by state transfer, so the file is
-            //   scratch space, replaced here and never synced.
-            let dir = data_dir(&a);
-            std::fs::create_dir_all(&dir)
-                .with_context(|| format!("cannot create the data directory {}", dir.display()))?;
-            let path = dir.join("fs-state.redb");
-            let store = match stored {
-                Some(seq) => RedbStore::open_persistent(
-                    &path,
-                    cfg.partitions,
-                    DEFAULT_CACHE_BYTES,
-                    seq.is_none(),
-                ),
-                None => RedbStore::create_scratch(&path, cfg.partitions, DEFAULT_CACHE_BYTES),
-            }
-            .with_context(|| format!("cannot open {}", path.display()))?;
-            let fs = FileService::with_store(store, cfg)
-                .with_context(|| format!("cannot initialise {}", path.display()))?;
+            let fs = file_service(&data_dir(&a), cfg, stored)?;
             serve(cluster, secret, fs, durability, &a)
         }
     }
+}
+
+/// The file service on its redb file `fs-state.redb` in `dir` (created), for a replica or
+/// the unreplicated server. `stored` is `None` in `memory` mode, else the stable checkpoint
+/// the data directory's own database names (`None` if none yet):
+/// * `disk`: the file persists. `Replica::restore` (or NO-REP's restore) rolls it back to
+///   that checkpoint and replays the executed batches after it; the database keeps only the
+///   checkpoint's digests and the reply cache. With no checkpoint named yet, the file
+///   starts empty.
+/// * `memory`: it starts empty and catches up by state transfer, so the file is scratch
+///   space, replaced here and never synced.
+pub(crate) fn file_service(
+    dir: &Path,
+    cfg: FsConfig,
+    stored: Option<Option<Seq>>,
+) -> anyhow::Result<FileService<RedbStore>> {
+    std::fs::create_dir_all(dir)
+        .with_context(|| format!("cannot create the data directory {}", dir.display()))?;
+    let path = dir.join("fs-state.redb");
+    let store = match stored {
+        Some(seq) => {
+            RedbStore::open_persistent(&path, cfg.partitions, DEFAULT_CACHE_BYTES, seq.is_none())
+        }
+        None => RedbStore::create_scratch(&path, cfg.partitions, DEFAULT_CACHE_BYTES),
+    }
+    .with_context(|| format!("cannot open {}", path.display()))?;
+    FileService::with_store(store, cfg)
+        .with_context(|| format!("cannot initialise {}", path.display()))
 }
 
 /// `--data`, or `data/replica-<id>` beside the config.

@@ -2,12 +2,11 @@
 //! the null, key-value or file service (NO-REP) over the same transport as a replica, with
 //! or without MACs (issue #3 item 7), with the replicas' durability modes (issue #4 item 4).
 
-use crate::replica::{DurabilityMode, ServiceKind};
+use crate::replica::{file_service, DurabilityMode, ServiceKind};
 use anyhow::Context as _;
 use byzfs_bft::services::kv::KvService;
 use byzfs_bft::services::null::NullService;
 use byzfs_bft::Service;
-use byzfs_fs::store::{RedbStore, DEFAULT_CACHE_BYTES};
 use byzfs_net::cluster::ClusterConfig;
 use byzfs_net::keygen::replica_key_path;
 use byzfs_net::node::UnreplicatedNode;
@@ -90,22 +89,7 @@ pub fn run(a: UnreplicatedArgs) -> anyhow::Result<ExitCode> {
         // does the same work per operation: in `disk` mode a persistent redb file, reopened
         // at the checkpoint the log names; in `memory` mode a scratch file.
         ServiceKind::Fs => {
-            std::fs::create_dir_all(&dir)
-                .with_context(|| format!("cannot create the data directory {}", dir.display()))?;
-            let path = dir.join("fs-state.redb");
-            let cfg = byzfs_fs::FsConfig::default();
-            let store = match stored {
-                Some(seq) => RedbStore::open_persistent(
-                    &path,
-                    cfg.partitions,
-                    DEFAULT_CACHE_BYTES,
-                    seq.is_none(),
-                ),
-                None => RedbStore::create_scratch(&path, cfg.partitions, DEFAULT_CACHE_BYTES),
-            }
-            .with_context(|| format!("cannot open {}", path.display()))?;
-            let fs = byzfs_fs::FileService::with_store(store, cfg)
-                .with_context(|| format!("cannot initialise {}", path.display()))?;
+            let fs = file_service(&dir, byzfs_fs::FsConfig::default(), stored)?;
             serve(cluster, secret, fs, durability, &a)
         }
     }
