@@ -1268,6 +1268,32 @@ fn restore_reopens_a_service_that_persists_its_state() {
 }
 
 #[test]
+fn a_service_that_now_persists_its_state_still_imports_an_older_full_image() {
+    // A data directory written before the service persisted its state (every partition's
+    // content in the image): the upgrade imports it.
+    let mut c = Cluster::new(config());
+    c.with_disk(2);
+    for rid in 1..=6 {
+        let req = request(&c.cfg, rid, b"w", false);
+        c.deliver_all(&req);
+    }
+    let before = c.r[2].state_digest();
+    let stored = c.disks[2].clone().unwrap();
+    let keys = TestKeys::new(1, c.cfg.n());
+    let r = Replica::restore(
+        c.cfg.clone(),
+        keys.replica(2, [CLIENT]),
+        Counter::persisting(&ServiceDisk::default()),
+        stored,
+        7,
+        c.now,
+    )
+    .expect("imports the full image");
+    assert_eq!((r.last_stable(), r.last_executed()), (4, 6));
+    assert_eq!(r.state_digest(), before);
+}
+
+#[test]
 fn restore_every_replica_keeps_every_committed_write() {
     let mut c = Cluster::new(config());
     for i in 0..4 {
