@@ -4,17 +4,31 @@
 
 use byzfs_bft::{Seq, Service};
 use byzfs_fs::data::BLOCK_SIZE;
-use byzfs_fs::store::{MemStore, RedbStore, Store, StoreError, WriteSet};
+use byzfs_fs::store::{MemStore, RedbStore, Store, StoreError, WriteSet, SPLIT_BYTES};
 use byzfs_fs::{
     decode_result, Credentials, FileHandle, FileService, FsConfig, FsResult, Op, Reply, Request,
 };
 use proptest::prelude::*;
+use redb::ReadableTable as _;
 use std::collections::BTreeMap;
 
 const PARTS: u32 = 8;
 
 fn key(p: u8, s: u8) -> Vec<u8> {
     vec![0, 0, 0, 0, 0, 0, 0, p, s]
+}
+
+/// A value drawn from `b`: mostly short, sometimes around the length at which the store
+/// splits values (`SPLIT_BYTES`), or one file block.
+fn value(b: u8) -> Vec<u8> {
+    let len = match b % 16 {
+        12 => SPLIT_BYTES - 1,
+        13 => SPLIT_BYTES,
+        14 => SPLIT_BYTES + 1,
+        15 => 16 * 1024,
+        n => usize::from(n % 4),
+    };
+    vec![b; len]
 }
 
 #[derive(Clone, Debug)]
@@ -75,7 +89,7 @@ proptest! {
                 Step::Write(ws) => {
                     let set: WriteSet = ws
                         .into_iter()
-                        .map(|(p, k, v)| (key(p, k), v.map(|b| vec![b; usize::from(b % 4)])))
+                        .map(|(p, k, v)| (key(p, k), v.map(value)))
                         .collect();
                     m.apply(set.clone()).unwrap();
                     r.apply(set).unwrap();
@@ -157,7 +171,7 @@ fn pstep() -> impl Strategy<Value = PStep> {
 
 fn write_set(ws: Vec<(u8, u8, Option<u8>)>) -> WriteSet {
     ws.into_iter()
-        .map(|(p, k, v)| (key(p, k), v.map(|b| vec![b; usize::from(b % 4)])))
+        .map(|(p, k, v)| (key(p, k), v.map(value)))
         .collect()
 }
 
@@ -328,6 +342,37 @@ fn reopen_refuses_another_on_disk_format() {
         Err(StoreError::Io(m)) => assert!(m.contains("on-disk format 9"), "{m}"),
         other => panic!("opened another format: {:?}", other.err()),
     }
+}
+
+#[test]
+fn a_format_1_store_opens_and_is_marked_format_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.redb");
+    let meta: redb::TableDefinition<&str, u64> = redb::TableDefinition::new("meta");
+    {
+        let mut r = RedbStore::open(&path, 16).unwrap();
+        r.apply(WriteSet::from([(key(1, 1), Some(vec![7; 100]))]))
+            .unwrap();
+    }
+    let set_or_get = |set: Option<u64>| {
+        let db = redb::Database::create(&path).unwrap();
+        let tx = db.begin_write().unwrap();
+        let got = {
+            let mut t = tx.open_table(meta).unwrap();
+            if let Some(f) = set {
+                t.insert("format", f).unwrap();
+            }
+            let format = t.get("format").unwrap().unwrap().value();
+            format
+        };
+        tx.commit().unwrap();
+        got
+    };
+    set_or_get(Some(1));
+    let r = RedbStore::open(&path, 16).unwrap();
+    assert_eq!(r.get(&key(1, 1)).unwrap(), Some(vec![7; 100]));
+    drop(r);
+    assert_eq!(set_or_get(None), 2);
 }
 
 /// Runs `op` as root on any file service.

@@ -6,7 +6,8 @@
 //!
 //! | table | key | value |
 //! |---|---|---|
-//! | `live` | `partition (u32 BE) ‖ key` | value |
+//! | `live` | `partition (u32 BE) ‖ key` | value (its first [`SPLIT_BYTES`] if longer) |
+//! | `tail` | the same | the rest of a value longer than [`SPLIT_BYTES`] |
 //! | `undo` | `checkpoint seq (u64 BE) ‖ partition (u32 BE) ‖ key` | `0` (absent) or `1 ‖ old value` |
 //! | `sums` | partition | its 512-byte AdHASH sum |
 //! | `checkpoints` | seq | the checkpoint's partition digests, concatenated |
@@ -87,7 +88,15 @@ use std::sync::OnceLock;
 
 /// On-disk format of a [`RedbStore`] (`meta` key `format`); stores written before the key
 /// existed are format 1. Bump it with any incompatible change of the tables or encodings.
-pub const FORMAT: u64 = 1;
+/// Format 2 splits long values ([`SPLIT_BYTES`]); it reads format 1 (which has none) and
+/// marks it format 2 at open, so that an older byzfs refuses it rather than misread it.
+pub const FORMAT: u64 = 2;
+
+/// A `live` value longer than this is stored as its first `SPLIT_BYTES` bytes in `live` and
+/// the rest in `tail`. redb keeps a leaf in a power-of-two number of pages, so one 16 KiB
+/// file block (the file service's block size) with its key took a 32 KiB leaf: the store
+/// was twice the data. 256 bytes below 16 KiB leave room for the key and the leaf's header.
+pub const SPLIT_BYTES: usize = 16 * 1024 - 256;
 
 /// Default page cache of a [`RedbStore`]: 64 MiB.
 pub const DEFAULT_CACHE_BYTES: usize = 64 << 20;
@@ -97,6 +106,8 @@ pub const DEFAULT_CACHE_BYTES: usize = 64 << 20;
 pub const DEFAULT_WRITE_BACK_BYTES: usize = 16 << 20;
 
 const LIVE: TableDefinition<&[u8], &[u8]> = TableDefinition::new("live");
+/// The bytes of a `live` value past [`SPLIT_BYTES`], under the same key.
+const TAIL: TableDefinition<&[u8], &[u8]> = TableDefinition::new("tail");
 const UNDO: TableDefinition<&[u8], &[u8]> = TableDefinition::new("undo");
 const SUMS: TableDefinition<u32, &[u8]> = TableDefinition::new("sums");
 const CHECKPOINTS: TableDefinition<u64, &[u8]> = TableDefinition::new("checkpoints");
@@ -182,6 +193,72 @@ fn scan_prefix<T: ReadableTable<&'static [u8], &'static [u8]>>(
     Ok(out)
 }
 
+/// The whole value of live key `lk` (partition ‖ key): its stored head and, when the head
+/// is [`SPLIT_BYTES`] long, its tail if it has one.
+fn read_live<L, T>(live: &L, tail: &T, lk: &[u8]) -> Result<Option<Vec<u8>>, StoreError>
+where
+    L: ReadableTable<&'static [u8], &'static [u8]>,
+    T: ReadableTable<&'static [u8], &'static [u8]>,
+{
+    let Some(head) = live.get(lk).map_err(err)? else {
+        return Ok(None);
+    };
+    let mut v = head.value().to_vec();
+    join_tail(tail, lk, &mut v)?;
+    Ok(Some(v))
+}
+
+/// Appends the tail of live key `lk` to `v`, its head, if it has one.
+fn join_tail<T>(tail: &T, lk: &[u8], v: &mut Vec<u8>) -> Result<(), StoreError>
+where
+    T: ReadableTable<&'static [u8], &'static [u8]>,
+{
+    if v.len() == SPLIT_BYTES {
+        if let Some(t) = tail.get(lk).map_err(err)? {
+            v.extend_from_slice(t.value());
+        }
+    }
+    Ok(())
+}
+
+/// Live entries whose key starts with `prefix`, whole (see [`read_live`]).
+fn scan_live<L, T>(live: &L, tail: &T, prefix: &[u8]) -> Result<Entries, StoreError>
+where
+    L: ReadableTable<&'static [u8], &'static [u8]>,
+    T: ReadableTable<&'static [u8], &'static [u8]>,
+{
+    let mut out = scan_prefix(live, prefix)?;
+    for (k, v) in &mut out {
+        join_tail(tail, k, v)?;
+    }
+    Ok(out)
+}
+
+/// Sets (`Some`) or deletes (`None`) live key `lk`, splitting a value longer than
+/// [`SPLIT_BYTES`] between `live` and `tail`.
+fn write_live(
+    live: &mut Table<&[u8], &[u8]>,
+    tail: &mut Table<&[u8], &[u8]>,
+    lk: &[u8],
+    value: Option<&[u8]>,
+) -> Result<(), StoreError> {
+    match value {
+        Some(v) if v.len() > SPLIT_BYTES => {
+            live.insert(lk, &v[..SPLIT_BYTES]).map_err(err)?;
+            tail.insert(lk, &v[SPLIT_BYTES..]).map_err(err)?;
+        }
+        Some(v) => {
+            live.insert(lk, v).map_err(err)?;
+            tail.remove(lk).map_err(err)?;
+        }
+        None => {
+            live.remove(lk).map_err(err)?;
+            tail.remove(lk).map_err(err)?;
+        }
+    }
+    Ok(())
+}
+
 /// Sums being changed by one write transaction, applied to the store's copy on commit.
 struct SumEdits<'s> {
     base: &'s [Sum],
@@ -199,8 +276,10 @@ impl SumEdits<'_> {
 
 /// Sets (`Some`) or deletes (`None`) `key` of partition `p` in `live`, keeping the sum, and
 /// recording the old value in checkpoint `undo_at`'s undo log if it is the first change.
+#[allow(clippy::too_many_arguments)]
 fn set(
     live: &mut Table<&[u8], &[u8]>,
+    tail: &mut Table<&[u8], &[u8]>,
     undo: &mut Table<&[u8], &[u8]>,
     undo_at: Option<Seq>,
     sums: &mut SumEdits<'_>,
@@ -209,10 +288,7 @@ fn set(
     value: Option<&[u8]>,
 ) -> Result<(), StoreError> {
     let lk = live_key(p, key);
-    let old: Option<Vec<u8>> = live
-        .get(lk.as_slice())
-        .map_err(err)?
-        .map(|g| g.value().to_vec());
+    let old = read_live(live, tail, &lk)?;
     if old.as_deref() == value {
         return Ok(());
     }
@@ -230,15 +306,7 @@ fn set(
                 .map_err(err)?;
         }
     }
-    match value {
-        Some(v) => {
-            live.insert(lk.as_slice(), v).map_err(err)?;
-        }
-        None => {
-            live.remove(lk.as_slice()).map_err(err)?;
-        }
-    }
-    Ok(())
+    write_live(live, tail, &lk, value)
 }
 
 /// Writes applied but not yet committed to redb (see "Write-back" in the module docs).
@@ -281,13 +349,14 @@ impl Staged {
     }
 }
 
-/// Entries of `table` whose key starts with `prefix`, with `staged` laid over them.
-fn merged<T: ReadableTable<&'static [u8], &'static [u8]>>(
-    table: &T,
+/// `stored` (the entries of a table whose key starts with `prefix`) with `staged` laid over
+/// them.
+fn merged(
+    stored: Entries,
     staged: &BTreeMap<Vec<u8>, Option<Vec<u8>>>,
     prefix: &[u8],
 ) -> Result<BTreeMap<Vec<u8>, Vec<u8>>, StoreError> {
-    let mut items: BTreeMap<Vec<u8>, Vec<u8>> = scan_prefix(table, prefix)?.into_iter().collect();
+    let mut items: BTreeMap<Vec<u8>, Vec<u8>> = stored.into_iter().collect();
     for (k, v) in staged.range::<[u8], _>((Bound::Included(prefix), Bound::Unbounded)) {
         if !k.starts_with(prefix) {
             break;
@@ -378,9 +447,18 @@ pub struct RedbStore {
     reader: RefCell<Option<Reader>>,
 }
 
+/// Tables of one write transaction.
+struct Tables<'t> {
+    live: Table<'t, &'static [u8], &'static [u8]>,
+    tail: Table<'t, &'static [u8], &'static [u8]>,
+    undo: Table<'t, &'static [u8], &'static [u8]>,
+    cps: Table<'t, u64, &'static [u8]>,
+}
+
 /// Tables of one read transaction.
 struct Reader {
     live: ReadOnlyTable<&'static [u8], &'static [u8]>,
+    tail: ReadOnlyTable<&'static [u8], &'static [u8]>,
     undo: ReadOnlyTable<&'static [u8], &'static [u8]>,
 }
 
@@ -462,6 +540,9 @@ impl RedbStore {
             let format = meta.get("format").map_err(err)?.map(|g| g.value());
             match format {
                 Some(FORMAT) => {}
+                Some(1) => {
+                    meta.insert("format", FORMAT).map_err(err)?;
+                }
                 Some(n) => {
                     return Err(StoreError::Io(format!(
                         "store is in on-disk format {n}, this byzfs reads format {FORMAT}; \
@@ -474,6 +555,7 @@ impl RedbStore {
                 }
             }
             tx.open_table(LIVE).map_err(err)?;
+            tx.open_table(TAIL).map_err(err)?;
             tx.open_table(UNDO).map_err(err)?;
             tx.open_table(SUMS).map_err(err)?;
             tx.open_table(CHECKPOINTS).map_err(err)?;
@@ -666,11 +748,9 @@ impl RedbStore {
             .map_err(|e| StoreError::Io(e.to_string()))?;
         {
             let mut live = tx.open_table(LIVE).map_err(err)?;
+            let mut tail = tx.open_table(TAIL).map_err(err)?;
             for (k, v) in &staged.live {
-                match v {
-                    Some(v) => live.insert(k.as_slice(), v.as_slice()).map_err(err)?,
-                    None => live.remove(k.as_slice()).map_err(err)?,
-                };
+                write_live(&mut live, &mut tail, k, v.as_deref())?;
             }
             let mut undo = tx.open_table(UNDO).map_err(err)?;
             for (k, v) in &staged.undo {
@@ -703,12 +783,12 @@ impl RedbStore {
     /// Deletes the undo records and records of checkpoints `seqs` from the tables (not
     /// what is staged), recording a failure during `what`.
     fn delete_checkpoints(&mut self, seqs: &[Seq], what: &str) {
-        let r = self.write(Durability::None, |_, undo, cps, _| {
+        let r = self.write(Durability::None, |t, _| {
             for s in seqs {
-                for (k, _) in scan_prefix(undo, &undo_prefix(*s, None))? {
-                    undo.remove(k.as_slice()).map_err(err)?;
+                for (k, _) in scan_prefix(&t.undo, &undo_prefix(*s, None))? {
+                    t.undo.remove(k.as_slice()).map_err(err)?;
                 }
-                cps.remove(*s).map_err(err)?;
+                t.cps.remove(*s).map_err(err)?;
             }
             Ok(())
         });
@@ -722,6 +802,7 @@ impl RedbStore {
             let rx = self.db.begin_read().map_err(err)?;
             *cached = Some(Reader {
                 live: rx.open_table(LIVE).map_err(err)?,
+                tail: rx.open_table(TAIL).map_err(err)?,
                 undo: rx.open_table(UNDO).map_err(err)?,
             });
         }
@@ -739,11 +820,12 @@ impl RedbStore {
         // Taken out of the cache for the loop (the loop mutates `self`), put back after.
         self.read(|_| Ok(()))?;
         let reader = self.reader.get_mut().take();
-        let Some(Reader { live, undo }) = reader else {
+        let Some(Reader { live, tail, undo }) = reader else {
             return Err(StoreError::Io("no read transaction".into()));
         };
-        let r = self.stage_with(writes, parts, undo_at, &live, &undo);
-        *self.reader.get_mut() = Some(Reader { live, undo });
+        let tables = Reader { live, tail, undo };
+        let r = self.stage_with(writes, parts, undo_at, &tables);
+        *self.reader.get_mut() = Some(tables);
         r
     }
 
@@ -753,9 +835,9 @@ impl RedbStore {
         writes: WriteSet,
         parts: u32,
         undo_at: Option<Seq>,
-        live: &ReadOnlyTable<&'static [u8], &'static [u8]>,
-        undo: &ReadOnlyTable<&'static [u8], &'static [u8]>,
+        tables: &Reader,
     ) -> Result<(), StoreError> {
+        let Reader { live, tail, undo } = tables;
         let mut edits = SumEdits {
             base: &self.sums,
             changed: BTreeMap::new(),
@@ -767,10 +849,7 @@ impl RedbStore {
             let lk = live_key(p, &key);
             let old: Option<Vec<u8>> = match self.staged.live.get(&lk) {
                 Some(v) => v.clone(),
-                None => live
-                    .get(lk.as_slice())
-                    .map_err(err)?
-                    .map(|g| g.value().to_vec()),
+                None => read_live(live, tail, &lk)?,
             };
             if old == value {
                 continue;
@@ -815,12 +894,7 @@ impl RedbStore {
     fn write<R>(
         &mut self,
         durability: Durability,
-        f: impl FnOnce(
-            &mut Table<&[u8], &[u8]>,
-            &mut Table<&[u8], &[u8]>,
-            &mut Table<u64, &[u8]>,
-            &mut SumEdits<'_>,
-        ) -> Result<R, StoreError>,
+        f: impl FnOnce(&mut Tables<'_>, &mut SumEdits<'_>) -> Result<R, StoreError>,
     ) -> Result<R, StoreError> {
         self.reader.get_mut().take();
         let mut tx = self.db.begin_write().map_err(err)?;
@@ -831,10 +905,13 @@ impl RedbStore {
             changed: BTreeMap::new(),
         };
         let r = {
-            let mut live = tx.open_table(LIVE).map_err(err)?;
-            let mut undo = tx.open_table(UNDO).map_err(err)?;
-            let mut cps = tx.open_table(CHECKPOINTS).map_err(err)?;
-            let r = f(&mut live, &mut undo, &mut cps, &mut edits)?;
+            let mut t = Tables {
+                live: tx.open_table(LIVE).map_err(err)?,
+                tail: tx.open_table(TAIL).map_err(err)?,
+                undo: tx.open_table(UNDO).map_err(err)?,
+                cps: tx.open_table(CHECKPOINTS).map_err(err)?,
+            };
+            let r = f(&mut t, &mut edits)?;
             let mut sums = tx.open_table(SUMS).map_err(err)?;
             for (p, s) in &edits.changed {
                 sums.insert(*p, s.to_bytes().as_slice()).map_err(err)?;
@@ -867,10 +944,7 @@ impl Store for RedbStore {
         if let Some(v) = self.staged.live.get(&lk) {
             return Ok(v.clone());
         }
-        self.read(|r| {
-            let v = r.live.get(lk.as_slice()).map_err(err)?;
-            Ok(v.map(|g| g.value().to_vec()))
-        })
+        self.read(|r| read_live(&r.live, &r.tail, &lk))
     }
 
     fn range(&self, start: &[u8], end: &[u8], limit: usize) -> Result<Entries, StoreError> {
@@ -891,7 +965,9 @@ impl Store for RedbStore {
                 .take(limit.saturating_add(staged.len()))
             {
                 let (k, v) = row.map_err(err)?;
-                items.insert(k.value().to_vec(), v.value().to_vec());
+                let mut v = v.value().to_vec();
+                join_tail(&r.tail, k.value(), &mut v)?;
+                items.insert(k.value().to_vec(), v);
             }
             Ok(items)
         })?;
@@ -947,21 +1023,22 @@ impl Store for RedbStore {
         }
         let _ = self.flush_or_fail("checkpoint");
         let prev = self.latest();
-        let r = self.write(Durability::Immediate, |_, undo, cps, _| {
+        let r = self.write(Durability::Immediate, |t, _| {
             for s in dropped {
-                for (k, v) in scan_prefix(undo, &undo_prefix(s, None))? {
-                    undo.remove(k.as_slice()).map_err(err)?;
+                for (k, v) in scan_prefix(&t.undo, &undo_prefix(s, None))? {
+                    t.undo.remove(k.as_slice()).map_err(err)?;
                     if let Some(p) = prev {
                         let mut nk = undo_prefix(p, None);
                         nk.extend_from_slice(&k[8..]);
-                        if undo.get(nk.as_slice()).map_err(err)?.is_none() {
-                            undo.insert(nk.as_slice(), v.as_slice()).map_err(err)?;
+                        if t.undo.get(nk.as_slice()).map_err(err)?.is_none() {
+                            t.undo.insert(nk.as_slice(), v.as_slice()).map_err(err)?;
                         }
                     }
                 }
-                cps.remove(s).map_err(err)?;
+                t.cps.remove(s).map_err(err)?;
             }
-            cps.insert(seq, encode_digests(&digests).as_slice())
+            t.cps
+                .insert(seq, encode_digests(&digests).as_slice())
                 .map_err(err)?;
             Ok(())
         });
@@ -1018,13 +1095,23 @@ impl Store for RedbStore {
     fn rollback(&mut self) -> Option<Seq> {
         let seq = self.latest()?;
         self.flush_or_fail("rollback")?;
-        let r = self.write(Durability::None, |live, undo, _, sums| {
-            for (k, v) in scan_prefix(undo, &undo_prefix(seq, None))? {
-                undo.remove(k.as_slice()).map_err(err)?;
+        let r = self.write(Durability::None, |t, sums| {
+            for (k, v) in scan_prefix(&t.undo, &undo_prefix(seq, None))? {
+                t.undo.remove(k.as_slice()).map_err(err)?;
                 let mut p = [0u8; 4];
                 p.copy_from_slice(&k[8..12]);
                 let old = decode_old(&v)?;
-                set(live, undo, None, sums, u32::from_be_bytes(p), &k[12..], old)?;
+                let p = u32::from_be_bytes(p);
+                set(
+                    &mut t.live,
+                    &mut t.tail,
+                    &mut t.undo,
+                    None,
+                    sums,
+                    p,
+                    &k[12..],
+                    old,
+                )?;
             }
             Ok(())
         });
@@ -1045,15 +1132,21 @@ impl Store for RedbStore {
         let read = || -> Result<Option<Vec<u8>>, StoreError> {
             let rx = self.db.begin_read().map_err(err)?;
             let live = rx.open_table(LIVE).map_err(err)?;
+            let tail = rx.open_table(TAIL).map_err(err)?;
             let undo = rx.open_table(UNDO).map_err(err)?;
-            let mut items: BTreeMap<Vec<u8>, Vec<u8>> =
-                merged(&live, &self.staged.live, &part.to_be_bytes())?
-                    .into_iter()
-                    .map(|(k, v)| (k[4..].to_vec(), v))
-                    .collect();
+            let prefix = part.to_be_bytes();
+            let mut items: BTreeMap<Vec<u8>, Vec<u8>> = merged(
+                scan_live(&live, &tail, &prefix)?,
+                &self.staged.live,
+                &prefix,
+            )?
+            .into_iter()
+            .map(|(k, v)| (k[4..].to_vec(), v))
+            .collect();
             // Newest checkpoint first, so the oldest record (the value at `seq`) wins.
             for (s, _) in self.checkpoints[from..].iter().rev() {
-                for (k, v) in merged(&undo, &self.staged.undo, &undo_prefix(*s, Some(part)))? {
+                let prefix = undo_prefix(*s, Some(part));
+                for (k, v) in merged(scan_prefix(&undo, &prefix)?, &self.staged.undo, &prefix)? {
                     let key = k[12..].to_vec();
                     match decode_old(&v)? {
                         Some(old) => items.insert(key, old.to_vec()),
@@ -1076,15 +1169,18 @@ impl Store for RedbStore {
             return false;
         }
         let undo_at = self.latest();
-        let r = self.write(Durability::None, |live, undo, _, sums| {
+        let r = self.write(Durability::None, |t, sums| {
             let new: BTreeMap<&[u8], &[u8]> = items.iter().copied().collect();
+            let Tables {
+                live, tail, undo, ..
+            } = t;
             for (k, _) in scan_prefix(live, &part.to_be_bytes())? {
                 if !new.contains_key(&k[4..]) {
-                    set(live, undo, undo_at, sums, part, &k[4..], None)?;
+                    set(live, tail, undo, undo_at, sums, part, &k[4..], None)?;
                 }
             }
             for (k, v) in &items {
-                set(live, undo, undo_at, sums, part, k, Some(v))?;
+                set(live, tail, undo, undo_at, sums, part, k, Some(v))?;
             }
             Ok(())
         });
