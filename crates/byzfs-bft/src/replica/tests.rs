@@ -1132,23 +1132,28 @@ fn a_chunk_with_a_false_total_is_refused_and_the_replier_replaced() {
 #[test]
 fn restart_from_durable_state_rejoins() {
     let mut c = Cluster::new(config());
-    for rid in 1..=6 {
-        let req = request(&c.cfg, rid, b"w", false);
-        c.deliver_all(&req);
-    }
+    c.write_all(1..=6, b"w");
     let r2 = std::mem::replace(&mut c.r[2], replica(2, &c.cfg));
     c.r[2] = r2.restart_from_durable(c.now);
     assert_eq!(c.r[2].last_executed(), 4, "back to its latest checkpoint");
-    for rid in 7..=9 {
-        let req = request(&c.cfg, rid, b"w", false);
-        c.deliver_all(&req);
-    }
-    c.advance(Duration::from_secs(1));
-    assert_eq!(c.r[2].last_executed(), 9);
-    assert_eq!(c.r[2].state_digest(), c.r[0].state_digest());
+    c.assert_keeps_up(2);
 }
 
 impl Cluster {
+    /// Every replica executes the writes `rids` (operation `op`) to completion.
+    fn write_all(&mut self, rids: std::ops::RangeInclusive<u64>, op: &[u8]) {
+        for rid in rids {
+            let req = request(&self.cfg, rid, op, false);
+            self.deliver_all(&req);
+        }
+    }
+    /// Three more writes (7..=9); replica `i` executes them and ends with the others' state.
+    fn assert_keeps_up(&mut self, i: usize) {
+        self.write_all(7..=9, b"w");
+        self.advance(Duration::from_secs(1));
+        assert_eq!(self.r[i].last_executed(), 9);
+        assert_eq!(self.r[i].state_digest(), self.r[0].state_digest());
+    }
     /// Replica `i` stores its state on a simulated disk from now on.
     fn with_disk(&mut self, i: usize) {
         self.r[i].set_store_state(true);
@@ -1174,10 +1179,7 @@ impl Cluster {
 fn restore_replays_executed_batches_above_the_stored_checkpoint() {
     let mut c = Cluster::new(config());
     c.with_disk(2);
-    for rid in 1..=6 {
-        let req = request(&c.cfg, rid, b"w", false);
-        c.deliver_all(&req);
-    }
+    c.write_all(1..=6, b"w");
     assert_eq!(c.r[2].last_stable(), 4);
     let disk = c.disks[2].as_ref().unwrap();
     assert_eq!(disk.checkpoint.as_ref().map(|k| k.seq), Some(4));
@@ -1202,13 +1204,7 @@ fn restore_replays_executed_batches_above_the_stored_checkpoint() {
     assert!(!drain(&mut c.r[2])
         .iter()
         .any(|a| matches!(a, Action::SendClient { .. })));
-    for rid in 7..=9 {
-        let req = request(&c.cfg, rid, b"w", false);
-        c.deliver_all(&req);
-    }
-    c.advance(Duration::from_secs(1));
-    assert_eq!(c.r[2].last_executed(), 9);
-    assert_eq!(c.r[2].state_digest(), c.r[0].state_digest());
+    c.assert_keeps_up(2);
 }
 
 #[test]
@@ -1224,10 +1220,7 @@ fn restore_reopens_a_service_that_persists_its_state() {
         c.now,
     );
     c.with_disk(2);
-    for rid in 1..=6 {
-        let req = request(&c.cfg, rid, b"wxyz", false);
-        c.deliver_all(&req);
-    }
+    c.write_all(1..=6, b"wxyz");
     assert_eq!(c.r[2].last_stable(), 4);
     // The replica's image holds the service's digests only, the reply cache in full.
     let stored = c.disks[2].clone().unwrap();
@@ -1258,13 +1251,7 @@ fn restore_reopens_a_service_that_persists_its_state() {
         other => panic!("restored without the service's state: {:?}", other.err()),
     }
     c.r[2] = r;
-    for rid in 7..=9 {
-        let req = request(&c.cfg, rid, b"w", false);
-        c.deliver_all(&req);
-    }
-    c.advance(Duration::from_secs(1));
-    assert_eq!(c.r[2].last_executed(), 9);
-    assert_eq!(c.r[2].state_digest(), c.r[0].state_digest());
+    c.assert_keeps_up(2);
 }
 
 #[test]
@@ -1273,10 +1260,7 @@ fn a_service_that_now_persists_its_state_still_imports_an_older_full_image() {
     // content in the image): the upgrade imports it.
     let mut c = Cluster::new(config());
     c.with_disk(2);
-    for rid in 1..=6 {
-        let req = request(&c.cfg, rid, b"w", false);
-        c.deliver_all(&req);
-    }
+    c.write_all(1..=6, b"w");
     let before = c.r[2].state_digest();
     let stored = c.disks[2].clone().unwrap();
     let keys = TestKeys::new(1, c.cfg.n());
@@ -1299,10 +1283,7 @@ fn restore_every_replica_keeps_every_committed_write() {
     for i in 0..4 {
         c.with_disk(i);
     }
-    for rid in 1..=6 {
-        let req = request(&c.cfg, rid, b"w", false);
-        c.deliver_all(&req);
-    }
+    c.write_all(1..=6, b"w");
     let digest = c.r[0].state_digest();
     for i in 0..4 {
         c.crash_and_restore(i);
@@ -1329,10 +1310,7 @@ fn tentatively_acknowledged_write_survives_a_crash_of_every_replica() {
     for i in 0..4 {
         c.with_disk(i);
     }
-    for rid in 1..=6 {
-        let req = request(&c.cfg, rid, b"w", false);
-        c.deliver_all(&req);
-    }
+    c.write_all(1..=6, b"w");
     c.lose = Some(crate::message::Tag::Commit);
     c.replies.clear();
     let req7 = request(&c.cfg, 7, b"w", false);
