@@ -807,8 +807,10 @@ fn a_lying_replica_cannot_change_what_the_client_sees() {
 struct KillOnDrop(std::process::Child);
 
 /// `byzfs unreplicated --service fs --durability disk` on `config` and `data`, logging to
-/// `log`, once it has restored its state and serves.
+/// `log`, once it has restored its state and serves. A thread copies its stderr to `log` and
+/// reports the start line, so the wait is on that event (or the server's exit), not a poll.
 fn unreplicated_fs(config: &Path, data: &Path, log: &Path) -> KillOnDrop {
+    use std::io::{BufRead as _, Write as _};
     let mut server = KillOnDrop(
         Command::new(common::BIN)
             .arg("unreplicated")
@@ -818,25 +820,29 @@ fn unreplicated_fs(config: &Path, data: &Path, log: &Path) -> KillOnDrop {
             .arg(data)
             .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::null())
-            .stderr(std::fs::File::create(log).unwrap())
+            .stderr(std::process::Stdio::piped())
             .spawn()
             .unwrap(),
     );
-    let start = Instant::now();
-    while !std::fs::read_to_string(log)
-        .unwrap_or_default()
-        .contains("unreplicated server started")
-    {
-        assert!(
-            server.0.try_wait().unwrap().is_none(),
-            "byzfs unreplicated exited: {}",
+    let stderr = server.0.stderr.take().unwrap();
+    let mut file = std::fs::File::create(log).unwrap();
+    let (started, wait) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        // Ends at the server's exit (EOF), dropping `started`.
+        for line in std::io::BufReader::new(stderr).lines() {
+            let Ok(line) = line else { break };
+            let _ = writeln!(file, "{line}");
+            if line.contains("unreplicated server started") {
+                let _ = started.send(());
+            }
+        }
+    });
+    if wait.recv_timeout(DEADLINE).is_err() {
+        panic!(
+            "byzfs unreplicated did not start within {DEADLINE:?} (exited: {:?}): {}",
+            server.0.try_wait().ok().flatten(),
             tail(&std::fs::read_to_string(log).unwrap_or_default())
         );
-        assert!(
-            start.elapsed() < DEADLINE,
-            "byzfs unreplicated never listened"
-        );
-        std::thread::sleep(Duration::from_millis(20));
     }
     server
 }

@@ -669,7 +669,7 @@ impl RedbStore {
             self.in_tables.remove(&latest);
             self.checkpoints.pop();
         }
-        let older: Vec<Seq> = held.iter().copied().filter(|&s| s < seq).collect();
+        let older = self.held_below(seq);
         if !older.is_empty() {
             self.delete_checkpoints(&older, "reopening");
             self.checkpoints.retain(|c| c.0 >= seq);
@@ -730,6 +730,15 @@ impl RedbStore {
 
     fn latest(&self) -> Option<Seq> {
         self.checkpoints.last().map(|c| c.0)
+    }
+
+    /// Held checkpoints older than `seq`, oldest first.
+    fn held_below(&self, seq: Seq) -> Vec<Seq> {
+        self.checkpoints
+            .iter()
+            .map(|c| c.0)
+            .filter(|&s| s < seq)
+            .collect()
     }
 
     /// Commits the staged writes to redb in one transaction (no fsync).
@@ -1062,12 +1071,7 @@ impl Store for RedbStore {
     fn discard_checkpoints_below(&mut self, seq: Seq) {
         // A persistent store keeps the checkpoint its owner's record names.
         let seq = self.keep.map_or(seq, |k| seq.min(k));
-        let gone: Vec<Seq> = self
-            .checkpoints
-            .iter()
-            .map(|c| c.0)
-            .filter(|&s| s < seq)
-            .collect();
+        let gone = self.held_below(seq);
         if gone.is_empty() {
             return;
         }
@@ -1196,12 +1200,7 @@ impl Store for RedbStore {
         // it: the imports were recorded as writes after the latest, so rolling back through
         // them still reaches it.
         let keep = self.keep.unwrap_or(Seq::MAX);
-        let all: Vec<Seq> = self
-            .checkpoints
-            .iter()
-            .map(|c| c.0)
-            .filter(|&s| s < keep)
-            .collect();
+        let all = self.held_below(keep);
         let _ = self.flush_or_fail("finishing an import");
         self.delete_checkpoints(&all, "finishing an import");
         self.checkpoints.retain(|c| c.0 >= keep);
