@@ -16,10 +16,15 @@ impl Errno {
     pub const EPERM: Errno = Errno(1);
     /// No such file or directory.
     pub const ENOENT: Errno = Errno(2);
+    /// Interrupted: a signal arrived while a blocking lock request waited (the mount
+    /// answers it; the kernel restarts the call or reports it).
+    pub const EINTR: Errno = Errno(4);
     /// I/O error: a replica's local store failed (never produced by a healthy replica).
     pub const EIO: Errno = Errno(5);
     /// Argument list too long: an extended attribute value over 64 KiB.
     pub const E2BIG: Errno = Errno(7);
+    /// Try again: another owner holds a conflicting lock (`F_SETLK`).
+    pub const EAGAIN: Errno = Errno(11);
     /// Permission denied by the mode bits.
     pub const EACCES: Errno = Errno(13);
     /// The name already exists.
@@ -37,6 +42,9 @@ impl Errno {
     pub const ENOSPC: Errno = Errno(28);
     /// Too many links.
     pub const EMLINK: Errno = Errno(31);
+    /// No locks available: a file already carries
+    /// [`MAX_LOCKS_PER_FILE`](crate::lock::MAX_LOCKS_PER_FILE) locks.
+    pub const ENOLCK: Errno = Errno(37);
     /// Result too large: an extended attribute name over 255 bytes.
     pub const ERANGE: Errno = Errno(34);
     /// Name longer than 255 bytes, or directory nesting deeper than
@@ -61,7 +69,10 @@ impl Errno {
         match self {
             Errno::EPERM => "EPERM",
             Errno::ENOENT => "ENOENT",
+            Errno::EINTR => "EINTR",
             Errno::EIO => "EIO",
+            Errno::EAGAIN => "EAGAIN",
+            Errno::ENOLCK => "ENOLCK",
             Errno::E2BIG => "E2BIG",
             Errno::EACCES => "EACCES",
             Errno::EEXIST => "EEXIST",

@@ -27,6 +27,9 @@ pub(crate) struct Exec<'t, 'a, S: Store + ?Sized> {
     pub cfg: &'t FsConfig,
     pub cred: &'t Credentials,
     pub now: Timestamp,
+    /// The client that sent the operation, as the replication library authenticated it
+    /// (it owns the locks it takes).
+    pub client: u64,
 }
 
 /// `ENOTDIR` unless `i` is a directory.
@@ -170,6 +173,23 @@ impl<S: Store + ?Sized> Exec<'_, '_, S> {
                 how,
             } => self.setxattr(fh, &name, &value, how),
             Op::RemoveXattr { fh, name } => self.removexattr(fh, &name),
+            Op::GetLk {
+                fh,
+                owner,
+                kind,
+                start,
+                end,
+            } => self.getlk(fh, owner, kind, start, end),
+            Op::SetLk {
+                fh,
+                owner,
+                kind,
+                start,
+                end,
+                pid,
+            } => self.setlk(fh, owner, kind, (start, end), pid),
+            Op::ReleaseLocks { fh, owner } => self.release_locks(fh, owner),
+            Op::RenewLease => self.renew_lease(),
         }
     }
 
@@ -491,6 +511,7 @@ impl<S: Store + ?Sized> Exec<'_, '_, S> {
             data::truncate(self.txn, ino, &mut i, 0)?;
         }
         self.drop_xattrs(ino)?;
+        self.drop_locks(ino);
         self.sb.used_bytes = self.sb.used_bytes.saturating_sub(used);
         self.sb.inodes = self.sb.inodes.saturating_sub(1);
         self.txn.delete(crate::key::inode(ino));

@@ -10,6 +10,8 @@
 //! | data block | `4 ‖ ino ‖ index` | `"b" ‖ ino ‖ index / GROUP_BLOCKS` |
 //! | block group (stored block count) | `5 ‖ ino ‖ group` | `"g" ‖ ino` |
 //! | extended attribute | `6 ‖ ino ‖ name` | `"x" ‖ ino` |
+//! | record locks of a file | `7 ‖ ino` | `"i" ‖ ino` (the inode's) |
+//! | a client's lock lease | `8 ‖ client` | `"c" ‖ client` |
 //!
 //! Integers are big-endian so key order is numeric order. The placement bytes are the first 8
 //! bytes of a domain-separated BLAKE3 hash, so partitions fill evenly. Both records of a
@@ -29,6 +31,8 @@ const TAG_NAME: u8 = 3;
 const TAG_BLOCK: u8 = 4;
 const TAG_GROUP: u8 = 5;
 const TAG_XATTR: u8 = 6;
+const TAG_LOCKS: u8 = 7;
+const TAG_LEASE: u8 = 8;
 
 /// The placement bytes of an object.
 fn placement(kind: u8, parts: &[u64]) -> [u8; PLACEMENT_BYTES] {
@@ -94,6 +98,16 @@ pub(crate) fn group(ino: u64, group: u64) -> Vec<u8> {
 /// listing them is one range scan.
 pub(crate) fn xattr(ino: u64, name: &[u8]) -> Vec<u8> {
     build(placement(b'x', &[ino]), TAG_XATTR, &[ino], name)
+}
+
+/// The record locks of `ino` ([`crate::lock`]), in the inode's partition.
+pub(crate) fn locks(ino: u64) -> Vec<u8> {
+    build(placement(b'i', &[ino]), TAG_LOCKS, &[ino], &[])
+}
+
+/// The lock lease of client `client` ([`crate::lock`]).
+pub(crate) fn lease(client: u64) -> Vec<u8> {
+    build(placement(b'c', &[client]), TAG_LEASE, &[client], &[])
 }
 
 /// A bound above every attribute key of `ino` (names are at most 255 bytes).

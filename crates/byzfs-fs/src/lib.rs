@@ -111,6 +111,7 @@ mod exec;
 pub mod handle;
 mod inode;
 mod key;
+pub mod lock;
 pub mod op;
 pub mod perm;
 pub mod service;
@@ -146,6 +147,9 @@ pub struct FsConfig {
     pub root_gid: u32,
     /// Mode of the root directory.
     pub root_mode: u32,
+    /// How long a client's record locks outlive its last lock operation or lease renewal,
+    /// in agreed time ([`lock`]; default 30 s).
+    pub lock_lease: Duration,
 }
 
 impl Default for FsConfig {
@@ -158,6 +162,7 @@ impl Default for FsConfig {
             root_uid: 0,
             root_gid: 0,
             root_mode: 0o755,
+            lock_lease: Duration::from_secs(30),
         }
     }
 }

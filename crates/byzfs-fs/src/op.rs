@@ -12,6 +12,7 @@
 use crate::attr::{Attr, FileType, SetAttr, StatFs};
 use crate::errno::Errno;
 use crate::handle::FileHandle;
+use crate::lock::{LockInfo, LockKind};
 use serde::{Deserialize, Serialize};
 
 /// Largest `data` of one [`Op::Write`] and largest `count` of one [`Op::Read`] (1 MiB).
@@ -320,6 +321,48 @@ pub enum Op {
         /// The attribute changes, in the order they were made, after the writes.
         sets: Vec<SetAttr>,
     },
+    /// `F_GETLK` ([`crate::lock`]): the first lock of another owner that conflicts with a
+    /// `kind` lock on bytes `start..=end`. Reply: [`Reply::Lock`].
+    GetLk {
+        /// The file.
+        fh: FileHandle,
+        /// The asking lock owner (on this client).
+        owner: u64,
+        /// The lock it would take.
+        kind: LockKind,
+        /// First byte.
+        start: u64,
+        /// Last byte, inclusive ([`crate::lock::LOCK_END_MAX`]: to the end of the file).
+        end: u64,
+    },
+    /// `F_SETLK` ([`crate::lock`]): takes a `kind` lock on bytes `start..=end` for `owner`
+    /// (`None`: unlocks them), or fails with `EAGAIN` if another owner's lock conflicts.
+    /// Renews the client's lease. Reply: [`Reply::Lock`].
+    SetLk {
+        /// The file.
+        fh: FileHandle,
+        /// The lock owner (on this client).
+        owner: u64,
+        /// The lock to take; `None` to unlock.
+        kind: Option<LockKind>,
+        /// First byte.
+        start: u64,
+        /// Last byte, inclusive ([`crate::lock::LOCK_END_MAX`]: to the end of the file).
+        end: u64,
+        /// The locking process's id (reported by `F_GETLK`).
+        pid: u32,
+    },
+    /// Drops every lock `owner` holds on `fh` (a process's `close`, or the last close of a
+    /// file it `flock`ed). Reply: [`Reply::Lock`].
+    ReleaseLocks {
+        /// The file.
+        fh: FileHandle,
+        /// The lock owner (on this client).
+        owner: u64,
+    },
+    /// Renews the client's lock lease ([`crate::lock`]). Reply: [`Reply::Lock`] without
+    /// attributes.
+    RenewLease,
 }
 
 /// Most attribute changes one [`Op::WriteSetAttr`] may carry.
@@ -377,10 +420,25 @@ impl Op {
             Op::RemoveXattr { .. } => "removexattr",
             Op::WriteGather { .. } => "write_gather",
             Op::WriteSetAttr { .. } => "write_setattr",
+            Op::GetLk { .. } => "getlk",
+            Op::SetLk { .. } => "setlk",
+            Op::ReleaseLocks { .. } => "release_locks",
+            Op::RenewLease => "renew_lease",
         }
     }
 
-    /// Whether this operation never changes state (the read-only optimisation, §1.8).
+    /// Whether this is a lock operation ([`crate::lock`]): it changes no file, only the
+    /// lock table, so a client's caches of files and attributes stay valid.
+    pub fn is_lock(&self) -> bool {
+        matches!(
+            self,
+            Op::GetLk { .. } | Op::SetLk { .. } | Op::ReleaseLocks { .. } | Op::RenewLease
+        )
+    }
+
+    /// Whether this operation never changes state (the read-only optimisation, §1.8). Lock
+    /// operations are ordered, even `GetLk`: locks count by their owners' leases in agreed
+    /// time.
     pub fn is_read_only(&self) -> bool {
         matches!(
             self,
@@ -456,6 +514,17 @@ pub enum Reply {
         entry: Attr,
         /// The directory, after the operation.
         dir: Attr,
+    },
+    /// The result of a lock operation.
+    Lock {
+        /// `GetLk`: the first conflicting lock of another owner, if any.
+        conflict: Option<LockInfo>,
+        /// The client's lease had lapsed before this operation: every lock it held was
+        /// dropped ([`crate::lock`]).
+        lapsed: bool,
+        /// The file's attributes (not for `RenewLease`): a client that caches the file's
+        /// data can tell whether another client changed it (NFS revalidates at a lock).
+        attr: Option<Attr>,
     },
     /// A name removed (remove, rmdir): the directory's attributes after the operation, the
     /// inode the name held, and that inode's attributes if it still exists (other links).

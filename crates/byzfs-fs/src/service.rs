@@ -122,7 +122,17 @@ impl<S: Store> FileService<S> {
     /// Executes `req` as an ordered operation with agreed time `nondet` and returns the
     /// typed result (what [`Service::execute`] encodes).
     pub fn execute_request(&mut self, req: Option<Request>, nondet: &[u8]) -> FsResult {
-        let planned = self.plan(req, nondet);
+        self.execute_request_from(0, req, nondet)
+    }
+
+    /// As [`Self::execute_request`], for `client` (the owner of the locks it takes).
+    pub fn execute_request_from(
+        &mut self,
+        client: ClientId,
+        req: Option<Request>,
+        nondet: &[u8],
+    ) -> FsResult {
+        let planned = self.plan(client, req, nondet);
         let (result, writes) = match planned {
             Ok(p) => p,
             Err(f) => return self.local_failure(f),
@@ -141,7 +151,12 @@ impl<S: Store> FileService<S> {
 
     /// Runs `req` in a transaction: its result and the writes to apply (the operation's and
     /// the clock's on success, only the clock's on an errno).
-    fn plan(&self, req: Option<Request>, nondet: &[u8]) -> Result<(FsResult, WriteSet), Fail> {
+    fn plan(
+        &self,
+        client: ClientId,
+        req: Option<Request>,
+        nondet: &[u8],
+    ) -> Result<(FsResult, WriteSet), Fail> {
         let mut txn = Txn::new(&self.store);
         let sb0 = inode::load_super(&txn)?;
         let mut sb = sb0.clone();
@@ -160,6 +175,7 @@ impl<S: Store> FileService<S> {
                 cfg: &self.cfg,
                 cred: &req.cred,
                 now,
+                client,
             }
             .run(req.op),
         };
@@ -235,6 +251,8 @@ impl<S: Store> FileService<S> {
                 cfg: &self.cfg,
                 cred: &req.cred,
                 now,
+                // Read-only operations take no locks.
+                client: 0,
             }
             .run(req.op)
         });
@@ -283,8 +301,8 @@ impl<S: Store> Service for FileService<S> {
         byzfs_bft::services::timestamp::check(nondet, self.last_agreed_time(), now, tolerance)
     }
 
-    fn execute(&mut self, _client: ClientId, op: &[u8], nondet: &[u8]) -> Vec<u8> {
-        let r = self.execute_request(Request::decode(op), nondet);
+    fn execute(&mut self, client: ClientId, op: &[u8], nondet: &[u8]) -> Vec<u8> {
+        let r = self.execute_request_from(client, Request::decode(op), nondet);
         encode_result(&r)
     }
 

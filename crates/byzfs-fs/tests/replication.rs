@@ -299,6 +299,8 @@ enum ROp {
     Truncate(u8, u32),
     Allocate(u8, u32),
     SetXattr(u8, u8, u16),
+    /// A write lock by owner `n` on 20 bytes from `10 n` (`false`: unlock them).
+    Lock(u8, u8, bool),
     Remove(u8, u8),
     Rmdir(u8, u8),
     Rename(u8, u8, u8, u8),
@@ -321,6 +323,7 @@ fn rop() -> impl Strategy<Value = ROp> {
         2 => (h.clone(), 0u32..70_000).prop_map(|(f, s)| ROp::Truncate(f, s)),
         1 => (h.clone(), 0u32..70_000).prop_map(|(f, s)| ROp::Allocate(f, s)),
         1 => (h.clone(), n.clone(), 0u16..300).prop_map(|(f, n, l)| ROp::SetXattr(f, n, l)),
+        1 => (h.clone(), n.clone(), any::<bool>()).prop_map(|(f, n, l)| ROp::Lock(f, n, l)),
         2 => (h.clone(), n.clone()).prop_map(|(d, n)| ROp::Remove(d, n)),
         1 => (h.clone(), n.clone()).prop_map(|(d, n)| ROp::Rmdir(d, n)),
         3 => (h.clone(), n.clone(), h.clone(), n.clone()).prop_map(|(a, b, c, d)| ROp::Rename(a, b, c, d)),
@@ -404,6 +407,14 @@ fn to_op(r: &ROp, k: &Known) -> Option<Op> {
             name: [b"user.".as_slice(), &name(n)].concat(),
             value: vec![n; usize::from(l)],
             how: byzfs_fs::op::XattrSet::Any,
+        },
+        ROp::Lock(f, n, lock) => Op::SetLk {
+            fh: h(f),
+            owner: u64::from(n),
+            kind: lock.then_some(byzfs_fs::lock::LockKind::Write),
+            start: 10 * u64::from(n),
+            end: 10 * u64::from(n) + 19,
+            pid: 1,
         },
         ROp::Allocate(f, s) => Op::Allocate {
             fh: h(f),

@@ -117,6 +117,29 @@ pub fn corrupt_fs_result(b: &[u8]) -> Vec<u8> {
                 left,
             })
         }
+        Ok(Reply::Lock {
+            conflict,
+            lapsed,
+            mut attr,
+        }) => {
+            if let Some(a) = &mut attr {
+                corrupt_attr(a);
+            }
+            Ok(Reply::Lock {
+                // A lock that is not there, or none where there is one.
+                conflict: match conflict {
+                    Some(_) => None,
+                    None => Some(byzfs_fs::lock::LockInfo {
+                        kind: byzfs_fs::lock::LockKind::Write,
+                        start: 0,
+                        end: byzfs_fs::lock::LOCK_END_MAX,
+                        pid: 1,
+                    }),
+                },
+                lapsed: !lapsed,
+                attr,
+            })
+        }
         Err(Errno::ENOENT) => Ok(Reply::Done),
         Err(_) => Err(Errno::ENOENT),
     };

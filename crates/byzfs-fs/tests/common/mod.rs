@@ -59,6 +59,13 @@ impl Fs {
         decode_result(&self.s.execute(9, &bytes, &self.clock_us.to_le_bytes())).unwrap()
     }
 
+    /// Runs `op` through the ordered path as client `client` (locks belong to clients).
+    pub fn run_client(&mut self, client: u64, op: Op) -> FsResult {
+        let bytes = Request::new(self.cred.clone(), op).encode();
+        self.clock_us += 1_000_000;
+        decode_result(&self.s.execute(client, &bytes, &self.clock_us.to_le_bytes())).unwrap()
+    }
+
     pub fn run(&mut self, op: Op) -> FsResult {
         let cred = self.cred.clone();
         self.run_as(&cred, op)
