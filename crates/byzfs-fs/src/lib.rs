@@ -4,8 +4,9 @@
 //! [`Service`](byzfs_bft::Service) trait (ARCHITECTURE.md, the bottom layer): getattr,
 //! setattr, lookup, access, readlink, read, write, create (exclusive too), mkdir, symlink,
 //! mknod (fifo, socket), remove, rmdir, rename (with `renameat2`'s flags), link, readdir,
-//! statfs, fsync, allocate (`fallocate` mode 0) and extended attributes ([`xattr`]) on file
-//! handles with generation numbers. Clients (the FUSE layer, tests) encode a [`Request`] and
+//! statfs, fsync, allocate (`fallocate` mode 0), extended attributes ([`xattr`]) and record
+//! locks shared by all clients, with leases in agreed time ([`lock`]), on file handles with
+//! generation numbers. Clients (the FUSE layer, tests) encode a [`Request`] and
 //! decode an [`FsResult`] with the types of [`op`].
 //!
 //! ## Example

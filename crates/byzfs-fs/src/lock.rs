@@ -69,6 +69,8 @@ pub struct LockInfo {
     pub end: u64,
     /// The holder's process id, on its own client's machine.
     pub pid: u32,
+    /// The holder's client (a mount reports the pid only for its own processes).
+    pub client: u64,
 }
 
 /// One stored lock.
@@ -94,6 +96,7 @@ impl Held {
             start: self.start,
             end: self.end,
             pid: self.pid,
+            client: self.owner.client,
         }
     }
 }

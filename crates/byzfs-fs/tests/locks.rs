@@ -94,7 +94,8 @@ fn owners_of_two_clients_conflict_as_posix_says() {
             kind: LockKind::Write,
             start: 0,
             end: 99,
-            pid: 105
+            pid: 105,
+            client: 1,
         })
     );
     assert_eq!(

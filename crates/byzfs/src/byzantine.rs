@@ -134,6 +134,7 @@ pub fn corrupt_fs_result(b: &[u8]) -> Vec<u8> {
                         start: 0,
                         end: byzfs_fs::lock::LOCK_END_MAX,
                         pid: 1,
+                        client: 0,
                     }),
                 },
                 lapsed: !lapsed,

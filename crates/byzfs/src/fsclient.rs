@@ -40,6 +40,14 @@ impl FsClient {
         }
     }
 
+    /// The protocol client id of this session (the replicas' owner of its locks).
+    pub fn id(&self) -> byzfs_bft::ClientId {
+        match self {
+            FsClient::Replicated(c) => c.id(),
+            FsClient::Unreplicated(c) => c.id(),
+        }
+    }
+
     /// Runs one operation and returns its result bytes.
     pub async fn invoke(&mut self, op: Vec<u8>, read_only: bool) -> Result<Vec<u8>, ClientError> {
         match self {

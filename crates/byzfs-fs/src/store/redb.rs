@@ -723,7 +723,7 @@ impl RedbStore {
     }
 
     /// Sets how many bytes of writes the store stages in memory before committing them to
-    /// redb ([`DEFAULT_WRITE_BACK_BYTES`]; 0 commits every `apply` at once).
+    /// redb (16 MiB by default; 0 commits every `apply` at once).
     pub fn set_write_back_bytes(&mut self, bytes: usize) {
         self.write_back_bytes = bytes;
     }

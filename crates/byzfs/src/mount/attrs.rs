@@ -42,7 +42,8 @@ impl Effect {
     /// The effect of `op`.
     pub fn of(op: &Op) -> Effect {
         Effect {
-            modifies: !op.is_read_only(),
+            // Lock operations change no file: their errors (EAGAIN) leave the cache.
+            modifies: !op.is_read_only() && !op.is_lock(),
             reach: reach(op),
         }
     }

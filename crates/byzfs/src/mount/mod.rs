@@ -33,8 +33,11 @@
 //!     Negative lookups are cached as long (as NFS's default `lookupcache=all`): a name
 //!     another client just created may stay invisible here for that long. Names this
 //!     mount creates, renames or removes update its kernel cache at once.
+//!   - Locks (`fcntl` and `flock`) are taken at the replicas, so they hold between mounts
+//!     ([`locks`]); taking one revalidates the file as NFS does, so a program that locks
+//!     around its reads and writes (SQLite) sees the last holder's writes.
 //!   - Not covered: concurrent `O_APPEND` writers on two mounts (each appends at the size
-//!     its kernel knows), locks (`flock`/`fcntl` are local to one mount).
+//!     its kernel knows).
 //! * **Mounting and unmounting** ([`check_fuse`], [`check_mountpoint`], [`Mounted`]): a
 //!   one-line error says what to install if FUSE is unavailable; a mount point already
 //!   mounted is refused and a stale one (its process was killed) is unmounted first; a busy
@@ -52,13 +55,14 @@
 //! * **Extended attributes:** `user.` and `trusted.` (stored by the replicas, with Linux's
 //!   checks: `byzfs_fs::xattr`); `security.` names read as absent, and `system.` (ACLs) is
 //!   not supported.
-//! * **Not handled yet:** ACLs, `O_TMPFILE` and locks shared between mounts are not supported
-//!   (device nodes are: `mknod` by uid 0). The adapter is single-threaded: one operation at a
+//! * **Not handled yet:** ACLs and `O_TMPFILE` are not supported (device nodes are: `mknod`
+//!   by uid 0), nor lock deadlock detection between mounts ([`locks`]). The adapter is single-threaded: one operation at a
 //!   time per mount. go-fuse's POSIX suite passes except for these (docs/CONFORMANCE.md).
 
 mod attrs;
 mod gather;
 mod groups;
+mod locks;
 
 use crate::fsclient::FsClient;
 use anyhow::{bail, Context as _};
@@ -391,6 +395,7 @@ pub fn mount(
     let client = rt
         .block_on(FsClient::connect(&cluster, &cred, opts.unreplicated))
         .context("cannot connect to the cluster")?;
+    let client_id = client.id();
     let notifier = Arc::new(OnceLock::new());
     let write_chunk = cluster
         .bft
@@ -420,9 +425,11 @@ pub fn mount(
             strict: opts.strict,
             gather: Gather::new(write_chunk),
             gather_writes: !opts.sync_writes,
+            locks: locks::Held::default(),
         })),
         notifier: Arc::clone(&notifier),
         groups: groups::GroupCache::default(),
+        client_id,
     };
     spawn_background(Arc::downgrade(&fs.inner));
     let mut config = fuser::Config::default();
@@ -457,6 +464,8 @@ struct ByzFuse {
     ttl: Duration,
     /// The callers' supplementary groups.
     groups: groups::GroupCache,
+    /// This mount's client session at the replicas (the owner of its locks).
+    client_id: u64,
 }
 
 /// Room for a write request's fields besides its data (credentials with supplementary
@@ -494,6 +503,8 @@ struct Inner {
     gather: Gather,
     /// Hold writes back at all (not `--sync-writes`).
     gather_writes: bool,
+    /// Which files and owners may hold locks at the replicas ([`locks`]).
+    locks: locks::Held,
 }
 
 /// What of an inode's attributes says its data or size changed.
@@ -699,10 +710,11 @@ fn send_held(inner: &mut Inner, p: gather::Pending) {
 const LINK_DRIVE: Duration = Duration::from_millis(2);
 
 /// While the mount lives, every quarter of [`gather::MAX_AGE`]: sends held-back writes
-/// older than it, and drives the client's links for [`LINK_DRIVE`] (reconnections, replies
+/// older than it, renews the lock lease when due ([`locks`]), and drives the client's links for [`LINK_DRIVE`] (reconnections, replies
 /// that arrived late), which otherwise run only inside an operation.
 fn spawn_background(inner: std::sync::Weak<Mutex<Inner>>) {
     let tick = gather::MAX_AGE / 4;
+    let cred = own_credentials();
     let spawned = std::thread::Builder::new()
         .name("byzfs-mount-background".into())
         .spawn(move || loop {
@@ -716,6 +728,7 @@ fn spawn_background(inner: std::sync::Weak<Mutex<Inner>>) {
             if let Some(p) = inner.gather.take_stale() {
                 send_held(&mut inner, p);
             }
+            locks::renew_if_due(&mut inner, &cred);
             inner
                 .rt
                 .block_on(async { tokio::time::sleep(LINK_DRIVE).await });
@@ -916,6 +929,14 @@ impl Filesystem for ByzFuse {
     ) -> std::io::Result<()> {
         if let Err(missing) = config.add_capabilities(fuser::InitFlags::FUSE_HANDLE_KILLPRIV) {
             tracing::warn!(?missing, "the kernel cannot leave suid/sgid clearing to us");
+        }
+        // Locks go to the replicas, shared by every mount ([`locks`]).
+        let lock_flags = fuser::InitFlags::FUSE_POSIX_LOCKS | fuser::InitFlags::FUSE_FLOCK_LOCKS;
+        if let Err(missing) = config.add_capabilities(lock_flags) {
+            tracing::warn!(
+                ?missing,
+                "locks stay local to this mount: the kernel cannot pass them"
+            );
         }
         Ok(())
     }
@@ -1289,15 +1310,16 @@ impl Filesystem for ByzFuse {
     }
 
     /// `close`: sends the file's held-back writes and reports their error, or an earlier
-    /// one of its writes ([`gather`]).
+    /// one of its writes ([`gather`]); then drops the closing process's locks on the file.
     fn flush(
         &self,
-        _req: &fuser::Request,
+        req: &fuser::Request,
         ino: INodeNo,
         _fh: fuser::FileHandle,
-        _lock_owner: fuser::LockOwner,
+        lock_owner: fuser::LockOwner,
         reply: ReplyEmpty,
     ) {
+        let cred = self.credentials(req);
         let Ok(mut inner) = self.inner.lock() else {
             return reply.error(fuser::Errno::EIO);
         };
@@ -1306,6 +1328,8 @@ impl Filesystem for ByzFuse {
                 send_held(&mut inner, p);
             }
         }
+        // POSIX: a process's close of a file drops its locks on it, after its writes.
+        locks::release(&mut inner, &cred, ino.0, lock_owner.0);
         match inner.gather.take_error(ino.0) {
             Some(e) => reply.error(errno(e)),
             None => reply.ok(),
@@ -1588,14 +1612,15 @@ impl Filesystem for ByzFuse {
         reply.opened(fuser::FileHandle(0), flags);
     }
 
-    /// At the last release of a file removed while open, removes it for good.
+    /// At the last release of a file removed while open, removes it for good; drops an
+    /// `flock` taken through this open file.
     fn release(
         &self,
         req: &fuser::Request,
         ino: INodeNo,
         _fh: fuser::FileHandle,
         _flags: OpenFlags,
-        _lock_owner: Option<fuser::LockOwner>,
+        lock_owner: Option<fuser::LockOwner>,
         _flush: bool,
         reply: ReplyEmpty,
     ) {
@@ -1606,6 +1631,11 @@ impl Filesystem for ByzFuse {
                 if let Some(p) = inner.gather.take() {
                     send_held(&mut inner, p);
                 }
+            }
+            // The kernel names an owner here when the file was `flock`ed: its last close
+            // drops that lock.
+            if let Some(owner) = lock_owner {
+                locks::release(&mut inner, &cred, ino.0, owner.0);
             }
             let last = match inner.open.get_mut(&ino.0) {
                 Some(n) => {
@@ -1630,7 +1660,86 @@ impl Filesystem for ByzFuse {
         reply.ok();
     }
 
-    /// At unmount, removes files still hidden by silly renames.
+    /// `F_GETLK` ([`locks`]).
+    fn getlk(
+        &self,
+        req: &fuser::Request,
+        ino: INodeNo,
+        _fh: fuser::FileHandle,
+        lock_owner: fuser::LockOwner,
+        start: u64,
+        end: u64,
+        typ: i32,
+        _pid: u32,
+        reply: fuser::ReplyLock,
+    ) {
+        let fh = fh!(self, ino, reply);
+        let kind = match locks::kind_of(typ) {
+            Ok(Some(k)) => k,
+            Ok(None) | Err(_) => return reply.error(fuser::Errno::EINVAL),
+        };
+        let op = Op::GetLk {
+            fh,
+            owner: lock_owner.0,
+            kind,
+            start,
+            end,
+        };
+        locks::answer_getlk(self.call(req, op), self.client_id, (start, end), reply);
+    }
+
+    /// `F_SETLK`/`F_SETLKW`, and `flock` ([`locks`]). A blocking request that finds the
+    /// range taken goes on waiting in a thread of its own.
+    fn setlk(
+        &self,
+        req: &fuser::Request,
+        ino: INodeNo,
+        _fh: fuser::FileHandle,
+        lock_owner: fuser::LockOwner,
+        start: u64,
+        end: u64,
+        typ: i32,
+        pid: u32,
+        sleep: bool,
+        reply: ReplyEmpty,
+    ) {
+        let fh = fh!(self, ino, reply);
+        let kind = match locks::kind_of(typ) {
+            Ok(k) => k,
+            Err(e) => return reply.error(e),
+        };
+        let cred = self.credentials(req);
+        let op = Op::SetLk {
+            fh,
+            owner: lock_owner.0,
+            kind,
+            start,
+            end,
+            pid,
+        };
+        let outcome = match self.inner.lock() {
+            Ok(mut inner) => locks::set(&mut inner, &cred, op.clone()),
+            Err(_) => return reply.error(fuser::Errno::EIO),
+        };
+        match outcome {
+            locks::Outcome::Granted { changed } => {
+                locks::grant(&self.notifier, ino.0, changed, reply)
+            }
+            locks::Outcome::Busy if sleep => locks::wait(locks::Waiter {
+                inner: Arc::downgrade(&self.inner),
+                notifier: Arc::clone(&self.notifier),
+                cred,
+                op,
+                tid: req.pid(),
+                reply,
+            }),
+            locks::Outcome::Busy => reply.error(fuser::Errno::EAGAIN),
+            locks::Outcome::Failed(e) => reply.error(errno(e)),
+        }
+    }
+
+    /// At unmount, drops the locks still held and removes files still hidden by silly
+    /// renames.
     fn destroy(&mut self) {
         let cred = own_credentials();
         if let Ok(mut guard) = self.inner.lock() {
@@ -1662,6 +1771,9 @@ impl Filesystem for ByzFuse {
                     read_only_fallbacks = s.read_only_fallbacks,
                     "client counters"
                 );
+            }
+            for (fh, owner) in inner.locks.take_all() {
+                let _ = invoke(inner, &cred, Op::ReleaseLocks { fh, owner });
             }
             let hidden: Vec<_> = inner.silly.drain().map(|(_, v)| v).collect();
             for (dir, name) in hidden {

@@ -1,0 +1,346 @@
+//! Record locks across mounts: `fcntl` (`F_GETLK`, `F_SETLK`, `F_SETLKW`) and `flock` locks
+//! are taken at the replicas ([`byzfs_fs::lock`]), so every mount of the cluster sees them,
+//! as NFS's lock manager makes them visible to every NFS client.
+//!
+//! * **Owners.** The kernel names each lock's owner: a process's file table for `fcntl`, the
+//!   open file for `flock` (the mount asks for `FUSE_FLOCK_LOCKS`, so `flock` arrives as a
+//!   whole-file lock; as on Linux's NFS client, an `flock` and an `fcntl` lock of one file
+//!   then conflict). The replicas qualify it with this mount's client session.
+//! * **Release.** POSIX drops a process's locks on a file at any `close` of it (`flush`
+//!   here), `flock`'s at the open file's last close (`release`). The mount remembers which
+//!   (file, owner) pairs may hold locks ([`Held`]), so a `close` costs a round trip only
+//!   then.
+//! * **Blocking (`F_SETLKW`, `flock` without `LOCK_NB`).** The FUSE session thread must go
+//!   on (the holder's `close` arrives through it), so a conflicting request is handed to a
+//!   waiter thread that tries again after 10 ms, doubling to at most 200 ms, and answers
+//!   once granted. fuser answers the kernel's `FUSE_INTERRUPT` itself (`ENOSYS`), after
+//!   which the kernel waits for the answer even on `SIGKILL`; so between attempts the waiter
+//!   reads the waiting thread's pending signals (`/proc/<tid>/status`) and answers `EINTR`
+//!   if one arrived, which the kernel turns into a restart of the call or `EINTR`, as for a
+//!   local lock.
+//! * **Data.** Writes held back are sent before any lock operation (so an unlock publishes
+//!   them), and a lock granted on a file another client changed since this mount last saw
+//!   it drops the kernel's cached pages and attributes of the file first (NFS does the
+//!   same), so what the lock protects is read fresh. The pages are dropped from a helper
+//!   thread: from the session thread it could wait on a page held by a read queued behind
+//!   it.
+//! * **A mount that dies** holding locks loses them when its lease lapses (30 s of agreed
+//!   time); while it holds any, the mount renews the lease every [`RENEW_EVERY`]. A mount
+//!   cut off for longer learns at its next lock operation that its locks were dropped, and
+//!   logs it.
+//! * **Not done:** deadlock detection (`EDEADLK`) between processes on different mounts.
+
+use super::{errno, invoke, Inner, Stamp};
+use byzfs_fs::lock::{LockKind, LOCK_END_MAX};
+use byzfs_fs::{Credentials, Errno, FileHandle, Op, Reply};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::time::{Duration, Instant};
+
+/// `struct flock`'s `l_type` values on Linux.
+const F_RDLCK: i32 = 0;
+const F_WRLCK: i32 = 1;
+const F_UNLCK: i32 = 2;
+
+/// How often a mount that holds locks renews its lease: a third of the replicas' 30 s.
+pub(super) const RENEW_EVERY: Duration = Duration::from_secs(10);
+/// First pause of a blocked lock request between attempts; it doubles up to [`RETRY_MAX`].
+const RETRY_FIRST: Duration = Duration::from_millis(10);
+/// Longest pause between attempts: also the longest a waiter may lag behind a release.
+const RETRY_MAX: Duration = Duration::from_millis(200);
+
+/// The (file, owner) pairs that may hold locks at the replicas, and when the lease was last
+/// renewed.
+#[derive(Default)]
+pub(super) struct Held {
+    pairs: HashMap<(u64, u64), FileHandle>,
+    renewed: Option<Instant>,
+}
+
+impl Held {
+    /// `owner` may now hold locks on `fh`.
+    fn note(&mut self, fh: FileHandle, owner: u64, now: Instant) {
+        self.pairs.insert((fh.ino, owner), fh);
+        self.renewed.get_or_insert(now);
+    }
+
+    /// Forgets `owner`'s locks on `ino`, returning the file if it may have held some.
+    pub(super) fn take(&mut self, ino: u64, owner: u64) -> Option<FileHandle> {
+        self.pairs.remove(&(ino, owner))
+    }
+
+    /// Every pair, forgotten (at unmount).
+    pub(super) fn take_all(&mut self) -> Vec<(FileHandle, u64)> {
+        self.pairs.drain().map(|((_, o), fh)| (fh, o)).collect()
+    }
+
+    /// Whether the lease should be renewed now.
+    fn renewal_due(&self, now: Instant) -> bool {
+        !self.pairs.is_empty() && self.renewed.is_none_or(|t| now - t >= RENEW_EVERY)
+    }
+
+    /// The replicas dropped every lock of this session (its lease lapsed).
+    fn lapsed(&mut self) {
+        if !self.pairs.is_empty() {
+            tracing::error!(
+                files = self.pairs.len(),
+                "the cluster dropped this mount's locks: its lease lapsed (no lock operation \
+                 or renewal reached it for 30 s); programs holding them may now conflict"
+            );
+        }
+        self.pairs.clear();
+    }
+}
+
+/// The kind of an `l_type` (`None`: `F_UNLCK`).
+pub(super) fn kind_of(typ: i32) -> Result<Option<LockKind>, fuser::Errno> {
+    match typ {
+        F_RDLCK => Ok(Some(LockKind::Read)),
+        F_WRLCK => Ok(Some(LockKind::Write)),
+        F_UNLCK => Ok(None),
+        _ => Err(fuser::Errno::EINVAL),
+    }
+}
+
+/// The `l_type` of `kind`.
+fn typ_of(kind: LockKind) -> i32 {
+    match kind {
+        LockKind::Read => F_RDLCK,
+        LockKind::Write => F_WRLCK,
+    }
+}
+
+/// Answers `F_GETLK`: the first conflicting lock, or `F_UNLCK`. A holder's pid is reported
+/// only for this mount's own processes (a pid of another machine would name whatever
+/// process has it here, or none).
+pub(super) fn answer_getlk(
+    r: byzfs_fs::FsResult,
+    me: u64,
+    (start, end): (u64, u64),
+    reply: fuser::ReplyLock,
+) {
+    match r {
+        Ok(Reply::Lock {
+            conflict: Some(c), ..
+        }) => {
+            let pid = if c.client == me { c.pid } else { 0 };
+            reply.locked(c.start, c.end.min(LOCK_END_MAX), typ_of(c.kind), pid)
+        }
+        Ok(Reply::Lock { conflict: None, .. }) => reply.locked(start, end, F_UNLCK, 0),
+        Ok(_) => reply.error(fuser::Errno::EIO),
+        Err(e) => reply.error(errno(e)),
+    }
+}
+
+/// What a `SetLk` came to.
+pub(super) enum Outcome {
+    /// Done; the file's pages must be dropped first if it changed elsewhere.
+    Granted { changed: bool },
+    /// Another owner holds a conflicting lock.
+    Busy,
+    /// Failed.
+    Failed(Errno),
+}
+
+/// Sends `op` (a `SetLk`) and keeps the mount's books: which pairs may hold locks, the
+/// lease, and the file's last seen attributes.
+pub(super) fn set(inner: &mut Inner, cred: &Credentials, op: Op) -> Outcome {
+    let Op::SetLk {
+        fh, owner, kind, ..
+    } = op
+    else {
+        return Outcome::Failed(Errno::EINVAL);
+    };
+    let now = Instant::now();
+    match invoke(inner, cred, op) {
+        Ok(Reply::Lock { lapsed, attr, .. }) => {
+            if lapsed {
+                inner.locks.lapsed();
+            }
+            inner.locks.renewed = Some(now);
+            if kind.is_some() {
+                inner.locks.note(fh, owner, now);
+            }
+            let changed = match attr {
+                Some(a) => {
+                    let stamp = Stamp::of(&a);
+                    let before = inner.stamps.insert(fh.ino, stamp);
+                    let changed = kind.is_some() && before.is_some_and(|b| b != stamp);
+                    if changed {
+                        // The pages are dropped before the reply, so they are this version.
+                        inner.opened.insert(fh.ino, stamp);
+                    }
+                    changed
+                }
+                None => false,
+            };
+            Outcome::Granted { changed }
+        }
+        Ok(_) => Outcome::Failed(Errno::EIO),
+        Err(Errno::EAGAIN) => Outcome::Busy,
+        Err(e) => {
+            // A soft mount's timeout leaves unknown whether the lock was taken: release it
+            // at close in case it was.
+            if kind.is_some() && e == Errno::EIO {
+                inner.locks.note(fh, owner, now);
+            }
+            Outcome::Failed(e)
+        }
+    }
+}
+
+/// Drops `owner`'s locks on `ino` at the replicas if it may hold some.
+pub(super) fn release(inner: &mut Inner, cred: &Credentials, ino: u64, owner: u64) {
+    if let Some(fh) = inner.locks.take(ino, owner) {
+        match invoke(inner, cred, Op::ReleaseLocks { fh, owner }) {
+            Ok(_) | Err(Errno::ESTALE) => {}
+            Err(e) => tracing::warn!(ino, %e, "cannot release locks; they lapse with the lease"),
+        }
+    }
+}
+
+/// Renews the lease if this mount holds locks and the last renewal is [`RENEW_EVERY`] old.
+pub(super) fn renew_if_due(inner: &mut Inner, cred: &Credentials) {
+    let now = Instant::now();
+    if !inner.locks.renewal_due(now) {
+        return;
+    }
+    inner.locks.renewed = Some(now);
+    match invoke(inner, cred, Op::RenewLease) {
+        Ok(Reply::Lock { lapsed: true, .. }) => inner.locks.lapsed(),
+        Ok(_) => {}
+        Err(e) => tracing::warn!(%e, "cannot renew the lock lease"),
+    }
+}
+
+/// Answers a granted lock: at once, or, if the file changed elsewhere, after dropping the
+/// kernel's cached pages of it from a helper thread (see the module docs).
+pub(super) fn grant(
+    notifier: &Arc<OnceLock<fuser::Notifier>>,
+    ino: u64,
+    changed: bool,
+    reply: fuser::ReplyEmpty,
+) {
+    let Some(n) = notifier.get().filter(|_| changed).cloned() else {
+        return reply.ok();
+    };
+    let spawned = std::thread::Builder::new()
+        .name("byzfs-lock-inval".into())
+        .spawn(move || {
+            if let Err(e) = n.inval_inode(fuser::INodeNo(ino), 0, 0) {
+                tracing::debug!(ino, %e, "inval_inode");
+            }
+            reply.ok();
+        });
+    if let Err(e) = spawned {
+        // The reply went with the closure; the kernel gets EIO from its drop.
+        tracing::warn!(%e, "cannot start a thread to drop a locked file's pages");
+    }
+}
+
+/// A blocked lock request: the waiting thread, the request, and the reply to give.
+pub(super) struct Waiter {
+    pub inner: Weak<Mutex<Inner>>,
+    pub notifier: Arc<OnceLock<fuser::Notifier>>,
+    pub cred: Credentials,
+    pub op: Op,
+    pub tid: u32,
+    pub reply: fuser::ReplyEmpty,
+}
+
+/// Tries `w`'s lock again and again from a thread of its own until it is granted, fails,
+/// or the waiting thread gets a signal.
+pub(super) fn wait(w: Waiter) {
+    let spawned = std::thread::Builder::new()
+        .name("byzfs-lock-wait".into())
+        .spawn(move || {
+            let mut nap = RETRY_FIRST;
+            loop {
+                std::thread::sleep(nap);
+                nap = (nap * 2).min(RETRY_MAX);
+                if signal_pending(w.tid) {
+                    return w.reply.error(fuser::Errno::EINTR);
+                }
+                let Some(inner) = w.inner.upgrade() else {
+                    return w.reply.error(fuser::Errno::EIO); // Unmounted.
+                };
+                let outcome = match inner.lock() {
+                    Ok(mut i) => set(&mut i, &w.cred, w.op.clone()),
+                    Err(_) => Outcome::Failed(Errno::EIO),
+                };
+                match outcome {
+                    Outcome::Busy => continue,
+                    Outcome::Granted { changed } => {
+                        let ino = match &w.op {
+                            Op::SetLk { fh, .. } => fh.ino,
+                            _ => 0,
+                        };
+                        return grant(&w.notifier, ino, changed, w.reply);
+                    }
+                    Outcome::Failed(e) => return w.reply.error(errno(e)),
+                }
+            }
+        });
+    if let Err(e) = spawned {
+        tracing::warn!(%e, "cannot start a thread to wait for a lock");
+    }
+}
+
+/// Whether thread `tid` has a signal pending that it does not block (`SigPnd`/`ShdPnd`
+/// less `SigBlk` in `/proc/<tid>/status`). A thread that is gone counts as signalled.
+pub(super) fn signal_pending(tid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{tid}/status")) {
+        Ok(status) => pending_in(&status),
+        Err(_) => true,
+    }
+}
+
+/// The signal check of [`signal_pending`] on a `status` file's text.
+fn pending_in(status: &str) -> bool {
+    let mask = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+            .unwrap_or(0)
+    };
+    (mask("SigPnd:") | mask("ShdPnd:")) & !mask("SigBlk:") != 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pending_signals_count_unless_blocked() {
+        let status = "Name:\tx\nSigPnd:\t0000000000000000\nShdPnd:\t0000000000000002\n\
+                      SigBlk:\t0000000000000000\nSigIgn:\t0000000000000000\n";
+        assert!(pending_in(status), "SIGINT pending");
+        let blocked = status.replace("SigBlk:\t0000000000000000", "SigBlk:\t0000000000000002");
+        assert!(!pending_in(&blocked), "SIGINT blocked");
+        let none = status.replace("ShdPnd:\t0000000000000002", "ShdPnd:\t0000000000000000");
+        assert!(!pending_in(&none));
+        assert!(!signal_pending(std::process::id()), "this test has none");
+    }
+
+    #[test]
+    fn lock_types_map_both_ways() {
+        assert_eq!(kind_of(F_RDLCK), Ok(Some(LockKind::Read)));
+        assert_eq!(kind_of(F_WRLCK), Ok(Some(LockKind::Write)));
+        assert_eq!(kind_of(F_UNLCK), Ok(None));
+        assert!(kind_of(7).is_err());
+        assert_eq!(typ_of(LockKind::Write), F_WRLCK);
+    }
+
+    #[test]
+    fn renewal_is_due_only_while_locks_are_held() {
+        let mut h = Held::default();
+        let t = Instant::now();
+        assert!(!h.renewal_due(t + RENEW_EVERY * 2));
+        h.note(FileHandle::ROOT, 7, t);
+        assert!(!h.renewal_due(t + RENEW_EVERY / 2));
+        assert!(h.renewal_due(t + RENEW_EVERY));
+        assert_eq!(h.take(FileHandle::ROOT.ino, 7), Some(FileHandle::ROOT));
+        assert!(!h.renewal_due(t + RENEW_EVERY));
+    }
+}

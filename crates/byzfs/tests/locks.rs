@@ -1,0 +1,249 @@
+//! Record locks between mounts of one cluster (`crates/byzfs/src/mount/locks.rs`): `fcntl`
+//! and `flock` locks taken through one mount hold against the others, are released at
+//! close, wake a blocked waiter, can be interrupted by a signal, protect data written under
+//! them, and lapse with the lease of a mount that died. Skipped, with a message, only where
+//! FUSE is unavailable.
+
+mod common;
+
+use common::{fuse_available, Mount, Up};
+use nix::fcntl::{fcntl, FcntlArg};
+use nix::libc;
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+use std::fs::{self, File, OpenOptions};
+use std::os::unix::fs::FileExt as _;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const RD: i32 = libc::F_RDLCK;
+const WR: i32 = libc::F_WRLCK;
+const UN: i32 = libc::F_UNLCK;
+
+fn flock_of(kind: i32, start: i64, len: i64) -> libc::flock {
+    libc::flock {
+        l_type: kind as i16,
+        l_whence: libc::SEEK_SET as i16,
+        l_start: start,
+        l_len: len,
+        l_pid: 0,
+    }
+}
+
+/// `F_SETLK` (or `F_SETLKW` if `wait`) of `kind` on `len` bytes from `start` (0: to the end).
+fn setlk(f: &File, kind: i32, start: i64, len: i64, wait: bool) -> nix::Result<()> {
+    let fl = flock_of(kind, start, len);
+    let arg = if wait {
+        FcntlArg::F_SETLKW(&fl)
+    } else {
+        FcntlArg::F_SETLK(&fl)
+    };
+    fcntl(f, arg).map(|_| ())
+}
+
+/// `F_GETLK`: the conflicting lock's type, start and length (`F_UNLCK` if none) and pid.
+fn getlk(f: &File, kind: i32, start: i64, len: i64) -> (i32, i64, i64, i32) {
+    let mut fl = flock_of(kind, start, len);
+    fcntl(f, FcntlArg::F_GETLK(&mut fl)).unwrap();
+    (i32::from(fl.l_type), fl.l_start, fl.l_len, fl.l_pid)
+}
+
+fn rw(path: &Path) -> File {
+    OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(path)
+        .unwrap()
+}
+
+/// `flock(1)` (util-linux) on `path` with `args`, as a child process.
+fn flock_cmd(path: &Path, args: &[&str]) -> Child {
+    Command::new("flock")
+        .args(args)
+        .arg(path)
+        .arg("true")
+        .stdin(Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+/// Waits up to `limit` for `child` to exit.
+fn exited_within(child: &mut Child, limit: Duration) -> Option<std::process::ExitStatus> {
+    let start = Instant::now();
+    while start.elapsed() < limit {
+        if let Some(s) = child.try_wait().unwrap() {
+            return Some(s);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    None
+}
+
+#[test]
+fn locks_hold_between_mounts() {
+    if !fuse_available() {
+        eprintln!("skipped: FUSE is unavailable (no /dev/fuse or no fusermount3)");
+        return;
+    }
+    let up = Up::start_mounted(&["--timeout-ms", "120000"]);
+    let a = up.mountpoint.clone().unwrap();
+    let dir = up.dir.path();
+    let b_mount = Mount::start(&up.config, &dir.join("mnt-b"), &dir.join("mount-b.log"));
+    let b = b_mount.mnt.clone();
+
+    let t = Instant::now();
+    fcntl_between_mounts(&a, &b);
+    flock_between_mounts(&a, &b);
+    counter_under_locks(&a, &b);
+    eprintln!("locks between two mounts: {:?}", t.elapsed());
+
+    let t = Instant::now();
+    lease_of_a_killed_mount(&up, &a);
+    eprintln!("lease of a killed mount: {:?}", t.elapsed());
+}
+
+/// `F_SETLK` conflicts, `F_GETLK`, release at close, and a blocked `F_SETLKW` granted when
+/// the holder closes.
+fn fcntl_between_mounts(a: &Path, b: &Path) {
+    fs::write(a.join("f"), vec![b'x'; 100]).unwrap();
+    let held = rw(&a.join("f"));
+    setlk(&held, WR, 20, 10, false).unwrap();
+    let other = rw(&b.join("f"));
+    assert_eq!(
+        setlk(&other, WR, 25, 10, false),
+        Err(nix::errno::Errno::EAGAIN),
+        "a write lock overlapping one held through the other mount"
+    );
+    assert_eq!(
+        setlk(&other, RD, 0, 21, false),
+        Err(nix::errno::Errno::EAGAIN)
+    );
+    // The holder is a process of another client: its pid is not reported.
+    assert_eq!(getlk(&other, RD, 0, 0), (WR, 20, 10, 0));
+    setlk(&other, WR, 30, 0, false).expect("the bytes after the held range are free");
+    // A second descriptor of the holder's file: closing it drops the holder's locks (POSIX).
+    drop(File::open(a.join("f")).unwrap());
+    setlk(&other, WR, 20, 10, false).expect("released by the holder's close");
+    assert_eq!(getlk(&held, RD, 0, 0).0, WR, "now held through B");
+    drop(other);
+    assert_eq!(
+        getlk(&held, WR, 0, 0).0,
+        UN,
+        "B's close released everything"
+    );
+
+    // F_SETLKW waits for the holder's close.
+    setlk(&held, WR, 0, 0, false).unwrap();
+    let b_path = b.join("f");
+    let waiter = std::thread::spawn(move || {
+        let f = rw(&b_path);
+        let t = Instant::now();
+        setlk(&f, WR, 0, 0, true).unwrap();
+        t.elapsed()
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(!waiter.is_finished(), "granted while the lock was held");
+    drop(held);
+    let waited = waiter.join().unwrap();
+    assert!(waited >= Duration::from_millis(400), "waited {waited:?}");
+}
+
+/// `flock(1)` through two mounts: exclusive locks conflict, a blocked one is interrupted by
+/// SIGINT (fuser cannot pass the kernel's interrupt; the mount watches the waiter's
+/// signals) and granted once the holder lets go.
+fn flock_between_mounts(a: &Path, b: &Path) {
+    fs::write(a.join("g"), b"flock").unwrap();
+    let holder = File::open(a.join("g")).unwrap();
+    let lock = nix::fcntl::Flock::lock(holder, nix::fcntl::FlockArg::LockExclusiveNonblock)
+        .map_err(|(_, e)| e)
+        .unwrap();
+    let status = flock_cmd(&b.join("g"), &["-n"]).wait().unwrap();
+    assert_eq!(
+        status.code(),
+        Some(1),
+        "flock -n through B while A holds it"
+    );
+    let mut blocked = flock_cmd(&b.join("g"), &[]);
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(
+        blocked.try_wait().unwrap().is_none(),
+        "flock through B waits"
+    );
+    kill(Pid::from_raw(blocked.id() as i32), Signal::SIGINT).unwrap();
+    let status = exited_within(&mut blocked, Duration::from_secs(10))
+        .expect("a waiting flock did not end on SIGINT");
+    assert!(!status.success(), "interrupted, not granted: {status:?}");
+    let mut waiting = flock_cmd(&b.join("g"), &[]);
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(waiting.try_wait().unwrap().is_none());
+    drop(lock.unlock().map_err(|(_, e)| e).unwrap());
+    let status = exited_within(&mut waiting, Duration::from_secs(10))
+        .expect("flock through B not granted after A's unlock");
+    assert!(status.success());
+}
+
+/// Two writers, one per mount, each adding 1 to a counter in a file under a write lock,
+/// with their files kept open: every increment must count. The lock publishes the holder's
+/// writes held back by the mount, and a lock on a file changed elsewhere drops the stale
+/// cached pages of it.
+fn counter_under_locks(a: &Path, b: &Path) {
+    const ROUNDS: u64 = 25;
+    fs::write(a.join("counter"), 0u64.to_le_bytes()).unwrap();
+    let workers: Vec<_> = [a.join("counter"), b.join("counter")]
+        .into_iter()
+        .map(|path| {
+            std::thread::spawn(move || {
+                let f = rw(&path);
+                for _ in 0..ROUNDS {
+                    setlk(&f, WR, 0, 0, true).unwrap();
+                    let mut buf = [0u8; 8];
+                    f.read_exact_at(&mut buf, 0).unwrap();
+                    let next = u64::from_le_bytes(buf) + 1;
+                    f.write_all_at(&next.to_le_bytes(), 0).unwrap();
+                    setlk(&f, UN, 0, 0, false).unwrap();
+                }
+            })
+        })
+        .collect();
+    for w in workers {
+        w.join().unwrap();
+    }
+    let end = fs::read(b.join("counter")).unwrap();
+    assert_eq!(
+        u64::from_le_bytes(end.try_into().unwrap()),
+        2 * ROUNDS,
+        "increments lost"
+    );
+}
+
+/// A mount killed while holding a lock: the others get the lock once its lease lapses (30 s
+/// of agreed time), not before.
+fn lease_of_a_killed_mount(up: &Up, a: &Path) {
+    let dir = up.dir.path();
+    let c = Mount::start(&up.config, &dir.join("mnt-c"), &dir.join("mount-c.log"));
+    fs::write(a.join("lease"), b"l").unwrap();
+    let held = rw(&c.mnt.join("lease"));
+    setlk(&held, WR, 0, 0, false).unwrap();
+    let taken = Instant::now();
+    kill(Pid::from_raw(c.child.id() as i32), Signal::SIGKILL).unwrap();
+    let f = rw(&a.join("lease"));
+    let got = loop {
+        match setlk(&f, WR, 0, 0, false) {
+            Ok(()) => break taken.elapsed(),
+            Err(nix::errno::Errno::EAGAIN) => {}
+            Err(e) => panic!("setlk: {e}"),
+        }
+        assert!(
+            taken.elapsed() < Duration::from_secs(90),
+            "the killed mount's lock never lapsed"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    };
+    assert!(
+        got >= Duration::from_secs(25),
+        "lock of a killed mount taken after {got:?}, before its lease lapsed"
+    );
+    drop(held);
+    drop(c);
+}
