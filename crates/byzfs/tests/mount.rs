@@ -648,6 +648,18 @@ fn cache_timeout(up: &Up, a_root: &Path) {
         2,
         "a miss cached for 60 s",
     );
+    // A directory open on one mount and removed through another: `fstat` on the open
+    // descriptor still describes it, with no links, as on a local file system.
+    fs::create_dir(a.join("gone")).unwrap();
+    let open_dir = File::open(none.mnt.join("cache/gone")).unwrap();
+    let before = open_dir.metadata().unwrap();
+    fs::remove_dir(a.join("gone")).unwrap();
+    let after = open_dir.metadata().unwrap();
+    assert!(after.is_dir());
+    assert_eq!(
+        (after.ino(), after.mode(), after.nlink()),
+        (before.ino(), before.mode(), 0)
+    );
 }
 
 /// Write-behind (`mount/gather.rs`): writes held back on A are seen at once by A itself and

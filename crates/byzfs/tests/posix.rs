@@ -16,9 +16,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// Cases the suite skips by itself here, each for a documented reason (docs/CONFORMANCE.md):
-/// `O_TMPFILE` (`Tmpfile`), and `fstat` on an open directory that a rename replaced
-/// (`RenameOpenDir`: `ESTALE`, as over NFS).
-const EXPECTED_SKIPS: [&str; 2] = ["RenameOpenDir", "Tmpfile"];
+/// `O_TMPFILE` (`Tmpfile`).
+const EXPECTED_SKIPS: [&str; 1] = ["Tmpfile"];
 
 /// The suite's cases minus the two its own `TestAll` leaves out (`FcntlFlockLocksFile`,
 /// `OpenSymlinkRace`): fewer results than this means the suite changed under us.

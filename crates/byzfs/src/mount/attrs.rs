@@ -76,6 +76,11 @@ impl AttrCache {
         (!left.is_zero()).then_some((a, left))
     }
 
+    /// The last attributes of `ino` the cache holds, however old.
+    pub fn last(&self, ino: u64) -> Option<&Attr> {
+        self.by_ino.get(&ino).map(|(a, _)| a)
+    }
+
     /// Learns from the `result` of an operation with `effect`, received at `now`.
     pub fn record(&mut self, effect: Effect, result: &FsResult, now: Instant) {
         match result {

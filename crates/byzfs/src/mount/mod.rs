@@ -416,6 +416,7 @@ pub fn mount(
                 },
             )]),
             open: HashMap::new(),
+            open_dirs: HashMap::new(),
             silly: HashMap::new(),
             stamps: HashMap::new(),
             opened: HashMap::new(),
@@ -483,6 +484,9 @@ struct Inner {
     known: HashMap<u64, Known>,
     /// Open count of every inode this mount has open (for silly renames).
     open: HashMap<u64, u32>,
+    /// Directories open on this mount: how many times, and their last attributes, which
+    /// `fstat` on one gets (with no links) once it is removed, as on a local file system.
+    open_dirs: HashMap<u64, (u32, Attr)>,
     /// Open files removed while open: inode → (directory, hidden name), removed for good at
     /// the last release.
     silly: HashMap<u64, (FileHandle, Vec<u8>)>,
@@ -875,6 +879,17 @@ impl ByzFuse {
             .ok_or(fuser::Errno::ESTALE)
     }
 
+    /// The attributes `fstat` gets for directory `ino`, open here and removed (by a rename
+    /// over it or by another client): the last ones seen, with no links, as a local file
+    /// system keeps a removed directory for its open descriptors.
+    fn removed_open_dir(&self, ino: u64) -> Option<FileAttr> {
+        let inner = self.inner.lock().ok()?;
+        let (_, a) = inner.open_dirs.get(&ino)?;
+        let mut fa = file_attr(a);
+        fa.nlink = 0;
+        Some(fa)
+    }
+
     /// `a` as the kernel should see it: a file this mount removed while open (now under a
     /// silly name until its last close) shows one link fewer, so `fstat` on the open file
     /// says `nlink` 0 as on a local file system.
@@ -992,10 +1007,71 @@ impl Filesystem for ByzFuse {
             return reply.attr(&left, &self.attr_of(&a));
         }
         match self.call(req, Op::GetAttr { fh }) {
-            Ok(Reply::Attr(a)) => reply.attr(&self.ttl, &self.attr_of(&a)),
+            Ok(Reply::Attr(a)) => {
+                if let Ok(mut inner) = self.inner.lock() {
+                    if let Some((_, last)) = inner.open_dirs.get_mut(&ino.0) {
+                        *last = a.clone();
+                    }
+                }
+                reply.attr(&self.ttl, &self.attr_of(&a))
+            }
             Ok(_) => reply.error(fuser::Errno::EIO),
+            Err(Errno::ESTALE) => match self.removed_open_dir(ino.0) {
+                Some(fa) => reply.attr(&Duration::ZERO, &fa),
+                None => reply.error(fuser::Errno::ESTALE),
+            },
             Err(e) => reply.error(errno(e)),
         }
+    }
+
+    /// Counts an open directory and keeps its attributes (see [`Inner::open_dirs`]): the
+    /// lookup that found it usually left them in the cache, else they are fetched.
+    fn opendir(
+        &self,
+        req: &fuser::Request,
+        ino: INodeNo,
+        _flags: OpenFlags,
+        reply: fuser::ReplyOpen,
+    ) {
+        let fh = fh!(self, ino, reply);
+        let known = self
+            .inner
+            .lock()
+            .ok()
+            .and_then(|i| i.attrs.last(ino.0).filter(|a| a.fh == fh).cloned());
+        let attr = match known {
+            Some(a) => a,
+            None => match self.call(req, Op::GetAttr { fh }) {
+                Ok(Reply::Attr(a)) => a,
+                Ok(_) => return reply.error(fuser::Errno::EIO),
+                Err(e) => return reply.error(errno(e)),
+            },
+        };
+        if let Ok(mut inner) = self.inner.lock() {
+            let entry = inner.open_dirs.entry(ino.0).or_insert((0, attr.clone()));
+            entry.0 += 1;
+            entry.1 = attr;
+        }
+        reply.opened(fuser::FileHandle(0), fuser::FopenFlags::empty());
+    }
+
+    fn releasedir(
+        &self,
+        _req: &fuser::Request,
+        ino: INodeNo,
+        _fh: fuser::FileHandle,
+        _flags: OpenFlags,
+        reply: ReplyEmpty,
+    ) {
+        if let Ok(mut inner) = self.inner.lock() {
+            if let Some((n, _)) = inner.open_dirs.get_mut(&ino.0) {
+                *n = n.saturating_sub(1);
+                if *n == 0 {
+                    inner.open_dirs.remove(&ino.0);
+                }
+            }
+        }
+        reply.ok();
     }
 
     fn setattr(
@@ -1497,6 +1573,10 @@ impl Filesystem for ByzFuse {
                     }
                 }
                 Ok(_) => return reply.error(fuser::Errno::EIO),
+                // Open here, removed elsewhere: Linux lists a removed directory as ENOENT.
+                Err(Errno::ESTALE) if self.removed_open_dir(ino.0).is_some() => {
+                    return reply.error(fuser::Errno::ENOENT)
+                }
                 Err(e) => return reply.error(errno(e)),
             }
         }
