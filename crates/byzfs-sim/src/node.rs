@@ -11,7 +11,9 @@ use crate::kv::{KvOp, KvService};
 use crate::rng::SimRng;
 use crate::workload::Workload;
 use byzfs_bft::replica::DurableState;
-use byzfs_bft::{Client, ClientId, Config, Replica, ReplicaId, ReplicaKeys, RequestId, Time};
+use byzfs_bft::{
+    Client, ClientId, Config, PersistRecord, Replica, ReplicaId, ReplicaKeys, RequestId, Time,
+};
 
 /// A Byzantine replica's adversary state.
 pub struct Adversary {
@@ -52,8 +54,12 @@ pub struct ReplicaNode {
     /// Base RNG seed.
     pub seed: u64,
     /// Its disk: every `Persist` and `Store` record drained so far (lost on an amnesia
-    /// restart).
+    /// restart), except those in `unsynced`.
     pub disk: DurableState,
+    /// `Executed` records appended to the log but not yet synced, as `byzfs-net`'s disk
+    /// driver leaves them (nothing sent depends on them): the next synced append makes them
+    /// durable; a crash keeps only a prefix of them (a torn log tail).
+    pub unsynced: Vec<PersistRecord>,
 }
 
 /// One correct client.

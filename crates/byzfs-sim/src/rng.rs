@@ -32,6 +32,8 @@ pub enum Purpose {
     FaultRuntime = 9,
     /// Per-client RNG seeds handed to `Client::new`.
     ClientSeeds = 10,
+    /// How much of a crashed replica's unsynced log survives (one sub-stream per replica).
+    TornLogs = 11,
 }
 
 /// The stream for `purpose` under `seed`.

@@ -25,7 +25,8 @@ use crate::vc_history::{self, VcHistory};
 use crate::workload::Workload;
 use byzfs_bft::mutation::Mutation;
 use byzfs_bft::{
-    Action, Client, ClientAction, ClientId, Config, Replica, ReplicaId, Seq, TestKeys, Time, View,
+    Action, Client, ClientAction, ClientId, Config, PersistRecord, Replica, ReplicaId, Seq,
+    TestKeys, Time, View,
 };
 use rand::Rng;
 use std::collections::BTreeMap;
@@ -291,6 +292,7 @@ impl Sim {
                 restarts: 0,
                 seed: rseed,
                 disk: Default::default(),
+                unsynced: Vec::new(),
             });
         }
         let r_count = replicas.len();
@@ -460,10 +462,23 @@ impl Sim {
             match action {
                 Action::Persist(rec) => {
                     trace_line!(self.trace, self.now, "persist {} {rec:?}", self.name(inst));
-                    self.oracle.persist(inst, rec);
-                    self.replicas[inst].disk.apply_persist(rec);
+                    match rec {
+                        // The disk driver appends these without a sync.
+                        PersistRecord::Executed { .. } => self.replicas[inst].unsynced.push(rec),
+                        // Views go to redb: the log is not synced.
+                        PersistRecord::View(_) => self.make_durable(inst, rec),
+                        _ => {
+                            self.sync_log(inst);
+                            self.make_durable(inst, rec);
+                        }
+                    }
                 }
-                Action::Store(rec) => self.replicas[inst].disk.apply_store(&rec),
+                Action::Store(rec) => {
+                    // Batches are synced log appends; a stored checkpoint syncs the segment
+                    // it leaves.
+                    self.sync_log(inst);
+                    self.replicas[inst].disk.apply_store(&rec);
+                }
                 Action::Event(ev) => {
                     trace_line!(self.trace, self.now, "event {} {ev:?}", self.name(inst));
                     self.oracle.event(self.now, inst, &ev);
@@ -561,7 +576,39 @@ impl Sim {
         }
     }
 
+    /// `rec` of `inst` is on its disk.
+    fn make_durable(&mut self, inst: usize, rec: PersistRecord) {
+        self.oracle.persist(inst, rec);
+        self.replicas[inst].disk.apply_persist(rec);
+    }
+
+    /// A synced log append by `inst`: every record appended before it is durable too.
+    fn sync_log(&mut self, inst: usize) {
+        for rec in std::mem::take(&mut self.replicas[inst].unsynced) {
+            self.make_durable(inst, rec);
+        }
+    }
+
     fn crash(&mut self, inst: usize, how: &str) {
+        // The unsynced log tail: a prefix of it reached the disk, the rest is lost.
+        let node = &mut self.replicas[inst];
+        let mut torn = substream(
+            node.seed,
+            Purpose::TornLogs,
+            (inst as u64) << 16 | (node.restarts & 0xFFFF),
+        );
+        let kept = torn.gen_range(0..=node.unsynced.len());
+        let tail = std::mem::take(&mut node.unsynced);
+        trace_line!(
+            self.trace,
+            self.now,
+            "torn log {}: {kept} of {} unsynced records kept",
+            self.name(inst),
+            tail.len()
+        );
+        for rec in tail.into_iter().take(kept) {
+            self.make_durable(inst, rec);
+        }
         let node = &mut self.replicas[inst];
         node.up = false;
         node.crash_at_next_send = false;
