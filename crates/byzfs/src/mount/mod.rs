@@ -56,8 +56,9 @@
 //!   checks: `byzfs_fs::xattr`); `security.` names read as absent, and `system.` (ACLs) is
 //!   not supported.
 //! * **Not handled yet:** ACLs and `O_TMPFILE` are not supported (device nodes are: `mknod`
-//!   by uid 0), nor lock deadlock detection between mounts ([`locks`]). The adapter is single-threaded: one operation at a
-//!   time per mount. go-fuse's POSIX suite passes except for these (docs/CONFORMANCE.md).
+//!   by uid 0), nor lock deadlock detection between mounts ([`locks`]). The adapter is
+//!   single-threaded: one operation at a time per mount. go-fuse's POSIX suite passes
+//!   except for `O_TMPFILE` (docs/CONFORMANCE.md).
 
 mod attrs;
 mod gather;
@@ -714,8 +715,9 @@ fn send_held(inner: &mut Inner, p: gather::Pending) {
 const LINK_DRIVE: Duration = Duration::from_millis(2);
 
 /// While the mount lives, every quarter of [`gather::MAX_AGE`]: sends held-back writes
-/// older than it, renews the lock lease when due ([`locks`]), and drives the client's links for [`LINK_DRIVE`] (reconnections, replies
-/// that arrived late), which otherwise run only inside an operation.
+/// older than it, renews the lock lease when due ([`locks`]), and drives the client's links
+/// for [`LINK_DRIVE`] (reconnections, replies that arrived late), which otherwise run only
+/// inside an operation.
 fn spawn_background(inner: std::sync::Weak<Mutex<Inner>>) {
     let tick = gather::MAX_AGE / 4;
     let cred = own_credentials();
