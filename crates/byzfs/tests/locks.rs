@@ -14,7 +14,8 @@ use nix::unistd::Pid;
 use std::fs::{self, File, OpenOptions};
 use std::os::unix::fs::FileExt as _;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, ExitStatus, Stdio};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
 const RD: i32 = libc::F_RDLCK;
@@ -57,27 +58,36 @@ fn rw(path: &Path) -> File {
         .unwrap()
 }
 
-/// `flock(1)` (util-linux) on `path` with `args`, as a child process.
-fn flock_cmd(path: &Path, args: &[&str]) -> Child {
-    Command::new("flock")
+/// Runs `f` in a thread; its result arrives on the channel when it returns.
+fn in_thread<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Receiver<T> {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    rx
+}
+
+/// Asserts that what `rx` waits for does not happen within `quiet` (it is blocked).
+#[track_caller]
+fn still_blocked<T>(rx: &Receiver<T>, quiet: Duration, what: &str) {
+    assert!(
+        matches!(rx.recv_timeout(quiet), Err(RecvTimeoutError::Timeout)),
+        "{what}: not blocked"
+    );
+}
+
+/// `flock(1)` (util-linux) on `path` with `args`, as a child process: its pid, and its exit
+/// status when it ends.
+fn flock_cmd(path: &Path, args: &[&str]) -> (Pid, Receiver<ExitStatus>) {
+    let mut child = Command::new("flock")
         .args(args)
         .arg(path)
         .arg("true")
         .stdin(Stdio::null())
         .spawn()
-        .unwrap()
-}
-
-/// Waits up to `limit` for `child` to exit.
-fn exited_within(child: &mut Child, limit: Duration) -> Option<std::process::ExitStatus> {
-    let start = Instant::now();
-    while start.elapsed() < limit {
-        if let Some(s) = child.try_wait().unwrap() {
-            return Some(s);
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    None
+        .unwrap();
+    let pid = Pid::from_raw(child.id() as i32);
+    (pid, in_thread(move || child.wait().unwrap()))
 }
 
 #[test]
@@ -136,16 +146,17 @@ fn fcntl_between_mounts(a: &Path, b: &Path) {
     // F_SETLKW waits for the holder's close.
     setlk(&held, WR, 0, 0, false).unwrap();
     let b_path = b.join("f");
-    let waiter = std::thread::spawn(move || {
+    let waiter = in_thread(move || {
         let f = rw(&b_path);
         let t = Instant::now();
         setlk(&f, WR, 0, 0, true).unwrap();
         t.elapsed()
     });
-    std::thread::sleep(Duration::from_millis(500));
-    assert!(!waiter.is_finished(), "granted while the lock was held");
+    still_blocked(&waiter, Duration::from_millis(500), "F_SETLKW while held");
     drop(held);
-    let waited = waiter.join().unwrap();
+    let waited = waiter
+        .recv_timeout(Duration::from_secs(10))
+        .expect("F_SETLKW not granted after the holder's close");
     assert!(waited >= Duration::from_millis(400), "waited {waited:?}");
 }
 
@@ -158,27 +169,26 @@ fn flock_between_mounts(a: &Path, b: &Path) {
     let lock = nix::fcntl::Flock::lock(holder, nix::fcntl::FlockArg::LockExclusiveNonblock)
         .map_err(|(_, e)| e)
         .unwrap();
-    let status = flock_cmd(&b.join("g"), &["-n"]).wait().unwrap();
+    let limit = Duration::from_secs(10);
+    let (_, refused) = flock_cmd(&b.join("g"), &["-n"]);
+    let status = refused.recv_timeout(limit).unwrap();
     assert_eq!(
         status.code(),
         Some(1),
         "flock -n through B while A holds it"
     );
-    let mut blocked = flock_cmd(&b.join("g"), &[]);
-    std::thread::sleep(Duration::from_millis(500));
-    assert!(
-        blocked.try_wait().unwrap().is_none(),
-        "flock through B waits"
-    );
-    kill(Pid::from_raw(blocked.id() as i32), Signal::SIGINT).unwrap();
-    let status = exited_within(&mut blocked, Duration::from_secs(10))
+    let (pid, blocked) = flock_cmd(&b.join("g"), &[]);
+    still_blocked(&blocked, Duration::from_millis(500), "flock through B");
+    kill(pid, Signal::SIGINT).unwrap();
+    let status = blocked
+        .recv_timeout(limit)
         .expect("a waiting flock did not end on SIGINT");
     assert!(!status.success(), "interrupted, not granted: {status:?}");
-    let mut waiting = flock_cmd(&b.join("g"), &[]);
-    std::thread::sleep(Duration::from_millis(300));
-    assert!(waiting.try_wait().unwrap().is_none());
+    let (_, waiting) = flock_cmd(&b.join("g"), &[]);
+    still_blocked(&waiting, Duration::from_millis(300), "flock through B");
     drop(lock.unlock().map_err(|(_, e)| e).unwrap());
-    let status = exited_within(&mut waiting, Duration::from_secs(10))
+    let status = waiting
+        .recv_timeout(limit)
         .expect("flock through B not granted after A's unlock");
     assert!(status.success());
 }
@@ -227,23 +237,21 @@ fn lease_of_a_killed_mount(up: &Up, a: &Path) {
     setlk(&held, WR, 0, 0, false).unwrap();
     let taken = Instant::now();
     kill(Pid::from_raw(c.child.id() as i32), Signal::SIGKILL).unwrap();
-    let f = rw(&a.join("lease"));
-    let got = loop {
-        match setlk(&f, WR, 0, 0, false) {
-            Ok(()) => break taken.elapsed(),
-            Err(nix::errno::Errno::EAGAIN) => {}
-            Err(e) => panic!("setlk: {e}"),
-        }
-        assert!(
-            taken.elapsed() < Duration::from_secs(90),
-            "the killed mount's lock never lapsed"
-        );
-        std::thread::sleep(Duration::from_millis(500));
-    };
+    // A blocked F_SETLKW through A: its waiter retries until the lease lapses.
+    let path = a.join("lease");
+    let granted = in_thread(move || {
+        let f = rw(&path);
+        setlk(&f, WR, 0, 0, true).map(|()| f)
+    });
+    let f = granted
+        .recv_timeout(Duration::from_secs(90))
+        .expect("the killed mount's lock never lapsed")
+        .unwrap();
+    let got = taken.elapsed();
     assert!(
         got >= Duration::from_secs(25),
         "lock of a killed mount taken after {got:?}, before its lease lapsed"
     );
-    drop(held);
+    drop((held, f));
     drop(c);
 }
