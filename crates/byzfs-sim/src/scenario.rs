@@ -6,7 +6,8 @@
 //! **Adding a scenario:** add a variant to [`Family`] (and to [`FAMILIES`], at the end so
 //! `all`'s seed → family mapping of existing families stays put), give it a name, write its
 //! fault plan in [`plan`] (keeping Byzantine + twins + amnesiac + clock-faulty + simultaneously
-//! crashed ≤ f), and add a `#[test]` in `tests/scenarios.rs`.
+//! crashed ≤ f, except `total-crash`, whose replicas all keep their disks), and add a `#[test]`
+//! in `tests/scenarios.rs`.
 
 use crate::byzantine::StrategyKind;
 use crate::checker::Role;
@@ -62,10 +63,13 @@ pub enum Family {
     /// An equivocating primary (a backup sees both proposals in most slots, up to 20 ms
     /// apart) plus slow links, jitter, and isolated primaries (views rotate).
     EquivocateSlow,
+    /// Every replica crashed at once (a power cut) and restarted from its disk, often while
+    /// a view change is under way; torn unsynced log tails.
+    TotalCrash,
 }
 
 /// Every family; `all` runs `FAMILIES[seed % len]`.
-pub const FAMILIES: [Family; 17] = [
+pub const FAMILIES: [Family; 18] = [
     Family::Normal,
     Family::Net,
     Family::Partition,
@@ -83,6 +87,7 @@ pub const FAMILIES: [Family; 17] = [
     Family::EagerVoter,
     Family::VcHistory,
     Family::EquivocateSlow,
+    Family::TotalCrash,
 ];
 
 impl Family {
@@ -106,6 +111,7 @@ impl Family {
             Family::EagerVoter => "eager-voter",
             Family::VcHistory => "vc-history",
             Family::EquivocateSlow => "equivocate-slow",
+            Family::TotalCrash => "total-crash",
         }
     }
 
@@ -597,6 +603,50 @@ pub fn plan(seed: u64, family: Family, replicas: Option<usize>) -> Result<Plan, 
                 &[Shape::IsolatePrimary],
                 &mut plan.faults,
             );
+        }
+        Family::TotalCrash => {
+            params.net = light_net(&mut r);
+            let t = params.config.view_change_timeout.as_micros() as u64;
+            let mut at = r.gen_range(300 * MS..=2 * S);
+            while at + S < params.safety_us {
+                // Half the power cuts land in a view change: the primary goes first (crashed
+                // or cut off), and the rest follow once the backups' timers may have fired.
+                if r.gen_bool(0.5) {
+                    let lead = if r.gen_bool(0.5) {
+                        Fault::Crash {
+                            target: Target::CurrentPrimary,
+                            at_next_send: r.gen_bool(0.5),
+                            down_us: r.gen_range(100 * MS..=3 * S),
+                            with_state: true,
+                        }
+                    } else {
+                        Fault::Partition {
+                            shape: Shape::IsolatePrimary,
+                            dur_us: r.gen_range(t..=4 * t),
+                            flaps: 0,
+                        }
+                    };
+                    plan.faults.push((at, lead));
+                    at += r.gen_range(t / 2..=3 * t);
+                }
+                // Every replica within a few milliseconds, some mid-step before a send; each
+                // comes back from its disk after its own downtime.
+                let mut longest = 0;
+                for id in 0..n as ReplicaId {
+                    let down_us = r.gen_range(50 * MS..=2 * S);
+                    longest = longest.max(down_us);
+                    plan.faults.push((
+                        at + r.gen_range(0..=5 * MS),
+                        Fault::Crash {
+                            target: Target::Replica(id),
+                            at_next_send: r.gen_bool(0.3),
+                            down_us,
+                            with_state: true,
+                        },
+                    ));
+                }
+                at += longest + 100 * MS + r.gen_range(500 * MS..=3 * S);
+            }
         }
     }
     params.config.validate()?;

@@ -120,6 +120,11 @@ fn equivocate_slow() {
 }
 
 #[test]
+fn total_crash() {
+    family(Family::TotalCrash);
+}
+
+#[test]
 fn every_family_has_a_test() {
     // Keep this list in sync with the tests above.
     let tested = [
@@ -140,6 +145,7 @@ fn every_family_has_a_test() {
         "eager-voter",
         "vc-history",
         "equivocate-slow",
+        "total-crash",
     ];
     let all: Vec<&str> = byzfs_sim::FAMILIES.iter().map(|f| f.name()).collect();
     assert_eq!(all, tested);

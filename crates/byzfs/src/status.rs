@@ -173,7 +173,11 @@ fn health(statuses: &[(ReplicaId, Option<&NodeStatus>)], log_window: u64) -> Hea
                 s.view,
                 if s.has_new_view { "" } else { " (view change)" }
             )),
-            Some(v) if s.view < v || !s.has_new_view => Some(format!(
+            Some(v) if s.view == v && !s.has_new_view => Some(format!(
+                "replica {id}: in view {v} but without its NEW-VIEW yet: it takes part when \
+                 a peer sends it (or, if none has it, after its view-change timer)"
+            )),
+            Some(v) if s.view < v => Some(format!(
                 "replica {id}: not yet in view {v} (in view {}): it joins when it gets the \
                  NEW-VIEW",
                 s.view
@@ -251,6 +255,7 @@ mod tests {
         let older = st(3, true, 1000);
         let mut fetching = st(4, true, 990);
         fetching.fetching = true;
+        let waiting = st(4, false, 1000);
         let h = health_of(&[
             Some(&a),
             Some(&behind),
@@ -259,6 +264,7 @@ mod tests {
             Some(&fetching),
             Some(&a),
             Some(&a),
+            Some(&waiting),
         ]);
         assert_eq!(h.view, Some(4));
         assert_eq!(h.in_step, vec![0, 5, 6]);
@@ -268,6 +274,7 @@ mod tests {
             "replica 2: unreachable",
             "replica 3: not yet in view 4 (in view 3)",
             "replica 4: fetching state",
+            "replica 7: in view 4 but without its NEW-VIEW yet",
         ] {
             assert!(joined.contains(want), "{want}: {joined}");
         }

@@ -15,6 +15,7 @@
 //! Both then follow the same rules: never reuse a sequence number voted on, a restarted
 //! primary gives up its view, no read-only answers until the highest vote is executed again.
 
+use super::timers::TimerKind;
 use super::{Replica, StoredRequest, LIB_PARTITIONS};
 use crate::action::{PersistRecord, StoreRecord};
 use crate::config::Config;
@@ -412,18 +413,33 @@ impl<S: Service> Replica<S> {
         // Never assign a sequence number it may already have proposed (that would be an
         // honest replica equivocating).
         self.seqno = self.seqno.max(highest_vote);
-        self.timers.set(
-            super::timers::TimerKind::Status,
-            now + self.config.status_interval,
-        );
+        self.timers
+            .set(TimerKind::Status, now + self.config.status_interval);
         if self.view > 0 && self.is_primary() {
             // It may have sent a NEW-VIEW for this view that it cannot rebuild identically
             // (its VIEW-CHANGE set is gone): give the view up rather than risk a second one.
             self.start_view_change(self.view + 1);
         } else if self.view > 0 {
-            // The VIEW-CHANGE we sent may never have arrived; say it again from what is
-            // durable (P-info restored from COMMIT records, Q-info from PREPARE records).
-            self.resend_view_change();
+            // Votes cast in this view mean it had installed the view's NEW-VIEW, which is
+            // volatile. A VIEW-CHANGE for this view cannot carry them (its entries must be
+            // from earlier views), so it waits for a peer to send the NEW-VIEW again. If no
+            // peer has it (every replica restarted), the timer below moves it to the next
+            // view, whose VIEW-CHANGE may carry them.
+            let v = self.view;
+            let voted_here = self.log.values().any(|slot| {
+                slot.pp_info.values().any(|&pv| pv >= v)
+                    || slot.prepared_info.is_some_and(|(pv, _)| pv >= v)
+            });
+            if !voted_here {
+                // The VIEW-CHANGE we sent may never have arrived; say it again from what is
+                // durable (P-info restored from COMMIT records, Q-info from PREPARE records).
+                self.resend_view_change();
+            }
+            // Without this timer a view no replica holds a NEW-VIEW for is never left: the
+            // 2f+1 rule that starts it needs VIEW-CHANGEs for this view, which replicas
+            // that voted in it cannot send (simulator: total-crash).
+            self.timers
+                .set(TimerKind::ViewChange, now + self.vc.timeout);
         }
     }
 }

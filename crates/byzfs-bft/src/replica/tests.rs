@@ -1338,6 +1338,40 @@ fn tentatively_acknowledged_write_survives_a_crash_of_every_replica() {
 }
 
 #[test]
+fn every_replica_restarted_after_voting_in_view_one_leaves_it() {
+    // Every replica voted in view 1 and then crashed: no one holds view 1's NEW-VIEW (it is
+    // volatile), and no VIEW-CHANGE for view 1 may carry view-1 votes. The restart timer must
+    // move them to view 2 rather than leave them waiting for each other.
+    let mut c = Cluster::new(config());
+    for i in 0..4 {
+        c.with_disk(i);
+    }
+    c.write_all(1..=2, b"w");
+    c.down[0] = true;
+    let req = request(&c.cfg, 3, b"w", false);
+    c.deliver_all(&req);
+    c.advance(Duration::from_secs(3));
+    c.down[0] = false;
+    c.write_all(4..=5, b"w");
+    c.advance(Duration::from_secs(1));
+    for r in &c.r {
+        assert_eq!((r.view(), r.last_executed()), (1, 5), "voted in view 1");
+    }
+    for i in 0..4 {
+        c.crash_and_restore(i);
+    }
+    let req6 = request(&c.cfg, 6, b"w", false);
+    c.deliver_all(&req6);
+    c.advance(Duration::from_secs(5));
+    for r in &c.r {
+        assert!(r.has_new_view(), "replica {} installed a view", r.me);
+        assert_eq!(r.view(), 2);
+        assert_eq!(r.last_executed(), 6);
+        assert_eq!(r.service().count(), 6, "every write once");
+    }
+}
+
+#[test]
 fn restore_from_an_empty_disk_is_a_fresh_replica() {
     let cfg = config();
     let keys = TestKeys::new(1, cfg.n());
