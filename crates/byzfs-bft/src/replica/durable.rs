@@ -423,8 +423,9 @@ impl<S: Service> Replica<S> {
             // Votes cast in this view mean it had installed the view's NEW-VIEW, which is
             // volatile. A VIEW-CHANGE for this view cannot carry them (its entries must be
             // from earlier views), so it waits for a peer to send the NEW-VIEW again. If no
-            // peer has it (every replica restarted), the timer below moves it to the next
-            // view, whose VIEW-CHANGE may carry them.
+            // peer has it (every replica restarted), their STATUS messages say so and start
+            // its view-change timer (`on_status`), which moves it to the next view, whose
+            // VIEW-CHANGE may carry them.
             let v = self.view;
             let voted_here = self.log.values().any(|slot| {
                 slot.pp_info.values().any(|&pv| pv >= v)
@@ -435,11 +436,6 @@ impl<S: Service> Replica<S> {
                 // durable (P-info restored from COMMIT records, Q-info from PREPARE records).
                 self.resend_view_change();
             }
-            // Without this timer a view no replica holds a NEW-VIEW for is never left: the
-            // 2f+1 rule that starts it needs VIEW-CHANGEs for this view, which replicas
-            // that voted in it cannot send (simulator: total-crash).
-            self.timers
-                .set(TimerKind::ViewChange, now + self.vc.timeout);
         }
     }
 }

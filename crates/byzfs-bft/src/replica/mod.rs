@@ -190,6 +190,8 @@ pub struct Replica<S: Service> {
 
     /// Each peer's last executed sequence number from its latest STATUS.
     peer_executed: BTreeMap<ReplicaId, Seq>,
+    /// Each peer's view, and whether it holds that view's NEW-VIEW, from its latest STATUS.
+    peer_views: BTreeMap<ReplicaId, (View, bool)>,
 
     // Durable promises (what survives a restart with disk).
     durable: durable::DurableLog,
@@ -270,6 +272,7 @@ impl<S: Service> Replica<S> {
             fetch: None,
             serving: None,
             peer_executed: BTreeMap::new(),
+            peer_views: BTreeMap::new(),
             durable: durable::DurableLog::default(),
             store_state: false,
             stored_batches: BTreeMap::new(),

@@ -3,6 +3,7 @@
 //! VIEW-CHANGE, checkpoints, missing batch bodies and big requests. The protocol never relies
 //! on a message arriving the first time.
 
+use super::timers::TimerKind;
 use super::{AuthChoice, Replica};
 use crate::action::Action;
 use crate::crypto::Digest;
@@ -53,6 +54,31 @@ impl<S: Service> Replica<S> {
                 let bytes = own.frame.clone();
                 self.out.push_back(Action::Broadcast { bytes });
             }
+        }
+    }
+
+    /// Starts the view-change timer once `2f+1` replicas (us included) say they are in our
+    /// view or a later one without our view's NEW-VIEW. The `2f+1` rule of the view change
+    /// counts VIEW-CHANGEs for the view, but replicas restarted after voting in it cannot send
+    /// one (its entries must come from earlier views) and no one may still hold its NEW-VIEW
+    /// (it is volatile): without this, a cluster restarted whole after a view change waited
+    /// for ever (simulator: `total-crash`). Counting STATUS rather than starting the timer at
+    /// every restart keeps a lone restarted replica in its view, where a peer's NEW-VIEW lets
+    /// it rejoin, instead of sending it ahead alone.
+    fn time_out_a_view_no_one_installed(&mut self) {
+        if self.has_new_view || self.timers.is_set(TimerKind::ViewChange) {
+            return;
+        }
+        let v = self.view;
+        let me = self.me;
+        let lacking = 1 + self
+            .peer_views
+            .iter()
+            .filter(|(&r, &(pv, nv))| r != me && (pv > v || (pv == v && !nv)))
+            .count();
+        if lacking >= self.config.quorum() {
+            let at = self.now + self.vc.timeout;
+            self.timers.set(TimerKind::ViewChange, at);
         }
     }
 
@@ -111,6 +137,8 @@ impl<S: Service> Replica<S> {
         // Resend normal-case messages only to a peer that made no progress since its last
         // STATUS: in-flight slots are normal under load and need no retransmission.
         let stuck = self.peer_executed.insert(j, m.last_executed) == Some(m.last_executed);
+        self.peer_views.insert(j, (m.view, m.has_new_view));
+        self.time_out_a_view_no_one_installed();
         if m.view == self.view && m.has_new_view && self.has_new_view && stuck {
             self.resend_slots(j, m.last_executed);
         }

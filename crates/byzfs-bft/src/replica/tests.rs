@@ -1337,26 +1337,35 @@ fn tentatively_acknowledged_write_survives_a_crash_of_every_replica() {
     }
 }
 
+impl Cluster {
+    /// Every replica has a disk, votes in view 1 (after replica 0 was down for a view
+    /// change), and has executed five writes.
+    fn voted_in_view_one(&mut self) {
+        for i in 0..4 {
+            self.with_disk(i);
+        }
+        self.write_all(1..=2, b"w");
+        self.down[0] = true;
+        let req = request(&self.cfg, 3, b"w", false);
+        self.deliver_all(&req);
+        self.advance(Duration::from_secs(3));
+        self.down[0] = false;
+        self.write_all(4..=5, b"w");
+        self.advance(Duration::from_secs(1));
+        for r in &self.r {
+            assert_eq!((r.view(), r.last_executed()), (1, 5), "voted in view 1");
+        }
+    }
+}
+
 #[test]
 fn every_replica_restarted_after_voting_in_view_one_leaves_it() {
     // Every replica voted in view 1 and then crashed: no one holds view 1's NEW-VIEW (it is
-    // volatile), and no VIEW-CHANGE for view 1 may carry view-1 votes. The restart timer must
-    // move them to view 2 rather than leave them waiting for each other.
+    // volatile), and no VIEW-CHANGE for view 1 may carry view-1 votes. Their STATUS messages
+    // must start the view-change timer and move them to view 2, rather than leave them
+    // waiting for each other.
     let mut c = Cluster::new(config());
-    for i in 0..4 {
-        c.with_disk(i);
-    }
-    c.write_all(1..=2, b"w");
-    c.down[0] = true;
-    let req = request(&c.cfg, 3, b"w", false);
-    c.deliver_all(&req);
-    c.advance(Duration::from_secs(3));
-    c.down[0] = false;
-    c.write_all(4..=5, b"w");
-    c.advance(Duration::from_secs(1));
-    for r in &c.r {
-        assert_eq!((r.view(), r.last_executed()), (1, 5), "voted in view 1");
-    }
+    c.voted_in_view_one();
     for i in 0..4 {
         c.crash_and_restore(i);
     }
@@ -1369,6 +1378,25 @@ fn every_replica_restarted_after_voting_in_view_one_leaves_it() {
         assert_eq!(r.last_executed(), 6);
         assert_eq!(r.service().count(), 6, "every write once");
     }
+}
+
+#[test]
+fn a_lone_backup_restarted_after_voting_in_view_one_rejoins_it() {
+    // Its peers still hold view 1's NEW-VIEW: it gets it again and stays in view 1 rather
+    // than moving on to view 2 alone (the timer that ends a view no one installed does not
+    // start: its peers' STATUS messages say they hold the NEW-VIEW).
+    let mut c = Cluster::new(config());
+    c.voted_in_view_one();
+    c.crash_and_restore(2);
+    assert!(!c.r[2].has_new_view());
+    c.advance(Duration::from_secs(10));
+    assert_eq!(c.r[2].view(), 1);
+    assert!(c.r[2].has_new_view());
+    assert!(c.r.iter().all(|r| r.view() == 1), "no view change");
+    c.write_all(6..=6, b"w");
+    c.advance(Duration::from_secs(1));
+    assert_eq!(c.r[2].last_executed(), 6);
+    assert_eq!(c.r[2].state_digest(), c.r[1].state_digest());
 }
 
 #[test]
