@@ -2,6 +2,8 @@
 //!
 //! * `disk` mode: SIGKILL all four replicas at once during a KV load, restart them, and every
 //!   acknowledged put is still readable;
+//! * `disk` mode: the same after a view change every replica took part in: the cluster
+//!   changes view again by itself and serves;
 //! * either mode: one replica SIGKILLed and restarted (with its data, or with its data
 //!   directory deleted) rejoins, and its state digest matches the others';
 //! * an unusable or corrupt data directory gives a one-line error that says what to do.
@@ -154,6 +156,57 @@ fn disk_mode_kill_all_at_once_loses_no_acknowledged_put() {
     let load = Load::start(&p.cluster, p.credential(), 1_000_000, 1_000_020);
     load.wait_acked(20);
     load.stop(true);
+}
+
+#[test]
+fn disk_mode_kill_all_after_a_view_change_serves_again() {
+    // The primary dies, the others change to view 1 and vote there, the old primary rejoins
+    // and votes there too; then every replica dies.
+    // No one keeps view 1's NEW-VIEW (it is volatile), so the restarted cluster must change
+    // view again on its own (before session 16 it waited for ever).
+    let _g = serial();
+    let mut p = Procs::new("disk");
+    let load = Load::start(&p.cluster, p.credential(), 0, u64::MAX);
+    load.wait_acked(50);
+    p.kill(&[0]);
+    let voted = load.acked() + 50;
+    load.wait_acked(voted);
+    // Replica 0 comes back and takes part in the new view too, so that every replica has
+    // voted in it (one still in view 0 would start the next view change by itself).
+    p.start(0);
+    p.wait_reachable(&[0]);
+    let joined = p.wait_until("replica 0 in the new view", |s| {
+        s.iter()
+            .all(|x| x.view == s[1].view && x.view >= 1 && x.has_new_view)
+    });
+    let view = joined[0].view;
+    let voted = load.acked() + 50;
+    load.wait_acked(voted);
+    p.kill(&[0, 1, 2, 3]);
+    let acked = load.stop(false);
+    for i in 0..4 {
+        p.start(i);
+    }
+    p.wait_reachable(&[0, 1, 2, 3]);
+    let load = Load::start(&p.cluster, p.credential(), 1_000_000, 1_000_020);
+    load.wait_acked(20);
+    load.stop(true);
+    let after = p.wait_until("a later view installed", |s| {
+        s.iter().filter(|x| x.view > view && x.has_new_view).count() >= 3
+    });
+    assert!(after.iter().all(|x| x.durability == "disk"));
+    let rt = rt();
+    let mut client = rt
+        .block_on(ByzClient::connect(&p.cluster, &p.credential()))
+        .unwrap();
+    for &i in &acked {
+        assert_eq!(
+            get(&mut client, &rt, i),
+            Some(format!("v{i}").into_bytes()),
+            "acknowledged put k{i} lost (of {} acknowledged)",
+            acked.len()
+        );
+    }
 }
 
 /// One replica SIGKILLed under load and restarted (`wipe`: with its data directory deleted)
