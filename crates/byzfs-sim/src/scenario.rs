@@ -66,10 +66,13 @@ pub enum Family {
     /// Every replica crashed at once (a power cut) and restarted from its disk, often while
     /// a view change is under way; torn unsynced log tails.
     TotalCrash,
+    /// Power cuts of every correct replica while up to `f` Byzantine ones (any strategy)
+    /// stay up: a crash-restart with the disk is not a fault, so safety must hold.
+    ByzantinePowerCuts,
 }
 
 /// Every family; `all` runs `FAMILIES[seed % len]`.
-pub const FAMILIES: [Family; 18] = [
+pub const FAMILIES: [Family; 19] = [
     Family::Normal,
     Family::Net,
     Family::Partition,
@@ -88,6 +91,7 @@ pub const FAMILIES: [Family; 18] = [
     Family::VcHistory,
     Family::EquivocateSlow,
     Family::TotalCrash,
+    Family::ByzantinePowerCuts,
 ];
 
 impl Family {
@@ -112,6 +116,7 @@ impl Family {
             Family::VcHistory => "vc-history",
             Family::EquivocateSlow => "equivocate-slow",
             Family::TotalCrash => "total-crash",
+            Family::ByzantinePowerCuts => "byzantine-power-cuts",
         }
     }
 
@@ -348,6 +353,59 @@ fn slow_links(r: &mut SimRng, p: &Params, max_ms: u64, faults: &mut Vec<(u64, Fa
             },
         ));
         at += dur_us + r.gen_range(0..=S);
+    }
+}
+
+/// Power cuts over the safety phase: every replica of `victims` crashes within 5 ms of the
+/// others (some just before a send) and comes back from its disk after its own downtime
+/// (50 ms–2 s). In half of the cuts the primary goes first (crashed, or cut off for
+/// `T`–`4T`) and the rest follow `T/2`–`3T` later, so the cut often lands in a view change.
+fn power_cuts(
+    r: &mut SimRng,
+    params: &Params,
+    victims: &[ReplicaId],
+    faults: &mut Vec<(u64, Fault)>,
+) {
+    let t = params.config.view_change_timeout.as_micros() as u64;
+    let mut at = r.gen_range(300 * MS..=2 * S);
+    while at + S < params.safety_us {
+        // Half the power cuts land in a view change: the primary goes first (crashed
+        // or cut off), and the rest follow once the backups' timers may have fired.
+        if r.gen_bool(0.5) {
+            let lead = if r.gen_bool(0.5) {
+                Fault::Crash {
+                    target: Target::CurrentPrimary,
+                    at_next_send: r.gen_bool(0.5),
+                    down_us: r.gen_range(100 * MS..=3 * S),
+                    with_state: true,
+                }
+            } else {
+                Fault::Partition {
+                    shape: Shape::IsolatePrimary,
+                    dur_us: r.gen_range(t..=4 * t),
+                    flaps: 0,
+                }
+            };
+            faults.push((at, lead));
+            at += r.gen_range(t / 2..=3 * t);
+        }
+        // Every replica within a few milliseconds, some mid-step before a send; each
+        // comes back from its disk after its own downtime.
+        let mut longest = 0;
+        for &id in victims {
+            let down_us = r.gen_range(50 * MS..=2 * S);
+            longest = longest.max(down_us);
+            faults.push((
+                at + r.gen_range(0..=5 * MS),
+                Fault::Crash {
+                    target: Target::Replica(id),
+                    at_next_send: r.gen_bool(0.3),
+                    down_us,
+                    with_state: true,
+                },
+            ));
+        }
+        at += longest + 100 * MS + r.gen_range(500 * MS..=3 * S);
     }
 }
 
@@ -606,47 +664,32 @@ pub fn plan(seed: u64, family: Family, replicas: Option<usize>) -> Result<Plan, 
         }
         Family::TotalCrash => {
             params.net = light_net(&mut r);
-            let t = params.config.view_change_timeout.as_micros() as u64;
-            let mut at = r.gen_range(300 * MS..=2 * S);
-            while at + S < params.safety_us {
-                // Half the power cuts land in a view change: the primary goes first (crashed
-                // or cut off), and the rest follow once the backups' timers may have fired.
-                if r.gen_bool(0.5) {
-                    let lead = if r.gen_bool(0.5) {
-                        Fault::Crash {
-                            target: Target::CurrentPrimary,
-                            at_next_send: r.gen_bool(0.5),
-                            down_us: r.gen_range(100 * MS..=3 * S),
-                            with_state: true,
-                        }
-                    } else {
-                        Fault::Partition {
-                            shape: Shape::IsolatePrimary,
-                            dur_us: r.gen_range(t..=4 * t),
-                            flaps: 0,
-                        }
-                    };
-                    plan.faults.push((at, lead));
-                    at += r.gen_range(t / 2..=3 * t);
+            let all: Vec<ReplicaId> = (0..n as ReplicaId).collect();
+            power_cuts(&mut r, &params, &all, &mut plan.faults);
+        }
+        Family::ByzantinePowerCuts => {
+            params.net = light_net(&mut r);
+            let kinds = [
+                StrategyKind::Equivocate,
+                StrategyKind::EquivocateBridge,
+                StrategyKind::SlowPrimary,
+                StrategyKind::Garbage,
+                StrategyKind::LyingReplies,
+                StrategyKind::VcLies,
+                StrategyKind::ByzzFuzz,
+                StrategyKind::EagerVoter,
+            ];
+            for _ in 0..r.gen_range(1..=f) {
+                let id = byzantine(&mut r, n, Some((0, 0.3)));
+                let kind = *rng::pick(&mut r, &kinds).unwrap_or(&StrategyKind::Equivocate);
+                if plan.roles[id as usize].is_correct() {
+                    byz(&mut plan, id, kind);
                 }
-                // Every replica within a few milliseconds, some mid-step before a send; each
-                // comes back from its disk after its own downtime.
-                let mut longest = 0;
-                for id in 0..n as ReplicaId {
-                    let down_us = r.gen_range(50 * MS..=2 * S);
-                    longest = longest.max(down_us);
-                    plan.faults.push((
-                        at + r.gen_range(0..=5 * MS),
-                        Fault::Crash {
-                            target: Target::Replica(id),
-                            at_next_send: r.gen_bool(0.3),
-                            down_us,
-                            with_state: true,
-                        },
-                    ));
-                }
-                at += longest + 100 * MS + r.gen_range(500 * MS..=3 * S);
             }
+            let correct: Vec<ReplicaId> = (0..n as ReplicaId)
+                .filter(|&i| plan.roles[i as usize].is_correct())
+                .collect();
+            power_cuts(&mut r, &params, &correct, &mut plan.faults);
         }
     }
     params.config.validate()?;

@@ -125,6 +125,11 @@ fn total_crash() {
 }
 
 #[test]
+fn byzantine_power_cuts() {
+    family(Family::ByzantinePowerCuts);
+}
+
+#[test]
 fn every_family_has_a_test() {
     // Keep this list in sync with the tests above.
     let tested = [
@@ -146,6 +151,7 @@ fn every_family_has_a_test() {
         "vc-history",
         "equivocate-slow",
         "total-crash",
+        "byzantine-power-cuts",
     ];
     let all: Vec<&str> = byzfs_sim::FAMILIES.iter().map(|f| f.name()).collect();
     assert_eq!(all, tested);
