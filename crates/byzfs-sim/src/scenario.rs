@@ -64,7 +64,8 @@ pub enum Family {
     /// apart) plus slow links, jitter, and isolated primaries (views rotate).
     EquivocateSlow,
     /// Every replica crashed at once (a power cut) and restarted from its disk, often while
-    /// a view change is under way; torn unsynced log tails.
+    /// a view change is under way; torn unsynced log tails; in a quarter of the seeds one
+    /// replica loses its disk in the first cut.
     TotalCrash,
     /// Power cuts of every correct replica while up to `f` Byzantine ones (any strategy)
     /// stay up: a crash-restart with the disk is not a fault, so safety must hold.
@@ -360,12 +361,15 @@ fn slow_links(r: &mut SimRng, p: &Params, max_ms: u64, faults: &mut Vec<(u64, Fa
 /// others (some just before a send) and comes back from its disk after its own downtime
 /// (50 ms–2 s). In half of the cuts the primary goes first (crashed, or cut off for
 /// `T`–`4T`) and the rest follow `T/2`–`3T` later, so the cut often lands in a view change.
+/// `amnesiac`, if any, loses its disk in the first cut (it counts against `f`).
 fn power_cuts(
     r: &mut SimRng,
     params: &Params,
     victims: &[ReplicaId],
+    amnesiac: Option<ReplicaId>,
     faults: &mut Vec<(u64, Fault)>,
 ) {
+    let mut amnesiac = amnesiac;
     let t = params.config.view_change_timeout.as_micros() as u64;
     let mut at = r.gen_range(300 * MS..=2 * S);
     while at + S < params.safety_us {
@@ -401,10 +405,11 @@ fn power_cuts(
                     target: Target::Replica(id),
                     at_next_send: r.gen_bool(0.3),
                     down_us,
-                    with_state: true,
+                    with_state: amnesiac != Some(id),
                 },
             ));
         }
+        amnesiac = None;
         at += longest + 100 * MS + r.gen_range(500 * MS..=3 * S);
     }
 }
@@ -665,7 +670,15 @@ pub fn plan(seed: u64, family: Family, replicas: Option<usize>) -> Result<Plan, 
         Family::TotalCrash => {
             params.net = light_net(&mut r);
             let all: Vec<ReplicaId> = (0..n as ReplicaId).collect();
-            power_cuts(&mut r, &params, &all, &mut plan.faults);
+            // Sometimes one replica's disk is lost in the first cut too.
+            let amnesiac = if r.gen_bool(0.25) {
+                let victim = r.gen_range(0..n as ReplicaId);
+                plan.roles[victim as usize] = Role::Amnesiac;
+                Some(victim)
+            } else {
+                None
+            };
+            power_cuts(&mut r, &params, &all, amnesiac, &mut plan.faults);
         }
         Family::ByzantinePowerCuts => {
             params.net = light_net(&mut r);
@@ -689,7 +702,7 @@ pub fn plan(seed: u64, family: Family, replicas: Option<usize>) -> Result<Plan, 
             let correct: Vec<ReplicaId> = (0..n as ReplicaId)
                 .filter(|&i| plan.roles[i as usize].is_correct())
                 .collect();
-            power_cuts(&mut r, &params, &correct, &mut plan.faults);
+            power_cuts(&mut r, &params, &correct, None, &mut plan.faults);
         }
     }
     params.config.validate()?;
