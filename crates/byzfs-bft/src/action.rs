@@ -41,6 +41,12 @@ pub enum Action {
     Store(StoreRecord),
     /// An observation for logs, metrics and the simulator's checkers. Needs no action.
     Event(Event),
+    /// Make every earlier `Persist` and `Store` durable before any later action, the
+    /// `Executed` records a driver may keep unsynced included. Emitted (only with
+    /// [`crate::Replica::set_store_state`]) before the replica announces a checkpoint: a
+    /// CHECKPOINT vouches for the executions it covers, and a replica that forgot them in a
+    /// crash would leave that checkpoint without the `f+1` reports a new view needs.
+    Sync,
 }
 
 /// A promise a replica must not forget across a restart (PROTOCOL.md §3.6 #11), or (for
@@ -72,8 +78,10 @@ pub enum PersistRecord {
     /// after the stored checkpoint. Not a vote: it is no promise to other replicas, and
     /// nothing sent depends on it (the batch's `Committed` records, durable at `2f+1`
     /// replicas, already make it survive a crash of all of them), so a driver may let it
-    /// become durable later, with the next promise; a crash that loses a suffix of these
-    /// only makes the restored replica re-learn those batches from the others.
+    /// become durable later, with the next promise or [`Action::Sync`]; a crash that loses a
+    /// suffix of these only makes the restored replica re-learn those batches from the
+    /// others. The one exception is a CHECKPOINT, which vouches for them: the replica emits
+    /// [`Action::Sync`] before it.
     Executed {
         /// Sequence number.
         seq: Seq,

@@ -45,7 +45,7 @@
 //!                 Action::Send { to, bytes } => to_replicas.push((to, bytes)),
 //!                 Action::Broadcast { bytes } => (0..4u32).filter(|&j| j != i as u32).for_each(|j| to_replicas.push((j, bytes.clone()))),
 //!                 Action::SendClient { bytes, .. } => client.handle_message(now, &bytes),
-//!                 Action::Persist(_) | Action::Store(_) | Action::Event(_) => {}
+//!                 Action::Persist(_) | Action::Store(_) | Action::Event(_) | Action::Sync => {}
 //!             }
 //!         }
 //!     }

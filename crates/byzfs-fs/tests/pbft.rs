@@ -84,7 +84,8 @@ impl Cluster {
                         Action::SendClient { bytes, .. } => {
                             self.client.handle_message(self.now, &bytes)
                         }
-                        Action::Persist(_) | Action::Store(_) | Action::Event(_) => {}
+                        Action::Persist(_) | Action::Store(_) | Action::Event(_) | Action::Sync => {
+                        }
                     }
                 }
             }

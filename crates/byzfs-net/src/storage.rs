@@ -12,7 +12,8 @@
 //!   state transfer, counting as one of the `f` faults meanwhile.
 //! * [`DiskDurability`] (`disk`, the default): the promises, the `Executed` records and the
 //!   bodies of batches voted for go to a write-ahead log, one appended frame and one
-//!   `fdatasync` per drain ([`wal`]); the image of the last stable checkpoint (partition by
+//!   `fdatasync` per drain ([`wal`]; a drain of `Executed` records only skips the
+//!   `fdatasync` unless the core asked for [`Durability::sync`] before a CHECKPOINT); the image of the last stable checkpoint (partition by
 //!   partition, only changed partitions rewritten), the highest view and the owner go to a
 //!   redb database. At start both load into a [`DurableState`] for
 //!   [`byzfs_bft::Replica::restore`].
@@ -33,6 +34,12 @@ pub trait Durability: Send {
     /// not send votes it could forget. Within one call, records and stores are applied in
     /// this order: promises, then stores (a stored checkpoint then drops what it covers).
     fn commit(&mut self, records: &[PersistRecord], stores: &[StoreRecord]) -> std::io::Result<()>;
+
+    /// Makes every record of earlier calls durable, the `Executed` ones left unsynced
+    /// included ([`byzfs_bft::Action::Sync`]).
+    fn sync(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 
     /// The mode's name, as shown by `byzfs status`.
     fn name(&self) -> &'static str;
@@ -445,6 +452,12 @@ impl Durability for DiskDurability {
     fn commit(&mut self, records: &[PersistRecord], stores: &[StoreRecord]) -> std::io::Result<()> {
         self.write(records, stores)
             .map_err(|e| std::io::Error::other(format!("writing {}: {e}", self.path.display())))
+    }
+
+    fn sync(&mut self) -> std::io::Result<()> {
+        self.wal
+            .sync()
+            .map_err(|e| std::io::Error::other(format!("syncing {}: {e}", self.path.display())))
     }
 
     fn name(&self) -> &'static str {

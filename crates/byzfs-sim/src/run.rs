@@ -473,6 +473,10 @@ impl Sim {
                         }
                     }
                 }
+                Action::Sync => {
+                    trace_line!(self.trace, self.now, "sync {}", self.name(inst));
+                    self.sync_log(inst);
+                }
                 Action::Store(rec) => {
                     // Batches are synced log appends; a stored checkpoint syncs the segment
                     // it leaves.

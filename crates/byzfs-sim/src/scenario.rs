@@ -668,7 +668,13 @@ pub fn plan(seed: u64, family: Family, replicas: Option<usize>) -> Result<Plan, 
             );
         }
         Family::TotalCrash => {
-            params.net = light_net(&mut r);
+            // Half the seeds add loss, duplication, corruption and replays: frames from
+            // before a cut arrive after the restart.
+            params.net = if r.gen_bool(0.5) {
+                noisy_net(&mut r)
+            } else {
+                light_net(&mut r)
+            };
             let all: Vec<ReplicaId> = (0..n as ReplicaId).collect();
             // Sometimes one replica's disk is lost in the first cut too.
             let amnesiac = if r.gen_bool(0.25) {

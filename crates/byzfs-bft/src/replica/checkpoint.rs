@@ -40,6 +40,13 @@ impl<S: Service> Replica<S> {
         // Batches at or below the checkpoint are never replayed again.
         self.executed = self.executed.split_off(&(n + 1));
         self.event(Event::CheckpointTaken { seq: n, digest: d });
+        if self.store_state {
+            // The executions this CHECKPOINT vouches for must survive a crash: a replica
+            // that lost them would no longer report the checkpoint, and if it helped make
+            // it stable elsewhere, a view change could find no checkpoint with `f+1`
+            // reports (simulator: total-crash 548).
+            self.out.push_back(crate::action::Action::Sync);
+        }
         self.broadcast(&Message::Checkpoint(Checkpoint {
             seq: n,
             digest: d,

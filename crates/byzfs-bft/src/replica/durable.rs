@@ -17,7 +17,7 @@
 
 use super::timers::TimerKind;
 use super::{Replica, StoredRequest, LIB_PARTITIONS};
-use crate::action::{PersistRecord, StoreRecord};
+use crate::action::{Event, PersistRecord, StoreRecord};
 use crate::config::Config;
 use crate::crypto::{Digest, ReplicaKeys};
 use crate::ids::{Seq, View};
@@ -269,6 +269,11 @@ impl<S: Service> Replica<S> {
             r.last_executed = n;
             r.last_tentative = n;
             r.executed.insert(n, d);
+            // An `Executed` record is written only for a committed batch. Observers (the
+            // simulator's agreement checker) learn a sequence number's content from a commit
+            // paired with its execution; a replica that crashed between the record and its
+            // `Committed` event would otherwise never report one for it.
+            r.event(Event::Committed { seq: n, digest: d });
             if n.is_multiple_of(r.config.checkpoint_interval) {
                 let cd = r.take_checkpoint(n);
                 r.checkpoints.set_own(n, cd);

@@ -895,7 +895,8 @@ impl Cluster {
                                 d.apply_store(&rec);
                             }
                         }
-                        Action::Event(_) => {}
+                        // Every record is durable at once here.
+                        Action::Event(_) | Action::Sync => {}
                     }
                 }
             }
@@ -1397,6 +1398,28 @@ fn a_lone_backup_restarted_after_voting_in_view_one_rejoins_it() {
     c.advance(Duration::from_secs(1));
     assert_eq!(c.r[2].last_executed(), 6);
     assert_eq!(c.r[2].state_digest(), c.r[1].state_digest());
+}
+
+#[test]
+fn a_checkpoint_is_announced_only_after_a_sync() {
+    // The `Executed` records a driver may keep unsynced must be durable before the
+    // CHECKPOINT that vouches for them, and only a replica that stores its state asks.
+    for stored in [false, true] {
+        let cfg = config();
+        let mut r = replica(1, &cfg);
+        r.set_store_state(stored);
+        r.make_checkpoint(cfg.checkpoint_interval);
+        let out = drain(&mut r);
+        let sync = out.iter().position(|a| matches!(a, Action::Sync));
+        let announce = out
+            .iter()
+            .position(|a| matches!(a, Action::Broadcast { bytes } if matches!(decode(bytes), Message::Checkpoint(_))))
+            .expect("the CHECKPOINT is broadcast");
+        match sync {
+            Some(s) => assert!(stored && s < announce, "{out:?}"),
+            None => assert!(!stored, "no sync before the CHECKPOINT: {out:?}"),
+        }
+    }
 }
 
 #[test]

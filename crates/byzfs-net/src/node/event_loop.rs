@@ -69,6 +69,8 @@ pub(super) struct EventLoop<S: Service> {
     digest: (Seq, String),
     /// Reused buffers of one drain.
     persists: Vec<PersistRecord>,
+    /// The core asked for [`Action::Sync`] in this drain.
+    sync: bool,
     stores: Vec<StoreRecord>,
     sends: Vec<Action>,
 }
@@ -98,6 +100,7 @@ impl<S: Service> EventLoop<S> {
             published: (tokio::time::Instant::now(), Progress::default()),
             digest: (0, String::new()),
             persists: Vec::new(),
+            sync: false,
             stores: Vec::new(),
             sends: Vec::new(),
         }
@@ -247,6 +250,7 @@ impl<S: Service> EventLoop<S> {
             match a {
                 Action::Persist(rec) => self.persists.push(rec),
                 Action::Store(rec) => self.stores.push(rec),
+                Action::Sync => self.sync = true,
                 Action::Event(e) => self.on_event(e),
                 send => self.sends.push(send),
             }
@@ -280,6 +284,10 @@ impl<S: Service> EventLoop<S> {
                 .map_err(NodeError::Storage)?;
             self.persists.clear();
             self.stores.clear();
+        }
+        if std::mem::take(&mut self.sync) {
+            // Every send of this drain follows it, the CHECKPOINT that asked for it too.
+            self.durability.sync().map_err(NodeError::Storage)?;
         }
         let mut sends = std::mem::take(&mut self.sends);
         for a in sends.drain(..) {
@@ -339,7 +347,7 @@ impl<S: Service> EventLoop<S> {
                 None => counters.dropped(NetDrop::NoClientConnection),
             },
             // Sorted out in `drain`.
-            Action::Persist(_) | Action::Store(_) | Action::Event(_) => {}
+            Action::Persist(_) | Action::Store(_) | Action::Event(_) | Action::Sync => {}
         }
     }
 

@@ -186,6 +186,15 @@ impl Wal {
         Ok(())
     }
 
+    /// Waits until every frame appended so far is durable (a no-op if none is pending).
+    pub(super) fn sync(&mut self) -> std::io::Result<()> {
+        if self.unsynced {
+            self.file.sync_data()?;
+            self.unsynced = false;
+        }
+        Ok(())
+    }
+
     fn write_frame(
         &mut self,
         records: &[PersistRecord],
