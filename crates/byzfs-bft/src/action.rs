@@ -88,6 +88,17 @@ pub enum PersistRecord {
         /// Batch digest.
         digest: Digest,
     },
+    /// A NEW-VIEW this replica installed chose checkpoint `seq` (`f+1` VIEW-CHANGEs reported
+    /// it) above the replica's own stable checkpoint; until its state transfer stores that
+    /// checkpoint, its VIEW-CHANGEs list it too. Durable so that a crash before the transfer
+    /// completes does not make the cluster forget a checkpoint only it and one other still
+    /// vouch for (simulator: total-crash 3282).
+    Certified {
+        /// Sequence number of the checkpoint.
+        seq: Seq,
+        /// State digest.
+        digest: Digest,
+    },
 }
 
 /// Bulk data a replica on disk keeps so that it can rebuild itself after a crash

@@ -78,8 +78,11 @@ const META: TableDefinition<&str, &[u8]> = TableDefinition::new("meta");
 
 /// On-disk format of a replica's data directory (`replica.redb` and its log), stored in
 /// `meta` as `format` (u32 LE). Directories written before the key existed are format 1.
-/// Bump it with any incompatible change of the tables or the log's frames.
-pub const FORMAT: u32 = 1;
+/// Bump it with any incompatible change of the tables or the log's frames. Format 2 (session
+/// 16) adds the log record `Certified`, which a format-1 binary cannot decode: it opens format
+/// 1 directories and marks them 2, so an older binary refuses them instead of misreading
+/// them.
+pub const FORMAT: u32 = 2;
 /// `records`: (seq, postcard record) → () for `Prepared`, `Committed` and `Executed`. Written
 /// by data directories made before the log ([`wal`]); moved into the log at open.
 const RECORDS: TableDefinition<(u64, &[u8]), ()> = TableDefinition::new("records");
@@ -215,6 +218,11 @@ impl DiskDurability {
                 .map(|g| <[u8; 4]>::try_from(g.value()).map_or(u32::MAX, u32::from_le_bytes));
             match format {
                 Some(FORMAT) => {}
+                // Format 1 is format 2 without `Certified` records: upgraded in place.
+                Some(1) => {
+                    meta.insert("format", FORMAT.to_le_bytes().as_slice())
+                        .map_err(|e| corrupt(e.to_string()))?;
+                }
                 Some(found) => {
                     return Err(StorageError::Format {
                         path,
@@ -821,6 +829,19 @@ mod format_tests {
         set_format(dir.path(), b"garbage");
         let e = DiskDurability::open(dir.path(), "me").unwrap_err();
         assert!(matches!(e, StorageError::Format { .. }), "{e}");
+    }
+
+    #[test]
+    fn a_format_1_directory_opens_and_is_marked_format_2() {
+        let dir = tempfile::tempdir().unwrap();
+        drop(DiskDurability::open(dir.path(), "me").unwrap());
+        set_format(dir.path(), &1u32.to_le_bytes());
+        drop(DiskDurability::open(dir.path(), "me").unwrap());
+        let db = Database::create(dir.path().join(DB_FILE)).unwrap();
+        let txn = db.begin_read().unwrap();
+        let meta = txn.open_table(META).unwrap();
+        let v = meta.get("format").unwrap().unwrap().value().to_vec();
+        assert_eq!(v, 2u32.to_le_bytes());
     }
 
     #[test]

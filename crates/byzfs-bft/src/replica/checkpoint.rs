@@ -24,6 +24,9 @@ pub(crate) struct Checkpoints {
     pub stable_claims: BTreeMap<ReplicaId, BTreeMap<Seq, Digest>>,
     /// Own CHECKPOINT frame (stable flag set) for the last stable checkpoint, for relaying.
     pub stable_frame: Option<Arc<[u8]>>,
+    /// A checkpoint above the stable one that an installed NEW-VIEW chose
+    /// ([`crate::PersistRecord::Certified`]); listed in VIEW-CHANGEs until it is stable here.
+    pub certified: Option<(Seq, Digest)>,
 }
 
 impl Checkpoints {
@@ -103,6 +106,9 @@ impl<S: Service> Replica<S> {
             return;
         };
         self.last_stable = seq;
+        if self.checkpoints.certified.is_some_and(|(s, _)| s <= seq) {
+            self.checkpoints.certified = None;
+        }
         self.log = self.log.split_off(&(seq + 1));
         self.checkpoints.own = self.checkpoints.own.split_off(&seq);
         self.checkpoints.votes = self.checkpoints.votes.split_off(&(seq + 1));

@@ -100,7 +100,8 @@ pub fn record_seq(rec: PersistRecord) -> Option<Seq> {
         PersistRecord::View(_) => None,
         PersistRecord::Prepared { seq, .. }
         | PersistRecord::Committed { seq, .. }
-        | PersistRecord::Executed { seq, .. } => Some(seq),
+        | PersistRecord::Executed { seq, .. }
+        | PersistRecord::Certified { seq, .. } => Some(seq),
     }
 }
 
@@ -161,6 +162,8 @@ pub enum RestoreError {
 pub(crate) struct DurableLog {
     pub view: View,
     pub votes: BTreeMap<Seq, Vec<PersistRecord>>,
+    /// The highest checkpoint an installed NEW-VIEW certified above the stable one.
+    pub certified: Option<(Seq, Digest)>,
 }
 
 impl DurableLog {
@@ -169,6 +172,11 @@ impl DurableLog {
             PersistRecord::View(v) => self.view = self.view.max(v),
             // Not a promise: `restore` replays it, nothing else needs it.
             PersistRecord::Executed { .. } => {}
+            PersistRecord::Certified { seq, digest } => {
+                if self.certified.is_none_or(|(s, _)| s < seq) {
+                    self.certified = Some((seq, digest));
+                }
+            }
             PersistRecord::Prepared { seq, .. } | PersistRecord::Committed { seq, .. } => {
                 let e = self.votes.entry(seq).or_default();
                 if !e.contains(&rec) {
@@ -180,6 +188,9 @@ impl DurableLog {
 
     pub fn gc(&mut self, stable: Seq) {
         self.votes = self.votes.split_off(&(stable + 1));
+        if self.certified.is_some_and(|(s, _)| s <= stable) {
+            self.certified = None;
+        }
     }
 }
 
@@ -251,7 +262,8 @@ impl<S: Service> Replica<S> {
                 }
                 PersistRecord::View(_)
                 | PersistRecord::Prepared { .. }
-                | PersistRecord::Committed { .. } => {
+                | PersistRecord::Committed { .. }
+                | PersistRecord::Certified { .. } => {
                     if record_seq(rec).is_none_or(|s| s > r.last_stable) {
                         r.durable.record(rec);
                     }
@@ -406,9 +418,15 @@ impl<S: Service> Replica<S> {
                         slot.prepared_info = Some((view, digest));
                     }
                 }
-                PersistRecord::View(_) | PersistRecord::Executed { .. } => {}
+                PersistRecord::View(_)
+                | PersistRecord::Executed { .. }
+                | PersistRecord::Certified { .. } => {}
             }
         }
+        self.checkpoints.certified = self
+            .durable
+            .certified
+            .filter(|(s, _)| *s > self.last_stable);
         let stable = self.last_stable;
         self.log.retain(|&s, _| s > stable);
         // It may have replied to writes up to its highest vote, then lost them with the

@@ -1423,6 +1423,55 @@ fn a_checkpoint_is_announced_only_after_a_sync() {
 }
 
 #[test]
+fn a_checkpoint_a_new_view_chose_survives_a_restart_before_its_state_transfer() {
+    // Replica 3 misses writes 1..=6 (checkpoint 4 becomes stable at the others), then helps
+    // install view 1, whose NEW-VIEW chooses checkpoint 4. Its state transfer cannot finish
+    // (every STATE-PART is lost), and it crashes: it must still vouch for checkpoint 4.
+    let mut c = Cluster::new(config());
+    for i in 0..4 {
+        c.with_disk(i);
+    }
+    c.down[3] = true;
+    c.write_all(1..=6, b"w");
+    c.down[3] = false;
+    c.down[0] = true;
+    c.lose = Some(crate::message::Tag::StatePart);
+    let req = request(&c.cfg, 7, b"w", false);
+    c.deliver_all(&req);
+    c.advance(Duration::from_secs(3));
+    let four = c.r[1]
+        .checkpoints
+        .own
+        .get(&4)
+        .copied()
+        .expect("stable at 1");
+    assert_eq!((c.r[3].view(), c.r[3].last_stable()), (1, 0));
+    assert!(c.r[3].has_new_view());
+    assert_eq!(c.r[3].checkpoints.certified, Some((4, four)));
+    assert!(c.disks[3]
+        .as_ref()
+        .unwrap()
+        .records
+        .contains(&PersistRecord::Certified {
+            seq: 4,
+            digest: four
+        }));
+    c.crash_and_restore(3);
+    assert_eq!(c.r[3].last_stable(), 0);
+    assert_eq!(
+        c.r[3].checkpoints.certified,
+        Some((4, four)),
+        "kept across the restart"
+    );
+    // Once the transfer completes, the checkpoint is its own stable one.
+    c.lose = None;
+    c.down[0] = false;
+    c.advance(Duration::from_secs(5));
+    assert!(c.r[3].last_stable() >= 4);
+    assert_eq!(c.r[3].checkpoints.certified, None);
+}
+
+#[test]
 fn restore_from_an_empty_disk_is_a_fresh_replica() {
     let cfg = config();
     let keys = TestKeys::new(1, cfg.n());

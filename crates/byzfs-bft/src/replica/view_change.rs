@@ -169,7 +169,13 @@ impl<S: Service> Replica<S> {
             view: self.view,
             replica: self.me,
             last_stable: h,
-            checkpoints: self.checkpoints.own.iter().map(|(s, d)| (*s, *d)).collect(),
+            checkpoints: {
+                let mut c = self.checkpoints.own.clone();
+                if let Some((s, d)) = self.checkpoints.certified {
+                    c.entry(s).or_insert(d);
+                }
+                c.into_iter().collect()
+            },
             prepared,
             pre_prepared,
         }
@@ -381,6 +387,15 @@ impl<S: Service> Replica<S> {
         if dec.min > self.last_stable && self.checkpoints.own.get(&dec.min) == Some(&dec.min_digest)
         {
             self.mark_stable(dec.min);
+        }
+        if dec.min > self.last_stable && self.checkpoints.certified.is_none_or(|(s, _)| s < dec.min)
+        {
+            // Before this view's PREPAREs: see `PersistRecord::Certified`.
+            self.persist(PersistRecord::Certified {
+                seq: dec.min,
+                digest: dec.min_digest,
+            });
+            self.checkpoints.certified = Some((dec.min, dec.min_digest));
         }
         if self.last_executed < dec.min
             || self
