@@ -119,6 +119,22 @@ fn get(client: &mut ByzClient, rt: &tokio::runtime::Runtime, i: u64) -> Option<V
     }
 }
 
+/// Every acknowledged put `k<i> = v<i>` reads back through a new client.
+fn assert_every_put_reads_back(p: &Procs, acked: &[u64]) {
+    let rt = rt();
+    let mut client = rt
+        .block_on(ByzClient::connect(&p.cluster, &p.credential()))
+        .unwrap();
+    for &i in acked {
+        assert_eq!(
+            get(&mut client, &rt, i),
+            Some(format!("v{i}").into_bytes()),
+            "acknowledged put k{i} lost (of {} acknowledged)",
+            acked.len()
+        );
+    }
+}
+
 #[test]
 fn disk_mode_kill_all_at_once_loses_no_acknowledged_put() {
     let _g = serial();
@@ -140,18 +156,7 @@ fn disk_mode_kill_all_at_once_loses_no_acknowledged_put() {
         s.iter().all(|x| x.last_stable >= 256)
     });
     assert!(restored.iter().all(|x| x.durability == "disk"));
-    let rt = rt();
-    let mut client = rt
-        .block_on(ByzClient::connect(&p.cluster, &p.credential()))
-        .unwrap();
-    for &i in &acked {
-        assert_eq!(
-            get(&mut client, &rt, i),
-            Some(format!("v{i}").into_bytes()),
-            "acknowledged put k{i} lost (of {} acknowledged)",
-            acked.len()
-        );
-    }
+    assert_every_put_reads_back(&p, &acked);
     // And the restarted cluster keeps working.
     let load = Load::start(&p.cluster, p.credential(), 1_000_000, 1_000_020);
     load.wait_acked(20);
@@ -195,18 +200,7 @@ fn disk_mode_kill_all_after_a_view_change_serves_again() {
         s.iter().filter(|x| x.view > view && x.has_new_view).count() >= 3
     });
     assert!(after.iter().all(|x| x.durability == "disk"));
-    let rt = rt();
-    let mut client = rt
-        .block_on(ByzClient::connect(&p.cluster, &p.credential()))
-        .unwrap();
-    for &i in &acked {
-        assert_eq!(
-            get(&mut client, &rt, i),
-            Some(format!("v{i}").into_bytes()),
-            "acknowledged put k{i} lost (of {} acknowledged)",
-            acked.len()
-        );
-    }
+    assert_every_put_reads_back(&p, &acked);
 }
 
 /// One replica SIGKILLed under load and restarted (`wipe`: with its data directory deleted)

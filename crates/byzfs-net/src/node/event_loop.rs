@@ -43,8 +43,6 @@ struct Progress {
 struct ClientSlot {
     conn: u64,
     queue: OutQueue,
-    /// When its oldest unanswered request arrived here (for the latency histogram).
-    waiting_since: Option<std::time::Instant>,
 }
 
 pub(super) struct EventLoop<S: Service> {
@@ -53,6 +51,9 @@ pub(super) struct EventLoop<S: Service> {
     /// Outbound queue per replica id (`None` for ourselves).
     peers: Vec<Option<OutQueue>>,
     clients: HashMap<ClientId, ClientSlot>,
+    /// When each client's oldest unanswered request arrived here (for the latency
+    /// histogram): one entry per client that connected, kept past its disconnection.
+    arrivals: HashMap<ClientId, std::time::Instant>,
     /// Reply keys of the admitted clients, kept only by a test liar
     /// ([`super::NodeOptions::lie_to_clients`]) to re-authenticate its lies.
     liar_keys: HashMap<ClientId, byzfs_bft::MacKey>,
@@ -91,6 +92,7 @@ impl<S: Service> EventLoop<S> {
             shared,
             peers,
             clients: HashMap::new(),
+            arrivals: HashMap::new(),
             liar_keys: HashMap::new(),
             inbox,
             durability,
@@ -197,14 +199,7 @@ impl<S: Service> EventLoop<S> {
                     m.insert(client, (conn, intro));
                 }
                 self.install_client(admission);
-                self.clients.insert(
-                    client,
-                    ClientSlot {
-                        conn,
-                        queue,
-                        waiting_since: None,
-                    },
-                );
+                self.clients.insert(client, ClientSlot { conn, queue });
             }
             Inbound::ClientKnown(admission) => self.install_client(admission),
             Inbound::ClientDown { client, conn } => {
@@ -238,9 +233,11 @@ impl<S: Service> EventLoop<S> {
         }
         let mut id = [0u8; 8];
         id.copy_from_slice(&h[8..16]);
-        if let Some(slot) = self.clients.get_mut(&u64::from_le_bytes(id)) {
-            slot.waiting_since
-                .get_or_insert_with(std::time::Instant::now);
+        let id = u64::from_le_bytes(id);
+        if self.clients.contains_key(&id) {
+            self.arrivals
+                .entry(id)
+                .or_insert_with(std::time::Instant::now);
         }
     }
 
@@ -333,19 +330,25 @@ impl<S: Service> EventLoop<S> {
                     q.push(bytes.clone(), counters);
                 }
             }
-            Action::SendClient { client, bytes } => match self.clients.get_mut(&client) {
-                Some(slot) => {
-                    let bytes = match &self.shared.options.lie_to_clients {
-                        Some(liar) => lie(liar, self.liar_keys.get(&client), &self.shared, bytes),
-                        None => bytes,
-                    };
-                    slot.queue.push(bytes, counters);
-                    if let Some(t) = slot.waiting_since.take() {
-                        self.metrics.request_answered(t.elapsed());
-                    }
+            Action::SendClient { client, bytes } => {
+                // Counted even if the client has gone: it may have completed on other
+                // replicas' replies and closed the connection before ours.
+                if let Some(t) = self.arrivals.remove(&client) {
+                    self.metrics.request_answered(t.elapsed());
                 }
-                None => counters.dropped(NetDrop::NoClientConnection),
-            },
+                match self.clients.get_mut(&client) {
+                    Some(slot) => {
+                        let bytes = match &self.shared.options.lie_to_clients {
+                            Some(liar) => {
+                                lie(liar, self.liar_keys.get(&client), &self.shared, bytes)
+                            }
+                            None => bytes,
+                        };
+                        slot.queue.push(bytes, counters);
+                    }
+                    None => counters.dropped(NetDrop::NoClientConnection),
+                }
+            }
             // Sorted out in `drain`.
             Action::Persist(_) | Action::Store(_) | Action::Event(_) | Action::Sync => {}
         }
