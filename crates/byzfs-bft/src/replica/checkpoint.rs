@@ -24,9 +24,6 @@ pub(crate) struct Checkpoints {
     pub stable_claims: BTreeMap<ReplicaId, BTreeMap<Seq, Digest>>,
     /// Own CHECKPOINT frame (stable flag set) for the last stable checkpoint, for relaying.
     pub stable_frame: Option<Arc<[u8]>>,
-    /// A checkpoint above the stable one that an installed NEW-VIEW chose
-    /// ([`crate::PersistRecord::Certified`]); listed in VIEW-CHANGEs until it is stable here.
-    pub certified: Option<(Seq, Digest)>,
 }
 
 impl Checkpoints {
@@ -36,6 +33,14 @@ impl Checkpoints {
 }
 
 impl<S: Service> Replica<S> {
+    /// A checkpoint above the stable one that an installed NEW-VIEW chose
+    /// ([`crate::PersistRecord::Certified`]); listed in VIEW-CHANGEs until it is stable here.
+    pub(super) fn certified_checkpoint(&self) -> Option<(Seq, Digest)> {
+        self.durable
+            .certified
+            .filter(|&(s, _)| s > self.last_stable)
+    }
+
     /// Takes the checkpoint at `n` (every K executed batches) and multicasts it.
     pub(super) fn make_checkpoint(&mut self, n: Seq) {
         let d = self.take_checkpoint(n);
@@ -106,9 +111,6 @@ impl<S: Service> Replica<S> {
             return;
         };
         self.last_stable = seq;
-        if self.checkpoints.certified.is_some_and(|(s, _)| s <= seq) {
-            self.checkpoints.certified = None;
-        }
         self.log = self.log.split_off(&(seq + 1));
         self.checkpoints.own = self.checkpoints.own.split_off(&seq);
         self.checkpoints.votes = self.checkpoints.votes.split_off(&(seq + 1));

@@ -423,10 +423,6 @@ impl<S: Service> Replica<S> {
                 | PersistRecord::Certified { .. } => {}
             }
         }
-        self.checkpoints.certified = self
-            .durable
-            .certified
-            .filter(|(s, _)| *s > self.last_stable);
         let stable = self.last_stable;
         self.log.retain(|&s, _| s > stable);
         // It may have replied to writes up to its highest vote, then lost them with the

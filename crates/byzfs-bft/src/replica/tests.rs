@@ -1447,7 +1447,7 @@ fn a_checkpoint_a_new_view_chose_survives_a_restart_before_its_state_transfer() 
         .expect("stable at 1");
     assert_eq!((c.r[3].view(), c.r[3].last_stable()), (1, 0));
     assert!(c.r[3].has_new_view());
-    assert_eq!(c.r[3].checkpoints.certified, Some((4, four)));
+    assert_eq!(c.r[3].certified_checkpoint(), Some((4, four)));
     assert!(c.disks[3]
         .as_ref()
         .unwrap()
@@ -1459,7 +1459,7 @@ fn a_checkpoint_a_new_view_chose_survives_a_restart_before_its_state_transfer() 
     c.crash_and_restore(3);
     assert_eq!(c.r[3].last_stable(), 0);
     assert_eq!(
-        c.r[3].checkpoints.certified,
+        c.r[3].certified_checkpoint(),
         Some((4, four)),
         "kept across the restart"
     );
@@ -1468,7 +1468,7 @@ fn a_checkpoint_a_new_view_chose_survives_a_restart_before_its_state_transfer() 
     c.down[0] = false;
     c.advance(Duration::from_secs(5));
     assert!(c.r[3].last_stable() >= 4);
-    assert_eq!(c.r[3].checkpoints.certified, None);
+    assert_eq!(c.r[3].certified_checkpoint(), None);
 }
 
 #[test]

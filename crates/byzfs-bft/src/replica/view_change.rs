@@ -171,7 +171,7 @@ impl<S: Service> Replica<S> {
             last_stable: h,
             checkpoints: {
                 let mut c = self.checkpoints.own.clone();
-                if let Some((s, d)) = self.checkpoints.certified {
+                if let Some((s, d)) = self.certified_checkpoint() {
                     c.entry(s).or_insert(d);
                 }
                 c.into_iter().collect()
@@ -388,14 +388,14 @@ impl<S: Service> Replica<S> {
         {
             self.mark_stable(dec.min);
         }
-        if dec.min > self.last_stable && self.checkpoints.certified.is_none_or(|(s, _)| s < dec.min)
+        if dec.min > self.last_stable
+            && self.certified_checkpoint().is_none_or(|(s, _)| s < dec.min)
         {
             // Before this view's PREPAREs: see `PersistRecord::Certified`.
             self.persist(PersistRecord::Certified {
                 seq: dec.min,
                 digest: dec.min_digest,
             });
-            self.checkpoints.certified = Some((dec.min, dec.min_digest));
         }
         if self.last_executed < dec.min
             || self
