@@ -140,6 +140,12 @@ pub struct Client {
     keys: ClientKeys,
     rng: ChaCha8Rng,
     view: View,
+    /// Whether `view` was learned from a completed request. Until then the client does not
+    /// know which replica is primary, so it sends even a small read-write request to every
+    /// replica: a fresh client of a cluster whose view-0 primary is down would otherwise
+    /// wait a whole retransmission timeout before each of its first requests reached
+    /// anyone who orders it.
+    view_known: bool,
     next_rid: RequestId,
     out: Option<Outstanding>,
     actions: VecDeque<ClientAction>,
@@ -176,6 +182,7 @@ impl Client {
             keys,
             rng: ChaCha8Rng::seed_from_u64(rng_seed),
             view: 0,
+            view_known: false,
             next_rid: 1,
             out: None,
             actions: VecDeque::new(),
@@ -215,7 +222,8 @@ impl Client {
     ///
     /// The request body is serialised and hashed once. First transmission (PROTOCOL.md §1.6,
     /// §1.10): a small read-write request goes to the primary of the client's view only; a
-    /// read-only or big request goes to every replica.
+    /// read-only or big request, or any request before the client has learned the view from
+    /// a completed one, goes to every replica.
     pub fn invoke(
         &mut self,
         now: Time,
@@ -275,14 +283,15 @@ impl Client {
             o.hedge = Some((at, others));
             self.stats.read_only_to_quorum += 1;
         } else {
-            self.actions.push_back(if read_only || big {
-                ClientAction::Broadcast { bytes }
-            } else {
-                ClientAction::Send {
-                    to: self.config.primary(self.view),
-                    bytes,
-                }
-            });
+            self.actions
+                .push_back(if read_only || big || !self.view_known {
+                    ClientAction::Broadcast { bytes }
+                } else {
+                    ClientAction::Send {
+                        to: self.config.primary(self.view),
+                        bytes,
+                    }
+                });
         }
         tracing::debug!(client = self.keys.me, rid, read_only, big, "request sent");
         self.out = Some(o);
@@ -512,6 +521,7 @@ impl Client {
         views.sort_unstable_by(|a, b| b.cmp(a));
         if let Some(&v) = views.get(f) {
             self.view = self.view.max(v);
+            self.view_known = true;
         }
         // `certified(.., true)` only returns a digest some matching reply holds in full.
         let result = result.unwrap_or_default();
@@ -710,6 +720,17 @@ mod tests {
             (rid, sent)
         }
 
+        /// Completes one read-write request with replies of `view`, so that the client
+        /// knows the view (a fresh client broadcasts).
+        fn learn_view(&mut self, view: View) {
+            let rid = self.invoke(b"learn", false);
+            for j in 0..=2 * self.config.f as ReplicaId {
+                self.deliver(j, &reply(j, rid, view, true, b"ok", true));
+            }
+            assert!(self.completed().is_some(), "learn_view");
+            assert!(self.client.view_known);
+        }
+
         /// Invokes and drains the first transmission.
         fn invoke(&mut self, op: &[u8], read_only: bool) -> RequestId {
             let rid = self
@@ -772,12 +793,38 @@ mod tests {
     }
 
     #[test]
-    fn first_send_read_write_goes_to_primary_only() {
+    fn first_send_read_write_goes_to_primary_only_once_the_view_is_known() {
         for f in [1, 2] {
             let mut h = Harness::new(f);
+            h.learn_view(0);
             h.client.invoke(Time::ZERO, b"w".to_vec(), false).unwrap();
             match h.actions().as_slice() {
                 [ClientAction::Send { to: 0, .. }] => {}
+                other => panic!("f={f}: {other:?}"),
+            }
+        }
+    }
+
+    /// A fresh client does not know the primary: the view-0 primary may be down. Its
+    /// read-write requests go to everyone until one completes and shows the view.
+    #[test]
+    fn a_fresh_client_broadcasts_read_write_requests_until_one_completes() {
+        for f in [1, 2] {
+            let mut h = Harness::new(f);
+            let rid = h.client.invoke(Time::ZERO, b"w".to_vec(), false).unwrap();
+            let a = h.actions();
+            assert!(
+                matches!(a.as_slice(), [ClientAction::Broadcast { .. }]),
+                "f={f}: {a:?}"
+            );
+            // Completed in view 1 by 2f+1 tentative replies: the next goes to replica 1 only.
+            for j in 0..=2 * f {
+                h.deliver(j, &reply(j, rid, 1, true, b"ok", true));
+            }
+            assert!(h.completed().is_some());
+            h.client.invoke(Time::ZERO, b"w2".to_vec(), false).unwrap();
+            match h.actions().as_slice() {
+                [ClientAction::Send { to: 1, .. }] => {}
                 other => panic!("f={f}: {other:?}"),
             }
         }
@@ -810,6 +857,7 @@ mod tests {
             assert_eq!(header(&only_frame(&a)).flags & FLAG_READ_ONLY, 0);
 
             let mut h = Harness::new(f);
+            h.learn_view(0);
             let small = vec![9u8; h.config.big_request_threshold];
             h.client.invoke(Time::ZERO, small, false).unwrap();
             assert!(matches!(
