@@ -68,6 +68,15 @@ pub enum Fault {
     },
     /// Start the `vc-history` director (see [`crate::vc_history`]).
     VcHistory(VcHistoryPlan),
+    /// The replica's next restart reads a new wall clock, `offset_us` from true time (its
+    /// rate error stays): a rebooted machine's clock may step, backwards too. The runtime's
+    /// clock is monotonic within a process, so a step happens only across a restart.
+    ClockAtRestart {
+        /// Who.
+        replica: ReplicaId,
+        /// The new offset.
+        offset_us: i64,
+    },
 }
 
 /// Internal follow-ups the simulator schedules for itself.

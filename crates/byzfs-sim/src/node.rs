@@ -41,6 +41,8 @@ pub struct ReplicaNode {
     pub restart_with_state: bool,
     /// Its clock.
     pub clock: Clock,
+    /// The clock offset its next restart reads, if it steps then.
+    pub clock_at_restart: Option<i64>,
     /// The armed timer (global time) and its generation.
     pub timer: Option<Time>,
     /// Generation of the armed timer; stale timer events carry an older one.

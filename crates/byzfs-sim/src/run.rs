@@ -285,6 +285,7 @@ impl Sim {
                 crash_at_next_send: false,
                 restart_with_state: true,
                 clock,
+                clock_at_restart: None,
                 timer: None,
                 timer_gen: 0,
                 adversary,
@@ -629,6 +630,11 @@ impl Sim {
         let seed = node
             .seed
             .wrapping_add(node.restarts.wrapping_mul(0x9E37_79B9_7F4A_7C15));
+        let stepped = node.clock_at_restart.take().map(|offset_us| {
+            let before = node.clock.local(now);
+            node.clock.offset_us = offset_us;
+            node.clock.local(now).as_micros() as i64 - before.as_micros() as i64
+        });
         let local = node.clock.local(now);
         if with_state {
             // Rebuilt from what it stored; everything volatile is gone.
@@ -649,8 +655,9 @@ impl Sim {
         trace_line!(
             self.trace,
             self.now,
-            "restart {} with_state={with_state}",
-            self.name(inst)
+            "restart {} with_state={with_state}{}",
+            self.name(inst),
+            stepped.map_or(String::new(), |d| format!(" clock stepped {d:+}µs"))
         );
         self.after_replica_step(inst);
     }
@@ -1064,6 +1071,11 @@ impl Sim {
                     Time(now + dur_us),
                     Ev::FollowUp(FollowUp::Unslow { links: slowed }),
                 );
+            }
+            Fault::ClockAtRestart { replica, offset_us } => {
+                if let Some(node) = self.replicas.get_mut(replica as usize) {
+                    node.clock_at_restart = Some(offset_us);
+                }
             }
             Fault::VcHistory(plan) => {
                 let f = self.config.f as usize;

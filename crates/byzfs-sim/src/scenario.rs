@@ -6,7 +6,8 @@
 //! **Adding a scenario:** add a variant to [`Family`] (and to [`FAMILIES`], at the end so
 //! `all`'s seed → family mapping of existing families stays put), give it a name, write its
 //! fault plan in [`plan`] (keeping Byzantine + twins + amnesiac + clock-faulty + simultaneously
-//! crashed ≤ f, except `total-crash`, whose replicas all keep their disks), and add a `#[test]`
+//! crashed ≤ f, except the power-cut families, whose crashed replicas keep their disks), and
+//! add a `#[test]`
 //! in `tests/scenarios.rs`.
 
 use crate::byzantine::StrategyKind;
@@ -70,10 +71,17 @@ pub enum Family {
     /// Power cuts of every correct replica while up to `f` Byzantine ones (any strategy)
     /// stay up: a crash-restart with the disk is not a fault, so safety must hold.
     ByzantinePowerCuts,
+    /// Power cuts with skewed and drifting clocks; a replica may come back with its wall
+    /// clock stepped (backwards too), as a rebooted machine reads a new one; sometimes one
+    /// replica (counted against `f`) comes back far beyond the tolerance.
+    ClockPowerCuts,
+    /// Power cuts of every correct replica while a twin (two honest instances sharing one
+    /// identity, counted against `f`) stays up, its links re-drawn as in `twins`.
+    TwinPowerCuts,
 }
 
 /// Every family; `all` runs `FAMILIES[seed % len]`.
-pub const FAMILIES: [Family; 19] = [
+pub const FAMILIES: [Family; 21] = [
     Family::Normal,
     Family::Net,
     Family::Partition,
@@ -93,6 +101,8 @@ pub const FAMILIES: [Family; 19] = [
     Family::EquivocateSlow,
     Family::TotalCrash,
     Family::ByzantinePowerCuts,
+    Family::ClockPowerCuts,
+    Family::TwinPowerCuts,
 ];
 
 impl Family {
@@ -118,6 +128,8 @@ impl Family {
             Family::EquivocateSlow => "equivocate-slow",
             Family::TotalCrash => "total-crash",
             Family::ByzantinePowerCuts => "byzantine-power-cuts",
+            Family::ClockPowerCuts => "clock-power-cuts",
+            Family::TwinPowerCuts => "twin-power-cuts",
         }
     }
 
@@ -704,6 +716,79 @@ pub fn plan(seed: u64, family: Family, replicas: Option<usize>) -> Result<Plan, 
                 if plan.roles[id as usize].is_correct() {
                     byz(&mut plan, id, kind);
                 }
+            }
+            let correct: Vec<ReplicaId> = (0..n as ReplicaId)
+                .filter(|&i| plan.roles[i as usize].is_correct())
+                .collect();
+            power_cuts(&mut r, &params, &correct, None, &mut plan.faults);
+        }
+        Family::ClockPowerCuts => {
+            params.net = light_net(&mut r);
+            let delta = DEFAULT_CLOCK_TOLERANCE.as_micros() as i64;
+            for o in plan.clock_offsets_us.iter_mut() {
+                *o = r.gen_range(-delta / 2..=delta / 2);
+            }
+            for d in plan.clock_drift_ppm.iter_mut() {
+                *d = r.gen_range(-500..=500);
+            }
+            // Sometimes one replica's clock is faulty: it comes back from a cut 2–10×
+            // beyond the tolerance, ahead or behind.
+            let faulty = if r.gen_bool(0.4) {
+                let v = r.gen_range(0..n as ReplicaId);
+                plan.clock_faulty.push(v);
+                Some(v)
+            } else {
+                None
+            };
+            let all: Vec<ReplicaId> = (0..n as ReplicaId).collect();
+            power_cuts(&mut r, &params, &all, None, &mut plan.faults);
+            // A rebooted machine reads a new wall clock: within the tolerance for correct
+            // ones (often behind the clock it had, which the agreed timestamps passed).
+            let steps: Vec<(u64, Fault)> = plan
+                .faults
+                .iter()
+                .filter_map(|(at, fault)| match fault {
+                    Fault::Crash {
+                        target: Target::Replica(id),
+                        ..
+                    } => Some((*at, *id)),
+                    _ => None,
+                })
+                .filter_map(|(at, id)| {
+                    if Some(id) == faulty {
+                        let mag = r.gen_range(2..=10) * delta;
+                        let offset_us = if r.gen_bool(0.5) { mag } else { -mag };
+                        return Some((
+                            at,
+                            Fault::ClockAtRestart {
+                                replica: id,
+                                offset_us,
+                            },
+                        ));
+                    }
+                    r.gen_bool(0.6).then(|| {
+                        let offset_us = r.gen_range(-delta / 2..=delta / 2);
+                        (
+                            at,
+                            Fault::ClockAtRestart {
+                                replica: id,
+                                offset_us,
+                            },
+                        )
+                    })
+                })
+                .collect();
+            plan.faults.extend(steps);
+        }
+        Family::TwinPowerCuts => {
+            params.net = light_net(&mut r);
+            let id = byzantine(&mut r, n, Some((0, 0.5)));
+            plan.roles[id as usize] = Role::Twin;
+            plan.twin = Some((id, 0));
+            let mut at = 0;
+            while at < params.safety_us {
+                plan.faults.push((at, Fault::TwinLinks));
+                at += r.gen_range(300 * MS..=2 * S);
             }
             let correct: Vec<ReplicaId> = (0..n as ReplicaId)
                 .filter(|&i| plan.roles[i as usize].is_correct())

@@ -51,13 +51,13 @@ const CASES: &[Case] = &[
     (
         Mutation::TentativeBeforeCommitted,
         Family::Normal,
-        &[2, 17],
+        &[2, 3],
         &[checkpoints::NAME, agreement::NAME, prefix::NAME],
     ),
     (
         Mutation::ReadOnlyOnTentative,
         Family::Normal,
-        &[13, 14],
+        &[13, 21],
         &[read_only::NAME],
     ),
 ];

@@ -2268,3 +2268,51 @@ fn big_request_the_primary_never_pre_prepares_is_forwarded_once() {
     }
     assert_eq!(total, 1);
 }
+
+#[test]
+fn a_new_view_contradicting_a_batch_accepted_in_its_view_before_a_restart_is_refused() {
+    // A replica restarted in view 1 holds, from its durable votes, that it pre-prepared
+    // batch `a` at seq 3 in view 1 (the NEW-VIEW it installed is gone). A second NEW-VIEW
+    // for view 1 from an equivocating primary that picks another batch there must not be
+    // installed; one that agrees, or that picks in another view, may be.
+    use crate::replica::new_view::Decision;
+    let cfg = config();
+    let mut r = replica(2, &cfg);
+    let (a, b) = (Digest::of(b"a"), Digest::of(b"b"));
+    r.log.entry(3).or_default().note_pre_prepared(a, 1);
+    r.log.entry(2).or_default().note_pre_prepared(b, 0);
+    let dec = |picks: Vec<Digest>| Decision {
+        min: 0,
+        min_digest: Digest::of(b"ckpt"),
+        picks,
+    };
+    let null = crate::batch::null_digest();
+    assert_eq!(
+        r.new_view_contradicts_promises(1, &dec(vec![a, null, null])),
+        Some(3)
+    );
+    assert_eq!(
+        r.new_view_contradicts_promises(1, &dec(vec![a, a, b])),
+        Some(3)
+    );
+    assert_eq!(
+        r.new_view_contradicts_promises(1, &dec(vec![b, null, a])),
+        None
+    );
+    assert_eq!(
+        r.new_view_contradicts_promises(1, &dec(vec![b, a])),
+        None,
+        "seq 3 not picked"
+    );
+    assert_eq!(
+        r.new_view_contradicts_promises(2, &dec(vec![b, null, null])),
+        None,
+        "other view"
+    );
+    // Slots at or below the stable checkpoint are not decided by the NEW-VIEW.
+    r.last_stable = 3;
+    assert_eq!(
+        r.new_view_contradicts_promises(1, &dec(vec![a, null, null])),
+        None
+    );
+}

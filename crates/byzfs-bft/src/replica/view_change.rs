@@ -9,7 +9,7 @@ use super::{AuthChoice, Replica, M};
 use crate::action::{DropReason, Event, PersistRecord};
 use crate::batch::null_digest;
 use crate::crypto::Digest;
-use crate::ids::{ClientId, Principal, ReplicaId, RequestId, View};
+use crate::ids::{ClientId, Principal, ReplicaId, RequestId, Seq, View};
 use crate::message::{Message, NewView, PrePreparedEntry, PreparedEntry, Tag, ViewChange};
 use crate::service::Service;
 use crate::wire::{AuthKind, Frame};
@@ -326,6 +326,19 @@ impl<S: Service> Replica<S> {
         let Some(dec) = self.verify_new_view(&nv) else {
             return self.drop_input(DropReason::Invalid);
         };
+        if let Some(seq) = self.new_view_contradicts_promises(nv.view, &dec) {
+            // We accepted a different batch at `seq` in this view before a restart, from
+            // another NEW-VIEW or PRE-PREPARE of its primary: the primary equivocated.
+            // (Simulator: twin-power-cuts 821, 2715; without this, a correct replica
+            // prepared two batches at one sequence number in one view.)
+            tracing::warn!(
+                replica = self.me,
+                view = nv.view,
+                seq,
+                "NEW-VIEW refused: it contradicts a batch accepted in its view before a restart"
+            );
+            return self.drop_input(DropReason::Invalid);
+        }
         if nv.view > self.view {
             self.start_view_change(nv.view);
             if self.has_new_view || self.view != nv.view {
@@ -334,6 +347,25 @@ impl<S: Service> Replica<S> {
         }
         self.vc.new_view_frame = Some(Arc::from(bytes));
         self.process_new_view(dec);
+    }
+
+    /// The first sequence number at which `dec`, a NEW-VIEW's decision for view `v`,
+    /// picks a batch other than one this replica already pre-prepared or prepared in `v`.
+    /// A replica installs one NEW-VIEW per view, but the NEW-VIEW is volatile: one restarted
+    /// in `v` holds only its durable votes of `v` (the Q-information), and a primary that
+    /// sends two NEW-VIEWs for `v` must not get it to vote for two batches at one slot.
+    pub(super) fn new_view_contradicts_promises(&self, v: View, dec: &Decision) -> Option<Seq> {
+        dec.picks
+            .iter()
+            .enumerate()
+            .map(|(i, &d)| (dec.min + 1 + i as u64, d))
+            .filter(|&(seq, _)| seq > self.last_stable)
+            .find(|&(seq, d)| {
+                self.log
+                    .get(&seq)
+                    .is_some_and(|slot| slot.conflicts_in_view(d, v))
+            })
+            .map(|(seq, _)| seq)
     }
 
     fn verify_new_view(&self, nv: &NewView) -> Option<Decision> {
