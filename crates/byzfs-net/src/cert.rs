@@ -5,20 +5,24 @@
 //! key (whose public half is in `cluster.toml`) — so adding a client needs no replica restart
 //! and no config edit.
 //!
-//! **Sessions (interim).** The core's [`byzfs_bft::Client`] numbers requests from 1 in every
-//! process, and replicas answer a request id they have already executed from their reply
-//! cache. Two successive processes with the same client id would therefore receive each
-//! other's results. Until the core lets a driver choose the first request id, every
-//! [`crate::ByzClient`] runs as a fresh *session*: its protocol client id is
-//! `certificate id << 40 | session`, where the session number is the connect time in
-//! milliseconds (strictly increasing within a process). The certificate authorises every
-//! session of its id; replicas check the session's prefix against the certificate.
+//! **Sessions.** Every client process ([`crate::ByzClient`], the unreplicated client) runs as
+//! a fresh *session*: its protocol client id is `certificate id << 40 | session`. The
+//! certificate authorises every session of its id; replicas check the session's prefix
+//! against the certificate. Two processes that share a client id would share its reply
+//! cache and its locks: the replicas would send one's replies to the other (a mount then
+//! waited for ever) and take one's locks for the other's. So the session number is random
+//! (40 bits: two live sessions of one certificate collide with odds of 2^-40 per pair),
+//! not the connect time in milliseconds as before, which two mounts started together
+//! shared. And since a number may be drawn again later, request ids start at the connect
+//! time in microseconds, above any id an earlier session could have used (one request per
+//! microsecond at most), so the reply cache never answers a new session with an old
+//! session's result.
 
 use crate::hex::Hex;
 use byzfs_bft::ClientId;
 use ed25519_dalek::{Signer as _, SigningKey, VerifyingKey};
+use rand_core::{OsRng, RngCore as _};
 use serde::{Deserialize, Serialize};
-use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Bits of a protocol client id that number sessions.
 pub const SESSION_BITS: u32 = 40;
@@ -126,22 +130,18 @@ pub fn session_client_id(client: ClientId, session: u64) -> Option<ClientId> {
         .then_some(client << SESSION_BITS | session)
 }
 
-/// A new session number: milliseconds since 2025-01-01 UTC (modulo 2^40, ≈ 35 years),
-/// strictly increasing within this process.
+/// A new session number: 40 random bits (see the module docs).
 pub fn new_session() -> u64 {
-    static LAST: AtomicU64 = AtomicU64::new(0);
-    const EPOCH_2025_MS: u64 = 1_735_689_600_000;
-    let mask = (1u64 << SESSION_BITS) - 1;
-    let now = std::time::SystemTime::now()
+    OsRng.next_u64() & ((1u64 << SESSION_BITS) - 1)
+}
+
+/// The first request id of a session started now: the time in microseconds since the UNIX
+/// epoch (see the module docs).
+pub fn first_request_id() -> u64 {
+    std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
-    let candidate = now.saturating_sub(EPOCH_2025_MS) & mask;
-    let prev = LAST
-        .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |last| {
-            Some(candidate.max(last + 1) & mask)
-        })
-        .unwrap_or_default();
-    candidate.max(prev + 1) & mask
+        .map_or(1, |d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX))
+        .max(1)
 }
 
 #[cfg(test)]
@@ -184,9 +184,14 @@ mod tests {
 
     #[test]
     fn sessions_are_distinct_and_fit() {
-        let a = new_session();
-        let b = new_session();
-        assert!(b > a || b < 1 << 20, "strictly increasing (modulo wrap)");
+        let sessions: std::collections::BTreeSet<u64> = (0..1000).map(|_| new_session()).collect();
+        assert_eq!(sessions.len(), 1000, "distinct");
+        assert!(sessions.iter().all(|&s| s < 1 << SESSION_BITS));
+        let (a, b) = (first_request_id(), first_request_id());
+        assert!(
+            a > 1_700_000_000_000_000 && b >= a,
+            "microseconds since 1970"
+        );
         assert_eq!(session_client_id(1, 7), Some((1 << 40) | 7));
         assert_eq!(session_client_id(CLIENT_ID_MAX + 1, 0), None);
         assert_eq!(session_client_id(0, 1 << 40), None);

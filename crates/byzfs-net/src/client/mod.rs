@@ -289,10 +289,13 @@ impl ByzClient {
             });
         }
         tracing::debug!(client = id, up, n, "client connected");
+        let mut client = Client::new(cluster.bft.clone(), keys, OsRng.next_u64());
+        // The session number may have been drawn before: see `crate::cert`.
+        client.advance_next_rid(crate::cert::first_request_id());
         Ok(ByzClient {
             id,
             n,
-            client: Client::new(cluster.bft.clone(), keys, OsRng.next_u64()),
+            client,
             queues,
             inbox,
             links,

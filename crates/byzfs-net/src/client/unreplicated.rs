@@ -85,7 +85,7 @@ impl UnreplicatedClient {
             macs,
             to_server: to_server.clone(),
             from_server: from_server.clone(),
-            next_rid: 1,
+            next_rid: crate::cert::first_request_id(),
             max: cluster.bft.message_bytes_max,
             queue,
             inbox,
