@@ -190,6 +190,16 @@ impl<S: Store + ?Sized> Exec<'_, '_, S> {
             } => self.setlk(fh, owner, kind, (start, end), pid),
             Op::ReleaseLocks { fh, owner } => self.release_locks(fh, owner),
             Op::RenewLease => self.renew_lease(),
+            Op::LockDelegate {
+                fh,
+                owner,
+                kind,
+                start,
+                end,
+                pid,
+            } => self.lock_delegate(fh, owner, kind, (start, end), pid),
+            Op::ReturnDelegation { fh, locks } => self.return_delegation(fh, locks),
+            Op::Recalls => self.recalls(),
         }
     }
 

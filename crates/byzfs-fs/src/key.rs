@@ -12,6 +12,8 @@
 //! | extended attribute | `6 ‖ ino ‖ name` | `"x" ‖ ino` |
 //! | record locks of a file | `7 ‖ ino` | `"i" ‖ ino` (the inode's) |
 //! | a client's lock lease | `8 ‖ client` | `"c" ‖ client` |
+//! | who holds a file's lock delegation | `9 ‖ ino` | `"i" ‖ ino` (the inode's) |
+//! | the delegations a client must give back | `10 ‖ client` | `"c" ‖ client` |
 //!
 //! Integers are big-endian so key order is numeric order. The placement bytes are the first 8
 //! bytes of a domain-separated BLAKE3 hash, so partitions fill evenly. Both records of a
@@ -33,6 +35,8 @@ const TAG_GROUP: u8 = 5;
 const TAG_XATTR: u8 = 6;
 const TAG_LOCKS: u8 = 7;
 const TAG_LEASE: u8 = 8;
+const TAG_DELEGATION: u8 = 9;
+const TAG_RECALLS: u8 = 10;
 
 /// The placement bytes of an object.
 fn placement(kind: u8, parts: &[u64]) -> [u8; PLACEMENT_BYTES] {
@@ -108,6 +112,16 @@ pub(crate) fn locks(ino: u64) -> Vec<u8> {
 /// The lock lease of client `client` ([`crate::lock`]).
 pub(crate) fn lease(client: u64) -> Vec<u8> {
     build(placement(b'c', &[client]), TAG_LEASE, &[client], &[])
+}
+
+/// Who holds `ino`'s lock delegation ([`crate::delegation`]), in the inode's partition.
+pub(crate) fn delegation(ino: u64) -> Vec<u8> {
+    build(placement(b'i', &[ino]), TAG_DELEGATION, &[ino], &[])
+}
+
+/// The files whose delegation `client` must give back ([`crate::delegation`]).
+pub(crate) fn recalls(client: u64) -> Vec<u8> {
+    build(placement(b'c', &[client]), TAG_RECALLS, &[client], &[])
 }
 
 /// A bound above every attribute key of `ino` (names are at most 255 bytes).

@@ -5,7 +5,9 @@
 //! setattr, lookup, access, readlink, read, write, create (exclusive too), mkdir, symlink,
 //! mknod (fifo, socket), remove, rmdir, rename (with `renameat2`'s flags), link, readdir,
 //! statfs, fsync, allocate (`fallocate` mode 0), extended attributes ([`xattr`]) and record
-//! locks shared by all clients, with leases in agreed time ([`lock`]), on file handles with
+//! locks shared by all clients, with leases in agreed time ([`lock`]) and delegations that
+//! let one client keep a file's locks while no other locks it ([`delegation`]), on file
+//! handles with
 //! generation numbers. Clients (the FUSE layer, tests) encode a [`Request`] and
 //! decode an [`FsResult`] with the types of [`op`].
 //!
@@ -106,6 +108,7 @@
 
 pub mod attr;
 pub mod data;
+pub mod delegation;
 pub mod dir;
 pub mod errno;
 mod exec;

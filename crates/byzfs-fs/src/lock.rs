@@ -73,16 +73,22 @@ pub struct LockInfo {
     pub client: u64,
 }
 
-/// One stored lock.
+/// One lock of one file, as the replicas store it and as a mount holding the file's
+/// delegation ([`crate::delegation`]) keeps it.
 #[derive(Serialize, Deserialize, Clone, Copy, PartialEq, Eq, Debug)]
-struct Held {
-    owner: LockOwner,
+pub struct Held {
+    /// Its owner.
+    pub owner: LockOwner,
     /// The owner's lease epoch when it was granted.
-    epoch: u64,
-    kind: LockKind,
-    start: u64,
-    end: u64,
-    pid: u32,
+    pub epoch: u64,
+    /// Its kind.
+    pub kind: LockKind,
+    /// First byte.
+    pub start: u64,
+    /// Last byte, inclusive.
+    pub end: u64,
+    /// The locking process's id, on its client's machine.
+    pub pid: u32,
 }
 
 impl Held {
@@ -90,7 +96,8 @@ impl Held {
         self.start <= end && start <= self.end
     }
 
-    fn info(&self) -> LockInfo {
+    /// As `F_GETLK` reports it.
+    pub fn info(&self) -> LockInfo {
         LockInfo {
             kind: self.kind,
             start: self.start,
@@ -103,8 +110,8 @@ impl Held {
 
 /// A client's lease.
 #[derive(Serialize, Deserialize, Clone, Copy, PartialEq, Eq, Debug, Default)]
-struct Lease {
-    epoch: u64,
+pub(crate) struct Lease {
+    pub(crate) epoch: u64,
     renewed_us: u64,
 }
 
@@ -114,11 +121,81 @@ fn conflicts(a: LockKind, b: LockKind) -> bool {
 }
 
 /// `EINVAL` unless `start..=end` is a range a lock can cover.
-fn check_range(start: u64, end: u64) -> Res<()> {
+pub(crate) fn check_range(start: u64, end: u64) -> Result<(), Errno> {
     if start > end || end > LOCK_END_MAX {
-        return Err(Errno::EINVAL.into());
+        return Err(Errno::EINVAL);
     }
     Ok(())
+}
+
+/// The first lock in `locks` of another owner than `me` that conflicts with a `kind` lock
+/// on `start..=end` (what `F_GETLK` reports).
+pub fn first_conflict(
+    locks: &[Held],
+    me: LockOwner,
+    kind: LockKind,
+    start: u64,
+    end: u64,
+) -> Option<&Held> {
+    locks
+        .iter()
+        .find(|h| h.owner != me && h.overlaps(start, end) && conflicts(h.kind, kind))
+}
+
+/// `locks` after `me` takes a `kind` lock on `start..=end` (`None`: unlocks the range) under
+/// lease epoch `epoch`: POSIX semantics (the owner's locks on the range are replaced, split
+/// around it, and its adjacent locks of one kind merge). `EAGAIN` if another owner's lock
+/// conflicts, `EINVAL` for a range no lock can cover, `ENOLCK` beyond
+/// [`MAX_LOCKS_PER_FILE`].
+pub fn apply(
+    locks: Vec<Held>,
+    me: LockOwner,
+    epoch: u64,
+    kind: Option<LockKind>,
+    (start, end): (u64, u64),
+    pid: u32,
+) -> Result<Vec<Held>, Errno> {
+    check_range(start, end)?;
+    if let Some(k) = kind {
+        if first_conflict(&locks, me, k, start, end).is_some() {
+            return Err(Errno::EAGAIN);
+        }
+    }
+    let mut next = Vec::with_capacity(locks.len() + 2);
+    for h in locks {
+        if h.owner != me || !h.overlaps(start, end) {
+            next.push(h);
+            continue;
+        }
+        // The part of the owner's lock outside the range stays, split around it.
+        if h.start < start {
+            next.push(Held {
+                end: start - 1,
+                ..h
+            });
+        }
+        if h.end > end {
+            next.push(Held {
+                start: end + 1,
+                ..h
+            });
+        }
+    }
+    if let Some(kind) = kind {
+        next.push(Held {
+            owner: me,
+            epoch,
+            kind,
+            start,
+            end,
+            pid,
+        });
+    }
+    let next = merge(next);
+    if next.len() > MAX_LOCKS_PER_FILE {
+        return Err(Errno::ENOLCK);
+    }
+    Ok(next)
 }
 
 impl<S: Store + ?Sized> Exec<'_, '_, S> {
@@ -126,20 +203,20 @@ impl<S: Store + ?Sized> Exec<'_, '_, S> {
         u64::try_from(self.cfg.lock_lease.as_micros()).unwrap_or(u64::MAX)
     }
 
-    fn load_lease(&self, client: u64) -> Res<Option<Lease>> {
+    pub(crate) fn load_lease(&self, client: u64) -> Res<Option<Lease>> {
         match self.txn.get(&key::lease(client))? {
             Some(b) => Ok(Some(decode(&b)?)),
             None => Ok(None),
         }
     }
 
-    fn current(&self, lease: Lease) -> bool {
+    pub(crate) fn current(&self, lease: Lease) -> bool {
         lease.renewed_us.saturating_add(self.lease_us()) >= self.sb.clock_us
     }
 
     /// Renews the caller's lease; `true` if it had lapsed (a new epoch begins, so every lock
     /// it held is gone). Returns the epoch now current too.
-    fn renew(&mut self) -> Res<(u64, bool)> {
+    pub(crate) fn renew(&mut self) -> Res<(u64, bool)> {
         let client = self.client;
         let (lease, lapsed) = match self.load_lease(client)? {
             Some(l) if self.current(l) => (l, false),
@@ -157,11 +234,15 @@ impl<S: Store + ?Sized> Exec<'_, '_, S> {
             ..lease
         };
         self.txn.put(key::lease(client), encode(&lease));
+        if lapsed {
+            // Its delegations went with its locks: nothing is left to give back.
+            self.txn.delete(key::recalls(client));
+        }
         Ok((lease.epoch, lapsed))
     }
 
     /// `ino`'s locks that still count (their owners' leases current, same epoch).
-    fn valid_locks(&self, ino: u64) -> Res<Vec<Held>> {
+    pub(crate) fn valid_locks(&self, ino: u64) -> Res<Vec<Held>> {
         let stored: Vec<Held> = match self.txn.get(&key::locks(ino))? {
             Some(b) => decode(&b)?,
             None => return Ok(Vec::new()),
@@ -184,7 +265,7 @@ impl<S: Store + ?Sized> Exec<'_, '_, S> {
         Ok(out)
     }
 
-    fn save_locks(&mut self, ino: u64, locks: &[Held]) {
+    pub(crate) fn save_locks(&mut self, ino: u64, locks: &[Held]) {
         if locks.is_empty() {
             self.txn.delete(key::locks(ino));
         } else {
@@ -192,7 +273,12 @@ impl<S: Store + ?Sized> Exec<'_, '_, S> {
         }
     }
 
-    fn lock_reply(&self, fh: FileHandle, conflict: Option<LockInfo>, lapsed: bool) -> Res<Reply> {
+    pub(crate) fn lock_reply(
+        &self,
+        fh: FileHandle,
+        conflict: Option<LockInfo>,
+        lapsed: bool,
+    ) -> Res<Reply> {
         let attr = self.resolve(fh)?.attr(fh.ino);
         Ok(Reply::Lock {
             conflict,
@@ -213,15 +299,15 @@ impl<S: Store + ?Sized> Exec<'_, '_, S> {
     ) -> Res<Reply> {
         self.resolve(fh)?;
         check_range(start, end)?;
+        if self.recall_if_delegated(fh.ino)? {
+            return Ok(Reply::Recall);
+        }
         let me = LockOwner {
             client: self.client,
             owner,
         };
-        let conflict = self
-            .valid_locks(fh.ino)?
-            .into_iter()
-            .find(|h| h.owner != me && h.overlaps(start, end) && conflicts(h.kind, kind))
-            .map(|h| h.info());
+        let locks = self.valid_locks(fh.ino)?;
+        let conflict = first_conflict(&locks, me, kind, start, end).map(Held::info);
         self.lock_reply(fh, conflict, false)
     }
 
@@ -238,54 +324,18 @@ impl<S: Store + ?Sized> Exec<'_, '_, S> {
         let (start, end) = range;
         self.resolve(fh)?;
         check_range(start, end)?;
+        // Another client holds the file's delegation: it must give it back first. An
+        // unlock cannot concern this client (no one else held locks when it was granted).
+        if kind.is_some() && self.recall_if_delegated(fh.ino)? {
+            return Ok(Reply::Recall);
+        }
         let me = LockOwner {
             client: self.client,
             owner,
         };
         let (epoch, lapsed) = self.renew()?;
         let locks = self.valid_locks(fh.ino)?;
-        if let Some(k) = kind {
-            let busy = locks
-                .iter()
-                .any(|h| h.owner != me && h.overlaps(start, end) && conflicts(h.kind, k));
-            if busy {
-                return Err(Errno::EAGAIN.into());
-            }
-        }
-        let mut next = Vec::with_capacity(locks.len() + 2);
-        for h in locks {
-            if h.owner != me || !h.overlaps(start, end) {
-                next.push(h);
-                continue;
-            }
-            // The part of the owner's lock outside the range stays, split around it.
-            if h.start < start {
-                next.push(Held {
-                    end: start - 1,
-                    ..h
-                });
-            }
-            if h.end > end {
-                next.push(Held {
-                    start: end + 1,
-                    ..h
-                });
-            }
-        }
-        if let Some(kind) = kind {
-            next.push(Held {
-                owner: me,
-                epoch,
-                kind,
-                start,
-                end,
-                pid,
-            });
-        }
-        let next = merge(next);
-        if next.len() > MAX_LOCKS_PER_FILE {
-            return Err(Errno::ENOLCK.into());
-        }
+        let next = apply(locks, me, epoch, kind, range, pid)?;
         self.save_locks(fh.ino, &next);
         self.lock_reply(fh, None, lapsed)
     }
@@ -317,6 +367,7 @@ impl<S: Store + ?Sized> Exec<'_, '_, S> {
     /// Drops `ino`'s lock record (the inode is being freed).
     pub(crate) fn drop_locks(&mut self, ino: u64) {
         self.txn.delete(key::locks(ino));
+        self.drop_delegation(ino);
     }
 }
 

@@ -10,6 +10,7 @@
 //! authenticated by the replication library, and is trusted to state its user's ids).
 
 use crate::attr::{Attr, FileType, SetAttr, StatFs};
+use crate::delegation::Returned;
 use crate::errno::Errno;
 use crate::handle::FileHandle;
 use crate::lock::{LockInfo, LockKind};
@@ -363,6 +364,35 @@ pub enum Op {
     /// Renews the client's lock lease ([`crate::lock`]). Reply: [`Reply::Lock`] without
     /// attributes.
     RenewLease,
+    /// `F_SETLK` as [`Op::SetLk`], asking for the file's lock delegation too
+    /// ([`crate::delegation`]). Reply: [`Reply::Delegated`] if granted, else as `SetLk`'s;
+    /// [`Reply::Recall`] if another client holds the delegation.
+    LockDelegate {
+        /// The file.
+        fh: FileHandle,
+        /// The lock owner (on this client).
+        owner: u64,
+        /// The lock to take; `None` to unlock.
+        kind: Option<LockKind>,
+        /// First byte.
+        start: u64,
+        /// Last byte, inclusive.
+        end: u64,
+        /// The locking process's id.
+        pid: u32,
+    },
+    /// Gives a file's lock delegation back with the locks the client holds on it now
+    /// ([`crate::delegation`]). Reply: [`Reply::Lock`]; `ENOLCK` if the client does not
+    /// hold it.
+    ReturnDelegation {
+        /// The file.
+        fh: FileHandle,
+        /// Every lock the client's owners hold on it.
+        locks: Vec<Returned>,
+    },
+    /// The files whose lock delegation the client must give back ([`crate::delegation`]).
+    /// Read-only. Reply: [`Reply::Recalls`].
+    Recalls,
 }
 
 /// Most attribute changes one [`Op::WriteSetAttr`] may carry.
@@ -424,6 +454,9 @@ impl Op {
             Op::SetLk { .. } => "setlk",
             Op::ReleaseLocks { .. } => "release_locks",
             Op::RenewLease => "renew_lease",
+            Op::LockDelegate { .. } => "lock_delegate",
+            Op::ReturnDelegation { .. } => "return_delegation",
+            Op::Recalls => "recalls",
         }
     }
 
@@ -432,7 +465,13 @@ impl Op {
     pub fn is_lock(&self) -> bool {
         matches!(
             self,
-            Op::GetLk { .. } | Op::SetLk { .. } | Op::ReleaseLocks { .. } | Op::RenewLease
+            Op::GetLk { .. }
+                | Op::SetLk { .. }
+                | Op::ReleaseLocks { .. }
+                | Op::RenewLease
+                | Op::LockDelegate { .. }
+                | Op::ReturnDelegation { .. }
+                | Op::Recalls
         )
     }
 
@@ -451,6 +490,7 @@ impl Op {
                 | Op::StatFs
                 | Op::GetXattr { .. }
                 | Op::ListXattr { .. }
+                | Op::Recalls
         )
     }
 }
@@ -536,6 +576,21 @@ pub enum Reply {
         /// Its attributes if links remain; `None` if it was freed.
         left: Option<Attr>,
     },
+    /// Another client holds the file's lock delegation; it has been asked to give it back.
+    /// Try again shortly ([`crate::delegation`]).
+    Recall,
+    /// The lock was taken and the file's lock delegation granted ([`crate::delegation`]).
+    Delegated {
+        /// As [`Reply::Lock`]'s.
+        lapsed: bool,
+        /// The file's attributes.
+        attr: Attr,
+        /// Every lock the client's owners hold on the file, the new one included: the
+        /// client keeps them from now on.
+        mine: Vec<Returned>,
+    },
+    /// The files whose lock delegation the client must give back.
+    Recalls(Vec<u64>),
 }
 
 impl Reply {

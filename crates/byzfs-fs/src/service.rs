@@ -203,7 +203,7 @@ impl<S: Store> FileService<S> {
     /// Executes read-only `req` against the current state (no writes, no clock change).
     /// A mutating operation gets `EINVAL`: it must be ordered.
     pub fn execute_request_read_only(&self, req: Option<Request>) -> FsResult {
-        self.read_only_in(&mut Txn::new(&self.store), req)
+        self.read_only_in(0, &mut Txn::new(&self.store), req)
     }
 
     /// Executes read-only `req` as [`Self::execute_request_read_only`] does, but only if it
@@ -221,9 +221,19 @@ impl<S: Store> FileService<S> {
         req: Option<Request>,
         committed: Seq,
     ) -> Option<FsResult> {
+        self.read_only_committed_from(0, req, committed)
+    }
+
+    /// As [`Self::execute_request_read_only_committed`], for `client`.
+    fn read_only_committed_from(
+        &self,
+        client: ClientId,
+        req: Option<Request>,
+        committed: Seq,
+    ) -> Option<FsResult> {
         let statfs = req.as_ref().is_some_and(|r| matches!(r.op, Op::StatFs));
         let mut txn = Txn::recording(&self.store);
-        let result = self.read_only_in(&mut txn, req);
+        let result = self.read_only_in(client, &mut txn, req);
         let reads = txn.into_reads().unwrap_or_default();
         let sb = key::superblock();
         let conflict = reads
@@ -239,7 +249,12 @@ impl<S: Store> FileService<S> {
     }
 
     /// Runs read-only `req` in `txn`.
-    fn read_only_in(&self, txn: &mut Txn<'_, S>, req: Option<Request>) -> FsResult {
+    fn read_only_in(
+        &self,
+        client: ClientId,
+        txn: &mut Txn<'_, S>,
+        req: Option<Request>,
+    ) -> FsResult {
         let Some(req) = req.filter(|r| r.op.is_read_only()) else {
             return Err(Errno::EINVAL);
         };
@@ -251,8 +266,8 @@ impl<S: Store> FileService<S> {
                 cfg: &self.cfg,
                 cred: &req.cred,
                 now,
-                // Read-only operations take no locks.
-                client: 0,
+                // Read-only operations take no locks; `Recalls` reads the caller's list.
+                client,
             }
             .run(req.op)
         });
@@ -306,8 +321,8 @@ impl<S: Store> Service for FileService<S> {
         encode_result(&r)
     }
 
-    fn execute_read_only(&self, _client: ClientId, op: &[u8]) -> Vec<u8> {
-        encode_result(&self.execute_request_read_only(Request::decode(op)))
+    fn execute_read_only(&self, client: ClientId, op: &[u8]) -> Vec<u8> {
+        encode_result(&self.read_only_in(client, &mut Txn::new(&self.store), Request::decode(op)))
     }
 
     fn begin_batch(&mut self, seq: Seq, committed: Seq) {
@@ -316,11 +331,11 @@ impl<S: Store> Service for FileService<S> {
 
     fn execute_read_only_committed(
         &self,
-        _client: ClientId,
+        client: ClientId,
         op: &[u8],
         committed: Seq,
     ) -> Option<Vec<u8>> {
-        self.execute_request_read_only_committed(Request::decode(op), committed)
+        self.read_only_committed_from(client, Request::decode(op), committed)
             .map(|r| encode_result(&r))
     }
 

@@ -141,6 +141,15 @@ pub fn corrupt_fs_result(b: &[u8]) -> Vec<u8> {
                 attr,
             })
         }
+        // A recall where there is none, and a delegation where there is one.
+        Ok(Reply::Recall) => Ok(Reply::Recalls(vec![1])),
+        Ok(Reply::Delegated { .. }) => Ok(Reply::Recall),
+        Ok(Reply::Recalls(mut inos)) => {
+            if inos.pop().is_none() {
+                inos.push(byzfs_fs::handle::ROOT_INO);
+            }
+            Ok(Reply::Recalls(inos))
+        }
         Err(Errno::ENOENT) => Ok(Reply::Done),
         Err(_) => Err(Errno::ENOENT),
     };

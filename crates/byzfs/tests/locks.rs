@@ -1,8 +1,9 @@
 //! Record locks between mounts of one cluster (`crates/byzfs/src/mount/locks.rs`): `fcntl`
 //! and `flock` locks taken through one mount hold against the others, are released at
 //! close, wake a blocked waiter, can be interrupted by a signal, protect data written under
-//! them, and lapse with the lease of a mount that died. Skipped, with a message, only where
-//! FUSE is unavailable.
+//! them, and lapse with the lease of a mount that died; a file only one mount locks has its
+//! locks decided at that mount (a delegation), with no round trip per lock. Skipped, with a
+//! message, only where FUSE is unavailable.
 
 mod common;
 
@@ -107,6 +108,10 @@ fn locks_hold_between_mounts() {
     flock_between_mounts(&a, &b);
     counter_under_locks(&a, &b);
     eprintln!("locks between two mounts: {:?}", t.elapsed());
+
+    let t = Instant::now();
+    delegation_spares_round_trips(&up, &a);
+    eprintln!("a delegation: {:?}", t.elapsed());
 
     let t = Instant::now();
     lease_of_a_killed_mount(&up, &a);
@@ -225,6 +230,64 @@ fn counter_under_locks(a: &Path, b: &Path) {
         2 * ROUNDS,
         "increments lost"
     );
+}
+
+/// Many locks on a file no other mount locks cost one round trip (the lock that brings the
+/// delegation) and one at unmount (giving it back); another mount's lock then sees them.
+fn delegation_spares_round_trips(up: &Up, a: &Path) {
+    let dir = up.dir.path();
+    let log = dir.join("mount-d.log");
+    let d = Mount::start_with_env(
+        &up.config,
+        &dir.join("mnt-d"),
+        &log,
+        &["--timeout-ms", "120000"],
+        &[("RUST_LOG", "info")],
+    );
+    fs::write(a.join("solo"), vec![b's'; 64]).unwrap();
+    let f = rw(&d.mnt.join("solo"));
+    for i in 0..100 {
+        setlk(&f, WR, i, 1, false).unwrap();
+        assert_eq!(getlk(&f, WR, 0, 0).0, UN, "own locks never conflict");
+        setlk(&f, UN, i, 1, false).unwrap();
+    }
+    setlk(&f, RD, 7, 3, false).unwrap();
+    // Another mount's lock recalls the delegation: it sees the read lock, as it is now.
+    let other = rw(&a.join("solo"));
+    let t = Instant::now();
+    assert_eq!(
+        setlk(&other, WR, 0, 0, false),
+        Err(nix::errno::Errno::EAGAIN),
+        "the delegated read lock holds against another mount"
+    );
+    eprintln!("recall answered in {:?}", t.elapsed());
+    assert_eq!(getlk(&other, WR, 0, 0), (RD, 7, 3, 0));
+    setlk(&other, WR, 10, 5, false).expect("beyond the read lock");
+    drop((f, other));
+    drop(d);
+    let text = fs::read_to_string(&log).unwrap();
+    let sent = text
+        .lines()
+        .find(|l| l.contains("operations sent"))
+        .unwrap_or_else(|| panic!("no operation tally in the mount's log:\n{text}"));
+    assert!(sent.contains("lock_delegate=1 "), "{sent}");
+    assert!(
+        !sent.contains(" setlk="),
+        "no lock went to the replicas: {sent}"
+    );
+    assert!(!sent.contains("getlk="), "{sent}");
+    let tally = text
+        .lines()
+        .find(|l| l.contains("lock delegations"))
+        .unwrap_or_else(|| panic!("no delegation tally:\n{text}"));
+    let here: u64 = tally
+        .split("answered_here=")
+        .nth(1)
+        .and_then(|t| t.split(|c: char| !c.is_ascii_digit()).next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{tally}"));
+    assert!(here >= 300, "{tally}");
+    assert!(tally.contains("recalled=1"), "{tally}");
 }
 
 /// A mount killed while holding a lock: the others get the lock once its lease lapses (30 s

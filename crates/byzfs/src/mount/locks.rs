@@ -28,10 +28,15 @@
 //!   time); while it holds any, the mount renews the lease every [`RENEW_EVERY`]. A mount
 //!   cut off for longer learns at its next lock operation that its locks were dropped, and
 //!   logs it.
+//! * **Delegations.** A file no other mount locks has its locks kept at this mount while
+//!   it holds the file's delegation, with no round trip per lock ([`super::delegations`]);
+//!   another mount's lock request on it waits until the delegation is given back
+//!   ([`Outcome::Recalling`], retried every [`RECALL_RETRY`]).
 //! * **Not done:** deadlock detection (`EDEADLK`) between processes on different mounts.
 
+use super::delegations::CONFIRMED_WITHIN;
 use super::{errno, invoke, Inner, Stamp};
-use byzfs_fs::lock::{LockKind, LOCK_END_MAX};
+use byzfs_fs::lock::{LockInfo, LockKind, LOCK_END_MAX};
 use byzfs_fs::{Credentials, Errno, FileHandle, Op, Reply};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock, Weak};
@@ -48,6 +53,8 @@ pub(super) const RENEW_EVERY: Duration = Duration::from_secs(10);
 const RETRY_FIRST: Duration = Duration::from_millis(10);
 /// Longest pause between attempts: also the longest a waiter may lag behind a release.
 const RETRY_MAX: Duration = Duration::from_millis(200);
+/// Pause between attempts while another mount gives its delegation of the file back.
+const RECALL_RETRY: Duration = Duration::from_millis(5);
 
 /// The (file, owner) pairs that may hold locks at the replicas, and when the lease was last
 /// renewed.
@@ -55,6 +62,9 @@ const RETRY_MAX: Duration = Duration::from_millis(200);
 pub(super) struct Held {
     pairs: HashMap<(u64, u64), FileHandle>,
     renewed: Option<Instant>,
+    /// When the last request that renewed the lease, and whose reply said it had not
+    /// lapsed, was sent.
+    confirmed: Option<Instant>,
 }
 
 impl Held {
@@ -74,9 +84,15 @@ impl Held {
         self.pairs.drain().map(|((_, o), fh)| (fh, o)).collect()
     }
 
-    /// Whether the lease should be renewed now.
-    fn renewal_due(&self, now: Instant) -> bool {
-        !self.pairs.is_empty() && self.renewed.is_none_or(|t| now - t >= RENEW_EVERY)
+    /// Whether the lease should be renewed now (`delegated`: delegations are held).
+    fn renewal_due(&self, now: Instant, delegated: bool) -> bool {
+        (delegated || !self.pairs.is_empty()) && self.renewed.is_none_or(|t| now - t >= RENEW_EVERY)
+    }
+
+    /// Whether the lease was confirmed recently enough to grant locks here.
+    fn confirmed_recently(&self, now: Instant) -> bool {
+        self.confirmed
+            .is_some_and(|t| now.saturating_duration_since(t) < CONFIRMED_WITHIN)
     }
 
     /// The replicas dropped every lock of this session (its lease lapsed).
@@ -110,25 +126,60 @@ fn typ_of(kind: LockKind) -> i32 {
     }
 }
 
+/// What an `F_GETLK` came to.
+pub(super) enum Probe {
+    /// The first conflicting lock, if any.
+    Answer(Option<LockInfo>),
+    /// Another mount is giving the file's delegation back: ask again shortly.
+    Recalling,
+    /// Failed.
+    Failed(Errno),
+}
+
+/// `F_GETLK` of `owner` for a `kind` lock on `range` of `fh`: answered here if this mount
+/// holds the file's delegation, else by the replicas.
+pub(super) fn probe(
+    inner: &mut Inner,
+    cred: &Credentials,
+    fh: FileHandle,
+    owner: u64,
+    kind: LockKind,
+    (start, end): (u64, u64),
+) -> Probe {
+    let now = Instant::now();
+    if let Some(c) = inner.delegs.get(fh.ino, owner, kind, (start, end), now) {
+        return Probe::Answer(c);
+    }
+    let op = Op::GetLk {
+        fh,
+        owner,
+        kind,
+        start,
+        end,
+    };
+    match invoke(inner, cred, op) {
+        Ok(Reply::Lock { conflict, .. }) => Probe::Answer(conflict),
+        Ok(Reply::Recall) => Probe::Recalling,
+        Ok(_) => Probe::Failed(Errno::EIO),
+        Err(e) => Probe::Failed(e),
+    }
+}
+
 /// Answers `F_GETLK`: the first conflicting lock, or `F_UNLCK`. A holder's pid is reported
 /// only for this mount's own processes (a pid of another machine would name whatever
 /// process has it here, or none).
 pub(super) fn answer_getlk(
-    r: byzfs_fs::FsResult,
+    conflict: Option<LockInfo>,
     me: u64,
     (start, end): (u64, u64),
     reply: fuser::ReplyLock,
 ) {
-    match r {
-        Ok(Reply::Lock {
-            conflict: Some(c), ..
-        }) => {
+    match conflict {
+        Some(c) => {
             let pid = if c.client == me { c.pid } else { 0 };
             reply.locked(c.start, c.end.min(LOCK_END_MAX), typ_of(c.kind), pid)
         }
-        Ok(Reply::Lock { conflict: None, .. }) => reply.locked(start, end, F_UNLCK, 0),
-        Ok(_) => reply.error(fuser::Errno::EIO),
-        Err(e) => reply.error(errno(e)),
+        None => reply.locked(start, end, F_UNLCK, 0),
     }
 }
 
@@ -138,44 +189,79 @@ pub(super) enum Outcome {
     Granted { changed: bool },
     /// Another owner holds a conflicting lock.
     Busy,
+    /// Another mount is giving the file's delegation back: ask again shortly.
+    Recalling,
     /// Failed.
     Failed(Errno),
 }
 
-/// Sends `op` (a `SetLk`) and keeps the mount's books: which pairs may hold locks, the
-/// lease, and the file's last seen attributes.
+/// Decides `op` (a `SetLk`): here if this mount holds the file's delegation, else at the
+/// replicas (asking for the delegation unless the file is contended), keeping the mount's
+/// books: which pairs may hold locks, the lease, and the file's last seen attributes.
 pub(super) fn set(inner: &mut Inner, cred: &Credentials, op: Op) -> Outcome {
     let Op::SetLk {
-        fh, owner, kind, ..
+        fh,
+        owner,
+        kind,
+        start,
+        end,
+        pid,
     } = op
     else {
         return Outcome::Failed(Errno::EINVAL);
     };
     let now = Instant::now();
+    if inner.delegs.holds(fh.ino) && !inner.locks.confirmed_recently(now) {
+        // Renew first: the delegation may have lapsed with the lease.
+        if let Err(e) = renew(inner, cred) {
+            return Outcome::Failed(e);
+        }
+    }
+    if let Some(r) = inner
+        .delegs
+        .set(fh.ino, owner, kind, (start, end), pid, now)
+    {
+        return match r {
+            Ok(()) => {
+                if kind.is_some() {
+                    inner.locks.note(fh, owner, now);
+                }
+                Outcome::Granted { changed: false }
+            }
+            Err(Errno::EAGAIN) => Outcome::Busy,
+            Err(e) => Outcome::Failed(e),
+        };
+    }
+    let delegate = kind.is_some() && inner.delegs.wanted(fh.ino, now);
+    let op = if delegate {
+        Op::LockDelegate {
+            fh,
+            owner,
+            kind,
+            start,
+            end,
+            pid,
+        }
+    } else {
+        Op::SetLk {
+            fh,
+            owner,
+            kind,
+            start,
+            end,
+            pid,
+        }
+    };
     match invoke(inner, cred, op) {
         Ok(Reply::Lock { lapsed, attr, .. }) => {
-            if lapsed {
-                inner.locks.lapsed();
-            }
-            inner.locks.renewed = Some(now);
-            if kind.is_some() {
-                inner.locks.note(fh, owner, now);
-            }
-            let changed = match attr {
-                Some(a) => {
-                    let stamp = Stamp::of(&a);
-                    let before = inner.stamps.insert(fh.ino, stamp);
-                    let changed = kind.is_some() && before.is_some_and(|b| b != stamp);
-                    if changed {
-                        // The pages are dropped before the reply, so they are this version.
-                        inner.opened.insert(fh.ino, stamp);
-                    }
-                    changed
-                }
-                None => false,
-            };
-            Outcome::Granted { changed }
+            granted(inner, (fh, owner), kind, lapsed, attr.as_ref(), now)
         }
+        Ok(Reply::Delegated { lapsed, attr, mine }) => {
+            let outcome = granted(inner, (fh, owner), kind, lapsed, Some(&attr), now);
+            inner.delegs.install(fh, mine, now);
+            outcome
+        }
+        Ok(Reply::Recall) => Outcome::Recalling,
         Ok(_) => Outcome::Failed(Errno::EIO),
         Err(Errno::EAGAIN) => Outcome::Busy,
         Err(e) => {
@@ -189,8 +275,69 @@ pub(super) fn set(inner: &mut Inner, cred: &Credentials, op: Op) -> Outcome {
     }
 }
 
-/// Drops `owner`'s locks on `ino` at the replicas if it may hold some.
+/// The books after the replicas granted a lock change sent at `sent`.
+fn granted(
+    inner: &mut Inner,
+    (fh, owner): (FileHandle, u64),
+    kind: Option<LockKind>,
+    lapsed: bool,
+    attr: Option<&byzfs_fs::Attr>,
+    sent: Instant,
+) -> Outcome {
+    if lapsed {
+        lease_lapsed(inner);
+    }
+    inner.locks.renewed = Some(sent);
+    inner.locks.confirmed = Some(sent);
+    if kind.is_some() {
+        inner.locks.note(fh, owner, sent);
+    }
+    let changed = match attr {
+        Some(a) => {
+            let stamp = Stamp::of(a);
+            let before = inner.stamps.insert(fh.ino, stamp);
+            let changed = kind.is_some() && before.is_some_and(|b| b != stamp);
+            if changed {
+                // The pages are dropped before the reply, so they are this version.
+                inner.opened.insert(fh.ino, stamp);
+            }
+            changed
+        }
+        None => false,
+    };
+    Outcome::Granted { changed }
+}
+
+/// The replicas dropped every lock and delegation of this session.
+fn lease_lapsed(inner: &mut Inner) {
+    inner.locks.lapsed();
+    inner.delegs.clear();
+}
+
+/// Renews the lease now.
+fn renew(inner: &mut Inner, cred: &Credentials) -> Result<(), Errno> {
+    let now = Instant::now();
+    inner.locks.renewed = Some(now);
+    match invoke(inner, cred, Op::RenewLease) {
+        Ok(Reply::Lock { lapsed: true, .. }) => {
+            lease_lapsed(inner);
+            Ok(())
+        }
+        Ok(_) => {
+            inner.locks.confirmed = Some(now);
+            Ok(())
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// Drops `owner`'s locks on `ino`: here if this mount holds the file's delegation, else at
+/// the replicas if it may hold some there.
 pub(super) fn release(inner: &mut Inner, cred: &Credentials, ino: u64, owner: u64) {
+    if inner.delegs.release(ino, owner) {
+        inner.locks.take(ino, owner);
+        return;
+    }
     if let Some(fh) = inner.locks.take(ino, owner) {
         match invoke(inner, cred, Op::ReleaseLocks { fh, owner }) {
             Ok(_) | Err(Errno::ESTALE) => {}
@@ -199,17 +346,15 @@ pub(super) fn release(inner: &mut Inner, cred: &Credentials, ino: u64, owner: u6
     }
 }
 
-/// Renews the lease if this mount holds locks and the last renewal is [`RENEW_EVERY`] old.
+/// Renews the lease if this mount holds locks or delegations and the last renewal is
+/// [`RENEW_EVERY`] old.
 pub(super) fn renew_if_due(inner: &mut Inner, cred: &Credentials) {
     let now = Instant::now();
-    if !inner.locks.renewal_due(now) {
+    if !inner.locks.renewal_due(now, inner.delegs.any()) {
         return;
     }
-    inner.locks.renewed = Some(now);
-    match invoke(inner, cred, Op::RenewLease) {
-        Ok(Reply::Lock { lapsed: true, .. }) => inner.locks.lapsed(),
-        Ok(_) => {}
-        Err(e) => tracing::warn!(%e, "cannot renew the lock lease"),
+    if let Err(e) = renew(inner, cred) {
+        tracing::warn!(%e, "cannot renew the lock lease");
     }
 }
 
@@ -238,51 +383,127 @@ pub(super) fn grant(
     }
 }
 
-/// A blocked lock request: the waiting thread, the request, and the reply to give.
+/// A lock request that must wait: the waiting thread and what it asked.
 pub(super) struct Waiter {
     pub inner: Weak<Mutex<Inner>>,
     pub notifier: Arc<OnceLock<fuser::Notifier>>,
     pub cred: Credentials,
-    pub op: Op,
     pub tid: u32,
-    pub reply: fuser::ReplyEmpty,
+    pub job: Job,
 }
 
-/// Tries `w`'s lock again and again from a thread of its own until it is granted, fails,
-/// or the waiting thread gets a signal.
+/// What a [`Waiter`] asks, and the reply to give.
+pub(super) enum Job {
+    /// A `SetLk`: `blocking` waits while the range is taken (`F_SETLKW`, `flock` without
+    /// `LOCK_NB`); otherwise it waits only while a delegation is recalled.
+    Set {
+        op: Op,
+        blocking: bool,
+        reply: fuser::ReplyEmpty,
+    },
+    /// An `F_GETLK` that met a recall.
+    Get {
+        fh: FileHandle,
+        owner: u64,
+        kind: LockKind,
+        range: (u64, u64),
+        me: u64,
+        reply: fuser::ReplyLock,
+    },
+}
+
+/// Tries `w`'s request again and again from a thread of its own until it is answered, or
+/// the waiting thread gets a signal.
 pub(super) fn wait(w: Waiter) {
     let spawned = std::thread::Builder::new()
         .name("byzfs-lock-wait".into())
         .spawn(move || {
-            let mut nap = RETRY_FIRST;
-            loop {
-                std::thread::sleep(nap);
-                nap = (nap * 2).min(RETRY_MAX);
-                if signal_pending(w.tid) {
-                    return w.reply.error(fuser::Errno::EINTR);
-                }
-                let Some(inner) = w.inner.upgrade() else {
-                    return w.reply.error(fuser::Errno::EIO); // Unmounted.
-                };
-                let outcome = match inner.lock() {
-                    Ok(mut i) => set(&mut i, &w.cred, w.op.clone()),
-                    Err(_) => Outcome::Failed(Errno::EIO),
-                };
-                match outcome {
-                    Outcome::Busy => continue,
-                    Outcome::Granted { changed } => {
-                        let ino = match &w.op {
-                            Op::SetLk { fh, .. } => fh.ino,
-                            _ => 0,
+            let Waiter {
+                inner,
+                notifier,
+                cred,
+                tid,
+                job,
+            } = w;
+            match job {
+                Job::Set {
+                    op,
+                    blocking,
+                    reply,
+                } => wait_set(&inner, &notifier, &cred, tid, op, blocking, reply),
+                Job::Get {
+                    fh,
+                    owner,
+                    kind,
+                    range,
+                    me,
+                    reply,
+                } => {
+                    let attempt = |i: &mut Inner| probe(i, &cred, fh, owner, kind, range);
+                    loop {
+                        std::thread::sleep(RECALL_RETRY);
+                        if signal_pending(tid) {
+                            return reply.error(fuser::Errno::EINTR);
+                        }
+                        let Some(inner) = inner.upgrade() else {
+                            return reply.error(fuser::Errno::EIO); // Unmounted.
                         };
-                        return grant(&w.notifier, ino, changed, w.reply);
+                        let p = match inner.lock() {
+                            Ok(mut i) => attempt(&mut i),
+                            Err(_) => Probe::Failed(Errno::EIO),
+                        };
+                        match p {
+                            Probe::Recalling => continue,
+                            Probe::Answer(c) => return answer_getlk(c, me, range, reply),
+                            Probe::Failed(e) => return reply.error(errno(e)),
+                        }
                     }
-                    Outcome::Failed(e) => return w.reply.error(errno(e)),
                 }
             }
         });
     if let Err(e) = spawned {
         tracing::warn!(%e, "cannot start a thread to wait for a lock");
+    }
+}
+
+/// The loop of a waiting `SetLk` (see [`wait`]).
+fn wait_set(
+    inner: &Weak<Mutex<Inner>>,
+    notifier: &Arc<OnceLock<fuser::Notifier>>,
+    cred: &Credentials,
+    tid: u32,
+    op: Op,
+    blocking: bool,
+    reply: fuser::ReplyEmpty,
+) {
+    let ino = match &op {
+        Op::SetLk { fh, .. } => fh.ino,
+        _ => 0,
+    };
+    let mut busy_nap = RETRY_FIRST;
+    let mut nap = RECALL_RETRY;
+    loop {
+        std::thread::sleep(nap);
+        if signal_pending(tid) {
+            return reply.error(fuser::Errno::EINTR);
+        }
+        let Some(inner) = inner.upgrade() else {
+            return reply.error(fuser::Errno::EIO); // Unmounted.
+        };
+        let outcome = match inner.lock() {
+            Ok(mut i) => set(&mut i, cred, op.clone()),
+            Err(_) => Outcome::Failed(Errno::EIO),
+        };
+        match outcome {
+            Outcome::Recalling => nap = RECALL_RETRY,
+            Outcome::Busy if blocking => {
+                nap = busy_nap;
+                busy_nap = (busy_nap * 2).min(RETRY_MAX);
+            }
+            Outcome::Busy => return reply.error(fuser::Errno::EAGAIN),
+            Outcome::Granted { changed } => return grant(notifier, ino, changed, reply),
+            Outcome::Failed(e) => return reply.error(errno(e)),
+        }
     }
 }
 
@@ -336,11 +557,16 @@ mod tests {
     fn renewal_is_due_only_while_locks_are_held() {
         let mut h = Held::default();
         let t = Instant::now();
-        assert!(!h.renewal_due(t + RENEW_EVERY * 2));
+        assert!(!h.renewal_due(t + RENEW_EVERY * 2, false));
+        assert!(h.renewal_due(t, true), "delegations need the lease too");
         h.note(FileHandle::ROOT, 7, t);
-        assert!(!h.renewal_due(t + RENEW_EVERY / 2));
-        assert!(h.renewal_due(t + RENEW_EVERY));
+        assert!(!h.renewal_due(t + RENEW_EVERY / 2, false));
+        assert!(h.renewal_due(t + RENEW_EVERY, false));
         assert_eq!(h.take(FileHandle::ROOT.ino, 7), Some(FileHandle::ROOT));
-        assert!(!h.renewal_due(t + RENEW_EVERY));
+        assert!(!h.renewal_due(t + RENEW_EVERY, false));
+        assert!(!h.confirmed_recently(t));
+        h.confirmed = Some(t);
+        assert!(h.confirmed_recently(t + CONFIRMED_WITHIN / 2));
+        assert!(!h.confirmed_recently(t + CONFIRMED_WITHIN));
     }
 }

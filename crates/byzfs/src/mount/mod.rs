@@ -61,6 +61,7 @@
 //!   except for `O_TMPFILE` (docs/CONFORMANCE.md).
 
 mod attrs;
+mod delegations;
 mod gather;
 mod groups;
 mod locks;
@@ -403,6 +404,7 @@ pub fn mount(
         .op_bytes_max
         .saturating_sub(WRITE_OVERHEAD)
         .clamp(4096, MAX_IO as usize);
+    let (nudge_tx, nudge_rx) = std::sync::mpsc::channel();
     let fs = ByzFuse {
         write_chunk,
         ttl: opts.cache_timeout,
@@ -428,12 +430,13 @@ pub fn mount(
             gather: Gather::new(write_chunk),
             gather_writes: !opts.sync_writes,
             locks: locks::Held::default(),
+            delegs: delegations::Delegations::new(client_id, Some(nudge_tx)),
         })),
         notifier: Arc::clone(&notifier),
         groups: groups::GroupCache::default(),
         client_id,
     };
-    spawn_background(Arc::downgrade(&fs.inner));
+    spawn_background(Arc::downgrade(&fs.inner), nudge_rx);
     let mut config = fuser::Config::default();
     config.mount_options = vec![
         MountOption::FSName("byzfs".into()),
@@ -510,6 +513,8 @@ struct Inner {
     gather_writes: bool,
     /// Which files and owners may hold locks at the replicas ([`locks`]).
     locks: locks::Held,
+    /// Files whose locks this mount keeps ([`delegations`]).
+    delegs: delegations::Delegations,
 }
 
 /// What of an inode's attributes says its data or size changed.
@@ -638,9 +643,12 @@ const STILL_WAITING: Duration = Duration::from_secs(10);
 /// reconnect by themselves, so replicas killed and restarted never surface as errors.
 fn invoke(inner: &mut Inner, cred: &Credentials, op: Op) -> FsResult {
     // Writes held back go first: every operation sees them (they are taken, so the
-    // recursive call sends nothing else first).
-    if let Some(p) = inner.gather.take() {
-        send_held(inner, p);
+    // recursive call sends nothing else first). The recall poll reads no file: it would
+    // otherwise send them every few milliseconds while delegations are held.
+    if !matches!(op, Op::Recalls) {
+        if let Some(p) = inner.gather.take() {
+            send_held(inner, p);
+        }
     }
     // The flag is only a hint: replicas decide from the operation itself what is read-only.
     let read_only = op.is_read_only() && !inner.strict;
@@ -717,27 +725,48 @@ const LINK_DRIVE: Duration = Duration::from_millis(2);
 /// While the mount lives, every quarter of [`gather::MAX_AGE`]: sends held-back writes
 /// older than it, renews the lock lease when due ([`locks`]), and drives the client's links
 /// for [`LINK_DRIVE`] (reconnections, replies that arrived late), which otherwise run only
-/// inside an operation.
-fn spawn_background(inner: std::sync::Weak<Mutex<Inner>>) {
+/// inside an operation. While it holds lock delegations, every
+/// [`delegations::POLL_EVERY`] (`nudge` wakes it when one arrives): gives back those
+/// recalled or idle.
+fn spawn_background(inner: std::sync::Weak<Mutex<Inner>>, nudge: std::sync::mpsc::Receiver<()>) {
     let tick = gather::MAX_AGE / 4;
     let cred = own_credentials();
     let spawned = std::thread::Builder::new()
         .name("byzfs-mount-background".into())
-        .spawn(move || loop {
-            std::thread::sleep(tick);
-            let Some(inner) = inner.upgrade() else {
-                return; // Unmounted.
-            };
-            let Ok(mut inner) = inner.lock() else {
-                return;
-            };
-            if let Some(p) = inner.gather.take_stale() {
-                send_held(&mut inner, p);
+        .spawn(move || {
+            let mut nap = tick;
+            let mut chores = std::time::Instant::now();
+            loop {
+                // Nudged or timed out alike.
+                if let Err(std::sync::mpsc::RecvTimeoutError::Disconnected) =
+                    nudge.recv_timeout(nap)
+                {
+                    std::thread::sleep(nap);
+                }
+                let Some(inner) = inner.upgrade() else {
+                    return; // Unmounted.
+                };
+                let Ok(mut inner) = inner.lock() else {
+                    return;
+                };
+                delegations::poll(&mut inner, &cred);
+                if chores.elapsed() >= tick {
+                    chores = std::time::Instant::now();
+                    if let Some(p) = inner.gather.take_stale() {
+                        send_held(&mut inner, p);
+                    }
+                    locks::renew_if_due(&mut inner, &cred);
+                    inner
+                        .rt
+                        .block_on(async { tokio::time::sleep(LINK_DRIVE).await });
+                }
+                nap = if inner.delegs.any() {
+                    delegations::POLL_EVERY
+                } else {
+                    tick.saturating_sub(chores.elapsed())
+                        .max(delegations::POLL_EVERY)
+                };
             }
-            locks::renew_if_due(&mut inner, &cred);
-            inner
-                .rt
-                .block_on(async { tokio::time::sleep(LINK_DRIVE).await });
         });
     if let Err(e) = spawned {
         // Writes are then sent by the next operation, close or fsync only, and links run
@@ -1760,14 +1789,29 @@ impl Filesystem for ByzFuse {
             Ok(Some(k)) => k,
             Ok(None) | Err(_) => return reply.error(fuser::Errno::EINVAL),
         };
-        let op = Op::GetLk {
-            fh,
-            owner: lock_owner.0,
-            kind,
-            start,
-            end,
+        let cred = self.credentials(req);
+        let probe = match self.inner.lock() {
+            Ok(mut inner) => locks::probe(&mut inner, &cred, fh, lock_owner.0, kind, (start, end)),
+            Err(_) => return reply.error(fuser::Errno::EIO),
         };
-        locks::answer_getlk(self.call(req, op), self.client_id, (start, end), reply);
+        match probe {
+            locks::Probe::Answer(c) => locks::answer_getlk(c, self.client_id, (start, end), reply),
+            locks::Probe::Recalling => locks::wait(locks::Waiter {
+                inner: Arc::downgrade(&self.inner),
+                notifier: Arc::clone(&self.notifier),
+                cred,
+                tid: req.pid(),
+                job: locks::Job::Get {
+                    fh,
+                    owner: lock_owner.0,
+                    kind,
+                    range: (start, end),
+                    me: self.client_id,
+                    reply,
+                },
+            }),
+            locks::Probe::Failed(e) => reply.error(errno(e)),
+        }
     }
 
     /// `F_SETLK`/`F_SETLKW`, and `flock` ([`locks`]). A blocking request that finds the
@@ -1807,15 +1851,19 @@ impl Filesystem for ByzFuse {
             locks::Outcome::Granted { changed } => {
                 locks::grant(&self.notifier, ino.0, changed, reply)
             }
-            locks::Outcome::Busy if sleep => locks::wait(locks::Waiter {
+            locks::Outcome::Busy if !sleep => reply.error(fuser::Errno::EAGAIN),
+            // A blocking request waits for the range, any for a recalled delegation.
+            locks::Outcome::Busy | locks::Outcome::Recalling => locks::wait(locks::Waiter {
                 inner: Arc::downgrade(&self.inner),
                 notifier: Arc::clone(&self.notifier),
                 cred,
-                op,
                 tid: req.pid(),
-                reply,
+                job: locks::Job::Set {
+                    op,
+                    blocking: sleep,
+                    reply,
+                },
             }),
-            locks::Outcome::Busy => reply.error(fuser::Errno::EAGAIN),
             locks::Outcome::Failed(e) => reply.error(errno(e)),
         }
     }
@@ -1854,6 +1902,13 @@ impl Filesystem for ByzFuse {
                     "client counters"
                 );
             }
+            delegations::give_back_all(inner, &cred);
+            tracing::info!(
+                answered_here = inner.delegs.local,
+                recalled = inner.delegs.recalled,
+                given_back = inner.delegs.returned,
+                "lock delegations"
+            );
             for (fh, owner) in inner.locks.take_all() {
                 let _ = invoke(inner, &cred, Op::ReleaseLocks { fh, owner });
             }

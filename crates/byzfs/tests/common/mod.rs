@@ -564,6 +564,17 @@ impl Mount {
 
     /// The same with extra `byzfs mount` flags.
     pub fn start_with(config: &Path, mnt: &Path, log: &Path, flags: &[&str]) -> Mount {
+        Mount::start_with_env(config, mnt, log, flags, &[])
+    }
+
+    /// The same with extra environment variables (`RUST_LOG`, say).
+    pub fn start_with_env(
+        config: &Path,
+        mnt: &Path,
+        log: &Path,
+        flags: &[&str],
+        env: &[(&str, &str)],
+    ) -> Mount {
         std::fs::create_dir_all(mnt).unwrap();
         let log = std::fs::OpenOptions::new()
             .create(true)
@@ -576,6 +587,7 @@ impl Mount {
             .arg(config)
             .args(flags)
             .arg(mnt)
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(log.try_clone().unwrap())
             .stderr(log)

@@ -1,0 +1,211 @@
+//! Lock delegations: one client keeps a file's record locks itself (NFSv4's delegations,
+//! for locks only), so that a program taking and dropping many locks on a file no other
+//! client locks (SQLite's journal protocol takes about nine per transaction) costs no
+//! round trip per lock.
+//!
+//! * **Grant.** [`crate::Op::LockDelegate`] is an `F_SETLK` that also asks for the file's
+//!   delegation. It is granted when the lock is, if no other client holds a valid lock on
+//!   the file or its delegation; the reply ([`crate::Reply::Delegated`]) carries the
+//!   client's own locks on the file, which it then keeps and changes locally.
+//! * **Validity.** A delegation counts only while its holder's lease is current and was
+//!   granted under the lease's present epoch, as its locks do ([`crate::lock`]): a client
+//!   that dies holding one stops blocking the others when its lease lapses.
+//! * **Recall.** Another client's `GetLk`, `SetLk` (taking a lock) or `LockDelegate` on a
+//!   delegated file gets [`crate::Reply::Recall`] instead of an answer (it tries again
+//!   shortly), and the file is added to the holder's recall list. The holder polls that
+//!   list with the read-only [`crate::Op::Recalls`] while it holds delegations, and gives
+//!   each recalled file back with [`crate::Op::ReturnDelegation`], which installs the locks
+//!   it holds on it now at the replicas. From then on the file's locks are decided by the
+//!   replicas again, the recaller's among them.
+//! * **Data.** While a client holds a file's delegation no other client can lock the file,
+//!   so its programs' locks need not revalidate the file's cached data; a program that
+//!   writes a file without locks gets close-to-open consistency only, as without
+//!   delegations.
+
+use crate::errno::{Errno, Res};
+use crate::exec::Exec;
+use crate::handle::FileHandle;
+use crate::inode::{decode, encode};
+use crate::key;
+use crate::lock::{self, Held, LockKind, LockOwner, MAX_LOCKS_PER_FILE};
+use crate::op::Reply;
+use crate::store::Store;
+use serde::{Deserialize, Serialize};
+
+/// Most files one client's recall list holds; a longer list is not kept (a client with
+/// that many delegations recalled at once gets the rest at its next poll).
+pub const MAX_RECALLS: usize = 256;
+
+/// A lock a client holding a file's delegation reports when it gives it back.
+#[derive(Serialize, Deserialize, Clone, Copy, PartialEq, Eq, Debug)]
+pub struct Returned {
+    /// The lock owner on that client.
+    pub owner: u64,
+    /// Its kind.
+    pub kind: LockKind,
+    /// First byte.
+    pub start: u64,
+    /// Last byte, inclusive.
+    pub end: u64,
+    /// The locking process's id.
+    pub pid: u32,
+}
+
+/// Who holds a file's delegation.
+#[derive(Serialize, Deserialize, Clone, Copy, PartialEq, Eq, Debug)]
+struct Delegation {
+    client: u64,
+    /// The holder's lease epoch when it was granted.
+    epoch: u64,
+}
+
+impl<S: Store + ?Sized> Exec<'_, '_, S> {
+    /// `ino`'s delegation, if its holder's lease still covers it.
+    fn valid_delegation(&self, ino: u64) -> Res<Option<Delegation>> {
+        let Some(b) = self.txn.get(&key::delegation(ino))? else {
+            return Ok(None);
+        };
+        let d: Delegation = decode(&b)?;
+        let valid = self
+            .load_lease(d.client)?
+            .is_some_and(|l| l.epoch == d.epoch && self.current(l));
+        Ok(valid.then_some(d))
+    }
+
+    /// If another client holds `ino`'s delegation: adds `ino` to its recall list and
+    /// returns `true` (the caller answers [`Reply::Recall`]).
+    pub(crate) fn recall_if_delegated(&mut self, ino: u64) -> Res<bool> {
+        let Some(d) = self.valid_delegation(ino)? else {
+            return Ok(false);
+        };
+        if d.client == self.client {
+            return Ok(false);
+        }
+        let mut list = self.load_recalls(d.client)?;
+        if !list.contains(&ino) && list.len() < MAX_RECALLS {
+            list.push(ino);
+            self.txn.put(key::recalls(d.client), encode(&list));
+        }
+        Ok(true)
+    }
+
+    fn load_recalls(&self, client: u64) -> Res<Vec<u64>> {
+        match self.txn.get(&key::recalls(client))? {
+            Some(b) => Ok(decode(&b)?),
+            None => Ok(Vec::new()),
+        }
+    }
+
+    /// `F_SETLK` asking for the file's delegation too (see the module docs).
+    pub(crate) fn lock_delegate(
+        &mut self,
+        fh: FileHandle,
+        owner: u64,
+        kind: Option<LockKind>,
+        range: (u64, u64),
+        pid: u32,
+    ) -> Res<Reply> {
+        if self.recall_if_delegated(fh.ino)? {
+            return Ok(Reply::Recall);
+        }
+        let reply = self.setlk(fh, owner, kind, range, pid)?;
+        let Reply::Lock { lapsed, attr, .. } = reply else {
+            return Ok(reply);
+        };
+        let locks = self.valid_locks(fh.ino)?;
+        if locks.iter().any(|h| h.owner.client != self.client) {
+            return Ok(Reply::Lock {
+                conflict: None,
+                lapsed,
+                attr,
+            });
+        }
+        // `setlk` renewed the lease: its epoch is the present one.
+        let epoch = self.load_lease(self.client)?.map_or(0, |l| l.epoch);
+        let d = Delegation {
+            client: self.client,
+            epoch,
+        };
+        self.txn.put(key::delegation(fh.ino), encode(&d));
+        // A recall of an earlier delegation of the file, not given back before the lease
+        // lapsed, does not concern this one.
+        self.forget_recall(fh.ino)?;
+        let attr = self.resolve(fh)?.attr(fh.ino);
+        Ok(Reply::Delegated {
+            lapsed,
+            attr,
+            mine: locks
+                .into_iter()
+                .map(|h| Returned {
+                    owner: h.owner.owner,
+                    kind: h.kind,
+                    start: h.start,
+                    end: h.end,
+                    pid: h.pid,
+                })
+                .collect(),
+        })
+    }
+
+    /// Gives `fh`'s delegation back with the locks the client holds on it now. `ENOLCK` if
+    /// the client does not hold the delegation (its lease lapsed: the reply of its next
+    /// lock operation says so, and clears its recall list), `EINVAL` for a range no lock
+    /// can cover.
+    pub(crate) fn return_delegation(&mut self, fh: FileHandle, mine: Vec<Returned>) -> Res<Reply> {
+        self.resolve(fh)?;
+        if mine.len() > MAX_LOCKS_PER_FILE {
+            return Err(Errno::ENOLCK.into());
+        }
+        for l in &mine {
+            lock::check_range(l.start, l.end)?;
+        }
+        let held = self
+            .valid_delegation(fh.ino)?
+            .is_some_and(|d| d.client == self.client);
+        if !held {
+            return Err(Errno::ENOLCK.into());
+        }
+        self.forget_recall(fh.ino)?;
+        let (epoch, _) = self.renew()?;
+        let mut next: Vec<Held> = self
+            .valid_locks(fh.ino)?
+            .into_iter()
+            .filter(|h| h.owner.client != self.client)
+            .collect();
+        for l in mine {
+            let me = LockOwner {
+                client: self.client,
+                owner: l.owner,
+            };
+            next = lock::apply(next, me, epoch, Some(l.kind), (l.start, l.end), l.pid)?;
+        }
+        self.save_locks(fh.ino, &next);
+        self.txn.delete(key::delegation(fh.ino));
+        self.lock_reply(fh, None, false)
+    }
+
+    /// Takes `ino` off the caller's recall list.
+    fn forget_recall(&mut self, ino: u64) -> Res<()> {
+        let list = self.load_recalls(self.client)?;
+        if !list.contains(&ino) {
+            return Ok(());
+        }
+        let list: Vec<u64> = list.into_iter().filter(|&i| i != ino).collect();
+        if list.is_empty() {
+            self.txn.delete(key::recalls(self.client));
+        } else {
+            self.txn.put(key::recalls(self.client), encode(&list));
+        }
+        Ok(())
+    }
+
+    /// The files whose delegation the caller must give back (read-only).
+    pub(crate) fn recalls(&self) -> Res<Reply> {
+        Ok(Reply::Recalls(self.load_recalls(self.client)?))
+    }
+
+    /// Drops `ino`'s delegation record (the inode is being freed).
+    pub(crate) fn drop_delegation(&mut self, ino: u64) {
+        self.txn.delete(key::delegation(ino));
+    }
+}
