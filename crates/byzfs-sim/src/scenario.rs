@@ -78,10 +78,14 @@ pub enum Family {
     /// Power cuts of every correct replica while a twin (two honest instances sharing one
     /// identity, counted against `f`) stays up, its links re-drawn as in `twins`.
     TwinPowerCuts,
+    /// Power cuts with checkpoints every 4 batches and a log window of 8, while a replica
+    /// cut off for seconds falls behind the stable checkpoint (state transfers across cuts);
+    /// sometimes one replica loses its disk in the first cut.
+    TransferPowerCuts,
 }
 
 /// Every family; `all` runs `FAMILIES[seed % len]`.
-pub const FAMILIES: [Family; 21] = [
+pub const FAMILIES: [Family; 22] = [
     Family::Normal,
     Family::Net,
     Family::Partition,
@@ -103,6 +107,7 @@ pub const FAMILIES: [Family; 21] = [
     Family::ByzantinePowerCuts,
     Family::ClockPowerCuts,
     Family::TwinPowerCuts,
+    Family::TransferPowerCuts,
 ];
 
 impl Family {
@@ -130,6 +135,7 @@ impl Family {
             Family::ByzantinePowerCuts => "byzantine-power-cuts",
             Family::ClockPowerCuts => "clock-power-cuts",
             Family::TwinPowerCuts => "twin-power-cuts",
+            Family::TransferPowerCuts => "transfer-power-cuts",
         }
     }
 
@@ -779,6 +785,31 @@ pub fn plan(seed: u64, family: Family, replicas: Option<usize>) -> Result<Plan, 
                 })
                 .collect();
             plan.faults.extend(steps);
+        }
+        Family::TransferPowerCuts => {
+            params.config.checkpoint_interval = 4;
+            params.config.log_window = 8;
+            params.config.batch_window = params.config.batch_window.min(4);
+            params.workload.think_max_us = params.workload.think_max_us.min(5 * MS);
+            params.net = light_net(&mut r);
+            // A replica falls behind, now and then, for long enough that the others'
+            // stable checkpoint passes it.
+            let mut at = r.gen_range(200 * MS..=S);
+            while at + S < params.safety_us {
+                let dur_us = r.gen_range(S..=4 * S);
+                let replica = r.gen_range(0..n as ReplicaId);
+                plan.faults.push((at, Fault::Isolate { replica, dur_us }));
+                at += dur_us + r.gen_range(500 * MS..=3 * S);
+            }
+            let all: Vec<ReplicaId> = (0..n as ReplicaId).collect();
+            let amnesiac = if r.gen_bool(0.3) {
+                let victim = r.gen_range(0..n as ReplicaId);
+                plan.roles[victim as usize] = Role::Amnesiac;
+                Some(victim)
+            } else {
+                None
+            };
+            power_cuts(&mut r, &params, &all, amnesiac, &mut plan.faults);
         }
         Family::TwinPowerCuts => {
             params.net = light_net(&mut r);

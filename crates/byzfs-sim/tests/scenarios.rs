@@ -140,6 +140,11 @@ fn twin_power_cuts() {
 }
 
 #[test]
+fn transfer_power_cuts() {
+    family(Family::TransferPowerCuts);
+}
+
+#[test]
 fn every_family_has_a_test() {
     // Keep this list in sync with the tests above.
     let tested = [
@@ -164,6 +169,7 @@ fn every_family_has_a_test() {
         "byzantine-power-cuts",
         "clock-power-cuts",
         "twin-power-cuts",
+        "transfer-power-cuts",
     ];
     let all: Vec<&str> = byzfs_sim::FAMILIES.iter().map(|f| f.name()).collect();
     assert_eq!(all, tested);

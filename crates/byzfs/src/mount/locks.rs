@@ -441,21 +441,11 @@ pub(super) fn wait(w: Waiter) {
                 } => {
                     let attempt = |i: &mut Inner| probe(i, &cred, fh, owner, kind, range);
                     loop {
-                        std::thread::sleep(RECALL_RETRY);
-                        if signal_pending(tid) {
-                            return reply.error(fuser::Errno::EINTR);
-                        }
-                        let Some(inner) = inner.upgrade() else {
-                            return reply.error(fuser::Errno::EIO); // Unmounted.
-                        };
-                        let p = match inner.lock() {
-                            Ok(mut i) => attempt(&mut i),
-                            Err(_) => Probe::Failed(Errno::EIO),
-                        };
-                        match p {
-                            Probe::Recalling => continue,
-                            Probe::Answer(c) => return answer_getlk(c, me, range, reply),
-                            Probe::Failed(e) => return reply.error(errno(e)),
+                        match attempt_after(&inner, tid, RECALL_RETRY, attempt) {
+                            Err(e) => return reply.error(e),
+                            Ok(Probe::Recalling) => continue,
+                            Ok(Probe::Answer(c)) => return answer_getlk(c, me, range, reply),
+                            Ok(Probe::Failed(e)) => return reply.error(errno(e)),
                         }
                     }
                 }
@@ -483,16 +473,9 @@ fn wait_set(
     let mut busy_nap = RETRY_FIRST;
     let mut nap = RECALL_RETRY;
     loop {
-        std::thread::sleep(nap);
-        if signal_pending(tid) {
-            return reply.error(fuser::Errno::EINTR);
-        }
-        let Some(inner) = inner.upgrade() else {
-            return reply.error(fuser::Errno::EIO); // Unmounted.
-        };
-        let outcome = match inner.lock() {
-            Ok(mut i) => set(&mut i, cred, op.clone()),
-            Err(_) => Outcome::Failed(Errno::EIO),
+        let outcome = match attempt_after(inner, tid, nap, |i| set(i, cred, op.clone())) {
+            Ok(o) => o,
+            Err(e) => return reply.error(e),
         };
         match outcome {
             Outcome::Recalling => nap = RECALL_RETRY,
@@ -505,6 +488,23 @@ fn wait_set(
             Outcome::Failed(e) => return reply.error(errno(e)),
         }
     }
+}
+
+/// One attempt of a waiting request, after `nap`: `EINTR` if the waiting thread got a
+/// signal meanwhile, `EIO` if the mount is gone.
+fn attempt_after<T>(
+    inner: &Weak<Mutex<Inner>>,
+    tid: u32,
+    nap: Duration,
+    attempt: impl FnOnce(&mut Inner) -> T,
+) -> Result<T, fuser::Errno> {
+    std::thread::sleep(nap);
+    if signal_pending(tid) {
+        return Err(fuser::Errno::EINTR);
+    }
+    let inner = inner.upgrade().ok_or(fuser::Errno::EIO)?; // Unmounted.
+    let mut guard = inner.lock().map_err(|_| fuser::Errno::EIO)?;
+    Ok(attempt(&mut guard))
 }
 
 /// Whether thread `tid` has a signal pending that it does not block (`SigPnd`/`ShdPnd`
