@@ -460,6 +460,29 @@ impl Op {
         }
     }
 
+    /// The [`Op::LockDelegate`] asking for the same lock as this [`Op::SetLk`]; any other
+    /// operation unchanged.
+    pub fn asking_delegation(self) -> Op {
+        match self {
+            Op::SetLk {
+                fh,
+                owner,
+                kind,
+                start,
+                end,
+                pid,
+            } => Op::LockDelegate {
+                fh,
+                owner,
+                kind,
+                start,
+                end,
+                pid,
+            },
+            other => other,
+        }
+    }
+
     /// Whether this is a lock operation ([`crate::lock`]): it changes no file, only the
     /// lock table, so a client's caches of files and attributes stay valid.
     pub fn is_lock(&self) -> bool {

@@ -432,6 +432,17 @@ fn power_cuts(
     }
 }
 
+/// With probability `p`, one replica (drawn) that loses its disk in the first power cut:
+/// its role becomes amnesiac (it counts against `f`).
+fn maybe_amnesiac(r: &mut SimRng, plan: &mut Plan, p: f64) -> Option<ReplicaId> {
+    if !r.gen_bool(p) {
+        return None;
+    }
+    let victim = r.gen_range(0..plan.roles.len() as ReplicaId);
+    plan.roles[victim as usize] = Role::Amnesiac;
+    Some(victim)
+}
+
 fn byzantine(r: &mut SimRng, n: usize, prefer: Option<(ReplicaId, f64)>) -> ReplicaId {
     match prefer {
         Some((id, p)) if r.gen_bool(p) => id,
@@ -695,13 +706,7 @@ pub fn plan(seed: u64, family: Family, replicas: Option<usize>) -> Result<Plan, 
             };
             let all: Vec<ReplicaId> = (0..n as ReplicaId).collect();
             // Sometimes one replica's disk is lost in the first cut too.
-            let amnesiac = if r.gen_bool(0.25) {
-                let victim = r.gen_range(0..n as ReplicaId);
-                plan.roles[victim as usize] = Role::Amnesiac;
-                Some(victim)
-            } else {
-                None
-            };
+            let amnesiac = maybe_amnesiac(&mut r, &mut plan, 0.25);
             power_cuts(&mut r, &params, &all, amnesiac, &mut plan.faults);
         }
         Family::ByzantinePowerCuts => {
@@ -802,13 +807,7 @@ pub fn plan(seed: u64, family: Family, replicas: Option<usize>) -> Result<Plan, 
                 at += dur_us + r.gen_range(500 * MS..=3 * S);
             }
             let all: Vec<ReplicaId> = (0..n as ReplicaId).collect();
-            let amnesiac = if r.gen_bool(0.3) {
-                let victim = r.gen_range(0..n as ReplicaId);
-                plan.roles[victim as usize] = Role::Amnesiac;
-                Some(victim)
-            } else {
-                None
-            };
+            let amnesiac = maybe_amnesiac(&mut r, &mut plan, 0.3);
             power_cuts(&mut r, &params, &all, amnesiac, &mut plan.faults);
         }
         Family::TwinPowerCuts => {

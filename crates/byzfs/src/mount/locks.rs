@@ -233,25 +233,7 @@ pub(super) fn set(inner: &mut Inner, cred: &Credentials, op: Op) -> Outcome {
         };
     }
     let delegate = kind.is_some() && inner.delegs.wanted(fh.ino, now);
-    let op = if delegate {
-        Op::LockDelegate {
-            fh,
-            owner,
-            kind,
-            start,
-            end,
-            pid,
-        }
-    } else {
-        Op::SetLk {
-            fh,
-            owner,
-            kind,
-            start,
-            end,
-            pid,
-        }
-    };
+    let op = if delegate { op.asking_delegation() } else { op };
     match invoke(inner, cred, op) {
         Ok(Reply::Lock { lapsed, attr, .. }) => {
             granted(inner, (fh, owner), kind, lapsed, attr.as_ref(), now)
