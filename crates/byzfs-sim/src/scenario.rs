@@ -82,10 +82,18 @@ pub enum Family {
     /// cut off for seconds falls behind the stable checkpoint (state transfers across cuts);
     /// sometimes one replica loses its disk in the first cut.
     TransferPowerCuts,
+    /// Power cuts of every replica while partitions of every shape (flapping too) come and go
+    /// across them, over a noisy network; sometimes one replica loses its disk in the first
+    /// cut.
+    PartitionPowerCuts,
+    /// Up to `f` Byzantine replicas (often a primary stretching the agreed clock to the edge
+    /// of the tolerance, see [`crate::byzantine::time_warp`]) while the correct ones, with
+    /// skewed and drifting clocks, are power-cut and come back with their clocks stepped.
+    ByzantineClocks,
 }
 
 /// Every family; `all` runs `FAMILIES[seed % len]`.
-pub const FAMILIES: [Family; 22] = [
+pub const FAMILIES: [Family; 24] = [
     Family::Normal,
     Family::Net,
     Family::Partition,
@@ -108,6 +116,8 @@ pub const FAMILIES: [Family; 22] = [
     Family::ClockPowerCuts,
     Family::TwinPowerCuts,
     Family::TransferPowerCuts,
+    Family::PartitionPowerCuts,
+    Family::ByzantineClocks,
 ];
 
 impl Family {
@@ -136,6 +146,8 @@ impl Family {
             Family::ClockPowerCuts => "clock-power-cuts",
             Family::TwinPowerCuts => "twin-power-cuts",
             Family::TransferPowerCuts => "transfer-power-cuts",
+            Family::PartitionPowerCuts => "partition-power-cuts",
+            Family::ByzantineClocks => "byzantine-clocks",
         }
     }
 
@@ -443,6 +455,53 @@ fn maybe_amnesiac(r: &mut SimRng, plan: &mut Plan, p: f64) -> Option<ReplicaId> 
     Some(victim)
 }
 
+/// Clock offsets within half the tolerance and rate errors within quartz tolerance (±500 ppm,
+/// generous) for every replica.
+fn skewed_clocks(r: &mut SimRng, plan: &mut Plan) {
+    let delta = DEFAULT_CLOCK_TOLERANCE.as_micros() as i64;
+    for o in plan.clock_offsets_us.iter_mut() {
+        *o = r.gen_range(-delta / 2..=delta / 2);
+    }
+    for d in plan.clock_drift_ppm.iter_mut() {
+        *d = r.gen_range(-500..=500);
+    }
+}
+
+/// A rebooted machine reads a new wall clock: for each power-cut crash already planned, the
+/// replica comes back with its clock stepped, within the tolerance for correct ones in 60 %
+/// of the restarts (often behind the clock it had, which the agreed timestamps passed), and
+/// 2–10 tolerances off, ahead or behind, at every restart of `faulty`.
+fn clock_steps(r: &mut SimRng, plan: &mut Plan, faulty: Option<ReplicaId>) {
+    let delta = DEFAULT_CLOCK_TOLERANCE.as_micros() as i64;
+    let crashes: Vec<(u64, ReplicaId)> = plan
+        .faults
+        .iter()
+        .filter_map(|(at, fault)| match fault {
+            Fault::Crash {
+                target: Target::Replica(id),
+                ..
+            } => Some((*at, *id)),
+            _ => None,
+        })
+        .collect();
+    for (at, replica) in crashes {
+        let offset_us = if Some(replica) == faulty {
+            let mag = r.gen_range(2..=10) * delta;
+            if r.gen_bool(0.5) {
+                mag
+            } else {
+                -mag
+            }
+        } else if r.gen_bool(0.6) {
+            r.gen_range(-delta / 2..=delta / 2)
+        } else {
+            continue;
+        };
+        plan.faults
+            .push((at, Fault::ClockAtRestart { replica, offset_us }));
+    }
+}
+
 fn byzantine(r: &mut SimRng, n: usize, prefer: Option<(ReplicaId, f64)>) -> ReplicaId {
     match prefer {
         Some((id, p)) if r.gen_bool(p) => id,
@@ -735,13 +794,7 @@ pub fn plan(seed: u64, family: Family, replicas: Option<usize>) -> Result<Plan, 
         }
         Family::ClockPowerCuts => {
             params.net = light_net(&mut r);
-            let delta = DEFAULT_CLOCK_TOLERANCE.as_micros() as i64;
-            for o in plan.clock_offsets_us.iter_mut() {
-                *o = r.gen_range(-delta / 2..=delta / 2);
-            }
-            for d in plan.clock_drift_ppm.iter_mut() {
-                *d = r.gen_range(-500..=500);
-            }
+            skewed_clocks(&mut r, &mut plan);
             // Sometimes one replica's clock is faulty: it comes back from a cut 2–10×
             // beyond the tolerance, ahead or behind.
             let faulty = if r.gen_bool(0.4) {
@@ -753,43 +806,7 @@ pub fn plan(seed: u64, family: Family, replicas: Option<usize>) -> Result<Plan, 
             };
             let all: Vec<ReplicaId> = (0..n as ReplicaId).collect();
             power_cuts(&mut r, &params, &all, None, &mut plan.faults);
-            // A rebooted machine reads a new wall clock: within the tolerance for correct
-            // ones (often behind the clock it had, which the agreed timestamps passed).
-            let steps: Vec<(u64, Fault)> = plan
-                .faults
-                .iter()
-                .filter_map(|(at, fault)| match fault {
-                    Fault::Crash {
-                        target: Target::Replica(id),
-                        ..
-                    } => Some((*at, *id)),
-                    _ => None,
-                })
-                .filter_map(|(at, id)| {
-                    if Some(id) == faulty {
-                        let mag = r.gen_range(2..=10) * delta;
-                        let offset_us = if r.gen_bool(0.5) { mag } else { -mag };
-                        return Some((
-                            at,
-                            Fault::ClockAtRestart {
-                                replica: id,
-                                offset_us,
-                            },
-                        ));
-                    }
-                    r.gen_bool(0.6).then(|| {
-                        let offset_us = r.gen_range(-delta / 2..=delta / 2);
-                        (
-                            at,
-                            Fault::ClockAtRestart {
-                                replica: id,
-                                offset_us,
-                            },
-                        )
-                    })
-                })
-                .collect();
-            plan.faults.extend(steps);
+            clock_steps(&mut r, &mut plan, faulty);
         }
         Family::TransferPowerCuts => {
             params.config.checkpoint_interval = 4;
@@ -824,6 +841,55 @@ pub fn plan(seed: u64, family: Family, replicas: Option<usize>) -> Result<Plan, 
                 .filter(|&i| plan.roles[i as usize].is_correct())
                 .collect();
             power_cuts(&mut r, &params, &correct, None, &mut plan.faults);
+        }
+        Family::PartitionPowerCuts => {
+            params.net = if r.gen_bool(0.5) {
+                noisy_net(&mut r)
+            } else {
+                light_net(&mut r)
+            };
+            let episodes = r.gen_range(3..=8);
+            partitions(&mut r, &params, episodes, &Shape::ALL, &mut plan.faults);
+            let all: Vec<ReplicaId> = (0..n as ReplicaId).collect();
+            let amnesiac = maybe_amnesiac(&mut r, &mut plan, 0.2);
+            power_cuts(&mut r, &params, &all, amnesiac, &mut plan.faults);
+        }
+        Family::ByzantineClocks => {
+            params.net = light_net(&mut r);
+            skewed_clocks(&mut r, &mut plan);
+            let kinds = [
+                StrategyKind::TimeWarp,
+                StrategyKind::TimeWarp,
+                StrategyKind::TimeWarp,
+                StrategyKind::Equivocate,
+                StrategyKind::SlowPrimary,
+                StrategyKind::VcLies,
+                StrategyKind::ByzzFuzz,
+                StrategyKind::EagerVoter,
+            ];
+            // With f ≥ 2, sometimes one of the faulty replicas is a clock instead: it comes
+            // back from every cut far beyond the tolerance.
+            let clock_faulty = f >= 2 && r.gen_bool(0.4);
+            let byz_max = if clock_faulty { f - 1 } else { f };
+            for _ in 0..r.gen_range(1..=byz_max) {
+                let id = byzantine(&mut r, n, Some((0, 0.5)));
+                let kind = *rng::pick(&mut r, &kinds).unwrap_or(&StrategyKind::TimeWarp);
+                if plan.roles[id as usize].is_correct() {
+                    byz(&mut plan, id, kind);
+                }
+            }
+            let correct: Vec<ReplicaId> = (0..n as ReplicaId)
+                .filter(|&i| plan.roles[i as usize].is_correct())
+                .collect();
+            let faulty = if clock_faulty {
+                let v = correct[r.gen_range(0..correct.len())];
+                plan.clock_faulty.push(v);
+                Some(v)
+            } else {
+                None
+            };
+            power_cuts(&mut r, &params, &correct, None, &mut plan.faults);
+            clock_steps(&mut r, &mut plan, faulty);
         }
     }
     params.config.validate()?;

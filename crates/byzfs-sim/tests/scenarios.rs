@@ -145,6 +145,16 @@ fn transfer_power_cuts() {
 }
 
 #[test]
+fn partition_power_cuts() {
+    family(Family::PartitionPowerCuts);
+}
+
+#[test]
+fn byzantine_clocks() {
+    family(Family::ByzantineClocks);
+}
+
+#[test]
 fn every_family_has_a_test() {
     // Keep this list in sync with the tests above.
     let tested = [
@@ -170,6 +180,8 @@ fn every_family_has_a_test() {
         "clock-power-cuts",
         "twin-power-cuts",
         "transfer-power-cuts",
+        "partition-power-cuts",
+        "byzantine-clocks",
     ];
     let all: Vec<&str> = byzfs_sim::FAMILIES.iter().map(|f| f.name()).collect();
     assert_eq!(all, tested);

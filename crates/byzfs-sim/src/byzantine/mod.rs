@@ -12,6 +12,7 @@ pub mod forge;
 pub mod garbage;
 pub mod lying_replies;
 pub mod slow_primary;
+pub mod time_warp;
 pub mod vc_lies;
 
 use crate::rng::SimRng;
@@ -96,6 +97,8 @@ pub enum StrategyKind {
     /// [`equivocate::Equivocate`] with a bridge in most slots, its two PRE-PREPAREs up to
     /// 20 ms apart.
     EquivocateBridge,
+    /// [`time_warp::TimeWarp`].
+    TimeWarp,
 }
 
 impl StrategyKind {
@@ -112,6 +115,7 @@ impl StrategyKind {
             StrategyKind::EquivocateBridge => {
                 Box::new(equivocate::Equivocate::with_bridge(0.9, 20_000))
             }
+            StrategyKind::TimeWarp => Box::new(time_warp::TimeWarp::new()),
         }
     }
 }
