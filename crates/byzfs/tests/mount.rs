@@ -143,6 +143,7 @@ fn mounted_cluster_behaves_like_a_linux_file_system() {
     rename_flags(&mnt.join("rename2"));
     data(&mnt.join("data"));
     removed_while_open(&mnt.join("silly"));
+    tmpfile(&mnt.join("tmpfile"));
     if root {
         permissions(&up, &mnt.join("perm"));
     } else {
@@ -460,6 +461,62 @@ fn removed_while_open(d: &Path) {
         eventually(|| names(d) == ["old"]),
         "hidden files removed at close: {:?}",
         names(d)
+    );
+}
+
+/// `O_TMPFILE`: a file in no directory, which `linkat` can name and which is gone at its
+/// last close otherwise.
+fn tmpfile(d: &Path) {
+    use std::os::unix::fs::OpenOptionsExt as _;
+    use std::os::unix::io::AsRawFd as _;
+    fs::create_dir_all(d).unwrap();
+    let open_tmp = || {
+        OpenOptions::new()
+            .read(true)
+            .write(true)
+            .mode(0o640)
+            .custom_flags(nix::libc::O_TMPFILE)
+            .open(d)
+            .unwrap()
+    };
+    // Named by linkat (through /proc/self/fd, as unprivileged callers do).
+    let mut kept = open_tmp();
+    kept.write_all(b"made in the dark").unwrap();
+    let meta = kept.metadata().unwrap();
+    assert_eq!(
+        (meta.nlink(), meta.len(), meta.mode() & 0o777),
+        (0, 16, 0o640)
+    );
+    assert!(names(d).is_empty(), "in no directory: {:?}", names(d));
+    let proc_path = format!("/proc/self/fd/{}", kept.as_raw_fd());
+    nix::unistd::linkat(
+        nix::fcntl::AT_FDCWD,
+        proc_path.as_str(),
+        nix::fcntl::AT_FDCWD,
+        &d.join("named"),
+        nix::fcntl::AtFlags::AT_SYMLINK_FOLLOW,
+    )
+    .unwrap();
+    assert_eq!(names(d), ["named"]);
+    assert_eq!(kept.metadata().unwrap().nlink(), 1);
+    // Another one, never named, written and read back through its descriptor.
+    let mut gone = open_tmp();
+    gone.write_all(b"scratch").unwrap();
+    gone.seek(SeekFrom::Start(0)).unwrap();
+    let mut back = String::new();
+    gone.read_to_string(&mut back).unwrap();
+    assert_eq!(back, "scratch");
+    assert_eq!(names(d), ["named"]);
+    drop(kept);
+    drop(gone);
+    assert_eq!(fs::read(d.join("named")).unwrap(), b"made in the dark");
+    assert_eq!(fs::metadata(d.join("named")).unwrap().nlink(), 1);
+    // The hidden names are removed at the last close: the directory can be emptied.
+    fs::remove_file(d.join("named")).unwrap();
+    assert!(
+        eventually(|| fs::remove_dir(d).is_ok()),
+        "hidden O_TMPFILE names left in {}",
+        d.display()
     );
 }
 

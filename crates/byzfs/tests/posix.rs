@@ -15,9 +15,10 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// Cases the suite skips by itself here, each for a documented reason (docs/CONFORMANCE.md):
-/// `O_TMPFILE` (`Tmpfile`).
-const EXPECTED_SKIPS: [&str; 1] = ["Tmpfile"];
+/// Cases the suite may skip by itself here, each for a documented reason
+/// (docs/CONFORMANCE.md): none since session 18 (`Tmpfile` needed `FUSE_TMPFILE`, which the
+/// vendored fuser now parses).
+const EXPECTED_SKIPS: [&str; 0] = [];
 
 /// The suite's cases minus the two its own `TestAll` leaves out (`FcntlFlockLocksFile`,
 /// `OpenSymlinkRace`): fewer results than this means the suite changed under us.

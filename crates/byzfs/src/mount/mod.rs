@@ -46,7 +46,14 @@
 //!   them (`Op::is_read_only`), so they use the read-only optimisation.
 //! * **Open files that are removed** (unlinked, or replaced by a rename) through this mount
 //!   are renamed to `.byzfs-silly-<ino>-<generation>` and removed at their last close, as NFS
-//!   clients do. A file removed by another client disappears at once (`ESTALE`).
+//!   clients do; this mount's own `readdir` does not list them (other mounts do, as NFS
+//!   clients list `.nfs…` files). A file removed by another client disappears at once
+//!   (`ESTALE`).
+//! * **`O_TMPFILE`** (through the vendored fuser's `FUSE_TMPFILE`): the file is created under
+//!   a hidden name, `.byzfs-silly-tmp-<client>-<n>`, and handled as a silly-renamed file from
+//!   the start: no links as `fstat` sees it, absent from this mount's `readdir`, given a name
+//!   by `linkat`, removed at its last close. A mount killed before that close leaves the
+//!   hidden file behind, as it leaves silly-renamed ones.
 //! * **`rename` flags:** `RENAME_NOREPLACE` and `RENAME_EXCHANGE` are operations of their own
 //!   at the replicas (`Op::RenameNoReplace`, `Op::Exchange`), so the check and the swap are
 //!   atomic there; `RENAME_WHITEOUT` gets `EINVAL`.
@@ -55,10 +62,10 @@
 //! * **Extended attributes:** `user.` and `trusted.` (stored by the replicas, with Linux's
 //!   checks: `byzfs_fs::xattr`); `security.` names read as absent, and `system.` (ACLs) is
 //!   not supported.
-//! * **Not handled yet:** ACLs and `O_TMPFILE` are not supported (device nodes are: `mknod`
-//!   by uid 0), nor lock deadlock detection between mounts ([`locks`]). The adapter is
+//! * **Not handled yet:** ACLs are not supported (device nodes are: `mknod` by uid 0), nor
+//!   lock deadlock detection between mounts ([`locks`]). The adapter is
 //!   single-threaded: one operation at a time per mount. go-fuse's POSIX suite passes
-//!   except for `O_TMPFILE` (docs/CONFORMANCE.md).
+//!   (docs/CONFORMANCE.md).
 
 mod attrs;
 mod delegations;
@@ -100,6 +107,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 pub const DEFAULT_CACHE_TIMEOUT: Duration = Duration::from_secs(3);
 /// Entries asked for per `readdir` round trip.
 const READDIR_BATCH: u32 = 128;
+/// Hidden names tried for one `O_TMPFILE` file before giving up (each taken one means a
+/// file another process of this mount's client id left behind).
+const TMPFILE_TRIES: u32 = 16;
 
 // Linux file-type bits and open flags (stable ABI values).
 const S_IFMT: u32 = 0o170_000;
@@ -421,6 +431,7 @@ pub fn mount(
             open: HashMap::new(),
             open_dirs: HashMap::new(),
             silly: HashMap::new(),
+            tmp_next: 0,
             stamps: HashMap::new(),
             opened: HashMap::new(),
             attrs: AttrCache::default(),
@@ -494,6 +505,8 @@ struct Inner {
     /// Open files removed while open: inode → (directory, hidden name), removed for good at
     /// the last release.
     silly: HashMap<u64, (FileHandle, Vec<u8>)>,
+    /// The number in the next `O_TMPFILE` file's hidden name.
+    tmp_next: u64,
     /// The last attributes seen for each inode the kernel holds, to tell at `open` whether
     /// another client changed the file since.
     stamps: HashMap<u64, Stamp>,
@@ -937,7 +950,7 @@ impl ByzFuse {
     fn entry(&self, req: &fuser::Request, op: Op, reply: ReplyEntry) {
         match self.call(req, op) {
             Ok(Reply::Entry(a) | Reply::Made { entry: a, .. }) => {
-                reply.entry(&self.ttl, &file_attr(&a), Generation(a.fh.generation))
+                reply.entry(&self.ttl, &self.attr_of(&a), Generation(a.fh.generation))
             }
             Ok(_) => reply.error(fuser::Errno::EIO),
             Err(e) => reply.error(errno(e)),
@@ -1581,6 +1594,17 @@ impl Filesystem for ByzFuse {
         mut reply: ReplyDirectory,
     ) {
         let dir = fh!(self, ino, reply);
+        // Files this mount keeps under hidden names (removed while open, `O_TMPFILE`) are
+        // in no directory as its users see it.
+        let hidden: Vec<(u64, Vec<u8>)> = match self.inner.lock() {
+            Ok(inner) => inner
+                .silly
+                .iter()
+                .filter(|(_, (d, _))| *d == dir)
+                .map(|(ino, (_, name))| (*ino, name.clone()))
+                .collect(),
+            Err(_) => return reply.error(fuser::Errno::EIO),
+        };
         // FUSE's offset is the cookie of the last entry the kernel consumed (0 at first).
         let mut cookie = offset;
         loop {
@@ -1592,6 +1616,10 @@ impl Filesystem for ByzFuse {
             match self.call(req, op) {
                 Ok(Reply::ReadDir { entries, eof }) => {
                     for e in entries {
+                        if hidden.iter().any(|(i, n)| *i == e.fh.ino && *n == e.name) {
+                            cookie = e.cookie;
+                            continue;
+                        }
                         let name = OsStr::from_bytes(&e.name);
                         if reply.add(INodeNo(e.fh.ino), e.cookie, kind(e.kind), name) {
                             // The kernel's buffer is full; it asks again from here.
@@ -1669,6 +1697,57 @@ impl Filesystem for ByzFuse {
             Ok(_) => reply.error(fuser::Errno::EIO),
             Err(e) => reply.error(errno(e)),
         }
+    }
+
+    /// `open(dir, O_TMPFILE)`: a file under a hidden name, handled from the start as a file
+    /// removed while open (see the module docs).
+    fn tmpfile(
+        &self,
+        req: &fuser::Request,
+        parent: INodeNo,
+        mode: u32,
+        umask: u32,
+        _flags: i32,
+        reply: ReplyCreate,
+    ) {
+        let dir = fh!(self, parent, reply);
+        // A name another mount's tmpfile could take too is skipped: the create is exclusive.
+        for _ in 0..TMPFILE_TRIES {
+            let n = match self.inner.lock() {
+                Ok(mut inner) => {
+                    inner.tmp_next += 1;
+                    inner.tmp_next
+                }
+                Err(_) => return reply.error(fuser::Errno::EIO),
+            };
+            let name = format!(".byzfs-silly-tmp-{:x}-{n:x}", self.client_id).into_bytes();
+            let op = Op::Create {
+                dir,
+                name: name.clone(),
+                mode: mode & !umask & 0o7777,
+                exclusive: true,
+            };
+            match self.call(req, op) {
+                Ok(Reply::Made { entry: a, .. }) => {
+                    if let Ok(mut inner) = self.inner.lock() {
+                        *inner.open.entry(a.fh.ino).or_default() += 1;
+                        inner.silly.insert(a.fh.ino, (dir, name));
+                    }
+                    // One link: the kernel drops it itself (`d_tmpfile`).
+                    return reply.created(
+                        &self.ttl,
+                        &file_attr(&a),
+                        Generation(a.fh.generation),
+                        fuser::FileHandle(0),
+                        fuser::FopenFlags::empty(),
+                    );
+                }
+                Err(Errno::EEXIST) => continue,
+                Ok(_) => return reply.error(fuser::Errno::EIO),
+                Err(e) => return reply.error(errno(e)),
+            }
+        }
+        reply.error(fuser::Errno::EEXIST)
     }
 
     /// Close-to-open consistency: fetches the file's attributes from the cluster, and if
