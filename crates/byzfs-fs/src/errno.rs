@@ -50,6 +50,9 @@ impl Errno {
     /// Name longer than 255 bytes, or directory nesting deeper than
     /// [`crate::dir::MAX_DEPTH`].
     pub const ENAMETOOLONG: Errno = Errno(36);
+    /// Resource deadlock would occur: a blocking lock request would wait for an owner that
+    /// waits for the requester ([`crate::deadlock`]).
+    pub const EDEADLK: Errno = Errno(35);
     /// Directory not empty.
     pub const ENOTEMPTY: Errno = Errno(39);
     /// No such extended attribute (`ENOATTR`).
@@ -73,6 +76,7 @@ impl Errno {
             Errno::EIO => "EIO",
             Errno::EAGAIN => "EAGAIN",
             Errno::ENOLCK => "ENOLCK",
+            Errno::EDEADLK => "EDEADLK",
             Errno::E2BIG => "E2BIG",
             Errno::EACCES => "EACCES",
             Errno::EEXIST => "EEXIST",

@@ -200,6 +200,15 @@ impl<S: Store + ?Sized> Exec<'_, '_, S> {
             } => self.lock_delegate(fh, owner, kind, (start, end), pid),
             Op::ReturnDelegation { fh, locks } => self.return_delegation(fh, locks),
             Op::Recalls => self.recalls(),
+            Op::SetLkWait {
+                fh,
+                owner,
+                kind,
+                start,
+                end,
+                pid,
+            } => self.setlk_wait(fh, owner, kind, (start, end), pid),
+            Op::CancelWait { fh, owner } => self.cancel_wait(fh, owner),
         }
     }
 

@@ -37,6 +37,7 @@ const TAG_LOCKS: u8 = 7;
 const TAG_LEASE: u8 = 8;
 const TAG_DELEGATION: u8 = 9;
 const TAG_RECALLS: u8 = 10;
+const TAG_WAITS: u8 = 11;
 
 /// The placement bytes of an object.
 fn placement(kind: u8, parts: &[u64]) -> [u8; PLACEMENT_BYTES] {
@@ -122,6 +123,11 @@ pub(crate) fn delegation(ino: u64) -> Vec<u8> {
 /// The files whose delegation `client` must give back ([`crate::delegation`]).
 pub(crate) fn recalls(client: u64) -> Vec<u8> {
     build(placement(b'c', &[client]), TAG_RECALLS, &[client], &[])
+}
+
+/// The blocking lock requests `client`'s owners are waiting on ([`crate::deadlock`]).
+pub(crate) fn waits(client: u64) -> Vec<u8> {
+    build(placement(b'c', &[client]), TAG_WAITS, &[client], &[])
 }
 
 /// A bound above every attribute key of `ino` (names are at most 255 bytes).

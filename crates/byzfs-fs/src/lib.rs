@@ -6,7 +6,8 @@
 //! mknod (fifo, socket), remove, rmdir, rename (with `renameat2`'s flags), link, readdir,
 //! statfs, fsync, allocate (`fallocate` mode 0), extended attributes ([`xattr`]) and record
 //! locks shared by all clients, with leases in agreed time ([`lock`]) and delegations that
-//! let one client keep a file's locks while no other locks it ([`delegation`]), on file
+//! let one client keep a file's locks while no other locks it ([`delegation`]) and
+//! deadlock detection for blocking requests ([`deadlock`]), on file
 //! handles with
 //! generation numbers. Clients (the FUSE layer, tests) encode a [`Request`] and
 //! decode an [`FsResult`] with the types of [`op`].
@@ -108,6 +109,7 @@
 
 pub mod attr;
 pub mod data;
+pub mod deadlock;
 pub mod delegation;
 pub mod dir;
 pub mod errno;

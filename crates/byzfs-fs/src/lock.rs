@@ -22,8 +22,8 @@
 //! operation's reply says `lapsed`, and the mount logs that its locks were lost (as an NFSv4
 //! client does when its lease expires).
 //!
-//! **Not here:** deadlock detection (`EDEADLK`) between owners on different clients, and
-//! mandatory locks (Linux dropped them in 5.15).
+//! **Deadlocks** between blocking requests of owners of any clients are detected in
+//! [`crate::deadlock`]. **Not here:** mandatory locks (Linux dropped them in 5.15).
 
 use crate::errno::{Errno, Res};
 use crate::exec::Exec;
@@ -235,8 +235,10 @@ impl<S: Store + ?Sized> Exec<'_, '_, S> {
         };
         self.txn.put(key::lease(client), encode(&lease));
         if lapsed {
-            // Its delegations went with its locks: nothing is left to give back.
+            // Its delegations and waiting requests went with its locks: nothing is left to
+            // give back, and nobody waits.
             self.txn.delete(key::recalls(client));
+            self.drop_waits();
         }
         Ok((lease.epoch, lapsed))
     }

@@ -393,6 +393,33 @@ pub enum Op {
     /// The files whose lock delegation the client must give back ([`crate::delegation`]).
     /// Read-only. Reply: [`Reply::Recalls`].
     Recalls,
+    /// `F_SETLKW` of an `fcntl` lock owner ([`crate::deadlock`]): takes the lock as
+    /// [`Op::SetLk`] does, or, if another owner's lock conflicts, records that `owner`
+    /// waits for that lock's owner and answers [`Reply::Lock`] with the conflict (try
+    /// again later), or [`Reply::Deadlock`] if that owner waits, directly or through
+    /// others, for `owner`. [`Reply::Recall`] as for `SetLk`.
+    SetLkWait {
+        /// The file.
+        fh: FileHandle,
+        /// The lock owner (on this client).
+        owner: u64,
+        /// The lock to take.
+        kind: LockKind,
+        /// First byte.
+        start: u64,
+        /// Last byte, inclusive.
+        end: u64,
+        /// The locking process's id.
+        pid: u32,
+    },
+    /// `owner` no longer waits for a lock on `fh` (its process got a signal): forgets what
+    /// [`Op::SetLkWait`] recorded. Reply: [`Reply::Lock`] without attributes.
+    CancelWait {
+        /// The file.
+        fh: FileHandle,
+        /// The lock owner (on this client).
+        owner: u64,
+    },
 }
 
 /// Most attribute changes one [`Op::WriteSetAttr`] may carry.
@@ -457,6 +484,8 @@ impl Op {
             Op::LockDelegate { .. } => "lock_delegate",
             Op::ReturnDelegation { .. } => "return_delegation",
             Op::Recalls => "recalls",
+            Op::SetLkWait { .. } => "setlk_wait",
+            Op::CancelWait { .. } => "cancel_wait",
         }
     }
 
@@ -495,6 +524,8 @@ impl Op {
                 | Op::LockDelegate { .. }
                 | Op::ReturnDelegation { .. }
                 | Op::Recalls
+                | Op::SetLkWait { .. }
+                | Op::CancelWait { .. }
         )
     }
 
@@ -614,6 +645,11 @@ pub enum Reply {
     },
     /// The files whose lock delegation the client must give back.
     Recalls(Vec<u64>),
+    /// [`Op::SetLkWait`] would wait for an owner that waits for the requester: `EDEADLK`.
+    Deadlock {
+        /// As [`Reply::Lock`]'s.
+        lapsed: bool,
+    },
 }
 
 impl Reply {

@@ -324,3 +324,213 @@ proptest! {
         }
     }
 }
+
+/// `F_SETLKW` ([`byzfs_fs::deadlock`]), one millisecond of agreed time after the last
+/// operation (edges live for two seconds; the harness otherwise steps one second per call).
+fn setlkw(fs: &mut Fs, client: u64, owner: u64, fh: FileHandle, kind: LockKind) -> FsResult {
+    fs.clock_us -= 999_000;
+    fs.run_client(
+        client,
+        Op::SetLkWait {
+            fh,
+            owner,
+            kind,
+            start: 0,
+            end: 9,
+            pid: 100 + owner as u32,
+        },
+    )
+}
+
+/// What a blocking request came to.
+#[derive(Debug, PartialEq)]
+enum Wait {
+    Granted,
+    Busy(u64),
+    Deadlock,
+}
+
+fn wait_outcome(r: FsResult) -> Wait {
+    match r {
+        Ok(Reply::Lock { conflict: None, .. }) => Wait::Granted,
+        Ok(Reply::Lock {
+            conflict: Some(c), ..
+        }) => Wait::Busy(c.client),
+        Ok(Reply::Deadlock { .. }) => Wait::Deadlock,
+        r => panic!("setlk_wait: {r:?}"),
+    }
+}
+
+fn two_files(fs: &mut Fs) -> (FileHandle, FileHandle) {
+    (fs.create(ROOT, "x").fh, fs.create(ROOT, "y").fh)
+}
+
+#[test]
+fn a_wait_that_would_close_a_cycle_fails_with_edeadlk() {
+    let mut fs = Fs::new();
+    let (x, y) = two_files(&mut fs);
+    assert!(setlk(&mut fs, 1, 1, x, W, 0, 9).is_ok());
+    assert!(setlk(&mut fs, 2, 2, y, W, 0, 9).is_ok());
+    // 1 waits for 2 (on y); 2 asking for x would wait for 1: a cycle.
+    assert_eq!(
+        wait_outcome(setlkw(&mut fs, 1, 1, y, LockKind::Write)),
+        Wait::Busy(2)
+    );
+    assert_eq!(
+        wait_outcome(setlkw(&mut fs, 2, 2, x, LockKind::Write)),
+        Wait::Deadlock
+    );
+    // Only the request that closed the cycle failed: 1 still waits, and gets y once 2
+    // lets it go.
+    assert_eq!(
+        wait_outcome(setlkw(&mut fs, 1, 1, y, LockKind::Read)),
+        Wait::Busy(2)
+    );
+    fs.clock_us -= 999_000;
+    assert!(setlk(&mut fs, 2, 2, y, UN, 0, 9).is_ok());
+    assert_eq!(
+        wait_outcome(setlkw(&mut fs, 1, 1, y, LockKind::Write)),
+        Wait::Granted
+    );
+    // 2 now waits for 1 without a cycle.
+    assert_eq!(
+        wait_outcome(setlkw(&mut fs, 2, 2, x, LockKind::Read)),
+        Wait::Busy(1)
+    );
+}
+
+#[test]
+fn cycles_through_several_owners_and_within_one_client_are_found() {
+    let mut fs = Fs::new();
+    let (x, y) = two_files(&mut fs);
+    let z = fs.create(ROOT, "z").fh;
+    // Client 1's owners 1 and 2, client 3's owner 1: 1/1 → 3/1 → 1/2 → 1/1.
+    assert!(setlk(&mut fs, 1, 1, x, W, 0, 9).is_ok());
+    assert!(setlk(&mut fs, 3, 1, y, W, 0, 9).is_ok());
+    assert!(setlk(&mut fs, 1, 2, z, W, 0, 9).is_ok());
+    assert_eq!(
+        wait_outcome(setlkw(&mut fs, 1, 1, y, LockKind::Write)),
+        Wait::Busy(3)
+    );
+    assert_eq!(
+        wait_outcome(setlkw(&mut fs, 3, 1, z, LockKind::Write)),
+        Wait::Busy(1)
+    );
+    assert_eq!(
+        wait_outcome(setlkw(&mut fs, 1, 2, x, LockKind::Write)),
+        Wait::Deadlock
+    );
+    // Two owners of one client in a cycle of two.
+    let mut fs = Fs::new();
+    let (x, y) = two_files(&mut fs);
+    assert!(setlk(&mut fs, 1, 1, x, W, 0, 9).is_ok());
+    assert!(setlk(&mut fs, 1, 2, y, W, 0, 9).is_ok());
+    assert_eq!(
+        wait_outcome(setlkw(&mut fs, 1, 1, y, LockKind::Read)),
+        Wait::Busy(1)
+    );
+    assert_eq!(
+        wait_outcome(setlkw(&mut fs, 1, 2, x, LockKind::Read)),
+        Wait::Deadlock
+    );
+    // Read locks shared: no wait, no cycle.
+    let mut fs = Fs::new();
+    let (x, y) = two_files(&mut fs);
+    assert!(setlk(&mut fs, 1, 1, x, R, 0, 9).is_ok());
+    assert!(setlk(&mut fs, 2, 2, y, W, 0, 9).is_ok());
+    assert_eq!(
+        wait_outcome(setlkw(&mut fs, 1, 1, y, LockKind::Read)),
+        Wait::Busy(2)
+    );
+    assert_eq!(
+        wait_outcome(setlkw(&mut fs, 2, 2, x, LockKind::Read)),
+        Wait::Granted
+    );
+}
+
+#[test]
+fn cancelled_stale_and_lapsed_waits_no_longer_count() {
+    let setup = |fs: &mut Fs| {
+        let (x, y) = two_files(fs);
+        assert!(setlk(fs, 1, 1, x, W, 0, 9).is_ok());
+        assert!(setlk(fs, 2, 2, y, W, 0, 9).is_ok());
+        assert_eq!(
+            wait_outcome(setlkw(fs, 1, 1, y, LockKind::Write)),
+            Wait::Busy(2)
+        );
+        (x, y)
+    };
+    // Cancelled (the waiting process got a signal).
+    let mut fs = Fs::new();
+    let (x, y) = setup(&mut fs);
+    fs.clock_us -= 999_000;
+    assert!(fs.run_client(1, Op::CancelWait { fh: y, owner: 1 }).is_ok());
+    assert_eq!(
+        wait_outcome(setlkw(&mut fs, 2, 2, x, LockKind::Write)),
+        Wait::Busy(1)
+    );
+    // Not refreshed for longer than the edge's life (a client that stopped retrying).
+    let mut fs = Fs::new();
+    let (x, _) = setup(&mut fs);
+    fs.clock_us += 2_000_000;
+    assert_eq!(
+        wait_outcome(setlkw(&mut fs, 2, 2, x, LockKind::Write)),
+        Wait::Busy(1)
+    );
+    // Its client's lease lapsed: its locks went too, so 2 gets x.
+    let mut fs = Fs::new();
+    let (x, _) = setup(&mut fs);
+    fs.clock_us += 31_000_000;
+    assert_eq!(
+        wait_outcome(setlkw(&mut fs, 2, 2, x, LockKind::Write)),
+        Wait::Granted
+    );
+}
+
+#[test]
+fn waits_leave_no_record_once_granted_or_cancelled() {
+    // Two services that differ only in whether client 1 waited for y before getting it.
+    let run = |wait_first: bool| {
+        let mut fs = Fs::new();
+        let (_, y) = two_files(&mut fs);
+        assert!(setlk(&mut fs, 2, 2, y, W, 0, 9).is_ok());
+        if wait_first {
+            assert_eq!(
+                wait_outcome(setlkw(&mut fs, 1, 1, y, LockKind::Write)),
+                Wait::Busy(2)
+            );
+        } else {
+            // Renews client 1's lease exactly as the wait does.
+            fs.clock_us -= 999_000;
+            assert!(fs.run_client(1, Op::RenewLease).is_ok());
+        }
+        fs.clock_us -= 999_000;
+        assert!(setlk(&mut fs, 2, 2, y, UN, 0, 9).is_ok());
+        assert_eq!(
+            wait_outcome(setlkw(&mut fs, 1, 1, y, LockKind::Write)),
+            Wait::Granted
+        );
+        fs.s.current_partition_digests()
+    };
+    assert_eq!(run(true), run(false));
+    // Bad input: a range no lock can cover, a removed file.
+    let mut fs = Fs::new();
+    let x = file(&mut fs);
+    let bad = Op::SetLkWait {
+        fh: x,
+        owner: 1,
+        kind: LockKind::Write,
+        start: 9,
+        end: 1,
+        pid: 1,
+    };
+    assert_eq!(fs.run_client(1, bad), err(Errno::EINVAL));
+    let stale = FileHandle {
+        generation: x.generation + 1,
+        ..x
+    };
+    assert_eq!(
+        setlkw(&mut fs, 1, 1, stale, LockKind::Write),
+        err(Errno::ESTALE)
+    );
+}

@@ -144,6 +144,12 @@ pub fn corrupt_fs_result(b: &[u8]) -> Vec<u8> {
         // A recall where there is none, and a delegation where there is one.
         Ok(Reply::Recall) => Ok(Reply::Recalls(vec![1])),
         Ok(Reply::Delegated { .. }) => Ok(Reply::Recall),
+        // No deadlock where there is one.
+        Ok(Reply::Deadlock { lapsed }) => Ok(Reply::Lock {
+            conflict: None,
+            lapsed,
+            attr: None,
+        }),
         Ok(Reply::Recalls(mut inos)) => {
             if inos.pop().is_none() {
                 inos.push(byzfs_fs::handle::ROOT_INO);

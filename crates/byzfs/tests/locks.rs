@@ -107,6 +107,7 @@ fn locks_hold_between_mounts() {
     fcntl_between_mounts(&a, &b);
     flock_between_mounts(&a, &b);
     counter_under_locks(&a, &b);
+    deadlock_between_mounts(&a, &b);
     eprintln!("locks between two mounts: {:?}", t.elapsed());
 
     let t = Instant::now();
@@ -163,6 +164,51 @@ fn fcntl_between_mounts(a: &Path, b: &Path) {
         .recv_timeout(Duration::from_secs(10))
         .expect("F_SETLKW not granted after the holder's close");
     assert!(waited >= Duration::from_millis(400), "waited {waited:?}");
+}
+
+/// `EDEADLK`: a blocking request that would wait for an owner waiting for it fails, on
+/// either mount, and the other waiter is granted once the cycle is broken. (This process's
+/// locks through two mounts belong to two owners: each mount is another client.)
+fn deadlock_between_mounts(a: &Path, b: &Path) {
+    fs::write(a.join("dx"), b"x").unwrap();
+    fs::write(a.join("dy"), b"y").unwrap();
+    // Taken twice each, so the delegations are in play too: A holds dx, B holds dy.
+    let ax = rw(&a.join("dx"));
+    setlk(&ax, WR, 0, 0, false).unwrap();
+    let by = rw(&b.join("dy"));
+    setlk(&by, WR, 0, 0, false).unwrap();
+    // A's owner waits for dy...
+    let a_dy = a.join("dy");
+    let waiter = in_thread(move || {
+        let f = rw(&a_dy);
+        let r = setlk(&f, WR, 0, 0, true);
+        (r, f)
+    });
+    still_blocked(&waiter, Duration::from_millis(500), "F_SETLKW on dy");
+    // ...so B's owner waiting for dx would close a cycle.
+    let bx = rw(&b.join("dx"));
+    let t = Instant::now();
+    assert_eq!(
+        setlk(&bx, WR, 0, 0, true),
+        Err(nix::errno::Errno::EDEADLK),
+        "F_SETLKW closing a cycle of waits"
+    );
+    eprintln!("EDEADLK after {:?}", t.elapsed());
+    still_blocked(&waiter, Duration::from_millis(300), "the first waiter");
+    // B lets dy go: A's wait ends with the lock.
+    drop(bx);
+    drop(by);
+    let (r, f) = waiter
+        .recv_timeout(Duration::from_secs(10))
+        .expect("F_SETLKW not granted after the cycle broke");
+    r.expect("granted");
+    assert_eq!(
+        getlk(&rw(&b.join("dx")), RD, 0, 0).0,
+        WR,
+        "A still holds dx"
+    );
+    drop(f);
+    drop(ax);
 }
 
 /// `flock(1)` through two mounts: exclusive locks conflict, a blocked one is interrupted by

@@ -922,6 +922,28 @@ pub trait Filesystem: Send + Sync + 'static {
         reply.error(Errno::ENOSYS);
     }
 
+    /// As [`Filesystem::setlk`], saying whether the request comes from `flock(2)`
+    /// (`FUSE_LK_FLOCK`) rather than `fcntl(2)`: only `fcntl` callers expect deadlock
+    /// detection (`EDEADLK`). The default calls `setlk`. ByzFS patch.
+    fn setlk_flock(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        fh: FileHandle,
+        lock_owner: LockOwner,
+        start: u64,
+        end: u64,
+        typ: i32,
+        pid: u32,
+        sleep: bool,
+        _flock: bool,
+        reply: ReplyEmpty,
+    ) {
+        self.setlk(
+            req, ino, fh, lock_owner, start, end, typ, pid, sleep, reply,
+        );
+    }
+
     /// Map block index within file to block index within device.
     /// Note: This makes sense only for block device backed filesystems mounted
     /// with the 'blkdev' option

@@ -409,7 +409,7 @@ impl<'a> RequestWithSender<'a> {
                 );
             }
             ll::Operation::SetLk(x) => {
-                filesystem.setlk(
+                filesystem.setlk_flock(
                     self.request_header(),
                     self.request.nodeid(),
                     x.file_handle(),
@@ -419,6 +419,7 @@ impl<'a> RequestWithSender<'a> {
                     x.lock().typ,
                     x.lock().pid,
                     x.sleep(),
+                    x.flock(),
                     self.reply(),
                 );
             }

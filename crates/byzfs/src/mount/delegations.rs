@@ -200,9 +200,10 @@ impl Delegations {
     }
 }
 
-/// Gives `ino`'s delegation back with the locks held on it now. On a transient failure it
-/// stays held, to be given back at the next poll.
-fn give_back(inner: &mut Inner, cred: &Credentials, ino: u64, recalled: bool) {
+/// Gives `ino`'s delegation back with the locks held on it now (`recalled`: the file is
+/// contended, so it stays at the replicas for a while). On a transient failure it stays
+/// held, to be given back at the next poll.
+pub(super) fn give_back(inner: &mut Inner, cred: &Credentials, ino: u64, recalled: bool) {
     let Some(d) = inner.delegs.held.get(&ino) else {
         return;
     };

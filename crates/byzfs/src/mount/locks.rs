@@ -32,7 +32,13 @@
 //!   it holds the file's delegation, with no round trip per lock ([`super::delegations`]);
 //!   another mount's lock request on it waits until the delegation is given back
 //!   ([`Outcome::Recalling`], retried every [`RECALL_RETRY`]).
-//! * **Not done:** deadlock detection (`EDEADLK`) between processes on different mounts.
+//! * **Deadlocks.** A blocking `fcntl` request (`F_SETLKW`; the vendored fuser says
+//!   whether a request is an `flock`) is sent as `Op::SetLkWait`, so the replicas record
+//!   what its owner waits for and answer `EDEADLK` to a request that would close a cycle
+//!   of waiting owners, on any mounts ([`byzfs_fs::deadlock`]). A waiter that gets a
+//!   signal cancels its record. A blocking request that finds the range taken on a file
+//!   this mount holds the delegation of gives the delegation back first, so that its wait,
+//!   too, is known to the replicas. `flock` waits are not checked, as on Linux.
 
 use super::delegations::CONFIRMED_WITHIN;
 use super::{errno, invoke, Inner, Stamp};
@@ -189,26 +195,37 @@ pub(super) enum Outcome {
     Granted { changed: bool },
     /// Another owner holds a conflicting lock.
     Busy,
+    /// Waiting would close a cycle of waiting owners (`Op::SetLkWait` only).
+    Deadlock,
     /// Another mount is giving the file's delegation back: ask again shortly.
     Recalling,
     /// Failed.
     Failed(Errno),
 }
 
-/// Decides `op` (a `SetLk`): here if this mount holds the file's delegation, else at the
-/// replicas (asking for the delegation unless the file is contended), keeping the mount's
-/// books: which pairs may hold locks, the lease, and the file's last seen attributes.
+/// Decides `op` (a `SetLk` or `SetLkWait`): here if this mount holds the file's
+/// delegation, else at the replicas (asking for the delegation unless the file is contended
+/// or the request waits), keeping the mount's books: which pairs may hold locks, the lease,
+/// and the file's last seen attributes.
 pub(super) fn set(inner: &mut Inner, cred: &Credentials, op: Op) -> Outcome {
-    let Op::SetLk {
-        fh,
-        owner,
-        kind,
-        start,
-        end,
-        pid,
-    } = op
-    else {
-        return Outcome::Failed(Errno::EINVAL);
+    let (fh, owner, kind, start, end, pid, waits) = match op {
+        Op::SetLk {
+            fh,
+            owner,
+            kind,
+            start,
+            end,
+            pid,
+        } => (fh, owner, kind, start, end, pid, false),
+        Op::SetLkWait {
+            fh,
+            owner,
+            kind,
+            start,
+            end,
+            pid,
+        } => (fh, owner, Some(kind), start, end, pid, true),
+        _ => return Outcome::Failed(Errno::EINVAL),
     };
     let now = Instant::now();
     if inner.delegs.holds(fh.ino) && !inner.locks.confirmed_recently(now) {
@@ -221,20 +238,41 @@ pub(super) fn set(inner: &mut Inner, cred: &Credentials, op: Op) -> Outcome {
         .delegs
         .set(fh.ino, owner, kind, (start, end), pid, now)
     {
-        return match r {
+        match r {
             Ok(()) => {
                 if kind.is_some() {
                     inner.locks.note(fh, owner, now);
                 }
-                Outcome::Granted { changed: false }
+                return Outcome::Granted { changed: false };
             }
-            Err(Errno::EAGAIN) => Outcome::Busy,
-            Err(e) => Outcome::Failed(e),
-        };
+            // A wait the replicas must know of, for deadlock detection: the file goes
+            // back to them (and stays there while contended).
+            Err(Errno::EAGAIN) if waits => {
+                super::delegations::give_back(inner, cred, fh.ino, true);
+                if inner.delegs.holds(fh.ino) {
+                    return Outcome::Busy; // Not given back (a transient failure).
+                }
+            }
+            Err(Errno::EAGAIN) => return Outcome::Busy,
+            Err(e) => return Outcome::Failed(e),
+        }
     }
-    let delegate = kind.is_some() && inner.delegs.wanted(fh.ino, now);
+    let delegate = !waits && kind.is_some() && inner.delegs.wanted(fh.ino, now);
     let op = if delegate { op.asking_delegation() } else { op };
     match invoke(inner, cred, op) {
+        Ok(Reply::Lock {
+            conflict: Some(_),
+            lapsed,
+            ..
+        }) => {
+            // A `SetLkWait` that must wait (it renewed the lease all the same).
+            renewed(inner, lapsed, now);
+            Outcome::Busy
+        }
+        Ok(Reply::Deadlock { lapsed }) => {
+            renewed(inner, lapsed, now);
+            Outcome::Deadlock
+        }
         Ok(Reply::Lock { lapsed, attr, .. }) => {
             granted(inner, (fh, owner), kind, lapsed, attr.as_ref(), now)
         }
@@ -257,6 +295,15 @@ pub(super) fn set(inner: &mut Inner, cred: &Credentials, op: Op) -> Outcome {
     }
 }
 
+/// The books after a lock operation sent at `sent` renewed the lease.
+fn renewed(inner: &mut Inner, lapsed: bool, sent: Instant) {
+    if lapsed {
+        lease_lapsed(inner);
+    }
+    inner.locks.renewed = Some(sent);
+    inner.locks.confirmed = Some(sent);
+}
+
 /// The books after the replicas granted a lock change sent at `sent`.
 fn granted(
     inner: &mut Inner,
@@ -266,11 +313,7 @@ fn granted(
     attr: Option<&byzfs_fs::Attr>,
     sent: Instant,
 ) -> Outcome {
-    if lapsed {
-        lease_lapsed(inner);
-    }
-    inner.locks.renewed = Some(sent);
-    inner.locks.confirmed = Some(sent);
+    renewed(inner, lapsed, sent);
     if kind.is_some() {
         inner.locks.note(fh, owner, sent);
     }
@@ -448,16 +491,22 @@ fn wait_set(
     blocking: bool,
     reply: fuser::ReplyEmpty,
 ) {
-    let ino = match &op {
-        Op::SetLk { fh, .. } => fh.ino,
-        _ => 0,
+    let (ino, waiting) = match &op {
+        Op::SetLk { fh, .. } => (fh.ino, None),
+        Op::SetLkWait { fh, owner, .. } => (fh.ino, Some((*fh, *owner))),
+        _ => (0, None),
     };
     let mut busy_nap = RETRY_FIRST;
     let mut nap = RECALL_RETRY;
     loop {
         let outcome = match attempt_after(inner, tid, nap, |i| set(i, cred, op.clone())) {
             Ok(o) => o,
-            Err(e) => return reply.error(e),
+            Err(e) => {
+                if let Some((fh, owner)) = waiting {
+                    cancel_wait(inner, cred, fh, owner);
+                }
+                return reply.error(e);
+            }
         };
         match outcome {
             Outcome::Recalling => nap = RECALL_RETRY,
@@ -466,9 +515,25 @@ fn wait_set(
                 busy_nap = (busy_nap * 2).min(RETRY_MAX);
             }
             Outcome::Busy => return reply.error(fuser::Errno::EAGAIN),
+            Outcome::Deadlock => return reply.error(fuser::Errno::EDEADLK),
             Outcome::Granted { changed } => return grant(notifier, ino, changed, reply),
             Outcome::Failed(e) => return reply.error(errno(e)),
         }
+    }
+}
+
+/// Tells the replicas that `owner` no longer waits on `fh` (its process got a signal), so
+/// its wait cannot make another request fail with `EDEADLK`; if this fails, the record
+/// lapses by itself ([`byzfs_fs::deadlock::WAIT_TTL`]).
+fn cancel_wait(inner: &Weak<Mutex<Inner>>, cred: &Credentials, fh: FileHandle, owner: u64) {
+    let Some(inner) = inner.upgrade() else {
+        return;
+    };
+    let Ok(mut guard) = inner.lock() else {
+        return;
+    };
+    if let Err(e) = invoke(&mut guard, cred, Op::CancelWait { fh, owner }) {
+        tracing::debug!(ino = fh.ino, %e, "cannot cancel a lock wait; it lapses");
     }
 }
 

@@ -62,8 +62,7 @@
 //! * **Extended attributes:** `user.` and `trusted.` (stored by the replicas, with Linux's
 //!   checks: `byzfs_fs::xattr`); `security.` names read as absent, and `system.` (ACLs) is
 //!   not supported.
-//! * **Not handled yet:** ACLs are not supported (device nodes are: `mknod` by uid 0), nor
-//!   lock deadlock detection between mounts ([`locks`]). The adapter is
+//! * **Not handled yet:** ACLs are not supported (device nodes are: `mknod` by uid 0). The adapter is
 //!   single-threaded: one operation at a time per mount. go-fuse's POSIX suite passes
 //!   (docs/CONFORMANCE.md).
 
@@ -1895,7 +1894,9 @@ impl Filesystem for ByzFuse {
 
     /// `F_SETLK`/`F_SETLKW`, and `flock` ([`locks`]). A blocking request that finds the
     /// range taken goes on waiting in a thread of its own.
-    fn setlk(
+    /// `F_SETLK`, `F_SETLKW` and `flock` ([`locks`]); a blocking `fcntl` request waits with
+    /// deadlock detection (`Op::SetLkWait`).
+    fn setlk_flock(
         &self,
         req: &fuser::Request,
         ino: INodeNo,
@@ -1906,6 +1907,7 @@ impl Filesystem for ByzFuse {
         typ: i32,
         pid: u32,
         sleep: bool,
+        flock: bool,
         reply: ReplyEmpty,
     ) {
         let fh = fh!(self, ino, reply);
@@ -1914,13 +1916,24 @@ impl Filesystem for ByzFuse {
             Err(e) => return reply.error(e),
         };
         let cred = self.credentials(req);
-        let op = Op::SetLk {
-            fh,
-            owner: lock_owner.0,
-            kind,
-            start,
-            end,
-            pid,
+        let owner = lock_owner.0;
+        let op = match kind {
+            Some(kind) if sleep && !flock => Op::SetLkWait {
+                fh,
+                owner,
+                kind,
+                start,
+                end,
+                pid,
+            },
+            _ => Op::SetLk {
+                fh,
+                owner,
+                kind,
+                start,
+                end,
+                pid,
+            },
         };
         let outcome = match self.inner.lock() {
             Ok(mut inner) => locks::set(&mut inner, &cred, op.clone()),
@@ -1931,6 +1944,7 @@ impl Filesystem for ByzFuse {
                 locks::grant(&self.notifier, ino.0, changed, reply)
             }
             locks::Outcome::Busy if !sleep => reply.error(fuser::Errno::EAGAIN),
+            locks::Outcome::Deadlock => reply.error(fuser::Errno::EDEADLK),
             // A blocking request waits for the range, any for a recalled delegation.
             locks::Outcome::Busy | locks::Outcome::Recalling => locks::wait(locks::Waiter {
                 inner: Arc::downgrade(&self.inner),

@@ -1205,6 +1205,11 @@ mod op {
         pub(crate) fn sleep(&self) -> bool {
             self.wait
         }
+        /// Whether the request comes from `flock(2)` (`FUSE_LK_FLOCK`) rather than
+        /// `fcntl(2)`. ByzFS patch.
+        pub(crate) fn flock(&self) -> bool {
+            self.arg.lk_flags & crate::consts::FUSE_LK_FLOCK != 0
+        }
     }
 
     /// Check file access permissions.
