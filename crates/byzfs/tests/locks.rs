@@ -111,6 +111,10 @@ fn locks_hold_between_mounts() {
     eprintln!("locks between two mounts: {:?}", t.elapsed());
 
     let t = Instant::now();
+    deadlock_on_delegated_files(&a);
+    eprintln!("a deadlock on one mount: {:?}", t.elapsed());
+
+    let t = Instant::now();
     delegation_spares_round_trips(&up, &a);
     eprintln!("a delegation: {:?}", t.elapsed());
 
@@ -209,6 +213,72 @@ fn deadlock_between_mounts(a: &Path, b: &Path) {
     );
     drop(f);
     drop(ax);
+}
+
+/// A Perl child (Perl is part of every Debian system) that write-locks `hold`, prints
+/// `locked`, waits for a line on its stdin, then asks `F_SETLKW` on `want` and prints
+/// `granted` or `errno N`.
+const LOCKER: &str = r#"
+use strict; use Fcntl; $| = 1;
+my ($hold, $want) = @ARGV;
+sub lk { my ($fh, $cmd) = @_; my $fl = pack("ssx4qqlx4", F_WRLCK, 0, 0, 0, 0); fcntl($fh, $cmd, $fl) }
+open(my $h, "+<", $hold) or die "open $hold: $!";
+lk($h, F_SETLK) or die "lock $hold: $!";
+print "locked\n";
+my $go = <STDIN>;
+open(my $w, "+<", $want) or die "open $want: $!";
+if (lk($w, F_SETLKW)) { print "granted\n" } else { print "errno ", $!+0, "\n" }
+"#;
+
+/// `EDEADLK` between two processes of one mount whose files are delegated to it: the
+/// waits go to the replicas (the mount gives the delegations back) and the cycle is found.
+fn deadlock_on_delegated_files(a: &Path) {
+    use std::io::{BufRead as _, BufReader, Write as _};
+    let (x, y) = (a.join("lx"), a.join("ly"));
+    fs::write(&x, b"x").unwrap();
+    fs::write(&y, b"y").unwrap();
+    let mine = rw(&x);
+    setlk(&mine, WR, 0, 0, false).unwrap();
+    let mut child = Command::new("perl")
+        .args(["-e", LOCKER])
+        .arg(&y)
+        .arg(&x)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("perl");
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    assert_eq!(line, "locked\n");
+    // This process waits for the child's file...
+    let waiter = in_thread(move || {
+        let f = rw(&y);
+        (setlk(&f, WR, 0, 0, true), f)
+    });
+    still_blocked(
+        &waiter,
+        Duration::from_millis(500),
+        "F_SETLKW on the child's file",
+    );
+    // ...and the child asking for this process's file would close a cycle.
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(b"go\n").unwrap();
+    line.clear();
+    out.read_line(&mut line).unwrap();
+    assert_eq!(
+        line,
+        format!("errno {}\n", libc::EDEADLK),
+        "the child's F_SETLKW"
+    );
+    // The child's exit releases its lock: this process's wait ends with it.
+    assert!(child.wait().unwrap().success());
+    let (r, f) = waiter
+        .recv_timeout(Duration::from_secs(10))
+        .expect("F_SETLKW not granted after the child exited");
+    r.expect("granted");
+    drop(f);
+    drop(mine);
 }
 
 /// `flock(1)` through two mounts: exclusive locks conflict, a blocked one is interrupted by
