@@ -30,7 +30,7 @@ use crate::exec::Exec;
 use crate::handle::FileHandle;
 use crate::inode::{decode, encode};
 use crate::key;
-use crate::lock::{apply, first_conflict, Held, LockKind, LockOwner};
+use crate::lock::{apply, first_conflict, Held, LockOwner, LockReq};
 use crate::op::Reply;
 use crate::store::Store;
 use core::time::Duration;
@@ -139,15 +139,18 @@ impl<S: Store + ?Sized> Exec<'_, '_, S> {
 
     /// `F_SETLKW` of a POSIX owner (see the module docs): granted, busy (the conflict in
     /// the reply; an edge recorded), or a deadlock.
-    pub(crate) fn setlk_wait(
-        &mut self,
-        fh: FileHandle,
-        owner: u64,
-        kind: LockKind,
-        range: (u64, u64),
-        pid: u32,
-    ) -> Res<Reply> {
-        let (start, end) = range;
+    pub(crate) fn setlk_wait(&mut self, r: LockReq) -> Res<Reply> {
+        let LockReq {
+            fh,
+            owner,
+            kind,
+            start,
+            end,
+            pid,
+        } = r;
+        let Some(kind) = kind else {
+            return Err(Errno::EINVAL.into());
+        };
         self.resolve(fh)?;
         crate::lock::check_range(start, end)?;
         if self.recall_if_delegated(fh.ino)? {
@@ -161,7 +164,7 @@ impl<S: Store + ?Sized> Exec<'_, '_, S> {
         let locks = self.valid_locks(fh.ino)?;
         let holder = first_conflict(&locks, me, kind, start, end).copied();
         let Some(holder) = holder else {
-            let next = apply(locks, me, epoch, Some(kind), range, pid)?;
+            let next = apply(locks, me, epoch, Some(kind), (start, end), pid)?;
             self.save_locks(fh.ino, &next);
             self.set_wait(owner, fh.ino, None)?;
             return self.lock_reply(fh, None, lapsed);

@@ -27,7 +27,7 @@ use crate::exec::Exec;
 use crate::handle::FileHandle;
 use crate::inode::{decode, encode};
 use crate::key;
-use crate::lock::{self, Held, LockKind, LockOwner, MAX_LOCKS_PER_FILE};
+use crate::lock::{self, Held, LockKind, LockOwner, LockReq, MAX_LOCKS_PER_FILE};
 use crate::op::Reply;
 use crate::store::Store;
 use serde::{Deserialize, Serialize};
@@ -97,18 +97,12 @@ impl<S: Store + ?Sized> Exec<'_, '_, S> {
     }
 
     /// `F_SETLK` asking for the file's delegation too (see the module docs).
-    pub(crate) fn lock_delegate(
-        &mut self,
-        fh: FileHandle,
-        owner: u64,
-        kind: Option<LockKind>,
-        range: (u64, u64),
-        pid: u32,
-    ) -> Res<Reply> {
+    pub(crate) fn lock_delegate(&mut self, r: LockReq) -> Res<Reply> {
+        let fh = r.fh;
         if self.recall_if_delegated(fh.ino)? {
             return Ok(Reply::Recall);
         }
-        let reply = self.setlk(fh, owner, kind, range, pid)?;
+        let reply = self.setlk(r)?;
         let Reply::Lock { lapsed, attr, .. } = reply else {
             return Ok(reply);
         };

@@ -58,6 +58,25 @@ pub struct LockOwner {
     pub owner: u64,
 }
 
+/// A lock change one owner asks for: a `kind` lock on bytes `start..=end` of `fh`
+/// (`None`: unlock them). Postcard encodes `Op::SetLk(LockReq)` as it encoded the struct
+/// variant with these fields before, so stored logs still decode.
+#[derive(Serialize, Deserialize, Clone, Copy, PartialEq, Eq, Debug)]
+pub struct LockReq {
+    /// The file.
+    pub fh: FileHandle,
+    /// The lock owner (on the asking client).
+    pub owner: u64,
+    /// The lock to take; `None` to unlock.
+    pub kind: Option<LockKind>,
+    /// First byte.
+    pub start: u64,
+    /// Last byte, inclusive ([`LOCK_END_MAX`]: to the end of the file).
+    pub end: u64,
+    /// The locking process's id (reported by `F_GETLK`).
+    pub pid: u32,
+}
+
 /// A lock as `F_GETLK` reports it: the first lock of another owner that conflicts.
 #[derive(Serialize, Deserialize, Clone, Copy, PartialEq, Eq, Debug)]
 pub struct LockInfo {
@@ -315,15 +334,15 @@ impl<S: Store + ?Sized> Exec<'_, '_, S> {
 
     /// `F_SETLK`: takes `kind` on `start..=end` for `owner` (`None`: unlocks the range), or
     /// `EAGAIN` if another owner's lock conflicts.
-    pub(crate) fn setlk(
-        &mut self,
-        fh: FileHandle,
-        owner: u64,
-        kind: Option<LockKind>,
-        range: (u64, u64),
-        pid: u32,
-    ) -> Res<Reply> {
-        let (start, end) = range;
+    pub(crate) fn setlk(&mut self, r: LockReq) -> Res<Reply> {
+        let LockReq {
+            fh,
+            owner,
+            kind,
+            start,
+            end,
+            pid,
+        } = r;
         self.resolve(fh)?;
         check_range(start, end)?;
         // Another client holds the file's delegation: it must give it back first. An
@@ -337,7 +356,7 @@ impl<S: Store + ?Sized> Exec<'_, '_, S> {
         };
         let (epoch, lapsed) = self.renew()?;
         let locks = self.valid_locks(fh.ino)?;
-        let next = apply(locks, me, epoch, kind, range, pid)?;
+        let next = apply(locks, me, epoch, kind, (start, end), pid)?;
         self.save_locks(fh.ino, &next);
         self.lock_reply(fh, None, lapsed)
     }

@@ -13,7 +13,7 @@ use crate::attr::{Attr, FileType, SetAttr, StatFs};
 use crate::delegation::Returned;
 use crate::errno::Errno;
 use crate::handle::FileHandle;
-use crate::lock::{LockInfo, LockKind};
+use crate::lock::{LockInfo, LockKind, LockReq};
 use serde::{Deserialize, Serialize};
 
 /// Largest `data` of one [`Op::Write`] and largest `count` of one [`Op::Read`] (1 MiB).
@@ -339,20 +339,7 @@ pub enum Op {
     /// `F_SETLK` ([`crate::lock`]): takes a `kind` lock on bytes `start..=end` for `owner`
     /// (`None`: unlocks them), or fails with `EAGAIN` if another owner's lock conflicts.
     /// Renews the client's lease. Reply: [`Reply::Lock`].
-    SetLk {
-        /// The file.
-        fh: FileHandle,
-        /// The lock owner (on this client).
-        owner: u64,
-        /// The lock to take; `None` to unlock.
-        kind: Option<LockKind>,
-        /// First byte.
-        start: u64,
-        /// Last byte, inclusive ([`crate::lock::LOCK_END_MAX`]: to the end of the file).
-        end: u64,
-        /// The locking process's id (reported by `F_GETLK`).
-        pid: u32,
-    },
+    SetLk(LockReq),
     /// Drops every lock `owner` holds on `fh` (a process's `close`, or the last close of a
     /// file it `flock`ed). Reply: [`Reply::Lock`].
     ReleaseLocks {
@@ -367,20 +354,7 @@ pub enum Op {
     /// `F_SETLK` as [`Op::SetLk`], asking for the file's lock delegation too
     /// ([`crate::delegation`]). Reply: [`Reply::Delegated`] if granted, else as `SetLk`'s;
     /// [`Reply::Recall`] if another client holds the delegation.
-    LockDelegate {
-        /// The file.
-        fh: FileHandle,
-        /// The lock owner (on this client).
-        owner: u64,
-        /// The lock to take; `None` to unlock.
-        kind: Option<LockKind>,
-        /// First byte.
-        start: u64,
-        /// Last byte, inclusive.
-        end: u64,
-        /// The locking process's id.
-        pid: u32,
-    },
+    LockDelegate(LockReq),
     /// Gives a file's lock delegation back with the locks the client holds on it now
     /// ([`crate::delegation`]). Reply: [`Reply::Lock`]; `ENOLCK` if the client does not
     /// hold it.
@@ -397,21 +371,9 @@ pub enum Op {
     /// [`Op::SetLk`] does, or, if another owner's lock conflicts, records that `owner`
     /// waits for that lock's owner and answers [`Reply::Lock`] with the conflict (try
     /// again later), or [`Reply::Deadlock`] if that owner waits, directly or through
-    /// others, for `owner`. [`Reply::Recall`] as for `SetLk`.
-    SetLkWait {
-        /// The file.
-        fh: FileHandle,
-        /// The lock owner (on this client).
-        owner: u64,
-        /// The lock to take.
-        kind: LockKind,
-        /// First byte.
-        start: u64,
-        /// Last byte, inclusive.
-        end: u64,
-        /// The locking process's id.
-        pid: u32,
-    },
+    /// others, for `owner`. [`Reply::Recall`] as for `SetLk`; `EINVAL` for an unlock
+    /// (`kind` `None`).
+    SetLkWait(LockReq),
     /// `owner` no longer waits for a lock on `fh` (its process got a signal): forgets what
     /// [`Op::SetLkWait`] recorded. Reply: [`Reply::Lock`] without attributes.
     CancelWait {
@@ -478,13 +440,13 @@ impl Op {
             Op::WriteGather { .. } => "write_gather",
             Op::WriteSetAttr { .. } => "write_setattr",
             Op::GetLk { .. } => "getlk",
-            Op::SetLk { .. } => "setlk",
+            Op::SetLk(_) => "setlk",
             Op::ReleaseLocks { .. } => "release_locks",
             Op::RenewLease => "renew_lease",
-            Op::LockDelegate { .. } => "lock_delegate",
+            Op::LockDelegate(_) => "lock_delegate",
             Op::ReturnDelegation { .. } => "return_delegation",
             Op::Recalls => "recalls",
-            Op::SetLkWait { .. } => "setlk_wait",
+            Op::SetLkWait(_) => "setlk_wait",
             Op::CancelWait { .. } => "cancel_wait",
         }
     }
@@ -493,21 +455,7 @@ impl Op {
     /// operation unchanged.
     pub fn asking_delegation(self) -> Op {
         match self {
-            Op::SetLk {
-                fh,
-                owner,
-                kind,
-                start,
-                end,
-                pid,
-            } => Op::LockDelegate {
-                fh,
-                owner,
-                kind,
-                start,
-                end,
-                pid,
-            },
+            Op::SetLk(r) => Op::LockDelegate(r),
             other => other,
         }
     }
@@ -518,13 +466,13 @@ impl Op {
         matches!(
             self,
             Op::GetLk { .. }
-                | Op::SetLk { .. }
+                | Op::SetLk(_)
                 | Op::ReleaseLocks { .. }
                 | Op::RenewLease
-                | Op::LockDelegate { .. }
+                | Op::LockDelegate(_)
                 | Op::ReturnDelegation { .. }
                 | Op::Recalls
-                | Op::SetLkWait { .. }
+                | Op::SetLkWait(_)
                 | Op::CancelWait { .. }
         )
     }

@@ -15,14 +15,7 @@ const R: Option<LockKind> = Some(LockKind::Read);
 const W: Option<LockKind> = Some(LockKind::Write);
 
 fn op(fh: FileHandle, owner: u64, kind: Option<LockKind>, start: u64, end: u64) -> Op {
-    Op::SetLk {
-        fh,
-        owner,
-        kind,
-        start,
-        end,
-        pid: 100 + owner as u32,
-    }
+    Op::SetLk(req(fh, owner, kind, start, end))
 }
 
 fn delegate(
@@ -33,17 +26,7 @@ fn delegate(
     kind: Option<LockKind>,
     (start, end): (u64, u64),
 ) -> FsResult {
-    fs.run_client(
-        client,
-        Op::LockDelegate {
-            fh,
-            owner,
-            kind,
-            start,
-            end,
-            pid: 100 + owner as u32,
-        },
-    )
+    fs.run_client(client, Op::LockDelegate(req(fh, owner, kind, start, end)))
 }
 
 fn getlk(fs: &mut Fs, client: u64, fh: FileHandle, start: u64, end: u64) -> FsResult {
@@ -231,14 +214,7 @@ fn a_removed_file_leaves_no_delegation_record() {
         let mut fs = Fs::new();
         let f = file(&mut fs);
         let o = if delegated {
-            Op::LockDelegate {
-                fh: f,
-                owner: 1,
-                kind: W,
-                start: 0,
-                end: 0,
-                pid: 101,
-            }
+            Op::LockDelegate(req(f, 1, W, 0, 0))
         } else {
             op(f, 1, W, 0, 0)
         };

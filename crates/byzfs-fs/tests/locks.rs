@@ -23,17 +23,7 @@ fn setlk(
     start: u64,
     end: u64,
 ) -> FsResult {
-    fs.run_client(
-        client,
-        Op::SetLk {
-            fh,
-            owner,
-            kind,
-            start,
-            end,
-            pid: 100 + owner as u32,
-        },
-    )
+    fs.run_client(client, Op::SetLk(req(fh, owner, kind, start, end)))
 }
 
 fn getlk(
@@ -329,17 +319,7 @@ proptest! {
 /// operation (edges live for two seconds; the harness otherwise steps one second per call).
 fn setlkw(fs: &mut Fs, client: u64, owner: u64, fh: FileHandle, kind: LockKind) -> FsResult {
     fs.clock_us -= 999_000;
-    fs.run_client(
-        client,
-        Op::SetLkWait {
-            fh,
-            owner,
-            kind,
-            start: 0,
-            end: 9,
-            pid: 100 + owner as u32,
-        },
-    )
+    fs.run_client(client, Op::SetLkWait(req(fh, owner, Some(kind), 0, 9)))
 }
 
 /// What a blocking request came to.
@@ -516,15 +496,10 @@ fn waits_leave_no_record_once_granted_or_cancelled() {
     // Bad input: a range no lock can cover, a removed file.
     let mut fs = Fs::new();
     let x = file(&mut fs);
-    let bad = Op::SetLkWait {
-        fh: x,
-        owner: 1,
-        kind: LockKind::Write,
-        start: 9,
-        end: 1,
-        pid: 1,
-    };
+    let bad = Op::SetLkWait(req(x, 1, W, 9, 1));
     assert_eq!(fs.run_client(1, bad), err(Errno::EINVAL));
+    let unlock = Op::SetLkWait(req(x, 1, UN, 0, 9));
+    assert_eq!(fs.run_client(1, unlock), err(Errno::EINVAL));
     let stale = FileHandle {
         generation: x.generation + 1,
         ..x

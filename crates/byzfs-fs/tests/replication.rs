@@ -408,14 +408,14 @@ fn to_op(r: &ROp, k: &Known) -> Option<Op> {
             value: vec![n; usize::from(l)],
             how: byzfs_fs::op::XattrSet::Any,
         },
-        ROp::Lock(f, n, lock) => Op::SetLk {
+        ROp::Lock(f, n, lock) => Op::SetLk(byzfs_fs::lock::LockReq {
             fh: h(f),
             owner: u64::from(n),
             kind: lock.then_some(byzfs_fs::lock::LockKind::Write),
             start: 10 * u64::from(n),
             end: 10 * u64::from(n) + 19,
             pid: 1,
-        },
+        }),
         ROp::Allocate(f, s) => Op::Allocate {
             fh: h(f),
             end: u64::from(s),

@@ -206,3 +206,21 @@ impl Fs {
 pub fn err(e: Errno) -> FsResult {
     Err(e)
 }
+
+/// A lock request of `owner` (its pid is `100 + owner`).
+pub fn req(
+    fh: FileHandle,
+    owner: u64,
+    kind: Option<byzfs_fs::lock::LockKind>,
+    start: u64,
+    end: u64,
+) -> byzfs_fs::lock::LockReq {
+    byzfs_fs::lock::LockReq {
+        fh,
+        owner,
+        kind,
+        start,
+        end,
+        pid: 100 + owner as u32,
+    }
+}

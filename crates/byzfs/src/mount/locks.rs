@@ -42,7 +42,7 @@
 
 use super::delegations::CONFIRMED_WITHIN;
 use super::{errno, invoke, Inner, Stamp};
-use byzfs_fs::lock::{LockInfo, LockKind, LOCK_END_MAX};
+use byzfs_fs::lock::{LockInfo, LockKind, LockReq, LOCK_END_MAX};
 use byzfs_fs::{Credentials, Errno, FileHandle, Op, Reply};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock, Weak};
@@ -208,25 +208,19 @@ pub(super) enum Outcome {
 /// or the request waits), keeping the mount's books: which pairs may hold locks, the lease,
 /// and the file's last seen attributes.
 pub(super) fn set(inner: &mut Inner, cred: &Credentials, op: Op) -> Outcome {
-    let (fh, owner, kind, start, end, pid, waits) = match op {
-        Op::SetLk {
-            fh,
-            owner,
-            kind,
-            start,
-            end,
-            pid,
-        } => (fh, owner, kind, start, end, pid, false),
-        Op::SetLkWait {
-            fh,
-            owner,
-            kind,
-            start,
-            end,
-            pid,
-        } => (fh, owner, Some(kind), start, end, pid, true),
+    let (r, waits) = match op {
+        Op::SetLk(r) => (r, false),
+        Op::SetLkWait(r) => (r, true),
         _ => return Outcome::Failed(Errno::EINVAL),
     };
+    let LockReq {
+        fh,
+        owner,
+        kind,
+        start,
+        end,
+        pid,
+    } = r;
     let now = Instant::now();
     if inner.delegs.holds(fh.ino) && !inner.locks.confirmed_recently(now) {
         // Renew first: the delegation may have lapsed with the lease.
@@ -492,8 +486,8 @@ fn wait_set(
     reply: fuser::ReplyEmpty,
 ) {
     let (ino, waiting) = match &op {
-        Op::SetLk { fh, .. } => (fh.ino, None),
-        Op::SetLkWait { fh, owner, .. } => (fh.ino, Some((*fh, *owner))),
+        Op::SetLk(r) => (r.fh.ino, None),
+        Op::SetLkWait(r) => (r.fh.ino, Some((r.fh, r.owner))),
         _ => (0, None),
     };
     let mut busy_nap = RETRY_FIRST;

@@ -1916,24 +1916,18 @@ impl Filesystem for ByzFuse {
             Err(e) => return reply.error(e),
         };
         let cred = self.credentials(req);
-        let owner = lock_owner.0;
-        let op = match kind {
-            Some(kind) if sleep && !flock => Op::SetLkWait {
-                fh,
-                owner,
-                kind,
-                start,
-                end,
-                pid,
-            },
-            _ => Op::SetLk {
-                fh,
-                owner,
-                kind,
-                start,
-                end,
-                pid,
-            },
+        let lock = byzfs_fs::lock::LockReq {
+            fh,
+            owner: lock_owner.0,
+            kind,
+            start,
+            end,
+            pid,
+        };
+        let op = if sleep && !flock && kind.is_some() {
+            Op::SetLkWait(lock)
+        } else {
+            Op::SetLk(lock)
         };
         let outcome = match self.inner.lock() {
             Ok(mut inner) => locks::set(&mut inner, &cred, op.clone()),
