@@ -23,7 +23,9 @@
 //! * **Scope.** Only `fcntl` locks wait this way: `flock` callers do not expect `EDEADLK`,
 //!   and Linux does not detect deadlocks between them (the mount sends their blocking
 //!   requests as [`crate::Op::SetLk`] retries). Like Linux, only the first conflicting
-//!   lock's owner is followed.
+//!   lock's owner is followed. One difference: FUSE does not tell open-file-description
+//!   locks (`F_OFD_SETLKW`) from process locks, so a cycle of OFD waits gets `EDEADLK`
+//!   here, where Linux lets it hang.
 
 use crate::errno::{Errno, Res};
 use crate::exec::Exec;
