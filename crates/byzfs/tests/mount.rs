@@ -455,13 +455,29 @@ fn removed_while_open(d: &Path) {
     held.read_to_string(&mut s).unwrap();
     assert_eq!(s, "old");
     assert_eq!(fs::read(&old).unwrap(), b"new");
+    // Hidden files wait in the orphan directory at the root, not in the directory they came
+    // from, which lists as empty and can be removed meanwhile, as on a local file system.
+    assert_eq!(names(d), ["old"]);
+    let sub = d.join("sub");
+    fs::create_dir(&sub).unwrap();
+    fs::write(sub.join("f"), b"in sub").unwrap();
+    let mut in_sub = File::open(sub.join("f")).unwrap();
+    fs::remove_file(sub.join("f")).unwrap();
+    fs::remove_dir(&sub).expect("rmdir while a removed file in it is still open");
+    let mut s = String::new();
+    in_sub.read_to_string(&mut s).unwrap();
+    assert_eq!(s, "in sub");
+    let orphans = d.parent().unwrap().join(".byzfs-orphans");
+    assert_eq!(names(&orphans).len(), 3, "{:?}", names(&orphans));
+    drop(in_sub);
     drop(open);
     drop(held);
     assert!(
-        eventually(|| names(d) == ["old"]),
+        eventually(|| names(&orphans).is_empty()),
         "hidden files removed at close: {:?}",
-        names(d)
+        names(&orphans)
     );
+    assert_eq!(names(d), ["old"]);
 }
 
 /// `O_TMPFILE`: a file in no directory, which `linkat` can name and which is gone at its
@@ -499,7 +515,20 @@ fn tmpfile(d: &Path) {
     .unwrap();
     assert_eq!(names(d), ["named"]);
     assert_eq!(kept.metadata().unwrap().nlink(), 1);
-    // Another one, never named, written and read back through its descriptor.
+    // Another one, never named, written and read back through its descriptor; its directory
+    // may go meanwhile.
+    let sub = d.join("sub");
+    fs::create_dir(&sub).unwrap();
+    let mut in_sub = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .mode(0o600)
+        .custom_flags(nix::libc::O_TMPFILE)
+        .open(&sub)
+        .unwrap();
+    fs::remove_dir(&sub).expect("rmdir while an O_TMPFILE file made in it is open");
+    in_sub.write_all(b"homeless").unwrap();
+    drop(in_sub);
     let mut gone = open_tmp();
     gone.write_all(b"scratch").unwrap();
     gone.seek(SeekFrom::Start(0)).unwrap();

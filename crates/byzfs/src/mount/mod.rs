@@ -45,15 +45,20 @@
 //! * **Read-only operations** are sent with the read-only flag the service itself would give
 //!   them (`Op::is_read_only`), so they use the read-only optimisation.
 //! * **Open files that are removed** (unlinked, or replaced by a rename) through this mount
-//!   are renamed to `.byzfs-silly-<ino>-<generation>` and removed at their last close, as NFS
-//!   clients do; this mount's own `readdir` does not list them (other mounts do, as NFS
-//!   clients list `.nfs…` files). A file removed by another client disappears at once
-//!   (`ESTALE`).
-//! * **`O_TMPFILE`** (through the vendored fuser's `FUSE_TMPFILE`): the file is created under
-//!   a hidden name, `.byzfs-silly-tmp-<client>-<n>`, and handled as a silly-renamed file from
-//!   the start: no links as `fstat` sees it, absent from this mount's `readdir`, given a name
-//!   by `linkat`, removed at its last close. A mount killed before that close leaves the
-//!   hidden file behind, as it leaves silly-renamed ones.
+//!   are moved to `.byzfs-silly-<ino>-<generation>` in the orphan directory at the root,
+//!   `/.byzfs-orphans` (made on first use by the mount process, mode 1777 as `/tmp`), and
+//!   removed at their last close, as NFS clients keep `.nfs…` files; so the directory they
+//!   came from lists as empty and can be removed, as on a local file system. Where the
+//!   orphan directory cannot be had (the mount process may not create it) the file's own
+//!   directory keeps the hidden name, which this mount's `readdir` does not list (other
+//!   mounts do). A file removed by another client disappears at once (`ESTALE`).
+//! * **`O_TMPFILE`** (through the vendored fuser's `FUSE_TMPFILE`): the file is created in
+//!   the directory asked for (its permissions and group apply) under a hidden name,
+//!   `.byzfs-silly-tmp-<client>-<n>`, moved to the orphan directory, and handled as a file
+//!   removed while open: no links as `fstat` sees it, given a name by `linkat`, removed at
+//!   its last close. A mount killed before a last close leaves the hidden file in the
+//!   orphan directory (`rm /.byzfs-orphans/*` clears them; a file a live mount holds open
+//!   then reads as removed there).
 //! * **`rename` flags:** `RENAME_NOREPLACE` and `RENAME_EXCHANGE` are operations of their own
 //!   at the replicas (`Op::RenameNoReplace`, `Op::Exchange`), so the check and the swap are
 //!   atomic there; `RENAME_WHITEOUT` gets `EINVAL`.
@@ -109,6 +114,8 @@ const READDIR_BATCH: u32 = 128;
 /// Hidden names tried for one `O_TMPFILE` file before giving up (each taken one means a
 /// file another process of this mount's client id left behind).
 const TMPFILE_TRIES: u32 = 16;
+/// The orphan directory's name, at the root ([`orphan_dir`]).
+const ORPHANS: &[u8] = b".byzfs-orphans";
 
 // Linux file-type bits and open flags (stable ABI values).
 const S_IFMT: u32 = 0o170_000;
@@ -431,6 +438,7 @@ pub fn mount(
             open_dirs: HashMap::new(),
             silly: HashMap::new(),
             tmp_next: 0,
+            orphans: None,
             stamps: HashMap::new(),
             opened: HashMap::new(),
             attrs: AttrCache::default(),
@@ -506,6 +514,9 @@ struct Inner {
     silly: HashMap<u64, (FileHandle, Vec<u8>)>,
     /// The number in the next `O_TMPFILE` file's hidden name.
     tmp_next: u64,
+    /// The orphan directory once looked for ([`orphan_dir`]): `Some(None)` if there is none
+    /// to be had.
+    orphans: Option<Option<FileHandle>>,
     /// The last attributes seen for each inode the kernel holds, to tell at `open` whether
     /// another client changed the file since.
     stamps: HashMap<u64, Stamp>,
@@ -828,6 +839,11 @@ fn hide_if_open(
         return None;
     }
     let hidden = format!(".byzfs-silly-{:x}-{:x}", a.fh.ino, a.fh.generation).into_bytes();
+    if let Some(r) = to_orphans(inner, cred, (dir, name), &hidden) {
+        inner.silly.insert(a.fh.ino, r);
+        return Some(Ok(Reply::Done));
+    }
+    // No orphan directory for this caller: the file's own directory keeps it.
     let op = Op::Rename {
         from_dir: dir,
         from_name: name.to_vec(),
@@ -839,6 +855,79 @@ fn hide_if_open(
         inner.silly.insert(a.fh.ino, (dir, hidden));
     }
     Some(r)
+}
+
+/// The directory at the root that keeps the files this and other mounts hide (removed while
+/// open, `O_TMPFILE`), so that the directories they came from can be listed and removed as
+/// on a local file system: created on first use by the mount process, mode 1777 as `/tmp`.
+/// `None` if it cannot be had (a file of that name, or no right to create it).
+fn orphan_dir(inner: &mut Inner) -> Option<FileHandle> {
+    if let Some(known) = inner.orphans {
+        return known;
+    }
+    let own = own_credentials();
+    let lookup = |inner: &mut Inner| match invoke(
+        inner,
+        &own,
+        Op::Lookup {
+            dir: FileHandle::ROOT,
+            name: ORPHANS.to_vec(),
+        },
+    ) {
+        Ok(Reply::Entry(a)) if a.kind == FileType::Directory => Ok(Some(a.fh)),
+        Ok(_) => Ok(None),
+        Err(e) => Err(e),
+    };
+    let fh = match lookup(inner) {
+        Ok(found) => found,
+        Err(Errno::ENOENT) => {
+            let made = invoke(
+                inner,
+                &own,
+                Op::Mkdir {
+                    dir: FileHandle::ROOT,
+                    name: ORPHANS.to_vec(),
+                    mode: 0o1777,
+                },
+            );
+            match made {
+                Ok(Reply::Made { entry, .. }) => Some(entry.fh),
+                // Another mount made it meanwhile.
+                Err(Errno::EEXIST) => lookup(inner).ok().flatten(),
+                _ => None,
+            }
+        }
+        Err(_) => None,
+    };
+    // A mount that may not create it does not try again (its files hide where they are).
+    inner.orphans = Some(fh);
+    fh
+}
+
+/// Moves `from` (a directory and a name) to `hidden` in the orphan directory; where the
+/// file now is, or `None` if it stayed (no orphan directory, or the move failed).
+fn to_orphans(
+    inner: &mut Inner,
+    cred: &Credentials,
+    (dir, name): (FileHandle, &[u8]),
+    hidden: &[u8],
+) -> Option<(FileHandle, Vec<u8>)> {
+    let orphans = orphan_dir(inner)?;
+    let op = Op::Rename {
+        from_dir: dir,
+        from_name: name.to_vec(),
+        to_dir: orphans,
+        to_name: hidden.to_vec(),
+    };
+    match invoke(inner, cred, op) {
+        Ok(_) => Some((orphans, hidden.to_vec())),
+        Err(e) => {
+            // Perhaps removed by someone: look it up again next time.
+            tracing::debug!(%e, "cannot move a hidden file to the orphan directory");
+            inner.orphans = None;
+            None
+        }
+    }
 }
 
 /// The mount process's own credentials (for clean-up at unmount).
@@ -1593,13 +1682,14 @@ impl Filesystem for ByzFuse {
         mut reply: ReplyDirectory,
     ) {
         let dir = fh!(self, ino, reply);
-        // Files this mount keeps under hidden names (removed while open, `O_TMPFILE`) are
-        // in no directory as its users see it.
+        // Files this mount keeps under hidden names (removed while open, `O_TMPFILE`) in
+        // their own directory, where the orphan directory was not to be had, are in no
+        // directory as its users see it. The orphan directory itself lists them.
         let hidden: Vec<(u64, Vec<u8>)> = match self.inner.lock() {
             Ok(inner) => inner
                 .silly
                 .iter()
-                .filter(|(_, (d, _))| *d == dir)
+                .filter(|(_, (d, _))| *d == dir && inner.orphans != Some(Some(dir)))
                 .map(|(ino, (_, name))| (*ino, name.clone()))
                 .collect(),
             Err(_) => return reply.error(fuser::Errno::EIO),
@@ -1730,7 +1820,12 @@ impl Filesystem for ByzFuse {
                 Ok(Reply::Made { entry: a, .. }) => {
                     if let Ok(mut inner) = self.inner.lock() {
                         *inner.open.entry(a.fh.ino).or_default() += 1;
-                        inner.silly.insert(a.fh.ino, (dir, name));
+                        // Created where the caller asked (permissions, group), then moved
+                        // out of the way; if it cannot move, its directory keeps it.
+                        let cred = self.credentials(req);
+                        let at = to_orphans(&mut inner, &cred, (dir, &name), &name)
+                            .unwrap_or((dir, name));
+                        inner.silly.insert(a.fh.ino, at);
                     }
                     // One link: the kernel drops it itself (`d_tmpfile`).
                     return reply.created(
