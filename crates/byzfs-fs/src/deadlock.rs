@@ -142,15 +142,8 @@ impl<S: Store + ?Sized> Exec<'_, '_, S> {
     /// `F_SETLKW` of a POSIX owner (see the module docs): granted, busy (the conflict in
     /// the reply; an edge recorded), or a deadlock.
     pub(crate) fn setlk_wait(&mut self, r: LockReq) -> Res<Reply> {
-        let LockReq {
-            fh,
-            owner,
-            kind,
-            start,
-            end,
-            pid,
-        } = r;
-        let Some(kind) = kind else {
+        let (fh, owner, (start, end)) = (r.fh, r.owner, (r.start, r.end));
+        let Some(kind) = r.kind else {
             return Err(Errno::EINVAL.into());
         };
         self.resolve(fh)?;
@@ -166,7 +159,7 @@ impl<S: Store + ?Sized> Exec<'_, '_, S> {
         let locks = self.valid_locks(fh.ino)?;
         let holder = first_conflict(&locks, me, kind, start, end).copied();
         let Some(holder) = holder else {
-            let next = apply(locks, me, epoch, Some(kind), (start, end), pid)?;
+            let next = apply(locks, me, epoch, Some(kind), (start, end), r.pid)?;
             self.save_locks(fh.ino, &next);
             self.set_wait(owner, fh.ino, None)?;
             return self.lock_reply(fh, None, lapsed);

@@ -42,7 +42,7 @@
 
 use super::delegations::CONFIRMED_WITHIN;
 use super::{errno, invoke, Inner, Stamp};
-use byzfs_fs::lock::{LockInfo, LockKind, LockReq, LOCK_END_MAX};
+use byzfs_fs::lock::{LockInfo, LockKind, LOCK_END_MAX};
 use byzfs_fs::{Credentials, Errno, FileHandle, Op, Reply};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock, Weak};
@@ -213,14 +213,7 @@ pub(super) fn set(inner: &mut Inner, cred: &Credentials, op: Op) -> Outcome {
         Op::SetLkWait(r) => (r, true),
         _ => return Outcome::Failed(Errno::EINVAL),
     };
-    let LockReq {
-        fh,
-        owner,
-        kind,
-        start,
-        end,
-        pid,
-    } = r;
+    let (fh, owner, kind) = (r.fh, r.owner, r.kind);
     let now = Instant::now();
     if inner.delegs.holds(fh.ino) && !inner.locks.confirmed_recently(now) {
         // Renew first: the delegation may have lapsed with the lease.
@@ -230,7 +223,7 @@ pub(super) fn set(inner: &mut Inner, cred: &Credentials, op: Op) -> Outcome {
     }
     if let Some(r) = inner
         .delegs
-        .set(fh.ino, owner, kind, (start, end), pid, now)
+        .set(fh.ino, owner, kind, (r.start, r.end), r.pid, now)
     {
         match r {
             Ok(()) => {
