@@ -151,10 +151,7 @@ impl<S: Store + ?Sized> Exec<'_, '_, S> {
         if self.recall_if_delegated(fh.ino)? {
             return Ok(Reply::Recall);
         }
-        let me = LockOwner {
-            client: self.client,
-            owner,
-        };
+        let me = self.owner(owner);
         let (epoch, lapsed) = self.renew()?;
         let locks = self.valid_locks(fh.ino)?;
         let holder = first_conflict(&locks, me, kind, start, end).copied();

@@ -229,6 +229,14 @@ impl<S: Store + ?Sized> Exec<'_, '_, S> {
         }
     }
 
+    /// Lock owner `owner` of the calling client.
+    pub(crate) fn owner(&self, owner: u64) -> LockOwner {
+        LockOwner {
+            client: self.client,
+            owner,
+        }
+    }
+
     pub(crate) fn current(&self, lease: Lease) -> bool {
         lease.renewed_us.saturating_add(self.lease_us()) >= self.sb.clock_us
     }
@@ -323,10 +331,7 @@ impl<S: Store + ?Sized> Exec<'_, '_, S> {
         if self.recall_if_delegated(fh.ino)? {
             return Ok(Reply::Recall);
         }
-        let me = LockOwner {
-            client: self.client,
-            owner,
-        };
+        let me = self.owner(owner);
         let locks = self.valid_locks(fh.ino)?;
         let conflict = first_conflict(&locks, me, kind, start, end).map(Held::info);
         self.lock_reply(fh, conflict, false)
@@ -350,10 +355,7 @@ impl<S: Store + ?Sized> Exec<'_, '_, S> {
         if kind.is_some() && self.recall_if_delegated(fh.ino)? {
             return Ok(Reply::Recall);
         }
-        let me = LockOwner {
-            client: self.client,
-            owner,
-        };
+        let me = self.owner(owner);
         let (epoch, lapsed) = self.renew()?;
         let locks = self.valid_locks(fh.ino)?;
         let next = apply(locks, me, epoch, kind, (start, end), pid)?;
@@ -365,10 +367,7 @@ impl<S: Store + ?Sized> Exec<'_, '_, S> {
     /// `flock`ed file).
     pub(crate) fn release_locks(&mut self, fh: FileHandle, owner: u64) -> Res<Reply> {
         self.resolve(fh)?;
-        let me = LockOwner {
-            client: self.client,
-            owner,
-        };
+        let me = self.owner(owner);
         let locks = self.valid_locks(fh.ino)?;
         let next: Vec<Held> = locks.into_iter().filter(|h| h.owner != me).collect();
         self.save_locks(fh.ino, &next);
