@@ -188,6 +188,7 @@ impl<S: Store + ?Sized> Exec<'_, '_, S> {
             Op::Recalls => self.recalls(),
             Op::SetLkWait(r) => self.setlk_wait(r),
             Op::CancelWait { fh, owner } => self.cancel_wait(fh, owner),
+            Op::SweepOrphans { after } => self.sweep_orphans(after),
         }
     }
 
@@ -489,7 +490,7 @@ impl<S: Store + ?Sized> Exec<'_, '_, S> {
 
     /// Drops one link of non-directory `ino`; frees it (data included) at zero links.
     /// Returns the inode if links remain.
-    fn drop_link(&mut self, ino: u64) -> Res<Option<Inode>> {
+    pub(crate) fn drop_link(&mut self, ino: u64) -> Res<Option<Inode>> {
         let mut i = inode::must_load(self.txn, ino)?;
         i.nlink = i.nlink.saturating_sub(1);
         if i.nlink > 0 {

@@ -7,7 +7,8 @@
 //! statfs, fsync, allocate (`fallocate` mode 0), extended attributes ([`xattr`]) and record
 //! locks shared by all clients, with leases in agreed time ([`lock`]) and delegations that
 //! let one client keep a file's locks while no other locks it ([`delegation`]) and
-//! deadlock detection for blocking requests ([`deadlock`]), on file
+//! deadlock detection for blocking requests ([`deadlock`]), and the sweep of files that
+//! dead clients left hidden ([`orphan`]), on file
 //! handles with
 //! generation numbers. Clients (the FUSE layer, tests) encode a [`Request`] and
 //! decode an [`FsResult`] with the types of [`op`].
@@ -119,6 +120,7 @@ mod inode;
 mod key;
 pub mod lock;
 pub mod op;
+pub mod orphan;
 pub mod perm;
 pub mod service;
 pub mod store;

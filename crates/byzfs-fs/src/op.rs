@@ -382,6 +382,13 @@ pub enum Op {
         /// The lock owner (on this client).
         owner: u64,
     },
+    /// Removes, from the orphan directory's entries after cookie `after` (0: from the
+    /// start), the hidden files of clients whose lease has lapsed or was never taken
+    /// ([`crate::orphan`]). Any client may send it. Reply: [`Reply::Swept`].
+    SweepOrphans {
+        /// Go on after this cookie ([`Reply::Swept`]'s `next`).
+        after: u64,
+    },
 }
 
 /// Most attribute changes one [`Op::WriteSetAttr`] may carry.
@@ -448,6 +455,7 @@ impl Op {
             Op::Recalls => "recalls",
             Op::SetLkWait(_) => "setlk_wait",
             Op::CancelWait { .. } => "cancel_wait",
+            Op::SweepOrphans { .. } => "sweep_orphans",
         }
     }
 
@@ -597,6 +605,13 @@ pub enum Reply {
     Deadlock {
         /// As [`Reply::Lock`]'s.
         lapsed: bool,
+    },
+    /// What an [`Op::SweepOrphans`] did.
+    Swept {
+        /// Hidden files removed.
+        removed: u32,
+        /// Entries remain to be looked at: send another sweep with this as `after`.
+        next: Option<u64>,
     },
 }
 

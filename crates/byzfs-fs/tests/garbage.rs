@@ -54,17 +54,22 @@ fn seeds() -> Vec<Vec<u8>> {
         Op::CancelWait { fh: f, owner: 7 },
         Op::ReleaseLocks { fh: f, owner: 7 },
         Op::RenewLease,
+        Op::SweepOrphans { after: 0 },
     ]
     .into_iter()
     .map(|op| Request::new(Credentials::root(), op).encode())
     .collect()
 }
 
-/// A file system with a file `f` (its handle) and a directory `d`; the same every time.
+/// A file system with a file `f` (its handle), a directory `d` and a file a dead client
+/// left hidden in the orphan directory; the same every time.
 fn setup() -> (Fs, FileHandle) {
     let mut fs = Fs::new();
     let f = fs.create(ROOT, "f").fh;
     fs.mkdir(ROOT, "d");
+    let orphans = fs.mkdir(ROOT, ".byzfs-orphans").fh;
+    let hidden = String::from_utf8(byzfs_fs::orphan::hidden_name(9, "tmp-1")).unwrap();
+    fs.create(orphans, &hidden);
     (fs, f)
 }
 

@@ -150,6 +150,14 @@ pub fn corrupt_fs_result(b: &[u8]) -> Vec<u8> {
             lapsed,
             attr: None,
         }),
+        // A sweep that never ends, or one cut short.
+        Ok(Reply::Swept { removed, next }) => Ok(Reply::Swept {
+            removed: removed.wrapping_add(1),
+            next: match next {
+                Some(_) => None,
+                None => Some(0),
+            },
+        }),
         Ok(Reply::Recalls(mut inos)) => {
             if inos.pop().is_none() {
                 inos.push(byzfs_fs::handle::ROOT_INO);

@@ -13,7 +13,7 @@ use nix::libc;
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use std::fs::{self, File, OpenOptions};
-use std::os::unix::fs::FileExt as _;
+use std::os::unix::fs::{FileExt as _, OpenOptionsExt as _};
 use std::path::Path;
 use std::process::{Command, ExitStatus, Stdio};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
@@ -406,16 +406,51 @@ fn delegation_spares_round_trips(up: &Up, a: &Path) {
     assert!(tally.contains("recalled=1"), "{tally}");
 }
 
+/// Names in the orphan directory, seen through `mnt`.
+fn orphans(mnt: &Path) -> Vec<String> {
+    let mut names: Vec<String> = fs::read_dir(mnt.join(".byzfs-orphans"))
+        .map(|d| {
+            d.map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    names.sort();
+    names
+}
+
 /// A mount killed while holding a lock: the others get the lock once its lease lapses (30 s
-/// of agreed time), not before.
+/// of agreed time), not before. The files it kept hidden (removed while open, `O_TMPFILE`)
+/// are swept by the next mount to start, while a live mount's stay.
 fn lease_of_a_killed_mount(up: &Up, a: &Path) {
     let dir = up.dir.path();
+    // A live mount's hidden file: A keeps it open through all of this.
+    fs::write(a.join("kept-open"), b"still here").unwrap();
+    let kept = File::open(a.join("kept-open")).unwrap();
+    fs::remove_file(a.join("kept-open")).unwrap();
+    let live = orphans(a);
+    assert_eq!(live.len(), 1, "{live:?}");
+
     let c = Mount::start(&up.config, &dir.join("mnt-c"), &dir.join("mount-c.log"));
     fs::write(a.join("lease"), b"l").unwrap();
     let held = rw(&c.mnt.join("lease"));
     setlk(&held, WR, 0, 0, false).unwrap();
+    // C's hidden files: one removed while open, one O_TMPFILE.
+    fs::write(c.mnt.join("doomed"), vec![5u8; 100_000]).unwrap();
+    let doomed = File::open(c.mnt.join("doomed")).unwrap();
+    fs::remove_file(c.mnt.join("doomed")).unwrap();
+    let tmp = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .custom_flags(libc::O_TMPFILE)
+        .open(&c.mnt)
+        .unwrap();
+    tmp.write_all_at(b"never named", 0).unwrap();
+    tmp.sync_all().unwrap();
+    let with_c = orphans(a);
+    assert_eq!(with_c.len(), 3, "{with_c:?}");
     let taken = Instant::now();
     kill(Pid::from_raw(c.child.id() as i32), Signal::SIGKILL).unwrap();
+    drop((doomed, tmp));
     // A blocked F_SETLKW through A: its waiter retries until the lease lapses.
     let path = a.join("lease");
     let granted = in_thread(move || {
@@ -433,4 +468,33 @@ fn lease_of_a_killed_mount(up: &Up, a: &Path) {
     );
     drop((held, f));
     drop(c);
+    assert_eq!(orphans(a), with_c, "nothing swept them yet");
+
+    // The next mount to start sweeps what C left; A's file, under A's lease, stays.
+    let t = Instant::now();
+    let d = Mount::start(&up.config, &dir.join("mnt-d"), &dir.join("mount-d.log"));
+    poll_until("the killed mount's hidden files swept", || {
+        orphans(a) == live
+    });
+    eprintln!("swept {:?} after the next mount started", t.elapsed());
+    let mut text = String::new();
+    std::io::Read::read_to_string(&mut &kept, &mut text).unwrap();
+    assert_eq!(text, "still here");
+    drop(kept);
+    // The kernel sends the release after `close` returns.
+    poll_until("A's last close removes its own", || orphans(a).is_empty());
+    drop(d);
+}
+
+/// Waits up to 30 s for `cond`, looking every 100 ms.
+#[track_caller]
+fn poll_until(what: &str, cond: impl Fn() -> bool) {
+    let t = Instant::now();
+    while !cond() {
+        assert!(
+            t.elapsed() < Duration::from_secs(30),
+            "{what}: not within 30 s"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }

@@ -63,7 +63,11 @@ enum Reach {
 fn reach(op: &Op) -> Reach {
     match op {
         Op::SetXattr { fh, .. } | Op::RemoveXattr { fh, .. } => Reach::Inode(fh.ino),
-        Op::Rename { .. } | Op::RenameNoReplace { .. } | Op::Exchange { .. } => Reach::Unknown,
+        Op::Rename { .. }
+        | Op::RenameNoReplace { .. }
+        | Op::Exchange { .. }
+        // Files it removes, and the links left of them.
+        | Op::SweepOrphans { .. } => Reach::Unknown,
         _ => Reach::Described,
     }
 }

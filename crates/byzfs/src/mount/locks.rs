@@ -90,9 +90,10 @@ impl Held {
         self.pairs.drain().map(|((_, o), fh)| (fh, o)).collect()
     }
 
-    /// Whether the lease should be renewed now (`delegated`: delegations are held).
-    fn renewal_due(&self, now: Instant, delegated: bool) -> bool {
-        (delegated || !self.pairs.is_empty()) && self.renewed.is_none_or(|t| now - t >= RENEW_EVERY)
+    /// Whether the lease should be renewed now (`other`: delegations or hidden files are
+    /// held, which need the lease too).
+    fn renewal_due(&self, now: Instant, other: bool) -> bool {
+        (other || !self.pairs.is_empty()) && self.renewed.is_none_or(|t| now - t >= RENEW_EVERY)
     }
 
     /// Whether the lease was confirmed recently enough to grant locks here.
@@ -320,10 +321,33 @@ fn granted(
     Outcome::Granted { changed }
 }
 
-/// The replicas dropped every lock and delegation of this session.
+/// The replicas dropped every lock and delegation of this session; another mount's sweep
+/// may have removed its hidden files too.
 fn lease_lapsed(inner: &mut Inner) {
     inner.locks.lapsed();
     inner.delegs.clear();
+    if !inner.silly.is_empty() {
+        tracing::warn!(
+            files = inner.silly.len(),
+            "this mount's lease lapsed while it kept removed files open: another mount may \
+             have swept them from the orphan directory (they then read as stale)"
+        );
+    }
+}
+
+/// Holds the lease while this mount keeps hidden files ([`byzfs_fs::orphan`]): renews it
+/// now unless a renewal was confirmed within [`RENEW_EVERY`].
+pub(super) fn hold_for_orphans(inner: &mut Inner, cred: &Credentials) {
+    let now = Instant::now();
+    let fresh = inner
+        .locks
+        .confirmed
+        .is_some_and(|t| now.saturating_duration_since(t) < RENEW_EVERY);
+    if !fresh {
+        if let Err(e) = renew(inner, cred) {
+            tracing::warn!(%e, "cannot take the lease that keeps hidden files");
+        }
+    }
 }
 
 /// Renews the lease now.
@@ -358,11 +382,14 @@ pub(super) fn release(inner: &mut Inner, cred: &Credentials, ino: u64, owner: u6
     }
 }
 
-/// Renews the lease if this mount holds locks or delegations and the last renewal is
-/// [`RENEW_EVERY`] old.
+/// Renews the lease if this mount holds locks, delegations or hidden files and the last
+/// renewal is [`RENEW_EVERY`] old.
 pub(super) fn renew_if_due(inner: &mut Inner, cred: &Credentials) {
     let now = Instant::now();
-    if !inner.locks.renewal_due(now, inner.delegs.any()) {
+    if !inner
+        .locks
+        .renewal_due(now, inner.delegs.any() || !inner.silly.is_empty())
+    {
         return;
     }
     if let Err(e) = renew(inner, cred) {

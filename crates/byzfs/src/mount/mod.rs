@@ -45,7 +45,7 @@
 //! * **Read-only operations** are sent with the read-only flag the service itself would give
 //!   them (`Op::is_read_only`), so they use the read-only optimisation.
 //! * **Open files that are removed** (unlinked, or replaced by a rename) through this mount
-//!   are moved to `.byzfs-silly-<ino>-<generation>` in the orphan directory at the root,
+//!   are moved to `.byzfs-silly-<client>-<ino>-<generation>` in the orphan directory at the root,
 //!   `/.byzfs-orphans` (made on first use by the mount process, mode 1777 as `/tmp`), and
 //!   removed at their last close, as NFS clients keep `.nfs…` files; so the directory they
 //!   came from lists as empty and can be removed, as on a local file system. Where the
@@ -54,11 +54,16 @@
 //!   mounts do). A file removed by another client disappears at once (`ESTALE`).
 //! * **`O_TMPFILE`** (through the vendored fuser's `FUSE_TMPFILE`): the file is created in
 //!   the directory asked for (its permissions and group apply) under a hidden name,
-//!   `.byzfs-silly-tmp-<client>-<n>`, moved to the orphan directory, and handled as a file
+//!   `.byzfs-silly-<client>-tmp-<n>`, moved to the orphan directory, and handled as a file
 //!   removed while open: no links as `fstat` sees it, given a name by `linkat`, removed at
-//!   its last close. A mount killed before a last close leaves the hidden file in the
-//!   orphan directory (`rm /.byzfs-orphans/*` clears them; a file a live mount holds open
-//!   then reads as removed there).
+//!   its last close.
+//! * **Hidden files of dead mounts** ([`byzfs_fs::orphan`]): every hidden name carries the
+//!   mount's client session, and a mount holds its lock lease while it keeps hidden files
+//!   in the orphan directory (renewed every 10 s, as while it holds locks). Each mount sends
+//!   `Op::SweepOrphans` just after it starts and every [`SWEEP_EVERY`]: the replicas remove
+//!   the hidden files whose mount's lease has lapsed (30 s of agreed time). A mount cut off
+//!   from the cluster for longer than that may lose its open removed files, as it loses its
+//!   locks, and logs it.
 //! * **`rename` flags:** `RENAME_NOREPLACE` and `RENAME_EXCHANGE` are operations of their own
 //!   at the replicas (`Op::RenameNoReplace`, `Op::Exchange`), so the check and the swap are
 //!   atomic there; `RENAME_WHITEOUT` gets `EINVAL`.
@@ -115,7 +120,10 @@ const READDIR_BATCH: u32 = 128;
 /// file another process of this mount's client id left behind).
 const TMPFILE_TRIES: u32 = 16;
 /// The orphan directory's name, at the root ([`orphan_dir`]).
-const ORPHANS: &[u8] = b".byzfs-orphans";
+const ORPHANS: &[u8] = byzfs_fs::orphan::ORPHAN_DIR;
+/// How often a mount sweeps the orphan directory of files dead mounts left there
+/// ([`byzfs_fs::orphan`]); it also sweeps once just after it starts.
+const SWEEP_EVERY: Duration = Duration::from_secs(300);
 
 // Linux file-type bits and open flags (stable ABI values).
 const S_IFMT: u32 = 0o170_000;
@@ -759,6 +767,7 @@ fn spawn_background(inner: std::sync::Weak<Mutex<Inner>>, nudge: std::sync::mpsc
         .spawn(move || {
             let mut nap = tick;
             let mut chores = std::time::Instant::now();
+            let mut sweep = Sweep::default();
             loop {
                 // Nudged or timed out alike.
                 if let Err(std::sync::mpsc::RecvTimeoutError::Disconnected) =
@@ -779,6 +788,7 @@ fn spawn_background(inner: std::sync::Weak<Mutex<Inner>>, nudge: std::sync::mpsc
                         send_held(&mut inner, p);
                     }
                     locks::renew_if_due(&mut inner, &cred);
+                    sweep.step(&mut inner, &cred);
                     inner
                         .rt
                         .block_on(async { tokio::time::sleep(LINK_DRIVE).await });
@@ -795,6 +805,43 @@ fn spawn_background(inner: std::sync::Weak<Mutex<Inner>>, nudge: std::sync::mpsc
         // Writes are then sent by the next operation, close or fsync only, and links run
         // only inside operations.
         tracing::warn!(%e, "cannot start the mount's background thread");
+    }
+}
+
+/// Where the orphan directory's sweep stands ([`byzfs_fs::orphan`]): one `SweepOrphans` per
+/// background tick while one is under way (so the mount's lock is never held for long), a
+/// new one [`SWEEP_EVERY`], the first at once.
+#[derive(Default)]
+struct Sweep {
+    /// Under way: go on after this cookie.
+    at: Option<u64>,
+    /// When the next one starts (`None`: now).
+    next: Option<std::time::Instant>,
+}
+
+impl Sweep {
+    fn step(&mut self, inner: &mut Inner, cred: &Credentials) {
+        let now = std::time::Instant::now();
+        if self.at.is_none() && self.next.is_some_and(|t| now < t) {
+            return;
+        }
+        let after = self.at.unwrap_or(0);
+        self.at = match invoke(inner, cred, Op::SweepOrphans { after }) {
+            Ok(Reply::Swept { removed, next }) => {
+                if removed > 0 {
+                    tracing::info!(removed, "swept files that dead mounts left hidden");
+                }
+                next
+            }
+            Ok(_) => None,
+            Err(e) => {
+                tracing::debug!(%e, "cannot sweep the orphan directory");
+                None
+            }
+        };
+        if self.at.is_none() {
+            self.next = Some(now + SWEEP_EVERY);
+        }
     }
 }
 
@@ -838,7 +885,8 @@ fn hide_if_open(
     if a.kind == FileType::Directory || a.nlink != 1 || !inner.open.contains_key(&a.fh.ino) {
         return None;
     }
-    let hidden = format!(".byzfs-silly-{:x}-{:x}", a.fh.ino, a.fh.generation).into_bytes();
+    let what = format!("{:x}-{:x}", a.fh.ino, a.fh.generation);
+    let hidden = byzfs_fs::orphan::hidden_name(inner.client.id(), &what);
     if let Some(r) = to_orphans(inner, cred, (dir, name), &hidden) {
         inner.silly.insert(a.fh.ino, r);
         return Some(Ok(Reply::Done));
@@ -913,6 +961,8 @@ fn to_orphans(
     hidden: &[u8],
 ) -> Option<(FileHandle, Vec<u8>)> {
     let orphans = orphan_dir(inner)?;
+    // Held from before the file arrives, so no other mount's sweep can take it.
+    locks::hold_for_orphans(inner, cred);
     let op = Op::Rename {
         from_dir: dir,
         from_name: name.to_vec(),
@@ -1809,7 +1859,7 @@ impl Filesystem for ByzFuse {
                 }
                 Err(_) => return reply.error(fuser::Errno::EIO),
             };
-            let name = format!(".byzfs-silly-tmp-{:x}-{n:x}", self.client_id).into_bytes();
+            let name = byzfs_fs::orphan::hidden_name(self.client_id, &format!("tmp-{n:x}"));
             let op = Op::Create {
                 dir,
                 name: name.clone(),
