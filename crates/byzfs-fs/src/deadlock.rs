@@ -32,7 +32,7 @@ use crate::exec::Exec;
 use crate::handle::FileHandle;
 use crate::inode::{decode, encode};
 use crate::key;
-use crate::lock::{apply, first_conflict, Held, LockOwner, LockReq};
+use crate::lock::{apply, first_conflict, Change, Held, LockOwner, LockReq};
 use crate::op::Reply;
 use crate::store::Store;
 use core::time::Duration;
@@ -146,14 +146,15 @@ impl<S: Store + ?Sized> Exec<'_, '_, S> {
         let Some(kind) = r.kind else {
             return Err(Errno::EINVAL.into());
         };
-        self.resolve(fh)?;
-        crate::lock::check_range(start, end)?;
-        if self.recall_if_delegated(fh.ino)? {
+        let Some(Change {
+            me,
+            epoch,
+            lapsed,
+            locks,
+        }) = self.begin_change(&r, true)?
+        else {
             return Ok(Reply::Recall);
-        }
-        let me = self.owner(owner);
-        let (epoch, lapsed) = self.renew()?;
-        let locks = self.valid_locks(fh.ino)?;
+        };
         let holder = first_conflict(&locks, me, kind, start, end).copied();
         let Some(holder) = holder else {
             let next = apply(locks, me, epoch, Some(kind), (start, end), r.pid)?;

@@ -127,6 +127,18 @@ impl Held {
     }
 }
 
+/// What a lock change starts from ([`Exec::begin_change`]).
+pub(crate) struct Change {
+    /// The asking owner.
+    pub me: LockOwner,
+    /// The caller's lease epoch, renewed.
+    pub epoch: u64,
+    /// Whether the lease had lapsed before.
+    pub lapsed: bool,
+    /// The file's locks that count.
+    pub locks: Vec<Held>,
+}
+
 /// A client's lease.
 #[derive(Serialize, Deserialize, Clone, Copy, PartialEq, Eq, Debug, Default)]
 pub(crate) struct Lease {
@@ -340,27 +352,34 @@ impl<S: Store + ?Sized> Exec<'_, '_, S> {
     /// `F_SETLK`: takes `kind` on `start..=end` for `owner` (`None`: unlocks the range), or
     /// `EAGAIN` if another owner's lock conflicts.
     pub(crate) fn setlk(&mut self, r: LockReq) -> Res<Reply> {
-        let LockReq {
-            fh,
-            owner,
-            kind,
-            start,
-            end,
-            pid,
-        } = r;
-        self.resolve(fh)?;
-        check_range(start, end)?;
-        // Another client holds the file's delegation: it must give it back first. An
-        // unlock cannot concern this client (no one else held locks when it was granted).
-        if kind.is_some() && self.recall_if_delegated(fh.ino)? {
+        // An unlock cannot concern another client's delegation (no one else held locks
+        // when it was granted).
+        let Some(c) = self.begin_change(&r, r.kind.is_some())? else {
             return Ok(Reply::Recall);
+        };
+        let next = apply(c.locks, c.me, c.epoch, r.kind, (r.start, r.end), r.pid)?;
+        self.save_locks(r.fh.ino, &next);
+        self.lock_reply(r.fh, None, c.lapsed)
+    }
+
+    /// The common start of a lock change: checks `r`'s file and range, asks another client
+    /// holding the file's delegation to give it back if `recall` (`None`: answer
+    /// [`Reply::Recall`]), renews the caller's lease and loads the file's valid locks.
+    pub(crate) fn begin_change(&mut self, r: &LockReq, recall: bool) -> Res<Option<Change>> {
+        self.resolve(r.fh)?;
+        check_range(r.start, r.end)?;
+        if recall && self.recall_if_delegated(r.fh.ino)? {
+            return Ok(None);
         }
-        let me = self.owner(owner);
+        let me = self.owner(r.owner);
         let (epoch, lapsed) = self.renew()?;
-        let locks = self.valid_locks(fh.ino)?;
-        let next = apply(locks, me, epoch, kind, (start, end), pid)?;
-        self.save_locks(fh.ino, &next);
-        self.lock_reply(fh, None, lapsed)
+        let locks = self.valid_locks(r.fh.ino)?;
+        Ok(Some(Change {
+            me,
+            epoch,
+            lapsed,
+            locks,
+        }))
     }
 
     /// Drops every lock `owner` holds on `fh` (a `close` by a process, the last close of an
