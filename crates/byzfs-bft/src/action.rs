@@ -88,6 +88,23 @@ pub enum PersistRecord {
         /// Batch digest.
         digest: Digest,
     },
+    /// The primary pre-prepared `digest` at `(view, seq)`: the meaning of `Prepared`, restored
+    /// as one, but a driver may append it without waiting for the disk, as `Executed`
+    /// (written before the sends that follow it, so only a power loss can lose it; it
+    /// becomes durable with the next promise or [`Action::Sync`]). That saves the primary's
+    /// `fdatasync` on every request's critical path. What makes the loss harmless: every vote
+    /// the primary casts later for the batch (COMMIT, a tentative reply) follows a synced
+    /// promise, which makes this record durable too; and a primary restored from records
+    /// that may lack one ([`crate::replica::DurableState::proposals_durable`] false) never
+    /// proposes again in the view it restarts in, so it cannot assign `seq` twice.
+    Proposed {
+        /// View.
+        view: View,
+        /// Sequence number.
+        seq: Seq,
+        /// Batch digest.
+        digest: Digest,
+    },
     /// A NEW-VIEW this replica installed chose checkpoint `seq` (`f+1` VIEW-CHANGEs reported
     /// it) above the replica's own stable checkpoint; until its state transfer stores that
     /// checkpoint, its VIEW-CHANGEs list it too. Durable so that a crash before the transfer
@@ -99,6 +116,28 @@ pub enum PersistRecord {
         /// State digest.
         digest: Digest,
     },
+}
+
+impl PersistRecord {
+    /// The promise this record makes: a [`PersistRecord::Proposed`] is a `Prepared`; any
+    /// other record is itself.
+    pub fn as_promise(self) -> PersistRecord {
+        match self {
+            PersistRecord::Proposed { view, seq, digest } => {
+                PersistRecord::Prepared { view, seq, digest }
+            }
+            other => other,
+        }
+    }
+
+    /// Whether a driver may append this record without waiting for the disk
+    /// ([`PersistRecord::Executed`], [`PersistRecord::Proposed`]).
+    pub fn may_wait(self) -> bool {
+        matches!(
+            self,
+            PersistRecord::Executed { .. } | PersistRecord::Proposed { .. }
+        )
+    }
 }
 
 /// Bulk data a replica on disk keeps so that it can rebuild itself after a crash

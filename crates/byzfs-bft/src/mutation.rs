@@ -20,17 +20,23 @@ pub enum Mutation {
     /// Answer read-only requests from the tentative state, whatever the uncommitted batch
     /// wrote (the read-only floor still holds).
     ReadOnlyOnTentative,
+    /// A driver's mistake rather than the core's: after a crash it reports every `Proposed`
+    /// record as durable ([`crate::replica::DurableState::proposals_durable`]), so a restored
+    /// primary proposes again in its view although the unsynced tail of its log, with its
+    /// last proposals, may be lost. Applied by the simulator at restarts.
+    TrustProposalsAfterCrash,
 }
 
 impl Mutation {
     /// Every mutation.
-    pub const ALL: [Mutation; 6] = [
+    pub const ALL: [Mutation; 7] = [
         Mutation::CommitQuorum2f,
         Mutation::AcceptSecondPrePrepare,
         Mutation::NewViewLowestView,
         Mutation::PrepareWithoutDigest,
         Mutation::TentativeBeforeCommitted,
         Mutation::ReadOnlyOnTentative,
+        Mutation::TrustProposalsAfterCrash,
     ];
 
     /// Command-line name.
@@ -42,6 +48,7 @@ impl Mutation {
             Mutation::PrepareWithoutDigest => "prepare-without-digest",
             Mutation::TentativeBeforeCommitted => "tentative-before-committed",
             Mutation::ReadOnlyOnTentative => "read-only-on-tentative",
+            Mutation::TrustProposalsAfterCrash => "trust-proposals-after-crash",
         }
     }
 

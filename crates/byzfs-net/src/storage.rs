@@ -12,11 +12,22 @@
 //!   state transfer, counting as one of the `f` faults meanwhile.
 //! * [`DiskDurability`] (`disk`, the default): the promises, the `Executed` records and the
 //!   bodies of batches voted for go to a write-ahead log, one appended frame and one
-//!   `fdatasync` per drain ([`wal`]; a drain of `Executed` records only skips the
-//!   `fdatasync` unless the core asked for [`Durability::sync`] before a CHECKPOINT); the image of the last stable checkpoint (partition by
+//!   `fdatasync` per drain ([`wal`]); the image of the last stable checkpoint (partition by
 //!   partition, only changed partitions rewritten), the highest view and the owner go to a
 //!   redb database. At start both load into a [`DurableState`] for
 //!   [`byzfs_bft::Replica::restore`].
+//!
+//! **Records that may wait.** A drain whose only records are `Executed` and the primary's
+//! `Proposed` (with the batch bodies proposed) is appended without an `fdatasync`: it
+//! becomes durable with the next drain that holds a promise, or at [`Durability::sync`]
+//! (before a CHECKPOINT). Being written before the drain's sends, it survives a crash of
+//! the process; only a power cut or a kernel crash can lose it. That saves the primary one
+//! `fdatasync` on every read-write request's critical path. After such a loss the restored
+//! primary must not propose again in the view it restarts in
+//! ([`byzfs_bft::PersistRecord::Proposed`]), so the store says whether its proposals can
+//! be trusted to be all there ([`DurableState::proposals_durable`]): yes for a data
+//! directory created by this start, and after a clean stop ([`Durability::close`]
+//! syncs the log and leaves a mark in the database that the next start consumes).
 
 mod wal;
 
@@ -38,6 +49,13 @@ pub trait Durability: Send {
     /// Makes every record of earlier calls durable, the `Executed` ones left unsynced
     /// included ([`byzfs_bft::Action::Sync`]).
     fn sync(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+
+    /// The replica stopped cleanly (nothing more will be committed or sent): makes every
+    /// record durable and notes that nothing was lost, so the next start may trust its
+    /// proposals ([`DurableState::proposals_durable`]).
+    fn close(&mut self) -> std::io::Result<()> {
         Ok(())
     }
 
@@ -83,6 +101,8 @@ const META: TableDefinition<&str, &[u8]> = TableDefinition::new("meta");
 /// 1 directories and marks them 2, so an older binary refuses them instead of misreading
 /// them.
 pub const FORMAT: u32 = 2;
+/// `meta` key present after a clean stop ([`Durability::close`]).
+const CLEAN: &str = "clean";
 /// `records`: (seq, postcard record) → () for `Prepared`, `Committed` and `Executed`. Written
 /// by data directories made before the log ([`wal`]); moved into the log at open.
 const RECORDS: TableDefinition<(u64, &[u8]), ()> = TableDefinition::new("records");
@@ -187,6 +207,7 @@ impl DiskDurability {
         };
         // Create the tables and check (or write) the owner.
         let txn = db.begin_write().map_err(|e| corrupt(e.to_string()))?;
+        let trusted;
         {
             let mut meta = txn.open_table(META).map_err(|e| corrupt(e.to_string()))?;
             txn.open_table(RECORDS)
@@ -212,6 +233,13 @@ impl DiskDurability {
                         .map_err(|e| corrupt(e.to_string()))?;
                 }
             }
+            // A new directory holds no proposal; the mark of a clean stop is consumed here,
+            // durably, before this run can propose anything.
+            let clean = meta
+                .remove(CLEAN)
+                .map_err(|e| corrupt(e.to_string()))?
+                .is_some();
+            trusted = found.is_none() || clean;
             let format = meta
                 .get("format")
                 .map_err(|e| corrupt(e.to_string()))?
@@ -243,6 +271,7 @@ impl DiskDurability {
         migrate_tables(&db, &mut wal, &loaded).map_err(&corrupt)?;
         let stable = loaded.checkpoint.as_ref().map_or(0, |c| c.seq);
         apply_frames(&mut loaded, frames, stable);
+        loaded.proposals_durable = trusted;
         let view = loaded
             .records
             .iter()
@@ -281,10 +310,11 @@ impl DiskDurability {
     fn write(&mut self, records: &[PersistRecord], stores: &[StoreRecord]) -> Result<(), String> {
         let s = |e: &dyn std::fmt::Display| e.to_string();
         // Promises and batch bodies: one log frame.
+        // `Proposed` is stored as the `Prepared` it means (the log's format is unchanged).
         let votes: Vec<PersistRecord> = records
             .iter()
             .filter(|r| !matches!(r, PersistRecord::View(_)))
-            .copied()
+            .map(|r| r.as_promise())
             .collect();
         let batches: Vec<wal::BatchRef<'_>> = stores
             .iter()
@@ -303,17 +333,19 @@ impl DiskDurability {
                 StoreRecord::Checkpoint(_) => None,
             })
             .collect();
-        // A turn whose only records are `Executed` (a batch committed: nothing sent depends
-        // on it being durable; see `PersistRecord::Executed`) does not wait for the disk: the
-        // frame becomes durable with the next promise. That is one `fdatasync` fewer per
-        // read-write request at every replica.
-        let lazy = batches.is_empty()
-            && stores.is_empty()
-            && votes
+        // A turn whose only records may wait (see the module docs) does not wait for the
+        // disk: the frame becomes durable with the next promise. That is one `fdatasync`
+        // fewer per read-write request at every replica (`Executed`), and one fewer on its
+        // critical path at the primary (`Proposed`).
+        let lazy = batches.len() == stores.len()
+            && records
                 .iter()
-                .all(|r| matches!(r, PersistRecord::Executed { .. }));
-        if lazy && !votes.is_empty() {
-            self.wal.append_unsynced(&votes).map_err(|e| s(&e))?;
+                .filter(|r| !matches!(r, PersistRecord::View(_)))
+                .all(|r| r.may_wait());
+        if lazy && (!votes.is_empty() || !batches.is_empty()) {
+            self.wal
+                .append_unsynced(&votes, &batches)
+                .map_err(|e| s(&e))?;
         } else if !votes.is_empty() || !batches.is_empty() {
             self.wal.append(&votes, &batches).map_err(|e| s(&e))?;
         }
@@ -466,6 +498,24 @@ impl Durability for DiskDurability {
         self.wal
             .sync()
             .map_err(|e| std::io::Error::other(format!("syncing {}: {e}", self.path.display())))
+    }
+
+    fn close(&mut self) -> std::io::Result<()> {
+        self.sync()?;
+        let mark = || -> Result<(), String> {
+            let s = |e: &dyn std::fmt::Display| e.to_string();
+            let mut txn = self.db.begin_write().map_err(|e| s(&e))?;
+            txn.set_durability(redb::Durability::Immediate)
+                .map_err(|e| s(&e))?;
+            {
+                let mut meta = txn.open_table(META).map_err(|e| s(&e))?;
+                meta.insert(CLEAN, [1u8].as_slice()).map_err(|e| s(&e))?;
+            }
+            txn.commit().map_err(|e| s(&e))
+        };
+        mark().map_err(|e| {
+            std::io::Error::other(format!("marking {} clean: {e}", self.path.display()))
+        })
     }
 
     fn name(&self) -> &'static str {
@@ -801,6 +851,41 @@ mod tests {
         let e = DiskDurability::open(dir.path(), "replica 2").unwrap_err();
         assert!(e.to_string().contains("belongs to replica 1"), "{e}");
         assert!(DiskDurability::open(dir.path(), "replica 1").is_ok());
+    }
+
+    #[test]
+    fn proposals_are_trusted_only_when_new_or_after_a_clean_stop() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = Digest([7; 32]);
+        let open = || DiskDurability::open(dir.path(), "replica 0").unwrap();
+        let trusted = |mut disk: DiskDurability| disk.take_loaded().unwrap().proposals_durable;
+        let mut disk = open();
+        assert!(
+            disk.loaded.as_ref().unwrap().proposals_durable,
+            "a new directory"
+        );
+        // The primary's proposal: appended without a sync, read back as the promise it is.
+        let proposed = PersistRecord::Proposed {
+            view: 0,
+            seq: 1,
+            digest: d,
+        };
+        disk.commit(&[proposed], &[]).unwrap();
+        assert!(
+            disk.wal.pending(),
+            "a proposal alone does not wait for the disk"
+        );
+        drop(disk);
+        let mut disk = open();
+        let loaded = disk.take_loaded().unwrap();
+        assert!(!loaded.proposals_durable, "a stop that was not clean");
+        assert!(loaded.records.contains(&proposed.as_promise()));
+        // A clean stop syncs and leaves the mark; the next start consumes it.
+        disk.close().unwrap();
+        assert!(!disk.wal.pending());
+        drop(disk);
+        assert!(trusted(open()), "after a clean stop");
+        assert!(!trusted(open()), "the mark is used once");
     }
 }
 

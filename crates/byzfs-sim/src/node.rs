@@ -12,7 +12,8 @@ use crate::rng::SimRng;
 use crate::workload::Workload;
 use byzfs_bft::replica::DurableState;
 use byzfs_bft::{
-    Client, ClientId, Config, PersistRecord, Replica, ReplicaId, ReplicaKeys, RequestId, Time,
+    Client, ClientId, Config, PersistRecord, Replica, ReplicaId, ReplicaKeys, RequestId,
+    StoreRecord, Time,
 };
 
 /// A Byzantine replica's adversary state.
@@ -58,10 +59,23 @@ pub struct ReplicaNode {
     /// Its disk: every `Persist` and `Store` record drained so far (lost on an amnesia
     /// restart), except those in `unsynced`.
     pub disk: DurableState,
-    /// `Executed` records appended to the log but not yet synced, as `byzfs-net`'s disk
-    /// driver leaves them (nothing sent depends on them): the next synced append makes them
-    /// durable; a crash keeps only a prefix of them (a torn log tail).
-    pub unsynced: Vec<PersistRecord>,
+    /// Log appends not yet synced, as `byzfs-net`'s disk driver leaves them: `Executed`
+    /// records, and the primary's `Proposed` records with the bodies stored with them. The
+    /// next synced append makes them durable; a crash keeps only a prefix of them (a torn log
+    /// tail).
+    pub unsynced: Vec<Unsynced>,
+    /// Whether this drain's last promise was a `Proposed`: the driver appends its batch
+    /// bodies without a sync too.
+    pub lazy_turn: bool,
+}
+
+/// One unsynced log append.
+#[derive(Clone, Debug)]
+pub enum Unsynced {
+    /// A record.
+    Persist(PersistRecord),
+    /// A batch body.
+    Store(StoreRecord),
 }
 
 /// One correct client.

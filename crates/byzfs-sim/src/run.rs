@@ -14,7 +14,9 @@ use crate::clock::Clock;
 use crate::fault::{Fault, FollowUp, Target};
 use crate::kv::{KvResult, KvService};
 use crate::network::{Fate, NetFaults, NetStats, Network, NodeIdx};
-use crate::node::{restart_with_state, Adversary, BadClientNode, ClientNode, ReplicaNode};
+use crate::node::{
+    restart_with_state, Adversary, BadClientNode, ClientNode, ReplicaNode, Unsynced,
+};
 use crate::partition::{self, Topology};
 use crate::queue::EventQueue;
 use crate::rng::{self, stream, substream, Purpose, SimRng};
@@ -26,7 +28,7 @@ use crate::workload::Workload;
 use byzfs_bft::mutation::Mutation;
 use byzfs_bft::{
     Action, Client, ClientAction, ClientId, Config, PersistRecord, Replica, ReplicaId, Seq,
-    TestKeys, Time, View,
+    StoreRecord, TestKeys, Time, View,
 };
 use rand::Rng;
 use std::collections::BTreeMap;
@@ -294,6 +296,7 @@ impl Sim {
                 seed: rseed,
                 disk: Default::default(),
                 unsynced: Vec::new(),
+                lazy_turn: false,
             });
         }
         let r_count = replicas.len();
@@ -452,6 +455,7 @@ impl Sim {
 
     fn drain_replica(&mut self, inst: usize) {
         let n = self.config.n() as ReplicaId;
+        self.replicas[inst].lazy_turn = false;
         loop {
             let node = &mut self.replicas[inst];
             if !node.up {
@@ -465,10 +469,19 @@ impl Sim {
                     trace_line!(self.trace, self.now, "persist {} {rec:?}", self.name(inst));
                     match rec {
                         // The disk driver appends these without a sync.
-                        PersistRecord::Executed { .. } => self.replicas[inst].unsynced.push(rec),
+                        PersistRecord::Executed { .. } => {
+                            self.replicas[inst].unsynced.push(Unsynced::Persist(rec));
+                        }
+                        PersistRecord::Proposed { .. } => {
+                            self.oracle.proposed(inst, rec);
+                            let node = &mut self.replicas[inst];
+                            node.unsynced.push(Unsynced::Persist(rec));
+                            node.lazy_turn = true;
+                        }
                         // Views go to redb: the log is not synced.
                         PersistRecord::View(_) => self.make_durable(inst, rec),
                         _ => {
+                            self.replicas[inst].lazy_turn = false;
                             self.sync_log(inst);
                             self.make_durable(inst, rec);
                         }
@@ -479,10 +492,16 @@ impl Sim {
                     self.sync_log(inst);
                 }
                 Action::Store(rec) => {
-                    // Batches are synced log appends; a stored checkpoint syncs the segment
-                    // it leaves.
-                    self.sync_log(inst);
-                    self.replicas[inst].disk.apply_store(&rec);
+                    // Batches are synced log appends, except with a `Proposed` (the
+                    // driver's turn is then unsynced); a stored checkpoint syncs the
+                    // segment it leaves.
+                    let node = &mut self.replicas[inst];
+                    if node.lazy_turn && matches!(rec, StoreRecord::Batch { .. }) {
+                        node.unsynced.push(Unsynced::Store(rec));
+                    } else {
+                        self.sync_log(inst);
+                        self.replicas[inst].disk.apply_store(&rec);
+                    }
                 }
                 Action::Event(ev) => {
                     trace_line!(self.trace, self.now, "event {} {ev:?}", self.name(inst));
@@ -589,8 +608,16 @@ impl Sim {
 
     /// A synced log append by `inst`: every record appended before it is durable too.
     fn sync_log(&mut self, inst: usize) {
-        for rec in std::mem::take(&mut self.replicas[inst].unsynced) {
-            self.make_durable(inst, rec);
+        for u in std::mem::take(&mut self.replicas[inst].unsynced) {
+            self.append(inst, u);
+        }
+    }
+
+    /// An unsynced append of `inst` reaches its disk.
+    fn append(&mut self, inst: usize, u: Unsynced) {
+        match u {
+            Unsynced::Persist(rec) => self.make_durable(inst, rec),
+            Unsynced::Store(rec) => self.replicas[inst].disk.apply_store(&rec),
         }
     }
 
@@ -611,8 +638,8 @@ impl Sim {
             self.name(inst),
             tail.len()
         );
-        for rec in tail.into_iter().take(kept) {
-            self.make_durable(inst, rec);
+        for u in tail.into_iter().take(kept) {
+            self.append(inst, u);
         }
         let node = &mut self.replicas[inst];
         node.up = false;
@@ -637,8 +664,11 @@ impl Sim {
         });
         let local = node.clock.local(now);
         if with_state {
-            // Rebuilt from what it stored; everything volatile is gone.
-            node.replica = restart_with_state(&self.config, &node.keys, &node.disk, seed, local);
+            // Rebuilt from what it stored; everything volatile is gone. A crash may have torn
+            // off proposals: the disk does not vouch for them (unless mutated to).
+            let mut disk = node.disk.clone();
+            disk.proposals_durable = mutation == Some(Mutation::TrustProposalsAfterCrash);
+            node.replica = restart_with_state(&self.config, &node.keys, &disk, seed, local);
         } else {
             // Amnesia: a fresh replica with an empty disk.
             node.replica = fresh_replica(&self.config, &node.keys, seed, local);

@@ -8,8 +8,8 @@ mod common;
 
 use byzfs_bft::mutation::Mutation;
 use byzfs_sim::checker::{
-    agreement, checkpoints, committed_prepared, durability, liveness, prefix, prepared, read_only,
-    Violation,
+    agreement, checkpoints, committed_prepared, durability, liveness, persist, prefix, prepared,
+    read_only, Violation,
 };
 use byzfs_sim::run::{BUDGET, PANIC};
 use byzfs_sim::{run, Family, RunConfig};
@@ -34,7 +34,9 @@ const CASES: &[Case] = &[
         Mutation::AcceptSecondPrePrepare,
         Family::EquivocateSlow,
         &[1, 18],
-        &[prepared::NAME],
+        // Two PREPAREs of one correct replica for one slot: persist-before-send sees them
+        // first.
+        &[prepared::NAME, persist::NAME],
     ),
     (
         Mutation::NewViewLowestView,
@@ -59,6 +61,12 @@ const CASES: &[Case] = &[
         Family::Normal,
         &[13, 21],
         &[read_only::NAME],
+    ),
+    (
+        Mutation::TrustProposalsAfterCrash,
+        Family::Crash,
+        &[278, 493],
+        &[persist::NAME],
     ),
 ];
 

@@ -40,6 +40,11 @@ pub struct DurableState {
     pub checkpoint: Option<StoredCheckpoint>,
     /// Stored batch bodies.
     pub batches: Vec<StoredBatch>,
+    /// Whether every [`PersistRecord::Proposed`] the replica wrote is in `records`: the data
+    /// directory is new, or the last run stopped cleanly after syncing everything. If not
+    /// (a crash, a power cut: some may be lost), a replica restored as the primary of its
+    /// view gives the view up instead of proposing in it.
+    pub proposals_durable: bool,
 }
 
 impl DurableState {
@@ -99,6 +104,7 @@ pub fn record_seq(rec: PersistRecord) -> Option<Seq> {
     match rec {
         PersistRecord::View(_) => None,
         PersistRecord::Prepared { seq, .. }
+        | PersistRecord::Proposed { seq, .. }
         | PersistRecord::Committed { seq, .. }
         | PersistRecord::Executed { seq, .. }
         | PersistRecord::Certified { seq, .. } => Some(seq),
@@ -168,6 +174,7 @@ pub(crate) struct DurableLog {
 
 impl DurableLog {
     pub fn record(&mut self, rec: PersistRecord) {
+        let rec = rec.as_promise();
         match rec {
             PersistRecord::View(v) => self.view = self.view.max(v),
             // Not a promise: `restore` replays it, nothing else needs it.
@@ -177,7 +184,9 @@ impl DurableLog {
                     self.certified = Some((seq, digest));
                 }
             }
-            PersistRecord::Prepared { seq, .. } | PersistRecord::Committed { seq, .. } => {
+            PersistRecord::Prepared { seq, .. }
+            | PersistRecord::Proposed { seq, .. }
+            | PersistRecord::Committed { seq, .. } => {
                 let e = self.votes.entry(seq).or_default();
                 if !e.contains(&rec) {
                     e.push(rec);
@@ -218,7 +227,8 @@ impl<S: Service> Replica<S> {
             .map(|(s, d)| (*s, *d))
             .collect();
         r.durable = self.durable;
-        r.resume_from_durable(now);
+        // A crash: whatever the driver had not synced is gone.
+        r.resume_from_durable(now, false);
         r
     }
 
@@ -262,6 +272,7 @@ impl<S: Service> Replica<S> {
                 }
                 PersistRecord::View(_)
                 | PersistRecord::Prepared { .. }
+                | PersistRecord::Proposed { .. }
                 | PersistRecord::Committed { .. }
                 | PersistRecord::Certified { .. } => {
                     if record_seq(rec).is_none_or(|s| s > r.last_stable) {
@@ -293,7 +304,7 @@ impl<S: Service> Replica<S> {
             }
         }
         r.seqno = r.last_executed;
-        r.resume_from_durable(now);
+        r.resume_from_durable(now, durable.proposals_durable);
         r.check_invariants();
         Ok(r)
     }
@@ -398,7 +409,8 @@ impl<S: Service> Replica<S> {
 
     /// The rules shared by both restarts, once state, checkpoints and `durable` are set:
     /// rebuild the log from the promises, then resume in the durable view.
-    fn resume_from_durable(&mut self, now: Time) {
+    /// `proposals_durable`: see [`DurableState::proposals_durable`].
+    fn resume_from_durable(&mut self, now: Time, proposals_durable: bool) {
         self.view = self.durable.view;
         self.has_new_view = self.view == 0;
         let records: Vec<PersistRecord> = self.durable.votes.values().flatten().copied().collect();
@@ -418,7 +430,9 @@ impl<S: Service> Replica<S> {
                         slot.prepared_info = Some((view, digest));
                     }
                 }
-                PersistRecord::View(_)
+                // `DurableLog::record` keeps these as `Prepared`.
+                PersistRecord::Proposed { .. }
+                | PersistRecord::View(_)
                 | PersistRecord::Executed { .. }
                 | PersistRecord::Certified { .. } => {}
             }
@@ -434,9 +448,12 @@ impl<S: Service> Replica<S> {
         self.seqno = self.seqno.max(highest_vote);
         self.timers
             .set(TimerKind::Status, now + self.config.status_interval);
-        if self.view > 0 && self.is_primary() {
+        if self.is_primary() && (self.view > 0 || !proposals_durable) {
             // It may have sent a NEW-VIEW for this view that it cannot rebuild identically
-            // (its VIEW-CHANGE set is gone): give the view up rather than risk a second one.
+            // (its VIEW-CHANGE set is gone), or PRE-PREPAREs whose unsynced `Proposed`
+            // records are lost (so `seqno` may be below what it assigned): give the view up
+            // rather than risk proposing twice. Its VIEW-CHANGE is alone until the others'
+            // timers expire, which costs one view-change timeout after a crash.
             self.start_view_change(self.view + 1);
         } else if self.view > 0 {
             // Votes cast in this view mean it had installed the view's NEW-VIEW, which is

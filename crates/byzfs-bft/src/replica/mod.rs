@@ -496,7 +496,9 @@ impl<S: Service> Replica<S> {
 
     fn persist(&mut self, rec: PersistRecord) {
         self.durable.record(rec);
-        if let PersistRecord::Prepared { seq, digest, .. } = rec {
+        if let PersistRecord::Prepared { seq, digest, .. }
+        | PersistRecord::Proposed { seq, digest, .. } = rec
+        {
             // The body of what we vote for goes to disk with the vote: after a crash of every
             // replica, the promise alone (a digest) could never be executed.
             self.store_batch(seq, digest);

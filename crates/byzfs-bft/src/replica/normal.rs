@@ -204,7 +204,8 @@ impl<S: Service> Replica<S> {
             self.seqno = seq;
             let v = self.view;
             let n_reqs = (batch.requests.len() + batch.big.len()) as u64;
-            self.persist(PersistRecord::Prepared {
+            // Not synced before the send: see `PersistRecord::Proposed`.
+            self.persist(PersistRecord::Proposed {
                 view: v,
                 seq,
                 digest,

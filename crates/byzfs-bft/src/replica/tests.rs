@@ -241,9 +241,10 @@ fn primary_orders_a_request_with_persist_then_pre_prepare() {
     );
     assert_eq!(pp.batch.requests[0], req);
     let d = batch_digest(&pp.batch).unwrap();
+    // The primary's promise, which a driver need not sync before the send.
     assert_eq!(
         out[0],
-        Action::Persist(PersistRecord::Prepared {
+        Action::Persist(PersistRecord::Proposed {
             view: 0,
             seq: 1,
             digest: d
@@ -1518,6 +1519,54 @@ fn restore_keeps_promises_and_a_restored_primary_gives_up_its_view() {
     assert!(!r.has_new_view());
     let out = drain(&mut r);
     assert!(out.contains(&Action::Persist(PersistRecord::View(2))));
+}
+
+#[test]
+fn a_primary_restored_without_all_its_proposals_gives_up_view_0() {
+    let cfg = config();
+    let keys = TestKeys::new(1, cfg.n());
+    let d = Digest::of(b"batch");
+    // Replica 0, primary of view 0, had proposed (at least) seq 3; the record was synced.
+    let durable = |proposals_durable| DurableState {
+        records: vec![PersistRecord::Proposed {
+            view: 0,
+            seq: 3,
+            digest: d,
+        }],
+        proposals_durable,
+        ..DurableState::default()
+    };
+    let restore = |d: DurableState| {
+        Replica::restore(
+            cfg.clone(),
+            keys.replica(0, [CLIENT]),
+            Counter::new(),
+            d,
+            1,
+            Time::ZERO,
+        )
+        .expect("restores")
+    };
+    // After a crash, a later proposal may have been lost with the unsynced log tail: it
+    // must not assign sequence numbers in view 0 again.
+    let mut r = restore(durable(false));
+    assert_eq!(r.view(), 1, "gave up view 0");
+    assert!(drain(&mut r).contains(&Action::Persist(PersistRecord::View(1))));
+    let req = request(&cfg, 1, b"w", false);
+    r.handle_message(Time(10), &req);
+    assert!(
+        !drain(&mut r)
+            .iter()
+            .any(|a| matches!(a, Action::Persist(PersistRecord::Proposed { .. }))),
+        "no proposal after the restart"
+    );
+    // After a clean stop every proposal is on disk: it stays the primary (and assigns
+    // nothing at or below seq 3 again: `seqno` starts at its highest vote).
+    let mut r = restore(durable(true));
+    assert_eq!(r.view(), 0);
+    assert!(!drain(&mut r)
+        .iter()
+        .any(|a| matches!(a, Action::Persist(PersistRecord::View(_)))));
 }
 
 #[test]

@@ -163,6 +163,8 @@ impl<S: Service> EventLoop<S> {
                 }
             }
         }
+        // Nothing more will be committed or sent: the next start may trust its records.
+        self.durability.close().map_err(NodeError::Storage)?;
         self.publish_status(true);
         self.metrics.publish(&self.status_tx.borrow());
         Ok(())

@@ -177,11 +177,16 @@ impl Wal {
     }
 
     /// Appends one frame without waiting for the disk: it becomes durable with the next
-    /// [`Wal::append`] (or before the segment is left). For records nothing depends on
-    /// (`Executed`: a crash that loses a suffix of them only shortens the replay at start).
-    /// A crash can tear only this segment's tail, which [`Wal::open`] cuts off.
-    pub(super) fn append_unsynced(&mut self, records: &[PersistRecord]) -> std::io::Result<()> {
-        self.write_frame(records, &[])?;
+    /// [`Wal::append`] (or before the segment is left). For records that may wait
+    /// (`Executed`, the primary's `Proposed` and the bodies it proposed: see the module docs
+    /// of `storage`). A crash can tear only this segment's tail, which [`Wal::open`] cuts
+    /// off.
+    pub(super) fn append_unsynced(
+        &mut self,
+        records: &[PersistRecord],
+        batches: &[BatchRef<'_>],
+    ) -> std::io::Result<()> {
+        self.write_frame(records, batches)?;
         self.unsynced = true;
         Ok(())
     }
@@ -248,6 +253,12 @@ impl Wal {
         Ok(())
     }
 
+    /// Whether frames were appended since the last `fdatasync` (for tests).
+    #[cfg(test)]
+    pub(super) fn pending(&self) -> bool {
+        self.unsynced
+    }
+
     /// Number of segment files (for tests and status).
     pub(super) fn segments(&self) -> usize {
         self.segments.len()
@@ -271,11 +282,11 @@ mod tests {
         {
             let (mut wal, _) = Wal::open(dir.path()).unwrap();
             wal.append(&[rec(1)], &[]).unwrap();
-            wal.append_unsynced(&[rec(2)]).unwrap();
+            wal.append_unsynced(&[rec(2)], &[]).unwrap();
             assert!(wal.unsynced);
             wal.prune(0).unwrap();
             assert!(!wal.unsynced, "synced before a new segment starts");
-            wal.append_unsynced(&[rec(3)]).unwrap();
+            wal.append_unsynced(&[rec(3)], &[]).unwrap();
             wal.append(&[rec(4)], &[]).unwrap();
             assert!(!wal.unsynced, "a synced frame covers the ones before it");
         }

@@ -232,7 +232,13 @@ impl Oracle {
         }
     }
 
-    /// A `Persist` action of `inst`.
+    /// `inst` appended `rec`, a `Proposed`, to its log without a sync.
+    pub fn proposed(&mut self, inst: usize, rec: PersistRecord) {
+        self.persist.proposed(inst, rec);
+    }
+
+    /// `inst` made `rec` durable (a `Persist` action, or an unsynced append that a sync or a
+    /// torn log tail kept).
     pub fn persist(&mut self, inst: usize, rec: PersistRecord) {
         self.persist.record(inst, rec);
         self.view.on_persist(inst, rec);

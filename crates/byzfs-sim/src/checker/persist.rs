@@ -3,6 +3,9 @@
 //! promise — PRE-PREPARE and PREPARE after `Prepared{view, seq, digest}` (a PRE-PREPARE's digest
 //! is `batch_digest` of its batch), COMMIT after `Committed{..}`, VIEW-CHANGE after
 //! `View(view)`. Records survive a restart with state and are lost by a restart without.
+//! The one exception is the primary's PRE-PREPARE, whose `Proposed` record need only have
+//! been appended (the driver syncs it later: see `PersistRecord::Proposed`); a crash may
+//! lose it, which the core answers by never proposing again in the view it restarts in.
 //! Every frame a correct replica sends must also parse and decode. Frames another replica
 //! authenticated and this one only relays verbatim (e.g. the primary's PRE-PREPARE
 //! retransmitted in answer to a STATUS) are not its votes and are not checked.
@@ -21,6 +24,11 @@ pub const NAME: &str = "persist-before-send";
 #[derive(Clone, Debug)]
 pub struct PersistBeforeSend {
     durable: BTreeMap<usize, BTreeSet<PersistRecord>>,
+    /// `Proposed` records appended since the last restart, synced or not.
+    proposed: BTreeMap<usize, BTreeSet<PersistRecord>>,
+    /// The digest each correct replica voted for at each (kind, view, seq), across its
+    /// restarts with state: a second one is an honest replica equivocating.
+    votes: BTreeMap<(usize, bool, u64, u64), byzfs_bft::Digest>,
     max_frame: usize,
 }
 
@@ -29,6 +37,8 @@ impl PersistBeforeSend {
     pub fn new(max_frame: usize) -> Self {
         PersistBeforeSend {
             durable: BTreeMap::new(),
+            proposed: BTreeMap::new(),
+            votes: BTreeMap::new(),
             max_frame,
         }
     }
@@ -38,10 +48,17 @@ impl PersistBeforeSend {
         self.durable.entry(inst).or_default().insert(rec);
     }
 
+    /// `inst` appended `rec`, a `Proposed`, without a sync.
+    pub fn proposed(&mut self, inst: usize, rec: PersistRecord) {
+        self.proposed.entry(inst).or_default().insert(rec);
+    }
+
     /// `inst` restarted.
     pub fn on_restart(&mut self, inst: usize, with_state: bool) {
+        self.proposed.remove(&inst);
         if !with_state {
             self.durable.remove(&inst);
+            self.votes.retain(|k, _| k.0 != inst);
         }
     }
 
@@ -81,7 +98,7 @@ impl PersistBeforeSend {
         };
         let need = match &msg {
             Message::PrePrepare(pp) => match batch_digest(&pp.batch) {
-                Some(digest) => PersistRecord::Prepared {
+                Some(digest) => PersistRecord::Proposed {
                     view: pp.view,
                     seq: pp.seq,
                     digest,
@@ -108,7 +125,33 @@ impl PersistBeforeSend {
             Message::ViewChange(vc) => PersistRecord::View(vc.view),
             _ => return,
         };
-        if !self.durable.get(&inst).is_some_and(|d| d.contains(&need)) {
+        // PRE-PREPAREs and PREPAREs (a PREPARE's kind is `false`).
+        if let PersistRecord::Proposed {
+            view, seq, digest, ..
+        }
+        | PersistRecord::Prepared { view, seq, digest } = need
+        {
+            let kind = matches!(need, PersistRecord::Proposed { .. });
+            let before = *self.votes.entry((inst, kind, view, seq)).or_insert(digest);
+            if before != digest {
+                sink.report(
+                    NAME,
+                    now,
+                    format!(
+                        "r{inst} sent a {:?} for view {view} seq {seq} with another digest \
+                         than before (equivocation by a correct replica)",
+                        frame.header.tag
+                    ),
+                );
+            }
+        }
+        let has = |m: &BTreeMap<usize, BTreeSet<PersistRecord>>, r: &PersistRecord| {
+            m.get(&inst).is_some_and(|d| d.contains(r))
+        };
+        let ok = has(&self.durable, &need)
+            || (matches!(need, PersistRecord::Proposed { .. })
+                && (has(&self.proposed, &need) || has(&self.durable, &need.as_promise())));
+        if !ok {
             sink.report(
                 NAME,
                 now,
@@ -239,5 +282,43 @@ mod tests {
         );
         p.check_send(&mut s, Time(0), 1, &theirs);
         assert_eq!(s.violations().len(), 5);
+    }
+
+    #[test]
+    fn a_proposal_needs_only_its_append_and_never_two_digests() {
+        let mut p = PersistBeforeSend::new(1 << 20);
+        let mut s = Sink::new(1, "t");
+        let pp = |nondet: u8| {
+            let batch = BatchBody {
+                requests: vec![],
+                big: vec![],
+                nondet: vec![nondet],
+            };
+            let d = batch_digest(&batch).expect("well formed");
+            let f = frame(Message::PrePrepare(PrePrepare {
+                view: 0,
+                seq: 1,
+                batch,
+            }));
+            (f, d)
+        };
+        let (first, d1) = pp(1);
+        p.check_send(&mut s, Time(0), 1, &first);
+        assert_eq!(s.violations().len(), 1, "not even appended");
+        let proposed = |digest| PersistRecord::Proposed {
+            view: 0,
+            seq: 1,
+            digest,
+        };
+        p.proposed(1, proposed(d1));
+        p.check_send(&mut s, Time(0), 1, &first);
+        assert_eq!(s.violations().len(), 1, "appended, not synced: enough");
+        // A crash tore the record off; the restarted primary proposes seq 1 again.
+        p.on_restart(1, true);
+        let (second, d2) = pp(2);
+        p.proposed(1, proposed(d2));
+        p.check_send(&mut s, Time(0), 1, &second);
+        assert_eq!(s.violations().len(), 2, "a second digest for one slot");
+        assert!(s.violations()[1].to_string().contains("equivocation"));
     }
 }
