@@ -337,7 +337,12 @@ impl DiskDurability {
         // disk: the frame becomes durable with the next promise. That is one `fdatasync`
         // fewer per read-write request at every replica (`Executed`), and one fewer on its
         // critical path at the primary (`Proposed`).
-        let lazy = batches.len() == stores.len()
+        // Bodies wait only with a proposal: stored with `Executed` records alone they are
+        // what the unreplicated server's replies rest on (`node::oplog`).
+        let proposing = records
+            .iter()
+            .any(|r| matches!(r, PersistRecord::Proposed { .. }));
+        let lazy = (stores.is_empty() || (proposing && batches.len() == stores.len()))
             && records
                 .iter()
                 .filter(|r| !matches!(r, PersistRecord::View(_)))
@@ -875,6 +880,27 @@ mod tests {
             disk.wal.pending(),
             "a proposal alone does not wait for the disk"
         );
+        // Executed records with bodies (the unreplicated server's turns) do wait.
+        let body = StoreRecord::Batch {
+            seq: 2,
+            digest: d,
+            body: std::sync::Arc::new(byzfs_bft::message::BatchBody {
+                requests: vec![],
+                big: vec![],
+                nondet: vec![],
+            }),
+            big: vec![],
+        };
+        let executed = PersistRecord::Executed { seq: 2, digest: d };
+        disk.commit(&[executed], std::slice::from_ref(&body))
+            .unwrap();
+        assert!(
+            !disk.wal.pending(),
+            "bodies with Executed records are synced"
+        );
+        disk.commit(&[proposed], std::slice::from_ref(&body))
+            .unwrap();
+        assert!(disk.wal.pending(), "bodies with a proposal are not");
         drop(disk);
         let mut disk = open();
         let loaded = disk.take_loaded().unwrap();
