@@ -26,8 +26,12 @@
 //! primary must not propose again in the view it restarts in
 //! ([`byzfs_bft::PersistRecord::Proposed`]), so the store says whether its proposals can
 //! be trusted to be all there ([`DurableState::proposals_durable`]): yes for a data
-//! directory created by this start, and after a clean stop ([`Durability::close`]
-//! syncs the log and leaves a mark in the database that the next start consumes).
+//! directory created by this start; after a clean stop ([`Durability::close`] syncs the
+//! log and leaves a mark in the database that the next start consumes); and when the
+//! machine has not restarted since the last start (the kernel's boot id, stored at each
+//! start, is unchanged), because then every write the last run made reached the file, even
+//! if the process was killed. Only after a power cut or a kernel crash does a restored
+//! primary give its view up (one view-change timeout before the first request).
 
 mod wal;
 
@@ -103,6 +107,17 @@ const META: TableDefinition<&str, &[u8]> = TableDefinition::new("meta");
 pub const FORMAT: u32 = 2;
 /// `meta` key present after a clean stop ([`Durability::close`]).
 const CLEAN: &str = "clean";
+/// `meta` key: the kernel's boot id at the last start.
+const BOOT: &str = "boot";
+
+/// The running kernel's boot id (`None` if it cannot be read: then only a new directory or
+/// a clean stop vouches for the log).
+fn boot_id() -> Option<String> {
+    std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
+        .ok()
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+}
 /// `records`: (seq, postcard record) → () for `Prepared`, `Committed` and `Executed`. Written
 /// by data directories made before the log ([`wal`]); moved into the log at open.
 const RECORDS: TableDefinition<(u64, &[u8]), ()> = TableDefinition::new("records");
@@ -239,7 +254,16 @@ impl DiskDurability {
                 .remove(CLEAN)
                 .map_err(|e| corrupt(e.to_string()))?
                 .is_some();
-            trusted = found.is_none() || clean;
+            let boot = boot_id();
+            let same_boot = match (&boot, meta.get(BOOT).map_err(|e| corrupt(e.to_string()))?) {
+                (Some(now), Some(before)) => before.value() == now.as_bytes(),
+                _ => false,
+            };
+            if let Some(now) = &boot {
+                meta.insert(BOOT, now.as_bytes())
+                    .map_err(|e| corrupt(e.to_string()))?;
+            }
+            trusted = found.is_none() || clean || same_boot;
             let format = meta
                 .get("format")
                 .map_err(|e| corrupt(e.to_string()))?
@@ -902,16 +926,33 @@ mod tests {
             .unwrap();
         assert!(disk.wal.pending(), "bodies with a proposal are not");
         drop(disk);
+        // Same boot: the killed process's writes are all in the file.
         let mut disk = open();
         let loaded = disk.take_loaded().unwrap();
-        assert!(!loaded.proposals_durable, "a stop that was not clean");
+        assert_eq!(loaded.proposals_durable, boot_id().is_some(), "same boot");
+        drop(disk);
+        // As after a reboot (another boot id stored), and no clean stop.
+        set_boot(dir.path(), b"another boot");
+        let mut disk = open();
+        let loaded = disk.take_loaded().unwrap();
+        assert!(!loaded.proposals_durable, "a reboot without a clean stop");
         assert!(loaded.records.contains(&proposed.as_promise()));
         // A clean stop syncs and leaves the mark; the next start consumes it.
         disk.close().unwrap();
         assert!(!disk.wal.pending());
         drop(disk);
+        set_boot(dir.path(), b"another boot");
         assert!(trusted(open()), "after a clean stop");
+        set_boot(dir.path(), b"another boot");
         assert!(!trusted(open()), "the mark is used once");
+    }
+
+    /// Stores `id` as the boot id of the last start.
+    fn set_boot(dir: &Path, id: &[u8]) {
+        let db = Database::create(dir.join(DB_FILE)).unwrap();
+        let txn = db.begin_write().unwrap();
+        txn.open_table(META).unwrap().insert(BOOT, id).unwrap();
+        txn.commit().unwrap();
     }
 }
 
