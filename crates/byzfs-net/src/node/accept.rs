@@ -355,7 +355,12 @@ async fn read_loop<R: AsyncRead + Unpin>(
                 let Ok(budget) = shared.inbox_bytes.clone().acquire_many_owned(cost).await else {
                     return; // closed: the node is stopping
                 };
-                if inbox.send(Inbound::Frame(f, budget)).await.is_err() {
+                let from_client = link == Link::Client;
+                if inbox
+                    .send(Inbound::Frame(f, budget, from_client))
+                    .await
+                    .is_err()
+                {
                     return;
                 }
             }

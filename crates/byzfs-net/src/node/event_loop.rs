@@ -172,7 +172,7 @@ impl<S: Service> EventLoop<S> {
 
     fn on_input(&mut self, input: Inbound) {
         match input {
-            Inbound::Frame(bytes, _budget) => {
+            Inbound::Frame(bytes, _budget, from_client) => {
                 if tracing::enabled!(tracing::Level::TRACE) {
                     trace_frame(
                         self.me(),
@@ -181,7 +181,11 @@ impl<S: Service> EventLoop<S> {
                         self.shared.cluster.bft.message_bytes_max,
                     );
                 }
-                self.note_request_arrival(&bytes);
+                // A request a peer forwards (a client's first requests go to every replica)
+                // may arrive after this replica answered it: not a new request to time.
+                if from_client {
+                    self.note_request_arrival(&bytes);
+                }
                 self.replica.handle_message(self.clock.now(), &bytes)
             }
             Inbound::ClientUp {

@@ -184,8 +184,9 @@ pub enum NodeError {
 /// Inputs of the event loop.
 pub(crate) enum Inbound {
     /// A frame from some connection (the core authenticates it), with its share of the
-    /// inbox's byte budget (released when the event loop is done with it).
-    Frame(Vec<u8>, tokio::sync::OwnedSemaphorePermit),
+    /// inbox's byte budget (released when the event loop is done with it) and whether it
+    /// came on a client's connection (not a peer's, which may forward a client's request).
+    Frame(Vec<u8>, tokio::sync::OwnedSemaphorePermit, bool),
     /// A client connection passed the handshake.
     ClientUp {
         admission: accept::ClientAdmission,

@@ -265,7 +265,7 @@ impl<S: Service> Server<S> {
 
     fn on_input(&mut self, input: Inbound) {
         match input {
-            Inbound::Frame(bytes, _budget) => self.on_frame(&bytes),
+            Inbound::Frame(bytes, _budget, _) => self.on_frame(&bytes),
             Inbound::ClientUp {
                 admission,
                 queue,
