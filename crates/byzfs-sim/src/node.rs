@@ -67,6 +67,11 @@ pub struct ReplicaNode {
     /// Whether this drain's last promise was a `Proposed`: the driver appends its batch
     /// bodies without a sync too.
     pub lazy_turn: bool,
+    /// Whether its last crash kept every unsynced append, as a killed process on a machine
+    /// that did not restart does: the disk driver then vouches for its proposals
+    /// (`DurableState::proposals_durable`, the same boot id), and a restarted primary keeps
+    /// its view.
+    pub kept_all: bool,
 }
 
 /// One unsynced log append.

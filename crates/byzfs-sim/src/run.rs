@@ -297,6 +297,7 @@ impl Sim {
                 disk: Default::default(),
                 unsynced: Vec::new(),
                 lazy_turn: false,
+                kept_all: false,
             });
         }
         let r_count = replicas.len();
@@ -630,6 +631,7 @@ impl Sim {
             (inst as u64) << 16 | (node.restarts & 0xFFFF),
         );
         let kept = torn.gen_range(0..=node.unsynced.len());
+        node.kept_all = kept == node.unsynced.len();
         let tail = std::mem::take(&mut node.unsynced);
         trace_line!(
             self.trace,
@@ -664,10 +666,12 @@ impl Sim {
         });
         let local = node.clock.local(now);
         if with_state {
-            // Rebuilt from what it stored; everything volatile is gone. A crash may have torn
-            // off proposals: the disk does not vouch for them (unless mutated to).
+            // Rebuilt from what it stored; everything volatile is gone. A crash that tore off
+            // part of the log may have lost proposals: the disk vouches for them only if it
+            // kept every append (as after a process crash; or if mutated to).
             let mut disk = node.disk.clone();
-            disk.proposals_durable = mutation == Some(Mutation::TrustProposalsAfterCrash);
+            disk.proposals_durable =
+                node.kept_all || mutation == Some(Mutation::TrustProposalsAfterCrash);
             node.replica = restart_with_state(&self.config, &node.keys, &disk, seed, local);
         } else {
             // Amnesia: a fresh replica with an empty disk.
