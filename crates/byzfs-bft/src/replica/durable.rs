@@ -15,13 +15,14 @@
 //! Both then follow the same rules: never reuse a sequence number voted on, a restarted
 //! primary gives up its view, no read-only answers until the highest vote is executed again.
 
+use super::log::Accepted;
 use super::timers::TimerKind;
 use super::{Replica, StoredRequest, LIB_PARTITIONS};
 use crate::action::{Event, PersistRecord, StoreRecord};
 use crate::config::Config;
 use crate::crypto::{Digest, ReplicaKeys};
 use crate::ids::{Seq, View};
-use crate::message::{BatchBody, RequestView};
+use crate::message::{BatchBody, Message, PrePrepare, RequestView};
 use crate::service::{root_digest, Service};
 use crate::state::PartitionedState;
 use crate::time::Time;
@@ -309,6 +310,39 @@ impl<S: Service> Replica<S> {
         Ok(r)
     }
 
+    /// A primary that keeps its view after a restart (view 0, its proposals vouched for)
+    /// sends its PRE-PREPAREs above `last_executed` again: the same view, sequence number and
+    /// batch, from the promises and bodies it restored. Backups that never got one can then
+    /// prepare it instead of changing view, and STATUS resends them as it resends any.
+    fn resend_own_pre_prepares(&mut self) {
+        let v = self.view;
+        let mine: Vec<(Seq, Digest)> = self
+            .log
+            .range(self.last_executed + 1..)
+            .filter_map(|(&seq, slot)| {
+                let d = slot.pp_info.iter().find(|&(_, &pv)| pv == v)?;
+                Some((seq, *d.0))
+            })
+            .collect();
+        for (seq, digest) in mine {
+            let Some(body) = self.batches.get(&digest).cloned() else {
+                continue; // Not stored: the backups' view change settles the slot.
+            };
+            let pp = Message::PrePrepare(PrePrepare {
+                view: v,
+                seq,
+                batch: (*body).clone(),
+            });
+            let frame = self.broadcast(&pp);
+            let slot = self.log.entry(seq).or_default();
+            slot.pre_prepare = Some(Accepted {
+                digest,
+                frame: Some(frame),
+            });
+            self.check_prepared(seq);
+        }
+    }
+
     /// For the driver, just before its commit that records stable checkpoint `stored`
     /// ([`crate::action::StoreRecord::Checkpoint`]): makes a service that persists its own
     /// state durable ([`Service::persist`]). An error means the replica cannot go on.
@@ -455,6 +489,8 @@ impl<S: Service> Replica<S> {
             // rather than risk proposing twice. Its VIEW-CHANGE is alone until the others'
             // timers expire, which costs one view-change timeout after a crash.
             self.start_view_change(self.view + 1);
+        } else if self.is_primary() {
+            self.resend_own_pre_prepares();
         } else if self.view > 0 {
             // Votes cast in this view mean it had installed the view's NEW-VIEW, which is
             // volatile. A VIEW-CHANGE for this view cannot carry them (its entries must be

@@ -1570,6 +1570,56 @@ fn a_primary_restored_without_all_its_proposals_gives_up_view_0() {
 }
 
 #[test]
+fn a_primary_that_keeps_its_view_sends_its_pre_prepares_again() {
+    let cfg = config();
+    let keys = TestKeys::new(1, cfg.n());
+    let body = BatchBody {
+        requests: vec![],
+        big: vec![],
+        nondet: vec![1],
+    };
+    let d = batch_digest(&body).unwrap();
+    // Replica 0 proposed seq 1 and stopped cleanly before any backup saw it.
+    let durable = DurableState {
+        records: vec![PersistRecord::Proposed {
+            view: 0,
+            seq: 1,
+            digest: d,
+        }],
+        batches: vec![crate::replica::StoredBatch {
+            seq: 1,
+            digest: d,
+            body: body.clone(),
+            big: vec![],
+        }],
+        proposals_durable: true,
+        ..DurableState::default()
+    };
+    let mut r = Replica::restore(
+        cfg.clone(),
+        keys.replica(0, [CLIENT]),
+        Counter::new(),
+        durable,
+        1,
+        Time::ZERO,
+    )
+    .expect("restores");
+    assert_eq!(r.view(), 0);
+    let sent: Vec<PrePrepare> = drain(&mut r)
+        .iter()
+        .filter_map(|a| match a {
+            Action::Broadcast { bytes } => match decode(bytes) {
+                Message::PrePrepare(pp) => Some(pp),
+                _ => None,
+            },
+            _ => None,
+        })
+        .collect();
+    assert_eq!(sent.len(), 1, "{sent:?}");
+    assert_eq!((sent[0].view, sent[0].seq, &sent[0].batch), (0, 1, &body));
+}
+
+#[test]
 fn restore_refuses_a_corrupt_checkpoint() {
     let mut c = Cluster::new(config());
     c.with_disk(1);
