@@ -12,8 +12,10 @@
 //!   (deterministically, without replies). Anything else is learned again from the other
 //!   replicas (normal protocol, view change, state transfer).
 //!
-//! Both then follow the same rules: never reuse a sequence number voted on, a restarted
-//! primary gives up its view, no read-only answers until the highest vote is executed again.
+//! Both then follow the same rules: never reuse a sequence number voted on; a restarted
+//! primary gives up its view, unless it is view 0 and its proposals are vouched for
+//! ([`DurableState::proposals_durable`]), in which case it sends its PRE-PREPAREs again; no
+//! read-only answers until the highest vote is executed again.
 
 use super::log::Accepted;
 use super::timers::TimerKind;
@@ -41,10 +43,12 @@ pub struct DurableState {
     pub checkpoint: Option<StoredCheckpoint>,
     /// Stored batch bodies.
     pub batches: Vec<StoredBatch>,
-    /// Whether every [`PersistRecord::Proposed`] the replica wrote is in `records`: the data
-    /// directory is new, or the last run stopped cleanly after syncing everything. If not
-    /// (a crash, a power cut: some may be lost), a replica restored as the primary of its
-    /// view gives the view up instead of proposing in it.
+    /// Whether every [`PersistRecord::Proposed`] the replica wrote is in `records`, as the
+    /// driver knows: the data directory is new, the last run stopped cleanly after syncing
+    /// everything, or (`byzfs-net`) the machine has not restarted since, so even a killed
+    /// process's unsynced writes reached the file. If not (a power cut may have lost some),
+    /// a replica restored as the primary of its view gives the view up instead of proposing
+    /// in it.
     pub proposals_durable: bool,
 }
 
