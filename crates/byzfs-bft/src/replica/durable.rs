@@ -19,12 +19,12 @@
 
 use super::log::Accepted;
 use super::timers::TimerKind;
-use super::{Replica, StoredRequest, LIB_PARTITIONS};
+use super::{AuthChoice, Replica, StoredRequest, LIB_PARTITIONS};
 use crate::action::{Event, PersistRecord, StoreRecord};
 use crate::config::Config;
 use crate::crypto::{Digest, ReplicaKeys};
 use crate::ids::{Seq, View};
-use crate::message::{BatchBody, Message, PrePrepare, RequestView};
+use crate::message::{BatchBody, Commit, Message, PrePrepare, Prepare, RequestView};
 use crate::service::{root_digest, Service};
 use crate::state::PartitionedState;
 use crate::time::Time;
@@ -315,14 +315,15 @@ impl<S: Service> Replica<S> {
     }
 
     /// A primary that keeps its view after a restart (view 0, its proposals vouched for)
-    /// sends its PRE-PREPAREs above `last_executed` again: the same view, sequence number and
-    /// batch, from the promises and bodies it restored. Backups that never got one can then
-    /// prepare it instead of changing view, and STATUS resends them as it resends any.
+    /// rebuilds its PRE-PREPAREs above the stable checkpoint: the same view, sequence number
+    /// and batch, from the promises and bodies it restored. It sends those above
+    /// `last_executed` at once, so backups that never got one can prepare it instead of
+    /// changing view; STATUS resends any of them to a backup that lags, as it resends any.
     fn resend_own_pre_prepares(&mut self) {
         let v = self.view;
         let mine: Vec<(Seq, Digest)> = self
             .log
-            .range(self.last_executed + 1..)
+            .range(self.last_stable + 1..)
             .filter_map(|(&seq, slot)| {
                 let d = slot.pp_info.iter().find(|&(_, &pv)| pv == v)?;
                 Some((seq, *d.0))
@@ -337,13 +338,71 @@ impl<S: Service> Replica<S> {
                 seq,
                 batch: (*body).clone(),
             });
-            let frame = self.broadcast(&pp);
+            let executed = seq <= self.last_executed;
+            let frame = if executed {
+                self.encode(&pp, AuthChoice::Authenticator)
+            } else {
+                self.broadcast(&pp)
+            };
             let slot = self.log.entry(seq).or_default();
             slot.pre_prepare = Some(Accepted {
                 digest,
                 frame: Some(frame),
             });
-            self.check_prepared(seq);
+            if !executed {
+                self.check_prepared(seq);
+            }
+        }
+    }
+
+    /// Rebuilds, from its durable promises of the view it restarts in, the PREPAREs and
+    /// COMMITs this replica sent in it, as frames STATUS resends to a peer that lags
+    /// (`resend_slots`). Without them a whole cluster restarted in its view could not help a
+    /// replica that missed a batch the others executed: every vote was volatile, so it
+    /// waited for the next checkpoint or a view change. Each is a message the replica
+    /// already sent (its record was durable before the send), so resending it promises
+    /// nothing new. They count as its own votes, but not as sent: a slot that prepares again
+    /// still runs `check_prepared` (record, tentative execution, COMMIT) as before.
+    fn rebuild_own_votes(&mut self) {
+        let v = self.view;
+        let me = self.me;
+        let backup = !self.is_primary();
+        let mut votes: Vec<(Seq, Digest, bool)> = Vec::new();
+        for (&seq, slot) in self.log.range(self.last_stable + 1..) {
+            if backup {
+                if let Some((&d, _)) = slot.pp_info.iter().find(|&(_, &pv)| pv == v) {
+                    votes.push((seq, d, false));
+                }
+            }
+            if let Some((_, d)) = slot.prepared_info.filter(|&(pv, _)| pv == v) {
+                votes.push((seq, d, true));
+            }
+        }
+        for (seq, digest, commit) in votes {
+            let msg = if commit {
+                Message::Commit(Commit {
+                    view: v,
+                    seq,
+                    digest,
+                    replica: me,
+                })
+            } else {
+                Message::Prepare(Prepare {
+                    view: v,
+                    seq,
+                    digest,
+                    replica: me,
+                })
+            };
+            let frame = self.encode(&msg, AuthChoice::Authenticator);
+            let slot = self.log.entry(seq).or_default();
+            if commit {
+                slot.own_commit = Some(frame);
+                slot.commits.insert(me, digest);
+            } else {
+                slot.own_prepare = Some(frame);
+                slot.prepares.insert(me, digest);
+            }
         }
     }
 
@@ -486,6 +545,9 @@ impl<S: Service> Replica<S> {
         self.seqno = self.seqno.max(highest_vote);
         self.timers
             .set(TimerKind::Status, now + self.config.status_interval);
+        if self.has_new_view {
+            self.rebuild_own_votes();
+        }
         if self.is_primary() && (self.view > 0 || !proposals_durable) {
             // It may have sent a NEW-VIEW for this view that it cannot rebuild identically
             // (its VIEW-CHANGE set is gone), or PRE-PREPAREs whose unsynced `Proposed`

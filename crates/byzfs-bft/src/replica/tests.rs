@@ -1619,6 +1619,72 @@ fn a_primary_that_keeps_its_view_sends_its_pre_prepares_again() {
     assert_eq!((sent[0].view, sent[0].seq, &sent[0].batch), (0, 1, &body));
 }
 
+impl Cluster {
+    /// Every replica crashes and is rebuilt from its disk, as after a kill on a machine
+    /// that did not restart (its driver vouches for the proposals).
+    fn restart_all_keeping_proposals(&mut self) {
+        for i in 0..self.r.len() {
+            if let Some(d) = &mut self.disks[i] {
+                d.proposals_durable = true;
+            }
+            self.crash_and_restore(i);
+        }
+    }
+}
+
+#[test]
+fn a_backup_that_missed_a_batch_catches_up_after_a_whole_cluster_restart() {
+    // Replica 3 misses write 1, which the others execute; then every replica restarts. No
+    // one holds a vote for it any more except as a durable promise: the primary's rebuilt
+    // PRE-PREPARE and the backups' rebuilt PREPAREs and COMMITs, resent on replica 3's
+    // STATUS, must let it execute write 1 in view 0 rather than wait for a checkpoint or
+    // start a view change alone.
+    let mut c = Cluster::new(config());
+    for i in 0..4 {
+        c.with_disk(i);
+    }
+    c.down[3] = true;
+    c.write_all(1..=1, b"w");
+    c.down[3] = false;
+    assert_eq!(c.r[3].last_executed(), 0);
+    c.restart_all_keeping_proposals();
+    let req = request(&c.cfg, 2, b"w", false);
+    c.deliver_all(&req);
+    c.advance(Duration::from_secs(2));
+    for r in &c.r {
+        assert_eq!((r.view(), r.last_executed()), (0, 2), "replica {}", r.me);
+    }
+    assert_eq!(c.r[3].state_digest(), c.r[1].state_digest());
+}
+
+#[test]
+fn a_primary_that_missed_the_commit_catches_up_from_its_backups_rebuilt_votes() {
+    // The primary proposes write 1 and goes down; the backups execute it. Every replica
+    // restarts, and every PRE-PREPARE is lost from then on, so the backups cannot prepare
+    // it again: only their rebuilt PREPAREs and COMMITs, resent on the primary's STATUS,
+    // can bring the primary to write 1.
+    let mut c = Cluster::new(config());
+    for i in 0..4 {
+        c.with_disk(i);
+    }
+    let req = request(&c.cfg, 1, b"w", false);
+    c.r[0].handle_message(c.now, &req);
+    c.down[0] = true;
+    c.pump();
+    c.down[0] = false;
+    assert_eq!(c.r[0].last_executed(), 0);
+    assert!(c.r[1..].iter().all(|r| r.last_executed() == 1));
+    c.restart_all_keeping_proposals();
+    c.lose = Some(crate::message::Tag::PrePrepare);
+    c.advance(Duration::from_millis(450));
+    assert_eq!((c.r[0].view(), c.r[0].last_executed()), (0, 1));
+    c.lose = None;
+    c.write_all(2..=2, b"w");
+    for r in &c.r {
+        assert_eq!((r.view(), r.last_executed()), (0, 2), "replica {}", r.me);
+    }
+}
+
 #[test]
 fn restore_refuses_a_corrupt_checkpoint() {
     let mut c = Cluster::new(config());
