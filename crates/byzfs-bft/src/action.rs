@@ -88,6 +88,20 @@ pub enum PersistRecord {
         /// Batch digest.
         digest: Digest,
     },
+    /// A NEW-VIEW this replica installed chose checkpoint `seq` (`f+1` VIEW-CHANGEs reported
+    /// it) above the replica's own stable checkpoint; until its state transfer stores that
+    /// checkpoint, its VIEW-CHANGEs list it too. Durable so that a crash before the transfer
+    /// completes does not make the cluster forget a checkpoint only it and one other still
+    /// vouch for (simulator: total-crash 3282).
+    Certified {
+        /// Sequence number of the checkpoint.
+        seq: Seq,
+        /// State digest.
+        digest: Digest,
+    },
+    // New variants go last: logs store these with postcard, which numbers them in order
+    // (`the_log_encoding_of_records_is_stable`). Session 19 put `Proposed` before
+    // `Certified`, which moved `Certified`'s number; it is back where sessions 16-18 wrote it.
     /// The primary pre-prepared `digest` at `(view, seq)`: the meaning of `Prepared`, restored
     /// as one, but a driver may append it without waiting for the disk, as `Executed`
     /// (written before the sends that follow it, so only a power loss can lose it; it
@@ -105,25 +119,38 @@ pub enum PersistRecord {
         /// Batch digest.
         digest: Digest,
     },
-    /// A NEW-VIEW this replica installed chose checkpoint `seq` (`f+1` VIEW-CHANGEs reported
-    /// it) above the replica's own stable checkpoint; until its state transfer stores that
-    /// checkpoint, its VIEW-CHANGEs list it too. Durable so that a crash before the transfer
-    /// completes does not make the cluster forget a checkpoint only it and one other still
-    /// vouch for (simulator: total-crash 3282).
-    Certified {
-        /// Sequence number of the checkpoint.
+    /// A backup accepted the PRE-PREPARE of `digest` at `(view, seq)` and sends its PREPARE:
+    /// the meaning of `Prepared`, restored as one, but, like [`PersistRecord::Proposed`],
+    /// appended without waiting for the disk. That saves the backups' `fdatasync` on every
+    /// request's critical path, leaving one (`Committed`). What makes the loss harmless:
+    /// every later promise of the replica follows a synced record, which makes this one
+    /// durable too (the COMMIT's, or the `View` before a VIEW-CHANGE: see below); the one
+    /// danger is a restored backup voting again in the same view for another digest at
+    /// `seq`, which a faulty primary could ask of it. So a replica restored from records
+    /// that may lack one ([`crate::replica::DurableState::proposals_durable`] false) records
+    /// [`PersistRecord::Abstain`] and sends no PREPARE in the view it restarts in.
+    Voted {
+        /// View.
+        view: View,
+        /// Sequence number.
         seq: Seq,
-        /// State digest.
+        /// Batch digest.
         digest: Digest,
     },
+    /// The replica was restored in `View` from records that may lack some of its unsynced
+    /// votes: it sends no new PREPARE in that view, across later restarts too (a later
+    /// restart with every append kept would otherwise forget that the earlier one did not).
+    /// Kept with the view, outside the log.
+    Abstain(View),
 }
 
 impl PersistRecord {
-    /// The promise this record makes: a [`PersistRecord::Proposed`] is a `Prepared`; any
-    /// other record is itself.
+    /// The promise this record makes: a [`PersistRecord::Proposed`] or
+    /// [`PersistRecord::Voted`] is a `Prepared`; any other record is itself.
     pub fn as_promise(self) -> PersistRecord {
         match self {
-            PersistRecord::Proposed { view, seq, digest } => {
+            PersistRecord::Proposed { view, seq, digest }
+            | PersistRecord::Voted { view, seq, digest } => {
                 PersistRecord::Prepared { view, seq, digest }
             }
             other => other,
@@ -131,11 +158,23 @@ impl PersistRecord {
     }
 
     /// Whether a driver may append this record without waiting for the disk
-    /// ([`PersistRecord::Executed`], [`PersistRecord::Proposed`]).
+    /// ([`PersistRecord::Executed`], [`PersistRecord::Proposed`], [`PersistRecord::Voted`]).
     pub fn may_wait(self) -> bool {
         matches!(
             self,
-            PersistRecord::Executed { .. } | PersistRecord::Proposed { .. }
+            PersistRecord::Executed { .. }
+                | PersistRecord::Proposed { .. }
+                | PersistRecord::Voted { .. }
+        )
+    }
+
+    /// Whether this is a vote a driver may append without waiting for the disk, with the
+    /// bodies of the batch it votes for ([`PersistRecord::Proposed`],
+    /// [`PersistRecord::Voted`]).
+    pub fn is_lazy_vote(self) -> bool {
+        matches!(
+            self,
+            PersistRecord::Proposed { .. } | PersistRecord::Voted { .. }
         )
     }
 }
@@ -303,4 +342,36 @@ pub enum DropReason {
     /// usually, a time-based choice older than the tolerance, retransmitted to a replica
     /// that is catching up after a restart (accepted once `f+1` PREPAREs vouch for it).
     Nondet,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::PersistRecord;
+    use crate::crypto::Digest;
+
+    #[test]
+    fn the_log_encoding_of_records_is_stable() {
+        // `byzfs-net`'s log stores records with postcard: a variant's first byte is its
+        // position in the enum. Moving one would make older logs decode as other records.
+        let d = Digest([7; 32]);
+        let (view, seq, digest) = (1, 2, d);
+        let cases = [
+            (PersistRecord::View(1), 0u8),
+            (PersistRecord::Prepared { view, seq, digest }, 1),
+            (PersistRecord::Committed { view, seq, digest }, 2),
+            (PersistRecord::Executed { seq, digest }, 3),
+            (PersistRecord::Certified { seq, digest }, 4),
+            (PersistRecord::Proposed { view, seq, digest }, 5),
+            (PersistRecord::Voted { view, seq, digest }, 6),
+            (PersistRecord::Abstain(1), 7),
+        ];
+        for (rec, tag) in cases {
+            let bytes = postcard::to_allocvec(&rec).expect("encodes");
+            assert_eq!(bytes[0], tag, "{rec:?}");
+            assert_eq!(
+                postcard::from_bytes::<PersistRecord>(&bytes).ok(),
+                Some(rec)
+            );
+        }
+    }
 }

@@ -25,11 +25,14 @@ pub enum Mutation {
     /// primary proposes again in its view although the unsynced tail of its log, with its
     /// last proposals, may be lost. Applied by the simulator at restarts.
     TrustProposalsAfterCrash,
+    /// A backup restored from records that may lack its unsynced PREPAREs
+    /// ([`crate::PersistRecord::Voted`]) votes in the view it restarts in anyway.
+    VoteAfterUntrustedRestore,
 }
 
 impl Mutation {
     /// Every mutation.
-    pub const ALL: [Mutation; 7] = [
+    pub const ALL: [Mutation; 8] = [
         Mutation::CommitQuorum2f,
         Mutation::AcceptSecondPrePrepare,
         Mutation::NewViewLowestView,
@@ -37,6 +40,7 @@ impl Mutation {
         Mutation::TentativeBeforeCommitted,
         Mutation::ReadOnlyOnTentative,
         Mutation::TrustProposalsAfterCrash,
+        Mutation::VoteAfterUntrustedRestore,
     ];
 
     /// Command-line name.
@@ -49,6 +53,7 @@ impl Mutation {
             Mutation::TentativeBeforeCommitted => "tentative-before-committed",
             Mutation::ReadOnlyOnTentative => "read-only-on-tentative",
             Mutation::TrustProposalsAfterCrash => "trust-proposals-after-crash",
+            Mutation::VoteAfterUntrustedRestore => "vote-after-untrusted-restore",
         }
     }
 

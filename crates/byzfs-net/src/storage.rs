@@ -17,21 +17,25 @@
 //!   redb database. At start both load into a [`DurableState`] for
 //!   [`byzfs_bft::Replica::restore`].
 //!
-//! **Records that may wait.** A drain whose only records are `Executed` and the primary's
-//! `Proposed` (with the batch bodies proposed) is appended without an `fdatasync`: it
-//! becomes durable with the next drain that holds a promise, or at [`Durability::sync`]
-//! (before a CHECKPOINT). Being written before the drain's sends, it survives a crash of
-//! the process; only a power cut or a kernel crash can lose it. That saves the primary one
-//! `fdatasync` on every read-write request's critical path. After such a loss the restored
-//! primary must not propose again in the view it restarts in
-//! ([`byzfs_bft::PersistRecord::Proposed`]), so the store says whether its proposals can
+//! **Records that may wait.** A drain whose only records are `Executed`, the primary's
+//! `Proposed` and a backup's `Voted` (with the batch bodies voted for) is appended without
+//! an `fdatasync`: it becomes durable with the next drain that holds a promise, or at
+//! [`Durability::sync`] (before a CHECKPOINT). Being written before the drain's sends, it
+//! survives a crash of the process; only a power cut or a kernel crash can lose it. That
+//! saves the primary's and the backups' `fdatasync`s before PRE-PREPARE and PREPARE, so
+//! a read-write request waits for one (before COMMIT). After such a loss the restored
+//! primary must not propose again in the view it restarts in, nor any replica prepare
+//! again in it ([`byzfs_bft::PersistRecord::Proposed`], [`byzfs_bft::PersistRecord::Voted`]),
+//! so the store says whether its unsynced votes can
 //! be trusted to be all there ([`DurableState::proposals_durable`]): yes for a data
 //! directory created by this start; after a clean stop ([`Durability::close`] syncs the
 //! log and leaves a mark in the database that the next start consumes); and when the
 //! machine has not restarted since the last start (the kernel's boot id, stored at each
 //! start, is unchanged), because then every write the last run made reached the file, even
 //! if the process was killed. Only after a power cut or a kernel crash does a restored
-//! primary give its view up (one view-change timeout before the first request).
+//! primary give its view up (one view-change timeout before the first request), and a
+//! restored backup abstain from PREPAREs in its view (`abstain` in the database keeps that
+//! across later restarts).
 
 mod wal;
 
@@ -94,8 +98,9 @@ impl Durability for MemoryDurability {
 /// The database file inside a replica's data directory.
 pub const DB_FILE: &str = "replica.redb";
 
-/// `meta`: "identity" → who owns the store; "view" → highest view (u64 LE);
-/// "checkpoint" → postcard `(seq, digest, partitions)` of the stored stable checkpoint.
+/// `meta`: "identity" → who owns the store; "view" → highest view (u64 LE); "abstain" →
+/// the highest view of a [`PersistRecord::Abstain`] (u64 LE); "checkpoint" → postcard
+/// `(seq, digest, partitions)` of the stored stable checkpoint.
 const META: TableDefinition<&str, &[u8]> = TableDefinition::new("meta");
 
 /// On-disk format of a replica's data directory (`replica.redb` and its log), stored in
@@ -109,6 +114,13 @@ pub const FORMAT: u32 = 2;
 const CLEAN: &str = "clean";
 /// `meta` key: the kernel's boot id at the last start.
 const BOOT: &str = "boot";
+/// `meta` key: see [`META`].
+const ABSTAIN: &str = "abstain";
+
+/// Records kept in the database rather than the log.
+fn outside_log(r: &PersistRecord) -> bool {
+    matches!(r, PersistRecord::View(_) | PersistRecord::Abstain(_))
+}
 
 /// The running kernel's boot id (`None` if it cannot be read: then only a new directory or
 /// a clean stop vouches for the log).
@@ -334,10 +346,11 @@ impl DiskDurability {
     fn write(&mut self, records: &[PersistRecord], stores: &[StoreRecord]) -> Result<(), String> {
         let s = |e: &dyn std::fmt::Display| e.to_string();
         // Promises and batch bodies: one log frame.
-        // `Proposed` is stored as the `Prepared` it means (the log's format is unchanged).
+        // `Proposed` and `Voted` are stored as the `Prepared` they mean (the log's format is
+        // unchanged). Views and abstentions go to the database.
         let votes: Vec<PersistRecord> = records
             .iter()
-            .filter(|r| !matches!(r, PersistRecord::View(_)))
+            .filter(|r| !outside_log(r))
             .map(|r| r.as_promise())
             .collect();
         let batches: Vec<wal::BatchRef<'_>> = stores
@@ -363,13 +376,11 @@ impl DiskDurability {
         // critical path at the primary (`Proposed`).
         // Bodies wait only with a proposal: stored with `Executed` records alone they are
         // what the unreplicated server's replies rest on (`node::oplog`).
-        let proposing = records
-            .iter()
-            .any(|r| matches!(r, PersistRecord::Proposed { .. }));
-        let lazy = (stores.is_empty() || (proposing && batches.len() == stores.len()))
+        let voting = records.iter().any(|r| r.is_lazy_vote());
+        let lazy = (stores.is_empty() || (voting && batches.len() == stores.len()))
             && records
                 .iter()
-                .filter(|r| !matches!(r, PersistRecord::View(_)))
+                .filter(|r| !outside_log(r))
                 .all(|r| r.may_wait());
         if lazy && (!votes.is_empty() || !batches.is_empty()) {
             self.wal
@@ -387,6 +398,13 @@ impl DiskDurability {
             })
             .max()
             .filter(|v| *v > self.view);
+        let abstain = records
+            .iter()
+            .filter_map(|r| match r {
+                PersistRecord::Abstain(v) => Some(*v),
+                _ => None,
+            })
+            .max();
         let images: Vec<&CheckpointImage> = stores
             .iter()
             .filter_map(|st| match st {
@@ -394,7 +412,7 @@ impl DiskDurability {
                 StoreRecord::Batch { .. } => None,
             })
             .collect();
-        if view.is_none() && images.is_empty() {
+        if view.is_none() && abstain.is_none() && images.is_empty() {
             return Ok(());
         }
         let mut txn = self.db.begin_write().map_err(|e| s(&e))?;
@@ -405,6 +423,10 @@ impl DiskDurability {
             let mut parts = txn.open_table(PARTS).map_err(|e| s(&e))?;
             if let Some(v) = view {
                 meta.insert("view", &v.to_le_bytes()[..])
+                    .map_err(|e| s(&e))?;
+            }
+            if let Some(v) = abstain {
+                meta.insert(ABSTAIN, &v.to_le_bytes()[..])
                     .map_err(|e| s(&e))?;
             }
             for img in &images {
@@ -439,7 +461,7 @@ fn migrate_tables(db: &Database, wal: &mut wal::Wal, loaded: &DurableState) -> R
     let votes: Vec<PersistRecord> = loaded
         .records
         .iter()
-        .filter(|r| !matches!(r, PersistRecord::View(_)))
+        .filter(|r| !outside_log(r))
         .copied()
         .collect();
     if votes.is_empty() && loaded.batches.is_empty() {
@@ -573,6 +595,14 @@ fn load(db: &Database) -> Result<DurableState, String> {
             .try_into()
             .map_err(|_| "bad view entry".to_string())?;
         out.records.push(PersistRecord::View(u64::from_le_bytes(b)));
+    }
+    if let Some(g) = meta.get(ABSTAIN).map_err(|e| s(&e))? {
+        let b: [u8; 8] = g
+            .value()
+            .try_into()
+            .map_err(|_| "bad abstain entry".to_string())?;
+        out.records
+            .push(PersistRecord::Abstain(u64::from_le_bytes(b)));
     }
     let recs = txn.open_table(RECORDS).map_err(|e| s(&e))?;
     for item in recs.iter().map_err(|e| s(&e))? {
@@ -925,6 +955,27 @@ mod tests {
         disk.commit(&[proposed], std::slice::from_ref(&body))
             .unwrap();
         assert!(disk.wal.pending(), "bodies with a proposal are not");
+        // A backup's PREPARE record, with the body it votes for, does not wait either; a
+        // COMMIT's does, and makes everything before it durable.
+        let voted = PersistRecord::Voted {
+            view: 0,
+            seq: 3,
+            digest: d,
+        };
+        disk.commit(&[voted], std::slice::from_ref(&body)).unwrap();
+        assert!(
+            disk.wal.pending(),
+            "a backup's vote does not wait for the disk"
+        );
+        let committed = PersistRecord::Committed {
+            view: 0,
+            seq: 3,
+            digest: d,
+        };
+        disk.commit(&[committed], &[]).unwrap();
+        assert!(!disk.wal.pending(), "a COMMIT's record does");
+        // An abstention goes to the database, with the view.
+        disk.commit(&[PersistRecord::Abstain(0)], &[]).unwrap();
         drop(disk);
         // Same boot: the killed process's writes are all in the file.
         let mut disk = open();
@@ -937,6 +988,8 @@ mod tests {
         let loaded = disk.take_loaded().unwrap();
         assert!(!loaded.proposals_durable, "a reboot without a clean stop");
         assert!(loaded.records.contains(&proposed.as_promise()));
+        assert!(loaded.records.contains(&voted.as_promise()));
+        assert!(loaded.records.contains(&PersistRecord::Abstain(0)));
         // A clean stop syncs and leaves the mark; the next start consumes it.
         disk.close().unwrap();
         assert!(!disk.wal.pending());

@@ -473,14 +473,16 @@ impl Sim {
                         PersistRecord::Executed { .. } => {
                             self.replicas[inst].unsynced.push(Unsynced::Persist(rec));
                         }
-                        PersistRecord::Proposed { .. } => {
+                        PersistRecord::Proposed { .. } | PersistRecord::Voted { .. } => {
                             self.oracle.proposed(inst, rec);
                             let node = &mut self.replicas[inst];
                             node.unsynced.push(Unsynced::Persist(rec));
                             node.lazy_turn = true;
                         }
-                        // Views go to redb: the log is not synced.
-                        PersistRecord::View(_) => self.make_durable(inst, rec),
+                        // Views and abstentions go to redb: the log is not synced.
+                        PersistRecord::View(_) | PersistRecord::Abstain(_) => {
+                            self.make_durable(inst, rec)
+                        }
                         _ => {
                             self.replicas[inst].lazy_turn = false;
                             self.sync_log(inst);

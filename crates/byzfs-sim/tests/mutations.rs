@@ -68,6 +68,18 @@ const CASES: &[Case] = &[
         &[278, 493],
         &[persist::NAME],
     ),
+    (
+        Mutation::VoteAfterUntrustedRestore,
+        Family::TwinPowerCuts,
+        &[1828],
+        &[persist::NAME],
+    ),
+    (
+        Mutation::VoteAfterUntrustedRestore,
+        Family::ByzantinePowerCuts,
+        &[1710],
+        &[persist::NAME],
+    ),
 ];
 
 #[test]

@@ -14,8 +14,10 @@
 //!
 //! Both then follow the same rules: never reuse a sequence number voted on; a restarted
 //! primary gives up its view, unless it is view 0 and its proposals are vouched for
-//! ([`DurableState::proposals_durable`]), in which case it sends its PRE-PREPAREs again; no
-//! read-only answers until the highest vote is executed again.
+//! ([`DurableState::proposals_durable`]), in which case it sends its PRE-PREPAREs again; a
+//! replica whose unsynced votes are not vouched for sends no new PREPARE in the view it
+//! restarts in; the votes it still holds for that view are rebuilt and resent on STATUS;
+//! no read-only answers until the highest vote is executed again.
 
 use super::log::Accepted;
 use super::timers::TimerKind;
@@ -43,12 +45,13 @@ pub struct DurableState {
     pub checkpoint: Option<StoredCheckpoint>,
     /// Stored batch bodies.
     pub batches: Vec<StoredBatch>,
-    /// Whether every [`PersistRecord::Proposed`] the replica wrote is in `records`, as the
-    /// driver knows: the data directory is new, the last run stopped cleanly after syncing
-    /// everything, or (`byzfs-net`) the machine has not restarted since, so even a killed
-    /// process's unsynced writes reached the file. If not (a power cut may have lost some),
-    /// a replica restored as the primary of its view gives the view up instead of proposing
-    /// in it.
+    /// Whether every [`PersistRecord::Proposed`] and [`PersistRecord::Voted`] the replica
+    /// wrote is in `records`, as the driver knows: the data directory is new, the last run
+    /// stopped cleanly after syncing everything, or (`byzfs-net`) the machine has not
+    /// restarted since, so even a killed process's unsynced writes reached the file. If not
+    /// (a power cut may have lost some), a replica restored as the primary of its view gives
+    /// the view up instead of proposing in it, and any replica sends no new PREPARE in the
+    /// view it restarts in ([`PersistRecord::Abstain`]).
     pub proposals_durable: bool,
 }
 
@@ -107,9 +110,10 @@ impl DurableState {
 /// The sequence number a record is about (`None` for `View`).
 pub fn record_seq(rec: PersistRecord) -> Option<Seq> {
     match rec {
-        PersistRecord::View(_) => None,
+        PersistRecord::View(_) | PersistRecord::Abstain(_) => None,
         PersistRecord::Prepared { seq, .. }
         | PersistRecord::Proposed { seq, .. }
+        | PersistRecord::Voted { seq, .. }
         | PersistRecord::Committed { seq, .. }
         | PersistRecord::Executed { seq, .. }
         | PersistRecord::Certified { seq, .. } => Some(seq),
@@ -175,6 +179,9 @@ pub(crate) struct DurableLog {
     pub votes: BTreeMap<Seq, Vec<PersistRecord>>,
     /// The highest checkpoint an installed NEW-VIEW certified above the stable one.
     pub certified: Option<(Seq, Digest)>,
+    /// The view it last restarted in from records that may lack votes
+    /// ([`PersistRecord::Abstain`]).
+    pub abstain: Option<View>,
 }
 
 impl DurableLog {
@@ -182,6 +189,7 @@ impl DurableLog {
         let rec = rec.as_promise();
         match rec {
             PersistRecord::View(v) => self.view = self.view.max(v),
+            PersistRecord::Abstain(v) => self.abstain = self.abstain.max(Some(v)),
             // Not a promise: `restore` replays it, nothing else needs it.
             PersistRecord::Executed { .. } => {}
             PersistRecord::Certified { seq, digest } => {
@@ -191,6 +199,7 @@ impl DurableLog {
             }
             PersistRecord::Prepared { seq, .. }
             | PersistRecord::Proposed { seq, .. }
+            | PersistRecord::Voted { seq, .. }
             | PersistRecord::Committed { seq, .. } => {
                 let e = self.votes.entry(seq).or_default();
                 if !e.contains(&rec) {
@@ -276,8 +285,10 @@ impl<S: Service> Replica<S> {
                     executed.insert(seq, digest);
                 }
                 PersistRecord::View(_)
+                | PersistRecord::Abstain(_)
                 | PersistRecord::Prepared { .. }
                 | PersistRecord::Proposed { .. }
+                | PersistRecord::Voted { .. }
                 | PersistRecord::Committed { .. }
                 | PersistRecord::Certified { .. } => {
                     if record_seq(rec).is_none_or(|s| s > r.last_stable) {
@@ -367,17 +378,23 @@ impl<S: Service> Replica<S> {
         let v = self.view;
         let me = self.me;
         let backup = !self.is_primary();
-        let mut votes: Vec<(Seq, Digest, bool)> = Vec::new();
-        for (&seq, slot) in self.log.range(self.last_stable + 1..) {
-            if backup {
-                if let Some((&d, _)) = slot.pp_info.iter().find(|&(_, &pv)| pv == v) {
-                    votes.push((seq, d, false));
+        // From the records themselves, not the log's Q- and P-information, which also holds
+        // what other records imply: only a record stands for a message this replica sent.
+        let votes: Vec<(Seq, Digest, bool)> = self
+            .durable
+            .votes
+            .range(self.last_stable + 1..)
+            .flat_map(|(_, recs)| recs.iter())
+            .filter_map(|rec| match *rec {
+                PersistRecord::Prepared { view, seq, digest } if view == v && backup => {
+                    Some((seq, digest, false))
                 }
-            }
-            if let Some((_, d)) = slot.prepared_info.filter(|&(pv, _)| pv == v) {
-                votes.push((seq, d, true));
-            }
-        }
+                PersistRecord::Committed { view, seq, digest } if view == v => {
+                    Some((seq, digest, true))
+                }
+                _ => None,
+            })
+            .collect();
         for (seq, digest, commit) in votes {
             let msg = if commit {
                 Message::Commit(Commit {
@@ -529,6 +546,8 @@ impl<S: Service> Replica<S> {
                 }
                 // `DurableLog::record` keeps these as `Prepared`.
                 PersistRecord::Proposed { .. }
+                | PersistRecord::Voted { .. }
+                | PersistRecord::Abstain(_)
                 | PersistRecord::View(_)
                 | PersistRecord::Executed { .. }
                 | PersistRecord::Certified { .. } => {}
@@ -545,6 +564,12 @@ impl<S: Service> Replica<S> {
         self.seqno = self.seqno.max(highest_vote);
         self.timers
             .set(TimerKind::Status, now + self.config.status_interval);
+        if !proposals_durable {
+            // Some unsynced `Voted` records may be lost: no new PREPARE in this view, now or
+            // after a later restart (`abstains`).
+            let v = self.view;
+            self.persist(PersistRecord::Abstain(v));
+        }
         if self.has_new_view {
             self.rebuild_own_votes();
         }

@@ -472,6 +472,12 @@ impl<S: Service> Replica<S> {
         false
     }
 
+    /// Whether it sends no new PREPARE in its view: it was restored in this view from
+    /// records that may lack some of its votes ([`PersistRecord::Abstain`]).
+    fn abstains(&self) -> bool {
+        self.durable.abstain == Some(self.view) && !self.mutated(M::VoteAfterUntrustedRestore)
+    }
+
     fn is_primary(&self) -> bool {
         self.primary() == self.me
     }
@@ -497,7 +503,8 @@ impl<S: Service> Replica<S> {
     fn persist(&mut self, rec: PersistRecord) {
         self.durable.record(rec);
         if let PersistRecord::Prepared { seq, digest, .. }
-        | PersistRecord::Proposed { seq, digest, .. } = rec
+        | PersistRecord::Proposed { seq, digest, .. }
+        | PersistRecord::Voted { seq, digest, .. } = rec
         {
             // The body of what we vote for goes to disk with the vote: after a crash of every
             // replica, the promise alone (a digest) could never be executed.
@@ -849,6 +856,7 @@ pub(crate) enum MutationStub {
     PrepareWithoutDigest,
     TentativeBeforeCommitted,
     ReadOnlyOnTentative,
+    VoteAfterUntrustedRestore,
 }
 
 /// The mutation type call sites name (`M::CommitQuorum2f`).

@@ -453,8 +453,15 @@ impl<S: Service> Replica<S> {
             }
             return;
         }
+        if self.abstains() {
+            // It may have voted for another digest here before a power cut took the record
+            // (see `PersistRecord::Abstain`). The others' PREPAREs may still prepare it.
+            self.check_prepared(seq);
+            return;
+        }
         let v = self.view;
-        self.persist(PersistRecord::Prepared {
+        // Not synced before the send: see `PersistRecord::Voted`.
+        self.persist(PersistRecord::Voted {
             view: v,
             seq,
             digest: d,

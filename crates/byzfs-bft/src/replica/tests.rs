@@ -273,7 +273,7 @@ fn backup_prepares_then_commits_then_executes() {
     let out = drain(&mut b);
     assert_eq!(
         out[0],
-        Action::Persist(PersistRecord::Prepared {
+        Action::Persist(PersistRecord::Voted {
             view: 0,
             seq: 1,
             digest: d
@@ -436,7 +436,7 @@ fn pre_prepare_failing_nondet_is_accepted_once_f_plus_1_others_prepared_it() {
     b.handle_message(Time(1), &pp);
     let out = without_events(drain(&mut b));
     assert!(
-        out.contains(&Action::Persist(PersistRecord::Prepared {
+        out.contains(&Action::Persist(PersistRecord::Voted {
             view: 0,
             seq: 1,
             digest: d
@@ -1683,6 +1683,74 @@ fn a_primary_that_missed_the_commit_catches_up_from_its_backups_rebuilt_votes() 
     for r in &c.r {
         assert_eq!((r.view(), r.last_executed()), (0, 2), "replica {}", r.me);
     }
+}
+
+#[test]
+fn a_backup_whose_votes_are_not_vouched_for_abstains_in_its_view_across_restarts() {
+    // Replica 2's unsynced `Voted` records may have been lost (a power cut): restored in view
+    // 0, it must send no PREPARE there, even after a later restart that kept everything,
+    // yet still commit and execute from the others' PREPAREs; in the next view it votes.
+    let mut c = Cluster::new(config());
+    for i in 0..4 {
+        c.with_disk(i);
+    }
+    c.write_all(1..=1, b"w");
+    let votes_of = |c: &Cluster, seq: u64| -> Vec<View> {
+        c.disks[2]
+            .as_ref()
+            .unwrap()
+            .records
+            .iter()
+            .filter_map(|r| match *r {
+                PersistRecord::Voted { view, seq: s, .. } if s == seq => Some(view),
+                _ => None,
+            })
+            .collect()
+    };
+    assert_eq!(votes_of(&c, 1), vec![0], "a backup's PREPARE record");
+    c.disks[2].as_mut().unwrap().proposals_durable = false;
+    c.crash_and_restore(2);
+    c.pump();
+    assert!(c.disks[2]
+        .as_ref()
+        .unwrap()
+        .records
+        .contains(&PersistRecord::Abstain(0)));
+    c.write_all(2..=2, b"w");
+    assert_eq!(votes_of(&c, 2), Vec::<View>::new(), "no PREPARE in view 0");
+    assert_eq!(
+        c.r[2].last_executed(),
+        2,
+        "committed from the others' PREPAREs"
+    );
+    // A kill on the same machine keeps every append: the abstention still holds.
+    c.disks[2].as_mut().unwrap().proposals_durable = true;
+    c.crash_and_restore(2);
+    c.write_all(3..=3, b"w");
+    assert_eq!(votes_of(&c, 3), Vec::<View>::new(), "still none in view 0");
+    assert_eq!(c.r[2].last_executed(), 3);
+    // View 1 (replica 0 down for a view change): it votes again.
+    c.down[0] = true;
+    let req = request(&c.cfg, 4, b"w", false);
+    c.deliver_all(&req);
+    c.advance(Duration::from_secs(3));
+    c.down[0] = false;
+    c.write_all(5..=5, b"w");
+    c.advance(Duration::from_secs(1));
+    assert_eq!(c.r[2].view(), 1);
+    let in_view_1 = c.disks[2]
+        .as_ref()
+        .unwrap()
+        .records
+        .iter()
+        .filter(|r| matches!(r, PersistRecord::Voted { view: 1, .. }))
+        .count();
+    assert!(
+        in_view_1 > 0,
+        "PREPAREs in view 1: {:?}",
+        c.disks[2].as_ref().unwrap().records
+    );
+    assert_eq!(c.r[2].state_digest(), c.r[3].state_digest());
 }
 
 #[test]

@@ -3,9 +3,12 @@
 //! promise — PRE-PREPARE and PREPARE after `Prepared{view, seq, digest}` (a PRE-PREPARE's digest
 //! is `batch_digest` of its batch), COMMIT after `Committed{..}`, VIEW-CHANGE after
 //! `View(view)`. Records survive a restart with state and are lost by a restart without.
-//! The one exception is the primary's PRE-PREPARE, whose `Proposed` record need only have
-//! been appended (the driver syncs it later: see `PersistRecord::Proposed`); a crash may
-//! lose it, which the core answers by never proposing again in the view it restarts in.
+//! The exceptions are the primary's PRE-PREPARE and a backup's PREPARE, whose `Proposed`
+//! and `Voted` records need only have been appended (the driver syncs them later: see
+//! `PersistRecord::Proposed` and `PersistRecord::Voted`); a crash may lose them, which the
+//! core answers by never proposing or preparing again in the view it restarts in. What
+//! catches a broken answer is the check that a correct replica never sends PRE-PREPAREs,
+//! or PREPAREs, of two digests for one view and sequence number, across its restarts.
 //! Every frame a correct replica sends must also parse and decode. Frames another replica
 //! authenticated and this one only relays verbatim (e.g. the primary's PRE-PREPARE
 //! retransmitted in answer to a STATUS) are not its votes and are not checked.
@@ -24,7 +27,7 @@ pub const NAME: &str = "persist-before-send";
 #[derive(Clone, Debug)]
 pub struct PersistBeforeSend {
     durable: BTreeMap<usize, BTreeSet<PersistRecord>>,
-    /// `Proposed` records appended since the last restart, synced or not.
+    /// `Proposed` and `Voted` records appended since the last restart, synced or not.
     proposed: BTreeMap<usize, BTreeSet<PersistRecord>>,
     /// The digest each correct replica voted for at each (kind, view, seq), across its
     /// restarts with state: a second one is an honest replica equivocating.
@@ -48,7 +51,7 @@ impl PersistBeforeSend {
         self.durable.entry(inst).or_default().insert(rec);
     }
 
-    /// `inst` appended `rec`, a `Proposed`, without a sync.
+    /// `inst` appended `rec`, a `Proposed` or `Voted`, without a sync.
     pub fn proposed(&mut self, inst: usize, rec: PersistRecord) {
         self.proposed.entry(inst).or_default().insert(rec);
     }
@@ -112,7 +115,7 @@ impl PersistBeforeSend {
                     return;
                 }
             },
-            Message::Prepare(p) => PersistRecord::Prepared {
+            Message::Prepare(p) => PersistRecord::Voted {
                 view: p.view,
                 seq: p.seq,
                 digest: p.digest,
@@ -129,7 +132,7 @@ impl PersistBeforeSend {
         if let PersistRecord::Proposed {
             view, seq, digest, ..
         }
-        | PersistRecord::Prepared { view, seq, digest } = need
+        | PersistRecord::Voted { view, seq, digest } = need
         {
             let kind = matches!(need, PersistRecord::Proposed { .. });
             let before = *self.votes.entry((inst, kind, view, seq)).or_insert(digest);
@@ -149,7 +152,7 @@ impl PersistBeforeSend {
             m.get(&inst).is_some_and(|d| d.contains(r))
         };
         let ok = has(&self.durable, &need)
-            || (matches!(need, PersistRecord::Proposed { .. })
+            || (need.is_lazy_vote()
                 && (has(&self.proposed, &need) || has(&self.durable, &need.as_promise())));
         if !ok {
             sink.report(
