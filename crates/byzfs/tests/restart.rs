@@ -12,6 +12,8 @@
 //!   rebuilt votes; after a simulated power cut
 //!   (another boot id in each `replica.redb`) it gives view 0 up and the cluster serves in a
 //!   later view;
+//! * `disk` mode: a backup restarted after a simulated power cut of its machine alone keeps
+//!   no new PREPARE in view 0 (it stores `abstain`), yet keeps up without a view change;
 //! * an unusable or corrupt data directory gives a one-line error that says what to do.
 //!
 //! Every wait polls a status or a result with a deadline; every process is killed when its
@@ -250,6 +252,47 @@ fn disk_mode_primary_keeps_view_0_after_a_kill_and_gives_it_up_after_a_power_cut
         }
     }
     assert_every_put_reads_back(&p, &acked);
+}
+
+/// The view replica `i`'s stopped store abstains from PREPAREs in, if any.
+fn abstains_in(p: &Procs, i: usize) -> Option<u64> {
+    use redb::ReadableDatabase as _;
+    let db = redb::Database::create(p.data(i).join("replica.redb")).unwrap();
+    let txn = db.begin_read().unwrap();
+    let meta: redb::TableDefinition<&str, &[u8]> = redb::TableDefinition::new("meta");
+    let t = txn.open_table(meta).unwrap();
+    let v = t.get("abstain").unwrap()?;
+    Some(u64::from_le_bytes(v.value().try_into().unwrap()))
+}
+
+#[test]
+fn disk_mode_backup_after_a_power_cut_abstains_and_keeps_up() {
+    // Its unsynced PREPARE records may be lost, so it may not vote again in view 0; the
+    // other two backups' PREPAREs still prepare every batch there, and it commits and
+    // executes them with the others.
+    let _g = serial();
+    let mut p = Procs::new("disk");
+    let load = Load::start(&p.cluster, p.credential(), 0, u64::MAX);
+    load.wait_acked(30);
+    p.kill(&[2]);
+    as_after_a_reboot(&p, 2);
+    p.start(2);
+    p.wait_reachable(&[2]);
+    let more = load.acked() + 100;
+    load.wait_acked(more);
+    let acked = load.stop(true);
+    let all = p.wait_until("replica 2 to keep up with the same state", |s| {
+        s.iter().all(|x| {
+            x.last_executed == s[0].last_executed
+                && x.state_digest_at == x.last_executed
+                && x.state_digest == s[0].state_digest
+        })
+    });
+    assert!(all.iter().all(|x| x.view == 0), "no view change: {all:?}");
+    assert_every_put_reads_back(&p, &acked);
+    p.kill(&[1, 2]);
+    assert_eq!(abstains_in(&p, 2), Some(0), "the abstention is stored");
+    assert_eq!(abstains_in(&p, 1), None);
 }
 
 #[test]
