@@ -33,7 +33,7 @@
 //! machine has not restarted since the last start (the kernel's boot id, stored at each
 //! start, is unchanged), because then every write the last run made reached the file, even
 //! if the process was killed. Only after a power cut or a kernel crash does a restored
-//! primary give its view up (one view-change timeout before the first request), and a
+//! primary give its view up (its backups follow at once, into the next view), and a
 //! restored backup abstain from PREPAREs in its view (`abstain` in the database keeps that
 //! across later restarts).
 

@@ -74,12 +74,6 @@ const CASES: &[Case] = &[
         &[1828],
         &[persist::NAME],
     ),
-    (
-        Mutation::VoteAfterUntrustedRestore,
-        Family::ByzantinePowerCuts,
-        &[1710],
-        &[persist::NAME],
-    ),
 ];
 
 #[test]

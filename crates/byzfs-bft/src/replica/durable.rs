@@ -577,8 +577,8 @@ impl<S: Service> Replica<S> {
             // It may have sent a NEW-VIEW for this view that it cannot rebuild identically
             // (its VIEW-CHANGE set is gone), or PRE-PREPAREs whose unsynced `Proposed`
             // records are lost (so `seqno` may be below what it assigned): give the view up
-            // rather than risk proposing twice. Its VIEW-CHANGE is alone until the others'
-            // timers expire, which costs one view-change timeout after a crash.
+            // rather than risk proposing twice. Its VIEW-CHANGE tells its backups to follow
+            // at once (`after_view_change_input`).
             self.start_view_change(self.view + 1);
         } else if self.is_primary() {
             self.resend_own_pre_prepares();

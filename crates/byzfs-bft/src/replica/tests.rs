@@ -1754,6 +1754,26 @@ fn a_backup_whose_votes_are_not_vouched_for_abstains_in_its_view_across_restarts
 }
 
 #[test]
+fn backups_follow_a_primary_that_gives_its_view_up_at_once() {
+    // The view-0 primary restarts after a power cut (its proposals not vouched for) and
+    // gives view 0 up. Its VIEW-CHANGE tells the backups that no one will propose in view 0
+    // again: they move to view 1 without waiting for a request to time out.
+    let mut c = Cluster::new(config());
+    for i in 0..4 {
+        c.with_disk(i);
+    }
+    c.write_all(1..=1, b"w");
+    c.disks[0].as_mut().unwrap().proposals_durable = false;
+    c.crash_and_restore(0);
+    c.pump();
+    for r in &c.r {
+        assert_eq!((r.view(), r.has_new_view()), (1, true), "replica {}", r.me);
+    }
+    c.write_all(2..=2, b"w");
+    assert!(c.r.iter().all(|r| r.last_executed() == 2));
+}
+
+#[test]
 fn restore_refuses_a_corrupt_checkpoint() {
     let mut c = Cluster::new(config());
     c.with_disk(1);

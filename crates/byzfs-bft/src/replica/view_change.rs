@@ -246,6 +246,20 @@ impl<S: Service> Replica<S> {
                 return self.start_view_change(target);
             }
         }
+        // The primary of our view left it (its timer, or a restart that made it give the
+        // view up): no one will propose here again, so waiting for our own timer only costs
+        // time. A faulty primary gains nothing by it: it can always end its view by falling
+        // silent.
+        let primary = self.primary();
+        if primary != self.me
+            && self
+                .vc
+                .latest
+                .get(&primary)
+                .is_some_and(|s| s.vc.view > self.view)
+        {
+            return self.start_view_change(self.view + 1);
+        }
         if self.has_new_view {
             return;
         }
