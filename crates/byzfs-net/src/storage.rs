@@ -373,8 +373,8 @@ impl DiskDurability {
         // A turn whose only records may wait (see the module docs) does not wait for the
         // disk: the frame becomes durable with the next promise. That is one `fdatasync`
         // fewer per read-write request at every replica (`Executed`), and one fewer on its
-        // critical path at the primary (`Proposed`).
-        // Bodies wait only with a proposal: stored with `Executed` records alone they are
+        // critical path at the primary (`Proposed`) and at each backup (`Voted`).
+        // Bodies wait only with such a vote: stored with `Executed` records alone they are
         // what the unreplicated server's replies rest on (`node::oplog`).
         let voting = records.iter().any(|r| r.is_lazy_vote());
         let lazy = (stores.is_empty() || (voting && batches.len() == stores.len()))

@@ -504,10 +504,13 @@ impl<S: Service> Replica<S> {
         self.durable.record(rec);
         if let PersistRecord::Prepared { seq, digest, .. }
         | PersistRecord::Proposed { seq, digest, .. }
-        | PersistRecord::Voted { seq, digest, .. } = rec
+        | PersistRecord::Voted { seq, digest, .. }
+        | PersistRecord::Committed { seq, digest, .. } = rec
         {
             // The body of what we vote for goes to disk with the vote: after a crash of every
-            // replica, the promise alone (a digest) could never be executed.
+            // replica, the promise alone (a digest) could never be executed. A COMMIT is
+            // usually the second vote for its batch (stored already, so this is a no-op),
+            // but the first of a backup that abstains from PREPAREs (`abstains`).
             self.store_batch(seq, digest);
         }
         self.out.push_back(Action::Persist(rec));

@@ -1718,6 +1718,15 @@ fn a_backup_whose_votes_are_not_vouched_for_abstains_in_its_view_across_restarts
         .contains(&PersistRecord::Abstain(0)));
     c.write_all(2..=2, b"w");
     assert_eq!(votes_of(&c, 2), Vec::<View>::new(), "no PREPARE in view 0");
+    assert!(
+        c.disks[2]
+            .as_ref()
+            .unwrap()
+            .batches
+            .iter()
+            .any(|b| b.seq == 2),
+        "the body of what it committed is stored with its first vote"
+    );
     assert_eq!(
         c.r[2].last_executed(),
         2,
