@@ -27,10 +27,10 @@
 //!   locks (`F_OFD_SETLKW`) from process locks, so a cycle of OFD waits gets `EDEADLK`
 //!   here, where Linux lets it hang.
 
+use crate::encoding::{decode, encode};
 use crate::errno::{Errno, Res};
 use crate::exec::Exec;
 use crate::handle::FileHandle;
-use crate::inode::{decode, encode};
 use crate::key;
 use crate::lock::{apply, first_conflict, Change, Held, LockOwner, LockReq};
 use crate::op::Reply;
@@ -47,12 +47,12 @@ pub const WAITS_MAX: usize = 1024;
 
 /// One waiting request: `owner` (of the record's client) waits on file `ino` for `on`.
 #[derive(Serialize, Deserialize, Clone, Copy, PartialEq, Eq, Debug)]
-struct Wait {
-    owner: u64,
-    ino: u64,
-    on: LockOwner,
+pub(crate) struct Wait {
+    pub(crate) owner: u64,
+    pub(crate) ino: u64,
+    pub(crate) on: LockOwner,
     /// Agreed time of the last attempt, µs.
-    at_us: u64,
+    pub(crate) at_us: u64,
 }
 
 impl<S: Store + ?Sized> Exec<'_, '_, S> {

@@ -22,10 +22,10 @@
 //!   writes a file without locks gets close-to-open consistency only, as without
 //!   delegations.
 
+use crate::encoding::{decode, encode};
 use crate::errno::{Errno, Res};
 use crate::exec::Exec;
 use crate::handle::FileHandle;
-use crate::inode::{decode, encode};
 use crate::key;
 use crate::lock::{self, Held, LockKind, LockOwner, LockReq, MAX_LOCKS_PER_FILE};
 use crate::op::Reply;
@@ -53,10 +53,10 @@ pub struct Returned {
 
 /// Who holds a file's delegation.
 #[derive(Serialize, Deserialize, Clone, Copy, PartialEq, Eq, Debug)]
-struct Delegation {
-    client: u64,
+pub(crate) struct Delegation {
+    pub(crate) client: u64,
     /// The holder's lease epoch when it was granted.
-    epoch: u64,
+    pub(crate) epoch: u64,
 }
 
 impl<S: Store + ?Sized> Exec<'_, '_, S> {

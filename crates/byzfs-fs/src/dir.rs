@@ -8,8 +8,9 @@
 //! `..` have cookies 1 and 2. The order is deterministic: creation order.
 
 use crate::attr::FileType;
+use crate::encoding::{decode, encode};
 use crate::errno::{Errno, Res};
-use crate::inode::{decode, encode, must_load, Inode};
+use crate::inode::{must_load, Inode};
 use crate::key;
 use crate::store::{Store, Txn};
 use serde::{Deserialize, Serialize};

@@ -5,11 +5,12 @@
 //! does not run out), and every allocation also takes a fresh generation.
 
 use crate::attr::{Attr, FileType, Timestamp};
+use crate::encoding::{decode, encode};
 use crate::errno::{Errno, Res};
 use crate::handle::FileHandle;
 use crate::key;
 use crate::store::{Store, StoreError, Txn};
-use serde::{de::DeserializeOwned, Deserialize, Serialize};
+use serde::{Deserialize, Serialize};
 
 /// Reported size of a directory.
 pub(crate) const DIR_SIZE: u64 = 4096;
@@ -114,20 +115,6 @@ impl Inode {
             ctime: self.ctime,
             rdev: self.rdev,
         }
-    }
-}
-
-/// Encodes a record.
-pub(crate) fn encode<T: Serialize>(v: &T) -> Vec<u8> {
-    // Serializing plain structs into a growable Vec cannot fail.
-    postcard::to_allocvec(v).expect("postcard serialization into a Vec is infallible")
-}
-
-/// Decodes a stored record; a record that does not decode is local corruption.
-pub(crate) fn decode<T: DeserializeOwned>(b: &[u8]) -> Result<T, StoreError> {
-    match postcard::take_from_bytes(b) {
-        Ok((v, [])) => Ok(v),
-        _ => Err(StoreError::Io("corrupt record".into())),
     }
 }
 

@@ -113,6 +113,7 @@ pub mod data;
 pub mod deadlock;
 pub mod delegation;
 pub mod dir;
+mod encoding;
 pub mod errno;
 mod exec;
 pub mod handle;

@@ -25,10 +25,10 @@
 //! **Deadlocks** between blocking requests of owners of any clients are detected in
 //! [`crate::deadlock`]. **Not here:** mandatory locks (Linux dropped them in 5.15).
 
+use crate::encoding::{decode, encode};
 use crate::errno::{Errno, Res};
 use crate::exec::Exec;
 use crate::handle::FileHandle;
-use crate::inode::{decode, encode};
 use crate::key;
 use crate::op::Reply;
 use crate::store::Store;
@@ -143,7 +143,7 @@ pub(crate) struct Change {
 #[derive(Serialize, Deserialize, Clone, Copy, PartialEq, Eq, Debug, Default)]
 pub(crate) struct Lease {
     pub(crate) epoch: u64,
-    renewed_us: u64,
+    pub(crate) renewed_us: u64,
 }
 
 /// Whether `a` and `b`, of different owners, cannot be held together.
