@@ -1763,6 +1763,56 @@ fn a_backup_whose_votes_are_not_vouched_for_abstains_in_its_view_across_restarts
 }
 
 #[test]
+fn a_batch_an_abstaining_backup_committed_but_could_not_execute_survives_its_crash() {
+    // Replica 2 abstains in view 0 (restored from records that may lack votes), so no
+    // PREPARE of its own stores the bodies it commits. It misses batch 2, then commits batch
+    // 3, which cannot execute before 2: the body must reach its disk with the COMMIT's record,
+    // or the crash that follows leaves it a commitment it holds no batch for.
+    let mut c = Cluster::new(config());
+    for i in 0..4 {
+        c.with_disk(i);
+    }
+    c.write_all(1..=1, b"w");
+    c.disks[2].as_mut().unwrap().proposals_durable = false;
+    c.crash_and_restore(2);
+    c.pump();
+    c.down[2] = true;
+    c.write_all(2..=2, b"w");
+    c.down[2] = false;
+    c.write_all(3..=3, b"w");
+    assert_eq!(c.r[0].last_executed(), 3);
+    assert_eq!(c.r[2].last_executed(), 1, "batch 3 waits for batch 2");
+    let disk = c.disks[2].as_ref().unwrap();
+    let committed = disk
+        .records
+        .iter()
+        .find_map(|r| match *r {
+            PersistRecord::Committed { seq: 3, digest, .. } => Some(digest),
+            _ => None,
+        })
+        .expect("batch 3 committed at replica 2");
+    assert!(
+        !disk
+            .records
+            .iter()
+            .any(|r| matches!(r, PersistRecord::Voted { seq: 3, .. })),
+        "replica 2 abstained: {:?}",
+        disk.records
+    );
+    assert!(
+        disk.batches
+            .iter()
+            .any(|b| b.seq == 3 && b.digest == committed),
+        "the body is stored with the COMMIT's record"
+    );
+    c.disks[2].as_mut().unwrap().proposals_durable = true;
+    c.crash_and_restore(2);
+    c.advance(Duration::from_secs(1));
+    assert_eq!(c.r[2].last_executed(), 3);
+    assert_eq!(c.r[2].state_digest(), c.r[0].state_digest());
+}
+
+#[test]
 fn backups_follow_a_primary_that_gives_its_view_up_at_once() {
     // The view-0 primary restarts after a power cut (its proposals not vouched for) and
     // gives view 0 up. Its VIEW-CHANGE tells the backups that no one will propose in view 0
