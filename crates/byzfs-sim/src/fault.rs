@@ -4,7 +4,7 @@
 use crate::network::{NetFaults, NodeIdx};
 use crate::partition::Shape;
 use crate::vc_history::VcHistoryPlan;
-use byzfs_bft::ReplicaId;
+use byzfs_bft::{ReplicaId, Time};
 
 /// Whom a crash hits.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -48,6 +48,15 @@ pub enum Fault {
         /// Duration.
         dur_us: u64,
     },
+    /// Power-cut a correct replica just after it next broadcasts a PREPARE (or let the
+    /// order lapse after 500 ms): the vote's log record is then the newest unsynced one, so
+    /// the cut tears it off about half the time. It restarts from its disk after `down_us`.
+    CrashAfterPrepare {
+        /// Who.
+        replica: ReplicaId,
+        /// Downtime.
+        down_us: u64,
+    },
     /// Re-draw which peers each twin talks to.
     TwinLinks,
     /// Start the second twin instance.
@@ -86,6 +95,13 @@ pub enum FollowUp {
     CrashNow {
         /// Instance.
         inst: NodeIdx,
+    },
+    /// Drop `inst`'s pending crash after a PREPARE ordered at `ordered` (none came in time).
+    CancelCrashAfterPrepare {
+        /// Instance.
+        inst: NodeIdx,
+        /// When the crash was ordered (a later order stays).
+        ordered: Time,
     },
     /// Restart `inst`.
     Restart {

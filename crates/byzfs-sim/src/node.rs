@@ -38,6 +38,9 @@ pub struct ReplicaNode {
     pub up: bool,
     /// Crash just before the next send.
     pub crash_at_next_send: bool,
+    /// Crash just after the next PREPARE sent, and restart after this downtime (µs); with
+    /// the time of the order, which its lapse names.
+    pub crash_after_prepare: Option<(u64, Time)>,
     /// Restart mode decided at crash time.
     pub restart_with_state: bool,
     /// Its clock.

@@ -25,7 +25,9 @@ use crate::trace::{describe, Trace};
 use crate::trace_line;
 use crate::vc_history::{self, VcHistory};
 use crate::workload::Workload;
+use byzfs_bft::message::Tag;
 use byzfs_bft::mutation::Mutation;
+use byzfs_bft::wire::Frame;
 use byzfs_bft::{
     Action, Client, ClientAction, ClientId, Config, PersistRecord, Replica, ReplicaId, Seq,
     StoreRecord, TestKeys, Time, View,
@@ -285,6 +287,7 @@ impl Sim {
                 replica,
                 up,
                 crash_at_next_send: false,
+                crash_after_prepare: None,
                 restart_with_state: true,
                 clock,
                 clock_at_restart: None,
@@ -542,6 +545,20 @@ impl Sim {
             for &d in dests {
                 self.transmit(inst, d, &bytes);
             }
+            if let Some((down_us, _)) = self.replicas[inst].crash_after_prepare {
+                let prepare =
+                    Frame::parse(&bytes, usize::MAX).is_ok_and(|f| f.header.tag == Tag::Prepare);
+                if prepare {
+                    self.crash(inst, "after a PREPARE");
+                    self.queue.push(
+                        Time(self.now.as_micros() + down_us),
+                        Ev::FollowUp(FollowUp::Restart {
+                            inst,
+                            with_state: true,
+                        }),
+                    );
+                }
+            }
             return;
         }
         let mut outs = Vec::new();
@@ -648,6 +665,7 @@ impl Sim {
         let node = &mut self.replicas[inst];
         node.up = false;
         node.crash_at_next_send = false;
+        node.crash_after_prepare = None;
         node.timer = None;
         node.timer_gen += 1;
         trace_line!(self.trace, self.now, "crash {} ({how})", self.name(inst));
@@ -1064,6 +1082,24 @@ impl Sim {
                     }),
                 );
             }
+            Fault::CrashAfterPrepare { replica, down_us } => {
+                let inst = replica as usize;
+                let node = &mut self.replicas[inst];
+                if !node.up || node.adversary.is_some() || node.role != Role::Correct {
+                    trace_line!(
+                        self.trace,
+                        self.now,
+                        "fault skipped: r{inst} is down or not a crash victim"
+                    );
+                    return;
+                }
+                let ordered = self.now;
+                node.crash_after_prepare = Some((down_us, ordered));
+                self.queue.push(
+                    Time(now + 500 * MS),
+                    Ev::FollowUp(FollowUp::CancelCrashAfterPrepare { inst, ordered }),
+                );
+            }
             Fault::TwinLinks => {
                 let n = self.config.n();
                 self.twin_sides = (0..n).map(|_| self.fault_rng.gen_range(0..3u8)).collect();
@@ -1182,6 +1218,15 @@ impl Sim {
                     self.crash(inst, "no send within 50 ms");
                 }
             }
+            FollowUp::CancelCrashAfterPrepare { inst, ordered } => {
+                let node = &mut self.replicas[inst];
+                if node
+                    .crash_after_prepare
+                    .is_some_and(|(_, at)| at == ordered)
+                {
+                    node.crash_after_prepare = None;
+                }
+            }
             FollowUp::Restart { inst, with_state } => {
                 if !self.replicas[inst].up {
                     self.restart(inst, with_state);
@@ -1271,6 +1316,7 @@ impl Sim {
                 continue;
             }
             self.replicas[inst].crash_at_next_send = false;
+            self.replicas[inst].crash_after_prepare = None;
             if !self.replicas[inst].up {
                 let with_state = self.replicas[inst].restart_with_state;
                 self.restart(inst, with_state);

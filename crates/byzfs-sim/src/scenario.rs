@@ -90,10 +90,15 @@ pub enum Family {
     /// of the tolerance, see [`crate::byzantine::time_warp`]) while the correct ones, with
     /// skewed and drifting clocks, are power-cut and come back with their clocks stepped.
     ByzantineClocks,
+    /// A directed test of the abstention rule (ARCHITECTURE.md Deviations 23): a twinned
+    /// replica (most often view 0's primary, so two instances propose different batches at one
+    /// slot) while correct backups are power-cut just after sending a PREPARE, which tears
+    /// the vote's unsynced record off about half the time, and come back soon, in the same view.
+    VoteCuts,
 }
 
 /// Every family; `all` runs `FAMILIES[seed % len]`.
-pub const FAMILIES: [Family; 24] = [
+pub const FAMILIES: [Family; 25] = [
     Family::Normal,
     Family::Net,
     Family::Partition,
@@ -118,6 +123,7 @@ pub const FAMILIES: [Family; 24] = [
     Family::TransferPowerCuts,
     Family::PartitionPowerCuts,
     Family::ByzantineClocks,
+    Family::VoteCuts,
 ];
 
 impl Family {
@@ -148,6 +154,7 @@ impl Family {
             Family::TransferPowerCuts => "transfer-power-cuts",
             Family::PartitionPowerCuts => "partition-power-cuts",
             Family::ByzantineClocks => "byzantine-clocks",
+            Family::VoteCuts => "vote-cuts",
         }
     }
 
@@ -890,6 +897,31 @@ pub fn plan(seed: u64, family: Family, replicas: Option<usize>) -> Result<Plan, 
             };
             power_cuts(&mut r, &params, &correct, None, &mut plan.faults);
             clock_steps(&mut r, &mut plan, faulty);
+        }
+        Family::VoteCuts => {
+            params.net = light_net(&mut r);
+            let id = byzantine(&mut r, n, Some((0, 0.7)));
+            plan.roles[id as usize] = Role::Twin;
+            plan.twin = Some((id, 0));
+            let mut at = 0;
+            while at < params.safety_us {
+                plan.faults.push((at, Fault::TwinLinks));
+                at += r.gen_range(50 * MS..=300 * MS);
+            }
+            let correct: Vec<ReplicaId> = (0..n as ReplicaId)
+                .filter(|&i| plan.roles[i as usize].is_correct())
+                .collect();
+            // Short downtimes, well under the view-change timeout, so that the replica
+            // comes back in the view it voted in and the other twin's proposal can reach it.
+            let t = params.config.view_change_timeout.as_micros() as u64;
+            let mut at = r.gen_range(100 * MS..=500 * MS);
+            while at < params.safety_us {
+                let replica = correct[r.gen_range(0..correct.len())];
+                let down_us = r.gen_range(5 * MS..=t / 2);
+                plan.faults
+                    .push((at, Fault::CrashAfterPrepare { replica, down_us }));
+                at += r.gen_range(50 * MS..=300 * MS);
+            }
         }
     }
     params.config.validate()?;

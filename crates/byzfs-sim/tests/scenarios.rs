@@ -130,6 +130,11 @@ fn byzantine_power_cuts() {
 }
 
 #[test]
+fn vote_cuts() {
+    family(Family::VoteCuts);
+}
+
+#[test]
 fn clock_power_cuts() {
     family(Family::ClockPowerCuts);
 }
