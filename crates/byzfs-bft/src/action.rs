@@ -140,8 +140,25 @@ pub enum PersistRecord {
     /// The replica was restored in `View` from records that may lack some of its unsynced
     /// votes: it sends no new PREPARE in that view, across later restarts too (a later
     /// restart with every append kept would otherwise forget that the earlier one did not).
-    /// Kept with the view, outside the log.
+    /// Kept with the view, outside the log. Written by binaries of session 20; later ones
+    /// write [`PersistRecord::AbstainUpTo`], and read this as abstaining at every `seq`.
     Abstain(View),
+    /// The backup sends PREPAREs only for sequence numbers up to `Seq` until it records a
+    /// higher horizon. Synced, unlike the `Voted` records it bounds: a backup restored from
+    /// records that may lack some votes knows they were all at or below its durable horizon,
+    /// and abstains only there ([`PersistRecord::AbstainUpTo`]). Written once per log window
+    /// of votes, so it costs one `fdatasync` in that many.
+    VoteHorizon(Seq),
+    /// The replica was restored in `view` from records that may lack some of its unsynced
+    /// votes, all of them at or below `seq` (its durable [`PersistRecord::VoteHorizon`], or
+    /// its stable checkpoint if higher): it sends no PREPARE in `view` for a sequence number
+    /// up to `seq`, across later restarts too. Kept with the view, outside the log.
+    AbstainUpTo {
+        /// The view it restarted in.
+        view: View,
+        /// The highest sequence number it may have voted for.
+        seq: Seq,
+    },
 }
 
 impl PersistRecord {
@@ -364,6 +381,8 @@ mod tests {
             (PersistRecord::Proposed { view, seq, digest }, 5),
             (PersistRecord::Voted { view, seq, digest }, 6),
             (PersistRecord::Abstain(1), 7),
+            (PersistRecord::VoteHorizon(2), 8),
+            (PersistRecord::AbstainUpTo { view, seq }, 9),
         ];
         for (rec, tag) in cases {
             let bytes = postcard::to_allocvec(&rec).expect("encodes");

@@ -28,11 +28,16 @@ pub enum Mutation {
     /// A backup restored from records that may lack its unsynced PREPAREs
     /// ([`crate::PersistRecord::Voted`]) votes in the view it restarts in anyway.
     VoteAfterUntrustedRestore,
+    /// A driver's mistake: it loses the backup's [`crate::PersistRecord::VoteHorizon`]
+    /// records, so a backup restored from records that may lack votes abstains only up to
+    /// its stable checkpoint and may vote again where a power cut took its vote. Applied by
+    /// the simulator at restarts.
+    ForgetVoteHorizon,
 }
 
 impl Mutation {
     /// Every mutation.
-    pub const ALL: [Mutation; 8] = [
+    pub const ALL: [Mutation; 9] = [
         Mutation::CommitQuorum2f,
         Mutation::AcceptSecondPrePrepare,
         Mutation::NewViewLowestView,
@@ -41,6 +46,7 @@ impl Mutation {
         Mutation::ReadOnlyOnTentative,
         Mutation::TrustProposalsAfterCrash,
         Mutation::VoteAfterUntrustedRestore,
+        Mutation::ForgetVoteHorizon,
     ];
 
     /// Command-line name.
@@ -54,6 +60,7 @@ impl Mutation {
             Mutation::ReadOnlyOnTentative => "read-only-on-tentative",
             Mutation::TrustProposalsAfterCrash => "trust-proposals-after-crash",
             Mutation::VoteAfterUntrustedRestore => "vote-after-untrusted-restore",
+            Mutation::ForgetVoteHorizon => "forget-vote-horizon",
         }
     }
 

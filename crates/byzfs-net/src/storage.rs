@@ -34,8 +34,8 @@
 //! start, is unchanged), because then every write the last run made reached the file, even
 //! if the process was killed. Only after a power cut or a kernel crash does a restored
 //! primary give its view up (its backups follow at once, into the next view), and a
-//! restored backup abstain from PREPAREs in its view (`abstain` in the database keeps that
-//! across later restarts).
+//! restored backup abstain from PREPAREs in its view up to its vote horizon (`abstain` in
+//! the database keeps that across later restarts).
 
 mod wal;
 
@@ -99,7 +99,8 @@ impl Durability for MemoryDurability {
 pub const DB_FILE: &str = "replica.redb";
 
 /// `meta`: "identity" → who owns the store; "view" → highest view (u64 LE); "abstain" →
-/// the highest view of a [`PersistRecord::Abstain`] (u64 LE); "checkpoint" → postcard
+/// the highest [`PersistRecord::AbstainUpTo`] (view and seq, u64 LE each; a format-2
+/// store's 8 bytes are a [`PersistRecord::Abstain`]'s view); "checkpoint" → postcard
 /// `(seq, digest, partitions)` of the stored stable checkpoint.
 const META: TableDefinition<&str, &[u8]> = TableDefinition::new("meta");
 
@@ -108,8 +109,9 @@ const META: TableDefinition<&str, &[u8]> = TableDefinition::new("meta");
 /// Bump it with any incompatible change of the tables or the log's frames. Format 2 (session
 /// 16) adds the log record `Certified`, which a format-1 binary cannot decode: it opens format
 /// 1 directories and marks them 2, so an older binary refuses them instead of misreading
-/// them.
-pub const FORMAT: u32 = 2;
+/// them. Format 3 (session 21) adds the log record `VoteHorizon` and stores `abstain` as
+/// `(view, seq)`; it opens formats 1 and 2 (which have neither) and marks them 3.
+pub const FORMAT: u32 = 3;
 /// `meta` key present after a clean stop ([`Durability::close`]).
 const CLEAN: &str = "clean";
 /// `meta` key: the kernel's boot id at the last start.
@@ -119,7 +121,10 @@ const ABSTAIN: &str = "abstain";
 
 /// Records kept in the database rather than the log.
 fn outside_log(r: &PersistRecord) -> bool {
-    matches!(r, PersistRecord::View(_) | PersistRecord::Abstain(_))
+    matches!(
+        r,
+        PersistRecord::View(_) | PersistRecord::Abstain(_) | PersistRecord::AbstainUpTo { .. }
+    )
 }
 
 /// The running kernel's boot id (`None` if it cannot be read: then only a new directory or
@@ -282,8 +287,9 @@ impl DiskDurability {
                 .map(|g| <[u8; 4]>::try_from(g.value()).map_or(u32::MAX, u32::from_le_bytes));
             match format {
                 Some(FORMAT) => {}
-                // Format 1 is format 2 without `Certified` records: upgraded in place.
-                Some(1) => {
+                // Formats 1 and 2 are format 3 without its new records (`Certified`;
+                // `VoteHorizon` and the two-number `abstain`): upgraded in place.
+                Some(1 | 2) => {
                     meta.insert("format", FORMAT.to_le_bytes().as_slice())
                         .map_err(|e| corrupt(e.to_string()))?;
                 }
@@ -398,10 +404,12 @@ impl DiskDurability {
             })
             .max()
             .filter(|v| *v > self.view);
+        // The core writes each abstention at or above the last (its view, then its bound).
         let abstain = records
             .iter()
             .filter_map(|r| match r {
-                PersistRecord::Abstain(v) => Some(*v),
+                PersistRecord::Abstain(v) => Some((*v, Seq::MAX)),
+                PersistRecord::AbstainUpTo { view, seq } => Some((*view, *seq)),
                 _ => None,
             })
             .max();
@@ -425,9 +433,11 @@ impl DiskDurability {
                 meta.insert("view", &v.to_le_bytes()[..])
                     .map_err(|e| s(&e))?;
             }
-            if let Some(v) = abstain {
-                meta.insert(ABSTAIN, &v.to_le_bytes()[..])
-                    .map_err(|e| s(&e))?;
+            if let Some((v, up_to)) = abstain {
+                let mut b = [0u8; 16];
+                b[..8].copy_from_slice(&v.to_le_bytes());
+                b[8..].copy_from_slice(&up_to.to_le_bytes());
+                meta.insert(ABSTAIN, &b[..]).map_err(|e| s(&e))?;
             }
             for img in &images {
                 for (i, d, data) in &img.changed {
@@ -597,12 +607,19 @@ fn load(db: &Database) -> Result<DurableState, String> {
         out.records.push(PersistRecord::View(u64::from_le_bytes(b)));
     }
     if let Some(g) = meta.get(ABSTAIN).map_err(|e| s(&e))? {
-        let b: [u8; 8] = g
-            .value()
-            .try_into()
-            .map_err(|_| "bad abstain entry".to_string())?;
-        out.records
-            .push(PersistRecord::Abstain(u64::from_le_bytes(b)));
+        let b = g.value();
+        let word = |i: usize| {
+            b.get(i..i + 8)
+                .and_then(|w| <[u8; 8]>::try_from(w).ok())
+                .map(u64::from_le_bytes)
+        };
+        let rec = match (b.len(), word(0), word(8)) {
+            // Format 2: every sequence number of the view.
+            (8, Some(v), _) => PersistRecord::Abstain(v),
+            (16, Some(view), Some(seq)) => PersistRecord::AbstainUpTo { view, seq },
+            _ => return Err("bad abstain entry".to_string()),
+        };
+        out.records.push(rec);
     }
     let recs = txn.open_table(RECORDS).map_err(|e| s(&e))?;
     for item in recs.iter().map_err(|e| s(&e))? {
@@ -974,8 +991,11 @@ mod tests {
         };
         disk.commit(&[committed], &[]).unwrap();
         assert!(!disk.wal.pending(), "a COMMIT's record does");
-        // An abstention goes to the database, with the view.
-        disk.commit(&[PersistRecord::Abstain(0)], &[]).unwrap();
+        // A vote horizon is a synced log record; an abstention goes to the database.
+        disk.commit(&[PersistRecord::VoteHorizon(11)], &[]).unwrap();
+        assert!(!disk.wal.pending(), "a vote horizon waits for the disk");
+        let abstain = PersistRecord::AbstainUpTo { view: 0, seq: 11 };
+        disk.commit(&[abstain], &[]).unwrap();
         drop(disk);
         // Same boot: the killed process's writes are all in the file.
         let mut disk = open();
@@ -989,7 +1009,8 @@ mod tests {
         assert!(!loaded.proposals_durable, "a reboot without a clean stop");
         assert!(loaded.records.contains(&proposed.as_promise()));
         assert!(loaded.records.contains(&voted.as_promise()));
-        assert!(loaded.records.contains(&PersistRecord::Abstain(0)));
+        assert!(loaded.records.contains(&PersistRecord::VoteHorizon(11)));
+        assert!(loaded.records.contains(&abstain));
         // A clean stop syncs and leaves the mark; the next start consumes it.
         disk.close().unwrap();
         assert!(!disk.wal.pending());
@@ -1037,16 +1058,51 @@ mod format_tests {
     }
 
     #[test]
-    fn a_format_1_directory_opens_and_is_marked_format_2() {
+    fn format_1_and_2_directories_open_and_are_marked_format_3() {
+        for old in [1u32, 2] {
+            let dir = tempfile::tempdir().unwrap();
+            drop(DiskDurability::open(dir.path(), "me").unwrap());
+            set_format(dir.path(), &old.to_le_bytes());
+            drop(DiskDurability::open(dir.path(), "me").unwrap());
+            let db = Database::create(dir.path().join(DB_FILE)).unwrap();
+            let txn = db.begin_read().unwrap();
+            let meta = txn.open_table(META).unwrap();
+            let v = meta.get("format").unwrap().unwrap().value().to_vec();
+            assert_eq!(v, 3u32.to_le_bytes());
+        }
+    }
+
+    #[test]
+    fn a_format_2_abstention_reads_as_abstaining_at_every_seq() {
         let dir = tempfile::tempdir().unwrap();
         drop(DiskDurability::open(dir.path(), "me").unwrap());
-        set_format(dir.path(), &1u32.to_le_bytes());
-        drop(DiskDurability::open(dir.path(), "me").unwrap());
-        let db = Database::create(dir.path().join(DB_FILE)).unwrap();
-        let txn = db.begin_read().unwrap();
-        let meta = txn.open_table(META).unwrap();
-        let v = meta.get("format").unwrap().unwrap().value().to_vec();
-        assert_eq!(v, 2u32.to_le_bytes());
+        {
+            let db = Database::create(dir.path().join(DB_FILE)).unwrap();
+            let txn = db.begin_write().unwrap();
+            {
+                let mut meta = txn.open_table(META).unwrap();
+                meta.insert(ABSTAIN, &5u64.to_le_bytes()[..]).unwrap();
+            }
+            txn.commit().unwrap();
+        }
+        set_format(dir.path(), &2u32.to_le_bytes());
+        let mut disk = DiskDurability::open(dir.path(), "me").unwrap();
+        let loaded = disk.take_loaded().unwrap();
+        assert!(loaded.records.contains(&PersistRecord::Abstain(5)));
+        drop(disk);
+        {
+            let db = Database::create(dir.path().join(DB_FILE)).unwrap();
+            let txn = db.begin_write().unwrap();
+            {
+                let mut meta = txn.open_table(META).unwrap();
+                meta.insert(ABSTAIN, &b"bad"[..]).unwrap();
+            }
+            txn.commit().unwrap();
+        }
+        assert!(
+            DiskDurability::open(dir.path(), "me").is_err(),
+            "a bad entry"
+        );
     }
 
     #[test]

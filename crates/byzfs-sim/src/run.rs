@@ -483,9 +483,9 @@ impl Sim {
                             node.lazy_turn = true;
                         }
                         // Views and abstentions go to redb: the log is not synced.
-                        PersistRecord::View(_) | PersistRecord::Abstain(_) => {
-                            self.make_durable(inst, rec)
-                        }
+                        PersistRecord::View(_)
+                        | PersistRecord::Abstain(_)
+                        | PersistRecord::AbstainUpTo { .. } => self.make_durable(inst, rec),
                         _ => {
                             self.replicas[inst].lazy_turn = false;
                             self.sync_log(inst);
@@ -692,6 +692,10 @@ impl Sim {
             let mut disk = node.disk.clone();
             disk.proposals_durable =
                 node.kept_all || mutation == Some(Mutation::TrustProposalsAfterCrash);
+            if mutation == Some(Mutation::ForgetVoteHorizon) {
+                disk.records
+                    .retain(|r| !matches!(r, PersistRecord::VoteHorizon(_)));
+            }
             node.replica = restart_with_state(&self.config, &node.keys, &disk, seed, local);
         } else {
             // Amnesia: a fresh replica with an empty disk.

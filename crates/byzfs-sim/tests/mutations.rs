@@ -81,6 +81,13 @@ const CASES: &[Case] = &[
         &[15, 29, 72],
         &[persist::NAME],
     ),
+    (
+        // A driver that loses the vote horizon: restored backups abstain too little.
+        Mutation::ForgetVoteHorizon,
+        Family::VoteCuts,
+        &[15, 29],
+        &[persist::NAME],
+    ),
 ];
 
 #[test]

@@ -255,21 +255,24 @@ fn disk_mode_primary_keeps_view_0_after_a_kill_and_gives_it_up_after_a_power_cut
 }
 
 /// The view replica `i`'s stopped store abstains from PREPAREs in, if any.
-fn abstains_in(p: &Procs, i: usize) -> Option<u64> {
+/// The view replica `i` abstains in and the sequence number it abstains up to.
+fn abstains_in(p: &Procs, i: usize) -> Option<(u64, u64)> {
     use redb::ReadableDatabase as _;
     let db = redb::Database::create(p.data(i).join("replica.redb")).unwrap();
     let txn = db.begin_read().unwrap();
     let meta: redb::TableDefinition<&str, &[u8]> = redb::TableDefinition::new("meta");
     let t = txn.open_table(meta).unwrap();
     let v = t.get("abstain").unwrap()?;
-    Some(u64::from_le_bytes(v.value().try_into().unwrap()))
+    let b = v.value();
+    let word = |i: usize| u64::from_le_bytes(b[i..i + 8].try_into().unwrap());
+    Some((word(0), word(8)))
 }
 
 #[test]
 fn disk_mode_backup_after_a_power_cut_abstains_and_keeps_up() {
-    // Its unsynced PREPARE records may be lost, so it may not vote again in view 0; the
-    // other two backups' PREPAREs still prepare every batch there, and it commits and
-    // executes them with the others.
+    // Its unsynced PREPARE records may be lost, so it may not vote again in view 0 up to its
+    // vote horizon; the other two backups' PREPAREs still prepare every batch there, and it
+    // commits and executes them with the others.
     let _g = serial();
     let mut p = Procs::new("disk");
     let load = Load::start(&p.cluster, p.credential(), 0, u64::MAX);
@@ -291,7 +294,10 @@ fn disk_mode_backup_after_a_power_cut_abstains_and_keeps_up() {
     assert!(all.iter().all(|x| x.view == 0), "no view change: {all:?}");
     assert_every_put_reads_back(&p, &acked);
     p.kill(&[1, 2]);
-    assert_eq!(abstains_in(&p, 2), Some(0), "the abstention is stored");
+    let (view, up_to) = abstains_in(&p, 2).expect("the abstention is stored");
+    assert_eq!(view, 0);
+    // Up to its vote horizon: a log window (256 by default) above a vote it cast.
+    assert!(up_to > 256, "abstains up to {up_to}");
     assert_eq!(abstains_in(&p, 1), None);
 }
 

@@ -51,7 +51,7 @@ pub struct DurableState {
     /// restarted since, so even a killed process's unsynced writes reached the file. If not
     /// (a power cut may have lost some), a replica restored as the primary of its view gives
     /// the view up instead of proposing in it, and any replica sends no new PREPARE in the
-    /// view it restarts in ([`PersistRecord::Abstain`]).
+    /// view it restarts in at or below its vote horizon ([`PersistRecord::AbstainUpTo`]).
     pub proposals_durable: bool,
 }
 
@@ -110,7 +110,10 @@ impl DurableState {
 /// The sequence number a record is about (`None` for `View`).
 pub fn record_seq(rec: PersistRecord) -> Option<Seq> {
     match rec {
-        PersistRecord::View(_) | PersistRecord::Abstain(_) => None,
+        PersistRecord::View(_) | PersistRecord::Abstain(_) | PersistRecord::AbstainUpTo { .. } => {
+            None
+        }
+        PersistRecord::VoteHorizon(seq) => Some(seq),
         PersistRecord::Prepared { seq, .. }
         | PersistRecord::Proposed { seq, .. }
         | PersistRecord::Voted { seq, .. }
@@ -179,9 +182,12 @@ pub(crate) struct DurableLog {
     pub votes: BTreeMap<Seq, Vec<PersistRecord>>,
     /// The highest checkpoint an installed NEW-VIEW certified above the stable one.
     pub certified: Option<(Seq, Digest)>,
-    /// The view it last restarted in from records that may lack votes
-    /// ([`PersistRecord::Abstain`]).
-    pub abstain: Option<View>,
+    /// The view it last restarted in from records that may lack votes, and the highest
+    /// sequence number those may be at ([`PersistRecord::AbstainUpTo`]).
+    pub abstain: Option<(View, Seq)>,
+    /// The highest sequence number it may send a PREPARE for
+    /// ([`PersistRecord::VoteHorizon`]).
+    pub horizon: Seq,
 }
 
 impl DurableLog {
@@ -189,7 +195,9 @@ impl DurableLog {
         let rec = rec.as_promise();
         match rec {
             PersistRecord::View(v) => self.view = self.view.max(v),
-            PersistRecord::Abstain(v) => self.abstain = self.abstain.max(Some(v)),
+            PersistRecord::Abstain(v) => self.abstain_up_to(v, Seq::MAX),
+            PersistRecord::AbstainUpTo { view, seq } => self.abstain_up_to(view, seq),
+            PersistRecord::VoteHorizon(seq) => self.horizon = self.horizon.max(seq),
             // Not a promise: `restore` replays it, nothing else needs it.
             PersistRecord::Executed { .. } => {}
             PersistRecord::Certified { seq, digest } => {
@@ -207,6 +215,14 @@ impl DurableLog {
                 }
             }
         }
+    }
+
+    /// Merges an abstention: only the highest view's counts, and in it the highest bound.
+    fn abstain_up_to(&mut self, view: View, seq: Seq) {
+        self.abstain = match self.abstain {
+            Some((v, s)) if v > view || (v == view && s >= seq) => Some((v, s)),
+            _ => Some((view, seq)),
+        };
     }
 
     pub fn gc(&mut self, stable: Seq) {
@@ -286,6 +302,8 @@ impl<S: Service> Replica<S> {
                 }
                 PersistRecord::View(_)
                 | PersistRecord::Abstain(_)
+                | PersistRecord::AbstainUpTo { .. }
+                | PersistRecord::VoteHorizon(_)
                 | PersistRecord::Prepared { .. }
                 | PersistRecord::Proposed { .. }
                 | PersistRecord::Voted { .. }
@@ -548,6 +566,8 @@ impl<S: Service> Replica<S> {
                 PersistRecord::Proposed { .. }
                 | PersistRecord::Voted { .. }
                 | PersistRecord::Abstain(_)
+                | PersistRecord::AbstainUpTo { .. }
+                | PersistRecord::VoteHorizon(_)
                 | PersistRecord::View(_)
                 | PersistRecord::Executed { .. }
                 | PersistRecord::Certified { .. } => {}
@@ -565,10 +585,18 @@ impl<S: Service> Replica<S> {
         self.timers
             .set(TimerKind::Status, now + self.config.status_interval);
         if !proposals_durable {
-            // Some unsynced `Voted` records may be lost: no new PREPARE in this view, now or
-            // after a later restart (`abstains`).
-            let v = self.view;
-            self.persist(PersistRecord::Abstain(v));
+            // Some unsynced `Voted` records may be lost, all at or below the durable horizon
+            // (or the stable checkpoint, if the records of a lower horizon went with it): no
+            // new PREPARE there in this view, now or after a later restart (`abstains_at`).
+            // Never below an earlier abstention in this view (drivers keep the last written).
+            let view = self.view;
+            let earlier = self
+                .durable
+                .abstain
+                .filter(|a| a.0 == view)
+                .map_or(0, |a| a.1);
+            let seq = self.durable.horizon.max(self.last_stable).max(earlier);
+            self.persist(PersistRecord::AbstainUpTo { view, seq });
         }
         if self.has_new_view {
             self.rebuild_own_votes();

@@ -472,10 +472,13 @@ impl<S: Service> Replica<S> {
         false
     }
 
-    /// Whether it sends no new PREPARE in its view: it was restored in this view from
-    /// records that may lack some of its votes ([`PersistRecord::Abstain`]).
-    fn abstains(&self) -> bool {
-        self.durable.abstain == Some(self.view) && !self.mutated(M::VoteAfterUntrustedRestore)
+    /// Whether it sends no new PREPARE at `seq` in its view: it was restored in this view
+    /// from records that may lack a vote at `seq` ([`PersistRecord::AbstainUpTo`]).
+    fn abstains_at(&self, seq: Seq) -> bool {
+        self.durable
+            .abstain
+            .is_some_and(|(v, up_to)| v == self.view && seq <= up_to)
+            && !self.mutated(M::VoteAfterUntrustedRestore)
     }
 
     fn is_primary(&self) -> bool {

@@ -453,11 +453,17 @@ impl<S: Service> Replica<S> {
             }
             return;
         }
-        if self.abstains() {
+        if self.abstains_at(seq) {
             // It may have voted for another digest here before a power cut took the record
-            // (see `PersistRecord::Abstain`). The others' PREPAREs may still prepare it.
+            // (see `PersistRecord::AbstainUpTo`). The others' PREPAREs may still prepare it.
             self.check_prepared(seq);
             return;
+        }
+        if seq > self.durable.horizon {
+            // Synced, so that every vote a power cut may take is at or below a durable
+            // horizon (`PersistRecord::VoteHorizon`); a log window ahead, so rarely.
+            let horizon = seq + self.config.log_window;
+            self.persist(PersistRecord::VoteHorizon(horizon));
         }
         let v = self.view;
         // Not synced before the send: see `PersistRecord::Voted`.

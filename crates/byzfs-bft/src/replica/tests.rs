@@ -273,6 +273,11 @@ fn backup_prepares_then_commits_then_executes() {
     let out = drain(&mut b);
     assert_eq!(
         out[0],
+        Action::Persist(PersistRecord::VoteHorizon(1 + cfg.log_window)),
+        "its first vote records a horizon a log window ahead"
+    );
+    assert_eq!(
+        out[1],
         Action::Persist(PersistRecord::Voted {
             view: 0,
             seq: 1,
@@ -1686,10 +1691,12 @@ fn a_primary_that_missed_the_commit_catches_up_from_its_backups_rebuilt_votes() 
 }
 
 #[test]
-fn a_backup_whose_votes_are_not_vouched_for_abstains_in_its_view_across_restarts() {
-    // Replica 2's unsynced `Voted` records may have been lost (a power cut): restored in view
-    // 0, it must send no PREPARE there, even after a later restart that kept everything,
-    // yet still commit and execute from the others' PREPAREs; in the next view it votes.
+fn a_backup_whose_votes_are_not_vouched_for_abstains_up_to_its_horizon_across_restarts() {
+    // Replica 2's unsynced `Voted` records may have been lost (a power cut), all at or below
+    // its durable vote horizon (9: its first vote, at 1, recorded 1 + the log window of 8).
+    // Restored in view 0, it must send no PREPARE there up to 9, even after a later restart
+    // that kept everything, yet still commit and execute from the others' PREPAREs; above 9,
+    // and in the next view, it votes.
     let mut c = Cluster::new(config());
     for i in 0..4 {
         c.with_disk(i);
@@ -1715,7 +1722,7 @@ fn a_backup_whose_votes_are_not_vouched_for_abstains_in_its_view_across_restarts
         .as_ref()
         .unwrap()
         .records
-        .contains(&PersistRecord::Abstain(0)));
+        .contains(&PersistRecord::AbstainUpTo { view: 0, seq: 9 }));
     c.write_all(2..=2, b"w");
     assert_eq!(votes_of(&c, 2), Vec::<View>::new(), "no PREPARE in view 0");
     assert!(
@@ -1738,13 +1745,24 @@ fn a_backup_whose_votes_are_not_vouched_for_abstains_in_its_view_across_restarts
     c.write_all(3..=3, b"w");
     assert_eq!(votes_of(&c, 3), Vec::<View>::new(), "still none in view 0");
     assert_eq!(c.r[2].last_executed(), 3);
-    // View 1 (replica 0 down for a view change): it votes again.
+    // Above the horizon, in view 0 still, it votes again.
+    c.write_all(4..=10, b"w");
+    assert_eq!(c.r[2].view(), 0);
+    assert_eq!(
+        votes_of(&c, 9),
+        Vec::<View>::new(),
+        "none up to the horizon"
+    );
+    assert_eq!(votes_of(&c, 10), vec![0], "a PREPARE above the horizon");
+    assert_eq!(c.r[2].last_executed(), 10);
+    // View 1 (replica 0 down for a view change): it votes there too.
     c.down[0] = true;
-    let req = request(&c.cfg, 4, b"w", false);
+    let req = request(&c.cfg, 11, b"w", false);
     c.deliver_all(&req);
     c.advance(Duration::from_secs(3));
     c.down[0] = false;
-    c.write_all(5..=5, b"w");
+    // Two writes: the checkpoint at 12 drops the records at or below it.
+    c.write_all(12..=13, b"w");
     c.advance(Duration::from_secs(1));
     assert_eq!(c.r[2].view(), 1);
     let in_view_1 = c.disks[2]

@@ -9,6 +9,8 @@
 //! core answers by never proposing or preparing again in the view it restarts in. What
 //! catches a broken answer is the check that a correct replica never sends PRE-PREPAREs,
 //! or PREPAREs, of two digests for one view and sequence number, across its restarts.
+//! A backup's PREPARE must also be at or below its durable `VoteHorizon`, so that what a
+//! power cut takes is bounded where a restored backup abstains (`PersistRecord::AbstainUpTo`).
 //! Every frame a correct replica sends must also parse and decode. Frames another replica
 //! authenticated and this one only relays verbatim (e.g. the primary's PRE-PREPARE
 //! retransmitted in answer to a STATUS) are not its votes and are not checked.
@@ -32,6 +34,8 @@ pub struct PersistBeforeSend {
     /// The digest each correct replica voted for at each (kind, view, seq), across its
     /// restarts with state: a second one is an honest replica equivocating.
     votes: BTreeMap<(usize, bool, u64, u64), byzfs_bft::Digest>,
+    /// Each replica's highest durable `VoteHorizon`.
+    horizon: BTreeMap<usize, u64>,
     max_frame: usize,
 }
 
@@ -42,12 +46,17 @@ impl PersistBeforeSend {
             durable: BTreeMap::new(),
             proposed: BTreeMap::new(),
             votes: BTreeMap::new(),
+            horizon: BTreeMap::new(),
             max_frame,
         }
     }
 
     /// `inst` made `rec` durable.
     pub fn record(&mut self, inst: usize, rec: PersistRecord) {
+        if let PersistRecord::VoteHorizon(h) = rec {
+            let e = self.horizon.entry(inst).or_default();
+            *e = (*e).max(h);
+        }
         self.durable.entry(inst).or_default().insert(rec);
     }
 
@@ -61,6 +70,7 @@ impl PersistBeforeSend {
         self.proposed.remove(&inst);
         if !with_state {
             self.durable.remove(&inst);
+            self.horizon.remove(&inst);
             self.votes.retain(|k, _| k.0 != inst);
         }
     }
@@ -115,11 +125,25 @@ impl PersistBeforeSend {
                     return;
                 }
             },
-            Message::Prepare(p) => PersistRecord::Voted {
-                view: p.view,
-                seq: p.seq,
-                digest: p.digest,
-            },
+            Message::Prepare(p) => {
+                let horizon = self.horizon.get(&inst).copied().unwrap_or(0);
+                if p.seq > horizon {
+                    sink.report(
+                        NAME,
+                        now,
+                        format!(
+                            "r{inst} sent a PREPARE for seq {} above its durable vote horizon \
+                             {horizon}",
+                            p.seq
+                        ),
+                    );
+                }
+                PersistRecord::Voted {
+                    view: p.view,
+                    seq: p.seq,
+                    digest: p.digest,
+                }
+            }
             Message::Commit(c) => PersistRecord::Committed {
                 view: c.view,
                 seq: c.seq,
@@ -179,6 +203,50 @@ mod tests {
     }
 
     #[test]
+    fn a_prepare_needs_a_durable_horizon_at_or_above_it() {
+        let mut p = PersistBeforeSend::new(1 << 20);
+        let mut s = Sink::new(1, "t");
+        let d = Digest([3; 32]);
+        let prepare = |seq| {
+            frame(Message::Prepare(Prepare {
+                view: 0,
+                seq,
+                digest: d,
+                replica: 1,
+            }))
+        };
+        for seq in [5, 6] {
+            p.record(
+                1,
+                PersistRecord::Voted {
+                    view: 0,
+                    seq,
+                    digest: d,
+                },
+            );
+        }
+        p.check_send(&mut s, Time(0), 1, &prepare(5));
+        assert_eq!(s.violations().len(), 1, "no horizon yet");
+        p.record(1, PersistRecord::VoteHorizon(5));
+        p.check_send(&mut s, Time(0), 1, &prepare(5));
+        assert_eq!(s.violations().len(), 1);
+        p.check_send(&mut s, Time(0), 1, &prepare(6));
+        assert_eq!(s.violations().len(), 2, "above the horizon");
+        // Lost with the disk.
+        p.on_restart(1, false);
+        p.record(
+            1,
+            PersistRecord::Voted {
+                view: 0,
+                seq: 5,
+                digest: d,
+            },
+        );
+        p.check_send(&mut s, Time(0), 1, &prepare(5));
+        assert_eq!(s.violations().len(), 3);
+    }
+
+    #[test]
     fn votes_need_their_record_first() {
         let mut p = PersistBeforeSend::new(1 << 20);
         let mut s = Sink::new(1, "t");
@@ -189,6 +257,7 @@ mod tests {
             digest: d,
             replica: 1,
         }));
+        p.record(1, PersistRecord::VoteHorizon(1));
         p.check_send(&mut s, Time(0), 1, &prepare);
         assert_eq!(s.violations().len(), 1, "PREPARE before its record");
         p.record(
