@@ -451,6 +451,29 @@ fn power_cuts(
     }
 }
 
+/// Twins a drawn replica (view 0's primary with probability `p0`) from the start, its links
+/// re-drawn at gaps drawn from `gap_us`; returns the correct replicas.
+fn twin_with_links(
+    r: &mut SimRng,
+    plan: &mut Plan,
+    params: &Params,
+    p0: f64,
+    gap_us: std::ops::RangeInclusive<u64>,
+) -> Vec<ReplicaId> {
+    let n = plan.roles.len();
+    let id = byzantine(r, n, Some((0, p0)));
+    plan.roles[id as usize] = Role::Twin;
+    plan.twin = Some((id, 0));
+    let mut at = 0;
+    while at < params.safety_us {
+        plan.faults.push((at, Fault::TwinLinks));
+        at += r.gen_range(gap_us.clone());
+    }
+    (0..n as ReplicaId)
+        .filter(|&i| plan.roles[i as usize].is_correct())
+        .collect()
+}
+
 /// With probability `p`, one replica (drawn) that loses its disk in the first power cut:
 /// its role becomes amnesiac (it counts against `f`).
 fn maybe_amnesiac(r: &mut SimRng, plan: &mut Plan, p: f64) -> Option<ReplicaId> {
@@ -836,17 +859,7 @@ pub fn plan(seed: u64, family: Family, replicas: Option<usize>) -> Result<Plan, 
         }
         Family::TwinPowerCuts => {
             params.net = light_net(&mut r);
-            let id = byzantine(&mut r, n, Some((0, 0.5)));
-            plan.roles[id as usize] = Role::Twin;
-            plan.twin = Some((id, 0));
-            let mut at = 0;
-            while at < params.safety_us {
-                plan.faults.push((at, Fault::TwinLinks));
-                at += r.gen_range(300 * MS..=2 * S);
-            }
-            let correct: Vec<ReplicaId> = (0..n as ReplicaId)
-                .filter(|&i| plan.roles[i as usize].is_correct())
-                .collect();
+            let correct = twin_with_links(&mut r, &mut plan, &params, 0.5, 300 * MS..=2 * S);
             power_cuts(&mut r, &params, &correct, None, &mut plan.faults);
         }
         Family::PartitionPowerCuts => {
@@ -900,17 +913,7 @@ pub fn plan(seed: u64, family: Family, replicas: Option<usize>) -> Result<Plan, 
         }
         Family::VoteCuts => {
             params.net = light_net(&mut r);
-            let id = byzantine(&mut r, n, Some((0, 0.7)));
-            plan.roles[id as usize] = Role::Twin;
-            plan.twin = Some((id, 0));
-            let mut at = 0;
-            while at < params.safety_us {
-                plan.faults.push((at, Fault::TwinLinks));
-                at += r.gen_range(50 * MS..=300 * MS);
-            }
-            let correct: Vec<ReplicaId> = (0..n as ReplicaId)
-                .filter(|&i| plan.roles[i as usize].is_correct())
-                .collect();
+            let correct = twin_with_links(&mut r, &mut plan, &params, 0.7, 50 * MS..=300 * MS);
             // Short downtimes, well under the view-change timeout, so that the replica
             // comes back in the view it voted in and the other twin's proposal can reach it.
             let t = params.config.view_change_timeout.as_micros() as u64;

@@ -1161,6 +1161,23 @@ impl Cluster {
         assert_eq!(self.r[i].last_executed(), 9);
         assert_eq!(self.r[i].state_digest(), self.r[0].state_digest());
     }
+    /// Replica `i` loses power: restored from its disk, which may lack its unsynced votes.
+    fn power_cut(&mut self, i: usize) {
+        self.disks[i]
+            .as_mut()
+            .expect("replica has a disk")
+            .proposals_durable = false;
+        self.crash_and_restore(i);
+        self.pump();
+    }
+    /// A cluster whose every replica stores its state on a simulated disk.
+    fn on_disks(cfg: Config) -> Self {
+        let mut c = Cluster::new(cfg);
+        for i in 0..c.r.len() {
+            c.with_disk(i);
+        }
+        c
+    }
     /// Replica `i` stores its state on a simulated disk from now on.
     fn with_disk(&mut self, i: usize) {
         self.r[i].set_store_state(true);
@@ -1286,10 +1303,7 @@ fn a_service_that_now_persists_its_state_still_imports_an_older_full_image() {
 
 #[test]
 fn restore_every_replica_keeps_every_committed_write() {
-    let mut c = Cluster::new(config());
-    for i in 0..4 {
-        c.with_disk(i);
-    }
+    let mut c = Cluster::on_disks(config());
     c.write_all(1..=6, b"w");
     let digest = c.r[0].state_digest();
     for i in 0..4 {
@@ -1313,10 +1327,7 @@ fn tentatively_acknowledged_write_survives_a_crash_of_every_replica() {
     // Write 7 is prepared everywhere and executed tentatively (the client has its 2f+1
     // tentative replies), but every COMMIT is lost, then all four replicas crash. Only the
     // promises and the stored batch body remember it: a view change must bring it back.
-    let mut c = Cluster::new(config());
-    for i in 0..4 {
-        c.with_disk(i);
-    }
+    let mut c = Cluster::on_disks(config());
     c.write_all(1..=6, b"w");
     c.lose = Some(crate::message::Tag::Commit);
     c.replies.clear();
@@ -1348,7 +1359,7 @@ impl Cluster {
     /// Every replica has a disk, votes in view 1 (after replica 0 was down for a view
     /// change), and has executed five writes.
     fn voted_in_view_one(&mut self) {
-        for i in 0..4 {
+        for i in 0..self.r.len() {
             self.with_disk(i);
         }
         self.write_all(1..=2, b"w");
@@ -1433,10 +1444,7 @@ fn a_checkpoint_a_new_view_chose_survives_a_restart_before_its_state_transfer() 
     // Replica 3 misses writes 1..=6 (checkpoint 4 becomes stable at the others), then helps
     // install view 1, whose NEW-VIEW chooses checkpoint 4. Its state transfer cannot finish
     // (every STATE-PART is lost), and it crashes: it must still vouch for checkpoint 4.
-    let mut c = Cluster::new(config());
-    for i in 0..4 {
-        c.with_disk(i);
-    }
+    let mut c = Cluster::on_disks(config());
     c.down[3] = true;
     c.write_all(1..=6, b"w");
     c.down[3] = false;
@@ -1644,10 +1652,7 @@ fn a_backup_that_missed_a_batch_catches_up_after_a_whole_cluster_restart() {
     // PRE-PREPARE and the backups' rebuilt PREPAREs and COMMITs, resent on replica 3's
     // STATUS, must let it execute write 1 in view 0 rather than wait for a checkpoint or
     // start a view change alone.
-    let mut c = Cluster::new(config());
-    for i in 0..4 {
-        c.with_disk(i);
-    }
+    let mut c = Cluster::on_disks(config());
     c.down[3] = true;
     c.write_all(1..=1, b"w");
     c.down[3] = false;
@@ -1668,10 +1673,7 @@ fn a_primary_that_missed_the_commit_catches_up_from_its_backups_rebuilt_votes() 
     // restarts, and every PRE-PREPARE is lost from then on, so the backups cannot prepare
     // it again: only their rebuilt PREPAREs and COMMITs, resent on the primary's STATUS,
     // can bring the primary to write 1.
-    let mut c = Cluster::new(config());
-    for i in 0..4 {
-        c.with_disk(i);
-    }
+    let mut c = Cluster::on_disks(config());
     let req = request(&c.cfg, 1, b"w", false);
     c.r[0].handle_message(c.now, &req);
     c.down[0] = true;
@@ -1697,10 +1699,7 @@ fn a_backup_whose_votes_are_not_vouched_for_abstains_up_to_its_horizon_across_re
     // Restored in view 0, it must send no PREPARE there up to 9, even after a later restart
     // that kept everything, yet still commit and execute from the others' PREPAREs; above 9,
     // and in the next view, it votes.
-    let mut c = Cluster::new(config());
-    for i in 0..4 {
-        c.with_disk(i);
-    }
+    let mut c = Cluster::on_disks(config());
     c.write_all(1..=1, b"w");
     let votes_of = |c: &Cluster, seq: u64| -> Vec<View> {
         c.disks[2]
@@ -1715,9 +1714,7 @@ fn a_backup_whose_votes_are_not_vouched_for_abstains_up_to_its_horizon_across_re
             .collect()
     };
     assert_eq!(votes_of(&c, 1), vec![0], "a backup's PREPARE record");
-    c.disks[2].as_mut().unwrap().proposals_durable = false;
-    c.crash_and_restore(2);
-    c.pump();
+    c.power_cut(2);
     assert!(c.disks[2]
         .as_ref()
         .unwrap()
@@ -1786,14 +1783,9 @@ fn a_batch_an_abstaining_backup_committed_but_could_not_execute_survives_its_cra
     // PREPARE of its own stores the bodies it commits. It misses batch 2, then commits batch
     // 3, which cannot execute before 2: the body must reach its disk with the COMMIT's record,
     // or the crash that follows leaves it a commitment it holds no batch for.
-    let mut c = Cluster::new(config());
-    for i in 0..4 {
-        c.with_disk(i);
-    }
+    let mut c = Cluster::on_disks(config());
     c.write_all(1..=1, b"w");
-    c.disks[2].as_mut().unwrap().proposals_durable = false;
-    c.crash_and_restore(2);
-    c.pump();
+    c.power_cut(2);
     c.down[2] = true;
     c.write_all(2..=2, b"w");
     c.down[2] = false;
@@ -1835,14 +1827,9 @@ fn backups_follow_a_primary_that_gives_its_view_up_at_once() {
     // The view-0 primary restarts after a power cut (its proposals not vouched for) and
     // gives view 0 up. Its VIEW-CHANGE tells the backups that no one will propose in view 0
     // again: they move to view 1 without waiting for a request to time out.
-    let mut c = Cluster::new(config());
-    for i in 0..4 {
-        c.with_disk(i);
-    }
+    let mut c = Cluster::on_disks(config());
     c.write_all(1..=1, b"w");
-    c.disks[0].as_mut().unwrap().proposals_durable = false;
-    c.crash_and_restore(0);
-    c.pump();
+    c.power_cut(0);
     for r in &c.r {
         assert_eq!((r.view(), r.has_new_view()), (1, true), "replica {}", r.me);
     }
