@@ -46,6 +46,12 @@ pub struct CoreCounters {
     pub read_only_queued: u64,
     pub batches_committed: u64,
     pub pre_prepares_sent: u64,
+    #[serde(default)]
+    pub prepares_sent: u64,
+    #[serde(default)]
+    pub prepares_withheld: u64,
+    #[serde(default)]
+    pub vote_horizons: u64,
     pub batched_requests: u64,
     pub view_changes: u64,
     pub views_installed: u64,
@@ -68,6 +74,9 @@ impl From<&Stats> for CoreCounters {
             read_only_queued: s.read_only_queued,
             batches_committed: s.batches_committed,
             pre_prepares_sent: s.pre_prepares_sent,
+            prepares_sent: s.prepares_sent,
+            prepares_withheld: s.prepares_withheld,
+            vote_horizons: s.vote_horizons,
             batched_requests: s.batched_requests,
             view_changes: s.view_changes,
             views_installed: s.views_installed,

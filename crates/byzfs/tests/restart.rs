@@ -283,6 +283,16 @@ fn disk_mode_backup_after_a_power_cut_abstains_and_keeps_up() {
     p.wait_reachable(&[2]);
     let more = load.acked() + 100;
     load.wait_acked(more);
+    // Above its vote horizon (a log window, 256, past a vote it cast) it votes again.
+    let voted = p.wait_until("replica 2 to vote again above its horizon", |s| {
+        s[2].core.prepares_sent > 0
+    });
+    let c = &voted[2].core;
+    eprintln!(
+        "replica 2 withheld {} PREPAREs, then sent {} (at executed {}; {} vote horizons)",
+        c.prepares_withheld, c.prepares_sent, voted[2].last_executed, c.vote_horizons
+    );
+    assert!(c.prepares_withheld > 0, "it withheld PREPAREs first: {c:?}");
     let acked = load.stop(true);
     let all = p.wait_until("replica 2 to keep up with the same state", |s| {
         s.iter().all(|x| {

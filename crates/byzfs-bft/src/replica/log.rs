@@ -39,6 +39,8 @@ pub(crate) struct Slot {
     pub commits: BTreeMap<ReplicaId, Digest>,
     /// Whether this replica sent PREPARE (backup) in the current view.
     pub sent_prepare: bool,
+    /// Whether it withheld its PREPARE here in the current view (counted once).
+    pub withheld_prepare: bool,
     /// Whether this replica sent COMMIT in the current view.
     pub sent_commit: bool,
     /// Whether the commit certificate of the current view was reported.
@@ -63,6 +65,7 @@ impl Slot {
         self.prepares.clear();
         self.commits.clear();
         self.sent_prepare = false;
+        self.withheld_prepare = false;
         self.sent_commit = false;
         self.committed_reported = false;
         self.own_prepare = None;

@@ -71,6 +71,13 @@ pub struct Stats {
     pub batches_committed: u64,
     /// Pre-prepares sent (as primary).
     pub pre_prepares_sent: u64,
+    /// PREPAREs sent (as a backup; retransmissions not counted).
+    pub prepares_sent: u64,
+    /// PREPAREs withheld: slots a backup restored after a power cut did not vote in, at or
+    /// below its vote horizon ([`PersistRecord::AbstainUpTo`]).
+    pub prepares_withheld: u64,
+    /// [`PersistRecord::VoteHorizon`] records written (each costs the vote an `fdatasync`).
+    pub vote_horizons: u64,
     /// Requests in those pre-prepares (batch sizes).
     pub batched_requests: u64,
     /// View changes started.

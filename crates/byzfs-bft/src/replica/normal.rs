@@ -456,6 +456,12 @@ impl<S: Service> Replica<S> {
         if self.abstains_at(seq) {
             // It may have voted for another digest here before a power cut took the record
             // (see `PersistRecord::AbstainUpTo`). The others' PREPAREs may still prepare it.
+            if let Some(slot) = self.log.get_mut(&seq) {
+                if !slot.withheld_prepare {
+                    slot.withheld_prepare = true;
+                    self.stats.prepares_withheld += 1;
+                }
+            }
             self.check_prepared(seq);
             return;
         }
@@ -464,6 +470,7 @@ impl<S: Service> Replica<S> {
             // horizon (`PersistRecord::VoteHorizon`); a log window ahead, so rarely.
             let horizon = seq + self.config.log_window;
             self.persist(PersistRecord::VoteHorizon(horizon));
+            self.stats.vote_horizons += 1;
         }
         let v = self.view;
         // Not synced before the send: see `PersistRecord::Voted`.
@@ -478,6 +485,7 @@ impl<S: Service> Replica<S> {
             digest: d,
             replica: self.me,
         }));
+        self.stats.prepares_sent += 1;
         let slot = self.log.entry(seq).or_default();
         slot.sent_prepare = true;
         slot.own_prepare = Some(frame);

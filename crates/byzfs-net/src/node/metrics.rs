@@ -68,6 +68,9 @@ impl Metrics {
         counter("byzfs_read_only_queued_total", c.read_only_queued);
         counter("byzfs_batches_committed_total", c.batches_committed);
         counter("byzfs_pre_prepares_sent_total", c.pre_prepares_sent);
+        counter("byzfs_prepares_sent_total", c.prepares_sent);
+        counter("byzfs_prepares_withheld_total", c.prepares_withheld);
+        counter("byzfs_vote_horizons_total", c.vote_horizons);
         counter("byzfs_batched_requests_total", c.batched_requests);
         counter("byzfs_view_changes_total", c.view_changes);
         counter("byzfs_views_installed_total", c.views_installed);
