@@ -135,4 +135,8 @@ pub struct NodeStatus {
     pub core: CoreCounters,
     /// The runtime's counters.
     pub net: NetCounters,
+    /// Restored after a power cut, it withholds its PREPAREs in its view up to this
+    /// sequence number (`Replica::withholds_prepares_up_to`).
+    #[serde(default)]
+    pub withholds_prepares_up_to: Option<Seq>,
 }

@@ -188,6 +188,12 @@ fn health(statuses: &[(ReplicaId, Option<&NodeStatus>)], log_window: u64) -> Hea
                  (it catches up by state transfer at the next stable checkpoint)",
                 s.last_executed
             )),
+            Some(v) if s.withholds_prepares_up_to.is_some() => Some(format!(
+                "replica {id}: restored after a power cut, it withholds its PREPAREs in view \
+                 {v} up to sequence number {} (it may have lost votes there) and votes \
+                 above it; it still commits and executes",
+                s.withholds_prepares_up_to.unwrap_or_default()
+            )),
             Some(_) => None,
         };
         match note {
@@ -278,6 +284,23 @@ mod tests {
         ] {
             assert!(joined.contains(want), "{want}: {joined}");
         }
+    }
+
+    #[test]
+    fn a_backup_withholding_its_prepares_is_named_and_not_counted_in_step() {
+        let a = st(0, true, 300);
+        let mut cut = st(0, true, 300);
+        cut.withholds_prepares_up_to = Some(540);
+        let h = health_of(&[Some(&a), Some(&a), Some(&cut), Some(&a)]);
+        assert_eq!(h.in_step, vec![0, 1, 3]);
+        assert!(
+            h.notes[0].starts_with(
+                "replica 2: restored after a power cut, it withholds its PREPAREs in view 0 \
+                 up to sequence number 540"
+            ),
+            "{:?}",
+            h.notes
+        );
     }
 
     #[test]

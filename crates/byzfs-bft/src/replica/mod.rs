@@ -418,6 +418,15 @@ impl<S: Service> Replica<S> {
     pub fn has_new_view(&self) -> bool {
         self.has_new_view
     }
+    /// The sequence number up to which it withholds its PREPAREs in its view, restored after
+    /// a power cut ([`PersistRecord::AbstainUpTo`]); `None` once it has executed past it, or
+    /// if it does not abstain. Meanwhile the cluster tolerates one faulty backup fewer.
+    pub fn withholds_prepares_up_to(&self) -> Option<Seq> {
+        self.durable
+            .abstain
+            .filter(|&(v, up_to)| v == self.view && up_to > self.last_executed)
+            .map(|(_, up_to)| up_to)
+    }
     /// Last committed-and-executed sequence number.
     pub fn last_executed(&self) -> Seq {
         self.last_executed

@@ -474,6 +474,7 @@ impl<S: Service> EventLoop<S> {
                 .unwrap_or_default(),
             core: CoreCounters::from(r.stats()),
             net: self.shared.counters.snapshot(),
+            withholds_prepares_up_to: r.withholds_prepares_up_to(),
         };
         self.status_tx.send_replace(status);
     }
