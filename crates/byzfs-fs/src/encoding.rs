@@ -143,6 +143,7 @@ mod tests {
             Op::SetLkWait(_) => 34,
             Op::CancelWait { .. } => 35,
             Op::SweepOrphans { .. } => 36,
+            Op::SweepDir { .. } => 37,
         }
     }
 
@@ -272,6 +273,7 @@ mod tests {
             Op::SetLkWait(lock_req()),
             Op::CancelWait { fh: FH, owner: 1 },
             Op::SweepOrphans { after: 1 },
+            Op::SweepDir { dir: FH, after: 1 },
         ];
         let cases: Vec<(Op, u8)> = ops
             .into_iter()

@@ -189,6 +189,7 @@ impl<S: Store + ?Sized> Exec<'_, '_, S> {
             Op::SetLkWait(r) => self.setlk_wait(r),
             Op::CancelWait { fh, owner } => self.cancel_wait(fh, owner),
             Op::SweepOrphans { after } => self.sweep_orphans(after),
+            Op::SweepDir { dir, after } => self.sweep_dir(dir, after),
         }
     }
 

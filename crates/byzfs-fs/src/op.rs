@@ -389,6 +389,17 @@ pub enum Op {
         /// Go on after this cookie ([`Reply::Swept`]'s `next`).
         after: u64,
     },
+    /// [`Op::SweepOrphans`] in directory `dir` instead of the orphan directory: a client
+    /// hides files in their own directory where the orphan directory could not be had, and a
+    /// dead client's would keep that directory from being removed (`ENOTEMPTY`). Any client
+    /// may send it, with no permission on `dir`: what it removes was already removed by its
+    /// owner. Reply: [`Reply::Swept`].
+    SweepDir {
+        /// The directory.
+        dir: FileHandle,
+        /// Go on after this cookie ([`Reply::Swept`]'s `next`).
+        after: u64,
+    },
 }
 
 /// Most attribute changes one [`Op::WriteSetAttr`] may carry.
@@ -456,6 +467,7 @@ impl Op {
             Op::SetLkWait(_) => "setlk_wait",
             Op::CancelWait { .. } => "cancel_wait",
             Op::SweepOrphans { .. } => "sweep_orphans",
+            Op::SweepDir { .. } => "sweep_dir",
         }
     }
 

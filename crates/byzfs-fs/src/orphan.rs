@@ -19,12 +19,14 @@
 //! [`SWEEP_REMOVE`] files, each freed with its data as a `remove` would. It answers where
 //! to go on from, so the client sends more sweeps until the directory has been covered.
 //!
-//! **Not swept:** names of other shapes (a user's own files there stay), directories, and
-//! files a client hid in their own directory because the orphan directory could not be had.
+//! **Not swept:** names of other shapes (a user's own files there stay) and directories.
+//! Files a client hid in their own directory, because the orphan directory could not be
+//! had, go by [`crate::Op::SweepDir`] on that directory, which the mount sends when a
+//! `rmdir` finds the directory not empty.
 
 use crate::attr::FileType;
 use crate::dir;
-use crate::errno::Res;
+use crate::errno::{Errno, Res};
 use crate::exec::Exec;
 use crate::handle::FileHandle;
 use crate::inode;
@@ -83,7 +85,21 @@ impl<S: Store + ?Sized> Exec<'_, '_, S> {
         if e.target.kind != FileType::Directory {
             return Ok(done);
         }
-        let at = e.target.ino;
+        self.sweep_in(e.target.ino, after)
+    }
+
+    /// [`crate::Op::SweepDir`]: the same in directory `dir`.
+    pub(crate) fn sweep_dir(&mut self, dir: FileHandle, after: u64) -> Res<Reply> {
+        let d = self.resolve(dir)?;
+        if !d.is_dir() {
+            return Err(Errno::ENOTDIR.into());
+        }
+        self.sweep_in(dir.ino, after)
+    }
+
+    /// Removes hidden files of clients whose lease is not current from directory `at`'s
+    /// entries after cookie `after`.
+    fn sweep_in(&mut self, at: u64, after: u64) -> Res<Reply> {
         let mut d = inode::must_load(self.txn, at)?;
         let (rows, eof) = dir::list(self.txn, at, after, SWEEP_SCAN)?;
         let mut removed = 0;

@@ -180,3 +180,60 @@ fn any_client_may_sweep_whatever_its_credentials() {
     fs.cred = byzfs_fs::Credentials::user(1000, 1000);
     assert_eq!(sweep(&mut fs, 5, 0), (1, None));
 }
+
+#[test]
+fn a_directory_of_its_own_is_swept_on_demand_and_can_then_be_removed() {
+    // Where the orphan directory cannot be had, a client hides files in their own directory;
+    // `SweepDir` removes those of clients without a current lease, as the orphan sweep does.
+    let mut fs = Fs::new();
+    let d = fs.mkdir(ROOT, "d").fh;
+    assert!(fs.run_client(1, Op::RenewLease).is_ok());
+    hide(&mut fs, d, 1, "5-1", 10);
+    hide(&mut fs, d, 2, "6-1", 10_000);
+    hide(&mut fs, d, 2, "tmp-0", 0);
+    let rmdir = |fs: &mut Fs| {
+        fs.run(Op::Rmdir {
+            dir: ROOT,
+            name: b"d".to_vec(),
+        })
+    };
+    assert_eq!(rmdir(&mut fs), Err(Errno::ENOTEMPTY));
+    let sweep_d =
+        |fs: &mut Fs, client: u64| match fs.run_client(client, Op::SweepDir { dir: d, after: 0 }) {
+            Ok(Reply::Swept { removed, next }) => (removed, next),
+            other => panic!("sweep: {other:?}"),
+        };
+    // Any user may, without write permission on the directory: it removes only what its
+    // owners removed already.
+    fs.cred = byzfs_fs::Credentials::user(1000, 1000);
+    assert_eq!(
+        sweep_d(&mut fs, 3),
+        (2, None),
+        "client 2's files, not live client 1's"
+    );
+    fs.cred = byzfs_fs::Credentials::root();
+    assert_eq!(
+        rmdir(&mut fs),
+        Err(Errno::ENOTEMPTY),
+        "client 1's file stays"
+    );
+    // Client 1 sweeping finds only its own: nothing to do.
+    assert_eq!(sweep_d(&mut fs, 1), (0, None));
+    // Its lease lapses (30 s of agreed time); then it goes, and the directory with it.
+    fs.clock_us += 31_000_000;
+    assert_eq!(sweep_d(&mut fs, 3), (1, None));
+    assert!(
+        matches!(rmdir(&mut fs), Ok(Reply::Unlinked { .. })),
+        "the directory is removed"
+    );
+    // Errors: a removed directory is stale, a file is not a directory.
+    assert_eq!(
+        fs.run(Op::SweepDir { dir: d, after: 0 }),
+        Err(Errno::ESTALE)
+    );
+    let f = fs.create(ROOT, "f").fh;
+    assert_eq!(
+        fs.run(Op::SweepDir { dir: f, after: 0 }),
+        Err(Errno::ENOTDIR)
+    );
+}

@@ -489,12 +489,69 @@ fn lease_of_a_killed_mount(up: &Up, a: &Path) {
 /// Waits up to 30 s for `cond`, looking every 100 ms.
 #[track_caller]
 fn poll_until(what: &str, cond: impl Fn() -> bool) {
+    poll_within(what, Duration::from_secs(30), cond);
+}
+
+/// Waits up to `limit` for `cond`, looking every 100 ms.
+#[track_caller]
+fn poll_within(what: &str, limit: Duration, cond: impl Fn() -> bool) {
     let t = Instant::now();
     while !cond() {
-        assert!(
-            t.elapsed() < Duration::from_secs(30),
-            "{what}: not within 30 s"
-        );
+        assert!(t.elapsed() < limit, "{what}: not within {limit:?}");
         std::thread::sleep(Duration::from_millis(100));
     }
+}
+
+/// Where the orphan directory cannot be had (a file has its name), a mount hides a file
+/// removed while open in the file's own directory, under its lease. Killed, it leaves the
+/// file there: another mount's `rmdir` of the directory fails (`ENOTEMPTY`) while the dead
+/// mount's lease runs, then sweeps the file (`Op::SweepDir`) and removes the directory.
+#[test]
+fn a_killed_mounts_files_hidden_in_their_own_directory_go_at_rmdir() {
+    if !fuse_available() {
+        eprintln!("skipped: FUSE is unavailable (no /dev/fuse or no fusermount3)");
+        return;
+    }
+    let up = Up::start_mounted(&["--timeout-ms", "120000"]);
+    let a = up.mountpoint.clone().unwrap();
+    let dir = up.dir.path();
+    fs::write(a.join(".byzfs-orphans"), b"not a directory").unwrap();
+    let c = Mount::start(&up.config, &dir.join("mnt-c"), &dir.join("mount-c.log"));
+    fs::create_dir(c.mnt.join("d")).unwrap();
+    fs::write(c.mnt.join("d/doomed"), vec![5u8; 50_000]).unwrap();
+    let doomed = File::open(c.mnt.join("d/doomed")).unwrap();
+    fs::remove_file(c.mnt.join("d/doomed")).unwrap();
+    // Only C's own listing leaves its hidden name out.
+    let listed = |m: &Path| -> Vec<String> {
+        fs::read_dir(m.join("d"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect()
+    };
+    assert!(listed(&c.mnt).is_empty());
+    let hidden = listed(&a);
+    assert!(
+        hidden.len() == 1 && hidden[0].starts_with(".byzfs-silly-"),
+        "{hidden:?}"
+    );
+    let rmdir = || fs::remove_dir(a.join("d")).map_err(|e| e.raw_os_error());
+    assert_eq!(rmdir(), Err(Some(libc::ENOTEMPTY)), "C is alive");
+    let mut data = Vec::new();
+    std::io::Read::read_to_end(&mut &doomed, &mut data).unwrap();
+    assert_eq!(data.len(), 50_000, "C's open file survived A's sweep");
+    let taken = Instant::now();
+    kill(Pid::from_raw(c.child.id() as i32), Signal::SIGKILL).unwrap();
+    drop(doomed);
+    drop(c);
+    poll_within(
+        "rmdir once the killed mount's lease lapsed",
+        Duration::from_secs(90),
+        || rmdir().is_ok(),
+    );
+    let got = taken.elapsed();
+    eprintln!("directory removed {got:?} after its hidden file's mount was killed");
+    assert!(
+        got >= Duration::from_secs(15),
+        "swept after {got:?}, before the killed mount's lease lapsed"
+    );
 }

@@ -67,7 +67,8 @@ fn reach(op: &Op) -> Reach {
         | Op::RenameNoReplace { .. }
         | Op::Exchange { .. }
         // Files it removes, and the links left of them.
-        | Op::SweepOrphans { .. } => Reach::Unknown,
+        | Op::SweepOrphans { .. }
+        | Op::SweepDir { .. } => Reach::Unknown,
         _ => Reach::Described,
     }
 }

@@ -51,7 +51,9 @@
 //!   came from lists as empty and can be removed, as on a local file system. Where the
 //!   orphan directory cannot be had (the mount process may not create it) the file's own
 //!   directory keeps the hidden name, which this mount's `readdir` does not list (other
-//!   mounts do). A file removed by another client disappears at once (`ESTALE`).
+//!   mounts do); a `rmdir` that finds a directory holding only other mounts' hidden names
+//!   sweeps those of dead mounts (`Op::SweepDir`) and tries again. A file removed by another
+//!   client disappears at once (`ESTALE`).
 //! * **`O_TMPFILE`** (through the vendored fuser's `FUSE_TMPFILE`): the file is created in
 //!   the directory asked for (its permissions and group apply) under a hidden name,
 //!   `.byzfs-silly-<client>-tmp-<n>`, moved to the orphan directory, and handled as a file
@@ -891,7 +893,9 @@ fn hide_if_open(
         inner.silly.insert(a.fh.ino, r);
         return Some(Ok(Reply::Done));
     }
-    // No orphan directory for this caller: the file's own directory keeps it.
+    // No orphan directory for this caller: the file's own directory keeps it, under the
+    // lease too (`Op::SweepDir` sweeps such names in any directory).
+    locks::hold_for_orphans(inner, cred);
     let op = Op::Rename {
         from_dir: dir,
         from_name: name.to_vec(),
@@ -1093,6 +1097,72 @@ impl ByzFuse {
             Ok(_) => reply.error(fuser::Errno::EIO),
             Err(e) => reply.error(errno(e)),
         }
+    }
+
+    /// If directory `dir/name` holds only hidden names of other mounts (files those mounts
+    /// hid there, where the orphan directory could not be had), removes those whose mount's
+    /// lease has lapsed ([`Op::SweepDir`]); whether any went. A directory with any other
+    /// entry is left alone after one listing, so a plain `ENOTEMPTY` costs little.
+    fn sweep_hidden_in(&self, req: &fuser::Request, dir: FileHandle, name: &[u8]) -> bool {
+        let cred = self.credentials(req);
+        let Ok(mut inner) = self.inner.lock() else {
+            return false;
+        };
+        let me = inner.client.id();
+        let lookup = Op::Lookup {
+            dir,
+            name: name.to_vec(),
+        };
+        let Ok(Reply::Entry(a)) = invoke(&mut inner, &cred, lookup) else {
+            return false;
+        };
+        let mut cookie = 0;
+        loop {
+            let op = Op::ReadDir {
+                dir: a.fh,
+                cookie,
+                max_entries: READDIR_BATCH,
+            };
+            let Ok(Reply::ReadDir { entries, eof }) = invoke(&mut inner, &cred, op) else {
+                return false;
+            };
+            let others = |e: &byzfs_fs::op::DirEntry| {
+                e.name == b"."
+                    || e.name == b".."
+                    || byzfs_fs::orphan::client_of(&e.name).is_some_and(|c| c != me)
+            };
+            if !entries.iter().all(others) {
+                return false;
+            }
+            match entries.last() {
+                Some(e) if !eof => cookie = e.cookie,
+                _ => break,
+            }
+        }
+        let (mut removed, mut after) = (0, 0);
+        loop {
+            let op = Op::SweepDir { dir: a.fh, after };
+            match invoke(&mut inner, &cred, op) {
+                Ok(Reply::Swept { removed: n, next }) => {
+                    removed += n;
+                    match next {
+                        Some(c) => after = c,
+                        None => break,
+                    }
+                }
+                other => {
+                    tracing::debug!(?other, "cannot sweep a directory being removed");
+                    break;
+                }
+            }
+        }
+        if removed > 0 {
+            tracing::info!(
+                removed,
+                "swept files that dead mounts left hidden in a directory"
+            );
+        }
+        removed > 0
     }
 
     fn done(&self, req: &fuser::Request, op: Op, reply: ReplyEmpty) {
@@ -1395,7 +1465,18 @@ impl Filesystem for ByzFuse {
     fn rmdir(&self, req: &fuser::Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         let dir = fh!(self, parent, reply);
         let name = name.as_bytes().to_vec();
-        self.done(req, Op::Rmdir { dir, name }, reply);
+        let op = Op::Rmdir {
+            dir,
+            name: name.clone(),
+        };
+        match self.call(req, op.clone()) {
+            Ok(_) => reply.ok(),
+            // Files dead mounts hid there may be all it holds: sweep them, and try again.
+            Err(Errno::ENOTEMPTY) if self.sweep_hidden_in(req, dir, &name) => {
+                self.done(req, op, reply)
+            }
+            Err(e) => reply.error(errno(e)),
+        }
     }
 
     fn symlink(
@@ -1850,6 +1931,13 @@ impl Filesystem for ByzFuse {
         reply: ReplyCreate,
     ) {
         let dir = fh!(self, parent, reply);
+        // The lease first: from its creation the file has a hidden name, which another
+        // mount's sweep (`Op::SweepDir`) may take if this mount holds no current lease.
+        let cred = self.credentials(req);
+        match self.inner.lock() {
+            Ok(mut inner) => locks::hold_for_orphans(&mut inner, &cred),
+            Err(_) => return reply.error(fuser::Errno::EIO),
+        }
         // A name another mount's tmpfile could take too is skipped: the create is exclusive.
         for _ in 0..TMPFILE_TRIES {
             let n = match self.inner.lock() {
@@ -1872,7 +1960,6 @@ impl Filesystem for ByzFuse {
                         *inner.open.entry(a.fh.ino).or_default() += 1;
                         // Created where the caller asked (permissions, group), then moved
                         // out of the way; if it cannot move, its directory keeps it.
-                        let cred = self.credentials(req);
                         let at = to_orphans(&mut inner, &cred, (dir, &name), &name)
                             .unwrap_or((dir, name));
                         inner.silly.insert(a.fh.ino, at);
