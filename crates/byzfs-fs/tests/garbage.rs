@@ -55,6 +55,10 @@ fn seeds() -> Vec<Vec<u8>> {
         Op::ReleaseLocks { fh: f, owner: 7 },
         Op::RenewLease,
         Op::SweepOrphans { after: 0 },
+        Op::SweepDir {
+            dir: FileHandle::ROOT,
+            after: u64::MAX,
+        },
     ]
     .into_iter()
     .map(|op| Request::new(Credentials::root(), op).encode())
