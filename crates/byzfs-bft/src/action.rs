@@ -144,10 +144,12 @@ pub enum PersistRecord {
     /// write [`PersistRecord::AbstainUpTo`], and read this as abstaining at every `seq`.
     Abstain(View),
     /// The backup sends PREPAREs only for sequence numbers up to `Seq` until it records a
-    /// higher horizon. Synced, unlike the `Voted` records it bounds: a backup restored from
-    /// records that may lack some votes knows they were all at or below its durable horizon,
-    /// and abstains only there ([`PersistRecord::AbstainUpTo`]). Written once per log window
-    /// of votes, so it costs one `fdatasync` in that many.
+    /// higher horizon. Durable before the sends that follow, unlike the `Voted` records it
+    /// bounds: a backup restored from records that may lack some votes knows they were all
+    /// at or below its durable horizon, and abstains only there
+    /// ([`PersistRecord::AbstainUpTo`]). Written once per log window of votes, so it costs
+    /// one sync in that many. Drivers keep the highest outside the log, with the view (a
+    /// stable checkpoint must not drop it: it bounds votes above the checkpoint too).
     VoteHorizon(Seq),
     /// The replica was restored in `view` from records that may lack some of its unsynced
     /// votes, all of them at or below `seq` (its durable [`PersistRecord::VoteHorizon`], or

@@ -100,7 +100,9 @@ pub const DB_FILE: &str = "replica.redb";
 
 /// `meta`: "identity" → who owns the store; "view" → highest view (u64 LE); "abstain" →
 /// the highest [`PersistRecord::AbstainUpTo`] (view and seq, u64 LE each; a format-2
-/// store's 8 bytes are a [`PersistRecord::Abstain`]'s view); "checkpoint" → postcard
+/// store's 8 bytes are a [`PersistRecord::Abstain`]'s view); "horizon" → the highest
+/// [`PersistRecord::VoteHorizon`] (u64 LE: kept here, not in the log, so that pruning the
+/// log never drops it and it never holds a segment back); "checkpoint" → postcard
 /// `(seq, digest, partitions)` of the stored stable checkpoint.
 const META: TableDefinition<&str, &[u8]> = TableDefinition::new("meta");
 
@@ -109,7 +111,7 @@ const META: TableDefinition<&str, &[u8]> = TableDefinition::new("meta");
 /// Bump it with any incompatible change of the tables or the log's frames. Format 2 (session
 /// 16) adds the log record `Certified`, which a format-1 binary cannot decode: it opens format
 /// 1 directories and marks them 2, so an older binary refuses them instead of misreading
-/// them. Format 3 (session 21) adds the log record `VoteHorizon` and stores `abstain` as
+/// them. Format 3 (session 21) adds the `meta` key `horizon` and stores `abstain` as
 /// `(view, seq)`; it opens formats 1 and 2 (which have neither) and marks them 3.
 pub const FORMAT: u32 = 3;
 /// `meta` key present after a clean stop ([`Durability::close`]).
@@ -118,12 +120,17 @@ const CLEAN: &str = "clean";
 const BOOT: &str = "boot";
 /// `meta` key: see [`META`].
 const ABSTAIN: &str = "abstain";
+/// `meta` key: see [`META`].
+const HORIZON: &str = "horizon";
 
 /// Records kept in the database rather than the log.
 fn outside_log(r: &PersistRecord) -> bool {
     matches!(
         r,
-        PersistRecord::View(_) | PersistRecord::Abstain(_) | PersistRecord::AbstainUpTo { .. }
+        PersistRecord::View(_)
+            | PersistRecord::Abstain(_)
+            | PersistRecord::AbstainUpTo { .. }
+            | PersistRecord::VoteHorizon(_)
     )
 }
 
@@ -288,7 +295,7 @@ impl DiskDurability {
             match format {
                 Some(FORMAT) => {}
                 // Formats 1 and 2 are format 3 without its new records (`Certified`;
-                // `VoteHorizon` and the two-number `abstain`): upgraded in place.
+                // `horizon` and the two-number `abstain`): upgraded in place.
                 Some(1 | 2) => {
                     meta.insert("format", FORMAT.to_le_bytes().as_slice())
                         .map_err(|e| corrupt(e.to_string()))?;
@@ -420,7 +427,14 @@ impl DiskDurability {
                 StoreRecord::Batch { .. } => None,
             })
             .collect();
-        if view.is_none() && abstain.is_none() && images.is_empty() {
+        let horizon = records
+            .iter()
+            .filter_map(|r| match r {
+                PersistRecord::VoteHorizon(h) => Some(*h),
+                _ => None,
+            })
+            .max();
+        if view.is_none() && abstain.is_none() && horizon.is_none() && images.is_empty() {
             return Ok(());
         }
         let mut txn = self.db.begin_write().map_err(|e| s(&e))?;
@@ -431,6 +445,10 @@ impl DiskDurability {
             let mut parts = txn.open_table(PARTS).map_err(|e| s(&e))?;
             if let Some(v) = view {
                 meta.insert("view", &v.to_le_bytes()[..])
+                    .map_err(|e| s(&e))?;
+            }
+            if let Some(h) = horizon {
+                meta.insert(HORIZON, &h.to_le_bytes()[..])
                     .map_err(|e| s(&e))?;
             }
             if let Some((v, up_to)) = abstain {
@@ -620,6 +638,14 @@ fn load(db: &Database) -> Result<DurableState, String> {
             _ => return Err("bad abstain entry".to_string()),
         };
         out.records.push(rec);
+    }
+    if let Some(g) = meta.get(HORIZON).map_err(|e| s(&e))? {
+        let b: [u8; 8] = g
+            .value()
+            .try_into()
+            .map_err(|_| "bad horizon entry".to_string())?;
+        out.records
+            .push(PersistRecord::VoteHorizon(u64::from_le_bytes(b)));
     }
     let recs = txn.open_table(RECORDS).map_err(|e| s(&e))?;
     for item in recs.iter().map_err(|e| s(&e))? {
@@ -878,7 +904,11 @@ mod tests {
         for round in 1..=20u64 {
             let seq = round * 4;
             let (d, b) = batch(round as u8);
-            let recs = [PersistRecord::Executed { seq, digest: d }];
+            // A vote horizon far above every checkpoint holds no segment back.
+            let recs = [
+                PersistRecord::Executed { seq, digest: d },
+                PersistRecord::VoteHorizon(seq + 256),
+            ];
             let batch = StoreRecord::Batch {
                 seq,
                 digest: d,
@@ -914,7 +944,12 @@ mod tests {
         let mut disk = DiskDurability::open(dir.path(), "me").unwrap();
         let loaded = disk.take_loaded().unwrap();
         assert_eq!(loaded.checkpoint.unwrap().seq, 80);
-        assert!(loaded.records.is_empty() && loaded.batches.is_empty());
+        assert_eq!(
+            loaded.records,
+            vec![PersistRecord::VoteHorizon(336)],
+            "only the highest horizon, which no checkpoint drops"
+        );
+        assert!(loaded.batches.is_empty());
     }
 
     #[test]
@@ -991,9 +1026,8 @@ mod tests {
         };
         disk.commit(&[committed], &[]).unwrap();
         assert!(!disk.wal.pending(), "a COMMIT's record does");
-        // A vote horizon is a synced log record; an abstention goes to the database.
+        // A vote horizon and an abstention go to the database.
         disk.commit(&[PersistRecord::VoteHorizon(11)], &[]).unwrap();
-        assert!(!disk.wal.pending(), "a vote horizon waits for the disk");
         let abstain = PersistRecord::AbstainUpTo { view: 0, seq: 11 };
         disk.commit(&[abstain], &[]).unwrap();
         drop(disk);

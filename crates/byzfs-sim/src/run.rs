@@ -482,10 +482,12 @@ impl Sim {
                             node.unsynced.push(Unsynced::Persist(rec));
                             node.lazy_turn = true;
                         }
-                        // Views and abstentions go to redb: the log is not synced.
+                        // Views, abstentions and vote horizons go to redb: the log is
+                        // not synced.
                         PersistRecord::View(_)
                         | PersistRecord::Abstain(_)
-                        | PersistRecord::AbstainUpTo { .. } => self.make_durable(inst, rec),
+                        | PersistRecord::AbstainUpTo { .. }
+                        | PersistRecord::VoteHorizon(_) => self.make_durable(inst, rec),
                         _ => {
                             self.replicas[inst].lazy_turn = false;
                             self.sync_log(inst);

@@ -110,10 +110,11 @@ impl DurableState {
 /// The sequence number a record is about (`None` for `View`).
 pub fn record_seq(rec: PersistRecord) -> Option<Seq> {
     match rec {
-        PersistRecord::View(_) | PersistRecord::Abstain(_) | PersistRecord::AbstainUpTo { .. } => {
-            None
-        }
-        PersistRecord::VoteHorizon(seq) => Some(seq),
+        // A horizon bounds votes above the checkpoint too: a checkpoint never drops it.
+        PersistRecord::View(_)
+        | PersistRecord::Abstain(_)
+        | PersistRecord::AbstainUpTo { .. }
+        | PersistRecord::VoteHorizon(_) => None,
         PersistRecord::Prepared { seq, .. }
         | PersistRecord::Proposed { seq, .. }
         | PersistRecord::Voted { seq, .. }
@@ -586,7 +587,7 @@ impl<S: Service> Replica<S> {
             .set(TimerKind::Status, now + self.config.status_interval);
         if !proposals_durable {
             // Some unsynced `Voted` records may be lost, all at or below the durable horizon
-            // (or the stable checkpoint, if the records of a lower horizon went with it): no
+            // (or the stable checkpoint, if higher, as before any horizon was written): no
             // new PREPARE there in this view, now or after a later restart (`abstains_at`).
             // Never below an earlier abstention in this view (drivers keep the last written).
             let view = self.view;
