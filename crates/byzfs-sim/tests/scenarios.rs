@@ -187,6 +187,7 @@ fn every_family_has_a_test() {
         "transfer-power-cuts",
         "partition-power-cuts",
         "byzantine-clocks",
+        "vote-cuts",
     ];
     let all: Vec<&str> = byzfs_sim::FAMILIES.iter().map(|f| f.name()).collect();
     assert_eq!(all, tested);

@@ -76,7 +76,7 @@ pub struct Stats {
     /// PREPAREs withheld: slots a backup restored after a power cut did not vote in, at or
     /// below its vote horizon ([`PersistRecord::AbstainUpTo`]).
     pub prepares_withheld: u64,
-    /// [`PersistRecord::VoteHorizon`] records written (each costs the vote an `fdatasync`).
+    /// [`PersistRecord::VoteHorizon`] records written (each costs its vote a sync).
     pub vote_horizons: u64,
     /// Requests in those pre-prepares (batch sizes).
     pub batched_requests: u64,
