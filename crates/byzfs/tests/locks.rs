@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::{fuse_available, Mount, Up};
+use common::{skip_without_fuse, Mount, Up};
 use nix::fcntl::{fcntl, FcntlArg};
 use nix::libc;
 use nix::sys::signal::{kill, Signal};
@@ -93,8 +93,7 @@ fn flock_cmd(path: &Path, args: &[&str]) -> (Pid, Receiver<ExitStatus>) {
 
 #[test]
 fn locks_hold_between_mounts() {
-    if !fuse_available() {
-        eprintln!("skipped: FUSE is unavailable (no /dev/fuse or no fusermount3)");
+    if skip_without_fuse() {
         return;
     }
     let up = Up::start_mounted(&["--timeout-ms", "120000"]);
@@ -508,8 +507,7 @@ fn poll_within(what: &str, limit: Duration, cond: impl Fn() -> bool) {
 /// mount's lease runs, then sweeps the file (`Op::SweepDir`) and removes the directory.
 #[test]
 fn a_killed_mounts_files_hidden_in_their_own_directory_go_at_rmdir() {
-    if !fuse_available() {
-        eprintln!("skipped: FUSE is unavailable (no /dev/fuse or no fusermount3)");
+    if skip_without_fuse() {
         return;
     }
     let up = Up::start_mounted(&["--timeout-ms", "120000"]);

@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::{fuse_available, is_mounted, Mount, Up, BIN};
+use common::{is_mounted, skip_without_fuse, Mount, Up, BIN};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use std::fs::{self, File, OpenOptions};
@@ -116,8 +116,7 @@ fn mount_unavailable_says_what_to_install() {
 
 #[test]
 fn mounted_cluster_behaves_like_a_linux_file_system() {
-    if !fuse_available() {
-        eprintln!("skipped: FUSE is unavailable (no /dev/fuse or no fusermount3)");
+    if skip_without_fuse() {
         return;
     }
     // The owner of /proc/self is the effective user.

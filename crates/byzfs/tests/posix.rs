@@ -10,7 +10,7 @@
 
 mod common;
 
-use common::{fuse_available, Up};
+use common::{skip_without_fuse, Up};
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -65,8 +65,7 @@ fn outcomes(log: &str) -> Vec<(String, String)> {
 
 #[test]
 fn go_fuse_posixtest_passes_over_the_mount() {
-    if !fuse_available() {
-        eprintln!("skipped: FUSE is unavailable (no /dev/fuse or no fusermount3)");
+    if skip_without_fuse() {
         return;
     }
     let Some(go) = go() else {

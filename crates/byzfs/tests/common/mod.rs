@@ -542,6 +542,15 @@ pub fn fuse_available() -> bool {
             .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join("fusermount3").exists()))
 }
 
+/// Whether a FUSE test must be skipped here (no FUSE); says so on stderr.
+pub fn skip_without_fuse() -> bool {
+    let skip = !fuse_available();
+    if skip {
+        eprintln!("skipped: FUSE is unavailable (no /dev/fuse or no fusermount3)");
+    }
+    skip
+}
+
 pub fn is_mounted(mnt: &Path) -> bool {
     std::fs::read_to_string("/proc/mounts")
         .unwrap_or_default()
