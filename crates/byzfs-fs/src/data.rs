@@ -11,10 +11,16 @@
 //!
 //! Cost: a read or write touches `len / BLOCK_SIZE + 2` blocks, and a write one group record
 //! per group in which it stores a new block. Each group that holds blocks has a record with
-//! its block count (`crate::key::group`), so truncation (and removing the last link of a
-//! file) costs O(stored groups past the new size), never O(file size): a 1-byte write at
-//! 1 TiB followed by a truncation to 0 is cheap, so no client can make every replica scan
-//! a million empty groups.
+//! its block count (`crate::key::group`), so finding the blocks past a size costs
+//! O(stored groups), never O(file size): a 1-byte write at 1 TiB followed by a truncation to
+//! 0 is cheap, so no client can make every replica scan a million empty groups. Deleting
+//! them ([`delete_from`]) takes a budget: a truncation or removal that would delete more
+//! leaves the rest to the reclaim queue ([`crate::reclaim`]), so no operation's cost grows
+//! with the file's size.
+//!
+//! Blocks are keyed by the file's *data id* ([`crate::reclaim::DataRec`]): its inode number,
+//! or a fresh one after a truncation to zero of a large file, whose old blocks then go as a
+//! whole.
 
 use crate::attr::MAX_FILE_SIZE;
 use crate::errno::{Errno, Res};
@@ -28,11 +34,11 @@ pub const BLOCK_SIZE: u64 = 16 * 1024;
 /// Blocks per placement group (1 MiB of data share a partition).
 pub const GROUP_BLOCKS: u64 = 64;
 
-/// Reads up to `count` bytes at `offset` of file `ino`, clipped to its size; and whether the
-/// read reached the end of the file.
+/// Reads up to `count` bytes at `offset` of the file whose blocks are under data id
+/// `data`, clipped to its size; and whether the read reached the end of the file.
 pub(crate) fn read<S: Store + ?Sized>(
     txn: &Txn<'_, S>,
-    ino: u64,
+    data: u64,
     inode: &Inode,
     offset: u64,
     count: u64,
@@ -44,7 +50,7 @@ pub(crate) fn read<S: Store + ?Sized>(
     // `end - offset <= count`, which the caller bounds by `MAX_IO`.
     let mut out = vec![0u8; (end - offset) as usize];
     for idx in offset / BLOCK_SIZE..=(end - 1) / BLOCK_SIZE {
-        let Some(block) = txn.get(&key::block(ino, idx))? else {
+        let Some(block) = txn.get(&key::block(data, idx))? else {
             continue;
         };
         let bstart = idx * BLOCK_SIZE;
@@ -58,19 +64,21 @@ pub(crate) fn read<S: Store + ?Sized>(
     Ok((out, end == inode.size))
 }
 
-/// Writes `data` at `offset` of file `ino`, updating `inode`'s size and `used`. Returns the change in stored bytes. `EFBIG` past [`MAX_FILE_SIZE`].
+/// Writes `bytes` at `offset` of the file whose blocks are under data id `data`, updating
+/// `inode`'s size and `used`. Returns the change in stored bytes. `EFBIG` past
+/// [`MAX_FILE_SIZE`].
 pub(crate) fn write<S: Store + ?Sized>(
     txn: &mut Txn<'_, S>,
-    ino: u64,
+    data: u64,
     inode: &mut Inode,
     offset: u64,
-    data: &[u8],
+    bytes: &[u8],
 ) -> Res<i64> {
     let end = offset
-        .checked_add(data.len() as u64)
+        .checked_add(bytes.len() as u64)
         .filter(|&e| e <= MAX_FILE_SIZE)
         .ok_or(Errno::EFBIG)?;
-    if data.is_empty() {
+    if bytes.is_empty() {
         return Ok(0);
     }
     let mut delta: i64 = 0;
@@ -80,7 +88,7 @@ pub(crate) fn write<S: Store + ?Sized>(
         let bstart = idx * BLOCK_SIZE;
         let lo = offset.max(bstart) - bstart;
         let hi = end.min(bstart + BLOCK_SIZE) - bstart;
-        let k = key::block(ino, idx);
+        let k = key::block(data, idx);
         let mut block = match txn.get(&k)? {
             Some(b) => b,
             None => {
@@ -94,71 +102,129 @@ pub(crate) fn write<S: Store + ?Sized>(
             block.resize(hi as usize, 0);
         }
         let src_lo = (bstart + lo - offset) as usize;
-        block[lo as usize..hi as usize].copy_from_slice(&data[src_lo..src_lo + (hi - lo) as usize]);
+        block[lo as usize..hi as usize]
+            .copy_from_slice(&bytes[src_lo..src_lo + (hi - lo) as usize]);
         delta += block.len() as i64 - old_len as i64;
         txn.put(k, block);
     }
     for (g, n) in new_blocks {
-        let count = group_count(txn, ino, g)? + n;
-        txn.put(key::group(ino, g), count.to_le_bytes().to_vec());
+        let count = group_count(txn, data, g)? + n;
+        txn.put(key::group(data, g), count.to_le_bytes().to_vec());
     }
     inode.size = inode.size.max(end);
     inode.used = inode.used.saturating_add_signed(delta);
     Ok(delta)
 }
 
-/// Sets the size of file `ino` to `size`: cuts the block containing the new end and deletes
-/// every block after it. Returns the change in stored bytes. `EFBIG` past [`MAX_FILE_SIZE`].
-pub(crate) fn truncate<S: Store + ?Sized>(
+/// Cuts the block of data id `data` that holds byte `size` to end there, if it is stored
+/// and longer. Returns the change in stored bytes (zero or negative). One block: the rest of
+/// a shrinking file's tail goes by [`delete_from`], inline or in reclaim steps.
+pub(crate) fn cut_block<S: Store + ?Sized>(txn: &mut Txn<'_, S>, data: u64, size: u64) -> Res<i64> {
+    let cut = size % BLOCK_SIZE;
+    if cut == 0 {
+        return Ok(0);
+    }
+    let k = key::block(data, size / BLOCK_SIZE);
+    match txn.get(&k)? {
+        Some(mut b) if b.len() as u64 > cut => {
+            let delta = -((b.len() as u64 - cut) as i64);
+            b.truncate(cut as usize);
+            txn.put(k, b);
+            Ok(delta)
+        }
+        _ => Ok(0),
+    }
+}
+
+/// The first block index wholly past byte `size`.
+pub(crate) fn first_block_past(size: u64) -> u64 {
+    size.div_ceil(BLOCK_SIZE)
+}
+
+/// An upper bound on the blocks of data id `data` stored at index `from` or above, exact
+/// up to `limit`: the answer is `limit + 1` as soon as it is known to exceed `limit`. Reads
+/// at most `limit + 2` group records, whatever the file's size.
+pub(crate) fn count_from<S: Store + ?Sized>(
+    txn: &Txn<'_, S>,
+    data: u64,
+    from: u64,
+    limit: u64,
+) -> Res<u64> {
+    let start = key::group(data, from / GROUP_BLOCKS);
+    let end = key::group(data, u64::MAX);
+    let cap = usize::try_from(limit.saturating_add(2)).unwrap_or(usize::MAX);
+    let mut n: u64 = 0;
+    for (_, count) in txn.range(&start, &end, cap)? {
+        // The first group may also count blocks below `from`: an upper bound.
+        n = n.saturating_add(decode_count(&count)?);
+        if n > limit {
+            return Ok(limit + 1);
+        }
+    }
+    Ok(n)
+}
+
+/// What [`delete_from`] did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Deleted {
+    /// Blocks deleted.
+    pub blocks: u64,
+    /// Bytes they held.
+    pub bytes: u64,
+    /// No block at or above `from` is left.
+    pub done: bool,
+}
+
+/// Deletes up to `budget` blocks of data id `data` at index `from` or above, lowest first,
+/// keeping the group records exact. Reads at most `budget + 2` group records and `budget`
+/// blocks: bounded work whatever the file's size (ARCHITECTURE.md "Bounded work").
+pub(crate) fn delete_from<S: Store + ?Sized>(
     txn: &mut Txn<'_, S>,
-    ino: u64,
-    inode: &mut Inode,
-    size: u64,
-) -> Res<i64> {
-    if size > MAX_FILE_SIZE {
-        return Err(Errno::EFBIG.into());
-    }
-    let mut delta: i64 = 0;
-    if size < inode.size {
-        let first_dead = size.div_ceil(BLOCK_SIZE);
-        let cut = size % BLOCK_SIZE;
-        if cut != 0 {
-            let k = key::block(ino, size / BLOCK_SIZE);
-            if let Some(mut b) = txn.get(&k)? {
-                if b.len() as u64 > cut {
-                    delta -= (b.len() as u64 - cut) as i64;
-                    b.truncate(cut as usize);
-                    txn.put(k, b);
-                }
-            }
+    data: u64,
+    from: u64,
+    budget: u64,
+) -> Res<Deleted> {
+    let mut out = Deleted::default();
+    let start = key::group(data, from / GROUP_BLOCKS);
+    let end = key::group(data, u64::MAX);
+    let cap = usize::try_from(budget.saturating_add(2)).unwrap_or(usize::MAX);
+    let groups = txn.range(&start, &end, cap)?;
+    let scanned_all = groups.len() < cap;
+    for (gk, count) in groups {
+        let left_budget = budget - out.blocks;
+        if left_budget == 0 {
+            return Ok(out);
         }
-        // Every stored group from the one holding `first_dead` on.
-        let start = key::group(ino, first_dead / GROUP_BLOCKS);
-        let end = key::group(ino, u64::MAX);
-        for (gk, count) in txn.range(&start, &end, usize::MAX)? {
-            let g = tail_u64(&gk);
-            let mut left = decode_count(&count)?;
-            let from = first_dead.max(g * GROUP_BLOCKS);
-            let to = g * GROUP_BLOCKS + GROUP_BLOCKS - 1;
-            let bstart = key::block(ino, from);
-            // Just past `block(ino, to)`: same placement, so one partition is scanned.
-            let mut bend = key::block(ino, to);
-            bend.push(0);
-            for (k, v) in txn.range(&bstart, &bend, usize::MAX)? {
-                delta -= v.len() as i64;
-                left = left.saturating_sub(1);
-                txn.delete(k);
-            }
-            if left == 0 {
-                txn.delete(gk);
-            } else {
-                txn.put(gk, left.to_le_bytes().to_vec());
-            }
+        let g = tail_u64(&gk);
+        let mut left = decode_count(&count)?;
+        let lo = from.max(g * GROUP_BLOCKS);
+        let bstart = key::block(data, lo);
+        // Just past `block(data, last of g)`: same placement, so one partition is scanned.
+        let mut bend = key::block(data, g * GROUP_BLOCKS + GROUP_BLOCKS - 1);
+        bend.push(0);
+        // One more than the budget tells whether the group is finished.
+        let cap = usize::try_from(left_budget.saturating_add(1)).unwrap_or(usize::MAX);
+        let blocks = txn.range(&bstart, &bend, cap)?;
+        let more_here = blocks.len() as u64 > left_budget;
+        let mut gone = 0;
+        for (k, v) in blocks.into_iter().take(cap - 1) {
+            out.bytes += v.len() as u64;
+            gone += 1;
+            txn.delete(k);
+        }
+        out.blocks += gone;
+        left = left.saturating_sub(gone);
+        if left == 0 {
+            txn.delete(gk);
+        } else if gone > 0 {
+            txn.put(gk, left.to_le_bytes().to_vec());
+        }
+        if more_here {
+            return Ok(out);
         }
     }
-    inode.size = size;
-    inode.used = inode.used.saturating_add_signed(delta);
-    Ok(delta)
+    out.done = scanned_all;
+    Ok(out)
 }
 
 /// The last 8 bytes of a key as a big-endian `u64` (the group or block index).
@@ -174,9 +240,9 @@ fn decode_count(v: &[u8]) -> Result<u64, StoreError> {
         .map_err(|_| StoreError::Io("corrupt group record".into()))
 }
 
-/// Stored blocks of group `g` of file `ino`.
-fn group_count<S: Store + ?Sized>(txn: &Txn<'_, S>, ino: u64, g: u64) -> Res<u64> {
-    match txn.get(&key::group(ino, g))? {
+/// Stored blocks of group `g` of data id `data`.
+fn group_count<S: Store + ?Sized>(txn: &Txn<'_, S>, data: u64, g: u64) -> Res<u64> {
+    match txn.get(&key::group(data, g))? {
         Some(v) => Ok(decode_count(&v)?),
         None => Ok(0),
     }

@@ -45,6 +45,7 @@ mod tests {
     use crate::op::{
         encode_result, Credentials, DirEntry, Extent, Op, Reply, Request, SpecialKind, XattrSet,
     };
+    use crate::reclaim::{DataRec, Doomed, Queue};
     use std::collections::BTreeSet;
 
     fn hex(b: &[u8]) -> String {
@@ -144,6 +145,7 @@ mod tests {
             Op::CancelWait { .. } => 35,
             Op::SweepOrphans { .. } => 36,
             Op::SweepDir { .. } => 37,
+            Op::Reclaim { .. } => 38,
         }
     }
 
@@ -274,6 +276,7 @@ mod tests {
             Op::CancelWait { fh: FH, owner: 1 },
             Op::SweepOrphans { after: 1 },
             Op::SweepDir { dir: FH, after: 1 },
+            Op::Reclaim { file: Some(FH) },
         ];
         let cases: Vec<(Op, u8)> = ops
             .into_iter()
@@ -378,6 +381,13 @@ mod tests {
                 },
                 16,
             ),
+            (
+                Reply::Reclaimed {
+                    blocks: 1,
+                    more: true,
+                },
+                17,
+            ),
         ]);
     }
 
@@ -399,6 +409,17 @@ mod tests {
             (SpecialKind::BlockDevice(1), 3),
         ]);
         check_tags(&[(SetTime::Now, 0), (SetTime::At(T1), 1)]);
+        check_tags(&[
+            (
+                Doomed::Blocks {
+                    data: 1,
+                    from: 2,
+                    owner: 3,
+                },
+                0,
+            ),
+            (Doomed::Xattrs { ino: 1 }, 1),
+        ]);
         check_tags(&[(LockKind::Read, 0), (LockKind::Write, 1)]);
         check_tags(&[
             (XattrSet::Any, 0),
@@ -408,7 +429,7 @@ mod tests {
     }
 
     /// One value of every stored record type (and of a request, a result and some store
-    /// keys), with the bytes this crate writes for it in store format 2
+    /// keys), with the bytes this crate writes for it in store format 3
     /// ([`crate::store::redb::FORMAT`]). A change here needs a new format number.
     #[test]
     fn stored_records_keep_their_bytes() {
@@ -482,6 +503,31 @@ mod tests {
             ),
             ("recalls", encode(&vec![1u64, 300]), "0201ac02"),
             (
+                "data",
+                encode(&DataRec {
+                    id: 300,
+                    stale: Some(2),
+                }),
+                "ac020102",
+            ),
+            (
+                "reclaim queue",
+                encode(&Queue {
+                    next: 3,
+                    entries: 1,
+                }),
+                "0301",
+            ),
+            (
+                "reclaim entry",
+                encode(&Doomed::Blocks {
+                    data: 300,
+                    from: 64,
+                    owner: 0,
+                }),
+                "00ac024000",
+            ),
+            (
                 "waits",
                 encode(&vec![Wait {
                     owner: 1,
@@ -546,6 +592,21 @@ mod tests {
                 "key name",
                 key::name(1, b"a"),
                 "8e91689904a27f5903000000000000000161",
+            ),
+            (
+                "key data",
+                key::data(300),
+                "5224f7e347c5b1e80c000000000000012c",
+            ),
+            (
+                "key reclaim",
+                key::reclaim(1),
+                "bafad270edc909890d0000000000000001",
+            ),
+            (
+                "key reclaim queue",
+                key::reclaim_queue(),
+                "bafad270edc909890e",
             ),
             (
                 "key block",

@@ -25,6 +25,11 @@ impl Errno {
     pub const E2BIG: Errno = Errno(7);
     /// Try again: another owner holds a conflicting lock (`F_SETLK`).
     pub const EAGAIN: Errno = Errno(11);
+    /// Busy: the file's stale tail, left by a truncation too large for one operation, is
+    /// still being deleted ([`crate::reclaim`]); an operation that would grow the file over
+    /// it changed nothing. Send `Op::Reclaim` for the file until it answers `more: false`,
+    /// then try again (the mount does this by itself; an application never sees it).
+    pub const EBUSY: Errno = Errno(16);
     /// Permission denied by the mode bits.
     pub const EACCES: Errno = Errno(13);
     /// The name already exists.
@@ -75,6 +80,7 @@ impl Errno {
             Errno::EINTR => "EINTR",
             Errno::EIO => "EIO",
             Errno::EAGAIN => "EAGAIN",
+            Errno::EBUSY => "EBUSY",
             Errno::ENOLCK => "ENOLCK",
             Errno::EDEADLK => "EDEADLK",
             Errno::E2BIG => "E2BIG",

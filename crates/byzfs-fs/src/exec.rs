@@ -30,6 +30,9 @@ pub(crate) struct Exec<'t, 'a, S: Store + ?Sized> {
     /// The client that sent the operation, as the replication library authenticated it
     /// (it owns the locks it takes).
     pub client: u64,
+    /// Blocks (or extended attributes) this operation may still delete
+    /// ([`crate::reclaim::STEP_BLOCKS`] at the start): what would exceed it is queued.
+    pub budget: u64,
 }
 
 /// `ENOTDIR` unless `i` is a directory.
@@ -85,7 +88,8 @@ impl<S: Store + ?Sized> Exec<'_, '_, S> {
                 need_regular(&i)?;
                 perm::check_io(self.cred, &i, R_OK)?;
                 let count = u64::from(count.min(MAX_IO));
-                let (data, eof) = data::read(self.txn, fh.ino, &i, offset, count)?;
+                let id = self.data_rec(fh.ino)?.id;
+                let (data, eof) = data::read(self.txn, id, &i, offset, count)?;
                 Ok(Reply::Read { data, eof })
             }
             Op::Write { fh, offset, data } => self.write(fh, offset, &data),
@@ -190,6 +194,7 @@ impl<S: Store + ?Sized> Exec<'_, '_, S> {
             Op::CancelWait { fh, owner } => self.cancel_wait(fh, owner),
             Op::SweepOrphans { after } => self.sweep_orphans(after),
             Op::SweepDir { dir, after } => self.sweep_dir(dir, after),
+            Op::Reclaim { file } => self.reclaim(file),
         }
     }
 
@@ -199,6 +204,25 @@ impl<S: Store + ?Sized> Exec<'_, '_, S> {
 
     pub(crate) fn save(&mut self, ino: u64, i: &Inode) {
         inode::save(self.txn, ino, i);
+    }
+
+    /// Sets regular file `ino`'s size (inode `i`, saved by the caller): shrinking in
+    /// bounded work ([`crate::reclaim`]), growing sparse (no block stored). Returns the
+    /// change in stored bytes. `EFBIG` past the largest file size; `EBUSY` if growing over
+    /// a stale tail too large to delete now.
+    fn resize(&mut self, ino: u64, i: &mut Inode, size: u64) -> Res<i64> {
+        if size > crate::attr::MAX_FILE_SIZE {
+            return Err(Errno::EFBIG.into());
+        }
+        if size < i.size {
+            self.shrink(ino, i, size)
+        } else if size > i.size {
+            let delta = self.before_growth(ino, i)?;
+            i.size = size;
+            Ok(delta)
+        } else {
+            Ok(0)
+        }
     }
 
     /// `used_bytes += delta`, or `ENOSPC` if that exceeds the capacity.
@@ -276,7 +300,7 @@ impl<S: Store + ?Sized> Exec<'_, '_, S> {
         if let Some(size) = set.size {
             need_regular(&i)?;
             perm::check_io(cred, &i, W_OK)?;
-            let delta = data::truncate(self.txn, fh.ino, &mut i, size)?;
+            let delta = self.resize(fh.ino, &mut i, size)?;
             self.charge(delta)?;
             kill_suid(cred, &mut i);
             i.mtime = self.now;
@@ -319,7 +343,7 @@ impl<S: Store + ?Sized> Exec<'_, '_, S> {
         perm::check_io(self.cred, &i, W_OK)?;
         if end > i.size {
             // `EFBIG` past the largest file size.
-            let delta = data::truncate(self.txn, fh.ino, &mut i, end)?;
+            let delta = self.resize(fh.ino, &mut i, end)?;
             self.charge(delta)?;
             kill_suid(self.cred, &mut i);
             i.mtime = self.now;
@@ -336,7 +360,12 @@ impl<S: Store + ?Sized> Exec<'_, '_, S> {
         if bytes.len() > MAX_IO as usize {
             return Err(Errno::EINVAL.into());
         }
-        let delta = data::write(self.txn, fh.ino, &mut i, offset, bytes)?;
+        let mut delta = 0;
+        if offset.saturating_add(bytes.len() as u64) > i.size && !bytes.is_empty() {
+            delta += self.before_growth(fh.ino, &mut i)?;
+        }
+        let id = self.data_rec(fh.ino)?.id;
+        delta += data::write(self.txn, id, &mut i, offset, bytes)?;
         self.charge(delta)?;
         if !bytes.is_empty() {
             kill_suid(self.cred, &mut i);
@@ -503,16 +532,18 @@ impl<S: Store + ?Sized> Exec<'_, '_, S> {
         Ok(None)
     }
 
-    /// Deletes inode `ino` and everything it stores.
-    fn free(&mut self, ino: u64, mut i: Inode) -> Res<()> {
-        // Data blocks and a symlink's target.
-        let used = i.used;
+    /// Deletes inode `ino` and everything it stores: at once within the operation's budget,
+    /// the rest through the reclaim queue ([`crate::reclaim`]).
+    fn free(&mut self, ino: u64, i: Inode) -> Res<()> {
+        // What it stores leaves `used_bytes` as it is deleted: blocks and attributes now or
+        // from the queue, a symlink's target now.
         if i.kind == FileType::Regular {
-            data::truncate(self.txn, ino, &mut i, 0)?;
+            self.drop_data(ino)?;
         }
-        self.drop_xattrs(ino)?;
+        let target = i.target.len() as u64;
+        self.sb.used_bytes = self.sb.used_bytes.saturating_sub(target);
+        self.drop_xattrs_bounded(ino)?;
         self.drop_locks(ino);
-        self.sb.used_bytes = self.sb.used_bytes.saturating_sub(used);
         self.sb.inodes = self.sb.inodes.saturating_sub(1);
         self.txn.delete(crate::key::inode(ino));
         Ok(())

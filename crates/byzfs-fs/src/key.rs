@@ -14,6 +14,10 @@
 //! | a client's lock lease | `8 ‖ client` | `"c" ‖ client` |
 //! | who holds a file's lock delegation | `9 ‖ ino` | `"i" ‖ ino` (the inode's) |
 //! | the delegations a client must give back | `10 ‖ client` | `"c" ‖ client` |
+//! | blocking lock requests a client waits on | `11 ‖ client` | `"c" ‖ client` |
+//! | where a file's blocks are ([`crate::reclaim`]; absent: under its inode number) | `12 ‖ ino` | `"i" ‖ ino` (the inode's) |
+//! | an entry of the reclaim queue ([`crate::reclaim`]) | `13 ‖ number` | `"r"` |
+//! | the reclaim queue's counters | `14` | `"r"` |
 //!
 //! Integers are big-endian so key order is numeric order. The placement bytes are the first 8
 //! bytes of a domain-separated BLAKE3 hash, so partitions fill evenly. Both records of a
@@ -38,6 +42,9 @@ const TAG_LEASE: u8 = 8;
 const TAG_DELEGATION: u8 = 9;
 const TAG_RECALLS: u8 = 10;
 const TAG_WAITS: u8 = 11;
+const TAG_DATA: u8 = 12;
+const TAG_RECLAIM: u8 = 13;
+const TAG_RECLAIM_QUEUE: u8 = 14;
 
 /// The placement bytes of an object.
 fn placement(kind: u8, parts: &[u64]) -> [u8; PLACEMENT_BYTES] {
@@ -82,21 +89,38 @@ pub(crate) fn name(dir: u64, name: &[u8]) -> Vec<u8> {
     build(placement(b'd', &[dir]), TAG_NAME, &[dir], name)
 }
 
-/// Data block `index` of file `ino`.
-pub(crate) fn block(ino: u64, index: u64) -> Vec<u8> {
+/// Data block `index` of data id `data` (a file's blocks are stored under its data id,
+/// [`crate::reclaim::DataRec`], which is its inode number unless a truncation gave it
+/// another).
+pub(crate) fn block(data: u64, index: u64) -> Vec<u8> {
     build(
-        placement(b'b', &[ino, index / GROUP_BLOCKS]),
+        placement(b'b', &[data, index / GROUP_BLOCKS]),
         TAG_BLOCK,
-        &[ino, index],
+        &[data, index],
         &[],
     )
 }
 
-/// The block-count record of group `group` of file `ino` (groups that hold no block have
-/// none). All of a file's group records share a partition, so truncation finds the stored
-/// groups with one range scan instead of probing every group up to the file size.
-pub(crate) fn group(ino: u64, group: u64) -> Vec<u8> {
-    build(placement(b'g', &[ino]), TAG_GROUP, &[ino, group], &[])
+/// The block-count record of group `group` of data id `data` (groups that hold no block
+/// have none). All of a data id's group records share a partition, so truncation finds the
+/// stored groups with one range scan instead of probing every group up to the file size.
+pub(crate) fn group(data: u64, group: u64) -> Vec<u8> {
+    build(placement(b'g', &[data]), TAG_GROUP, &[data, group], &[])
+}
+
+/// Where inode `ino`'s blocks are ([`crate::reclaim::DataRec`]), in the inode's partition.
+pub(crate) fn data(ino: u64) -> Vec<u8> {
+    build(placement(b'i', &[ino]), TAG_DATA, &[ino], &[])
+}
+
+/// Entry `number` of the reclaim queue ([`crate::reclaim`]).
+pub(crate) fn reclaim(number: u64) -> Vec<u8> {
+    build(placement(b'r', &[]), TAG_RECLAIM, &[number], &[])
+}
+
+/// The reclaim queue's counters ([`crate::reclaim::Queue`]), in the queue's partition.
+pub(crate) fn reclaim_queue() -> Vec<u8> {
+    build(placement(b'r', &[]), TAG_RECLAIM_QUEUE, &[], &[])
 }
 
 /// Extended attribute `name` of `ino`. All of a file's attributes share a partition, so

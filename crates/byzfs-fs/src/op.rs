@@ -400,6 +400,15 @@ pub enum Op {
         /// Go on after this cookie ([`Reply::Swept`]'s `next`).
         after: u64,
     },
+    /// Deletes up to [`crate::reclaim::STEP_BLOCKS`] blocks (or extended attributes) that
+    /// removals and truncations too large for one operation left to the reclaim queue
+    /// ([`crate::reclaim`]): of the queue's oldest entries, or, with `file`, of that file's
+    /// stale tail only (after an `EBUSY`). Any client may send it: it deletes only what
+    /// nothing can read any more. Reply: [`Reply::Reclaimed`].
+    Reclaim {
+        /// Only this file's stale tail.
+        file: Option<FileHandle>,
+    },
 }
 
 /// Most attribute changes one [`Op::WriteSetAttr`] may carry.
@@ -468,6 +477,7 @@ impl Op {
             Op::CancelWait { .. } => "cancel_wait",
             Op::SweepOrphans { .. } => "sweep_orphans",
             Op::SweepDir { .. } => "sweep_dir",
+            Op::Reclaim { .. } => "reclaim",
         }
     }
 
@@ -624,6 +634,13 @@ pub enum Reply {
         removed: u32,
         /// Entries remain to be looked at: send another sweep with this as `after`.
         next: Option<u64>,
+    },
+    /// What an [`Op::Reclaim`] did.
+    Reclaimed {
+        /// Blocks (and extended attributes) deleted.
+        blocks: u64,
+        /// Work is left (in the queue, or of the file asked about): send another.
+        more: bool,
     },
 }
 

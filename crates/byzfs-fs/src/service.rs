@@ -176,6 +176,7 @@ impl<S: Store> FileService<S> {
                 cred: &req.cred,
                 now,
                 client,
+                budget: crate::reclaim::STEP_BLOCKS,
             }
             .run(req.op),
         };
@@ -268,6 +269,7 @@ impl<S: Store> FileService<S> {
                 now,
                 // Read-only operations take no locks; `Recalls` reads the caller's list.
                 client,
+                budget: 0,
             }
             .run(req.op)
         });

@@ -32,6 +32,14 @@ pub const MAX_NAME: usize = 255;
 pub const MAX_VALUE: usize = 64 * 1024;
 /// Largest `listxattr` result of one file (`XATTR_LIST_MAX`).
 pub const MAX_LIST: usize = 64 * 1024;
+/// Most bytes (names and values) of one file's attributes: 1 MiB, `ENOSPC` beyond, as
+/// ext4 answers when its attribute space is full. Without it one file could hold about a
+/// thousand 64 KiB values per 64 KiB of names, and every `setxattr` and `listxattr` on
+/// it would read them all at every replica (ARCHITECTURE.md "Bounded work").
+pub const MAX_TOTAL: u64 = 1 << 20;
+
+/// A stored attribute: its name, its store key and its value.
+type Stored = (Vec<u8>, Vec<u8>, Vec<u8>);
 
 /// The namespaces the service stores.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -100,7 +108,7 @@ impl<S: Store + ?Sized> Exec<'_, '_, S> {
     pub(crate) fn listxattr(&mut self, fh: FileHandle) -> Res<Reply> {
         self.resolve(fh)?;
         let mut list = Vec::new();
-        for (name, _) in self.names(fh.ino)? {
+        for (name, _, _) in self.names(fh.ino)? {
             let visible = namespace(&name) == Ok(Namespace::User) || self.cred.uid == 0;
             if visible {
                 list.extend_from_slice(&name);
@@ -130,13 +138,18 @@ impl<S: Store + ?Sized> Exec<'_, '_, S> {
             (None, XattrSet::Replace) => return Err(Errno::ENODATA.into()),
             _ => {}
         }
+        let freed = old.as_deref().map_or(0, |v| cost(name, v));
+        let all = self.names(fh.ino)?;
         if old.is_none() {
-            let listed: usize = self.names(fh.ino)?.iter().map(|(n, _)| n.len() + 1).sum();
+            let listed: usize = all.iter().map(|(n, _, _)| n.len() + 1).sum();
             if listed + name.len() + 1 > MAX_LIST {
                 return Err(Errno::ENOSPC.into());
             }
         }
-        let freed = old.as_deref().map_or(0, |v| cost(name, v));
+        let total: u64 = all.iter().map(|(n, _, v)| cost(n, v)).sum();
+        if total - freed + cost(name, value) > MAX_TOTAL {
+            return Err(Errno::ENOSPC.into());
+        }
         let delta = cost(name, value) as i64 - freed as i64;
         self.charge(delta)?;
         i.used = i.used.saturating_add_signed(delta);
@@ -164,22 +177,16 @@ impl<S: Store + ?Sized> Exec<'_, '_, S> {
     }
 
     /// `(name, key)` of every attribute of `ino`, in name order.
-    fn names(&self, ino: u64) -> Res<Vec<(Vec<u8>, Vec<u8>)>> {
+    /// Every attribute of `ino`: name, key and value. Bounded by [`MAX_TOTAL`] (and the
+    /// list by [`MAX_LIST`]).
+    fn names(&self, ino: u64) -> Res<Vec<Stored>> {
         let start = key::xattr(ino, &[]);
         let prefix = start.len();
         let all = self.txn.range(&start, &key::xattr_end(ino), usize::MAX)?;
         Ok(all
             .into_iter()
-            .map(|(k, _)| (k[prefix..].to_vec(), k))
+            .map(|(k, v)| (k[prefix..].to_vec(), k, v))
             .collect())
-    }
-
-    /// Deletes every attribute of `ino` (the inode is being freed; its `used` covers them).
-    pub(crate) fn drop_xattrs(&mut self, ino: u64) -> Res<()> {
-        for (_, k) in self.names(ino)? {
-            self.txn.delete(k);
-        }
-        Ok(())
     }
 }
 

@@ -345,7 +345,7 @@ fn reopen_refuses_another_on_disk_format() {
 }
 
 #[test]
-fn a_format_1_store_opens_and_is_marked_format_2() {
+fn format_1_and_2_stores_open_and_are_marked_format_3() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("s.redb");
     let meta: redb::TableDefinition<&str, u64> = redb::TableDefinition::new("meta");
@@ -368,11 +368,13 @@ fn a_format_1_store_opens_and_is_marked_format_2() {
         tx.commit().unwrap();
         got
     };
-    set_or_get(Some(1));
-    let r = RedbStore::open(&path, 16).unwrap();
-    assert_eq!(r.get(&key(1, 1)).unwrap(), Some(vec![7; 100]));
-    drop(r);
-    assert_eq!(set_or_get(None), 2);
+    for old in [1, 2] {
+        set_or_get(Some(old));
+        let r = RedbStore::open(&path, 16).unwrap();
+        assert_eq!(r.get(&key(1, 1)).unwrap(), Some(vec![7; 100]));
+        drop(r);
+        assert_eq!(set_or_get(None), 3);
+    }
 }
 
 /// Runs `op` as root on any file service.

@@ -67,6 +67,12 @@ pub fn corrupt_fs_result(b: &[u8]) -> Vec<u8> {
             Ok(Reply::Entry(a))
         }
         Ok(Reply::Done) => Err(Errno::EIO),
+        // Work left where there is none (and none where there is): a mount would send
+        // steps for ever, or stop early.
+        Ok(Reply::Reclaimed { blocks, more }) => Ok(Reply::Reclaimed {
+            blocks: blocks.wrapping_add(1),
+            more: !more,
+        }),
         Ok(Reply::ReadLink(t)) => Ok(Reply::ReadLink(corrupt_link(&t))),
         Ok(Reply::Read { data, eof }) => Ok(Reply::Read {
             data: if data.is_empty() {

@@ -90,7 +90,11 @@ use std::sync::OnceLock;
 /// existed are format 1. Bump it with any incompatible change of the tables or encodings.
 /// Format 2 splits long values ([`SPLIT_BYTES`]); it reads format 1 (which has none) and
 /// marks it format 2 at open, so that an older byzfs refuses it rather than misread it.
-pub const FORMAT: u64 = 2;
+/// Format 3 is the file service's, not the tables': a file's blocks may be under another
+/// data id than its inode number, and removals may wait in a reclaim queue
+/// (`crate::reclaim`). A format-1 or format-2 store holds neither, so it opens as it is and
+/// is marked format 3; an older byzfs would read such a file as empty, so it must refuse.
+pub const FORMAT: u64 = 3;
 
 /// A `live` value longer than this is stored as its first `SPLIT_BYTES` bytes in `live` and
 /// the rest in `tail`. redb keeps a leaf in a power-of-two number of pages, so one 16 KiB
@@ -554,7 +558,7 @@ impl RedbStore {
             let format = meta.get("format").map_err(err)?.map(|g| g.value());
             match format {
                 Some(FORMAT) => {}
-                Some(1) => {
+                Some(1 | 2) => {
                     meta.insert("format", FORMAT).map_err(err)?;
                 }
                 Some(n) => {

@@ -83,6 +83,7 @@ mod delegations;
 mod gather;
 mod groups;
 mod locks;
+mod reclaim;
 
 use crate::fsclient::FsClient;
 use anyhow::{bail, Context as _};
@@ -458,7 +459,8 @@ pub fn mount(
             gather: Gather::new(write_chunk),
             gather_writes: !opts.sync_writes,
             locks: locks::Held::default(),
-            delegs: delegations::Delegations::new(client_id, Some(nudge_tx)),
+            delegs: delegations::Delegations::new(client_id, Some(nudge_tx.clone())),
+            reclaim: reclaim::Reclaimer::new(Some(nudge_tx)),
         })),
         notifier: Arc::clone(&notifier),
         groups: groups::GroupCache::default(),
@@ -548,6 +550,8 @@ struct Inner {
     locks: locks::Held,
     /// Files whose locks this mount keeps ([`delegations`]).
     delegs: delegations::Delegations,
+    /// Whether reclaim steps are due ([`reclaim`]).
+    reclaim: reclaim::Reclaimer,
 }
 
 /// What of an inode's attributes says its data or size changed.
@@ -673,8 +677,22 @@ const STILL_WAITING: Duration = Duration::from_secs(10);
 
 /// Runs `op` on the cluster with `cred` (no bookkeeping). Waits until the cluster answers,
 /// or up to the soft mount's timeout; the client retransmits meanwhile and its links
-/// reconnect by themselves, so replicas killed and restarted never surface as errors.
+/// reconnect by themselves, so replicas killed and restarted never surface as errors. An
+/// operation that grows a file the replicas are still shrinking (`EBUSY`) is sent again
+/// once that file's old tail is gone, and one that may leave space to give back wakes the
+/// background reclaim ([`reclaim`]).
 fn invoke(inner: &mut Inner, cred: &Credentials, op: Op) -> FsResult {
+    let queues = reclaim::may_queue(&op);
+    let r = match reclaim::grows(&op) {
+        Some(fh) => reclaim::invoke_growing(inner, cred, fh, op),
+        None => invoke_once(inner, cred, op),
+    };
+    inner.reclaim.after(queues && r.is_ok());
+    r
+}
+
+/// [`invoke`] without its `EBUSY` retry and reclaim bookkeeping.
+fn invoke_once(inner: &mut Inner, cred: &Credentials, op: Op) -> FsResult {
     // Writes held back go first: every operation sees them (they are taken, so the
     // recursive call sends nothing else first). The recall poll reads no file: it would
     // otherwise send them every few milliseconds while delegations are held.
@@ -752,6 +770,10 @@ fn send_held(inner: &mut Inner, p: gather::Pending) {
     }
 }
 
+/// The background thread's pause between reclaim steps: the mount's lock is free
+/// meanwhile, so a user's operation waits behind at most one step.
+const RECLAIM_PAUSE: Duration = Duration::from_millis(1);
+
 /// How long the background thread drives the client's links at each tick.
 const LINK_DRIVE: Duration = Duration::from_millis(2);
 
@@ -784,6 +806,8 @@ fn spawn_background(inner: std::sync::Weak<Mutex<Inner>>, nudge: std::sync::mpsc
                     return;
                 };
                 delegations::poll(&mut inner, &cred);
+                // One reclaim step per wake-up, the lock released in between.
+                let reclaiming = reclaim::step(&mut inner, &cred);
                 if chores.elapsed() >= tick {
                     chores = std::time::Instant::now();
                     if let Some(p) = inner.gather.take_stale() {
@@ -795,7 +819,9 @@ fn spawn_background(inner: std::sync::Weak<Mutex<Inner>>, nudge: std::sync::mpsc
                         .rt
                         .block_on(async { tokio::time::sleep(LINK_DRIVE).await });
                 }
-                nap = if inner.delegs.any() {
+                nap = if reclaiming {
+                    RECLAIM_PAUSE
+                } else if inner.delegs.any() {
                     delegations::POLL_EVERY
                 } else {
                     tick.saturating_sub(chores.elapsed())

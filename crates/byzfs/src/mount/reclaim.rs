@@ -1,0 +1,151 @@
+//! The mount's share of giving space back ([`byzfs_fs::reclaim`]): the replicas delete a
+//! large removed or truncated file's blocks only in bounded steps, and clients send those
+//! steps.
+//!
+//! * **In the background.** After an operation that may have queued work (a removal, a
+//!   rename over a file, a truncation, a sweep), when the mount starts (work a killed mount
+//!   left) and every [`CHECK_EVERY`], the background thread sends `Op::Reclaim` steps, one
+//!   at a time with the mount's lock released in between, until the replicas answer that
+//!   nothing is left. A user's operation waits behind at most one step
+//!   ([`byzfs_fs::reclaim::STEP_BLOCKS`] blocks).
+//! * **On `EBUSY`.** A write, truncation or `fallocate` that would grow a file over the
+//!   stale tail a large truncation left gets `EBUSY` from the replicas, having changed
+//!   nothing; [`super::invoke`] then reclaims that file's tail and sends the operation
+//!   again, so applications never see it.
+
+use super::{invoke_once, Inner};
+use byzfs_fs::{Credentials, Errno, FileHandle, FsResult, Op, Reply};
+use std::sync::mpsc::Sender;
+use std::time::{Duration, Instant};
+
+/// How often a mount looks for reclaim work left by others, besides after its own removals.
+pub(super) const CHECK_EVERY: Duration = Duration::from_secs(300);
+/// Most times one operation is sent again after `EBUSY` (each after its file's whole tail
+/// went: another client would have to truncate the file again each time).
+const BUSY_RETRIES: u32 = 16;
+
+/// Whether reclaim steps are due.
+pub(super) struct Reclaimer {
+    /// Work may be queued: send steps until the replicas say none is left.
+    due: bool,
+    /// When to look again without a reason.
+    next_check: Instant,
+    /// Wakes the background thread.
+    nudge: Option<Sender<()>>,
+}
+
+impl Reclaimer {
+    /// Due at once (a killed mount may have left work), then every [`CHECK_EVERY`].
+    pub(super) fn new(nudge: Option<Sender<()>>) -> Reclaimer {
+        Reclaimer {
+            due: true,
+            next_check: Instant::now() + CHECK_EVERY,
+            nudge,
+        }
+    }
+
+    /// Notes that `op`, which succeeded, may have queued work.
+    pub(super) fn after(&mut self, op_may_queue: bool) {
+        if op_may_queue && !self.due {
+            self.due = true;
+            if let Some(n) = &self.nudge {
+                // The background thread may be gone (unmounting): nothing to wake.
+                let _ = n.send(());
+            }
+        }
+    }
+
+    /// Whether the background thread should send a step now.
+    pub(super) fn due(&mut self) -> bool {
+        if !self.due && Instant::now() >= self.next_check {
+            self.due = true;
+        }
+        self.due
+    }
+}
+
+/// Whether `op` can leave work in the reclaim queue: it removes a file, or truncates one.
+pub(super) fn may_queue(op: &Op) -> bool {
+    match op {
+        Op::Remove { .. }
+        | Op::Rmdir { .. }
+        | Op::Rename { .. }
+        | Op::SweepOrphans { .. }
+        | Op::SweepDir { .. }
+        | Op::WriteSetAttr { .. } => true,
+        Op::SetAttr { set, .. } => set.size.is_some(),
+        _ => false,
+    }
+}
+
+/// The file an operation grows, if it is one that answers `EBUSY` over a stale tail.
+pub(super) fn grows(op: &Op) -> Option<FileHandle> {
+    match op {
+        Op::Write { fh, .. }
+        | Op::WriteGather { fh, .. }
+        | Op::WriteSetAttr { fh, .. }
+        | Op::SetAttr { fh, .. }
+        | Op::Allocate { fh, .. } => Some(*fh),
+        _ => None,
+    }
+}
+
+/// One background step: `Op::Reclaim` of the queue's oldest work. Returns whether more is
+/// left (the caller sends the next step soon, with the mount's lock released meanwhile).
+pub(super) fn step(inner: &mut Inner, cred: &Credentials) -> bool {
+    if !inner.reclaim.due() {
+        return false;
+    }
+    let more = match invoke_once(inner, cred, Op::Reclaim { file: None }) {
+        Ok(Reply::Reclaimed { more, .. }) => more,
+        Ok(other) => {
+            tracing::warn!(?other, "unexpected reply to a reclaim step");
+            false
+        }
+        Err(e) => {
+            tracing::debug!(%e, "cannot send a reclaim step");
+            false
+        }
+    };
+    if !more {
+        inner.reclaim.due = false;
+        inner.reclaim.next_check = Instant::now() + CHECK_EVERY;
+    }
+    more
+}
+
+/// Sends `op`, and after an `EBUSY` for a file it grows, reclaims that file's stale tail and
+/// sends it again.
+pub(super) fn invoke_growing(
+    inner: &mut Inner,
+    cred: &Credentials,
+    fh: FileHandle,
+    op: Op,
+) -> FsResult {
+    for _ in 0..BUSY_RETRIES {
+        match invoke_once(inner, cred, op.clone()) {
+            Err(Errno::EBUSY) => file_tail(inner, cred, fh)?,
+            other => return other,
+        }
+    }
+    invoke_once(inner, cred, op)
+}
+
+/// Sends `Op::Reclaim` for `fh`'s stale tail until none is left.
+fn file_tail(inner: &mut Inner, cred: &Credentials, fh: FileHandle) -> Result<(), Errno> {
+    let began = Instant::now();
+    let mut blocks = 0;
+    loop {
+        match invoke_once(inner, cred, Op::Reclaim { file: Some(fh) })? {
+            Reply::Reclaimed { blocks: b, more } => {
+                blocks += b;
+                if !more {
+                    tracing::debug!(ino = fh.ino, blocks, took = ?began.elapsed(),
+                        "deleted a file's stale tail before growing it");
+                    return Ok(());
+                }
+            }
+            _ => return Err(Errno::EIO),
+        }
+    }
+}
