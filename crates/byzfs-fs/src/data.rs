@@ -247,3 +247,137 @@ fn group_count<S: Store + ?Sized>(txn: &Txn<'_, S>, data: u64, g: u64) -> Res<u6
         None => Ok(0),
     }
 }
+
+/// Where [`seek`] stopped: the answer, or where to go on from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Seek {
+    /// The offset `lseek` returns.
+    At(u64),
+    /// None within `size`: `ENXIO`.
+    Nothing,
+    /// Not found within the scan's bound: ask again from this offset.
+    From(u64),
+}
+
+/// `SEEK_DATA` (`hole` false) or `SEEK_HOLE` (`hole` true) from `offset` (below `size`) in the
+/// blocks of data id `data`, at block granularity: a stored block is data (its bytes past
+/// its length read as zeros), a missing one a hole, and the end of the file is a hole.
+/// Looks at no more than `groups` group records, and reads the blocks of one group at most.
+pub(crate) fn seek<S: Store + ?Sized>(
+    txn: &Txn<'_, S>,
+    data: u64,
+    size: u64,
+    offset: u64,
+    hole: bool,
+    groups: u64,
+) -> Res<Seek> {
+    let last = (size - 1) / BLOCK_SIZE;
+    let mut idx = offset / BLOCK_SIZE;
+    let mut scanned = false;
+    for _ in 0..groups {
+        if idx > last {
+            return Ok(if hole { Seek::At(size) } else { Seek::Nothing });
+        }
+        let g = idx / GROUP_BLOCKS;
+        let mut group_end = key::block(data, g * GROUP_BLOCKS + GROUP_BLOCKS - 1);
+        group_end.push(0);
+        if hole {
+            // A full group has no hole: its record says so without reading its blocks. One
+            // group's blocks at most are read per call.
+            if group_count(txn, data, g)? == GROUP_BLOCKS {
+                idx = (g + 1) * GROUP_BLOCKS;
+                continue;
+            }
+            if scanned {
+                return Ok(Seek::From(idx * BLOCK_SIZE));
+            }
+            scanned = true;
+            // The first index from `idx` on that is not stored.
+            let stored = txn.range(&key::block(data, idx), &group_end, GROUP_BLOCKS as usize)?;
+            let mut next = idx;
+            for (k, _) in &stored {
+                if tail_u64(k) != next {
+                    break;
+                }
+                next += 1;
+            }
+            if next < (g + 1) * GROUP_BLOCKS {
+                return Ok(Seek::At((next * BLOCK_SIZE).clamp(offset, size)));
+            }
+            idx = (g + 1) * GROUP_BLOCKS;
+        } else {
+            // The next group holding blocks, then its first block from `idx` on.
+            let next_group = txn.range(&key::group(data, g), &key::group(data, u64::MAX), 1)?;
+            let Some((gk, _)) = next_group.first() else {
+                return Ok(Seek::Nothing);
+            };
+            let g = tail_u64(gk);
+            let from = idx.max(g * GROUP_BLOCKS);
+            let mut group_end = key::block(data, g * GROUP_BLOCKS + GROUP_BLOCKS - 1);
+            group_end.push(0);
+            let first = txn.range(&key::block(data, from), &group_end, 1)?;
+            match first.first().map(|(k, _)| tail_u64(k)) {
+                Some(b) if b > last => return Ok(Seek::Nothing),
+                Some(b) => return Ok(Seek::At((b * BLOCK_SIZE).max(offset))),
+                None => idx = (g + 1) * GROUP_BLOCKS,
+            }
+        }
+    }
+    Ok(if idx > last {
+        if hole {
+            Seek::At(size)
+        } else {
+            Seek::Nothing
+        }
+    } else {
+        Seek::From(idx * BLOCK_SIZE)
+    })
+}
+
+/// Makes bytes `lo..hi` of the file whose blocks are under data id `data` read as zeros:
+/// deletes the blocks wholly inside, zeroes the stored bytes of the others. `hi` is at most
+/// the file's size and `hi - lo` small (the caller bounds it by `MAX_IO`). Returns the
+/// change in stored bytes and updates `inode.used`.
+pub(crate) fn zero<S: Store + ?Sized>(
+    txn: &mut Txn<'_, S>,
+    data: u64,
+    inode: &mut Inode,
+    lo: u64,
+    hi: u64,
+) -> Res<i64> {
+    if lo >= hi {
+        return Ok(0);
+    }
+    let mut delta: i64 = 0;
+    let mut dropped: BTreeMap<u64, u64> = BTreeMap::new();
+    for idx in lo / BLOCK_SIZE..=(hi - 1) / BLOCK_SIZE {
+        let k = key::block(data, idx);
+        let Some(mut b) = txn.get(&k)? else {
+            continue;
+        };
+        let bstart = idx * BLOCK_SIZE;
+        if lo <= bstart && bstart + BLOCK_SIZE <= hi {
+            delta -= b.len() as i64;
+            *dropped.entry(idx / GROUP_BLOCKS).or_default() += 1;
+            txn.delete(k);
+            continue;
+        }
+        // `lo - bstart` and `hi - bstart` are below `BLOCK_SIZE` here, so they fit `usize`.
+        let from = (lo.max(bstart) - bstart) as usize;
+        let to = ((hi - bstart) as usize).min(b.len());
+        if from < to {
+            b[from..to].fill(0);
+            txn.put(k, b);
+        }
+    }
+    for (g, n) in dropped {
+        let left = group_count(txn, data, g)?.saturating_sub(n);
+        if left == 0 {
+            txn.delete(key::group(data, g));
+        } else {
+            txn.put(key::group(data, g), left.to_le_bytes().to_vec());
+        }
+    }
+    inode.used = inode.used.saturating_add_signed(delta);
+    Ok(delta)
+}

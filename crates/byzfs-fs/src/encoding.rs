@@ -146,6 +146,9 @@ mod tests {
             Op::SweepOrphans { .. } => 36,
             Op::SweepDir { .. } => 37,
             Op::Reclaim { .. } => 38,
+            Op::CopyRange { .. } => 39,
+            Op::Punch { .. } => 40,
+            Op::Seek { .. } => 41,
         }
     }
 
@@ -277,6 +280,24 @@ mod tests {
             Op::SweepOrphans { after: 1 },
             Op::SweepDir { dir: FH, after: 1 },
             Op::Reclaim { file: Some(FH) },
+            Op::CopyRange {
+                from: FH,
+                from_offset: 1,
+                to: FH,
+                to_offset: 2,
+                len: 3,
+            },
+            Op::Punch {
+                fh: FH,
+                offset: 1,
+                len: 2,
+                keep_size: true,
+            },
+            Op::Seek {
+                fh: FH,
+                offset: 1,
+                hole: true,
+            },
         ];
         let cases: Vec<(Op, u8)> = ops
             .into_iter()
@@ -388,6 +409,7 @@ mod tests {
                 },
                 17,
             ),
+            (Reply::Seek { at: 1, done: true }, 18),
         ]);
     }
 

@@ -16,6 +16,9 @@ impl Errno {
     pub const EPERM: Errno = Errno(1);
     /// No such file or directory.
     pub const ENOENT: Errno = Errno(2);
+    /// No such device or address: `SEEK_DATA` or `SEEK_HOLE` at or past the end of the
+    /// file, or `SEEK_DATA` with no data after the offset.
+    pub const ENXIO: Errno = Errno(6);
     /// Interrupted: a signal arrived while a blocking lock request waited (the mount
     /// answers it; the kernel restarts the call or reports it).
     pub const EINTR: Errno = Errno(4);
@@ -81,6 +84,7 @@ impl Errno {
             Errno::EIO => "EIO",
             Errno::EAGAIN => "EAGAIN",
             Errno::EBUSY => "EBUSY",
+            Errno::ENXIO => "ENXIO",
             Errno::ENOLCK => "ENOLCK",
             Errno::EDEADLK => "EDEADLK",
             Errno::E2BIG => "E2BIG",

@@ -45,7 +45,7 @@ fn need_dir(i: &Inode) -> Res<()> {
 }
 
 /// Regular file only: `EISDIR` for directories, `EINVAL` for other types.
-fn need_regular(i: &Inode) -> Res<()> {
+pub(crate) fn need_regular(i: &Inode) -> Res<()> {
     match i.kind {
         FileType::Regular => Ok(()),
         FileType::Directory => Err(Errno::EISDIR.into()),
@@ -195,6 +195,20 @@ impl<S: Store + ?Sized> Exec<'_, '_, S> {
             Op::SweepOrphans { after } => self.sweep_orphans(after),
             Op::SweepDir { dir, after } => self.sweep_dir(dir, after),
             Op::Reclaim { file } => self.reclaim(file),
+            Op::CopyRange {
+                from,
+                from_offset,
+                to,
+                to_offset,
+                len,
+            } => self.copy_range(from, from_offset, to, to_offset, len),
+            Op::Punch {
+                fh,
+                offset,
+                len,
+                keep_size,
+            } => self.punch(fh, offset, len, keep_size),
+            Op::Seek { fh, offset, hole } => self.seek(fh, offset, hole),
         }
     }
 
@@ -353,7 +367,7 @@ impl<S: Store + ?Sized> Exec<'_, '_, S> {
         Ok(Reply::Attr(i.attr(fh.ino)))
     }
 
-    fn write(&mut self, fh: FileHandle, offset: u64, bytes: &[u8]) -> Res<Reply> {
+    pub(crate) fn write(&mut self, fh: FileHandle, offset: u64, bytes: &[u8]) -> Res<Reply> {
         let mut i = self.resolve(fh)?;
         need_regular(&i)?;
         perm::check_io(self.cred, &i, W_OK)?;

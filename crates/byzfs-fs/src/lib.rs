@@ -123,6 +123,7 @@ pub mod lock;
 pub mod op;
 pub mod orphan;
 pub mod perm;
+pub mod ranges;
 pub mod reclaim;
 pub mod service;
 pub mod store;

@@ -409,6 +409,48 @@ pub enum Op {
         /// Only this file's stale tail.
         file: Option<FileHandle>,
     },
+    /// `copy_file_range(2)` at the replicas: up to `len` (at most [`MAX_IO`]) bytes of `from`
+    /// at `from_offset` (fewer at its end) written into `to` at `to_offset`, as a
+    /// [`Op::Write`] of them would (its checks, `EBUSY` included); the bytes never travel.
+    /// `EINVAL` for overlapping ranges of one file. Reply: [`Reply::Write`] with the bytes
+    /// copied and `to`'s attributes.
+    CopyRange {
+        /// The source file (read permission).
+        from: FileHandle,
+        /// Where to read.
+        from_offset: u64,
+        /// The destination file (write permission).
+        to: FileHandle,
+        /// Where to write.
+        to_offset: u64,
+        /// Bytes to copy, at most [`MAX_IO`].
+        len: u32,
+    },
+    /// `fallocate(2)` `FALLOC_FL_PUNCH_HOLE` (`keep_size`) or `FALLOC_FL_ZERO_RANGE`: bytes
+    /// `offset..offset + len` (`len` at most [`MAX_IO`]) read as zeros afterwards; whole
+    /// blocks inside are no longer stored. Without `keep_size` the file grows to cover the
+    /// range. Reply: [`Reply::Attr`].
+    Punch {
+        /// The file (write permission).
+        fh: FileHandle,
+        /// First byte.
+        offset: u64,
+        /// Bytes, 1 to [`MAX_IO`].
+        len: u32,
+        /// Leave the size as it is (punch-hole, or zero-range with `FALLOC_FL_KEEP_SIZE`).
+        keep_size: bool,
+    },
+    /// `lseek(2)` `SEEK_DATA` (`hole` false) or `SEEK_HOLE` from `offset`, at the service's
+    /// block granularity (16 KiB; the end of the file is a hole). `ENXIO` at or past the end,
+    /// or for `SEEK_DATA` with no data after `offset`. Read-only. Reply: [`Reply::Seek`].
+    Seek {
+        /// The file.
+        fh: FileHandle,
+        /// Where to start.
+        offset: u64,
+        /// Look for a hole rather than data.
+        hole: bool,
+    },
 }
 
 /// Most attribute changes one [`Op::WriteSetAttr`] may carry.
@@ -478,6 +520,9 @@ impl Op {
             Op::SweepOrphans { .. } => "sweep_orphans",
             Op::SweepDir { .. } => "sweep_dir",
             Op::Reclaim { .. } => "reclaim",
+            Op::CopyRange { .. } => "copy_range",
+            Op::Punch { .. } => "punch",
+            Op::Seek { .. } => "seek",
         }
     }
 
@@ -523,6 +568,7 @@ impl Op {
                 | Op::GetXattr { .. }
                 | Op::ListXattr { .. }
                 | Op::Recalls
+                | Op::Seek { .. }
         )
     }
 }
@@ -641,6 +687,14 @@ pub enum Reply {
         blocks: u64,
         /// Work is left (in the queue, or of the file asked about): send another.
         more: bool,
+    },
+    /// Where an [`Op::Seek`] got to.
+    Seek {
+        /// With `done`, the offset `lseek` returns; otherwise where to ask again from (the
+        /// operation looked at a bounded number of blocks).
+        at: u64,
+        /// `at` is the answer.
+        done: bool,
     },
 }
 

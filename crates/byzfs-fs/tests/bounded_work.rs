@@ -417,6 +417,26 @@ fn all_kinds(
             name: names("attrs"),
         },
         Op::Reclaim { file: Some(big[0]) },
+        Op::CopyRange {
+            from: big[1],
+            from_offset: 5,
+            to: big[4],
+            to_offset: 3 << 20,
+            len: MAX_IO,
+        },
+        Op::Punch {
+            fh: big[1],
+            offset: 5,
+            len: MAX_IO,
+            keep_size: true,
+        },
+        // A hole past 48 MiB of data: looks at a bounded number of groups, then answers
+        // where to go on from.
+        Op::Seek {
+            fh: big[1],
+            offset: 2 << 20,
+            hole: true,
+        },
     ];
     // Exhaustive: a new operation must be added above.
     for op in &ops {
@@ -459,11 +479,14 @@ fn all_kinds(
             | Op::CancelWait { .. }
             | Op::SweepOrphans { .. }
             | Op::SweepDir { .. }
-            | Op::Reclaim { .. } => {}
+            | Op::Reclaim { .. }
+            | Op::CopyRange { .. }
+            | Op::Punch { .. }
+            | Op::Seek { .. } => {}
         }
     }
     let kinds: std::collections::BTreeSet<&str> = ops.iter().map(Op::name).collect();
-    assert_eq!(kinds.len(), 39, "every kind of operation is measured");
+    assert_eq!(kinds.len(), 42, "every kind of operation is measured");
     let _ = (empty_dir, small);
     ops
 }

@@ -69,6 +69,10 @@ pub fn corrupt_fs_result(b: &[u8]) -> Vec<u8> {
         Ok(Reply::Done) => Err(Errno::EIO),
         // Work left where there is none (and none where there is): a mount would send
         // steps for ever, or stop early.
+        Ok(Reply::Seek { at, done }) => Ok(Reply::Seek {
+            at: at.wrapping_add(4096),
+            done,
+        }),
         Ok(Reply::Reclaimed { blocks, more }) => Ok(Reply::Reclaimed {
             blocks: blocks.wrapping_add(1),
             more: !more,

@@ -70,7 +70,13 @@
 //!   at the replicas (`Op::RenameNoReplace`, `Op::Exchange`), so the check and the swap are
 //!   atomic there; `RENAME_WHITEOUT` gets `EINVAL`.
 //! * **`fallocate`:** mode 0 grows the file at the replicas (`Op::Allocate`, no space
-//!   reserved); `FALLOC_FL_KEEP_SIZE` alone is answered here; other modes get `EOPNOTSUPP`.
+//!   reserved); `FALLOC_FL_KEEP_SIZE` alone is answered here; punch-hole and zero-range
+//!   run at the replicas ([`ranges`]); collapse-range and insert-range get `EOPNOTSUPP`.
+//! * **`copy_file_range`** copies at the replicas, and **`lseek` `SEEK_DATA`/`SEEK_HOLE`**
+//!   finds the stored blocks there ([`ranges`]); `fsyncdir` sends held-back writes (every
+//!   operation is durable when it returns).
+//! * **Large removals and truncations** give their space back in bounded steps that the
+//!   mount sends in the background ([`reclaim`]).
 //! * **Extended attributes:** `user.` and `trusted.` (stored by the replicas, with Linux's
 //!   checks: `byzfs_fs::xattr`); `security.` names read as absent, and `system.` (ACLs) is
 //!   not supported.
@@ -83,6 +89,7 @@ mod delegations;
 mod gather;
 mod groups;
 mod locks;
+mod ranges;
 mod reclaim;
 
 use crate::fsclient::FsClient;
@@ -1804,7 +1811,76 @@ impl Filesystem for ByzFuse {
                 }
             }
             FALLOC_FL_KEEP_SIZE => reply.ok(),
+            m if m == ranges::PUNCH_HOLE | ranges::KEEP_SIZE
+                || m == ranges::ZERO_RANGE
+                || m == ranges::ZERO_RANGE | ranges::KEEP_SIZE =>
+            {
+                let keep = m & ranges::KEEP_SIZE != 0;
+                match ranges::punch(self, req, fh, offset, length, keep) {
+                    Ok(()) => reply.ok(),
+                    Err(e) => reply.error(errno(e)),
+                }
+            }
             _ => reply.error(fuser::Errno::EOPNOTSUPP),
+        }
+    }
+
+    /// `SEEK_DATA` and `SEEK_HOLE` (the kernel answers the other kinds itself).
+    fn lseek(
+        &self,
+        req: &fuser::Request,
+        ino: INodeNo,
+        _fh: fuser::FileHandle,
+        offset: i64,
+        whence: i32,
+        reply: fuser::ReplyLseek,
+    ) {
+        let fh = fh!(self, ino, reply);
+        match ranges::seek(self, req, fh, offset, whence) {
+            Ok(at) => reply.offset(at),
+            Err(e) => reply.error(errno(e)),
+        }
+    }
+
+    /// A copy at the replicas: the bytes do not travel.
+    fn copy_file_range(
+        &self,
+        req: &fuser::Request,
+        ino_in: INodeNo,
+        _fh_in: fuser::FileHandle,
+        offset_in: u64,
+        ino_out: INodeNo,
+        _fh_out: fuser::FileHandle,
+        offset_out: u64,
+        len: u64,
+        flags: fuser::CopyFileRangeFlags,
+        reply: ReplyWrite,
+    ) {
+        if !flags.is_empty() {
+            return reply.error(fuser::Errno::EINVAL);
+        }
+        let from = fh!(self, ino_in, reply);
+        let to = fh!(self, ino_out, reply);
+        match ranges::copy(self, req, (from, offset_in), (to, offset_out), len) {
+            Ok(n) => reply.written(n),
+            Err(e) => reply.error(errno(e)),
+        }
+    }
+
+    /// Every operation is durable at the replicas when it returns: only held-back writes
+    /// (of files in the directory or anywhere) are sent first.
+    fn fsyncdir(
+        &self,
+        req: &fuser::Request,
+        ino: INodeNo,
+        _fh: fuser::FileHandle,
+        _datasync: bool,
+        reply: ReplyEmpty,
+    ) {
+        let fh = fh!(self, ino, reply);
+        match self.call(req, Op::Fsync { fh }) {
+            Ok(_) => reply.ok(),
+            Err(e) => reply.error(errno(e)),
         }
     }
 
