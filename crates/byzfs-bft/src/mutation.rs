@@ -1,5 +1,6 @@
 //! Deliberately broken protocol rules (test-only switch, feature `mutations`). Each one breaks
-//! a rule the safety argument needs; the simulator must catch every one
+//! a rule the safety argument needs (one, `IgnoreBusyTime`, a liveness rule); the simulator
+//! must catch every one
 //! (`byzfs-sim --mutation NAME`). Production builds do not compile this module.
 
 /// One broken rule.
@@ -33,11 +34,16 @@ pub enum Mutation {
     /// its stable checkpoint and may vote again where a power cut took its vote. Applied by
     /// the simulator at restarts.
     ForgetVoteHorizon,
+    /// A driver's mistake: it never reports the time a step kept the replica busy
+    /// ([`crate::Replica::busy_for`]), so time spent executing counts against the primary on
+    /// the view-change timer. Breaks no safety rule: a correct primary is voted out while
+    /// every replica executes an expensive request. Applied by the simulator after each step.
+    IgnoreBusyTime,
 }
 
 impl Mutation {
     /// Every mutation.
-    pub const ALL: [Mutation; 9] = [
+    pub const ALL: [Mutation; 10] = [
         Mutation::CommitQuorum2f,
         Mutation::AcceptSecondPrePrepare,
         Mutation::NewViewLowestView,
@@ -47,6 +53,7 @@ impl Mutation {
         Mutation::TrustProposalsAfterCrash,
         Mutation::VoteAfterUntrustedRestore,
         Mutation::ForgetVoteHorizon,
+        Mutation::IgnoreBusyTime,
     ];
 
     /// Command-line name.
@@ -61,6 +68,7 @@ impl Mutation {
             Mutation::TrustProposalsAfterCrash => "trust-proposals-after-crash",
             Mutation::VoteAfterUntrustedRestore => "vote-after-untrusted-restore",
             Mutation::ForgetVoteHorizon => "forget-vote-horizon",
+            Mutation::IgnoreBusyTime => "ignore-busy-time",
         }
     }
 

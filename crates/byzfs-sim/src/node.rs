@@ -122,10 +122,11 @@ pub struct BadClientNode {
 
 /// Crash and restart keeping what the replica persisted: it is rebuilt from its disk
 /// (`Replica::restore`: stored stable checkpoint, batch bodies, promises, committed batches
-/// re-executed); everything else it held is lost.
+/// re-executed) over a fresh `service`; everything else it held is lost.
 pub fn restart_with_state(
     config: &Config,
     keys: &ReplicaKeys,
+    service: KvService,
     disk: &DurableState,
     seed: u64,
     now: Time,
@@ -133,7 +134,7 @@ pub fn restart_with_state(
     match Replica::restore(
         config.clone(),
         keys.clone(),
-        KvService::new(),
+        service,
         disk.clone(),
         seed,
         now,

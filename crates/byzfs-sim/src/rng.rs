@@ -34,6 +34,8 @@ pub enum Purpose {
     ClientSeeds = 10,
     /// How much of a crashed replica's unsynced log survives (one sub-stream per replica).
     TornLogs = 11,
+    /// Execution cost of each request in `slow-execution` (one sub-stream per request).
+    SlowExecution = 12,
 }
 
 /// The stream for `purpose` under `seed`.

@@ -29,11 +29,12 @@ use byzfs_bft::message::Tag;
 use byzfs_bft::mutation::Mutation;
 use byzfs_bft::wire::Frame;
 use byzfs_bft::{
-    Action, Client, ClientAction, ClientId, Config, PersistRecord, Replica, ReplicaId, Seq,
+    Action, Client, ClientAction, ClientId, Config, Event, PersistRecord, Replica, ReplicaId, Seq,
     StoreRecord, TestKeys, Time, View,
 };
+use core::time::Duration;
 use rand::Rng;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 
 /// Default bound on events per run.
@@ -170,6 +171,11 @@ enum Ev {
     Director {
         gen: u64,
     },
+    /// A replica busy executing (`slow-execution`) may be free now: it takes its deferred
+    /// input.
+    ReplicaFree {
+        inst: usize,
+    },
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -208,21 +214,23 @@ struct Sim {
     events: u64,
     director: Option<VcHistory>,
     director_gen: u64,
+    /// Per replica instance: until when it is busy executing (`slow-execution`), and the
+    /// input that reached it meanwhile, in arrival order.
+    busy_until: Vec<Time>,
+    deferred: Vec<VecDeque<Ev>>,
+    /// While a replica's actions are drained: how long it has executed so far in its step,
+    /// so how long after now what it sends next leaves.
+    out_delay_us: u64,
 }
 
 fn fresh_replica(
     config: &Config,
     node_keys: &byzfs_bft::ReplicaKeys,
+    service: KvService,
     seed: u64,
     now: Time,
 ) -> Replica<KvService> {
-    let mut r = Replica::new(
-        config.clone(),
-        node_keys.clone(),
-        KvService::new(),
-        seed,
-        now,
-    );
+    let mut r = Replica::new(config.clone(), node_keys.clone(), service, seed, now);
     // Every simulated replica has a disk (`ReplicaNode::disk`) for restarts with state.
     r.set_store_state(true);
     r
@@ -263,7 +271,9 @@ impl Sim {
             } else {
                 plan.roles[id as usize]
             };
-            let mut replica = fresh_replica(&config, &node_keys, rseed, clock.local(start));
+            let service = KvService::with_clock_tolerance(plan.clock_tolerance);
+            let mut replica =
+                fresh_replica(&config, &node_keys, service, rseed, clock.local(start));
             if role == Role::Correct {
                 replica.set_mutation(cfg.mutation);
             }
@@ -348,13 +358,14 @@ impl Sim {
         for (inst, &id) in ids.iter().enumerate() {
             topo.replicas[id as usize].push(inst);
         }
-        let oracle = Oracle::new(
+        let mut oracle = Oracle::new(
             seed,
             cfg.family.name(),
             roles,
             config.message_bytes_max,
             config.read_only_optimisation,
         );
+        oracle.stable_view.expected = plan.stable_view;
         let net = Network::new(
             nodes,
             plan.params.net.clone(),
@@ -383,6 +394,9 @@ impl Sim {
             events: 0,
             director: None,
             director_gen: 0,
+            busy_until: vec![Time::ZERO; r_count],
+            deferred: (0..r_count).map(|_| VecDeque::new()).collect(),
+            out_delay_us: 0,
             plan,
         })
     }
@@ -449,17 +463,38 @@ impl Sim {
     }
 
     fn after_replica_step(&mut self, inst: usize) {
-        self.drain_replica(inst);
+        let busy_us = self.drain_replica(inst);
         if self.replicas[inst].up {
+            if busy_us > 0 {
+                self.busy(inst, busy_us);
+            }
             self.oracle
                 .step_end(self.now, inst, &self.replicas[inst].replica);
             self.arm_replica_timer(inst);
         }
     }
 
-    fn drain_replica(&mut self, inst: usize) {
+    /// `inst`'s last step executed for `busy_us`: it takes no input until it is done (what
+    /// reaches it meanwhile waits, in arrival order), and the driver reports the time to the
+    /// core, as `byzfs-net`'s event loop does after a long step.
+    fn busy(&mut self, inst: usize, busy_us: u64) {
+        let until = Time(self.now.as_micros() + busy_us);
+        self.busy_until[inst] = self.busy_until[inst].max(until);
+        if self.mutation != Some(Mutation::IgnoreBusyTime) {
+            self.replicas[inst]
+                .replica
+                .busy_for(Duration::from_micros(busy_us));
+        }
+        self.queue.push(until, Ev::ReplicaFree { inst });
+    }
+
+    /// Drains `inst`'s actions; returns how long its step kept it busy executing, µs (0
+    /// outside `slow-execution`). The step executes where its `Executed` events are: what it
+    /// sends after one leaves when that execution ends.
+    fn drain_replica(&mut self, inst: usize) -> u64 {
         let n = self.config.n() as ReplicaId;
         self.replicas[inst].lazy_turn = false;
+        self.out_delay_us = 0;
         loop {
             let node = &mut self.replicas[inst];
             if !node.up {
@@ -513,6 +548,24 @@ impl Sim {
                 }
                 Action::Event(ev) => {
                     trace_line!(self.trace, self.now, "event {} {ev:?}", self.name(inst));
+                    if let (Some(slow), Event::Executed { requests, .. }) =
+                        (self.plan.slow_execution, &ev)
+                    {
+                        // The step executes here: what it sends after this leaves later.
+                        let cost: u64 = requests
+                            .iter()
+                            .map(|&(c, rid)| slow.cost_us(self.seed, c, rid))
+                            .sum();
+                        if cost > 0 {
+                            self.out_delay_us += cost;
+                            trace_line!(
+                                self.trace,
+                                self.now,
+                                "busy {} executing for {cost}µs",
+                                self.name(inst)
+                            );
+                        }
+                    }
                     self.oracle.event(self.now, inst, &ev);
                     let id = self.replicas[inst].id;
                     let correct = self.oracle.is_correct(inst);
@@ -535,6 +588,7 @@ impl Sim {
                 }
             }
         }
+        std::mem::take(&mut self.out_delay_us)
     }
 
     fn replica_out(&mut self, inst: usize, dests: &[Dest], bytes: Arc<[u8]>) {
@@ -670,6 +724,9 @@ impl Sim {
         node.crash_after_prepare = None;
         node.timer = None;
         node.timer_gen += 1;
+        // What waited for it to finish executing is lost with it.
+        self.deferred[inst].clear();
+        self.busy_until[inst] = Time::ZERO;
         trace_line!(self.trace, self.now, "crash {} ({how})", self.name(inst));
     }
 
@@ -687,6 +744,7 @@ impl Sim {
             node.clock.local(now).as_micros() as i64 - before.as_micros() as i64
         });
         let local = node.clock.local(now);
+        let service = KvService::with_clock_tolerance(self.plan.clock_tolerance);
         if with_state {
             // Rebuilt from what it stored; everything volatile is gone. A crash that tore off
             // part of the log may have lost proposals: the disk vouches for them only if it
@@ -698,10 +756,11 @@ impl Sim {
                 disk.records
                     .retain(|r| !matches!(r, PersistRecord::VoteHorizon(_)));
             }
-            node.replica = restart_with_state(&self.config, &node.keys, &disk, seed, local);
+            node.replica =
+                restart_with_state(&self.config, &node.keys, service, &disk, seed, local);
         } else {
             // Amnesia: a fresh replica with an empty disk.
-            node.replica = fresh_replica(&self.config, &node.keys, seed, local);
+            node.replica = fresh_replica(&self.config, &node.keys, service, seed, local);
             node.disk = Default::default();
             node.role = Role::Amnesiac;
             self.oracle.set_role(inst, Role::Amnesiac);
@@ -778,7 +837,7 @@ impl Sim {
                 self.trace.line(self.now, format_args!("{line}"));
             }
             for d in fate.deliveries() {
-                let at = Time(self.now.as_micros() + d.after_us);
+                let at = Time(self.now.as_micros() + self.out_delay_us + d.after_us);
                 self.queue.push(
                     at,
                     Ev::Deliver {
@@ -1439,6 +1498,35 @@ impl Sim {
     }
 
     fn handle(&mut self, ev: Ev) {
+        match self.busy_target(&ev) {
+            Some(inst) => self.deferred[inst].push_back(ev),
+            None => self.dispatch(ev),
+        }
+    }
+
+    /// The replica instance `ev` is for, if that one is busy executing or still has input
+    /// waiting (`slow-execution`): the event then waits its turn.
+    fn busy_target(&self, ev: &Ev) -> Option<usize> {
+        let inst = match *ev {
+            Ev::Deliver { to, .. } if to < self.replicas.len() => to,
+            Ev::ReplicaTimer { inst, .. } => inst,
+            _ => return None,
+        };
+        (self.busy_until[inst] > self.now || !self.deferred[inst].is_empty()).then_some(inst)
+    }
+
+    /// `inst` is done executing: it takes what reached it meanwhile, in arrival order, until
+    /// a step keeps it busy again.
+    fn replica_free(&mut self, inst: usize) {
+        while self.busy_until[inst] <= self.now && !self.oracle.sink.any() {
+            let Some(ev) = self.deferred[inst].pop_front() else {
+                break;
+            };
+            self.dispatch(ev);
+        }
+    }
+
+    fn dispatch(&mut self, ev: Ev) {
         match ev {
             Ev::Deliver { from, to, bytes } => self.deliver(from, to, bytes),
             Ev::Emit { from, to, bytes } => {
@@ -1484,6 +1572,7 @@ impl Sim {
                     self.director_step();
                 }
             }
+            Ev::ReplicaFree { inst } => self.replica_free(inst),
         }
     }
 

@@ -16,10 +16,10 @@ use crate::fault::{Fault, Target};
 use crate::kv::DEFAULT_CLOCK_TOLERANCE;
 use crate::network::NetFaults;
 use crate::partition::Shape;
-use crate::rng::{self, stream, Purpose, SimRng};
+use crate::rng::{self, stream, Ppm, Purpose, SimRng};
 use crate::vc_history::VcHistoryPlan;
 use crate::workload::WorkloadParams;
-use byzfs_bft::{Config, ReplicaId};
+use byzfs_bft::{ClientId, Config, ReplicaId, RequestId};
 use rand::Rng;
 use std::time::Duration;
 
@@ -95,10 +95,14 @@ pub enum Family {
     /// slot) while correct backups are power-cut just after sending a PREPARE, which tears
     /// the vote's unsynced record off about half the time, and come back soon, in the same view.
     VoteCuts,
+    /// No faults, but some requests take long to execute (half to three view-change
+    /// timeouts) at every replica, which takes no input meanwhile: no correct replica may
+    /// start a view change (checker `stable-view`).
+    SlowExecution,
 }
 
 /// Every family; `all` runs `FAMILIES[seed % len]`.
-pub const FAMILIES: [Family; 25] = [
+pub const FAMILIES: [Family; 26] = [
     Family::Normal,
     Family::Net,
     Family::Partition,
@@ -124,6 +128,7 @@ pub const FAMILIES: [Family; 25] = [
     Family::PartitionPowerCuts,
     Family::ByzantineClocks,
     Family::VoteCuts,
+    Family::SlowExecution,
 ];
 
 impl Family {
@@ -155,6 +160,7 @@ impl Family {
             Family::PartitionPowerCuts => "partition-power-cuts",
             Family::ByzantineClocks => "byzantine-clocks",
             Family::VoteCuts => "vote-cuts",
+            Family::SlowExecution => "slow-execution",
         }
     }
 
@@ -213,6 +219,43 @@ pub struct Plan {
     pub bad_clients: Vec<u64>,
     /// Timed faults, µs from the start.
     pub faults: Vec<(u64, Fault)>,
+    /// Requests that take long to execute (`slow-execution`).
+    pub slow_execution: Option<SlowExecution>,
+    /// How far from its clock a backup accepts the primary's timestamp (the KV service's
+    /// `with_clock_tolerance`; [`DEFAULT_CLOCK_TOLERANCE`] but in `slow-execution`).
+    pub clock_tolerance: Duration,
+    /// No correct replica may start a view change (a family without faults that promises
+    /// it; checker `stable-view`).
+    pub stable_view: bool,
+}
+
+/// Execution costs (`slow-execution`): a request is expensive with probability `ppm`; it then
+/// costs a time drawn from `min_us..=max_us` at every replica, each time one executes it. A
+/// function of the seed and the request alone, so every replica pays the same.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SlowExecution {
+    /// Share of expensive requests.
+    pub ppm: Ppm,
+    /// Least cost of an expensive request, µs.
+    pub min_us: u64,
+    /// Greatest cost of an expensive request, µs.
+    pub max_us: u64,
+}
+
+impl SlowExecution {
+    /// What executing request `(client, rid)` costs under `seed`, µs (0: nothing to speak of).
+    pub fn cost_us(&self, seed: u64, client: ClientId, rid: RequestId) -> u64 {
+        let mut r = rng::substream(
+            seed ^ client.wrapping_mul(0x9E37_79B9_7F4A_7C15),
+            Purpose::SlowExecution,
+            rid,
+        );
+        if rng::chance(&mut r, self.ppm) {
+            r.gen_range(self.min_us..=self.max_us)
+        } else {
+            0
+        }
+    }
 }
 
 impl Plan {
@@ -224,8 +267,17 @@ impl Plan {
     /// One-line summary for reports.
     pub fn summary(&self) -> String {
         let c = &self.params.config;
+        let slow = self.slow_execution.map_or(String::new(), |s| {
+            format!(
+                " slow={}ppm×{}..{}ms tolerance={}s",
+                s.ppm,
+                s.min_us / MS,
+                s.max_us / MS,
+                self.clock_tolerance.as_secs()
+            )
+        });
         format!(
-            "n={} K={} W={} big={} ro={} roq={} tent={} T={}ms status={}ms chunk={} clients={}+{}bad byz={:?} twin={:?}",
+            "n={} K={} W={} big={} ro={} roq={} tent={} T={}ms status={}ms chunk={} clients={}+{}bad byz={:?} twin={:?}{slow}",
             c.n(),
             c.checkpoint_interval,
             c.batch_window,
@@ -555,6 +607,9 @@ pub fn plan(seed: u64, family: Family, replicas: Option<usize>) -> Result<Plan, 
         clock_faulty: Vec::new(),
         bad_clients: Vec::new(),
         faults: Vec::new(),
+        slow_execution: None,
+        clock_tolerance: DEFAULT_CLOCK_TOLERANCE,
+        stable_view: false,
         params: params.clone(),
     };
     let byz = |plan: &mut Plan, id: ReplicaId, kind: StrategyKind| {
@@ -925,6 +980,27 @@ pub fn plan(seed: u64, family: Family, replicas: Option<usize>) -> Result<Plan, 
                     .push((at, Fault::CrashAfterPrepare { replica, down_us }));
                 at += r.gen_range(50 * MS..=300 * MS);
             }
+        }
+        Family::SlowExecution => {
+            // No faults: a jittery network (no loss, which the STATUS retransmission repairs
+            // only after a while), and 5–15 % of the requests cost T/2–3T to execute.
+            params.net = NetFaults {
+                jitter_us: r.gen_range(0..=3_000),
+                ..NetFaults::benign()
+            };
+            let t = params.config.view_change_timeout.as_micros() as u64;
+            plan.slow_execution = Some(SlowExecution {
+                ppm: r.gen_range(50_000..=150_000),
+                min_us: t / 2,
+                max_us: 3 * t,
+            });
+            // Timestamps are checked against a clock tolerance far above any execution
+            // time here. With the default (1 s), a step that executes for longer makes the
+            // timestamps go stale, and the view changes whatever `busy_for` does: the
+            // PRE-PREPARE a primary builds after executing in the same step carries the
+            // step's `now`, and one that waits in a busy backup's inbox arrives old.
+            plan.clock_tolerance = Duration::from_secs(30);
+            plan.stable_view = true;
         }
     }
     params.config.validate()?;

@@ -1,5 +1,6 @@
 //! Each deliberately broken rule (`--mutation NAME`) must be caught by an oracle *safety*
-//! checker, and the very same runs must pass without it. The seeds below were found by the
+//! checker — or, for `ignore-busy-time`, which breaks a liveness rule, by stable-view — and
+//! the very same runs must pass without it. The seeds below were found by the
 //! sweeps recorded in the crate README (mutation table); each is an ordinary seed of a general
 //! scenario family, not a hand-made trace. Fast: the mutated runs stop at the first violation.
 //! Larger sweeps: `byzfs-sim --seeds 0..200 --scenario F --mutation M`.
@@ -9,13 +10,14 @@ mod common;
 use byzfs_bft::mutation::Mutation;
 use byzfs_sim::checker::{
     agreement, checkpoints, committed_prepared, durability, liveness, persist, prefix, prepared,
-    read_only, Violation,
+    read_only, stable_view, Violation,
 };
 use byzfs_sim::run::{BUDGET, PANIC};
 use byzfs_sim::{run, Family, RunConfig};
 
 /// A violation found by an oracle safety checker (not liveness, durability, the event
-/// budget, or a panic — an assertion inside the replica is not the oracle catching it).
+/// budget, or a panic — an assertion inside the replica is not the oracle catching it), or by
+/// stable-view, which a case names only for a mutation that breaks no safety rule.
 fn is_safety(v: &Violation) -> bool {
     ![liveness::NAME, durability::NAME, BUDGET, PANIC].contains(&v.checker)
 }
@@ -87,6 +89,15 @@ const CASES: &[Case] = &[
         Family::VoteCuts,
         &[15, 29],
         &[persist::NAME],
+    ),
+    (
+        // A driver that never reports busy time: time spent executing counts against the
+        // primary. A liveness rule: no safety checker can fire; the family promises no view
+        // change (172 of seeds 0..200 caught).
+        Mutation::IgnoreBusyTime,
+        Family::SlowExecution,
+        &[0, 2],
+        &[stable_view::NAME],
     ),
 ];
 

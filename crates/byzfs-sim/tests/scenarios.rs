@@ -160,6 +160,11 @@ fn byzantine_clocks() {
 }
 
 #[test]
+fn slow_execution() {
+    family(Family::SlowExecution);
+}
+
+#[test]
 fn every_family_has_a_test() {
     // Keep this list in sync with the tests above.
     let tested = [
@@ -188,6 +193,7 @@ fn every_family_has_a_test() {
         "partition-power-cuts",
         "byzantine-clocks",
         "vote-cuts",
+        "slow-execution",
     ];
     let all: Vec<&str> = byzfs_sim::FAMILIES.iter().map(|f| f.name()).collect();
     assert_eq!(all, tested);

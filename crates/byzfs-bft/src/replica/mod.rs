@@ -2,9 +2,9 @@
 //!
 //! Methods come in the four kinds of quinn-proto's `Connection` (STYLE.md): getters;
 //! `handle_*` for inputs (each takes `now`); `restart_from_durable` / `add_client` mutators;
-//! and `poll_*` for outputs. After every `handle_*` call the driver drains `poll_action` in
-//! order (honouring the Persist-before-send contract of [`crate::action`]) and re-arms its
-//! timer from `poll_timeout`.
+//! and `poll_*` for outputs. After every `handle_*` call the driver reports a step that took
+//! long (`busy_for`), drains `poll_action` in order (honouring the Persist-before-send
+//! contract of [`crate::action`]) and re-arms its timer from `poll_timeout`.
 //!
 //! The implementation is split by protocol phase: [`normal`] (requests, PRE-PREPARE, PREPARE,
 //! COMMIT), [`execute`] (tentative/committed/read-only execution and replies), [`checkpoint`],
@@ -95,6 +95,8 @@ pub struct Stats {
     pub state_parts_fetched: u64,
     /// Tentative executions rolled back.
     pub rollbacks: u64,
+    /// Steps the driver reported as having kept the replica busy ([`Replica::busy_for`]).
+    pub busy_steps: u64,
     /// Inputs dropped, by reason.
     pub dropped: BTreeMap<DropReason, u64>,
     /// Client request signatures verified (PROTOCOL.md §5.3; the MAC is checked first).
@@ -359,6 +361,37 @@ impl<S: Service> Replica<S> {
             }
         }
         self.check_invariants();
+    }
+
+    /// Tells the replica that its last step — the `handle_*` call just made — kept it busy
+    /// for `busy` (wall time the driver measured), time in which it could take no input.
+    /// A driver calls it after a step that took long, typically one that executed an
+    /// expensive request, before it re-arms its timer from [`Self::poll_timeout`].
+    ///
+    /// A replica that is executing is not a faulty primary. Execution runs inside the step,
+    /// and the core never reads a clock (ARCHITECTURE.md, "The sans-IO contract"): the step
+    /// armed its timers from the `now` it was given, and the view-change timer armed before
+    /// it kept running through it. Every replica executes the same request and is busy about
+    /// as long, so after such a step the view-change timer would expire at once, before the
+    /// COMMITs and the next PRE-PREPARE that arrived meanwhile were processed, and blame a
+    /// correct primary for time spent executing (PROTOCOL.md §3.1: the timer waits for a
+    /// request to *execute*; tentative execution does not stop it). So the running
+    /// view-change timer is pushed back by `busy`.
+    ///
+    /// Only that timer, the one whose expiry blames another replica. The STATUS and fetch
+    /// timers retransmit or rotate the replier: firing late, or at once after a long step,
+    /// blames no one.
+    ///
+    /// The cap: each arming of the view-change timer (each progress, each view change)
+    /// may be pushed back by at most `view_change_timeout_max` in all, so a replica that is
+    /// busy for ever — or a driver that over-reports — still replaces a silent primary, at
+    /// most that much later.
+    pub fn busy_for(&mut self, busy: Duration) {
+        if busy.is_zero() {
+            return;
+        }
+        self.stats.busy_steps += 1;
+        self.push_back_vtimer(busy);
     }
 
     /// The earliest deadline at which `handle_timeout` must be called.

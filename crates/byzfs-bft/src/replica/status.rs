@@ -78,7 +78,7 @@ impl<S: Service> Replica<S> {
             .count();
         if lacking >= self.config.quorum() {
             let at = self.now + self.vc.timeout;
-            self.timers.set(TimerKind::ViewChange, at);
+            self.set_vtimer(at);
         }
     }
 

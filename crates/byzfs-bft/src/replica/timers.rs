@@ -31,6 +31,9 @@ impl Timers {
     pub fn is_set(&self, k: TimerKind) -> bool {
         self.at[k as usize].is_some()
     }
+    pub fn get(&self, k: TimerKind) -> Option<Time> {
+        self.at[k as usize]
+    }
     pub fn next(&self) -> Option<Time> {
         self.at.iter().flatten().min().copied()
     }

@@ -12,6 +12,7 @@ use crate::crypto::Digest;
 use crate::ids::{ClientId, Principal, ReplicaId, RequestId, Seq, View};
 use crate::message::{Message, NewView, PrePreparedEntry, PreparedEntry, Tag, ViewChange};
 use crate::service::Service;
+use crate::time::Time;
 use crate::wire::{AuthKind, Frame};
 use core::time::Duration;
 use std::collections::BTreeMap;
@@ -37,6 +38,9 @@ pub(crate) struct ViewChangeState {
     pub latest: BTreeMap<ReplicaId, StoredVc>,
     /// The NEW-VIEW frame of the current view (sent or received), relayed on STATUS.
     pub new_view_frame: Option<Arc<[u8]>>,
+    /// How much more busy time ([`Replica::busy_for`]) may still push back the running
+    /// timer; `view_change_timeout_max` at each arming (`set_vtimer`).
+    pub busy_allowance: Duration,
 }
 
 impl ViewChangeState {
@@ -46,6 +50,7 @@ impl ViewChangeState {
             timeout: base,
             latest: BTreeMap::new(),
             new_view_frame: None,
+            busy_allowance: Duration::ZERO,
         }
     }
     /// A request executed in the current view: the back-off resets (§3.1 [REC]).
@@ -85,7 +90,35 @@ impl<S: Service> Replica<S> {
             return;
         }
         let at = self.now + self.vc.timeout + self.jitter(VTIMER_JITTER);
+        self.set_vtimer(at);
+    }
+
+    /// Arms the view-change timer at `at`, with a fresh allowance for busy time (see
+    /// [`Replica::busy_for`]). Every arming goes through here.
+    pub(super) fn set_vtimer(&mut self, at: Time) {
         self.timers.set(TimerKind::ViewChange, at);
+        self.vc.busy_allowance = self.config.view_change_timeout_max;
+    }
+
+    /// The driver's report that its last step kept this replica busy for `busy`
+    /// ([`Replica::busy_for`]): the running view-change timer is pushed back by as much, within
+    /// what is left of this arming's allowance.
+    pub(super) fn push_back_vtimer(&mut self, busy: Duration) {
+        let Some(at) = self.timers.get(TimerKind::ViewChange) else {
+            return;
+        };
+        let by = busy.min(self.vc.busy_allowance);
+        if by.is_zero() {
+            return;
+        }
+        self.vc.busy_allowance -= by;
+        self.timers.set(TimerKind::ViewChange, at + by);
+        tracing::debug!(
+            replica = self.me,
+            busy_ms = busy.as_millis() as u64,
+            pushed_back_ms = by.as_millis() as u64,
+            "view-change timer pushed back: this replica was busy"
+        );
     }
 
     pub(super) fn on_view_change_timeout(&mut self) {
@@ -272,7 +305,7 @@ impl<S: Service> Replica<S> {
             .count();
         if at_least >= self.config.quorum() && !self.timers.is_set(TimerKind::ViewChange) {
             let at = self.now + self.vc.timeout;
-            self.timers.set(TimerKind::ViewChange, at);
+            self.set_vtimer(at);
         }
         if self.is_primary() {
             self.try_new_view();

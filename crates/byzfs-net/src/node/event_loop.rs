@@ -9,6 +9,14 @@
 //!    queues, `SendClient` into the client's connection queue (dropped and counted when full
 //!    or when the client is not connected here);
 //! 3. `Event`s become logs and metrics as they are drained.
+//!
+//! A core call that takes long (at least [`BUSY_REPORT_MIN`]; executing an expensive request
+//! runs inside it, on this thread), or a drain of its actions that does (a stable
+//! checkpoint's synced commit, a store compaction), is reported to the core as busy time
+//! ([`Replica::busy_for`]), so that it does not count against the primary on the
+//! view-change timer, and the next turn handles the input queued meanwhile (the COMMITs and
+//! PRE-PREPAREs of the peers, busy executing the same request) before the deadlines that
+//! expired meanwhile — once: the turn after it checks the deadlines first again.
 
 use super::metrics::Metrics;
 use super::{Inbound, NodeError, Shared};
@@ -28,6 +36,10 @@ use tokio::time::MissedTickBehavior;
 
 /// Least time between two progress-triggered status publications.
 const PROGRESS_PUBLISH_MIN: core::time::Duration = core::time::Duration::from_millis(10);
+
+/// A core call at least this long is reported as busy time ([`Replica::busy_for`]). Shorter
+/// ones are the normal cost of a step, far below any view-change timeout.
+const BUSY_REPORT_MIN: core::time::Duration = core::time::Duration::from_millis(50);
 
 /// The cheap fields that decide whether a new status is worth publishing.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -74,6 +86,10 @@ pub(super) struct EventLoop<S: Service> {
     sync: bool,
     stores: Vec<StoreRecord>,
     sends: Vec<Action>,
+    /// A core call took long: the next turn takes queued input before expired deadlines.
+    inbox_first: bool,
+    /// The data directory's size on disk at the last status tick.
+    data_bytes: u64,
 }
 
 impl<S: Service> EventLoop<S> {
@@ -105,6 +121,8 @@ impl<S: Service> EventLoop<S> {
             sync: false,
             stores: Vec::new(),
             sends: Vec::new(),
+            inbox_first: false,
+            data_bytes: 0,
         }
     }
 
@@ -124,11 +142,22 @@ impl<S: Service> EventLoop<S> {
         self.drain()?;
         self.publish_status(true);
         loop {
+            if std::mem::take(&mut self.inbox_first) {
+                // After a long core call, what arrived meanwhile first; the deadlines that
+                // expired meanwhile on the next turn, whatever this one takes.
+                if let Ok(input) = self.inbox.try_recv() {
+                    self.input_turn(input)?;
+                    self.inbox_first = false;
+                    continue;
+                }
+            }
             // Compare the clock with the deadline on every turn; the timer only wakes us.
             let now = self.clock.now();
             if let Some(deadline) = self.replica.poll_timeout() {
                 if deadline <= now {
+                    let started = std::time::Instant::now();
                     self.replica.handle_timeout(now);
+                    self.core_call_took(started);
                     self.drain()?;
                     self.publish_progress();
                     continue;
@@ -143,17 +172,7 @@ impl<S: Service> EventLoop<S> {
                 _ = &mut shutdown => break,
                 input = self.inbox.recv() => {
                     let Some(input) = input else { break };
-                    let turn = std::time::Instant::now();
-                    self.on_input(input);
-                    for _ in 1..self.shared.options.turn_inputs_max {
-                        match self.inbox.try_recv() {
-                            Ok(input) => self.on_input(input),
-                            Err(_) => break,
-                        }
-                    }
-                    self.drain()?;
-                    self.publish_progress();
-                    self.metrics.turn(turn.elapsed());
+                    self.input_turn(input)?;
                 }
                 _ = &mut sleep => {}
                 _ = status_tick.tick() => self.publish_status(true),
@@ -168,6 +187,39 @@ impl<S: Service> EventLoop<S> {
         self.publish_status(true);
         self.metrics.publish(&self.status_tx.borrow());
         Ok(())
+    }
+
+    /// One turn of input: `first` and whatever else is queued (up to `turn_inputs_max`),
+    /// then one drain.
+    fn input_turn(&mut self, first: Inbound) -> Result<(), NodeError> {
+        let turn = std::time::Instant::now();
+        self.on_input(first);
+        for _ in 1..self.shared.options.turn_inputs_max {
+            match self.inbox.try_recv() {
+                Ok(input) => self.on_input(input),
+                Err(_) => break,
+            }
+        }
+        self.drain()?;
+        self.publish_progress();
+        self.metrics.turn(turn.elapsed());
+        Ok(())
+    }
+
+    /// Reports a core call begun at `started` that took long as busy time: time spent in it
+    /// (executing, mostly) is not the primary's fault (see [`Replica::busy_for`]).
+    fn core_call_took(&mut self, started: std::time::Instant) {
+        let busy = started.elapsed();
+        if busy < BUSY_REPORT_MIN {
+            return;
+        }
+        self.replica.busy_for(busy);
+        self.inbox_first = true;
+        tracing::debug!(
+            replica = self.me(),
+            busy_ms = busy.as_millis() as u64,
+            "long step reported as busy time"
+        );
     }
 
     fn on_input(&mut self, input: Inbound) {
@@ -186,7 +238,9 @@ impl<S: Service> EventLoop<S> {
                 if from_client {
                     self.note_request_arrival(&bytes);
                 }
-                self.replica.handle_message(self.clock.now(), &bytes)
+                let started = std::time::Instant::now();
+                self.replica.handle_message(self.clock.now(), &bytes);
+                self.core_call_took(started);
             }
             Inbound::ClientUp {
                 admission,
@@ -249,6 +303,15 @@ impl<S: Service> EventLoop<S> {
 
     /// Drains the core's actions: group-commit the promises, then send.
     fn drain(&mut self) -> Result<(), NodeError> {
+        // The disk work below (a stable checkpoint's synced commit, a store compaction at
+        // its turn) is busy time as much as executing is.
+        let started = std::time::Instant::now();
+        let r = self.drain_actions();
+        self.core_call_took(started);
+        r
+    }
+
+    fn drain_actions(&mut self) -> Result<(), NodeError> {
         while let Some(a) = self.replica.poll_action() {
             match a {
                 Action::Persist(rec) => self.persists.push(rec),
@@ -453,6 +516,7 @@ impl<S: Service> EventLoop<S> {
         let r = &self.replica;
         if fresh_digest {
             self.digest = (r.last_tentative(), ::hex::encode(r.state_digest().0));
+            self.data_bytes = self.durability.dir().map_or(0, crate::storage::disk_bytes);
         }
         let status = NodeStatus {
             replica: r.id(),
@@ -475,6 +539,7 @@ impl<S: Service> EventLoop<S> {
             core: CoreCounters::from(r.stats()),
             net: self.shared.counters.snapshot(),
             withholds_prepares_up_to: r.withholds_prepares_up_to(),
+            data_bytes: self.data_bytes,
         };
         self.status_tx.send_replace(status);
     }

@@ -16,6 +16,7 @@ pub mod prefix;
 pub mod prepared;
 pub mod read_only;
 pub mod results;
+pub mod stable_view;
 pub mod view;
 
 use crate::kv::KvOp;
@@ -184,6 +185,8 @@ pub struct Oracle {
     pub prepared: prepared::Prepared,
     /// committed-local ⇒ `f+1` correct replicas prepared.
     pub committed_prepared: committed_prepared::CommittedPrepared,
+    /// No view change in a run that promises none (off unless the plan says so).
+    pub stable_view: stable_view::StableView,
 }
 
 impl Oracle {
@@ -212,6 +215,7 @@ impl Oracle {
             view: view::ViewMonotonic::default(),
             prepared: prepared::Prepared::default(),
             committed_prepared: committed_prepared::CommittedPrepared::new(f),
+            stable_view: stable_view::StableView::default(),
         }
     }
 
@@ -282,6 +286,7 @@ impl Oracle {
         self.prepared.on_event(&mut self.sink, now, inst, ev);
         self.committed_prepared
             .on_event(&mut self.sink, now, inst, ev, &self.prepared);
+        self.stable_view.on_event(&mut self.sink, now, inst, ev);
     }
 
     /// A frame `inst` sends (replica to replica or client).

@@ -2,7 +2,7 @@
 
 #![allow(dead_code)]
 
-use byzfs_sim::checker::{durability, liveness, Violation};
+use byzfs_sim::checker::{durability, liveness, stable_view, Violation};
 use byzfs_sim::run::BUDGET;
 
 /// Seeds per family (override with `BYZFS_SIM_SEEDS`).
@@ -24,7 +24,8 @@ pub fn tolerated(v: &Violation) -> bool {
     safety_only() && liveness_class(v)
 }
 
-/// Liveness, durability (which needs a converged run) and event-budget violations.
+/// Liveness, durability (which needs a converged run), stable-view (a view change where
+/// none was due) and event-budget violations.
 pub fn liveness_class(v: &Violation) -> bool {
-    [liveness::NAME, durability::NAME, BUDGET].contains(&v.checker)
+    [liveness::NAME, durability::NAME, stable_view::NAME, BUDGET].contains(&v.checker)
 }
