@@ -619,3 +619,59 @@ fn a_full_disk_is_an_error_or_a_recorded_failure_never_a_panic() {
     let _ = s.export_partition(1, 0);
     assert_eq!(s.failure(), Some(msg));
 }
+
+#[test]
+fn a_persistent_store_gives_space_back_after_a_large_delete() {
+    use byzfs_fs::store::{Compaction, COMPACT_MIN_BYTES};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.redb");
+    let mut s = RedbStore::open_persistent(&path, PARTS, 8 << 20, true).unwrap();
+    // Every stable checkpoint is this store's turn.
+    s.set_compaction(Compaction {
+        interval: 1,
+        replicas: 1,
+        index: 0,
+    });
+    let len = || std::fs::metadata(&path).unwrap().len();
+    let blocks = |f: &dyn Fn(u8, u8) -> Option<Vec<u8>>| {
+        let mut ws = WriteSet::new();
+        for i in 0..96u8 {
+            for j in 0..64u8 {
+                ws.insert(key(i, j), f(i, j));
+            }
+        }
+        ws
+    };
+    // 96 MiB written, a checkpoint made stable.
+    s.apply(blocks(&|i, _| Some(vec![i; BLOCK_SIZE as usize])))
+        .unwrap();
+    let mut seq: Seq = 1;
+    let mut stable = |s: &mut RedbStore| {
+        s.checkpoint(seq);
+        s.discard_checkpoints_below(seq);
+        s.persist(seq).unwrap();
+        seq += 1;
+    };
+    stable(&mut s);
+    let full = len();
+    assert!(full >= 96 << 20, "{full}");
+    // All of it deleted; two more stable checkpoints drop the undo records that kept it.
+    s.apply(blocks(&|_, _| None)).unwrap();
+    for _ in 0..3 {
+        stable(&mut s);
+    }
+    let after = len();
+    assert!(
+        after <= COMPACT_MIN_BYTES,
+        "{full} bytes before, {after} after the delete"
+    );
+    // What is left reads back, and the store reopens at its last checkpoint.
+    s.apply(WriteSet::from([(key(1, 1), Some(vec![5; 10]))]))
+        .unwrap();
+    stable(&mut s);
+    drop(s);
+    let mut s = RedbStore::open_persistent(&path, PARTS, 8 << 20, false).unwrap();
+    s.reopen_at(seq - 1).unwrap();
+    assert_eq!(s.get(&key(1, 1)).unwrap(), Some(vec![5; 10]));
+    assert_eq!(s.get(&key(2, 2)).unwrap(), None);
+}

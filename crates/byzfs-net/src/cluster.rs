@@ -123,6 +123,60 @@ pub struct ReplicaEntry {
     pub ed25519_public_key: Hex<32>,
 }
 
+/// `[fs]`: the file service's replicated limits — what `df` on a mount shows, and where
+/// `ENOSPC` begins. Part of the cluster file because every replica must use the same ones
+/// (they decide results). `byzfs keygen` and `byzfs up` derive them from the free disk
+/// ([`FsLimits::fitting`]); a replica warns at start-up when its disk could not hold them
+/// (`byzfs replica`).
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct FsLimits {
+    /// Bytes of file data, symlink targets and extended attributes.
+    pub capacity_bytes: u64,
+    /// Inodes: files, directories, links of other kinds.
+    pub max_inodes: u64,
+}
+
+impl Default for FsLimits {
+    /// What files written before the section existed mean: 1 TiB, 2³² inodes.
+    fn default() -> Self {
+        FsLimits {
+            capacity_bytes: 1 << 40,
+            max_inodes: 1 << 32,
+        }
+    }
+}
+
+/// Disk bytes a replica needs per byte of capacity, in tenths: a write is stored once in
+/// the live table and its undo records until the next stable checkpoint (measured: 2.1
+/// bytes written per byte in a 1 GiB sequential write, docs/BENCHMARKS.md "Large files and
+/// space"), and the file grows before compaction gives space back.
+pub const DISK_TENTHS_PER_BYTE: u64 = 25;
+
+impl FsLimits {
+    /// Limits that `replicas` replicas sharing `free_bytes` of disk can hold: capacity
+    /// `free / replicas / 2.5`, one inode per 512 bytes of it (at least 65,536, at most 2³²).
+    ///
+    /// ```
+    /// use byzfs_net::cluster::FsLimits;
+    /// let l = FsLimits::fitting(100 << 30, 4);
+    /// assert_eq!(l.capacity_bytes, 10 << 30);
+    /// assert_eq!(l.max_inodes, 20_971_520);
+    /// ```
+    pub fn fitting(free_bytes: u64, replicas: u64) -> FsLimits {
+        let capacity = free_bytes / replicas.max(1) * 10 / DISK_TENTHS_PER_BYTE;
+        FsLimits {
+            capacity_bytes: capacity,
+            max_inodes: (capacity / 512).clamp(1 << 16, 1 << 32),
+        }
+    }
+
+    /// Disk a replica needs to hold this capacity.
+    pub fn disk_needed(&self) -> u64 {
+        self.capacity_bytes.saturating_mul(DISK_TENTHS_PER_BYTE) / 10
+    }
+}
+
 /// The file as written.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]
@@ -138,6 +192,9 @@ pub struct ClusterFile {
     /// Protocol parameters.
     #[serde(default)]
     pub protocol: ProtocolParams,
+    /// The file service's limits.
+    #[serde(default)]
+    pub fs: FsLimits,
     /// The replicas.
     #[serde(rename = "replica", default)]
     pub replicas: Vec<ReplicaEntry>,
@@ -169,6 +226,8 @@ pub struct ClusterConfig {
     pub admin_public: VerifyingKey,
     /// The core's configuration (`f`, epoch, protocol parameters).
     pub bft: Config,
+    /// The file service's limits (`[fs]`).
+    pub fs: FsLimits,
     /// Replicas, indexed by id.
     pub replicas: Vec<ReplicaInfo>,
 }
@@ -313,11 +372,17 @@ impl ClusterConfig {
         let bft = file.protocol.to_config(file.f, file.epoch);
         bft.validate()
             .map_err(|m| bad(format!("invalid protocol parameters: {m}")))?;
+        if file.fs.capacity_bytes == 0 || file.fs.max_inodes == 0 {
+            return Err(bad(
+                "[fs] capacity_bytes and max_inodes must be above 0".into()
+            ));
+        }
         Ok(ClusterConfig {
             path: path.to_path_buf(),
             cluster_id: file.cluster_id.0,
             admin_public,
             bft,
+            fs: file.fs,
             replicas,
         })
     }
@@ -330,6 +395,7 @@ impl ClusterConfig {
             f: self.bft.f,
             admin_public_key: Hex(self.admin_public.to_bytes()),
             protocol: ProtocolParams::from_config(&self.bft),
+            fs: self.fs,
             replicas: self
                 .replicas
                 .iter()

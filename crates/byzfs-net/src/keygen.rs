@@ -1,7 +1,7 @@
 //! Key generation: a cluster directory with `cluster.toml`, one secret key file per replica,
 //! the admin key and a credential for a default client.
 
-use crate::cluster::{ClusterConfig, ReplicaInfo, CLUSTER_FILE, LOCAL_SOCKET_PATH_MAX};
+use crate::cluster::{ClusterConfig, FsLimits, ReplicaInfo, CLUSTER_FILE, LOCAL_SOCKET_PATH_MAX};
 use crate::error::SetupError;
 use crate::keyfile::{create_file, AdminSecret, ClientCredential, ReplicaSecret};
 use byzfs_bft::{ClientId, Config, ReplicaId};
@@ -27,6 +27,10 @@ pub struct KeygenOptions {
     /// socket path may be ([`LOCAL_SOCKET_PATH_MAX`]): then that replica gets none and is
     /// reached over TCP only.
     pub local_sockets: bool,
+    /// The file service's limits; `None`: fitted to the output directory's free disk
+    /// ([`FsLimits::fitting`]), shared by the replicas on loopback addresses (every other
+    /// replica is assumed to have a disk like it).
+    pub fs: Option<FsLimits>,
 }
 
 impl KeygenOptions {
@@ -59,6 +63,7 @@ impl KeygenOptions {
             clients: vec![DEFAULT_CLIENT],
             protocol: Config::new(1),
             local_sockets: is_loopback(host),
+            fs: None,
         })
     }
 }
@@ -104,6 +109,14 @@ pub fn free_ports(n: usize) -> std::io::Result<Vec<u16>> {
         .iter()
         .map(|l| l.local_addr().map(|a| a.port()))
         .collect()
+}
+
+/// Bytes available to an unprivileged writer on the file system holding `dir`; 0 if it
+/// cannot be asked.
+pub fn free_disk(dir: &Path) -> u64 {
+    nix::sys::statvfs::statvfs(dir).map_or(0, |s| {
+        s.blocks_available().saturating_mul(s.fragment_size())
+    })
 }
 
 /// Paths of the generated files.
@@ -152,11 +165,20 @@ pub fn keygen(out: &Path, opts: &KeygenOptions) -> Result<Generated, SetupError>
     let config_path = out.join(CLUSTER_FILE);
     let mut bft = opts.protocol.clone();
     bft.f = f;
+    let fs = opts.fs.unwrap_or_else(|| {
+        let local = opts
+            .addresses
+            .iter()
+            .filter(|a| a.rsplit_once(':').is_some_and(|(h, _)| is_loopback(h)))
+            .count();
+        FsLimits::fitting(free_disk(out), local.max(1) as u64)
+    });
     let cluster = ClusterConfig {
         path: config_path.clone(),
         cluster_id,
         admin_public: admin.ed25519.verifying_key(),
         bft,
+        fs,
         replicas: secrets
             .iter()
             .zip(&opts.addresses)

@@ -62,6 +62,8 @@ pub struct CoreCounters {
     #[serde(default)]
     pub state_parts_fetched: u64,
     pub rollbacks: u64,
+    #[serde(default)]
+    pub busy_steps: u64,
     pub dropped: BTreeMap<String, u64>,
 }
 
@@ -85,6 +87,7 @@ impl From<&Stats> for CoreCounters {
             state_chunks_fetched: s.state_chunks_fetched,
             state_parts_fetched: s.state_parts_fetched,
             rollbacks: s.rollbacks,
+            busy_steps: s.busy_steps,
             dropped: DROP_REASONS
                 .iter()
                 .chain(s.dropped.keys())
@@ -139,4 +142,8 @@ pub struct NodeStatus {
     /// sequence number (`Replica::withholds_prepares_up_to`).
     #[serde(default)]
     pub withholds_prepares_up_to: Option<Seq>,
+    /// Bytes its data directory takes on disk (allocated blocks of its files), at the last
+    /// status tick; 0 in `memory` mode.
+    #[serde(default)]
+    pub data_bytes: u64,
 }

@@ -70,6 +70,11 @@ pub trait Durability: Send {
     /// The mode's name, as shown by `byzfs status`.
     fn name(&self) -> &'static str;
 
+    /// The data directory, for `byzfs status` to show its size; `None` when nothing is kept.
+    fn dir(&self) -> Option<&Path> {
+        None
+    }
+
     /// What was stored before this start, for [`byzfs_bft::Replica::restore`]; `None` when
     /// the mode stores nothing (the replica then starts fresh). Taken once.
     fn take_loaded(&mut self) -> Option<DurableState> {
@@ -195,6 +200,20 @@ pub enum StorageError {
         /// Who opened it.
         expected: String,
     },
+}
+
+/// Bytes the files directly in `dir` take on disk (allocated blocks, not apparent sizes:
+/// what `du` counts); 0 if it cannot be read.
+pub fn disk_bytes(dir: &Path) -> u64 {
+    use std::os::unix::fs::MetadataExt as _;
+    std::fs::read_dir(dir).map_or(0, |entries| {
+        entries
+            .filter_map(Result::ok)
+            .filter_map(|e| e.metadata().ok())
+            .filter(std::fs::Metadata::is_file)
+            .map(|m| m.blocks() * 512)
+            .sum()
+    })
 }
 
 /// Disk mode: a write-ahead log, one fsync'd frame per drain (group commit), and a redb
@@ -599,6 +618,11 @@ impl Durability for DiskDurability {
 
     fn name(&self) -> &'static str {
         "disk"
+    }
+
+    fn dir(&self) -> Option<&Path> {
+        // `path` is the database file, in the data directory.
+        self.path.parent()
     }
 
     fn take_loaded(&mut self) -> Option<DurableState> {

@@ -278,3 +278,45 @@ fn bad_key_files_give_one_line_errors() {
     assert!(matches!(e, SetupError::Parse { .. }), "{e}");
     one_line(&e, "junk.key");
 }
+
+#[test]
+fn the_file_systems_limits_are_fitted_to_the_disk_set_or_defaulted() {
+    use byzfs_net::cluster::FsLimits;
+    let dir = tempfile::tempdir().unwrap();
+    // Fitted: the four loopback replicas share the output directory's disk.
+    let g = generate(dir.path());
+    let fitted = ClusterConfig::load(&g.config).unwrap().fs;
+    let free = byzfs_net::keygen::free_disk(dir.path());
+    let want = FsLimits::fitting(free, 4);
+    // The disk's free space moved a little between the two looks at it.
+    let close = |a: u64, b: u64| a.abs_diff(b) <= b / 100 + (64 << 20);
+    assert!(
+        close(fitted.capacity_bytes, want.capacity_bytes),
+        "{fitted:?} against {want:?}"
+    );
+    assert!(fitted.disk_needed() * 4 <= free + (256 << 20));
+    // Set.
+    let dir2 = tempfile::tempdir().unwrap();
+    let mut opts = KeygenOptions::local(4, "127.0.0.1", 7100).unwrap();
+    let set = FsLimits {
+        capacity_bytes: 5 << 30,
+        max_inodes: 1000,
+    };
+    opts.fs = Some(set);
+    let g2 = keygen(dir2.path(), &opts).unwrap();
+    let text = std::fs::read_to_string(&g2.config).unwrap();
+    assert!(
+        text.contains("[fs]\ncapacity_bytes = 5368709120\nmax_inodes = 1000\n"),
+        "{text}"
+    );
+    assert_eq!(ClusterConfig::load(&g2.config).unwrap().fs, set);
+    // A file written before the section existed: the old fixed limits.
+    let p = edit_config(&g2, |t| {
+        t.replace("[fs]\ncapacity_bytes = 5368709120\nmax_inodes = 1000\n", "")
+    });
+    assert_eq!(ClusterConfig::load(&p).unwrap().fs, FsLimits::default());
+    // Zero is refused, in one line.
+    let p = edit_config(&g2, |t| t.replace("max_inodes = 1000", "max_inodes = 0"));
+    let e = ClusterConfig::load(&p).unwrap_err();
+    assert!(one_line(&e, "edited.toml").contains("[fs]"), "{e}");
+}

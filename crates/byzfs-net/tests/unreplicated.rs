@@ -33,6 +33,7 @@ fn start(
         clients: vec![1],
         protocol: Config::new(1),
         local_sockets: true,
+        fs: None,
     };
     let g = keygen(dir.path(), &opts).unwrap();
     let cluster = ClusterConfig::load(&g.config).unwrap();
@@ -134,6 +135,7 @@ fn disk_mode_keeps_every_answered_write_across_restarts() {
         protocol,
         // Over TCP: the other test runs NO-REP over its Unix socket.
         local_sockets: false,
+        fs: None,
     };
     let g = keygen(dir.path(), &opts).unwrap();
     let cluster = ClusterConfig::load(&g.config).unwrap();

@@ -27,13 +27,70 @@ pub struct KeygenArgs {
     /// loopback address, and local peers and clients connect there).
     #[arg(long)]
     tcp_only: bool,
+    /// The file system's capacity, what `df` shows (bytes, or with a K, M, G or T suffix:
+    /// powers of 1024). Default: fitted to the free disk of --out, shared by the replicas
+    /// on loopback addresses (`[fs]` in the cluster file says what was chosen). Each
+    /// replica's disk needs about 2.5 times this.
+    #[arg(long, value_parser = parse_size)]
+    fs_capacity: Option<u64>,
+    /// The most inodes (files, directories, links). Default: one per 512 bytes of capacity.
+    #[arg(long)]
+    fs_inodes: Option<u64>,
+}
+
+/// `N`, `NK`, `NM`, `NG` or `NT` (powers of 1024) as bytes.
+fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let (num, shift) = match t.char_indices().last() {
+        Some((i, c)) if c.is_ascii_alphabetic() => {
+            let shift = match c.to_ascii_uppercase() {
+                'K' => 10,
+                'M' => 20,
+                'G' => 30,
+                'T' => 40,
+                _ => return Err(format!("{s:?}: the suffix must be K, M, G or T")),
+            };
+            (&t[..i], shift)
+        }
+        _ => (t, 0),
+    };
+    let n: u64 = num
+        .trim()
+        .parse()
+        .map_err(|_| format!("{s:?} is not a size such as 500G"))?;
+    n.checked_mul(1 << shift)
+        .filter(|&b| b > 0)
+        .ok_or_else(|| format!("{s:?} is out of range"))
 }
 
 pub fn keygen(a: KeygenArgs) -> anyhow::Result<ExitCode> {
     let mut opts = KeygenOptions::local(a.replicas, &a.host, a.base_port)?;
     opts.local_sockets &= !a.tcp_only;
+    if a.fs_capacity.is_some() || a.fs_inodes.is_some() {
+        let capacity_bytes = a
+            .fs_capacity
+            .unwrap_or(byzfs_net::cluster::FsLimits::default().capacity_bytes);
+        opts.fs = Some(byzfs_net::cluster::FsLimits {
+            capacity_bytes,
+            max_inodes: a
+                .fs_inodes
+                .unwrap_or((capacity_bytes / 512).clamp(1 << 16, 1 << 32)),
+        });
+    }
     let g = generate(&a.out, &opts)?;
     println!("wrote {}", g.config.display());
+    let fs = ClusterConfig::load(&g.config)?.fs;
+    println!(
+        "file system: {} GiB, {} inodes{} (df shows this; each replica's disk needs about {} GiB)",
+        fs.capacity_bytes >> 30,
+        fs.max_inodes,
+        if a.fs_capacity.is_none() {
+            format!(" (fitted to the free disk of {})", a.out.display())
+        } else {
+            String::new()
+        },
+        fs.disk_needed() >> 30
+    );
     for p in g
         .replica_keys
         .iter()
@@ -55,6 +112,31 @@ pub fn keygen(a: KeygenArgs) -> anyhow::Result<ExitCode> {
         g.config.display(),
     );
     Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_size;
+
+    #[test]
+    fn sizes_parse_with_binary_suffixes() {
+        let got: Vec<Result<u64, String>> = ["4096", "500G", "2t", " 3 M", "0", "5X", "1.5G"]
+            .into_iter()
+            .map(parse_size)
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                Ok(4096),
+                Ok(500 << 30),
+                Ok(2 << 40),
+                Ok(3 << 20),
+                Err("\"0\" is out of range".into()),
+                Err("\"5X\": the suffix must be K, M, G or T".into()),
+                Err("\"1.5G\" is not a size such as 500G".into()),
+            ]
+        );
+    }
 }
 
 #[derive(Args, Debug)]

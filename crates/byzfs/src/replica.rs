@@ -3,8 +3,8 @@
 use anyhow::Context as _;
 use byzfs_bft::services::kv::KvService;
 use byzfs_bft::services::null::NullService;
-use byzfs_bft::{Seq, Service};
-use byzfs_fs::store::{RedbStore, DEFAULT_CACHE_BYTES};
+use byzfs_bft::{ReplicaId, Seq, Service};
+use byzfs_fs::store::{Compaction, RedbStore, DEFAULT_CACHE_BYTES};
 use byzfs_fs::{FileService, FsConfig};
 use byzfs_net::cluster::ClusterConfig;
 use byzfs_net::keygen::replica_key_path;
@@ -136,13 +136,51 @@ pub fn run(a: ReplicaArgs) -> anyhow::Result<ExitCode> {
         ServiceKind::Null => serve(cluster, secret, NullService::default(), durability, &a),
         ServiceKind::Kv => serve(cluster, secret, KvService::new(), durability, &a),
         ServiceKind::Fs => {
-            let mut cfg = FsConfig::default();
+            let mut cfg = fs_config(&cluster);
             if let Some((uid, gid)) = a.fs_root_owner {
                 (cfg.root_uid, cfg.root_gid) = (uid, gid);
             }
-            let fs = file_service(&data_dir(&a), cfg, stored)?;
+            check_disk(&cluster, &data_dir(&a), a.id);
+            // Replicas take turns compacting their stores (`Compaction`): at most one
+            // pauses for it at a time.
+            let turn = Compaction {
+                interval: cluster.bft.checkpoint_interval,
+                replicas: cluster.replicas.len() as u64,
+                index: u64::from(a.id),
+            };
+            let fs = file_service(&data_dir(&a), cfg, stored, turn)?;
             serve(cluster, secret, fs, durability, &a)
         }
+    }
+}
+
+/// The file service's configuration from the cluster file's `[fs]` limits (the same at
+/// every replica, and at NO-REP).
+pub(crate) fn fs_config(cluster: &ClusterConfig) -> FsConfig {
+    FsConfig {
+        capacity_bytes: cluster.fs.capacity_bytes,
+        max_inodes: cluster.fs.max_inodes,
+        ..FsConfig::default()
+    }
+}
+
+/// Warns when the disk holding `dir` could not hold the cluster's agreed capacity: `df` on
+/// the mounts would promise more than this replica can store, and it would stop with a full
+/// disk before the cluster answers `ENOSPC`.
+fn check_disk(cluster: &ClusterConfig, dir: &Path, id: ReplicaId) {
+    let have = byzfs_net::keygen::free_disk(dir) + byzfs_net::storage::disk_bytes(dir);
+    let need = cluster.fs.disk_needed();
+    if have < need {
+        tracing::warn!(
+            replica = id,
+            capacity_bytes = cluster.fs.capacity_bytes,
+            disk_needed = need,
+            disk_here = have,
+            "this disk cannot hold the cluster's file-system capacity: df on the mounts \
+             overstates the space, and this replica stops with a full disk before the \
+             cluster answers ENOSPC; free space here, or lower [fs] capacity_bytes in the \
+             cluster file (the same file at every replica)"
+        );
     }
 }
 
@@ -155,21 +193,25 @@ pub fn run(a: ReplicaArgs) -> anyhow::Result<ExitCode> {
 ///   starts empty.
 /// * `memory`: it starts empty and catches up by state transfer, so the file is scratch
 ///   space, replaced here and never synced.
+///
+/// A persistent store compacts its file at the stable checkpoints of `turn`.
 pub(crate) fn file_service(
     dir: &Path,
     cfg: FsConfig,
     stored: Option<Option<Seq>>,
+    turn: Compaction,
 ) -> anyhow::Result<FileService<RedbStore>> {
     std::fs::create_dir_all(dir)
         .with_context(|| format!("cannot create the data directory {}", dir.display()))?;
     let path = dir.join("fs-state.redb");
-    let store = match stored {
+    let mut store = match stored {
         Some(seq) => {
             RedbStore::open_persistent(&path, cfg.partitions, DEFAULT_CACHE_BYTES, seq.is_none())
         }
         None => RedbStore::create_scratch(&path, cfg.partitions, DEFAULT_CACHE_BYTES),
     }
     .with_context(|| format!("cannot open {}", path.display()))?;
+    store.set_compaction(turn);
     FileService::with_store(store, cfg)
         .with_context(|| format!("cannot initialise {}", path.display()))
 }

@@ -38,7 +38,7 @@ pub fn run(a: StatusArgs) -> anyhow::Result<ExitCode> {
         out
     });
     println!(
-        "{:<8} {:<22} {:<10} {:>6} {:>8} {:>14} {:>12} {:>6} {:>8} {:<11} {:<16} {:<16}",
+        "{:<8} {:<22} {:<10} {:>6} {:>8} {:>14} {:>12} {:>6} {:>8} {:<11} {:>9} {:<16} {:<16}",
         "replica",
         "address",
         "reachable",
@@ -49,6 +49,7 @@ pub fn run(a: StatusArgs) -> anyhow::Result<ExitCode> {
         "peers",
         "clients",
         "durability",
+        "on_disk",
         "state_digest",
         "stable_digest"
     );
@@ -64,7 +65,7 @@ pub fn run(a: StatusArgs) -> anyhow::Result<ExitCode> {
                     format!("{}*", s.view)
                 };
                 println!(
-                    "{:<8} {:<22} {:<10} {:>6} {:>8} {:>14} {:>12} {:>6} {:>8} {:<11} {:<16} {:<16}",
+                    "{:<8} {:<22} {:<10} {:>6} {:>8} {:>14} {:>12} {:>6} {:>8} {:<11} {:>9} {:<16} {:<16}",
                     id,
                     addr,
                     "yes",
@@ -75,6 +76,7 @@ pub fn run(a: StatusArgs) -> anyhow::Result<ExitCode> {
                     format!("{}/{}", s.peers_connected, cluster.n() - 1),
                     s.clients_connected,
                     s.durability,
+                    human_bytes(s.data_bytes),
                     short(&s.state_digest),
                     short(&s.stable_digest)
                 );
@@ -88,7 +90,7 @@ pub fn run(a: StatusArgs) -> anyhow::Result<ExitCode> {
     {
         println!("* view change in progress");
     }
-    println!("state_digest: live state (service and reply cache) at the last status tick; stable_digest: last stable checkpoint (first 16 hex digits)");
+    println!("on_disk: the data directory's size on disk; state_digest: live state (service and reply cache) at the last status tick; stable_digest: last stable checkpoint (first 16 hex digits)");
     let quorum = cluster.bft.quorum();
     println!(
         "{reachable} of {} replicas reachable; the cluster needs {quorum} to make progress",
@@ -209,6 +211,21 @@ fn short(hex: &str) -> &str {
     hex.get(..16).unwrap_or(hex)
 }
 
+/// `bytes` for a table: `-` for none, else in KiB, MiB or GiB.
+fn human_bytes(bytes: u64) -> String {
+    const UNITS: [&str; 4] = ["B", "KiB", "MiB", "GiB"];
+    if bytes == 0 {
+        return "-".into();
+    }
+    let mut v = bytes as f64;
+    let mut unit = 0;
+    while v >= 1024.0 && unit < UNITS.len() - 1 {
+        v /= 1024.0;
+        unit += 1;
+    }
+    format!("{v:.1} {}", UNITS[unit])
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -227,6 +244,15 @@ mod tests {
         let numbered: Vec<(ReplicaId, Option<&NodeStatus>)> =
             (0..).zip(replicas.iter().copied()).collect();
         health(&numbered, 256)
+    }
+
+    #[test]
+    fn sizes_read_as_a_person_would() {
+        let shown: Vec<String> = [0, 512, 1536, 5 << 20, (3 << 30) + (1 << 29)]
+            .into_iter()
+            .map(human_bytes)
+            .collect();
+        assert_eq!(shown, ["-", "512.0 B", "1.5 KiB", "5.0 MiB", "3.5 GiB"]);
     }
 
     #[test]

@@ -89,7 +89,14 @@ pub fn run(a: UnreplicatedArgs) -> anyhow::Result<ExitCode> {
         // does the same work per operation: in `disk` mode a persistent redb file, reopened
         // at the checkpoint the log names; in `memory` mode a scratch file.
         ServiceKind::Fs => {
-            let fs = file_service(&dir, byzfs_fs::FsConfig::default(), stored)?;
+            // Alone: every stable checkpoint is its turn to compact.
+            let turn = byzfs_fs::store::Compaction {
+                interval: cluster.bft.checkpoint_interval,
+                replicas: 1,
+                index: 0,
+            };
+            let cfg = crate::replica::fs_config(&cluster);
+            let fs = file_service(&dir, cfg, stored, turn)?;
             serve(cluster, secret, fs, durability, &a)
         }
     }

@@ -33,7 +33,7 @@ mod txn;
 
 pub use mem::MemStore;
 #[cfg(feature = "redb")]
-pub use redb::{RedbStore, DEFAULT_CACHE_BYTES, SPLIT_BYTES};
+pub use redb::{Compaction, RedbStore, COMPACT_MIN_BYTES, DEFAULT_CACHE_BYTES, SPLIT_BYTES};
 pub use txn::{ReadLog, Txn};
 
 /// Number of leading key bytes that decide a key's partition.

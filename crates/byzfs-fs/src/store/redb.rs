@@ -463,7 +463,28 @@ pub struct RedbStore {
     /// old pages, and it would not see the commit). Opening a read transaction and its
     /// tables per key cost ~5 % of a backup's CPU in PostMark.
     reader: RefCell<Option<Reader>>,
+    /// The database file, for its size ([`RedbStore::compact_if_wasteful`]).
+    path: std::path::PathBuf,
+    /// When a persistent store may compact its file ([`RedbStore::set_compaction`]).
+    compaction: Option<Compaction>,
 }
+
+/// Which stable checkpoints a replica's store may compact its file at
+/// ([`RedbStore::set_compaction`]): those whose number of checkpoint intervals is
+/// `index` modulo `replicas`, so the replicas of a cluster take turns and at most one pauses
+/// for it at a time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Compaction {
+    /// Sequence numbers between checkpoints.
+    pub interval: u64,
+    /// Replicas in the cluster.
+    pub replicas: u64,
+    /// This replica's turn.
+    pub index: u64,
+}
+
+/// A file smaller than this is never compacted.
+pub const COMPACT_MIN_BYTES: u64 = 64 << 20;
 
 /// Tables of one write transaction.
 struct Tables<'t> {
@@ -497,9 +518,11 @@ impl RedbStore {
     ) -> Result<RedbStore, StoreError> {
         let db = Database::builder()
             .set_cache_size(cache_bytes)
-            .create(path)
+            .create(path.as_ref())
             .map_err(err)?;
-        Self::init(db, partitions)
+        let mut store = Self::init(db, partitions)?;
+        store.path = path.as_ref().to_path_buf();
+        Ok(store)
     }
 
     /// A new, empty store at `path` (replacing any file there) that is scratch space: it never
@@ -525,15 +548,17 @@ impl RedbStore {
             .read(true)
             .write(true)
             .create_new(true)
-            .open(path)
+            .open(path.as_ref())
             .map_err(err)?;
         let backend = ScratchBackend(FileBackend::new(file).map_err(err)?);
+        let path = path.as_ref().to_path_buf();
         let db = Database::builder()
             .set_cache_size(cache_bytes)
             .create_with_backend(backend)
             .map_err(err)?;
         let mut store = Self::init(db, partitions)?;
         store.scratch = true;
+        store.path = path;
         Ok(store)
     }
 
@@ -618,6 +643,8 @@ impl RedbStore {
             in_tables,
             keep: None,
             reader: RefCell::new(None),
+            path: std::path::PathBuf::new(),
+            compaction: None,
         })
     }
 
@@ -664,7 +691,49 @@ impl RedbStore {
             .map_err(|e| StoreError::Io(e.to_string()))?;
         tx.commit().map_err(err)?;
         self.keep = Some(stored.max(keep));
+        if let Some(c) = self.compaction {
+            if c.interval > 0 && (stored / c.interval) % c.replicas.max(1) == c.index {
+                self.compact_if_wasteful()?;
+            }
+        }
         Ok(())
+    }
+
+    /// Lets this persistent store compact its file at its turns among the cluster's
+    /// replicas ([`Compaction`]), right after a stable checkpoint's synced commit
+    /// ([`RedbStore::persist`]). redb reuses freed pages but gives the file's space back
+    /// only when its end is free, so after a large file is written and removed the file
+    /// stays as large as it grew; compaction moves the live pages to its front and cuts
+    /// the rest. It costs time in proportion to the file, during which this replica
+    /// executes nothing: the turns keep the other replicas, a quorum, going meanwhile.
+    pub fn set_compaction(&mut self, c: Compaction) {
+        self.compaction = Some(c);
+    }
+
+    /// Compacts the file if it is at least [`COMPACT_MIN_BYTES`] and more than half as
+    /// large again as what its tables hold (plus a quarter of that minimum, so a small
+    /// store is not compacted over and over). Returns whether it did.
+    pub fn compact_if_wasteful(&mut self) -> Result<bool, StoreError> {
+        let file = match std::fs::metadata(&self.path) {
+            Ok(m) => m.len(),
+            Err(_) => return Ok(false),
+        };
+        if file < COMPACT_MIN_BYTES {
+            return Ok(false);
+        }
+        self.flush()?;
+        self.reader.get_mut().take();
+        let tx = self.db.begin_write().map_err(err)?;
+        let stats = tx.stats().map_err(err)?;
+        tx.abort().map_err(err)?;
+        // What the tables hold; `fragmented_bytes` is the free space compaction gives back.
+        let held = stats.stored_bytes() + stats.metadata_bytes();
+        if file <= held + held / 2 + COMPACT_MIN_BYTES / 4 {
+            return Ok(false);
+        }
+        self.db
+            .compact()
+            .map_err(|e| StoreError::Io(format!("compacting the store: {e}")))
     }
 
     /// Returns a reopened persistent store to held checkpoint `seq`: rolls back every later

@@ -65,6 +65,7 @@ impl TestCluster {
             // Peers and the test clients use the Unix sockets; tests that dial the TCP
             // address themselves (flood.rs) still can.
             local_sockets: true,
+            fs: None,
         };
         let g = keygen(dir.path(), &opts).unwrap();
         let cluster = ClusterConfig::load(&g.config).unwrap();
