@@ -20,6 +20,7 @@
 
 mod andrew;
 mod cpu;
+mod diskio;
 mod largefile;
 mod postmark;
 mod report;

@@ -1,8 +1,8 @@
 //! Running every target, and the results: tables, ratios, `--json` rows, SVG bar charts.
 
-use super::cpu;
 use super::target::{TargetSpec, Targets};
 use super::CommonArgs;
+use super::{cpu, diskio};
 use anyhow::Context as _;
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
@@ -73,6 +73,10 @@ pub fn run_targets(
             name: "mount cpu",
             unit: "cpu-s",
         },
+        Metric {
+            name: "disk written",
+            unit: "MiB",
+        },
     ]);
     let targets = Targets::new(args)?;
     let mut specs = targets.specs.clone();
@@ -98,12 +102,16 @@ pub fn run_targets(
             let client0 = cpu::client_secs();
             let server0 = cpu::process_secs(&mounted.servers);
             let fuse0 = cpu::process_secs(&mounted.fuse);
+            let disk0 = diskio::written(&mounted.servers);
             let mut values = measure(&spec, &mounted.dir, &pb)
                 .with_context(|| format!("{bench} on {label} (in {})", mounted.dir.display()))?;
             assert_eq!(values.len(), measured, "one value per metric");
             values.push(cpu::client_secs() - client0);
             values.push(cpu::process_secs(&mounted.servers) - server0);
             values.push(cpu::process_secs(&mounted.fuse) - fuse0);
+            // Before the target is stopped: its processes' counts go with them.
+            let disk = diskio::written(&mounted.servers).saturating_sub(disk0);
+            values.push(disk as f64 / f64::from(1 << 20));
             pb.finish_and_clear();
             drop(mounted);
             let summary: Vec<String> = metrics
