@@ -467,6 +467,8 @@ pub struct RedbStore {
     path: std::path::PathBuf,
     /// When a persistent store may compact its file ([`RedbStore::set_compaction`]).
     compaction: Option<Compaction>,
+    /// What the tables held at the last look ([`RedbStore::compact_if_wasteful`]).
+    last_held: u64,
 }
 
 /// Which stable checkpoints a replica's store may compact its file at
@@ -645,6 +647,7 @@ impl RedbStore {
             reader: RefCell::new(None),
             path: std::path::PathBuf::new(),
             compaction: None,
+            last_held: 0,
         })
     }
 
@@ -710,9 +713,11 @@ impl RedbStore {
         self.compaction = Some(c);
     }
 
-    /// Compacts the file if it is at least [`COMPACT_MIN_BYTES`] and more than half as
-    /// large again as what its tables hold (plus a quarter of that minimum, so a small
-    /// store is not compacted over and over). Returns whether it did.
+    /// Compacts the file if it is at least [`COMPACT_MIN_BYTES`], more than half as large
+    /// again as what its tables hold (plus a quarter of that minimum, so a small store is
+    /// not compacted over and over), and what they hold settled since the last look (it
+    /// neither grew nor fell by more than an eighth).
+    /// Returns whether it did.
     pub fn compact_if_wasteful(&mut self) -> Result<bool, StoreError> {
         let file = match std::fs::metadata(&self.path) {
             Ok(m) => m.len(),
@@ -728,7 +733,17 @@ impl RedbStore {
         tx.abort().map_err(err)?;
         // What the tables hold; `fragmented_bytes` is the free space compaction gives back.
         let held = stats.stored_bytes() + stats.metadata_bytes();
-        if file <= held + held / 2 + COMPACT_MIN_BYTES / 4 {
+        // Only once the data settled. A growing file has free pages ahead of its writes
+        // (redb grows it by regions: 35-60 % of it while a 1 GiB file was written), which
+        // it reuses at once. A shrinking one (the reclaim queue at work) would be compacted
+        // again at every turn, each time moving the pages still live: with a 2 GiB file
+        // being deleted, that kept two replicas behind the others and stalled a busy
+        // mount for 4 s. Once the deletions end, most of the file is free and compaction
+        // moves little.
+        let grew = held > self.last_held;
+        let shrinking = held + held / 8 + COMPACT_MIN_BYTES / 4 < self.last_held;
+        self.last_held = held;
+        if grew || shrinking || file <= held + held / 2 + COMPACT_MIN_BYTES / 4 {
             return Ok(false);
         }
         self.db
