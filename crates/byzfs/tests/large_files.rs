@@ -40,9 +40,13 @@ fn write_big(path: &Path, mib: u64) {
     f.sync_all().unwrap();
 }
 
-/// Small operations on another mount while `stop` is false; returns the longest one and
-/// how many ran.
-fn load(dir: std::path::PathBuf, stop: Arc<AtomicBool>) -> (Duration, u64) {
+/// Small operations on another mount while `stop` is false; says on `started` when the
+/// first is done; returns the longest one and how many ran.
+fn load(
+    dir: std::path::PathBuf,
+    stop: Arc<AtomicBool>,
+    started: std::sync::mpsc::Sender<()>,
+) -> (Duration, u64) {
     std::fs::create_dir_all(&dir).unwrap();
     let mut longest = Duration::ZERO;
     let mut n = 0u64;
@@ -52,6 +56,9 @@ fn load(dir: std::path::PathBuf, stop: Arc<AtomicBool>) -> (Duration, u64) {
         std::fs::write(&p, n.to_le_bytes()).unwrap();
         std::fs::metadata(&p).unwrap();
         longest = longest.max(t.elapsed());
+        if n == 0 {
+            let _ = started.send(());
+        }
         n += 1;
     }
     (longest, n)
@@ -92,11 +99,12 @@ fn removing_a_large_file_stalls_nothing_and_gives_its_space_back() {
 
     // The removal, with another mount busy meanwhile.
     let stop = Arc::new(AtomicBool::new(false));
+    let (started, first) = std::sync::mpsc::channel();
     let loader = {
         let (dir, stop) = (b.path("load"), Arc::clone(&stop));
-        std::thread::spawn(move || load(dir, stop))
+        std::thread::spawn(move || load(dir, stop, started))
     };
-    std::thread::sleep(Duration::from_millis(500));
+    first.recv().expect("the other mount's load started");
     let t = Instant::now();
     std::fs::remove_file(&big).unwrap();
     let rm = t.elapsed();
@@ -114,7 +122,6 @@ fn removing_a_large_file_stalls_nothing_and_gives_its_space_back() {
     let freed_in = t.elapsed();
     // The replicas' disks: each compacts its store at its turn once the deletions settle,
     // which takes more checkpoints of the other mount's work; shown, not awaited.
-    std::thread::sleep(Duration::from_secs(10));
     let on_disk: Vec<u64> = (0..4)
         .map(|i| rt.block_on(up.status(i)).data_bytes >> 20)
         .collect();
@@ -124,7 +131,7 @@ fn removing_a_large_file_stalls_nothing_and_gives_its_space_back() {
     println!(
         "{mib} MiB: written in {wrote:.1?}; rm took {rm:.3?}; space back {freed_in:.1?} after; \
          the other mount's longest operation {longest:.3?} of {ops}; views before {before:?} after {after:?}; \
-         data directories 10 s later {on_disk:?} MiB"
+         data directories {on_disk:?} MiB"
     );
     assert_eq!(after, before, "a view change during the removal");
     assert!(rm < Duration::from_secs(2), "rm took {rm:?}");
