@@ -150,8 +150,14 @@ pub struct FsConfig {
     pub capacity_bytes: u64,
     /// Most inodes (`ENOSPC` beyond).
     pub max_inodes: u64,
-    /// Bound on `|proposed timestamp − local clock|` for a backup to accept a proposal.
+    /// How far ahead of its own clock a backup accepts a proposed timestamp (leases expire
+    /// by the agreed clock: ahead would end them early).
     pub clock_tolerance: Duration,
+    /// How far behind its own clock a backup accepts a proposed timestamp: more than
+    /// `clock_tolerance`, since a PRE-PREPARE can leave seconds after its timestamp was
+    /// taken (its primary's stable-checkpoint sync), and a clock held back only ends
+    /// leases late (default 10 s; `byzfs_bft::services::timestamp::check_window`).
+    pub clock_lag_tolerance: Duration,
     /// Owner of the root directory.
     pub root_uid: u32,
     /// Group of the root directory.
@@ -170,6 +176,7 @@ impl Default for FsConfig {
             capacity_bytes: 1 << 40,
             max_inodes: 1 << 32,
             clock_tolerance: Duration::from_secs(1),
+            clock_lag_tolerance: Duration::from_secs(10),
             root_uid: 0,
             root_gid: 0,
             root_mode: 0o755,

@@ -312,10 +312,17 @@ impl<S: Store> Service for FileService<S> {
         byzfs_bft::services::timestamp::propose(&mut self.last_proposed, agreed, now)
     }
 
-    /// Exactly 8 bytes, above the last agreed timestamp, within the tolerance of `now`.
+    /// Exactly 8 bytes, above the last agreed timestamp, at most `clock_tolerance` after
+    /// `now` and `clock_lag_tolerance` before it.
     fn check_nondet(&self, _seq: Seq, nondet: &[u8], now: Time) -> bool {
-        let tolerance = u64::try_from(self.cfg.clock_tolerance.as_micros()).unwrap_or(u64::MAX);
-        byzfs_bft::services::timestamp::check(nondet, self.last_agreed_time(), now, tolerance)
+        let us = |d: core::time::Duration| u64::try_from(d.as_micros()).unwrap_or(u64::MAX);
+        byzfs_bft::services::timestamp::check_window(
+            nondet,
+            self.last_agreed_time(),
+            now,
+            us(self.cfg.clock_tolerance),
+            us(self.cfg.clock_lag_tolerance),
+        )
     }
 
     fn execute(&mut self, client: ClientId, op: &[u8], nondet: &[u8]) -> Vec<u8> {

@@ -1490,3 +1490,32 @@ fn truncation_leaves_no_records_and_costs_stored_groups_only() {
         b.s.current_partition_digests()
     );
 }
+
+/// A backup accepts an agreed timestamp at most `clock_tolerance` ahead of its clock and
+/// `clock_lag_tolerance` behind it: a PRE-PREPARE can leave seconds after its primary took
+/// the time (a stable-checkpoint sync), and a clock held back only ends leases late.
+#[test]
+fn proposed_times_may_lag_more_than_they_may_lead() {
+    use byzfs_bft::{Service, Time};
+    let mut fs = Fs::new();
+    fs.create(ROOT, "f");
+    let last = fs.s.last_agreed_time();
+    let now = last + 60_000_000;
+    let verdicts: Vec<bool> = [
+        -10_000_001i64,
+        -10_000_000,
+        -2_000_000,
+        0,
+        1_000_000,
+        1_000_001,
+    ]
+    .into_iter()
+    .map(|d| {
+        let ts = now.saturating_add_signed(d);
+        fs.s.check_nondet(1, &ts.to_le_bytes(), Time(now))
+    })
+    .collect();
+    assert_eq!(verdicts, [false, true, true, true, true, false]);
+    // Never at or below the last agreed time, whatever the clocks say.
+    assert!(!fs.s.check_nondet(1, &last.to_le_bytes(), Time(last)));
+}

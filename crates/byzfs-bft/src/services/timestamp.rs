@@ -17,11 +17,30 @@ pub fn propose(last_proposed: &mut u64, last_agreed: u64, now: Time) -> Vec<u8> 
 
 /// Whether a backup accepts `nondet` as the next timestamp.
 pub fn check(nondet: &[u8], last_agreed: u64, now: Time, tolerance_us: u64) -> bool {
+    check_window(nondet, last_agreed, now, tolerance_us, tolerance_us)
+}
+
+/// [`check`] with separate bounds: the timestamp may be at most `ahead_us` after the
+/// backup's clock and `behind_us` before it. A service whose agreed clock times leases
+/// (they expire by it) keeps `ahead_us` tight, since a clock run ahead ends a lease early;
+/// it may allow more `behind_us`, since a clock held back ends leases late. A PRE-PREPARE
+/// leaves after its primary's step and drain (a stable checkpoint's synced commit took up
+/// to 2.4 s with a large file being written), so its timestamp can arrive that much old.
+pub fn check_window(
+    nondet: &[u8],
+    last_agreed: u64,
+    now: Time,
+    ahead_us: u64,
+    behind_us: u64,
+) -> bool {
     let Ok(b) = <[u8; 8]>::try_from(nondet) else {
         return false;
     };
     let ts = u64::from_le_bytes(b);
-    ts > last_agreed && ts.abs_diff(now.as_micros()) <= tolerance_us
+    let local = now.as_micros();
+    ts > last_agreed
+        && ts <= local.saturating_add(ahead_us)
+        && ts >= local.saturating_sub(behind_us)
 }
 
 #[cfg(test)]
@@ -39,5 +58,20 @@ mod tests {
         assert!(!check(&b, 7, Time(10), 5), "not above the last agreed");
         assert!(!check(&b, 6, Time(100), 5), "outside the tolerance");
         assert!(!check(&b[..7], 6, Time(10), 5), "not 8 bytes");
+    }
+
+    #[test]
+    fn a_window_bounds_each_side_separately() {
+        let ts = 100u64.to_le_bytes();
+        let verdicts: Vec<bool> = [90, 95, 100, 130, 150, 151]
+            .into_iter()
+            .map(|now| check_window(&ts, 1, Time(now), 5, 50))
+            .collect();
+        // Up to 5 ahead of the local clock, up to 50 behind it.
+        assert_eq!(verdicts, [false, true, true, true, true, false]);
+        assert!(
+            !check_window(&ts, 100, Time(100), 5, 50),
+            "not above the last agreed"
+        );
     }
 }
