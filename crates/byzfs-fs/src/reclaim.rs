@@ -251,14 +251,19 @@ impl<S: Store + ?Sized> Exec<'_, '_, S> {
             self.sb.next_ino += 1;
             i.used = 0;
         } else {
-            match rec.stale {
-                Some(e) => {
-                    if let Some(Doomed::Blocks { data, owner, .. }) = self.load_entry(e)? {
-                        let d = Doomed::Blocks { data, from, owner };
-                        self.txn.put(key::reclaim(e), encode(&d));
-                    }
+            let queued = match rec.stale {
+                Some(e) => self.load_entry(e)?.map(|d| (e, d)),
+                None => None,
+            };
+            match queued {
+                // The tail grows downwards: the same entry, from the new size.
+                Some((e, Doomed::Blocks { data, owner, .. })) => {
+                    let d = Doomed::Blocks { data, from, owner };
+                    self.txn.put(key::reclaim(e), encode(&d));
                 }
-                None => {
+                // None yet (or a record that names no queued tail): a new entry, so that no
+                // block past the size is ever left without one.
+                _ => {
                     rec.stale = Some(self.enqueue(Doomed::Blocks {
                         data: rec.id,
                         from,
