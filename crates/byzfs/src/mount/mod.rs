@@ -1867,21 +1867,17 @@ impl Filesystem for ByzFuse {
         }
     }
 
-    /// Every operation is durable at the replicas when it returns: only held-back writes
-    /// (of files in the directory or anywhere) are sent first.
+    /// Every operation is durable at the replicas when it returns, so a directory's `fsync`
+    /// is a file's: held-back writes are sent first.
     fn fsyncdir(
         &self,
         req: &fuser::Request,
         ino: INodeNo,
-        _fh: fuser::FileHandle,
-        _datasync: bool,
+        fh: fuser::FileHandle,
+        datasync: bool,
         reply: ReplyEmpty,
     ) {
-        let fh = fh!(self, ino, reply);
-        match self.call(req, Op::Fsync { fh }) {
-            Ok(_) => reply.ok(),
-            Err(e) => reply.error(errno(e)),
-        }
+        self.fsync(req, ino, fh, datasync, reply);
     }
 
     fn fsync(
