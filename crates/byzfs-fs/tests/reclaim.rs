@@ -57,6 +57,17 @@ fn reclaim_all(fs: &mut Fs, file: Option<FileHandle>) -> (u64, u64) {
     }
 }
 
+/// The queue has nothing left: a reclaim step deletes nothing and says so.
+fn assert_queue_empty(fs: &mut Fs) {
+    assert_eq!(
+        fs.run(Op::Reclaim { file: None }),
+        Ok(Reply::Reclaimed {
+            blocks: 0,
+            more: false
+        })
+    );
+}
+
 #[test]
 fn a_large_file_removed_goes_at_once_and_its_blocks_in_steps() {
     let mut fs = Fs::new();
@@ -81,14 +92,7 @@ fn a_large_file_removed_goes_at_once_and_its_blocks_in_steps() {
     // counters (entry numbers are never reused).
     assert_eq!(used(&mut fs), used0);
     assert_eq!(fs.records(), records0 + 1);
-    // Nothing more to do.
-    assert_eq!(
-        fs.run(Op::Reclaim { file: None }),
-        Ok(Reply::Reclaimed {
-            blocks: 0,
-            more: false
-        })
-    );
+    assert_queue_empty(&mut fs);
 }
 
 #[test]
@@ -170,13 +174,7 @@ fn a_large_stale_tail_never_shows_and_growth_over_it_waits_for_it() {
     let a = fs.getattr(f.fh);
     assert_eq!(a.used, keep + 1);
     assert_eq!(used(&mut fs) - used0, units(keep + 1));
-    assert_eq!(
-        fs.run(Op::Reclaim { file: None }),
-        Ok(Reply::Reclaimed {
-            blocks: 0,
-            more: false
-        })
-    );
+    assert_queue_empty(&mut fs);
 }
 
 #[test]
