@@ -149,6 +149,7 @@ mod tests {
             Op::CopyRange { .. } => 39,
             Op::Punch { .. } => 40,
             Op::Seek { .. } => 41,
+            Op::ReportCapacity { .. } => 42,
         }
     }
 
@@ -297,6 +298,10 @@ mod tests {
                 fh: FH,
                 offset: 1,
                 hole: true,
+            },
+            Op::ReportCapacity {
+                replica: 1,
+                bytes: 2,
             },
         ];
         let cases: Vec<(Op, u8)> = ops

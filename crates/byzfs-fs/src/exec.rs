@@ -162,7 +162,7 @@ impl<S: Store + ?Sized> Exec<'_, '_, S> {
                 cookie,
                 max_entries,
             } => self.readdir(dir, cookie, max_entries),
-            Op::StatFs => Ok(Reply::StatFs(self.statfs())),
+            Op::StatFs => Ok(Reply::StatFs(self.statfs()?)),
             Op::Fsync { fh } => {
                 self.resolve(fh)?;
                 Ok(Reply::Done)
@@ -209,6 +209,7 @@ impl<S: Store + ?Sized> Exec<'_, '_, S> {
                 keep_size,
             } => self.punch(fh, offset, len, keep_size),
             Op::Seek { fh, offset, hole } => self.seek(fh, offset, hole),
+            Op::ReportCapacity { replica, bytes } => self.report_capacity(replica, bytes),
         }
     }
 
@@ -242,7 +243,7 @@ impl<S: Store + ?Sized> Exec<'_, '_, S> {
     /// `used_bytes += delta`, or `ENOSPC` if that exceeds the capacity.
     pub(crate) fn charge(&mut self, delta: i64) -> Res<()> {
         let used = self.sb.used_bytes.saturating_add_signed(delta);
-        if delta > 0 && used > self.cfg.capacity_bytes {
+        if delta > 0 && used > self.capacity()?.0 {
             return Err(Errno::ENOSPC.into());
         }
         self.sb.used_bytes = used;
@@ -482,7 +483,7 @@ impl<S: Store + ?Sized> Exec<'_, '_, S> {
                 return Err(Errno::ENAMETOOLONG.into());
             }
         }
-        if self.sb.inodes >= self.cfg.max_inodes {
+        if self.sb.inodes >= self.capacity()?.1 {
             return Err(Errno::ENOSPC.into());
         }
         self.charge(target.len() as i64)?;
@@ -900,15 +901,16 @@ impl<S: Store + ?Sized> Exec<'_, '_, S> {
         Ok(Reply::ReadDir { entries, eof })
     }
 
-    fn statfs(&self) -> StatFs {
+    fn statfs(&self) -> Res<StatFs> {
         const UNIT: u64 = 4096;
-        StatFs {
+        let (bytes, inodes) = self.capacity()?;
+        Ok(StatFs {
             block_size: UNIT as u32,
-            blocks: self.cfg.capacity_bytes / UNIT,
-            blocks_free: self.cfg.capacity_bytes.saturating_sub(self.sb.used_bytes) / UNIT,
-            files: self.cfg.max_inodes,
-            files_free: self.cfg.max_inodes.saturating_sub(self.sb.inodes),
+            blocks: bytes / UNIT,
+            blocks_free: bytes.saturating_sub(self.sb.used_bytes) / UNIT,
+            files: inodes,
+            files_free: inodes.saturating_sub(self.sb.inodes),
             name_max: MAX_NAME as u32,
-        }
+        })
     }
 }

@@ -18,6 +18,7 @@
 //! | where a file's blocks are ([`crate::reclaim`]; absent: under its inode number) | `12 ‖ ino` | `"i" ‖ ino` (the inode's) |
 //! | an entry of the reclaim queue ([`crate::reclaim`]) | `13 ‖ number` | `"r"` |
 //! | the reclaim queue's counters | `14` | `"r"` |
+//! | the replicas' capacity reports ([`crate::capacity`]) | `15` | `"p"` |
 //!
 //! Integers are big-endian so key order is numeric order. The placement bytes are the first 8
 //! bytes of a domain-separated BLAKE3 hash, so partitions fill evenly. Both records of a
@@ -45,6 +46,7 @@ const TAG_WAITS: u8 = 11;
 const TAG_DATA: u8 = 12;
 const TAG_RECLAIM: u8 = 13;
 const TAG_RECLAIM_QUEUE: u8 = 14;
+const TAG_CAPACITY: u8 = 15;
 
 /// The placement bytes of an object.
 fn placement(kind: u8, parts: &[u64]) -> [u8; PLACEMENT_BYTES] {
@@ -121,6 +123,11 @@ pub(crate) fn reclaim(number: u64) -> Vec<u8> {
 /// The reclaim queue's counters ([`crate::reclaim::Queue`]), in the queue's partition.
 pub(crate) fn reclaim_queue() -> Vec<u8> {
     build(placement(b'r', &[]), TAG_RECLAIM_QUEUE, &[], &[])
+}
+
+/// The replicas' capacity reports ([`crate::capacity`]).
+pub(crate) fn capacity_reports() -> Vec<u8> {
+    build(placement(b'p', &[]), TAG_CAPACITY, &[], &[])
 }
 
 /// Extended attribute `name` of `ino`. All of a file's attributes share a partition, so

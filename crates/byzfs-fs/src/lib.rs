@@ -109,6 +109,7 @@
 #![forbid(unsafe_code)]
 
 pub mod attr;
+pub mod capacity;
 pub mod data;
 pub mod deadlock;
 pub mod delegation;
@@ -150,6 +151,10 @@ pub struct FsConfig {
     pub capacity_bytes: u64,
     /// Most inodes (`ENOSPC` beyond).
     pub max_inodes: u64,
+    /// Who may report their disk's capacity; with reports, capacity and inodes are what
+    /// the replicas' disks hold, never above the two limits above ([`capacity`]). `None`:
+    /// the limits as configured.
+    pub reporters: Option<capacity::Reporters>,
     /// How far ahead of its own clock a backup accepts a proposed timestamp (leases expire
     /// by the agreed clock: ahead would end them early).
     pub clock_tolerance: Duration,
@@ -175,6 +180,7 @@ impl Default for FsConfig {
             partitions: 4096,
             capacity_bytes: 1 << 40,
             max_inodes: 1 << 32,
+            reporters: None,
             clock_tolerance: Duration::from_secs(1),
             clock_lag_tolerance: Duration::from_secs(10),
             root_uid: 0,

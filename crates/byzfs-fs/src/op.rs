@@ -451,6 +451,15 @@ pub enum Op {
         /// Look for a hole rather than data.
         hole: bool,
     },
+    /// A replica's report of the file-system capacity its disk could hold
+    /// ([`crate::capacity`]); `EPERM` unless sent by that replica's own client. Reply:
+    /// [`Reply::Done`].
+    ReportCapacity {
+        /// The replica reporting.
+        replica: u32,
+        /// Bytes of file data it could hold in all.
+        bytes: u64,
+    },
 }
 
 /// Most attribute changes one [`Op::WriteSetAttr`] may carry.
@@ -523,6 +532,7 @@ impl Op {
             Op::CopyRange { .. } => "copy_range",
             Op::Punch { .. } => "punch",
             Op::Seek { .. } => "seek",
+            Op::ReportCapacity { .. } => "report_capacity",
         }
     }
 

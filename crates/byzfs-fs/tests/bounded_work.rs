@@ -437,6 +437,11 @@ fn all_kinds(
             offset: 2 << 20,
             hole: true,
         },
+        // Refused here (no reporters configured): one record read at most.
+        Op::ReportCapacity {
+            replica: 0,
+            bytes: 1 << 30,
+        },
     ];
     // Exhaustive: a new operation must be added above.
     for op in &ops {
@@ -482,11 +487,12 @@ fn all_kinds(
             | Op::Reclaim { .. }
             | Op::CopyRange { .. }
             | Op::Punch { .. }
-            | Op::Seek { .. } => {}
+            | Op::Seek { .. }
+            | Op::ReportCapacity { .. } => {}
         }
     }
     let kinds: std::collections::BTreeSet<&str> = ops.iter().map(Op::name).collect();
-    assert_eq!(kinds.len(), 42, "every kind of operation is measured");
+    assert_eq!(kinds.len(), 43, "every kind of operation is measured");
     let _ = (empty_dir, small);
     ops
 }

@@ -19,7 +19,7 @@
 //! session's result.
 
 use crate::hex::Hex;
-use byzfs_bft::ClientId;
+use byzfs_bft::{ClientId, ReplicaId};
 use ed25519_dalek::{Signer as _, SigningKey, VerifyingKey};
 use rand_core::{OsRng, RngCore as _};
 use serde::{Deserialize, Serialize};
@@ -28,6 +28,24 @@ use serde::{Deserialize, Serialize};
 pub const SESSION_BITS: u32 = 40;
 /// Largest certificate client id (the remaining 24 bits).
 pub const CLIENT_ID_MAX: ClientId = (1 << (64 - SESSION_BITS)) - 1;
+/// Certificate ids from here to [`CLIENT_ID_MAX`] belong to the replicas' own clients
+/// (their disk reports, `byzfs_fs::capacity`): replica `r`'s is `REPLICA_CLIENT_FIRST + r`,
+/// certified by replica `r`'s Ed25519 key rather than the admin's, so a replica needs no
+/// credential besides its own key and no other party can speak for it.
+pub const REPLICA_CLIENT_FIRST: ClientId = CLIENT_ID_MAX + 1 - 4096;
+
+/// The certificate id of replica `replica`'s own client, if the reserved range holds it.
+pub fn replica_client_id(replica: ReplicaId) -> Option<ClientId> {
+    let id = REPLICA_CLIENT_FIRST + ClientId::from(replica);
+    (id <= CLIENT_ID_MAX).then_some(id)
+}
+
+/// The replica whose own client certificate id `client` is, if it is one.
+pub fn replica_of_client(client: ClientId) -> Option<ReplicaId> {
+    (REPLICA_CLIENT_FIRST..=CLIENT_ID_MAX)
+        .contains(&client)
+        .then(|| (client - REPLICA_CLIENT_FIRST) as ReplicaId)
+}
 
 const CERT_DOMAIN: &[u8] = b"byzfs client certificate v2\0";
 
@@ -56,9 +74,14 @@ pub enum CertError {
     /// The client id does not fit beside a session number.
     #[error("client id {0} is out of range (0..=16777215)")]
     ClientIdRange(ClientId),
-    /// The signature does not verify under the admin key.
+    /// The signature does not verify under the admin key (or, for a replica's own
+    /// client, that replica's key).
     #[error("the certificate is not signed by this cluster's admin key")]
     BadSignature,
+    /// A replica's own client id ([`REPLICA_CLIENT_FIRST`]) for a replica the cluster does
+    /// not have.
+    #[error("client id is reserved for replica {0}, which this cluster does not have")]
+    NoSuchReplica(ReplicaId),
 }
 
 fn signed_bytes(
@@ -101,7 +124,22 @@ impl ClientCert {
         VerifyingKey::from_bytes(&self.ed25519_public_key.0).ok()
     }
 
-    /// Checks the certificate against the cluster's id and admin key.
+    /// Checks the certificate against `cluster`: its id, and the admin's key, or for a
+    /// replica's own client ([`REPLICA_CLIENT_FIRST`]) that replica's key.
+    pub fn verify_in(&self, cluster: &crate::ClusterConfig) -> Result<(), CertError> {
+        match replica_of_client(self.client) {
+            Some(r) => {
+                let replica = cluster
+                    .replicas
+                    .get(r as usize)
+                    .ok_or(CertError::NoSuchReplica(r))?;
+                self.verify(&replica.ed25519_public, &cluster.cluster_id)
+            }
+            None => self.verify(&cluster.admin_public, &cluster.cluster_id),
+        }
+    }
+
+    /// Checks the certificate's cluster id, id range and signature under `signer`.
     pub fn verify(&self, admin: &VerifyingKey, cluster_id: &[u8; 16]) -> Result<(), CertError> {
         if &self.cluster_id.0 != cluster_id {
             return Err(CertError::WrongCluster);

@@ -123,11 +123,11 @@ pub struct ReplicaEntry {
     pub ed25519_public_key: Hex<32>,
 }
 
-/// `[fs]`: the file service's replicated limits — what `df` on a mount shows, and where
-/// `ENOSPC` begins. Part of the cluster file because every replica must use the same ones
-/// (they decide results). `byzfs keygen` and `byzfs up` derive them from the free disk
-/// ([`FsLimits::fitting`]); a replica warns at start-up when its disk could not hold them
-/// (`byzfs replica`).
+/// `[fs]`: the file service's replicated limits — the most `df` on a mount shows, and
+/// where `ENOSPC` begins at the latest. Part of the cluster file because every replica must
+/// use the same ones (they decide results). `byzfs keygen` and `byzfs up` derive them from
+/// the free disk ([`FsLimits::fitting`]); the replicas' reports of their disks lower them
+/// at run time (`byzfs_fs::capacity`).
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]
 pub struct FsLimits {
@@ -164,11 +164,16 @@ impl FsLimits {
     /// assert_eq!(l.max_inodes, 20_971_520);
     /// ```
     pub fn fitting(free_bytes: u64, replicas: u64) -> FsLimits {
-        let capacity = free_bytes / replicas.max(1) * 10 / DISK_TENTHS_PER_BYTE;
+        let capacity = FsLimits::capacity_of_disk(free_bytes / replicas.max(1));
         FsLimits {
             capacity_bytes: capacity,
             max_inodes: (capacity / 512).clamp(1 << 16, 1 << 32),
         }
+    }
+
+    /// The capacity `disk_bytes` of one replica's disk can hold (`disk / 2.5`).
+    pub fn capacity_of_disk(disk_bytes: u64) -> u64 {
+        disk_bytes / DISK_TENTHS_PER_BYTE * 10
     }
 
     /// Disk a replica needs to hold this capacity.

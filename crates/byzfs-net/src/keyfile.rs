@@ -263,27 +263,53 @@ impl ClientCredential {
         admin: &AdminSecret,
         client: byzfs_bft::ClientId,
     ) -> Result<Self, SetupError> {
-        if client > crate::cert::CLIENT_ID_MAX {
+        if client >= crate::cert::REPLICA_CLIENT_FIRST {
             return Err(SetupError::Usage(format!(
-                "client id {client} is out of range; use 0..={}",
-                crate::cert::CLIENT_ID_MAX
+                "client id {client} is out of range; use 0..={} (the ids above are the \
+                 replicas' own)",
+                crate::cert::REPLICA_CLIENT_FIRST - 1
             )));
         }
+        Ok(Self::signed_by(&admin.ed25519, cluster, client))
+    }
+
+    /// A fresh credential for `replica`'s own client (its disk reports), certified by the
+    /// replica's key ([`crate::cert::REPLICA_CLIENT_FIRST`]); never written to a file.
+    pub fn for_replica(
+        cluster: &ClusterConfig,
+        replica: &ReplicaSecret,
+    ) -> Result<Self, SetupError> {
+        let client = crate::cert::replica_client_id(replica.id).ok_or_else(|| {
+            SetupError::Usage(format!(
+                "replica id {} has no client id of its own (at most {} replicas)",
+                replica.id,
+                crate::cert::CLIENT_ID_MAX - crate::cert::REPLICA_CLIENT_FIRST + 1
+            ))
+        })?;
+        Ok(Self::signed_by(&replica.ed25519, cluster, client))
+    }
+
+    /// Fresh keys for `client`, certified by `signer`.
+    fn signed_by(
+        signer: &SigningKey,
+        cluster: &ClusterConfig,
+        client: byzfs_bft::ClientId,
+    ) -> Self {
         let x25519 = StaticSecret::random_from_rng(rand_core::OsRng);
         let public = PublicKey::from(&x25519).to_bytes();
         let ed25519 = SigningKey::generate(&mut rand_core::OsRng);
         let cert = ClientCert::issue(
-            &admin.ed25519,
+            signer,
             cluster.cluster_id,
             client,
             public,
             ed25519.verifying_key().to_bytes(),
         );
-        Ok(ClientCredential {
+        ClientCredential {
             x25519,
             ed25519,
             cert,
-        })
+        }
     }
 
     /// Loads a client credential and checks its certificate against `cluster`.
@@ -302,13 +328,14 @@ impl ClientCredential {
             config: cluster.path.clone(),
             what: what.into(),
         };
-        match certificate.verify(&cluster.admin_public, &cluster.cluster_id) {
+        match certificate.verify_in(cluster) {
             Ok(()) => {}
             Err(crate::cert::CertError::WrongCluster) => return Err(mismatch("cluster_id")),
             Err(crate::cert::CertError::BadSignature) => return Err(mismatch("admin_public_key")),
-            Err(e @ crate::cert::CertError::ClientIdRange(_)) => {
-                return Err(SetupError::Usage(format!("{}: {e}", path.display())))
-            }
+            Err(
+                e @ (crate::cert::CertError::ClientIdRange(_)
+                | crate::cert::CertError::NoSuchReplica(_)),
+            ) => return Err(SetupError::Usage(format!("{}: {e}", path.display()))),
         }
         let x25519 = StaticSecret::from(x25519_secret_key.0);
         if PublicKey::from(&x25519).to_bytes() != certificate.x25519_public_key.0 {

@@ -10,7 +10,9 @@ use byzfs_net::counters::NetDrop;
 use byzfs_net::framing::{read_frame, write_frame};
 use byzfs_net::handshake::{self, client_proof_data, prove, Hello, Welcome};
 use byzfs_net::keygen::{keygen, KeygenOptions};
-use byzfs_net::{kdf, AdminSecret, ByzClient, ClientCredential, ClientError, NodeOptions};
+use byzfs_net::{
+    kdf, AdminSecret, ByzClient, ClientCredential, ClientError, NodeOptions, ReplicaSecret,
+};
 use common::{get, put, wait_for, TestCluster, OP_TIMEOUT};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
@@ -161,6 +163,44 @@ async fn new_client_joins_without_restart_and_forged_certificates_are_refused() 
     }
     let n1 = c.nodes[1].as_ref().unwrap();
     wait_for(|| n1.status().net.dropped["bad_handshake"] >= 2).await;
+}
+
+/// A replica's own client (`byzfs_net::cert::REPLICA_CLIENT_FIRST`, its disk reports) is
+/// certified by that replica's key: admitted as such, and no one else can take its id.
+#[tokio::test]
+async fn a_replicas_own_client_is_certified_by_that_replica_only() {
+    use byzfs_net::cert::{replica_client_id, ClientCert, REPLICA_CLIENT_FIRST};
+    let c = TestCluster::start();
+    let keys = |i: u32| {
+        let path = byzfs_net::keygen::replica_key_path(c.dir.path(), i);
+        ReplicaSecret::load(&path, &c.cluster, i).unwrap()
+    };
+    let own = ClientCredential::for_replica(&c.cluster, &keys(2)).unwrap();
+    assert_eq!(own.cert.client, replica_client_id(2).unwrap());
+    let mut client = ByzClient::connect(&c.cluster, &own).await.unwrap();
+    put(&mut client, b"own", b"2").await;
+    assert_eq!(get(&mut client, b"own", true).await, Some(b"2".to_vec()));
+
+    // The admin cannot issue these ids, and a certificate for one signed by the admin or
+    // by another replica is refused.
+    assert!(ClientCredential::issue(&c.cluster, &c.admin, REPLICA_CLIENT_FIRST).is_err());
+    let mut forged = ClientCredential::for_replica(&c.cluster, &keys(1)).unwrap();
+    for signer in [&c.admin.ed25519, &keys(1).ed25519] {
+        forged.cert = ClientCert::issue(
+            signer,
+            c.cluster.cluster_id,
+            replica_client_id(2).unwrap(),
+            forged.cert.x25519_public_key.0,
+            forged.cert.ed25519_public_key.0,
+        );
+        match ByzClient::connect(&c.cluster, &forged).await {
+            Err(ClientError::Unreachable { up: 0, details, .. }) => {
+                assert!(details.contains("not signed by"), "{details}")
+            }
+            Err(e) => panic!("unexpected error {e}"),
+            Ok(_) => panic!("a certificate for replica 2's client signed by someone else"),
+        }
+    }
 }
 
 #[tokio::test]

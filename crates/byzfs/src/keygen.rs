@@ -147,7 +147,7 @@ pub struct ClientKeyArgs {
     /// The admin key (default: admin.key beside the config).
     #[arg(long)]
     admin_key: Option<PathBuf>,
-    /// The new client's id (0..=16777215).
+    /// The new client's id (0..=16773119; the 4096 ids above are the replicas' own).
     #[arg(long)]
     id: u64,
     /// Where to write the credential (default: client-<id>.key beside the config).

@@ -20,6 +20,7 @@
 
 mod bench;
 mod byzantine;
+mod capacity_report;
 mod fsbench;
 mod fsclient;
 mod keygen;

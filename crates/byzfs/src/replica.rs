@@ -3,7 +3,7 @@
 use anyhow::Context as _;
 use byzfs_bft::services::kv::KvService;
 use byzfs_bft::services::null::NullService;
-use byzfs_bft::{ReplicaId, Seq, Service};
+use byzfs_bft::{Seq, Service};
 use byzfs_fs::store::{Compaction, RedbStore, DEFAULT_CACHE_BYTES};
 use byzfs_fs::{FileService, FsConfig};
 use byzfs_net::cluster::ClusterConfig;
@@ -140,7 +140,8 @@ pub fn run(a: ReplicaArgs) -> anyhow::Result<ExitCode> {
             if let Some((uid, gid)) = a.fs_root_owner {
                 (cfg.root_uid, cfg.root_gid) = (uid, gid);
             }
-            check_disk(&cluster, &data_dir(&a), a.id);
+            // `df` and ENOSPC never promise more than the disks hold (`capacity_report`).
+            crate::capacity_report::Reporter::new(&cluster, &secret, &data_dir(&a))?.spawn()?;
             // Replicas take turns compacting their stores (`Compaction`): at most one
             // pauses for it at a time.
             let turn = Compaction {
@@ -160,27 +161,12 @@ pub(crate) fn fs_config(cluster: &ClusterConfig) -> FsConfig {
     FsConfig {
         capacity_bytes: cluster.fs.capacity_bytes,
         max_inodes: cluster.fs.max_inodes,
+        reporters: Some(byzfs_fs::capacity::Reporters {
+            first: byzfs_net::cert::REPLICA_CLIENT_FIRST,
+            session_bits: byzfs_net::cert::SESSION_BITS,
+            replicas: cluster.replicas.len() as u32,
+        }),
         ..FsConfig::default()
-    }
-}
-
-/// Warns when the disk holding `dir` could not hold the cluster's agreed capacity: `df` on
-/// the mounts would promise more than this replica can store, and it would stop with a full
-/// disk before the cluster answers `ENOSPC`.
-fn check_disk(cluster: &ClusterConfig, dir: &Path, id: ReplicaId) {
-    let have = byzfs_net::keygen::free_disk(dir) + byzfs_net::storage::disk_bytes(dir);
-    let need = cluster.fs.disk_needed();
-    if have < need {
-        tracing::warn!(
-            replica = id,
-            capacity_bytes = cluster.fs.capacity_bytes,
-            disk_needed = need,
-            disk_here = have,
-            "this disk cannot hold the cluster's file-system capacity: df on the mounts \
-             overstates the space, and this replica stops with a full disk before the \
-             cluster answers ENOSPC; free space here, or lower [fs] capacity_bytes in the \
-             cluster file (the same file at every replica)"
-        );
     }
 }
 

@@ -20,6 +20,24 @@ pub struct StatusArgs {
     timeout_ms: u64,
 }
 
+/// Appends one formatted line to a `String`.
+macro_rules! say {
+    ($o:ident, $($t:tt)*) => {{
+        $o.push_str(&format!($($t)*));
+        $o.push('\n');
+    }};
+}
+
+/// Writes `text` to stdout; a closed pipe is not an error.
+fn emit(text: &str) -> std::io::Result<()> {
+    use std::io::Write as _;
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        r => r,
+    }
+}
+
 pub fn run(a: StatusArgs) -> anyhow::Result<ExitCode> {
     crate::logging::init("warn");
     let cluster = ClusterConfig::load(&a.config)?;
@@ -37,7 +55,11 @@ pub fn run(a: StatusArgs) -> anyhow::Result<ExitCode> {
         out.sort_by_key(|(id, _)| *id);
         out
     });
-    println!(
+    // The whole report is written at once, so a reader that closes early (`| head`) ends
+    // the command quietly instead of making it panic.
+    let mut o = String::new();
+    say!(
+        o,
         "{:<8} {:<22} {:<10} {:>6} {:>8} {:>14} {:>12} {:>6} {:>8} {:<11} {:>9} {:<16} {:<16}",
         "replica",
         "address",
@@ -64,7 +86,7 @@ pub fn run(a: StatusArgs) -> anyhow::Result<ExitCode> {
                 } else {
                     format!("{}*", s.view)
                 };
-                println!(
+                say!(o,
                     "{:<8} {:<22} {:<10} {:>6} {:>8} {:>14} {:>12} {:>6} {:>8} {:<11} {:>9} {:<16} {:<16}",
                     id,
                     addr,
@@ -81,18 +103,19 @@ pub fn run(a: StatusArgs) -> anyhow::Result<ExitCode> {
                     short(&s.stable_digest)
                 );
             }
-            Err(e) => println!("{id:<8} {addr:<22} no ({e})"),
+            Err(e) => say!(o, "{id:<8} {addr:<22} no ({e})"),
         }
     }
     if results
         .iter()
         .any(|(_, r)| r.as_ref().is_ok_and(|s| !s.has_new_view))
     {
-        println!("* view change in progress");
+        say!(o, "* view change in progress");
     }
-    println!("on_disk: the data directory's size on disk; state_digest: live state (service and reply cache) at the last status tick; stable_digest: last stable checkpoint (first 16 hex digits)");
+    say!(o, "on_disk: the data directory's size on disk; state_digest: live state (service and reply cache) at the last status tick; stable_digest: last stable checkpoint (first 16 hex digits)");
     let quorum = cluster.bft.quorum();
-    println!(
+    say!(
+        o,
         "{reachable} of {} replicas reachable; the cluster needs {quorum} to make progress",
         cluster.n()
     );
@@ -102,23 +125,29 @@ pub fn run(a: StatusArgs) -> anyhow::Result<ExitCode> {
         .collect();
     let h = health(&seen, cluster.bft.log_window);
     for line in &h.notes {
-        println!("{line}");
+        say!(o, "{line}");
     }
     let in_step = h.in_step.len();
     match h.view {
-        Some(v) if in_step >= quorum => println!(
+        Some(v) if in_step >= quorum => say!(
+            o,
             "{in_step} of {} replicas in step in view {v}: the cluster tolerates {} more \
              faulty, slow or unreachable replica(s)",
             cluster.n(),
             in_step - quorum
         ),
-        Some(v) => println!(
+        Some(v) => say!(
+            o,
             "only {in_step} of {} replicas in step in view {v}; the cluster needs {quorum} \
              to make progress",
             cluster.n()
         ),
-        None => println!("no replica reachable holds a view: a view change is in progress"),
+        None => say!(
+            o,
+            "no replica reachable holds a view: a view change is in progress"
+        ),
     }
+    emit(&o)?;
     Ok(if reachable >= quorum {
         ExitCode::SUCCESS
     } else {

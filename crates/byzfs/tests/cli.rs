@@ -79,6 +79,17 @@ fn up_serves_kv_and_sigterm_leaves_no_replica_behind() {
     let status = text(&out.stdout);
     assert_eq!(status.matches(" yes ").count(), 4, "{status}");
     assert!(status.contains("4 of 4 replicas reachable"), "{status}");
+    // Into a pipe its reader already closed (`byzfs status | head -0`): no panic.
+    let mut child = Command::new(BIN)
+        .args(["status", "--config", config])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stderr), "");
 
     kill(Pid::from_raw(up.child.id() as i32), Signal::SIGTERM).unwrap();
     let start = Instant::now();

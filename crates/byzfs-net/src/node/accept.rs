@@ -130,8 +130,7 @@ pub(crate) fn client_admission(
     session: u64,
 ) -> Result<ClientAdmission, String> {
     let c = &shared.cluster;
-    cert.verify(&c.admin_public, &c.cluster_id)
-        .map_err(|e| e.to_string())?;
+    cert.verify_in(c).map_err(|e| e.to_string())?;
     let client = session_client_id(cert.client, session)
         .ok_or_else(|| "session number out of range".to_string())?;
     let verifying = cert

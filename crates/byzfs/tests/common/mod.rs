@@ -335,6 +335,18 @@ impl Procs {
         extra: Vec<Vec<String>>,
         protocol: &[(&str, &str)],
     ) -> Procs {
+        Procs::prepared(mode, service, extra, protocol, |_| {})
+    }
+
+    /// As [`Procs::with_protocol`]; `prepare` runs after keygen, before any replica starts
+    /// (to place a data directory on another file system, say).
+    pub fn prepared(
+        mode: &'static str,
+        service: &'static str,
+        extra: Vec<Vec<String>>,
+        protocol: &[(&str, &str)],
+        prepare: impl FnOnce(&Procs),
+    ) -> Procs {
         let dir = tempfile::tempdir().unwrap();
         let out = Command::new(BIN)
             .args(["keygen", "--replicas", "4", "--base-port", "0", "--out"])
@@ -375,6 +387,7 @@ impl Procs {
             children: (0..4).map(|_| None).collect(),
             cluster,
         };
+        prepare(&p);
         for i in 0..4 {
             p.start(i);
         }

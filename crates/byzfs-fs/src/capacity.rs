@@ -1,0 +1,185 @@
+//! The agreed capacity: `df` and `ENOSPC` never promise more than the replicas' disks hold.
+//!
+//! **Why.** The configured capacity ([`crate::FsConfig::capacity_bytes`]) is fitted to the
+//! disks when the cluster is created, but disks fill with other things, and a replica may
+//! be moved to a smaller one. A replica whose disk fills stops, like a crashed one; if
+//! more than `f` do, the cluster stops with a full disk instead of answering `ENOSPC`.
+//!
+//! **How.** Each replica measures its own disk and reports, as an ordered operation
+//! ([`crate::Op::ReportCapacity`]), the file-system capacity it could hold: its free disk
+//! and what it already holds, over its bytes on disk per byte stored. It sends it from its
+//! own client, whose identity the replication library authenticates
+//! ([`Reporters`]: replica `r`'s certificate is signed by `r`'s key), so no one can report
+//! for another replica. The service keeps each replica's last report (record key `15`)
+//! and goes by the **`(f+1)`-th smallest** report, missing ones counting as the configured
+//! capacity, and never above it ([`agreed`]). Every replica computes the same number from
+//! the same ordered reports, so `statfs` and `ENOSPC` stay deterministic.
+//!
+//! **Why the `(f+1)`-th smallest and not the smallest.** At least `2f+1` replicas (a
+//! quorum, enough to make progress) reported at least that much room, and no `f` replicas
+//! can lower it: taking the smallest would let one faulty replica stop every write in the
+//! cluster by reporting no room. The cost: a correct replica whose disk is the smallest of
+//! all may fill before the cluster answers `ENOSPC`; it then stops as a crashed replica
+//! would, one of the `f` faults the cluster tolerates, and its operator sees why in its log
+//! and in `byzfs status` (ARCHITECTURE.md, Deviation 28).
+//!
+//! The inode limit scales with the byte capacity (the configured `max_inodes` at the
+//! configured capacity).
+
+use crate::encoding::{decode, encode};
+use crate::errno::{Errno, Res};
+use crate::exec::Exec;
+use crate::key;
+use crate::op::Reply;
+use crate::store::Store;
+use serde::{Deserialize, Serialize};
+
+/// Which protocol clients may report for which replica: replica `r`'s reports come from
+/// sessions of certificate id `first + r` (the session number in the low `session_bits`
+/// bits; `byzfs_net::cert::REPLICA_CLIENT_FIRST`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Reporters {
+    /// Certificate id of replica 0's client.
+    pub first: u64,
+    /// Bits of a protocol client id below the certificate id.
+    pub session_bits: u32,
+    /// Number of replicas, `3f+1`.
+    pub replicas: u32,
+}
+
+impl Reporters {
+    /// The replica that protocol client `client` reports for, if any.
+    ///
+    /// ```
+    /// use byzfs_fs::capacity::Reporters;
+    /// let r = Reporters { first: 100, session_bits: 40, replicas: 4 };
+    /// assert_eq!(r.replica_of(102 << 40 | 7), Some(2));
+    /// assert_eq!(r.replica_of(104 << 40), None);
+    /// assert_eq!(r.replica_of(99 << 40), None);
+    /// ```
+    pub fn replica_of(&self, client: u64) -> Option<u32> {
+        let cert = client.checked_shr(self.session_bits).unwrap_or(0);
+        let r = cert.checked_sub(self.first)?;
+        u32::try_from(r).ok().filter(|&r| r < self.replicas)
+    }
+
+    /// Faults tolerated.
+    fn f(&self) -> usize {
+        (self.replicas.saturating_sub(1) / 3) as usize
+    }
+}
+
+/// The replicas' last reports (key `15`), by replica id.
+#[derive(Serialize, Deserialize, Clone, PartialEq, Eq, Debug, Default)]
+pub(crate) struct Reports {
+    pub bytes: Vec<Option<u64>>,
+}
+
+/// The capacity `reports` allow under `configured`: the `(f+1)`-th smallest report, a
+/// missing one counting as `configured`, and never above `configured`.
+pub fn agreed(configured: u64, reports: &[Option<u64>], reporters: &Reporters) -> u64 {
+    let mut all: Vec<u64> = (0..reporters.replicas as usize)
+        .map(|r| reports.get(r).copied().flatten().unwrap_or(configured))
+        .collect();
+    all.sort_unstable();
+    all.get(reporters.f())
+        .copied()
+        .unwrap_or(configured)
+        .min(configured)
+}
+
+/// The inode limit that goes with capacity `bytes`: `max_inodes` scaled as `bytes` is to
+/// `configured`.
+fn inodes_for(bytes: u64, configured: u64, max_inodes: u64) -> u64 {
+    if bytes >= configured || configured == 0 {
+        return max_inodes;
+    }
+    (u128::from(max_inodes) * u128::from(bytes) / u128::from(configured)) as u64
+}
+
+impl<S: Store + ?Sized> Exec<'_, '_, S> {
+    fn reports(&self) -> Res<Reports> {
+        match self.txn.get(&key::capacity_reports())? {
+            Some(b) => Ok(decode(&b)?),
+            None => Ok(Reports::default()),
+        }
+    }
+
+    /// The agreed capacity now: bytes and inodes.
+    pub(crate) fn capacity(&self) -> Res<(u64, u64)> {
+        let (bytes, inodes) = (self.cfg.capacity_bytes, self.cfg.max_inodes);
+        let Some(reporters) = self.cfg.reporters else {
+            return Ok((bytes, inodes));
+        };
+        let agreed = agreed(bytes, &self.reports()?.bytes, &reporters);
+        Ok((agreed, inodes_for(agreed, bytes, inodes)))
+    }
+
+    /// [`crate::Op::ReportCapacity`]: `EPERM` unless the sender is `replica`'s own client.
+    pub(crate) fn report_capacity(&mut self, replica: u32, bytes: u64) -> Res<Reply> {
+        let Some(reporters) = self.cfg.reporters else {
+            return Err(Errno::EPERM.into());
+        };
+        if reporters.replica_of(self.client) != Some(replica) {
+            return Err(Errno::EPERM.into());
+        }
+        let mut reports = self.reports()?;
+        let r = replica as usize;
+        if reports.bytes.len() <= r {
+            reports.bytes.resize(r + 1, None);
+        }
+        reports.bytes[r] = Some(bytes);
+        self.txn.put(key::capacity_reports(), encode(&reports));
+        Ok(Reply::Done)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const FOUR: Reporters = Reporters {
+        first: 10,
+        session_bits: 40,
+        replicas: 4,
+    };
+
+    #[test]
+    fn the_f_plus_first_smallest_report_counts() {
+        let c = 1000;
+        assert_eq!(agreed(c, &[], &FOUR), 1000, "no reports: configured");
+        assert_eq!(
+            agreed(c, &[Some(1)], &FOUR),
+            1000,
+            "one low report: ignored"
+        );
+        assert_eq!(agreed(c, &[Some(1), None, Some(5)], &FOUR), 5);
+        assert_eq!(
+            agreed(c, &[Some(9), Some(7), Some(8), Some(6)], &FOUR),
+            7,
+            "second smallest"
+        );
+        assert_eq!(
+            agreed(c, &[Some(5000); 4], &FOUR),
+            1000,
+            "never above the configured capacity"
+        );
+        let seven = Reporters {
+            replicas: 7,
+            ..FOUR
+        };
+        assert_eq!(
+            agreed(c, &[Some(1), Some(2), Some(3), Some(4)], &seven),
+            3,
+            "f = 2: the third smallest"
+        );
+    }
+
+    #[test]
+    fn inodes_scale_with_bytes() {
+        assert_eq!(inodes_for(500, 1000, 64), 32);
+        assert_eq!(inodes_for(1000, 1000, 64), 64);
+        assert_eq!(inodes_for(0, 1000, 64), 0);
+        assert_eq!(inodes_for(u64::MAX, 0, 64), 64);
+    }
+}
