@@ -14,11 +14,11 @@
 //! its block count (`crate::key::group`), so finding the blocks past a size costs
 //! O(stored groups), never O(file size): a 1-byte write at 1 TiB followed by a truncation to
 //! 0 is cheap, so no client can make every replica scan a million empty groups. Deleting
-//! them ([`delete_from`]) takes a budget: a truncation or removal that would delete more
+//! them (`delete_from`) takes a budget: a truncation or removal that would delete more
 //! leaves the rest to the reclaim queue ([`crate::reclaim`]), so no operation's cost grows
 //! with the file's size.
 //!
-//! Blocks are keyed by the file's *data id* ([`crate::reclaim::DataRec`]): its inode number,
+//! Blocks are keyed by the file's *data id* (`reclaim::DataRec`): its inode number,
 //! or a fresh one after a truncation to zero of a large file, whose old blocks then go as a
 //! whole.
 

@@ -13,14 +13,14 @@
 //! size of the files it touches (ARCHITECTURE.md "Bounded work"; the test
 //! `every_operation_does_bounded_work` measures each operation on large inputs).
 //!
-//! **Where a file's blocks are** ([`DataRec`], key `12 ‖ ino`): under a *data id*, its inode
+//! **Where a file's blocks are** (`DataRec`, key `12 ‖ ino`): under a *data id*, its inode
 //! number unless a truncation changed it. Absent, the record means "under the inode number,
 //! no stale tail", so small files (the common case) store nothing extra.
 //!
 //! **What a deferred removal or truncation leaves**, in order of preference:
 //! * the blocks to delete fit the operation's budget: deleted at once, as before;
 //! * the file goes (last link, rename over it): its inode record goes at once and its data
-//!   id is queued whole ([`Doomed::Blocks`] with `owner` 0); inode numbers are never
+//!   id is queued whole (`Doomed::Blocks` with `owner` 0); inode numbers are never
 //!   reused, so nothing can see those blocks again;
 //! * a truncation to zero: the file gets a fresh data id (from the inode counter) and the old
 //!   one is queued whole, so the file is at once empty and writable;

@@ -12,7 +12,7 @@
 //!   state transfer, counting as one of the `f` faults meanwhile.
 //! * [`DiskDurability`] (`disk`, the default): the promises, the `Executed` records and the
 //!   bodies of batches voted for go to a write-ahead log, one appended frame and one
-//!   `fdatasync` per drain ([`wal`]); the image of the last stable checkpoint (partition by
+//!   `fdatasync` per drain (`storage/wal.rs`); the image of the last stable checkpoint (partition by
 //!   partition, only changed partitions rewritten), the highest view and the owner go to a
 //!   redb database. At start both load into a [`DurableState`] for
 //!   [`byzfs_bft::Replica::restore`].
@@ -370,7 +370,7 @@ impl DiskDurability {
         &self.path
     }
 
-    /// Number of log segment files (see [`wal`]).
+    /// Number of log segment files (see `storage/wal.rs`).
     pub fn log_segments(&self) -> usize {
         self.wal.segments()
     }

@@ -9,7 +9,7 @@
 //! Layout: [`rng`], [`queue`], [`clock`], [`network`], [`partition`] (the world);
 //! [`node`], [`byzantine`], [`workload`] (who acts); [`checker`] (the oracle, one file per
 //! invariant) with the reference [`kv`] model; [`scenario`] and [`fault`] (what happens);
-//! [`run`] (one seed → report) and [`trace`]; [`vc_history`] directs one scenario family.
+//! [`mod@run`] (one seed → report) and [`trace`]; [`vc_history`] directs one scenario family.
 
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]

@@ -1,6 +1,6 @@
 //! The simulated nodes: replica instances (honest, Byzantine, twin; up or crashed) and clients
 //! (correct, driven by the workload; or faulty). Nodes own their clocks, timers and durable
-//! records; the simulator ([`crate::run`]) moves frames between them.
+//! records; the simulator ([`crate::run()`]) moves frames between them.
 
 use crate::byzantine::bad_client::BadClient;
 use crate::byzantine::forge::Forger;

@@ -150,7 +150,7 @@ pub struct ClientKeyArgs {
     /// The new client's id (0..=16773119; the 4096 ids above are the replicas' own).
     #[arg(long)]
     id: u64,
-    /// Where to write the credential (default: client-<id>.key beside the config).
+    /// Where to write the credential (default: `client-<id>.key` beside the config).
     #[arg(long)]
     out: Option<PathBuf>,
 }

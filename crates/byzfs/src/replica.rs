@@ -64,7 +64,7 @@ pub struct ReplicaArgs {
     /// This replica's id.
     #[arg(long)]
     id: u32,
-    /// This replica's key file (default: replica-<id>.key beside the config).
+    /// This replica's key file (default: `replica-<id>.key` beside the config).
     #[arg(long)]
     key: Option<PathBuf>,
     /// Data directory (created if needed; default: `data/replica-ID` beside the config): the

@@ -66,7 +66,7 @@ pub struct UpArgs {
     /// the mount connect there).
     #[arg(long)]
     tcp_only: bool,
-    /// Durability mode of every replica (`disk` keeps state in <dir>/data/replica-<id>).
+    /// Durability mode of every replica (`disk` keeps state in `<dir>/data/replica-<id>`).
     #[arg(long, value_enum, default_value_t = DurabilityMode::Disk)]
     durability: DurabilityMode,
 }

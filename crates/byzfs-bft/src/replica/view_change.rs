@@ -1,19 +1,16 @@
 //! View change (PROTOCOL.md §3): timers with exponential back-off, the `f+1` join rule, the
-//! `2f+1` limbo rule, signed VIEW-CHANGE, NEW-VIEW construction and verification,
-//! retransmission until installed, and rollback of tentative execution.
+//! `2f+1` limbo rule, signed VIEW-CHANGE, retransmission until installed, and rollback of
+//! tentative execution. NEW-VIEW is built, checked and installed in [`super::new_view`].
 
-use super::log::{Accepted, PP_INFO_MAX};
-use super::new_view::{decide, Decision};
+use super::log::PP_INFO_MAX;
 use super::timers::TimerKind;
-use super::{AuthChoice, Replica, M};
+use super::{AuthChoice, Replica};
 use crate::action::{DropReason, Event, PersistRecord};
-use crate::batch::null_digest;
 use crate::crypto::Digest;
-use crate::ids::{ClientId, Principal, ReplicaId, RequestId, Seq, View};
-use crate::message::{Message, NewView, PrePreparedEntry, PreparedEntry, Tag, ViewChange};
+use crate::ids::{ClientId, ReplicaId, RequestId, View};
+use crate::message::{Message, PrePreparedEntry, PreparedEntry, ViewChange};
 use crate::service::Service;
 use crate::time::Time;
-use crate::wire::{AuthKind, Frame};
 use core::time::Duration;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -215,7 +212,7 @@ impl<S: Service> Replica<S> {
     }
 
     /// Structural checks of a VIEW-CHANGE (bounded sizes, entries in its window, sorted).
-    fn view_change_well_formed(&self, m: &ViewChange) -> bool {
+    pub(super) fn view_change_well_formed(&self, m: &ViewChange) -> bool {
         let l = self.config.log_window;
         let k = self.config.checkpoint_interval;
         let in_win = |s: u64| s > m.last_stable && s <= m.last_stable.saturating_add(l);
@@ -310,230 +307,5 @@ impl<S: Service> Replica<S> {
         if self.is_primary() {
             self.try_new_view();
         }
-    }
-
-    fn view_change_set(&self) -> Vec<&StoredVc> {
-        self.vc
-            .latest
-            .values()
-            .filter(|s| s.vc.view == self.view)
-            .collect()
-    }
-
-    /// The new primary decides once the VIEW-CHANGEs it holds settle every sequence number.
-    fn try_new_view(&mut self) {
-        let set = self.view_change_set();
-        if set.len() < self.config.quorum() {
-            return;
-        }
-        let vcs: Vec<&ViewChange> = set.iter().map(|s| &s.vc).collect();
-        let Some(dec) = decide(
-            &vcs,
-            self.f(),
-            self.config.log_window,
-            self.mutated(M::NewViewLowestView),
-        ) else {
-            return;
-        };
-        let frames: Vec<Vec<u8>> = set.iter().map(|s| s.frame.to_vec()).collect();
-        let v = self.view;
-        for (i, d) in dec.picks.iter().enumerate() {
-            self.persist(PersistRecord::Prepared {
-                view: v,
-                seq: dec.min + 1 + i as u64,
-                digest: *d,
-            });
-        }
-        let nv = NewView {
-            view: v,
-            view_changes: frames,
-            min: dec.min,
-            min_digest: dec.min_digest,
-            picks: dec.picks.clone(),
-        };
-        let frame = self.encode(&Message::NewView(nv), AuthChoice::Signature);
-        self.out.push_back(crate::action::Action::Broadcast {
-            bytes: frame.clone(),
-        });
-        self.vc.new_view_frame = Some(frame);
-        self.process_new_view(dec);
-    }
-
-    /// A signed NEW-VIEW: verify every embedded VIEW-CHANGE and recompute the decision.
-    pub(super) fn on_new_view(&mut self, frame: &Frame<'_>, nv: NewView, bytes: &[u8]) {
-        let Principal::Replica(j) = frame.header.sender else {
-            return self.drop_input(DropReason::Invalid);
-        };
-        if j != self.config.primary(nv.view) || frame.header.auth != AuthKind::Signature {
-            return self.drop_input(DropReason::Invalid);
-        }
-        if nv.view < self.view || (nv.view == self.view && self.has_new_view) || nv.view == 0 {
-            return self.drop_input(DropReason::Stale);
-        }
-        let Some(dec) = self.verify_new_view(&nv) else {
-            return self.drop_input(DropReason::Invalid);
-        };
-        if let Some(seq) = self.new_view_contradicts_promises(nv.view, &dec) {
-            // We accepted a different batch at `seq` in this view before a restart, from
-            // another NEW-VIEW or PRE-PREPARE of its primary: the primary equivocated.
-            // (Simulator: twin-power-cuts 821, 2715; without this, a correct replica
-            // prepared two batches at one sequence number in one view.)
-            tracing::warn!(
-                replica = self.me,
-                view = nv.view,
-                seq,
-                "NEW-VIEW refused: it contradicts a batch accepted in its view before a restart"
-            );
-            return self.drop_input(DropReason::Invalid);
-        }
-        if nv.view > self.view {
-            self.start_view_change(nv.view);
-            if self.has_new_view || self.view != nv.view {
-                return;
-            }
-        }
-        self.vc.new_view_frame = Some(Arc::from(bytes));
-        self.process_new_view(dec);
-    }
-
-    /// The first sequence number at which `dec`, a NEW-VIEW's decision for view `v`,
-    /// picks a batch other than one this replica already pre-prepared or prepared in `v`.
-    /// A replica installs one NEW-VIEW per view, but the NEW-VIEW is volatile: one restarted
-    /// in `v` holds only its durable votes of `v` (the Q-information), and a primary that
-    /// sends two NEW-VIEWs for `v` must not get it to vote for two batches at one slot.
-    pub(super) fn new_view_contradicts_promises(&self, v: View, dec: &Decision) -> Option<Seq> {
-        dec.picks
-            .iter()
-            .enumerate()
-            .map(|(i, &d)| (dec.min + 1 + i as u64, d))
-            .filter(|&(seq, _)| seq > self.last_stable)
-            .find(|&(seq, d)| {
-                self.log
-                    .get(&seq)
-                    .is_some_and(|slot| slot.conflicts_in_view(d, v))
-            })
-            .map(|(seq, _)| seq)
-    }
-
-    fn verify_new_view(&self, nv: &NewView) -> Option<Decision> {
-        if nv.view_changes.len() < self.config.quorum() || nv.view_changes.len() > self.n() {
-            return None;
-        }
-        let mut vcs: BTreeMap<ReplicaId, ViewChange> = BTreeMap::new();
-        for fb in &nv.view_changes {
-            let f = Frame::parse(fb, self.config.message_bytes_max).ok()?;
-            let Principal::Replica(r) = f.header.sender else {
-                return None;
-            };
-            if f.header.tag != Tag::ViewChange
-                || f.header.epoch != self.config.epoch
-                || r as usize >= self.n()
-                || !f.verify_signature(&self.keys.replica_public[r as usize])
-            {
-                return None;
-            }
-            let Ok(Message::ViewChange(vc)) = f.decode() else {
-                return None;
-            };
-            if vc.replica != r || vc.view != nv.view || !self.view_change_well_formed(&vc) {
-                return None;
-            }
-            if vcs.insert(r, vc).is_some() {
-                return None;
-            }
-        }
-        let refs: Vec<&ViewChange> = vcs.values().collect();
-        let dec = decide(
-            &refs,
-            self.f(),
-            self.config.log_window,
-            self.mutated(M::NewViewLowestView),
-        )?;
-        (dec.min == nv.min && dec.min_digest == nv.min_digest && dec.picks == nv.picks)
-            .then_some(dec)
-    }
-
-    /// `process_new_view` (§3.4): leave limbo, install the chosen checkpoint (fetching state if
-    /// behind), re-propose the picked batches, and resume.
-    fn process_new_view(&mut self, dec: Decision) {
-        let v = self.view;
-        self.has_new_view = true;
-        self.timers.stop(TimerKind::ViewChange);
-        let max = dec.min + dec.picks.len() as u64 + 1;
-        self.low_bound = dec.min;
-        self.seqno = max - 1;
-        self.raise_read_only_floor(max - 1);
-        if dec.min > self.last_stable && self.checkpoints.own.get(&dec.min) == Some(&dec.min_digest)
-        {
-            self.mark_stable(dec.min);
-        }
-        if dec.min > self.last_stable
-            && self.certified_checkpoint().is_none_or(|(s, _)| s < dec.min)
-        {
-            // Before this view's PREPAREs: see `PersistRecord::Certified`.
-            self.persist(PersistRecord::Certified {
-                seq: dec.min,
-                digest: dec.min_digest,
-            });
-        }
-        if self.last_executed < dec.min
-            || self
-                .checkpoints
-                .own
-                .get(&dec.min)
-                .is_some_and(|d| *d != dec.min_digest)
-        {
-            self.start_fetch(dec.min, dec.min_digest);
-        }
-        let null = null_digest();
-        self.batches.entry(null).or_default();
-        for (i, &d) in dec.picks.iter().enumerate() {
-            let seq = dec.min + 1 + i as u64;
-            if seq <= self.last_stable {
-                continue;
-            }
-            if let Some(b) = self.batches.get(&d).cloned() {
-                self.note_batch(d, (*b).clone());
-            } else {
-                self.missing_batches.insert(d);
-            }
-            let slot = self.log.entry(seq).or_default();
-            slot.pre_prepare = Some(Accepted {
-                digest: d,
-                frame: None,
-            });
-            slot.note_pre_prepared(d, v);
-            self.maybe_send_prepare(seq);
-        }
-        self.stats.views_installed += 1;
-        tracing::debug!(
-            replica = self.me,
-            view = v,
-            min = dec.min,
-            "new view installed"
-        );
-        self.event(Event::ViewInstalled {
-            view: v,
-            min: dec.min,
-        });
-        if self.is_primary() {
-            // Re-queue every request we hold that is neither executed nor carried over.
-            let mut reqs: Vec<(ClientId, RequestId, Digest)> = self
-                .requests
-                .values()
-                .map(|r| (r.client, r.rid, r.digest))
-                .collect();
-            reqs.sort();
-            for (c, rid, d) in reqs {
-                let done = self.cached_rid(c).is_some_and(|(r, _)| r >= rid);
-                if !done && !self.proposed.contains(&d) && self.signature_checked(d) {
-                    self.queue.push_back(d);
-                }
-            }
-            self.try_send_pre_prepare();
-        }
-        self.restart_vtimer();
-        self.drain_read_only();
-        self.execute_committed();
     }
 }
