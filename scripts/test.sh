@@ -2,7 +2,9 @@
 # The single test entry point (README "Testing"; .ci/run calls it after fmt and clippy).
 #
 #   1. cargo test --workspace   unit, property and handler tests (debug; dependencies are
-#                               optimised by the dev profile in Cargo.toml)
+#                               optimised by the dev profile in Cargo.toml), with the
+#                               test-only feature `byzfs/byzantine` (a lying replica for
+#                               tests/faults.rs; release builds lack it)
 #   2. byzfs-sim                the deterministic simulator over every scenario, 2000 seeds
 #   3. sans-IO check            byzfs-bft touches no socket, file, thread, clock or ambient RNG
 #
@@ -29,8 +31,9 @@ bash scripts/deps.sh
 step "cargo test --workspace"
 # Built first without a line per crate compiled: CI shows a window of its log, and ~300
 # "Compiling" lines once filled it, hiding a failing test's output.
-cargo test --workspace --no-run --quiet
-if ! cargo test --workspace 2>&1 | tee "$log"; then
+features=(--features byzfs/byzantine)
+cargo test --workspace "${features[@]}" --no-run --quiet
+if ! cargo test --workspace "${features[@]}" 2>&1 | tee "$log"; then
     # A full disk shows up as replicas stopping (and mounts aborting) far from its cause.
     df -h . "${TMPDIR:-/tmp}" || true
     echo "FAIL: cargo test --workspace (free space above)" >&2

@@ -36,5 +36,7 @@ pub use client::{ByzClient, ClientError, ClientOptions};
 pub use cluster::ClusterConfig;
 pub use error::SetupError;
 pub use keyfile::{AdminSecret, ClientCredential, ReplicaSecret};
-pub use node::{LieToClients, LiesTold, NodeError, NodeHandle, NodeOptions, ReplicaNode};
+#[cfg(feature = "byzantine")]
+pub use node::{LieToClients, LiesTold};
+pub use node::{NodeError, NodeHandle, NodeOptions, ReplicaNode};
 pub use status::NodeStatus;

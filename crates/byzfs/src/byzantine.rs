@@ -1,5 +1,6 @@
-//! **Test-only fault injection** (`byzfs replica --byzantine …`, a hidden flag): behaviours of
-//! a Byzantine replica, for the fault tests. Never use it on a real cluster.
+//! **Test-only fault injection** (`byzfs replica --byzantine …`, a hidden flag, only in builds
+//! with the feature `byzantine`, which `scripts/test.sh` turns on and release builds lack):
+//! behaviours of a Byzantine replica, for the fault tests. Never use it on a real cluster.
 //!
 //! * `lie-replies`: every reply this replica sends to a client carries a wrong result under a
 //!   valid MAC (the runtime re-encodes it: [`byzfs_net::LieToClients`]). For the file service
@@ -17,6 +18,32 @@ use clap::ValueEnum;
 pub enum Byzantine {
     /// Send clients wrong results (data and attributes) with valid MACs.
     LieReplies,
+}
+
+/// The liar `chosen` asks for (`None`: an honest replica); says so in the log.
+pub fn chosen(chosen: Option<Byzantine>, service: &str, replica: u32) -> Option<LieToClients> {
+    let liar = chosen.map(|Byzantine::LieReplies| liar(service));
+    if liar.is_some() {
+        tracing::warn!(
+            replica,
+            "TEST-ONLY fault injection: this replica sends wrong results to clients"
+        );
+    }
+    liar
+}
+
+/// Logs the lies `liar` told (the fault tests read the counts).
+pub fn report(liar: Option<&LieToClients>, replica: u32) {
+    use std::sync::atomic::Ordering::Relaxed;
+    if let Some(l) = liar {
+        tracing::info!(
+            replica,
+            full_small = l.told.full_small.load(Relaxed),
+            full_large = l.told.full_large.load(Relaxed),
+            digest_only = l.told.digest_only.load(Relaxed),
+            "byzantine test mode: lies told"
+        );
+    }
 }
 
 /// The runtime's liar for `service` (`"fs"`: file-service-aware lies; else every byte of the

@@ -19,6 +19,7 @@
 #![forbid(unsafe_code)]
 
 mod bench;
+#[cfg(feature = "byzantine")]
 mod byzantine;
 mod capacity_report;
 mod fsbench;

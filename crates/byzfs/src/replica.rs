@@ -90,7 +90,9 @@ pub struct ReplicaArgs {
     /// Stop when stdin closes (set by `byzfs up` so replicas never outlive it).
     #[arg(long, hide = true)]
     exit_with_parent: bool,
-    /// TEST-ONLY fault injection: make this replica Byzantine (see `byzantine.rs`).
+    /// TEST-ONLY fault injection: make this replica Byzantine (see `byzantine.rs`; only in
+    /// builds with the feature `byzantine`).
+    #[cfg(feature = "byzantine")]
     #[arg(long, value_enum, hide = true)]
     byzantine: Option<crate::byzantine::Byzantine>,
 }
@@ -224,21 +226,15 @@ fn serve<S: Service>(
     durability: Box<dyn Durability>,
     a: &ReplicaArgs,
 ) -> anyhow::Result<ExitCode> {
-    let liar = a
-        .byzantine
-        .map(|crate::byzantine::Byzantine::LieReplies| crate::byzantine::liar(a.service.name()));
+    #[cfg(feature = "byzantine")]
+    let liar = crate::byzantine::chosen(a.byzantine, a.service.name(), a.id);
     let mut node = ReplicaNode::new(cluster, secret, service)?
         .with_durability(durability)
         .with_options(NodeOptions {
+            #[cfg(feature = "byzantine")]
             lie_to_clients: liar.clone(),
             ..NodeOptions::default()
         });
-    if liar.is_some() {
-        tracing::warn!(
-            replica = a.id,
-            "TEST-ONLY fault injection: this replica sends wrong results to clients"
-        );
-    }
     let addr = node.bind()?;
     tracing::info!(
         replica = a.id,
@@ -254,16 +250,8 @@ fn serve<S: Service>(
         let why = crate::signals::shutdown(exit_with_parent).await;
         tracing::info!(replica = a.id, why, "shutting down");
     }));
-    if let Some(l) = liar {
-        use std::sync::atomic::Ordering::Relaxed;
-        tracing::info!(
-            replica = a.id,
-            full_small = l.told.full_small.load(Relaxed),
-            full_large = l.told.full_large.load(Relaxed),
-            digest_only = l.told.digest_only.load(Relaxed),
-            "byzantine test mode: lies told"
-        );
-    }
+    #[cfg(feature = "byzantine")]
+    crate::byzantine::report(liar.as_ref(), a.id);
     // Do not wait for the blocking stdin reader: it only returns when the parent exits.
     rt.shutdown_background();
     result?;

@@ -28,7 +28,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 fn skip() -> bool {
     if fuse_available() {
@@ -705,6 +705,8 @@ fn kill_all_at_once(closed: usize) {
     assert!(all.iter().all(|x| x.durability == "disk"));
 }
 
+/// Needs the test-only feature `byzantine` (`scripts/test.sh` turns it on).
+#[cfg(feature = "byzantine")]
 #[test]
 fn a_lying_replica_cannot_change_what_the_client_sees() {
     if skip() {
@@ -718,6 +720,7 @@ fn a_lying_replica_cannot_change_what_the_client_sees() {
     extra[0] = vec!["--byzantine".to_string(), "lie-replies".to_string()];
     let s = Setup::new(extra);
     let mount = s.mount("mnt");
+    use std::time::SystemTime;
     let before = SystemTime::now();
     // Our uid, as the local file system records it.
     let me = std::fs::metadata(s.dir.join("cluster.toml")).unwrap().uid();

@@ -68,6 +68,7 @@ pub(super) struct EventLoop<S: Service> {
     arrivals: HashMap<ClientId, std::time::Instant>,
     /// Reply keys of the admitted clients, kept only by a test liar
     /// ([`super::NodeOptions::lie_to_clients`]) to re-authenticate its lies.
+    #[cfg(feature = "byzantine")]
     liar_keys: HashMap<ClientId, byzfs_bft::MacKey>,
     inbox: mpsc::Receiver<Inbound>,
     durability: Box<dyn Durability>,
@@ -109,6 +110,7 @@ impl<S: Service> EventLoop<S> {
             peers,
             clients: HashMap::new(),
             arrivals: HashMap::new(),
+            #[cfg(feature = "byzantine")]
             liar_keys: HashMap::new(),
             inbox,
             durability,
@@ -276,6 +278,7 @@ impl<S: Service> EventLoop<S> {
     }
 
     fn install_client(&mut self, a: super::accept::ClientAdmission) {
+        #[cfg(feature = "byzantine")]
         if self.shared.options.lie_to_clients.is_some() {
             self.liar_keys.insert(a.client, a.to_client.clone());
         }
@@ -407,10 +410,14 @@ impl<S: Service> EventLoop<S> {
                 }
                 match self.clients.get_mut(&client) {
                     Some(slot) => {
+                        #[cfg(feature = "byzantine")]
                         let bytes = match &self.shared.options.lie_to_clients {
-                            Some(liar) => {
-                                lie(liar, self.liar_keys.get(&client), &self.shared, bytes)
-                            }
+                            Some(liar) => super::liar::lie(
+                                liar,
+                                self.liar_keys.get(&client),
+                                &self.shared,
+                                bytes,
+                            ),
                             None => bytes,
                         };
                         slot.queue.push(bytes, counters);
@@ -560,54 +567,4 @@ fn trace_frame(me: ReplicaId, dir: &'static str, bytes: &[u8], max: usize) {
             tracing::trace!(replica = me, dir, error = %e, len = bytes.len(), "unparsable frame")
         }
     }
-}
-
-/// Test-only fault injection ([`super::LieToClients`]): `bytes`, a REPLY to a client, with a
-/// wrong result, re-authenticated with the client's key so that it is a believable lie.
-/// Anything else (or without a key) is passed through.
-fn lie(
-    liar: &super::LieToClients,
-    key: Option<&byzfs_bft::MacKey>,
-    shared: &Shared,
-    bytes: Arc<[u8]>,
-) -> Arc<[u8]> {
-    use byzfs_bft::message::Message;
-    use byzfs_bft::wire::{self, Auth, Envelope, Frame};
-    use std::sync::atomic::Ordering;
-    let Some(key) = key else { return bytes };
-    let Ok(frame) = Frame::parse(&bytes, usize::MAX) else {
-        return bytes;
-    };
-    let Ok(Message::Reply(mut r)) = frame.decode() else {
-        return bytes;
-    };
-    match r.result.take() {
-        Some(truth) => {
-            let lie = (liar.corrupt)(&truth);
-            r.result_digest = byzfs_bft::Digest::of(&lie);
-            r.result = Some(lie);
-            if truth.len() > shared.cluster.bft.full_reply_threshold {
-                &liar.told.full_large
-            } else {
-                &liar.told.full_small
-            }
-            .fetch_add(1, Ordering::Relaxed);
-        }
-        None => {
-            let mut d = r.result_digest.0;
-            d[0] ^= 0x80;
-            d[31] ^= 0x01;
-            r.result_digest = byzfs_bft::Digest(d);
-            liar.told.digest_only.fetch_add(1, Ordering::Relaxed);
-        }
-    }
-    tracing::debug!(
-        replica = shared.me,
-        client = r.client,
-        rid = r.rid,
-        full = r.result.is_some(),
-        "byzantine test mode: lied to a client"
-    );
-    let env = Envelope::new(frame.header.sender, frame.header.epoch);
-    wire::encode(env, &Message::Reply(r), Auth::Mac(key)).into()
 }

@@ -14,6 +14,8 @@
 
 mod accept;
 mod event_loop;
+#[cfg(feature = "byzantine")]
+mod liar;
 mod listen;
 mod metrics;
 mod oplog;
@@ -42,6 +44,9 @@ use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use tokio::sync::{oneshot, watch};
+
+#[cfg(feature = "byzantine")]
+pub use liar::{CorruptResult, LieToClients, LiesTold};
 
 /// Limits and intervals of a replica runtime.
 #[derive(Clone, Debug)]
@@ -74,57 +79,11 @@ pub struct NodeOptions {
     pub status_interval: Duration,
     /// How often metrics are exported.
     pub metrics_interval: Duration,
-    /// **Test-only fault injection** (`None` in normal operation): makes this replica a
-    /// Byzantine liar towards its clients. See [`LieToClients`].
+    /// **Test-only fault injection** (`None` in normal operation; only with the feature
+    /// `byzantine`, which release builds lack): makes this replica a Byzantine liar towards
+    /// its clients. See [`LieToClients`].
+    #[cfg(feature = "byzantine")]
     pub lie_to_clients: Option<LieToClients>,
-}
-
-/// **Test-only fault injection**: every REPLY this replica sends to a client is re-encoded
-/// with a wrong result before it leaves, under a valid MAC (a real Byzantine lie, not
-/// garbage the client would drop as unauthentic). A full result is replaced by
-/// `corrupt(result)` and its digest by that result's digest; a digest-only reply gets a
-/// different digest. The replica's own state, log, reply cache and votes are untouched.
-/// Used by the fault tests (`byzfs replica --byzantine lie-replies`) to check that clients
-/// accept only what f+1 (2f+1 for tentative and read-only replies) replicas agree on.
-#[derive(Clone)]
-pub struct LieToClients {
-    /// Maps a true result to the lie sent in its place (should differ from the input).
-    pub corrupt: Arc<CorruptResult>,
-    /// Lies told so far.
-    pub told: Arc<LiesTold>,
-}
-
-/// How a test liar turns a true result into a lie.
-pub type CorruptResult = dyn Fn(&[u8]) -> Vec<u8> + Send + Sync;
-
-/// Counts of a test liar's lies ([`LieToClients`]).
-#[derive(Debug, Default)]
-pub struct LiesTold {
-    /// Full results at most `full_reply_threshold` bytes long (every replica sends those).
-    pub full_small: AtomicU64,
-    /// Full results above the threshold: sent as the designated replier (or when the client
-    /// asked every replica for the full result).
-    pub full_large: AtomicU64,
-    /// Digest-only replies (another replica was the designated replier).
-    pub digest_only: AtomicU64,
-}
-
-impl LieToClients {
-    /// A liar that replaces results by `corrupt(result)`.
-    pub fn new(corrupt: impl Fn(&[u8]) -> Vec<u8> + Send + Sync + 'static) -> LieToClients {
-        LieToClients {
-            corrupt: Arc::new(corrupt),
-            told: Arc::default(),
-        }
-    }
-}
-
-impl std::fmt::Debug for LieToClients {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("LieToClients")
-            .field("told", &self.told)
-            .finish_non_exhaustive()
-    }
 }
 
 impl Default for NodeOptions {
@@ -144,6 +103,7 @@ impl Default for NodeOptions {
             reconnect_max: Duration::from_secs(2),
             status_interval: Duration::from_millis(100),
             metrics_interval: Duration::from_secs(1),
+            #[cfg(feature = "byzantine")]
             lie_to_clients: None,
         }
     }
