@@ -1,0 +1,732 @@
+//! The scenario families (PROTOCOL.md §6.4): what each one is ([`Family`]), its
+//! command-line name, and its fault plan, one function per family, all listed in one table
+//! ([`TABLE`]).
+//!
+//! **Adding a family** touches this file only (and `tests/scenarios.rs`, which has a test per
+//! family): a variant of [`Family`], a row at the **end** of [`TABLE`] (so `all`'s seed →
+//! family mapping of existing families stays put), and its plan function, keeping Byzantine +
+//! twins + amnesiac + clock-faulty + simultaneously crashed ≤ f, except the power-cut
+//! families, whose crashed replicas keep their disks ([`super::plan`] checks the budget).
+//! A plan function gets the seed's `Faults` stream, the parameters the sweep drew (it may
+//! change them), the plan so far (every replica correct, no fault), `n` and `f`.
+
+use super::faults::*;
+use super::{Params, Plan, SlowExecution, MS, S};
+use crate::byzantine::StrategyKind;
+use crate::checker::Role;
+use crate::fault::{Fault, Target};
+use crate::kv::DEFAULT_CLOCK_TOLERANCE;
+use crate::network::NetFaults;
+use crate::partition::Shape;
+use crate::rng::{self, SimRng};
+use crate::vc_history::VcHistoryPlan;
+use byzfs_bft::ReplicaId;
+use rand::Rng;
+use std::time::Duration;
+
+/// A scenario family.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Family {
+    /// No faults.
+    Normal,
+    /// Loss, duplication, reordering, delay, replay, corruption.
+    Net,
+    /// Partitions of every shape, flapping, healed in random order.
+    Partition,
+    /// Crashes (≤ f, the primary included), restarts with and without state.
+    Crash,
+    /// Clock skew within the tolerance, and one replica beyond it.
+    Clock,
+    /// Equivocating primary.
+    Equivocate,
+    /// Primary holding PRE-PREPAREs just under the view-change timeout.
+    SlowPrimary,
+    /// Garbage frames to a subset of replicas.
+    Garbage,
+    /// Wrong replies to clients.
+    LyingReplies,
+    /// Lying VIEW-CHANGEs and NEW-VIEWs.
+    VcLies,
+    /// Two honest instances sharing one identity.
+    Twins,
+    /// Small-scope message mutations in random rounds.
+    Byzzfuzz,
+    /// Faulty clients.
+    BadClients,
+    /// A replica falls behind the stable checkpoint and must catch up.
+    StateTransfer,
+    /// Backups that PREPARE and COMMIT whatever they are shown at once, with slow links
+    /// between correct replicas.
+    EagerVoter,
+    /// A directed view-change history: a certificate prepared at one replica only in view
+    /// `v`, the null batch committed in its slot in `v+1`, and that replica leading `v+2`
+    /// (see [`crate::vc_history`]).
+    VcHistory,
+    /// An equivocating primary (a backup sees both proposals in most slots, up to 20 ms
+    /// apart) plus slow links, jitter, and isolated primaries (views rotate).
+    EquivocateSlow,
+    /// Every replica crashed at once (a power cut) and restarted from its disk, often while
+    /// a view change is under way; torn unsynced log tails; in a quarter of the seeds one
+    /// replica loses its disk in the first cut.
+    TotalCrash,
+    /// Power cuts of every correct replica while up to `f` Byzantine ones (any strategy)
+    /// stay up: a crash-restart with the disk is not a fault, so safety must hold.
+    ByzantinePowerCuts,
+    /// Power cuts with skewed and drifting clocks; a replica may come back with its wall
+    /// clock stepped (backwards too), as a rebooted machine reads a new one; sometimes one
+    /// replica (counted against `f`) comes back far beyond the tolerance.
+    ClockPowerCuts,
+    /// Power cuts of every correct replica while a twin (two honest instances sharing one
+    /// identity, counted against `f`) stays up, its links re-drawn as in `twins`.
+    TwinPowerCuts,
+    /// Power cuts with checkpoints every 4 batches and a log window of 8, while a replica
+    /// cut off for seconds falls behind the stable checkpoint (state transfers across cuts);
+    /// sometimes one replica loses its disk in the first cut.
+    TransferPowerCuts,
+    /// Power cuts of every replica while partitions of every shape (flapping too) come and go
+    /// across them, over a noisy network; sometimes one replica loses its disk in the first
+    /// cut.
+    PartitionPowerCuts,
+    /// Up to `f` Byzantine replicas (often a primary stretching the agreed clock to the edge
+    /// of the tolerance, see [`crate::byzantine::time_warp`]) while the correct ones, with
+    /// skewed and drifting clocks, are power-cut and come back with their clocks stepped.
+    ByzantineClocks,
+    /// A directed test of the abstention rule (ARCHITECTURE.md Deviations 23): a twinned
+    /// replica (most often view 0's primary, so two instances propose different batches at one
+    /// slot) while correct backups are power-cut just after sending a PREPARE, which tears
+    /// the vote's unsynced record off about half the time, and come back soon, in the same view.
+    VoteCuts,
+    /// No faults, but some requests take long to execute (half to three view-change
+    /// timeouts) at every replica, which takes no input meanwhile: no correct replica may
+    /// start a view change (checker `stable-view`).
+    SlowExecution,
+}
+
+/// A family's fault plan: `(faults stream, parameters, plan, n, f)`.
+pub type PlanFn = fn(&mut SimRng, &mut Params, &mut Plan, usize, usize);
+
+/// One family: its variant, command-line name and plan.
+#[derive(Clone, Copy)]
+pub struct Spec {
+    /// The family.
+    pub family: Family,
+    /// Its command-line name.
+    pub name: &'static str,
+    /// Its fault plan.
+    pub plan: PlanFn,
+}
+
+/// Every family, in `all`'s order (`all` runs `TABLE[seed % len]`).
+pub const TABLE: [Spec; 26] = [
+    Spec {
+        family: Family::Normal,
+        name: "normal",
+        plan: normal,
+    },
+    Spec {
+        family: Family::Net,
+        name: "net",
+        plan: net,
+    },
+    Spec {
+        family: Family::Partition,
+        name: "partition",
+        plan: partition,
+    },
+    Spec {
+        family: Family::Crash,
+        name: "crash",
+        plan: crash,
+    },
+    Spec {
+        family: Family::Clock,
+        name: "clock",
+        plan: clock,
+    },
+    Spec {
+        family: Family::Equivocate,
+        name: "equivocate",
+        plan: equivocate,
+    },
+    Spec {
+        family: Family::SlowPrimary,
+        name: "slow-primary",
+        plan: slow_primary,
+    },
+    Spec {
+        family: Family::Garbage,
+        name: "garbage",
+        plan: garbage,
+    },
+    Spec {
+        family: Family::LyingReplies,
+        name: "lying-replies",
+        plan: lying_replies,
+    },
+    Spec {
+        family: Family::VcLies,
+        name: "vc-lies",
+        plan: vc_lies,
+    },
+    Spec {
+        family: Family::Twins,
+        name: "twins",
+        plan: twins,
+    },
+    Spec {
+        family: Family::Byzzfuzz,
+        name: "byzzfuzz",
+        plan: byzzfuzz,
+    },
+    Spec {
+        family: Family::BadClients,
+        name: "bad-clients",
+        plan: bad_clients,
+    },
+    Spec {
+        family: Family::StateTransfer,
+        name: "state-transfer",
+        plan: state_transfer,
+    },
+    Spec {
+        family: Family::EagerVoter,
+        name: "eager-voter",
+        plan: eager_voter,
+    },
+    Spec {
+        family: Family::VcHistory,
+        name: "vc-history",
+        plan: vc_history,
+    },
+    Spec {
+        family: Family::EquivocateSlow,
+        name: "equivocate-slow",
+        plan: equivocate_slow,
+    },
+    Spec {
+        family: Family::TotalCrash,
+        name: "total-crash",
+        plan: total_crash,
+    },
+    Spec {
+        family: Family::ByzantinePowerCuts,
+        name: "byzantine-power-cuts",
+        plan: byzantine_power_cuts,
+    },
+    Spec {
+        family: Family::ClockPowerCuts,
+        name: "clock-power-cuts",
+        plan: clock_power_cuts,
+    },
+    Spec {
+        family: Family::TwinPowerCuts,
+        name: "twin-power-cuts",
+        plan: twin_power_cuts,
+    },
+    Spec {
+        family: Family::TransferPowerCuts,
+        name: "transfer-power-cuts",
+        plan: transfer_power_cuts,
+    },
+    Spec {
+        family: Family::PartitionPowerCuts,
+        name: "partition-power-cuts",
+        plan: partition_power_cuts,
+    },
+    Spec {
+        family: Family::ByzantineClocks,
+        name: "byzantine-clocks",
+        plan: byzantine_clocks,
+    },
+    Spec {
+        family: Family::VoteCuts,
+        name: "vote-cuts",
+        plan: vote_cuts,
+    },
+    Spec {
+        family: Family::SlowExecution,
+        name: "slow-execution",
+        plan: slow_execution,
+    },
+];
+
+/// Every family; `all` runs `FAMILIES[seed % len]`.
+pub const FAMILIES: [Family; TABLE.len()] = {
+    let mut out = [Family::Normal; TABLE.len()];
+    let mut i = 0;
+    while i < TABLE.len() {
+        out[i] = TABLE[i].family;
+        i += 1;
+    }
+    out
+};
+
+impl Family {
+    /// Its row of [`TABLE`].
+    pub fn spec(self) -> &'static Spec {
+        TABLE
+            .iter()
+            .find(|s| s.family == self)
+            .expect("every family has a row (test `every_family_has_one_row`)")
+    }
+
+    /// The command-line name.
+    pub fn name(self) -> &'static str {
+        self.spec().name
+    }
+
+    /// Parses a command-line name.
+    pub fn from_name(s: &str) -> Option<Family> {
+        TABLE.iter().find(|f| f.name == s).map(|f| f.family)
+    }
+
+    /// The family `all` runs for `seed`.
+    pub fn for_seed(seed: u64) -> Family {
+        FAMILIES[(seed % FAMILIES.len() as u64) as usize]
+    }
+}
+
+/// Makes replica `id` Byzantine with strategy `kind`.
+fn byz(plan: &mut Plan, id: ReplicaId, kind: StrategyKind) {
+    plan.roles[id as usize] = Role::Byzantine;
+    plan.byzantine.push((id, kind));
+}
+
+/// [`Family::Normal`].
+fn normal(_r: &mut SimRng, _params: &mut Params, _plan: &mut Plan, _n: usize, _f: usize) {}
+
+/// [`Family::Net`].
+fn net(r: &mut SimRng, params: &mut Params, _plan: &mut Plan, _n: usize, _f: usize) {
+    params.net = noisy_net(r);
+}
+
+/// [`Family::Partition`].
+fn partition(r: &mut SimRng, params: &mut Params, plan: &mut Plan, _n: usize, _f: usize) {
+    let episodes = r.gen_range(2..=6);
+    partitions(r, params, episodes, &Shape::ALL, &mut plan.faults);
+}
+
+/// [`Family::Crash`].
+fn crash(r: &mut SimRng, params: &mut Params, plan: &mut Plan, n: usize, f: usize) {
+    let mut chains = r.gen_range(1..=f);
+    if r.gen_bool(0.25) {
+        let victim = r.gen_range(0..n as ReplicaId);
+        plan.roles[victim as usize] = Role::Amnesiac;
+        let at = r.gen_range(S..params.safety_us / 2);
+        let down_us = r.gen_range(100 * MS..=3 * S);
+        let at_next_send = r.gen_bool(0.5);
+        plan.faults.push((
+            at,
+            Fault::Crash {
+                target: Target::Replica(victim),
+                at_next_send,
+                down_us,
+                with_state: false,
+            },
+        ));
+        chains = chains.min(f - 1);
+    }
+    for _ in 0..chains {
+        let fixed = r.gen_range(0..n as ReplicaId);
+        let mut at = r.gen_range(200 * MS..=2 * S);
+        while at + S < params.safety_us {
+            let target = if r.gen_bool(0.5) {
+                Target::CurrentPrimary
+            } else {
+                Target::Replica(fixed)
+            };
+            let down_us = r.gen_range(100 * MS..=3 * S);
+            let at_next_send = r.gen_bool(0.5);
+            plan.faults.push((
+                at,
+                Fault::Crash {
+                    target,
+                    at_next_send,
+                    down_us,
+                    with_state: true,
+                },
+            ));
+            at += down_us + 100 * MS + r.gen_range(200 * MS..=2 * S);
+        }
+    }
+}
+
+/// [`Family::Clock`].
+fn clock(r: &mut SimRng, params: &mut Params, plan: &mut Plan, n: usize, _f: usize) {
+    let delta = DEFAULT_CLOCK_TOLERANCE.as_micros() as i64;
+    for o in plan.clock_offsets_us.iter_mut() {
+        *o = r.gen_range(-delta / 2..=delta / 2);
+    }
+    if r.gen_bool(0.5) {
+        let victim = r.gen_range(0..n as ReplicaId);
+        let mag = r.gen_range(2..=10) * delta;
+        plan.clock_offsets_us[victim as usize] = if r.gen_bool(0.5) { mag } else { -mag };
+        plan.clock_faulty.push(victim);
+    }
+    params.net = light_net(r);
+    // Rate errors: within quartz tolerance for all (±500 ppm, generous); sometimes one
+    // replica (counted faulty) runs 2–30 % fast or slow, firing its timers early or
+    // late and proposing drifting timestamps.
+    for d in plan.clock_drift_ppm.iter_mut() {
+        *d = r.gen_range(-500..=500);
+    }
+    if r.gen_bool(0.5) {
+        // The replica already skewed beyond tolerance, if any: at most one faulty clock
+        // (the plan keeps all faults within f).
+        let victim = match plan.clock_faulty.first() {
+            Some(&v) => v,
+            None => r.gen_range(0..n as ReplicaId),
+        };
+        let mag = r.gen_range(20_000..=300_000);
+        plan.clock_drift_ppm[victim as usize] = if r.gen_bool(0.5) { mag } else { -mag };
+        if plan.clock_faulty.is_empty() {
+            plan.clock_faulty.push(victim);
+        }
+    }
+}
+
+/// [`Family::Equivocate`].
+fn equivocate(r: &mut SimRng, _params: &mut Params, plan: &mut Plan, n: usize, _f: usize) {
+    let id = byzantine(r, n, Some((0, 0.7)));
+    byz(plan, id, StrategyKind::Equivocate);
+}
+
+/// [`Family::SlowPrimary`].
+fn slow_primary(r: &mut SimRng, _params: &mut Params, plan: &mut Plan, n: usize, _f: usize) {
+    let id = byzantine(r, n, Some((0, 0.8)));
+    byz(plan, id, StrategyKind::SlowPrimary);
+}
+
+/// [`Family::Garbage`].
+fn garbage(r: &mut SimRng, _params: &mut Params, plan: &mut Plan, n: usize, _f: usize) {
+    let id = byzantine(r, n, None);
+    byz(plan, id, StrategyKind::Garbage);
+}
+
+/// [`Family::LyingReplies`].
+fn lying_replies(r: &mut SimRng, _params: &mut Params, plan: &mut Plan, n: usize, _f: usize) {
+    let id = byzantine(r, n, None);
+    byz(plan, id, StrategyKind::LyingReplies);
+}
+
+/// [`Family::VcLies`].
+fn vc_lies(r: &mut SimRng, params: &mut Params, plan: &mut Plan, n: usize, _f: usize) {
+    let id = byzantine(r, n, Some((1, 0.6)));
+    byz(plan, id, StrategyKind::VcLies);
+    let episodes = r.gen_range(2..=4);
+    partitions(
+        r,
+        params,
+        episodes,
+        &[Shape::IsolatePrimary, Shape::IsolatePrimaryFully],
+        &mut plan.faults,
+    );
+}
+
+/// [`Family::Twins`].
+fn twins(r: &mut SimRng, params: &mut Params, plan: &mut Plan, n: usize, _f: usize) {
+    let id = byzantine(r, n, Some((0, 0.6)));
+    plan.roles[id as usize] = Role::Twin;
+    let start = if r.gen_bool(0.6) {
+        0
+    } else {
+        r.gen_range(0..params.safety_us / 2)
+    };
+    plan.twin = Some((id, start));
+    if start > 0 {
+        plan.faults.push((start, Fault::StartTwin));
+    }
+    let mut at = 0;
+    while at < params.safety_us {
+        plan.faults.push((at, Fault::TwinLinks));
+        at += r.gen_range(300 * MS..=2 * S);
+    }
+}
+
+/// [`Family::Byzzfuzz`].
+fn byzzfuzz(r: &mut SimRng, params: &mut Params, plan: &mut Plan, n: usize, _f: usize) {
+    let id = byzantine(r, n, Some((0, 0.5)));
+    byz(plan, id, StrategyKind::ByzzFuzz);
+    let d = r.gen_range(0..=3);
+    partitions(r, params, d, &Shape::ALL, &mut plan.faults);
+}
+
+/// [`Family::BadClients`].
+fn bad_clients(r: &mut SimRng, params: &mut Params, plan: &mut Plan, _n: usize, _f: usize) {
+    for _ in 0..r.gen_range(1..=2) {
+        plan.bad_clients.push(r.gen_range(10..=50) * MS);
+    }
+    params.net = light_net(r);
+}
+
+/// [`Family::StateTransfer`].
+fn state_transfer(r: &mut SimRng, params: &mut Params, plan: &mut Plan, n: usize, _f: usize) {
+    params.config.checkpoint_interval = 4;
+    params.config.log_window = 8;
+    params.config.batch_window = params.config.batch_window.min(4);
+    params.workload.think_max_us = params.workload.think_max_us.min(5 * MS);
+    let victim = r.gen_range(0..n as ReplicaId);
+    let at = r.gen_range(500 * MS..=2 * S);
+    let dur_us = r.gen_range(2 * S..=6 * S);
+    match r.gen_range(0..3) {
+        0 => plan.faults.push((
+            at,
+            Fault::Isolate {
+                replica: victim,
+                dur_us,
+            },
+        )),
+        1 => plan.faults.push((
+            at,
+            Fault::Crash {
+                target: Target::Replica(victim),
+                at_next_send: false,
+                down_us: dur_us,
+                with_state: true,
+            },
+        )),
+        _ => {
+            plan.roles[victim as usize] = Role::Amnesiac;
+            plan.faults.push((
+                at,
+                Fault::Crash {
+                    target: Target::Replica(victim),
+                    at_next_send: false,
+                    down_us: dur_us,
+                    with_state: false,
+                },
+            ));
+        }
+    }
+}
+
+/// [`Family::EagerVoter`].
+fn eager_voter(r: &mut SimRng, params: &mut Params, plan: &mut Plan, n: usize, f: usize) {
+    // Up to f eager backups (of view 0; later views rotate the primary onto them).
+    let mut ids: Vec<ReplicaId> = (1..n as ReplicaId).collect();
+    rng::shuffle(r, &mut ids);
+    let count = if r.gen_bool(0.8) {
+        f
+    } else {
+        r.gen_range(1..=f)
+    };
+    for &id in &ids[..count] {
+        byz(plan, id, StrategyKind::EagerVoter);
+    }
+    if r.gen_bool(0.5) {
+        params.net = light_net(r);
+    }
+    slow_links(r, params, 30, &mut plan.faults);
+}
+
+/// [`Family::VcHistory`].
+fn vc_history(r: &mut SimRng, params: &mut Params, plan: &mut Plan, _n: usize, _f: usize) {
+    // The trapped slot must stay above the stable checkpoint across two view changes:
+    // mostly K = 128, sometimes 16 (a checkpoint may then overtake it).
+    let k = if r.gen_bool(0.8) { 128 } else { 16 };
+    params.config.checkpoint_interval = k;
+    params.config.log_window = 2 * k;
+    let start = r.gen_range(300 * MS..=params.safety_us / 3);
+    plan.faults
+        .push((start, Fault::VcHistory(VcHistoryPlan::draw(r))));
+}
+
+/// [`Family::EquivocateSlow`].
+fn equivocate_slow(r: &mut SimRng, params: &mut Params, plan: &mut Plan, n: usize, _f: usize) {
+    let id = byzantine(r, n, Some((0, 0.8)));
+    byz(plan, id, StrategyKind::EquivocateBridge);
+    params.net = NetFaults {
+        jitter_us: r.gen_range(1_000..=10_000),
+        ..NetFaults::benign()
+    };
+    slow_links(r, params, 20, &mut plan.faults);
+    // Rotate the primary now and then, so the equivocator leads again.
+    let episodes = r.gen_range(2..=6);
+    partitions(
+        r,
+        params,
+        episodes,
+        &[Shape::IsolatePrimary],
+        &mut plan.faults,
+    );
+}
+
+/// [`Family::TotalCrash`].
+fn total_crash(r: &mut SimRng, params: &mut Params, plan: &mut Plan, n: usize, _f: usize) {
+    // Half the seeds add loss, duplication, corruption and replays: frames from
+    // before a cut arrive after the restart.
+    params.net = if r.gen_bool(0.5) {
+        noisy_net(r)
+    } else {
+        light_net(r)
+    };
+    let all: Vec<ReplicaId> = (0..n as ReplicaId).collect();
+    // Sometimes one replica's disk is lost in the first cut too.
+    let amnesiac = maybe_amnesiac(r, plan, 0.25);
+    power_cuts(r, params, &all, amnesiac, &mut plan.faults);
+}
+
+/// [`Family::ByzantinePowerCuts`].
+fn byzantine_power_cuts(r: &mut SimRng, params: &mut Params, plan: &mut Plan, n: usize, f: usize) {
+    params.net = light_net(r);
+    let kinds = [
+        StrategyKind::Equivocate,
+        StrategyKind::EquivocateBridge,
+        StrategyKind::SlowPrimary,
+        StrategyKind::Garbage,
+        StrategyKind::LyingReplies,
+        StrategyKind::VcLies,
+        StrategyKind::ByzzFuzz,
+        StrategyKind::EagerVoter,
+    ];
+    for _ in 0..r.gen_range(1..=f) {
+        let id = byzantine(r, n, Some((0, 0.3)));
+        let kind = *rng::pick(r, &kinds).unwrap_or(&StrategyKind::Equivocate);
+        if plan.roles[id as usize].is_correct() {
+            byz(plan, id, kind);
+        }
+    }
+    let correct: Vec<ReplicaId> = (0..n as ReplicaId)
+        .filter(|&i| plan.roles[i as usize].is_correct())
+        .collect();
+    power_cuts(r, params, &correct, None, &mut plan.faults);
+}
+
+/// [`Family::ClockPowerCuts`].
+fn clock_power_cuts(r: &mut SimRng, params: &mut Params, plan: &mut Plan, n: usize, _f: usize) {
+    params.net = light_net(r);
+    skewed_clocks(r, plan);
+    // Sometimes one replica's clock is faulty: it comes back from a cut 2–10×
+    // beyond the tolerance, ahead or behind.
+    let faulty = if r.gen_bool(0.4) {
+        let v = r.gen_range(0..n as ReplicaId);
+        plan.clock_faulty.push(v);
+        Some(v)
+    } else {
+        None
+    };
+    let all: Vec<ReplicaId> = (0..n as ReplicaId).collect();
+    power_cuts(r, params, &all, None, &mut plan.faults);
+    clock_steps(r, plan, faulty);
+}
+
+/// [`Family::TransferPowerCuts`].
+fn transfer_power_cuts(r: &mut SimRng, params: &mut Params, plan: &mut Plan, n: usize, _f: usize) {
+    params.config.checkpoint_interval = 4;
+    params.config.log_window = 8;
+    params.config.batch_window = params.config.batch_window.min(4);
+    params.workload.think_max_us = params.workload.think_max_us.min(5 * MS);
+    params.net = light_net(r);
+    // A replica falls behind, now and then, for long enough that the others'
+    // stable checkpoint passes it.
+    let mut at = r.gen_range(200 * MS..=S);
+    while at + S < params.safety_us {
+        let dur_us = r.gen_range(S..=4 * S);
+        let replica = r.gen_range(0..n as ReplicaId);
+        plan.faults.push((at, Fault::Isolate { replica, dur_us }));
+        at += dur_us + r.gen_range(500 * MS..=3 * S);
+    }
+    let all: Vec<ReplicaId> = (0..n as ReplicaId).collect();
+    let amnesiac = maybe_amnesiac(r, plan, 0.3);
+    power_cuts(r, params, &all, amnesiac, &mut plan.faults);
+}
+
+/// [`Family::TwinPowerCuts`].
+fn twin_power_cuts(r: &mut SimRng, params: &mut Params, plan: &mut Plan, _n: usize, _f: usize) {
+    params.net = light_net(r);
+    let correct = twin_with_links(r, plan, params, 0.5, 300 * MS..=2 * S);
+    power_cuts(r, params, &correct, None, &mut plan.faults);
+}
+
+/// [`Family::PartitionPowerCuts`].
+fn partition_power_cuts(r: &mut SimRng, params: &mut Params, plan: &mut Plan, n: usize, _f: usize) {
+    params.net = if r.gen_bool(0.5) {
+        noisy_net(r)
+    } else {
+        light_net(r)
+    };
+    let episodes = r.gen_range(3..=8);
+    partitions(r, params, episodes, &Shape::ALL, &mut plan.faults);
+    let all: Vec<ReplicaId> = (0..n as ReplicaId).collect();
+    let amnesiac = maybe_amnesiac(r, plan, 0.2);
+    power_cuts(r, params, &all, amnesiac, &mut plan.faults);
+}
+
+/// [`Family::ByzantineClocks`].
+fn byzantine_clocks(r: &mut SimRng, params: &mut Params, plan: &mut Plan, n: usize, f: usize) {
+    params.net = light_net(r);
+    skewed_clocks(r, plan);
+    let kinds = [
+        StrategyKind::TimeWarp,
+        StrategyKind::TimeWarp,
+        StrategyKind::TimeWarp,
+        StrategyKind::Equivocate,
+        StrategyKind::SlowPrimary,
+        StrategyKind::VcLies,
+        StrategyKind::ByzzFuzz,
+        StrategyKind::EagerVoter,
+    ];
+    // With f ≥ 2, sometimes one of the faulty replicas is a clock instead: it comes
+    // back from every cut far beyond the tolerance.
+    let clock_faulty = f >= 2 && r.gen_bool(0.4);
+    let byz_max = if clock_faulty { f - 1 } else { f };
+    for _ in 0..r.gen_range(1..=byz_max) {
+        let id = byzantine(r, n, Some((0, 0.5)));
+        let kind = *rng::pick(r, &kinds).unwrap_or(&StrategyKind::TimeWarp);
+        if plan.roles[id as usize].is_correct() {
+            byz(plan, id, kind);
+        }
+    }
+    let correct: Vec<ReplicaId> = (0..n as ReplicaId)
+        .filter(|&i| plan.roles[i as usize].is_correct())
+        .collect();
+    let faulty = if clock_faulty {
+        let v = correct[r.gen_range(0..correct.len())];
+        plan.clock_faulty.push(v);
+        Some(v)
+    } else {
+        None
+    };
+    power_cuts(r, params, &correct, None, &mut plan.faults);
+    clock_steps(r, plan, faulty);
+}
+
+/// [`Family::VoteCuts`].
+fn vote_cuts(r: &mut SimRng, params: &mut Params, plan: &mut Plan, _n: usize, _f: usize) {
+    params.net = light_net(r);
+    let correct = twin_with_links(r, plan, params, 0.7, 50 * MS..=300 * MS);
+    // Short downtimes, well under the view-change timeout, so that the replica
+    // comes back in the view it voted in and the other twin's proposal can reach it.
+    let t = params.config.view_change_timeout.as_micros() as u64;
+    let mut at = r.gen_range(100 * MS..=500 * MS);
+    while at < params.safety_us {
+        let replica = correct[r.gen_range(0..correct.len())];
+        let down_us = r.gen_range(5 * MS..=t / 2);
+        plan.faults
+            .push((at, Fault::CrashAfterPrepare { replica, down_us }));
+        at += r.gen_range(50 * MS..=300 * MS);
+    }
+}
+
+/// [`Family::SlowExecution`].
+fn slow_execution(r: &mut SimRng, params: &mut Params, plan: &mut Plan, _n: usize, _f: usize) {
+    // No faults: a jittery network (no loss, which the STATUS retransmission repairs
+    // only after a while), and 5–15 % of the requests cost T/2–3T to execute.
+    params.net = NetFaults {
+        jitter_us: r.gen_range(0..=3_000),
+        ..NetFaults::benign()
+    };
+    let t = params.config.view_change_timeout.as_micros() as u64;
+    plan.slow_execution = Some(SlowExecution {
+        ppm: r.gen_range(50_000..=150_000),
+        min_us: t / 2,
+        max_us: 3 * t,
+    });
+    // Timestamps are checked against a clock tolerance far above any execution
+    // time here. With the default (1 s), a step that executes for longer makes the
+    // timestamps go stale, and the view changes whatever `busy_for` does: the
+    // PRE-PREPARE a primary builds after executing in the same step carries the
+    // step's `now`, and one that waits in a busy backup's inbox arrives old.
+    plan.clock_tolerance = Duration::from_secs(30);
+    plan.stable_view = true;
+}
