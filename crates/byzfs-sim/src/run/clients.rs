@@ -1,0 +1,160 @@
+//! The clients: correct ones invoking their workload and checked by the oracle, and faulty
+//! ones misbehaving on their own clock.
+
+use super::*;
+
+impl Sim {
+    pub(super) fn after_client_step(&mut self, idx: usize) {
+        let node_idx = self.replicas.len() + idx;
+        let n = self.config.n() as ReplicaId;
+        while let Some(a) = self.clients[idx].client.poll_action() {
+            match a {
+                ClientAction::Send { to, bytes } => {
+                    self.transmit(node_idx, Dest::Replica(to), &bytes)
+                }
+                ClientAction::Broadcast { bytes } => {
+                    for r in 0..n {
+                        self.transmit(node_idx, Dest::Replica(r), &bytes);
+                    }
+                }
+                ClientAction::Completed { rid, result } => self.client_completed(idx, rid, result),
+            }
+        }
+        let now = self.now;
+        let node = &mut self.clients[idx];
+        let want = node
+            .client
+            .poll_timeout()
+            .map(|d| Clock::default().global(d).max(Time(now.as_micros() + 1)));
+        if want != node.timer {
+            node.timer_gen += 1;
+            node.timer = want;
+            if let Some(t) = want {
+                self.queue.push(
+                    t,
+                    Ev::ClientTimer {
+                        idx,
+                        gen: node.timer_gen,
+                    },
+                );
+            }
+        }
+    }
+
+    pub(super) fn client_completed(&mut self, idx: usize, rid: u64, result: Vec<u8>) {
+        let id = self.clients[idx].id;
+        if self.trace.on() {
+            let r = KvResult::decode(&result)
+                .map(|r| format!("{r:?}"))
+                .unwrap_or_else(|| "<undecodable>".into());
+            trace_line!(self.trace, self.now, "complete c{id} rid={rid} {r}");
+        }
+        self.oracle.complete(self.now, id, rid, &result);
+        let node = &mut self.clients[idx];
+        if node.outstanding.as_ref().is_some_and(|(r, _, _)| *r == rid) {
+            if let Some((_, _, op)) = node.outstanding.take() {
+                if let Some(res) = KvResult::decode(&result) {
+                    node.workload.observe(&op, &res);
+                }
+            }
+            node.completed += 1;
+            if !node.thinking {
+                node.thinking = true;
+                let t = node.workload.think_us(matches!(self.phase, Phase::Safety));
+                self.queue
+                    .push(Time(self.now.as_micros() + t), Ev::Think { idx });
+            }
+        }
+    }
+
+    pub(super) fn think(&mut self, idx: usize) {
+        let now = self.now;
+        let phase = self.phase;
+        let filler = self.filler;
+        let cap = self.plan.params.safety_ops_max;
+        let node = &mut self.clients[idx];
+        node.thinking = false;
+        if node.outstanding.is_some() {
+            return;
+        }
+        match phase {
+            Phase::Safety if node.invoked >= cap => return,
+            Phase::Liveness(_) if node.completed >= node.target && !filler => return,
+            Phase::Done => return,
+            _ => {}
+        }
+        let (op, ro) = node.workload.next_op();
+        let bytes = op.encode();
+        match node
+            .client
+            .invoke(Clock::default().local(now), bytes.clone(), ro)
+        {
+            Ok(rid) => {
+                node.invoked += 1;
+                let id = node.id;
+                node.outstanding = Some((rid, now, op));
+                trace_line!(
+                    self.trace,
+                    now,
+                    "invoke c{id} rid={rid} {} ro={ro}",
+                    describe_op(&bytes)
+                );
+                self.oracle.issue(now, id, rid, &bytes, true);
+            }
+            Err(e) => {
+                node.refused += 1;
+                node.thinking = true;
+                let id = node.id;
+                let t = 50 * MS + node.workload.think_us(false);
+                self.queue
+                    .push(Time(now.as_micros() + t), Ev::Think { idx });
+                trace_line!(self.trace, now, "invoke c{id} refused: {e}");
+            }
+        }
+        self.after_client_step(idx);
+    }
+
+    pub(super) fn bad_tick(&mut self, idx: usize) {
+        // Faulty clients are faults, healed with the rest when the liveness phase starts
+        // ("faults healed, ≤ f Byzantine replicas remain"). Against a client that keeps sending
+        // partially valid MACs, MAC-only PBFT cannot promise progress (the "Big MAC" attack,
+        // PROTOCOL.md §1.14/§5.3); signed client requests (Aardvark) are the fix.
+        if matches!(self.phase, Phase::Liveness(_)) {
+            trace_line!(
+                self.trace,
+                self.now,
+                "bad client {idx} stops (faults healed)"
+            );
+            return;
+        }
+        let primary = self.current_primary();
+        let node_idx = self.replicas.len() + self.clients.len() + idx;
+        let n = self.config.n() as ReplicaId;
+        let (node, rng) = &mut self.bad[idx];
+        let id = node.client.id;
+        let period = node.period_us;
+        let sends = node.client.tick(rng, primary);
+        for s in sends {
+            trace_line!(
+                self.trace,
+                self.now,
+                "bad c{id} {} rid={} to={:?}",
+                s.what,
+                s.issued.as_ref().map_or(0, |i| i.0),
+                s.to
+            );
+            if let Some((rid, op)) = &s.issued {
+                self.oracle.issue(self.now, id, *rid, op, false);
+            }
+            for r in s.to {
+                if r < n {
+                    self.transmit(node_idx, Dest::Replica(r), &s.bytes);
+                }
+            }
+        }
+        self.queue
+            .push(Time(self.now.as_micros() + period), Ev::BadTick { idx });
+    }
+
+    // ---- faults ----------------------------------------------------------------------------
+}

@@ -1,0 +1,293 @@
+//! One seed → one [`RunReport`]: build the world from the plan, run the safety phase (faults
+//! active, checkers online after every step), then the liveness phase (network healed, crashed
+//! replicas restarted with their durable state, Byzantine replicas and faulty clients still
+//! misbehaving) until every correct client finished its quota and lagging replicas caught up,
+//! or the bound expires. Work is bounded by [`RunConfig::max_events`].
+
+use crate::byzantine::bad_client::BadClient;
+use crate::byzantine::forge::Forger;
+use crate::byzantine::{Ctx, Dest, Outgoing};
+use crate::checker::durability::{self, ReplicaProgress};
+use crate::checker::liveness::{ClientProgress, Lagging, Liveness};
+use crate::checker::{describe_op, Oracle, Role, Violation};
+use crate::clock::Clock;
+use crate::fault::{Fault, FollowUp, Target};
+use crate::kv::{KvResult, KvService};
+use crate::network::{Fate, NetFaults, NetStats, Network, NodeIdx};
+use crate::node::{
+    restart_with_state, Adversary, BadClientNode, ClientNode, ReplicaNode, Unsynced,
+};
+use crate::partition::{self, Topology};
+use crate::queue::EventQueue;
+use crate::rng::{self, stream, substream, Purpose, SimRng};
+use crate::scenario::{self, Family, Plan};
+use crate::trace::{describe, Trace};
+use crate::trace_line;
+use crate::vc_history::{self, VcHistory};
+use crate::workload::Workload;
+use byzfs_bft::message::Tag;
+use byzfs_bft::mutation::Mutation;
+use byzfs_bft::wire::Frame;
+use byzfs_bft::{
+    Action, Client, ClientAction, ClientId, Config, Event, PersistRecord, Replica, ReplicaId, Seq,
+    StoreRecord, TestKeys, Time, View,
+};
+use core::time::Duration;
+use rand::Rng;
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::Arc;
+
+mod clients;
+mod faults;
+mod phases;
+mod replicas;
+mod report;
+mod world;
+
+/// Default bound on events per run.
+pub const EVENTS_MAX: u64 = 1_000_000;
+/// Checker name for a run that exhausted its event budget.
+pub const BUDGET: &str = "budget";
+/// First id of correct clients.
+pub const CLIENT_ID_BASE: ClientId = 100;
+/// First id of faulty clients.
+pub const BAD_CLIENT_ID_BASE: ClientId = 900;
+const MS: u64 = 1_000;
+
+/// What to run.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RunConfig {
+    /// The seed.
+    pub seed: u64,
+    /// The scenario family.
+    pub family: Family,
+    /// Fix `n` instead of drawing it.
+    pub replicas: Option<usize>,
+    /// A broken rule switched on in every correct replica.
+    pub mutation: Option<Mutation>,
+    /// Record a trace.
+    pub trace: bool,
+    /// Event budget.
+    pub max_events: u64,
+}
+
+impl RunConfig {
+    /// Defaults for `seed` in `family`.
+    pub fn new(seed: u64, family: Family) -> RunConfig {
+        RunConfig {
+            seed,
+            family,
+            replicas: None,
+            mutation: None,
+            trace: false,
+            max_events: EVENTS_MAX,
+        }
+    }
+}
+
+/// Counters of one run.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RunStats {
+    /// Events processed.
+    pub events: u64,
+    /// Virtual time at the end, µs.
+    pub virtual_us: u64,
+    /// Operations correct clients completed.
+    pub ops_completed: u64,
+    /// Invocations refused.
+    pub ops_refused: u64,
+    /// Highest agreed sequence number.
+    pub agreed_seq: Seq,
+    /// Highest view a correct replica reached.
+    pub view_max: View,
+    /// Results checked by the oracle.
+    pub results_checked: u64,
+    /// Read-only answers of correct replicas checked against their committed prefix, and of
+    /// those, answered while a batch had executed tentatively.
+    pub read_only_checked: (u64, u64),
+    /// Network counters.
+    pub net: NetStats,
+}
+
+/// The outcome of one run.
+#[derive(Clone, Debug)]
+pub struct RunReport {
+    /// Seed.
+    pub seed: u64,
+    /// Family.
+    pub family: Family,
+    /// Replicas.
+    pub n: usize,
+    /// Parameter summary.
+    pub summary: String,
+    /// Violations (empty: passed).
+    pub violations: Vec<Violation>,
+    /// Counters.
+    pub stats: RunStats,
+    /// Whether the liveness phase completed in time.
+    pub converged: bool,
+    /// The trace (empty unless requested).
+    pub trace: String,
+}
+
+impl RunReport {
+    /// The command that replays this run.
+    pub fn replay_command(&self, mutation: Option<Mutation>) -> String {
+        let m = mutation
+            .map(|m| format!(" --mutation {}", m.name()))
+            .unwrap_or_default();
+        format!(
+            "byzfs-sim --seeds {}..{} --scenario {} --replicas {}{m}",
+            self.seed,
+            self.seed + 1,
+            self.family.name(),
+            self.n
+        )
+    }
+}
+
+enum Ev {
+    Deliver {
+        from: NodeIdx,
+        to: NodeIdx,
+        bytes: Arc<[u8]>,
+    },
+    Emit {
+        from: NodeIdx,
+        to: Dest,
+        bytes: Arc<[u8]>,
+    },
+    ReplicaTimer {
+        inst: usize,
+        gen: u64,
+    },
+    ClientTimer {
+        idx: usize,
+        gen: u64,
+    },
+    Think {
+        idx: usize,
+    },
+    BadTick {
+        idx: usize,
+    },
+    Fault(Fault),
+    FollowUp(FollowUp),
+    Liveness,
+    Deadline,
+    Director {
+        gen: u64,
+    },
+    /// A replica busy executing (`slow-execution`) may be free now: it takes its deferred
+    /// input.
+    ReplicaFree {
+        inst: usize,
+    },
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Phase {
+    Safety,
+    Liveness(Liveness),
+    Done,
+}
+
+enum Input<'a> {
+    Message(&'a [u8]),
+    Timeout,
+}
+
+struct Sim {
+    seed: u64,
+    plan: Plan,
+    config: Config,
+    mutation: Option<Mutation>,
+    now: Time,
+    queue: EventQueue<Ev>,
+    net: Network,
+    topo: Topology,
+    replicas: Vec<ReplicaNode>,
+    clients: Vec<ClientNode>,
+    bad: Vec<(BadClientNode, SimRng)>,
+    client_node: BTreeMap<ClientId, NodeIdx>,
+    oracle: Oracle,
+    trace: Trace,
+    fault_rng: SimRng,
+    twin_sides: Vec<u8>,
+    phase: Phase,
+    converged: bool,
+    catchup_target: Option<Seq>,
+    filler: bool,
+    events: u64,
+    director: Option<VcHistory>,
+    director_gen: u64,
+    /// Per replica instance: until when it is busy executing (`slow-execution`), and the
+    /// input that reached it meanwhile, in arrival order.
+    busy_until: Vec<Time>,
+    deferred: Vec<VecDeque<Ev>>,
+    /// While a replica's actions are drained: how long it has executed so far in its step,
+    /// so how long after now what it sends next leaves.
+    out_delay_us: u64,
+}
+
+fn fresh_replica(
+    config: &Config,
+    node_keys: &byzfs_bft::ReplicaKeys,
+    service: KvService,
+    seed: u64,
+    now: Time,
+) -> Replica<KvService> {
+    let mut r = Replica::new(config.clone(), node_keys.clone(), service, seed, now);
+    // Every simulated replica has a disk (`ReplicaNode::disk`) for restarts with state.
+    r.set_store_state(true);
+    r
+}
+
+/// Checker name for a panic inside the run (a broken assertion in the replica, client, service
+/// or simulator).
+pub const PANIC: &str = "panic";
+
+thread_local! {
+    static LAST_PANIC: std::cell::RefCell<Option<String>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Replaces the process's panic hook with one that records the message and location for
+/// [`run`] to report instead of printing it (for the CLI; tests keep the default hook). With
+/// `BYZFS_SIM_BACKTRACE=1` the report includes the backtrace.
+pub fn capture_panics() {
+    let backtrace = std::env::var_os("BYZFS_SIM_BACKTRACE").is_some_and(|v| v != "0");
+    std::panic::set_hook(Box::new(move |info| {
+        let mut msg = info.to_string().replace('\n', " ");
+        if backtrace {
+            msg.push_str(&format!("\n{}", std::backtrace::Backtrace::force_capture()));
+        }
+        LAST_PANIC.with(|p| *p.borrow_mut() = Some(msg));
+    }));
+}
+
+fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    if let Some(m) = LAST_PANIC.with(|p| p.borrow_mut().take()) {
+        return m;
+    }
+    if let Some(s) = payload.downcast_ref::<&str>() {
+        (*s).to_string()
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "non-string panic payload".to_string()
+    }
+}
+
+/// Runs one seed. A panic anywhere in the run becomes a [`PANIC`] violation; the report keeps
+/// the trace up to that point.
+pub fn run(cfg: &RunConfig) -> Result<RunReport, String> {
+    let mut sim = Sim::new(cfg)?;
+    let outcome =
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| sim.run(cfg.max_events)));
+    if let Err(payload) = outcome {
+        let msg = panic_message(payload.as_ref());
+        trace_line!(sim.trace, sim.now, "PANIC {msg}");
+        sim.oracle.sink.report(PANIC, sim.now, msg);
+    }
+    Ok(sim.report())
+}

@@ -1,0 +1,145 @@
+//! The phases after the safety phase: healing for the liveness phase, then waiting until
+//! every correct client finished its quota and lagging replicas caught up, or the bound.
+
+use super::*;
+
+impl Sim {
+    pub(super) fn start_liveness(&mut self) {
+        let l = Liveness {
+            start: self.now,
+            bound_us: self.plan.params.liveness_bound_us,
+        };
+        self.phase = Phase::Liveness(l);
+        trace_line!(
+            self.trace,
+            self.now,
+            "liveness phase: heal everything; bound {} s",
+            l.bound_us / 1_000_000
+        );
+        self.net.set_faults(NetFaults::benign());
+        self.net.heal_all();
+        self.apply_twin_links();
+        for inst in 0..self.replicas.len() {
+            let twin_not_started = inst >= self.config.n()
+                && !self.replicas[inst].up
+                && self.replicas[inst].restarts == 0;
+            if twin_not_started {
+                continue;
+            }
+            self.replicas[inst].crash_at_next_send = false;
+            self.replicas[inst].crash_after_prepare = None;
+            if !self.replicas[inst].up {
+                let with_state = self.replicas[inst].restart_with_state;
+                self.restart(inst, with_state);
+            }
+        }
+        let new_ops = self.plan.params.liveness_new_ops;
+        for idx in 0..self.clients.len() {
+            let c = &mut self.clients[idx];
+            c.target = c.completed + u64::from(c.outstanding.is_some()) + new_ops;
+            if c.outstanding.is_none() && !c.thinking {
+                c.thinking = true;
+                self.queue.push(self.now, Ev::Think { idx });
+            }
+        }
+        self.queue.push(l.deadline(), Ev::Deadline);
+    }
+
+    pub(super) fn client_progress(&self) -> Vec<ClientProgress> {
+        self.clients
+            .iter()
+            .map(|c| ClientProgress {
+                client: c.id,
+                completed: c.completed,
+                target: c.target,
+                outstanding: c.outstanding.as_ref().map(|(r, t, _)| (*r, *t)),
+                refused: c.refused,
+            })
+            .collect()
+    }
+
+    /// Honest-code replicas with a correct clock that are up and must catch up.
+    pub(super) fn lagging(&self, target: Seq) -> Vec<Lagging> {
+        self.replicas
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| r.up && matches!(r.role, Role::Correct | Role::Amnesiac))
+            .filter(|(_, r)| !self.plan.clock_faulty.contains(&r.id))
+            .filter(|(_, r)| r.replica.last_executed() < target && r.replica.last_stable() < target)
+            .map(|(inst, r)| Lagging {
+                inst,
+                last_executed: r.replica.last_executed(),
+                target,
+            })
+            .collect()
+    }
+
+    /// The liveness phase converges in three stages: (1) every correct client completed its
+    /// quota and every accepted write is agreed — the catch-up target is then the highest
+    /// sequence number holding an accepted write; (2) while a correct replica lags behind the
+    /// target, clients keep issuing operations (a replica left alone in a higher view, say,
+    /// catches up only through the next stable checkpoint); (3) clients stop, and the run ends
+    /// once their last requests completed and are agreed.
+    pub(super) fn check_converged(&mut self) {
+        let Phase::Liveness(_) = self.phase else {
+            return;
+        };
+        let target = match self.catchup_target {
+            Some(t) => t,
+            None => {
+                if !Liveness::clients_done(&self.client_progress())
+                    || self.oracle.results.unplaced_writes() > 0
+                {
+                    return;
+                }
+                let t = self.oracle.results.acked_write_max_seq();
+                self.catchup_target = Some(t);
+                t
+            }
+        };
+        if !self.lagging(target).is_empty() {
+            if !self.filler {
+                self.filler = true;
+                trace_line!(
+                    self.trace,
+                    self.now,
+                    "catch-up: replicas lag behind seq {target}; clients keep going"
+                );
+                for idx in 0..self.clients.len() {
+                    let c = &mut self.clients[idx];
+                    if c.outstanding.is_none() && !c.thinking {
+                        c.thinking = true;
+                        self.queue.push(self.now, Ev::Think { idx });
+                    }
+                }
+            }
+            return;
+        }
+        self.filler = false;
+        if self.clients.iter().any(|c| c.outstanding.is_some())
+            || self.oracle.results.unplaced_writes() > 0
+        {
+            return;
+        }
+        trace_line!(
+            self.trace,
+            self.now,
+            "converged: clients done, replicas through seq {target}"
+        );
+        self.converged = true;
+        self.phase = Phase::Done;
+    }
+
+    pub(super) fn deadline(&mut self) {
+        let Phase::Liveness(l) = self.phase else {
+            return;
+        };
+        let target = self
+            .catchup_target
+            .unwrap_or_else(|| self.oracle.results.acked_write_max_seq());
+        let lagging = self.lagging(target);
+        let clients = self.client_progress();
+        l.report(&mut self.oracle.sink, self.now, &clients, &lagging);
+        self.phase = Phase::Done;
+    }
+}

@@ -1,0 +1,324 @@
+//! Stepping a replica instance: its input, the actions it drains (sends, durable records,
+//! events, timers), its disk (synced and unsynced records), crashes and restarts.
+
+use super::*;
+
+impl Sim {
+    pub(super) fn step_replica(&mut self, inst: usize, input: Input<'_>) {
+        let node = &mut self.replicas[inst];
+        if !node.up {
+            return;
+        }
+        let local = node.clock.local(self.now);
+        match input {
+            Input::Message(b) => node.replica.handle_message(local, b),
+            Input::Timeout => node.replica.handle_timeout(local),
+        }
+        self.after_replica_step(inst);
+    }
+
+    pub(super) fn after_replica_step(&mut self, inst: usize) {
+        let busy_us = self.drain_replica(inst);
+        if self.replicas[inst].up {
+            if busy_us > 0 {
+                self.busy(inst, busy_us);
+            }
+            self.oracle
+                .step_end(self.now, inst, &self.replicas[inst].replica);
+            self.arm_replica_timer(inst);
+        }
+    }
+
+    /// Drains `inst`'s actions; returns how long its step kept it busy executing, µs (0
+    /// outside `slow-execution`). The step executes where its `Executed` events are: what it
+    /// sends after one leaves when that execution ends.
+    pub(super) fn drain_replica(&mut self, inst: usize) -> u64 {
+        let n = self.config.n() as ReplicaId;
+        self.replicas[inst].lazy_turn = false;
+        self.out_delay_us = 0;
+        loop {
+            let node = &mut self.replicas[inst];
+            if !node.up {
+                break;
+            }
+            let Some(action) = node.replica.poll_action() else {
+                break;
+            };
+            match action {
+                Action::Persist(rec) => {
+                    trace_line!(self.trace, self.now, "persist {} {rec:?}", self.name(inst));
+                    match rec {
+                        // The disk driver appends these without a sync.
+                        PersistRecord::Executed { .. } => {
+                            self.replicas[inst].unsynced.push(Unsynced::Persist(rec));
+                        }
+                        PersistRecord::Proposed { .. } | PersistRecord::Voted { .. } => {
+                            self.oracle.proposed(inst, rec);
+                            let node = &mut self.replicas[inst];
+                            node.unsynced.push(Unsynced::Persist(rec));
+                            node.lazy_turn = true;
+                        }
+                        // Views, abstentions and vote horizons go to redb: the log is
+                        // not synced.
+                        PersistRecord::View(_)
+                        | PersistRecord::Abstain(_)
+                        | PersistRecord::AbstainUpTo { .. }
+                        | PersistRecord::VoteHorizon(_) => self.make_durable(inst, rec),
+                        _ => {
+                            self.replicas[inst].lazy_turn = false;
+                            self.sync_log(inst);
+                            self.make_durable(inst, rec);
+                        }
+                    }
+                }
+                Action::Sync => {
+                    trace_line!(self.trace, self.now, "sync {}", self.name(inst));
+                    self.sync_log(inst);
+                }
+                Action::Store(rec) => {
+                    // Batches are synced log appends, except with a `Proposed` (the
+                    // driver's turn is then unsynced); a stored checkpoint syncs the
+                    // segment it leaves.
+                    let node = &mut self.replicas[inst];
+                    if node.lazy_turn && matches!(rec, StoreRecord::Batch { .. }) {
+                        node.unsynced.push(Unsynced::Store(rec));
+                    } else {
+                        self.sync_log(inst);
+                        self.replicas[inst].disk.apply_store(&rec);
+                    }
+                }
+                Action::Event(ev) => {
+                    trace_line!(self.trace, self.now, "event {} {ev:?}", self.name(inst));
+                    if let (Some(slow), Event::Executed { requests, .. }) =
+                        (self.plan.slow_execution, &ev)
+                    {
+                        // The step executes here: what it sends after this leaves later.
+                        let cost: u64 = requests
+                            .iter()
+                            .map(|&(c, rid)| slow.cost_us(self.seed, c, rid))
+                            .sum();
+                        if cost > 0 {
+                            self.out_delay_us += cost;
+                            trace_line!(
+                                self.trace,
+                                self.now,
+                                "busy {} executing for {cost}µs",
+                                self.name(inst)
+                            );
+                        }
+                    }
+                    self.oracle.event(self.now, inst, &ev);
+                    let id = self.replicas[inst].id;
+                    let correct = self.oracle.is_correct(inst);
+                    if let Some(d) = self.director.as_mut().filter(|_| correct) {
+                        if d.observe(id, &ev) {
+                            self.director_gen += 1;
+                            let gen = self.director_gen;
+                            self.queue.push(self.now, Ev::Director { gen });
+                        }
+                    }
+                }
+                Action::Send { to, bytes } => self.replica_out(inst, &[Dest::Replica(to)], bytes),
+                Action::Broadcast { bytes } => {
+                    let me = self.replicas[inst].id;
+                    let dests: Vec<Dest> = (0..n).filter(|&j| j != me).map(Dest::Replica).collect();
+                    self.replica_out(inst, &dests, bytes);
+                }
+                Action::SendClient { client, bytes } => {
+                    self.replica_out(inst, &[Dest::Client(client)], bytes)
+                }
+            }
+        }
+        std::mem::take(&mut self.out_delay_us)
+    }
+
+    pub(super) fn replica_out(&mut self, inst: usize, dests: &[Dest], bytes: Arc<[u8]>) {
+        if self.replicas[inst].crash_at_next_send {
+            self.crash(inst, "before a send");
+            return;
+        }
+        if self.replicas[inst].adversary.is_none() {
+            self.oracle.send(self.now, inst, &bytes);
+            for &d in dests {
+                self.transmit(inst, d, &bytes);
+            }
+            if let Some((down_us, _)) = self.replicas[inst].crash_after_prepare {
+                let prepare =
+                    Frame::parse(&bytes, usize::MAX).is_ok_and(|f| f.header.tag == Tag::Prepare);
+                if prepare {
+                    self.crash(inst, "after a PREPARE");
+                    self.queue.push(
+                        Time(self.now.as_micros() + down_us),
+                        Ev::FollowUp(FollowUp::Restart {
+                            inst,
+                            with_state: true,
+                        }),
+                    );
+                }
+            }
+            return;
+        }
+        let mut outs = Vec::new();
+        {
+            let node = &mut self.replicas[inst];
+            let view = node.replica.view();
+            // Checked just above: this replica has an adversary.
+            let adv = node.adversary.as_mut().expect("adversary present");
+            let mut ctx = Ctx {
+                now: self.now,
+                view,
+                config: &self.config,
+                forger: &adv.forger,
+                rng: &mut adv.rng,
+            };
+            for &d in dests {
+                outs.extend(
+                    adv.strategy
+                        .on_send(&mut ctx, Outgoing::now(d, bytes.clone())),
+                );
+            }
+        }
+        for o in outs {
+            if o.delay_us > 0 {
+                self.queue.push(
+                    Time(self.now.as_micros() + o.delay_us),
+                    Ev::Emit {
+                        from: inst,
+                        to: o.to,
+                        bytes: o.bytes,
+                    },
+                );
+            } else {
+                self.transmit(inst, o.to, &o.bytes);
+            }
+        }
+    }
+
+    pub(super) fn arm_replica_timer(&mut self, inst: usize) {
+        let now = self.now;
+        let node = &mut self.replicas[inst];
+        let want = node
+            .replica
+            .poll_timeout()
+            .map(|d| node.clock.global(d).max(Time(now.as_micros() + 1)));
+        if want == node.timer {
+            return;
+        }
+        node.timer_gen += 1;
+        node.timer = want;
+        if let Some(t) = want {
+            self.queue.push(
+                t,
+                Ev::ReplicaTimer {
+                    inst,
+                    gen: node.timer_gen,
+                },
+            );
+        }
+    }
+
+    /// `rec` of `inst` is on its disk.
+    pub(super) fn make_durable(&mut self, inst: usize, rec: PersistRecord) {
+        self.oracle.persist(inst, rec);
+        self.replicas[inst].disk.apply_persist(rec);
+    }
+
+    /// A synced log append by `inst`: every record appended before it is durable too.
+    pub(super) fn sync_log(&mut self, inst: usize) {
+        for u in std::mem::take(&mut self.replicas[inst].unsynced) {
+            self.append(inst, u);
+        }
+    }
+
+    /// An unsynced append of `inst` reaches its disk.
+    pub(super) fn append(&mut self, inst: usize, u: Unsynced) {
+        match u {
+            Unsynced::Persist(rec) => self.make_durable(inst, rec),
+            Unsynced::Store(rec) => self.replicas[inst].disk.apply_store(&rec),
+        }
+    }
+
+    pub(super) fn crash(&mut self, inst: usize, how: &str) {
+        // The unsynced log tail: a prefix of it reached the disk, the rest is lost.
+        let node = &mut self.replicas[inst];
+        let mut torn = substream(
+            node.seed,
+            Purpose::TornLogs,
+            (inst as u64) << 16 | (node.restarts & 0xFFFF),
+        );
+        let kept = torn.gen_range(0..=node.unsynced.len());
+        node.kept_all = kept == node.unsynced.len();
+        let tail = std::mem::take(&mut node.unsynced);
+        trace_line!(
+            self.trace,
+            self.now,
+            "torn log {}: {kept} of {} unsynced records kept",
+            self.name(inst),
+            tail.len()
+        );
+        for u in tail.into_iter().take(kept) {
+            self.append(inst, u);
+        }
+        let node = &mut self.replicas[inst];
+        node.up = false;
+        node.crash_at_next_send = false;
+        node.crash_after_prepare = None;
+        node.timer = None;
+        node.timer_gen += 1;
+        // What waited for it to finish executing is lost with it.
+        self.deferred[inst].clear();
+        self.busy_until[inst] = Time::ZERO;
+        trace_line!(self.trace, self.now, "crash {} ({how})", self.name(inst));
+    }
+
+    pub(super) fn restart(&mut self, inst: usize, with_state: bool) {
+        let now = self.now;
+        let mutation = self.mutation;
+        let node = &mut self.replicas[inst];
+        node.restarts += 1;
+        let seed = node
+            .seed
+            .wrapping_add(node.restarts.wrapping_mul(0x9E37_79B9_7F4A_7C15));
+        let stepped = node.clock_at_restart.take().map(|offset_us| {
+            let before = node.clock.local(now);
+            node.clock.offset_us = offset_us;
+            node.clock.local(now).as_micros() as i64 - before.as_micros() as i64
+        });
+        let local = node.clock.local(now);
+        let service = KvService::with_clock_tolerance(self.plan.clock_tolerance);
+        if with_state {
+            // Rebuilt from what it stored; everything volatile is gone. A crash that tore off
+            // part of the log may have lost proposals: the disk vouches for them only if it
+            // kept every append (as after a process crash; or if mutated to).
+            let mut disk = node.disk.clone();
+            disk.proposals_durable =
+                node.kept_all || mutation == Some(Mutation::TrustProposalsAfterCrash);
+            if mutation == Some(Mutation::ForgetVoteHorizon) {
+                disk.records
+                    .retain(|r| !matches!(r, PersistRecord::VoteHorizon(_)));
+            }
+            node.replica =
+                restart_with_state(&self.config, &node.keys, service, &disk, seed, local);
+        } else {
+            // Amnesia: a fresh replica with an empty disk.
+            node.replica = fresh_replica(&self.config, &node.keys, service, seed, local);
+            node.disk = Default::default();
+            node.role = Role::Amnesiac;
+            self.oracle.set_role(inst, Role::Amnesiac);
+        }
+        if node.role == Role::Correct {
+            node.replica.set_mutation(mutation);
+        }
+        node.up = true;
+        node.crash_at_next_send = false;
+        self.oracle.restart(inst, with_state);
+        trace_line!(
+            self.trace,
+            self.now,
+            "restart {} with_state={with_state}{}",
+            self.name(inst),
+            stepped.map_or(String::new(), |d| format!(" clock stepped {d:+}µs"))
+        );
+        self.after_replica_step(inst);
+    }
+}

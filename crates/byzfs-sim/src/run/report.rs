@@ -1,0 +1,38 @@
+//! The run's report: the verdicts of the checkers and the run's figures.
+
+use super::*;
+
+impl Sim {
+    pub(super) fn report(self) -> RunReport {
+        let stats = RunStats {
+            events: self.events,
+            virtual_us: self.now.as_micros(),
+            ops_completed: self.clients.iter().map(|c| c.completed).sum(),
+            ops_refused: self.clients.iter().map(|c| c.refused).sum(),
+            agreed_seq: self.oracle.agreement.history.max_seq(),
+            view_max: self
+                .replicas
+                .iter()
+                .filter(|r| r.role == Role::Correct)
+                .map(|r| r.replica.view())
+                .max()
+                .unwrap_or(0),
+            results_checked: self.oracle.results.checked,
+            read_only_checked: (
+                self.oracle.read_only.checked,
+                self.oracle.read_only.checked_on_tentative,
+            ),
+            net: self.net.stats().clone(),
+        };
+        RunReport {
+            seed: self.seed,
+            family: self.plan.family,
+            n: self.config.n(),
+            summary: self.plan.summary(),
+            violations: self.oracle.sink.into_violations(),
+            stats,
+            converged: self.converged,
+            trace: self.trace.into_text(),
+        }
+    }
+}

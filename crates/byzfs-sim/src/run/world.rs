@@ -1,0 +1,462 @@
+//! The simulated world: building it from the plan, its event loop (one event at a time, in
+//! time order), the network between nodes, and replicas busy executing (`slow-execution`).
+
+use super::*;
+
+impl Sim {
+    pub(super) fn new(cfg: &RunConfig) -> Result<Sim, String> {
+        let plan = scenario::plan(cfg.seed, cfg.family, cfg.replicas)?;
+        let config = plan.params.config.clone();
+        let n = config.n();
+        let seed = cfg.seed;
+        let keys = TestKeys::new(seed, n);
+        let correct_ids: Vec<ClientId> = (0..plan.params.clients as u64)
+            .map(|i| CLIENT_ID_BASE + i)
+            .collect();
+        let bad_ids: Vec<ClientId> = (0..plan.bad_clients.len() as u64)
+            .map(|i| BAD_CLIENT_ID_BASE + i)
+            .collect();
+        let all_ids: Vec<ClientId> = correct_ids.iter().chain(&bad_ids).copied().collect();
+        let mut seeds = stream(seed, Purpose::ReplicaSeeds);
+        let start = Time::ZERO;
+
+        let mut ids: Vec<ReplicaId> = (0..n as ReplicaId).collect();
+        if let Some((t, _)) = plan.twin {
+            ids.push(t);
+        }
+        let mut replicas = Vec::new();
+        let mut roles = Vec::new();
+        for (inst, &id) in ids.iter().enumerate() {
+            let node_keys = keys.replica(id, all_ids.iter().copied());
+            let rseed: u64 = seeds.gen();
+            let clock = Clock::drifting(
+                plan.clock_offsets_us[id as usize],
+                plan.clock_drift_ppm[id as usize],
+            );
+            let role = if inst >= n {
+                Role::Twin
+            } else {
+                plan.roles[id as usize]
+            };
+            let service = KvService::with_clock_tolerance(plan.clock_tolerance);
+            let mut replica =
+                fresh_replica(&config, &node_keys, service, rseed, clock.local(start));
+            if role == Role::Correct {
+                replica.set_mutation(cfg.mutation);
+            }
+            let adversary = plan
+                .byzantine
+                .iter()
+                .find(|(b, _)| *b == id && inst < n)
+                .map(|&(_, kind)| {
+                    let mut arng = substream(seed, Purpose::Byzantine, id as u64);
+                    Adversary {
+                        strategy: kind.build(id, &config, &mut arng),
+                        forger: Forger::new(node_keys.clone(), config.message_bytes_max),
+                        rng: arng,
+                    }
+                });
+            let up = !(inst >= n && plan.twin.is_some_and(|(_, s)| s > 0));
+            roles.push(role);
+            replicas.push(ReplicaNode {
+                id,
+                role,
+                replica,
+                up,
+                crash_at_next_send: false,
+                crash_after_prepare: None,
+                restart_with_state: true,
+                clock,
+                clock_at_restart: None,
+                timer: None,
+                timer_gen: 0,
+                adversary,
+                keys: node_keys,
+                restarts: 0,
+                seed: rseed,
+                disk: Default::default(),
+                unsynced: Vec::new(),
+                lazy_turn: false,
+                kept_all: false,
+            });
+        }
+        let r_count = replicas.len();
+        let mut client_seeds = stream(seed, Purpose::ClientSeeds);
+        let mut clients = Vec::new();
+        let mut client_node = BTreeMap::new();
+        for (i, &c) in correct_ids.iter().enumerate() {
+            client_node.insert(c, r_count + i);
+            clients.push(ClientNode {
+                id: c,
+                client: Client::new(config.clone(), keys.client(c), client_seeds.gen()),
+                workload: Workload::new(
+                    plan.params.workload.clone(),
+                    c,
+                    substream(seed, Purpose::Workload, i as u64),
+                ),
+                outstanding: None,
+                completed: 0,
+                invoked: 0,
+                refused: 0,
+                target: 0,
+                timer: None,
+                timer_gen: 0,
+                thinking: false,
+            });
+        }
+        let mut bad = Vec::new();
+        for (j, (&c, &period_us)) in bad_ids.iter().zip(&plan.bad_clients).enumerate() {
+            client_node.insert(c, r_count + clients.len() + j);
+            let mut rng = substream(seed, Purpose::BadClients, j as u64);
+            let victim = correct_ids.first().copied().unwrap_or(CLIENT_ID_BASE);
+            bad.push((
+                BadClientNode {
+                    client: BadClient::new(c, keys.client(c), victim, config.epoch, n, &mut rng),
+                    period_us,
+                },
+                rng,
+            ));
+        }
+        let nodes = r_count + clients.len() + bad.len();
+        let mut topo = Topology {
+            replicas: vec![Vec::new(); n],
+            clients: (r_count..nodes).collect(),
+        };
+        for (inst, &id) in ids.iter().enumerate() {
+            topo.replicas[id as usize].push(inst);
+        }
+        let mut oracle = Oracle::new(
+            seed,
+            cfg.family.name(),
+            roles,
+            config.message_bytes_max,
+            config.read_only_optimisation,
+        );
+        oracle.stable_view.expected = plan.stable_view;
+        let net = Network::new(
+            nodes,
+            plan.params.net.clone(),
+            stream(seed, Purpose::Network),
+        );
+        Ok(Sim {
+            seed,
+            config,
+            mutation: cfg.mutation,
+            now: start,
+            queue: EventQueue::new(),
+            net,
+            topo,
+            replicas,
+            clients,
+            bad,
+            client_node,
+            oracle,
+            trace: Trace::new(cfg.trace),
+            fault_rng: stream(seed, Purpose::FaultRuntime),
+            twin_sides: Vec::new(),
+            phase: Phase::Safety,
+            converged: false,
+            catchup_target: None,
+            filler: false,
+            events: 0,
+            director: None,
+            director_gen: 0,
+            busy_until: vec![Time::ZERO; r_count],
+            deferred: (0..r_count).map(|_| VecDeque::new()).collect(),
+            out_delay_us: 0,
+            plan,
+        })
+    }
+
+    pub(super) fn name(&self, node: NodeIdx) -> String {
+        let n = self.config.n();
+        if node < self.replicas.len() {
+            let id = self.replicas[node].id;
+            if node >= n {
+                format!("r{id}'")
+            } else {
+                format!("r{id}")
+            }
+        } else if let Some((c, _)) = self.client_node.iter().find(|(_, &i)| i == node) {
+            format!("c{c}")
+        } else {
+            format!("node{node}")
+        }
+    }
+
+    pub(super) fn start(&mut self) {
+        trace_line!(
+            self.trace,
+            self.now,
+            "start seed={} scenario={} {}",
+            self.seed,
+            self.plan.family.name(),
+            self.plan.summary()
+        );
+        for inst in 0..self.replicas.len() {
+            if self.replicas[inst].up {
+                self.after_replica_step(inst);
+            }
+        }
+        for idx in 0..self.clients.len() {
+            let t = self.clients[idx].workload.think_us(true);
+            self.clients[idx].thinking = true;
+            self.queue.push(Time(t), Ev::Think { idx });
+        }
+        for idx in 0..self.bad.len() {
+            let p = self.bad[idx].0.period_us;
+            self.queue.push(Time(p), Ev::BadTick { idx });
+        }
+        for (at, f) in self.plan.faults.clone() {
+            self.queue.push(Time(at), Ev::Fault(f));
+        }
+        self.queue
+            .push(Time(self.plan.params.safety_us), Ev::Liveness);
+    }
+
+    // ---- replicas ------------------------------------------------------------------------
+
+    /// `inst`'s last step executed for `busy_us`: it takes no input until it is done (what
+    /// reaches it meanwhile waits, in arrival order), and the driver reports the time to the
+    /// core, as `byzfs-net`'s event loop does after a long step.
+    pub(super) fn busy(&mut self, inst: usize, busy_us: u64) {
+        let until = Time(self.now.as_micros() + busy_us);
+        self.busy_until[inst] = self.busy_until[inst].max(until);
+        if self.mutation != Some(Mutation::IgnoreBusyTime) {
+            self.replicas[inst]
+                .replica
+                .busy_for(Duration::from_micros(busy_us));
+        }
+        self.queue.push(until, Ev::ReplicaFree { inst });
+    }
+
+    /// The primary of the highest view a correct replica that is up has reached.
+    pub(super) fn current_primary(&self) -> ReplicaId {
+        let v = self
+            .replicas
+            .iter()
+            .filter(|r| r.up && r.role == Role::Correct)
+            .map(|r| r.replica.view())
+            .max()
+            .unwrap_or(0);
+        self.config.primary(v)
+    }
+
+    // ---- network ---------------------------------------------------------------------------
+
+    pub(super) fn transmit(&mut self, from: NodeIdx, dest: Dest, bytes: &Arc<[u8]>) {
+        let targets: Vec<NodeIdx> = match dest {
+            Dest::Replica(r) => self
+                .topo
+                .replicas
+                .get(r as usize)
+                .cloned()
+                .unwrap_or_default(),
+            Dest::Client(c) => self
+                .client_node
+                .get(&c)
+                .map(|&i| vec![i])
+                .unwrap_or_default(),
+        };
+        for to in targets {
+            let fate = self.net.send(from, to, bytes);
+            if self.trace.on() {
+                let what = match &fate {
+                    Fate::LinkDown => "link-down".to_string(),
+                    Fate::Lost(d) => format!("lost{}", if d.is_empty() { "" } else { " +replay" }),
+                    Fate::Delivered(d) => d
+                        .iter()
+                        .map(|x| {
+                            format!(
+                                "+{}µs{:?}{}",
+                                x.after_us,
+                                x.kind,
+                                if x.corrupted { "!corrupt" } else { "" }
+                            )
+                        })
+                        .collect::<Vec<_>>()
+                        .join(","),
+                };
+                let line = format!(
+                    "send {}->{} {} {what}",
+                    self.name(from),
+                    self.name(to),
+                    describe(bytes)
+                );
+                self.trace.line(self.now, format_args!("{line}"));
+            }
+            for d in fate.deliveries() {
+                let at = Time(self.now.as_micros() + self.out_delay_us + d.after_us);
+                self.queue.push(
+                    at,
+                    Ev::Deliver {
+                        from,
+                        to,
+                        bytes: d.bytes.clone(),
+                    },
+                );
+            }
+        }
+    }
+
+    pub(super) fn deliver(&mut self, from: NodeIdx, to: NodeIdx, bytes: Arc<[u8]>) {
+        if self.trace.on() {
+            let line = format!(
+                "deliver {}->{} {}",
+                self.name(from),
+                self.name(to),
+                describe(&bytes)
+            );
+            self.trace.line(self.now, format_args!("{line}"));
+        }
+        let r_count = self.replicas.len();
+        if to < r_count {
+            if !self.replicas[to].up {
+                trace_line!(self.trace, self.now, "drop at {} (down)", self.name(to));
+                return;
+            }
+            if let Some(adv) = self.replicas[to].adversary.as_mut() {
+                adv.strategy.on_receive(&bytes);
+            }
+            self.step_replica(to, Input::Message(&bytes));
+        } else if to < r_count + self.clients.len() {
+            let idx = to - r_count;
+            let local = Clock::default().local(self.now);
+            self.clients[idx].client.handle_message(local, &bytes);
+            self.after_client_step(idx);
+        }
+        // Faulty clients ignore replies.
+    }
+
+    // ---- clients ---------------------------------------------------------------------------
+
+    pub(super) fn handle(&mut self, ev: Ev) {
+        match self.busy_target(&ev) {
+            Some(inst) => self.deferred[inst].push_back(ev),
+            None => self.dispatch(ev),
+        }
+    }
+
+    /// The replica instance `ev` is for, if that one is busy executing or still has input
+    /// waiting (`slow-execution`): the event then waits its turn.
+    pub(super) fn busy_target(&self, ev: &Ev) -> Option<usize> {
+        let inst = match *ev {
+            Ev::Deliver { to, .. } if to < self.replicas.len() => to,
+            Ev::ReplicaTimer { inst, .. } => inst,
+            _ => return None,
+        };
+        (self.busy_until[inst] > self.now || !self.deferred[inst].is_empty()).then_some(inst)
+    }
+
+    /// `inst` is done executing: it takes what reached it meanwhile, in arrival order, until
+    /// a step keeps it busy again.
+    pub(super) fn replica_free(&mut self, inst: usize) {
+        while self.busy_until[inst] <= self.now && !self.oracle.sink.any() {
+            let Some(ev) = self.deferred[inst].pop_front() else {
+                break;
+            };
+            self.dispatch(ev);
+        }
+    }
+
+    pub(super) fn dispatch(&mut self, ev: Ev) {
+        match ev {
+            Ev::Deliver { from, to, bytes } => self.deliver(from, to, bytes),
+            Ev::Emit { from, to, bytes } => {
+                if self.replicas[from].up {
+                    self.transmit(from, to, &bytes);
+                }
+            }
+            Ev::ReplicaTimer { inst, gen } => {
+                let node = &mut self.replicas[inst];
+                if !node.up || gen != node.timer_gen {
+                    return;
+                }
+                node.timer = None;
+                let local = node.clock.local(self.now);
+                if node.replica.poll_timeout().is_some_and(|d| d <= local) {
+                    trace_line!(self.trace, self.now, "timer {}", self.name(inst));
+                    self.step_replica(inst, Input::Timeout);
+                } else {
+                    self.arm_replica_timer(inst);
+                }
+            }
+            Ev::ClientTimer { idx, gen } => {
+                let node = &mut self.clients[idx];
+                if gen != node.timer_gen {
+                    return;
+                }
+                node.timer = None;
+                let local = Clock::default().local(self.now);
+                if node.client.poll_timeout().is_some_and(|d| d <= local) {
+                    node.client.handle_timeout(local);
+                    trace_line!(self.trace, self.now, "timer c{}", self.clients[idx].id);
+                }
+                self.after_client_step(idx);
+            }
+            Ev::Think { idx } => self.think(idx),
+            Ev::BadTick { idx } => self.bad_tick(idx),
+            Ev::Fault(f) => self.fault(f),
+            Ev::FollowUp(f) => self.follow_up(f),
+            Ev::Liveness => self.start_liveness(),
+            Ev::Deadline => self.deadline(),
+            Ev::Director { gen } => {
+                if gen == self.director_gen {
+                    self.director_step();
+                }
+            }
+            Ev::ReplicaFree { inst } => self.replica_free(inst),
+        }
+    }
+
+    pub(super) fn run(&mut self, max_events: u64) {
+        self.start();
+        while let Some((t, ev)) = self.queue.pop() {
+            debug_assert!(t >= self.now, "time never goes backwards");
+            self.now = t;
+            self.events += 1;
+            if self.events > max_events {
+                self.oracle.sink.report(
+                    BUDGET,
+                    self.now,
+                    format!("run exceeded {max_events} events (livelock or storm?)"),
+                );
+                break;
+            }
+            self.handle(ev);
+            if self.oracle.sink.any() {
+                break;
+            }
+            self.check_converged();
+            if self.phase == Phase::Done {
+                break;
+            }
+        }
+        if self.oracle.sink.any() {
+            return;
+        }
+        self.oracle.finish(self.now);
+        if self.converged {
+            let up: Vec<ReplicaProgress> = self
+                .replicas
+                .iter()
+                .enumerate()
+                .filter(|(_, r)| r.up && r.role == Role::Correct)
+                .filter(|(_, r)| !self.plan.clock_faulty.contains(&r.id))
+                .map(|(inst, r)| ReplicaProgress {
+                    inst,
+                    last_executed: r.replica.last_executed(),
+                    last_stable: r.replica.last_stable(),
+                })
+                .collect();
+            let through = self.catchup_target.unwrap_or(0);
+            durability::check(
+                &mut self.oracle.sink,
+                self.now,
+                &self.oracle.results,
+                &up,
+                through,
+            );
+        }
+    }
+}
