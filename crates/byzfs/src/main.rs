@@ -23,7 +23,6 @@ mod bench;
 mod byzantine;
 mod capacity_report;
 mod fsbench;
-mod fsclient;
 mod keygen;
 mod kv;
 mod logging;

@@ -138,8 +138,8 @@ pub fn run(mut a: UpArgs) -> anyhow::Result<ExitCode> {
             Some(s) => bail!("--mount needs --service fs, not --service {}", s.name()),
         }
         // Fail before starting anything.
-        crate::mount::check_fuse()?;
-        crate::mount::check_mountpoint(mnt, true)?;
+        byzfs_fuse::check_fuse()?;
+        byzfs_fuse::check_mountpoint(mnt, true)?;
     }
     let service = a.service.unwrap_or(ServiceKind::Kv);
     let config_path = a.dir.join(CLUSTER_FILE);
@@ -224,7 +224,7 @@ pub fn run(mut a: UpArgs) -> anyhow::Result<ExitCode> {
     // Mounted outside the runtime: the adapter blocks on its own runtime.
     let mounted = match &a.mount {
         Some(mnt) => {
-            let opts = crate::mount::MountOptions {
+            let opts = byzfs_fuse::MountOptions {
                 timeout: (a.timeout_ms > 0).then(|| Duration::from_millis(a.timeout_ms)),
                 allow_other: a.allow_other,
                 unreplicated: false,
@@ -232,7 +232,7 @@ pub fn run(mut a: UpArgs) -> anyhow::Result<ExitCode> {
                 sync_writes: false,
                 cache_timeout: a.cache.timeout(),
             };
-            Some(crate::mount::mount(&config_path, None, mnt, &opts)?)
+            Some(byzfs_fuse::mount(&config_path, None, mnt, &opts)?)
         }
         None => None,
     };
@@ -285,7 +285,7 @@ async fn wait_ready(
 /// first, and stops the replicas.
 async fn supervise(
     children: &mut Children,
-    mounted: Option<crate::mount::Mounted>,
+    mounted: Option<byzfs_fuse::Mounted>,
     a: &UpArgs,
 ) -> anyhow::Result<ExitCode> {
     let shutdown = crate::signals::shutdown(false);

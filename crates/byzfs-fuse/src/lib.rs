@@ -1,5 +1,10 @@
-//! `byzfs mount`: the FUSE adapter (fuser) from kernel requests to file-service operations
-//! (`byzfs_fs::Op`), invoked on the cluster through the BFT client.
+//! # byzfs-fuse — the ByzFS mount
+//!
+//! The FUSE adapter (fuser) from kernel requests to file-service operations
+//! (`byzfs_fs::Op`), invoked on the cluster through the BFT client ([`fsclient`]). The
+//! `byzfs mount` and `byzfs up --mount` commands parse their flags and call [`mount`];
+//! the mount session and its checks are in `session.rs`, the `Filesystem` implementation
+//! here.
 //!
 //! * **Handles.** FUSE inode numbers are the service's inode numbers; the adapter remembers
 //!   each inode's generation from the entry replies that gave it to the kernel (lookup,
@@ -7,10 +12,10 @@
 //!   `(ino, generation)` handles. The root is `(1, 1)`.
 //! * **Credentials.** Each request runs as the caller's uid, gid and supplementary groups
 //!   (read from `/proc/<pid>/status`, since FUSE does not pass them, and kept for a second
-//!   per process: [`groups`]). The mount uses
+//!   per process: `groups.rs`). The mount uses
 //!   `default_permissions`, so the kernel checks modes too, with the full credentials.
 //! * **Consistency between mounts: close-to-open**, as NFS clients give it.
-//!   - Writes are gathered ([`gather`]): a file's consecutive writes are acknowledged at
+//!   - Writes are gathered (`gather.rs`): a file's consecutive writes are acknowledged at
 //!     once and sent together before any other operation, at `close` (`flush`) and
 //!     `fsync`, and within 1 s; `close` returns once the cluster executed them and reports
 //!     their error. No kernel writeback cache (it would trust its own size and mtime).
@@ -27,14 +32,14 @@
 //!   - Otherwise attributes and entries are cached by the kernel for the cache timeout,
 //!     [`DEFAULT_CACHE_TIMEOUT`] unless `--cache-timeout` says otherwise (like NFS's
 //!     attribute cache): `stat`/`ls` may show another client's change up to that late. The
-//!     mount keeps the attributes the replies carry for as long ([`attrs`]), a
+//!     mount keeps the attributes the replies carry for as long (`attrs.rs`), a
 //!     directory's after a create or remove in it too (post-operation attributes), and
 //!     answers the kernel's `getattr` from them.
 //!     Negative lookups are cached as long (as NFS's default `lookupcache=all`): a name
 //!     another client just created may stay invisible here for that long. Names this
 //!     mount creates, renames or removes update its kernel cache at once.
 //!   - Locks (`fcntl` and `flock`) are taken at the replicas, so they hold between mounts
-//!     ([`locks`]); taking one revalidates the file as NFS does, so a program that locks
+//!     (`locks.rs`); taking one revalidates the file as NFS does, so a program that locks
 //!     around its reads and writes (SQLite) sees the last holder's writes.
 //!   - Not covered: concurrent `O_APPEND` writers on two mounts (each appends at the size
 //!     its kernel knows).
@@ -62,7 +67,7 @@
 //! * **Hidden files of dead mounts** ([`byzfs_fs::orphan`]): every hidden name carries the
 //!   mount's client session, and a mount holds its lock lease while it keeps hidden files
 //!   in the orphan directory (renewed every 10 s, as while it holds locks). Each mount sends
-//!   `Op::SweepOrphans` just after it starts and every [`SWEEP_EVERY`]: the replicas remove
+//!   `Op::SweepOrphans` just after it starts and every `SWEEP_EVERY` (5 minutes): the replicas remove
 //!   the hidden files whose mount's lease has lapsed (30 s of agreed time). A mount cut off
 //!   from the cluster for longer than that may lose its open removed files, as it loses its
 //!   locks, and logs it.
@@ -71,12 +76,12 @@
 //!   atomic there; `RENAME_WHITEOUT` gets `EINVAL`.
 //! * **`fallocate`:** mode 0 grows the file at the replicas (`Op::Allocate`, no space
 //!   reserved); `FALLOC_FL_KEEP_SIZE` alone is answered here; punch-hole and zero-range
-//!   run at the replicas ([`ranges`]); collapse-range and insert-range get `EOPNOTSUPP`.
+//!   run at the replicas (`ranges.rs`); collapse-range and insert-range get `EOPNOTSUPP`.
 //! * **`copy_file_range`** copies at the replicas, and **`lseek` `SEEK_DATA`/`SEEK_HOLE`**
-//!   finds the stored blocks there ([`ranges`]); `fsyncdir` sends held-back writes (every
+//!   finds the stored blocks there (`ranges.rs`); `fsyncdir` sends held-back writes (every
 //!   operation is durable when it returns).
 //! * **Large removals and truncations** give their space back in bounded steps that the
-//!   mount sends in the background ([`reclaim`]).
+//!   mount sends in the background (`reclaim.rs`).
 //! * **Extended attributes:** `user.` and `trusted.` (stored by the replicas, with Linux's
 //!   checks: `byzfs_fs::xattr`); `security.` names read as absent, and `system.` (ACLs) is
 //!   not supported.
@@ -86,11 +91,13 @@
 
 mod attrs;
 mod delegations;
+pub mod fsclient;
 mod gather;
 mod groups;
 mod locks;
 mod ranges;
 mod reclaim;
+mod session;
 
 use crate::fsclient::FsClient;
 use anyhow::{bail, Context as _};
@@ -105,18 +112,17 @@ use byzfs_fs::{
 use byzfs_net::cluster::ClusterConfig;
 use byzfs_net::keygen::{client_key_path, DEFAULT_CLIENT};
 use byzfs_net::ClientCredential;
-use clap::Args;
 use fuser::{
     AccessFlags, FileAttr, Filesystem, Generation, INodeNo, MountOption, OpenFlags, RenameFlags,
     ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyStatfs,
     ReplyWrite, TimeOrNow, WriteFlags,
 };
 use gather::Gather;
+pub use session::{check_fuse, check_mountpoint, mount, MountOptions, Mounted};
 use std::collections::{BTreeMap, HashMap};
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt as _;
 use std::path::{Path, PathBuf};
-use std::process::ExitCode;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -148,349 +154,6 @@ const XATTR_CREATE: i32 = 1;
 const XATTR_REPLACE: i32 = 2;
 /// Linux `FALLOC_FL_KEEP_SIZE`.
 const FALLOC_FL_KEEP_SIZE: i32 = 1;
-
-#[derive(Args, Debug)]
-pub struct MountArgs {
-    /// The cluster file.
-    #[arg(long)]
-    config: PathBuf,
-    /// The client credential (default: client-1.key beside the config).
-    #[arg(long)]
-    key: Option<PathBuf>,
-    /// Give up on an operation after this long and return EIO to the caller (a "soft" mount).
-    /// Default 0: a "hard" mount, like NFS's default — an operation waits, retrying, until
-    /// the cluster answers (a warning is logged every 10 s), so a program never sees an
-    /// error because replicas were down for a while.
-    #[arg(long, default_value_t = 0)]
-    timeout_ms: u64,
-    /// Let other users access the mount (needs `user_allow_other` in /etc/fuse.conf).
-    #[arg(long)]
-    allow_other: bool,
-    /// Talk to one `byzfs unreplicated --service fs` server at replica 0's address instead of
-    /// the replicated cluster (the NO-REP baseline of the benchmarks).
-    #[arg(long)]
-    unreplicated: bool,
-    /// Order every operation, reads included (the seeds' BFS-strict): no read-only
-    /// optimisation. Default: getattr, lookup, access, readlink, read, readdir and statfs
-    /// take the read-only path (answered by 2f+1 matching replicas without ordering).
-    #[arg(long)]
-    strict: bool,
-    /// Send every write to the cluster before acknowledging it. Default: a file's
-    /// consecutive writes are acknowledged at once and sent together before any other
-    /// operation, at close and fsync, and within 1 s (NFS's write-behind); an error only
-    /// the replicas can find (ENOSPC) is then reported by close or fsync.
-    #[arg(long)]
-    sync_writes: bool,
-    #[command(flatten)]
-    cache: CacheArgs,
-    /// Where to mount.
-    mountpoint: PathBuf,
-}
-
-pub fn run(a: MountArgs) -> anyhow::Result<ExitCode> {
-    crate::logging::init("warn");
-    check_fuse()?;
-    check_mountpoint(&a.mountpoint, false)?;
-    let opts = MountOptions {
-        timeout: (a.timeout_ms > 0).then(|| Duration::from_millis(a.timeout_ms)),
-        allow_other: a.allow_other,
-        unreplicated: a.unreplicated,
-        strict: a.strict,
-        sync_writes: a.sync_writes,
-        cache_timeout: a.cache.timeout(),
-    };
-    let mounted = mount(&a.config, a.key.as_deref(), &a.mountpoint, &opts)?;
-    eprintln!(
-        "byzfs mounted on {} (Ctrl-C or `fusermount3 -u {}` to unmount)",
-        a.mountpoint.display(),
-        a.mountpoint.display()
-    );
-    // Wait for a signal, or for the session to end (unmounted from outside).
-    crate::runtime()?.block_on(async {
-        tokio::select! {
-            why = crate::signals::shutdown(false) => tracing::info!(why, "unmounting"),
-            () = mounted.ended() => {}
-        }
-    });
-    mounted.unmount()?;
-    Ok(ExitCode::SUCCESS)
-}
-
-/// `--cache-timeout`, shared by `byzfs mount` and `byzfs up --mount`.
-#[derive(Args, Debug, Clone)]
-pub struct CacheArgs {
-    /// Seconds the kernel may cache attributes and names, missing names too (NFS's
-    /// `acregmin` and `lookupcache=all`): `stat` or `ls` may show another client's change,
-    /// or a name it created, this late. `open` always fetches fresh attributes
-    /// (close-to-open). 0 turns these caches off.
-    #[arg(long, value_name = "SECONDS", default_value_t = DEFAULT_CACHE_TIMEOUT.as_secs_f64(),
-          value_parser = parse_cache_timeout)]
-    pub cache_timeout: f64,
-}
-
-impl CacheArgs {
-    /// The timeout.
-    pub fn timeout(&self) -> Duration {
-        Duration::from_secs_f64(self.cache_timeout)
-    }
-}
-
-/// Longest `--cache-timeout` accepted.
-const MAX_CACHE_TIMEOUT_S: f64 = 3600.0;
-
-fn parse_cache_timeout(s: &str) -> Result<f64, String> {
-    let v: f64 = s
-        .parse()
-        .map_err(|_| format!("`{s}` is not a number of seconds (e.g. 3 or 0.5)"))?;
-    if v.is_finite() && (0.0..=MAX_CACHE_TIMEOUT_S).contains(&v) {
-        Ok(v)
-    } else {
-        Err(format!(
-            "the cache timeout must be between 0 and {MAX_CACHE_TIMEOUT_S} seconds"
-        ))
-    }
-}
-
-/// How to mount (the flags `byzfs mount` and `byzfs up --mount` share).
-pub struct MountOptions {
-    /// Give up on an operation after this long (the caller gets `EIO`); `None`: wait until
-    /// the cluster answers (a hard mount).
-    pub timeout: Option<Duration>,
-    /// Let other users access the mount.
-    pub allow_other: bool,
-    /// Talk to one unreplicated server (NO-REP) instead of the cluster.
-    pub unreplicated: bool,
-    /// Order read-only operations too (BFS-strict).
-    pub strict: bool,
-    /// Send every write at once instead of gathering a file's consecutive writes until
-    /// its `close` or `fsync` ([`gather`]).
-    pub sync_writes: bool,
-    /// How long attributes and names (missing ones too) are cached
-    /// ([`DEFAULT_CACHE_TIMEOUT`]).
-    pub cache_timeout: Duration,
-}
-
-/// A mounted file system, served by a background thread.
-pub struct Mounted {
-    session: fuser::BackgroundSession,
-    mountpoint: PathBuf,
-}
-
-impl Mounted {
-    /// Completes when the session ends without us (`fusermount3 -u` from outside).
-    pub async fn ended(&self) {
-        while !self.session.guard.is_finished() {
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
-    }
-
-    /// Unmounts and waits for the session thread. If the mount is busy (a process has its
-    /// working directory or an open file inside), detaches it lazily instead (`umount -l`):
-    /// it disappears from the namespace now and for good once its last user leaves.
-    pub fn unmount(self) -> anyhow::Result<()> {
-        let mnt = self.mountpoint;
-        if self.session.guard.is_finished() {
-            // The session ended without us: `fusermount3 -u` from outside ends it cleanly;
-            // anything else (a callback's panic, a read error on /dev/fuse) is said here.
-            return self
-                .session
-                .join()
-                .with_context(|| format!("the FUSE session of {} failed", mnt.display()));
-        }
-        match self.session.umount_and_join() {
-            Ok(()) => Ok(()),
-            Err(e) => {
-                let lazy = std::process::Command::new("fusermount3")
-                    .arg("-u")
-                    .arg("-z")
-                    .arg(&mnt)
-                    .status();
-                match lazy {
-                    Ok(s) if s.success() => {
-                        eprintln!(
-                            "warning: {} was busy ({e}); detached it lazily",
-                            mnt.display()
-                        );
-                        Ok(())
-                    }
-                    _ => Err(e).with_context(|| format!("cannot unmount {}", mnt.display())),
-                }
-            }
-        }
-    }
-}
-
-/// Fails with a one-line fix if this machine cannot mount FUSE file systems.
-pub fn check_fuse() -> anyhow::Result<()> {
-    if !Path::new("/dev/fuse").exists() {
-        bail!(
-            "FUSE is unavailable: no /dev/fuse (load the module with `modprobe fuse`; in a \
-             container, pass --device /dev/fuse --cap-add SYS_ADMIN); install fuse3 \
-             (apt-get install fuse3)"
-        );
-    }
-    let found = std::env::var_os("PATH")
-        .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join("fusermount3").exists()));
-    if !found {
-        bail!("FUSE is unavailable: no fusermount3 on PATH; install fuse3 (apt-get install fuse3)");
-    }
-    Ok(())
-}
-
-/// Checks that `mnt` can be mounted on: an existing directory (created first if `create`)
-/// that is not already a mount point. A stale FUSE mount (its process died: "transport
-/// endpoint is not connected") is unmounted first.
-pub fn check_mountpoint(mnt: &Path, create: bool) -> anyhow::Result<()> {
-    match std::fs::metadata(mnt) {
-        Err(e) if e.raw_os_error() == Some(nix::libc::ENOTCONN) => {
-            eprintln!(
-                "{} is a stale FUSE mount (its process died): unmounting it",
-                mnt.display()
-            );
-            let ok = std::process::Command::new("fusermount3")
-                .arg("-u")
-                .arg("-z")
-                .arg(mnt)
-                .status()
-                .is_ok_and(|s| s.success());
-            if !ok {
-                bail!(
-                    "{} is a stale FUSE mount and `fusermount3 -u -z {}` failed",
-                    mnt.display(),
-                    mnt.display()
-                );
-            }
-        }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound && create => {
-            std::fs::create_dir_all(mnt)
-                .with_context(|| format!("cannot create the mount point {}", mnt.display()))?;
-        }
-        Err(e) => return Err(e).with_context(|| format!("mount point {}", mnt.display())),
-        Ok(m) if !m.is_dir() => bail!("mount point {} is not a directory", mnt.display()),
-        Ok(_) => {}
-    }
-    if is_mount_point(mnt) {
-        bail!(
-            "{} is already mounted (busy); unmount it first (`fusermount3 -u {}` or `umount {}`)",
-            mnt.display(),
-            mnt.display(),
-            mnt.display()
-        );
-    }
-    Ok(())
-}
-
-/// Whether `mnt` is a mount point: listed in `/proc/self/mounts` (paths compared after
-/// canonicalising), or the root of a FUSE file system on another device than its parent —
-/// which holds however the path is spelled (a FUSE mount missed here would be mounted over).
-fn is_mount_point(mnt: &Path) -> bool {
-    use std::os::unix::fs::MetadataExt as _;
-    let Ok(abs) = std::fs::canonicalize(mnt) else {
-        return false;
-    };
-    let dev = |p: &Path| std::fs::metadata(p).map(|m| m.dev()).ok();
-    let fuse = nix::sys::statfs::statfs(&abs)
-        .is_ok_and(|s| s.filesystem_type() == nix::sys::statfs::FUSE_SUPER_MAGIC);
-    if fuse && dev(&abs) != abs.parent().and_then(dev) {
-        return true;
-    }
-    std::fs::read_to_string("/proc/self/mounts")
-        .unwrap_or_default()
-        .lines()
-        // Spaces in mount points are escaped as \040 in this file.
-        .filter_map(|l| l.split_whitespace().nth(1))
-        .any(|m| Path::new(&m.replace("\\040", " ")) == abs)
-}
-
-/// Connects to the cluster of `config` with the credential `key` (default: client-1.key
-/// beside the config) and mounts its file service on `mountpoint`. Must not be called from
-/// inside a tokio runtime (the adapter blocks on its own).
-pub fn mount(
-    config: &Path,
-    key: Option<&Path>,
-    mountpoint: &Path,
-    opts: &MountOptions,
-) -> anyhow::Result<Mounted> {
-    let cluster = ClusterConfig::load(config)?;
-    let key = key.map(Path::to_path_buf).unwrap_or_else(|| {
-        client_key_path(
-            config.parent().unwrap_or_else(|| ".".as_ref()),
-            DEFAULT_CLIENT,
-        )
-    });
-    let cred = ClientCredential::load(&key, &cluster)?;
-    // A current-thread runtime: an operation's `block_on` writes its frames and reads the
-    // replies on the calling (FUSE) thread itself, with no hand-off to another thread and
-    // back. Between operations the background thread drives the links every tick
-    // (`spawn_background`), so they still notice a replica's restart and reconnect (the
-    // fault test's restarted replica must see this client again).
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .context("cannot start the mount's runtime")?;
-    let client = rt
-        .block_on(FsClient::connect(&cluster, &cred, opts.unreplicated))
-        .context("cannot connect to the cluster")?;
-    let client_id = client.id();
-    let notifier = Arc::new(OnceLock::new());
-    let write_chunk = cluster
-        .bft
-        .op_bytes_max
-        .saturating_sub(WRITE_OVERHEAD)
-        .clamp(4096, MAX_IO as usize);
-    let (nudge_tx, nudge_rx) = std::sync::mpsc::channel();
-    let fs = ByzFuse {
-        write_chunk,
-        ttl: opts.cache_timeout,
-        inner: Arc::new(Mutex::new(Inner {
-            rt,
-            client,
-            known: HashMap::from([(
-                byzfs_fs::handle::ROOT_INO,
-                Known {
-                    generation: byzfs_fs::handle::ROOT_GENERATION,
-                    lookups: 1,
-                },
-            )]),
-            open: HashMap::new(),
-            open_dirs: HashMap::new(),
-            silly: HashMap::new(),
-            tmp_next: 0,
-            orphans: None,
-            stamps: HashMap::new(),
-            opened: HashMap::new(),
-            attrs: AttrCache::default(),
-            sent: BTreeMap::new(),
-            timeout: opts.timeout,
-            strict: opts.strict,
-            gather: Gather::new(write_chunk),
-            gather_writes: !opts.sync_writes,
-            locks: locks::Held::default(),
-            delegs: delegations::Delegations::new(client_id, Some(nudge_tx.clone())),
-            reclaim: reclaim::Reclaimer::new(Some(nudge_tx)),
-        })),
-        notifier: Arc::clone(&notifier),
-        groups: groups::GroupCache::default(),
-        client_id,
-    };
-    spawn_background(Arc::downgrade(&fs.inner), nudge_rx);
-    let mut config = fuser::Config::default();
-    config.mount_options = vec![
-        MountOption::FSName("byzfs".into()),
-        MountOption::Subtype("byzfs".into()),
-        MountOption::DefaultPermissions,
-    ];
-    if opts.allow_other {
-        config.acl = fuser::SessionACL::All;
-    }
-    let session = fuser::spawn_mount(fs, mountpoint, &config)
-        .with_context(|| format!("cannot mount on {}", mountpoint.display()))?;
-    let _ = notifier.set(session.notifier());
-    Ok(Mounted {
-        session,
-        mountpoint: mountpoint.to_path_buf(),
-    })
-}
 
 /// The adapter. fuser calls it from its session thread; the mutex serialises calls (the
 /// client has one outstanding request at a time anyway).
@@ -543,21 +206,21 @@ struct Inner {
     /// pages: an `open` that finds the same ones keeps the pages (`FOPEN_KEEP_CACHE`).
     opened: HashMap<u64, Stamp>,
     /// Attributes from the cluster's replies, answering the kernel's `getattr` within the
-    /// cache timeout ([`attrs`]).
+    /// cache timeout (`attrs.rs`).
     attrs: AttrCache,
     /// `None`: a hard mount (see [`MountOptions::timeout`]).
     timeout: Option<Duration>,
     /// Send read-only operations as ordered requests.
     strict: bool,
-    /// Writes held back ([`gather`]).
+    /// Writes held back (`gather.rs`).
     gather: Gather,
     /// Hold writes back at all (not `--sync-writes`).
     gather_writes: bool,
-    /// Which files and owners may hold locks at the replicas ([`locks`]).
+    /// Which files and owners may hold locks at the replicas (`locks.rs`).
     locks: locks::Held,
-    /// Files whose locks this mount keeps ([`delegations`]).
+    /// Files whose locks this mount keeps (`delegations.rs`).
     delegs: delegations::Delegations,
-    /// Whether reclaim steps are due ([`reclaim`]).
+    /// Whether reclaim steps are due (`reclaim.rs`).
     reclaim: reclaim::Reclaimer,
 }
 
@@ -687,7 +350,7 @@ const STILL_WAITING: Duration = Duration::from_secs(10);
 /// reconnect by themselves, so replicas killed and restarted never surface as errors. An
 /// operation that grows a file the replicas are still shrinking (`EBUSY`) is sent again
 /// once that file's old tail is gone, and one that may leave space to give back wakes the
-/// background reclaim ([`reclaim`]).
+/// background reclaim (`reclaim.rs`).
 fn invoke(inner: &mut Inner, cred: &Credentials, op: Op) -> FsResult {
     let queues = reclaim::may_queue(&op);
     let r = match reclaim::grows(&op) {
@@ -760,7 +423,7 @@ fn invoke_once(inner: &mut Inner, cred: &Credentials, op: Op) -> FsResult {
     result
 }
 
-/// Sends writes held back ([`gather`]); a failure is kept for the file's next `close` or
+/// Sends writes held back (`gather.rs`); a failure is kept for the file's next `close` or
 /// `fsync`.
 fn send_held(inner: &mut Inner, p: gather::Pending) {
     let ino = p.fh.ino;
@@ -785,7 +448,7 @@ const RECLAIM_PAUSE: Duration = Duration::from_millis(1);
 const LINK_DRIVE: Duration = Duration::from_millis(2);
 
 /// While the mount lives, every quarter of [`gather::MAX_AGE`]: sends held-back writes
-/// older than it, renews the lock lease when due ([`locks`]), and drives the client's links
+/// older than it, renews the lock lease when due (`locks.rs`), and drives the client's links
 /// for [`LINK_DRIVE`] (reconnections, replies that arrived late), which otherwise run only
 /// inside an operation. While it holds lock delegations, every
 /// [`delegations::POLL_EVERY`] (`nudge` wakes it when one arrives): gives back those
@@ -1032,7 +695,7 @@ fn own_credentials() -> Credentials {
 
 impl ByzFuse {
     /// The caller's credentials, supplementary groups from `/proc/<pid>/status` (cached
-    /// for a second per process: [`groups`]).
+    /// for a second per process: `groups.rs`).
     fn credentials(&self, req: &fuser::Request) -> Credentials {
         let (uid, gid) = (req.uid(), req.gid());
         Credentials {
@@ -1074,7 +737,7 @@ impl ByzFuse {
     }
 
     /// Holds a `setattr` back with the caller's pending writes to the file (see
-    /// [`gather`]), and returns the attributes it will give; `None` to send it now.
+    /// `gather.rs`), and returns the attributes it will give; `None` to send it now.
     fn hold_setattr(&self, req: &fuser::Request, fh: FileHandle, set: &SetAttr) -> Option<Attr> {
         let cred = self.credentials(req);
         let mut inner = self.inner.lock().ok()?;
@@ -1230,7 +893,7 @@ impl Filesystem for ByzFuse {
         if let Err(missing) = config.add_capabilities(fuser::InitFlags::FUSE_HANDLE_KILLPRIV) {
             tracing::warn!(?missing, "the kernel cannot leave suid/sgid clearing to us");
         }
-        // Locks go to the replicas, shared by every mount ([`locks`]).
+        // Locks go to the replicas, shared by every mount (`locks.rs`).
         let lock_flags = fuser::InitFlags::FUSE_POSIX_LOCKS | fuser::InitFlags::FUSE_FLOCK_LOCKS;
         if let Err(missing) = config.add_capabilities(lock_flags) {
             tracing::warn!(
@@ -1682,7 +1345,7 @@ impl Filesystem for ByzFuse {
     }
 
     /// `close`: sends the file's held-back writes and reports their error, or an earlier
-    /// one of its writes ([`gather`]); then drops the closing process's locks on the file.
+    /// one of its writes (`gather.rs`); then drops the closing process's locks on the file.
     fn flush(
         &self,
         req: &fuser::Request,
@@ -2179,7 +1842,7 @@ impl Filesystem for ByzFuse {
         reply.ok();
     }
 
-    /// `F_GETLK` ([`locks`]).
+    /// `F_GETLK` (`locks.rs`).
     fn getlk(
         &self,
         req: &fuser::Request,
@@ -2222,9 +1885,9 @@ impl Filesystem for ByzFuse {
         }
     }
 
-    /// `F_SETLK`/`F_SETLKW`, and `flock` ([`locks`]). A blocking request that finds the
+    /// `F_SETLK`/`F_SETLKW`, and `flock` (`locks.rs`). A blocking request that finds the
     /// range taken goes on waiting in a thread of its own.
-    /// `F_SETLK`, `F_SETLKW` and `flock` ([`locks`]); a blocking `fcntl` request waits with
+    /// `F_SETLK`, `F_SETLKW` and `flock` (`locks.rs`); a blocking `fcntl` request waits with
     /// deadlock detection (`Op::SetLkWait`).
     fn setlk_flock(
         &self,
@@ -2356,17 +2019,6 @@ mod tests {
             Timestamp { secs: -1, nsecs: 0 },
         ] {
             assert_eq!(timestamp(system_time(t)), t);
-        }
-    }
-
-    #[test]
-    fn cache_timeouts_are_seconds_within_bounds() {
-        assert_eq!(parse_cache_timeout("3"), Ok(3.0));
-        assert_eq!(parse_cache_timeout("0.25"), Ok(0.25));
-        assert_eq!(parse_cache_timeout("0"), Ok(0.0));
-        for bad in ["-1", "3601", "NaN", "inf", "3s", ""] {
-            let e = parse_cache_timeout(bad).unwrap_err();
-            assert!(e.contains("seconds"), "{bad}: {e}");
         }
     }
 }

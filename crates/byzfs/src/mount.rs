@@ -1,0 +1,126 @@
+//! `byzfs mount`: parses the flags and mounts with [`byzfs_fuse::mount`] until a signal or
+//! an unmount from outside.
+
+use byzfs_fuse::{check_fuse, check_mountpoint, mount, MountOptions, DEFAULT_CACHE_TIMEOUT};
+use clap::Args;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+#[derive(Args, Debug)]
+pub struct MountArgs {
+    /// The cluster file.
+    #[arg(long)]
+    config: PathBuf,
+    /// The client credential (default: client-1.key beside the config).
+    #[arg(long)]
+    key: Option<PathBuf>,
+    /// Give up on an operation after this long and return EIO to the caller (a "soft" mount).
+    /// Default 0: a "hard" mount, like NFS's default — an operation waits, retrying, until
+    /// the cluster answers (a warning is logged every 10 s), so a program never sees an
+    /// error because replicas were down for a while.
+    #[arg(long, default_value_t = 0)]
+    timeout_ms: u64,
+    /// Let other users access the mount (needs `user_allow_other` in /etc/fuse.conf).
+    #[arg(long)]
+    allow_other: bool,
+    /// Talk to one `byzfs unreplicated --service fs` server at replica 0's address instead of
+    /// the replicated cluster (the NO-REP baseline of the benchmarks).
+    #[arg(long)]
+    unreplicated: bool,
+    /// Order every operation, reads included (the seeds' BFS-strict): no read-only
+    /// optimisation. Default: getattr, lookup, access, readlink, read, readdir and statfs
+    /// take the read-only path (answered by 2f+1 matching replicas without ordering).
+    #[arg(long)]
+    strict: bool,
+    /// Send every write to the cluster before acknowledging it. Default: a file's
+    /// consecutive writes are acknowledged at once and sent together before any other
+    /// operation, at close and fsync, and within 1 s (NFS's write-behind); an error only
+    /// the replicas can find (ENOSPC) is then reported by close or fsync.
+    #[arg(long)]
+    sync_writes: bool,
+    #[command(flatten)]
+    cache: CacheArgs,
+    /// Where to mount.
+    mountpoint: PathBuf,
+}
+
+pub fn run(a: MountArgs) -> anyhow::Result<ExitCode> {
+    crate::logging::init("warn");
+    check_fuse()?;
+    check_mountpoint(&a.mountpoint, false)?;
+    let opts = MountOptions {
+        timeout: (a.timeout_ms > 0).then(|| Duration::from_millis(a.timeout_ms)),
+        allow_other: a.allow_other,
+        unreplicated: a.unreplicated,
+        strict: a.strict,
+        sync_writes: a.sync_writes,
+        cache_timeout: a.cache.timeout(),
+    };
+    let mounted = mount(&a.config, a.key.as_deref(), &a.mountpoint, &opts)?;
+    eprintln!(
+        "byzfs mounted on {} (Ctrl-C or `fusermount3 -u {}` to unmount)",
+        a.mountpoint.display(),
+        a.mountpoint.display()
+    );
+    // Wait for a signal, or for the session to end (unmounted from outside).
+    crate::runtime()?.block_on(async {
+        tokio::select! {
+            why = crate::signals::shutdown(false) => tracing::info!(why, "unmounting"),
+            () = mounted.ended() => {}
+        }
+    });
+    mounted.unmount()?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `--cache-timeout`, shared by `byzfs mount` and `byzfs up --mount`.
+#[derive(Args, Debug, Clone)]
+pub struct CacheArgs {
+    /// Seconds the kernel may cache attributes and names, missing names too (NFS's
+    /// `acregmin` and `lookupcache=all`): `stat` or `ls` may show another client's change,
+    /// or a name it created, this late. `open` always fetches fresh attributes
+    /// (close-to-open). 0 turns these caches off.
+    #[arg(long, value_name = "SECONDS", default_value_t = DEFAULT_CACHE_TIMEOUT.as_secs_f64(),
+          value_parser = parse_cache_timeout)]
+    pub cache_timeout: f64,
+}
+
+impl CacheArgs {
+    /// The timeout.
+    pub fn timeout(&self) -> Duration {
+        Duration::from_secs_f64(self.cache_timeout)
+    }
+}
+
+/// Longest `--cache-timeout` accepted.
+const MAX_CACHE_TIMEOUT_S: f64 = 3600.0;
+
+fn parse_cache_timeout(s: &str) -> Result<f64, String> {
+    let v: f64 = s
+        .parse()
+        .map_err(|_| format!("`{s}` is not a number of seconds (e.g. 3 or 0.5)"))?;
+    if v.is_finite() && (0.0..=MAX_CACHE_TIMEOUT_S).contains(&v) {
+        Ok(v)
+    } else {
+        Err(format!(
+            "the cache timeout must be between 0 and {MAX_CACHE_TIMEOUT_S} seconds"
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cache_timeouts_are_seconds_within_bounds() {
+        assert_eq!(parse_cache_timeout("3"), Ok(3.0));
+        assert_eq!(parse_cache_timeout("0.25"), Ok(0.25));
+        assert_eq!(parse_cache_timeout("0"), Ok(0.0));
+        for bad in ["-1", "3601", "NaN", "inf", "3s", ""] {
+            let e = parse_cache_timeout(bad).unwrap_err();
+            assert!(e.contains("seconds"), "{bad}: {e}");
+        }
+    }
+}
