@@ -100,8 +100,8 @@ pub enum PersistRecord {
         digest: Digest,
     },
     // New variants go last: logs store these with postcard, which numbers them in order
-    // (`the_log_encoding_of_records_is_stable`). Session 19 put `Proposed` before
-    // `Certified`, which moved `Certified`'s number; it is back where sessions 16-18 wrote it.
+    // (`the_log_encoding_of_records_is_stable`). One build put `Proposed` before
+    // `Certified`, which moved `Certified`'s number; it is back where the first logs had it.
     /// The primary pre-prepared `digest` at `(view, seq)`: the meaning of `Prepared`, restored
     /// as one, but a driver may append it without waiting for the disk, as `Executed`
     /// (written before the sends that follow it, so only a power loss can lose it; it
@@ -140,8 +140,8 @@ pub enum PersistRecord {
     /// The replica was restored in `View` from records that may lack some of its unsynced
     /// votes: it sends no new PREPARE in that view, across later restarts too (a later
     /// restart with every append kept would otherwise forget that the earlier one did not).
-    /// Kept with the view, outside the log. Written by binaries of session 20; later ones
-    /// write [`PersistRecord::AbstainUpTo`], and read this as abstaining at every `seq`.
+    /// Kept with the view, outside the log. Written by binaries before the vote horizon
+    /// (Deviations 25); later ones write [`PersistRecord::AbstainUpTo`], and read this as abstaining at every `seq`.
     Abstain(View),
     /// The backup sends PREPAREs only for sequence numbers up to `Seq` until it records a
     /// higher horizon. Durable before the sends that follow, unlike the `Voted` records it

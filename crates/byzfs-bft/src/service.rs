@@ -43,8 +43,8 @@ pub trait Service {
     /// that executed only tentatively. Returns the result only if it equals the result on the
     /// committed state — the operation read nothing those batches wrote — and `None`
     /// otherwise; the replica then answers once they commit (PROTOCOL.md §1.8, per-object
-    /// floor). Returning a result that depends on an uncommitted write is unsafe (STATUS.md
-    /// "Session 10" has the counterexample). Default: `None`, always wait.
+    /// floor). Returning a result that depends on an uncommitted write is unsafe
+    /// (ARCHITECTURE.md Deviations 6a has the counterexample). Default: `None`, always wait.
     fn execute_read_only_committed(
         &self,
         _client: ClientId,

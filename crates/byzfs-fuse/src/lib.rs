@@ -128,7 +128,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// How long the kernel (and the mount) may cache attributes and names by default: 3 s,
 /// NFS's `acregmin`. A build stats and looks up the same headers for seconds: the Tcl
-/// `make -j2` through the mount took 21.5 s at 3 s against 24.6 s at 1 s (session 9).
+/// `make -j2` through the mount took 21.5 s at 3 s against 24.6 s at 1 s.
 pub const DEFAULT_CACHE_TIMEOUT: Duration = Duration::from_secs(3);
 /// Entries asked for per `readdir` round trip.
 const READDIR_BATCH: u32 = 128;

@@ -113,10 +113,10 @@ const META: TableDefinition<&str, &[u8]> = TableDefinition::new("meta");
 
 /// On-disk format of a replica's data directory (`replica.redb` and its log), stored in
 /// `meta` as `format` (u32 LE). Directories written before the key existed are format 1.
-/// Bump it with any incompatible change of the tables or the log's frames. Format 2 (session
-/// 16) adds the log record `Certified`, which a format-1 binary cannot decode: it opens format
+/// Bump it with any incompatible change of the tables or the log's frames. Format 2 (durable
+/// checkpoint certificates) adds the log record `Certified`, which a format-1 binary cannot decode: it opens format
 /// 1 directories and marks them 2, so an older binary refuses them instead of misreading
-/// them. Format 3 (session 21) adds the `meta` key `horizon` and stores `abstain` as
+/// them. Format 3 (the vote horizon, ARCHITECTURE.md Deviations 25) adds the `meta` key `horizon` and stores `abstain` as
 /// `(view, seq)`; it opens formats 1 and 2 (which have neither) and marks them 3.
 pub const FORMAT: u32 = 3;
 /// `meta` key present after a clean stop ([`Durability::close`]).

@@ -203,7 +203,8 @@ fn every_family_has_a_test() {
 /// reports of a read-only `Get` (its ordered fallback's place taken as its linearization
 /// point). Twin-power-cuts 821 and 2715 were real: a correct replica restarted in view `v`
 /// installed a second NEW-VIEW for `v` from the twinned primary and prepared a second batch
-/// at a slot where it had prepared another before the crash (session 17).
+/// at a slot where it had prepared another before the crash (the check
+/// `new_view_contradicts_promises`).
 #[test]
 fn regression_seeds_from_the_sweeps() {
     let mut failures = Vec::new();

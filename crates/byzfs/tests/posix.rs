@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// Cases the suite may skip by itself here, each for a documented reason
-/// (docs/CONFORMANCE.md): none since session 18 (`Tmpfile` needed `FUSE_TMPFILE`, which the
+/// (docs/CONFORMANCE.md): none (`Tmpfile` needed `FUSE_TMPFILE`, which the
 /// vendored fuser now parses).
 const EXPECTED_SKIPS: [&str; 0] = [];
 

@@ -200,7 +200,7 @@ fn disk_mode_primary_keeps_view_0_after_a_kill_and_gives_it_up_after_a_power_cut
         // Puts in flight at the kill: a proposal some backups never saw is sent again by
         // the restarted primary when it keeps its view, and a replica that had not executed
         // what the others had catches up from the PRE-PREPAREs, PREPAREs and COMMITs its
-        // peers rebuild from their durable promises (before session 20 it waited for a view
+        // peers rebuild from their durable promises (it used to wait for a view
         // change: a CI run at b8d7189 found the primary one batch behind).
         p.kill(&[0, 1, 2, 3]);
         acked.extend(load.stop(false));
@@ -316,7 +316,7 @@ fn disk_mode_kill_all_after_a_view_change_serves_again() {
     // The primary dies, the others change to view 1 and vote there, the old primary rejoins
     // and votes there too; then every replica dies.
     // No one keeps view 1's NEW-VIEW (it is volatile), so the restarted cluster must change
-    // view again on its own (before session 16 it waited for ever).
+    // view again on its own (it once waited for ever).
     let _g = serial();
     let mut p = Procs::new("disk");
     let load = Load::start(&p.cluster, p.credential(), 0, u64::MAX);

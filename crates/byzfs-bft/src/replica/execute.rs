@@ -258,7 +258,7 @@ impl<S: Service> Replica<S> {
     /// read and keeps the result only if the read touched nothing the uncommitted batch
     /// wrote (the *per-object floor*): then it is the committed state's result, and equally
     /// the result after `last_tentative`, which the floor may require. Answering from the
-    /// tentative state as such is unsafe (STATUS.md "Session 10").
+    /// tentative state as such is unsafe (ARCHITECTURE.md Deviations 6a has the counterexample).
     fn try_read_only(&mut self, floor: Seq, r: &StoredRequest) -> bool {
         if self.fetch.is_some() || !self.has_new_view || self.last_tentative < floor {
             return false;

@@ -5,7 +5,7 @@
 //!
 //! This is the rule the read-only optimisation's safety rests on (Castro's thesis §5.1.3):
 //! an answer from an uncommitted write can reach a client on `2f+1` matching replies and
-//! then vanish in a view change (STATUS.md "Session 10" has the counterexample). Checking the
+//! then vanish in a view change (ARCHITECTURE.md Deviations 6a has the counterexample). Checking the
 //! rule at each correct replica catches a broken floor at once, where the end-to-end
 //! linearizability check needs a rare schedule (a lying replica, a prepare at one correct
 //! replica only, and a view change without it) to see it.
