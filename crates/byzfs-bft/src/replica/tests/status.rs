@@ -1,0 +1,144 @@
+//! Retransmission (STATUS): batch bodies asked for and kept.
+
+use super::*;
+
+/// Batch bodies a slot waited for are no longer asked for once the slot is gone (simulator:
+/// crash 45). Here a NEW-VIEW names a batch the replica lacks, then a state transfer to
+/// checkpoint 4 overtakes that slot. STATUS asks for at most 64 digests; stale ones that
+/// nobody sends any more used to crowd out the ones a live slot needed, for ever.
+#[test]
+pub(super) fn missing_batch_of_a_collected_slot_is_not_asked_for() {
+    let cfg = config();
+    // Replicas 0, 1 and 3 run ahead to checkpoint 4; replica 2 is the one under test.
+    let mut c = Cluster::new(cfg.clone());
+    c.down[2] = true;
+    for rid in 1..=5 {
+        c.deliver_all(&request(&cfg, rid, b"w", false));
+    }
+    assert_eq!(c.r[0].last_stable(), 4);
+    let ckpt4 = c.r[0].checkpoints.own[&4];
+
+    let mut t = replica(2, &cfg);
+    drain(&mut t);
+    let ckpt0 = t.checkpoints.own[&0];
+    let lost = Digest([9; 32]);
+    let vcs: Vec<Vec<u8>> = [0, 1, 3]
+        .into_iter()
+        .map(|j| view_change_with(&cfg, 1, j, ckpt0, (j != 3).then_some(lost)))
+        .collect();
+    let nv = Message::NewView(NewView {
+        view: 1,
+        view_changes: vcs,
+        min: 0,
+        min_digest: ckpt0,
+        picks: vec![lost],
+    });
+    t.handle_message(Time(1), &from_replica(&cfg, 1, &nv));
+    assert!(t.has_new_view() && t.view() == 1);
+    let status = |t: &mut Replica<Counter>| {
+        t.send_status();
+        first_sent(&drain(t), |m| match m {
+            Message::Status(s) => Some(s),
+            _ => None,
+        })
+        .expect("STATUS")
+    };
+    assert_eq!(status(&mut t).missing_batches, vec![lost]);
+
+    // f+1 stable claims for checkpoint 4: it fetches the state from the others.
+    for j in [0, 1] {
+        let cp = Message::Checkpoint(Checkpoint {
+            seq: 4,
+            digest: ckpt4,
+            replica: j,
+            stable: true,
+        });
+        t.handle_message(Time(2), &from_replica(&cfg, j, &cp));
+    }
+    assert!(t.is_fetching());
+    let mut to_t: Vec<Arc<[u8]>> = Vec::new();
+    for _ in 0..100 {
+        for a in drain(&mut t) {
+            if let Action::Send { to, bytes } = a {
+                c.r[to as usize].handle_message(Time(3), &bytes);
+                for b in drain(&mut c.r[to as usize]) {
+                    if let Action::Send { to: 2, bytes } = b {
+                        to_t.push(bytes);
+                    }
+                }
+            }
+        }
+        for bytes in std::mem::take(&mut to_t) {
+            t.handle_message(Time(3), &bytes);
+        }
+        if !t.is_fetching() {
+            break;
+        }
+    }
+    assert!(!t.is_fetching());
+    assert_eq!((t.last_stable(), t.last_executed()), (4, 4));
+    assert_eq!(
+        status(&mut t).missing_batches,
+        Vec::<Digest>::new(),
+        "seq 1 is below the stable checkpoint: its body is never needed again"
+    );
+}
+
+/// A batch may name a big request that was already executed (a faulty primary proposes it
+/// again; the copy runs as a no-op), after its body was garbage-collected. The body that peers
+/// send back in answer to STATUS must be kept, not dropped by the reply-cache check, or the
+/// batch never prepares (simulator: byzzfuzz 1583).
+#[test]
+pub(super) fn executed_big_request_named_again_is_stored_when_it_arrives() {
+    let cfg = config();
+    let mut c = Cluster::new(cfg.clone());
+    let big = request(&cfg, 1, &[b'w'; 100], false); // above the 64-byte SRT threshold
+    let d = Frame::parse(&big, 1 << 20).unwrap().header.body_digest;
+    c.deliver_all(&big);
+    for rid in 2..=4 {
+        c.deliver_all(&request(&cfg, rid, b"w", false));
+    }
+    let b = &mut c.r[1];
+    assert_eq!((b.last_executed(), b.last_stable()), (4, 4));
+    assert!(
+        !b.requests.contains_key(&d),
+        "executed, below the checkpoint: collected"
+    );
+
+    let batch = BatchBody {
+        requests: vec![],
+        big: vec![d],
+        nondet: vec![1],
+    };
+    let bd = batch_digest(&batch).unwrap();
+    let pp = Message::PrePrepare(PrePrepare {
+        view: 0,
+        seq: 5,
+        batch,
+    });
+    b.handle_message(Time(1), &from_replica(&cfg, 0, &pp));
+    assert!(sent(&drain(b)).is_empty(), "no PREPARE without the body");
+    b.send_status();
+    let st = first_sent(&drain(b), |m| match m {
+        Message::Status(s) => Some(s),
+        _ => None,
+    })
+    .unwrap();
+    assert_eq!(st.missing_requests, vec![d]);
+
+    // A peer relays the client's frame.
+    b.handle_message(Time(2), &big);
+    let prepare = first_sent(&drain(b), |m| match m {
+        Message::Prepare(p) => Some(p),
+        _ => None,
+    });
+    assert_eq!(
+        prepare,
+        Some(Prepare {
+            view: 0,
+            seq: 5,
+            digest: bd,
+            replica: 1
+        })
+    );
+}

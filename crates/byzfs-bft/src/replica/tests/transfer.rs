@@ -1,0 +1,141 @@
+//! Checkpoints and state transfer (§4): garbage collection, a lagging replica catching up,
+//! partitions larger than a message.
+
+use super::*;
+
+#[test]
+pub(super) fn cluster_commits_checkpoints_and_garbage_collects() {
+    let mut c = Cluster::new(config());
+    for rid in 1..=9 {
+        let req = request(&c.cfg, rid, b"w", false);
+        c.deliver_all(&req);
+    }
+    for r in &c.r {
+        assert_eq!(r.last_executed(), 9);
+        assert_eq!(r.last_stable(), 8, "checkpoint every 4, stable with 2f+1");
+        assert_eq!(r.service().count(), 9);
+    }
+    let d = c.r[0].state_digest();
+    assert!(c.r.iter().all(|r| r.state_digest() == d));
+}
+
+#[test]
+pub(super) fn lagging_replica_catches_up_by_state_transfer() {
+    let mut c = Cluster::new(config());
+    c.down[3] = true;
+    for rid in 1..=13 {
+        let req = request(&c.cfg, rid, b"w", false);
+        c.deliver_all(&req);
+    }
+    assert_eq!(c.r[0].last_stable(), 12);
+    c.down[3] = false;
+    c.advance(Duration::from_secs(1));
+    assert!(c.r[3].stats().state_transfers >= 1);
+    assert_eq!(c.r[3].last_executed(), 13);
+    assert_eq!(c.r[3].state_digest(), c.r[0].state_digest());
+}
+
+/// A cluster of 72 KiB messages and 36 KiB state chunks that ran 60 writes of 6 KiB values
+/// (about 90 KiB per partition of the counter's 4) while replica 3 was down; it is up again.
+pub(super) fn cluster_with_a_replica_behind_big_partitions() -> Cluster {
+    let mut cfg = config();
+    cfg.op_bytes_max = 8 * 1024;
+    cfg.batch_bytes_max = 8 * 1024;
+    cfg.message_bytes_max = 72 * 1024;
+    cfg.state_chunk_bytes = 36 * 1024;
+    cfg.validate().unwrap();
+    let mut c = Cluster::new(cfg);
+    c.down[3] = true;
+    for rid in 1..=60u64 {
+        let mut op = vec![b'w'];
+        op.extend((0..6 * 1024).map(|i| (rid as usize * 31 + i) as u8));
+        let req = request(&c.cfg, rid, &op, false);
+        c.deliver_all(&req);
+    }
+    c.down[3] = false;
+    c
+}
+
+/// Partitions larger than a message travel in chunks, joined and checked as a whole.
+#[test]
+pub(super) fn state_transfer_moves_partitions_larger_than_a_message_in_chunks() {
+    let mut c = cluster_with_a_replica_behind_big_partitions();
+    let chunk = c.cfg.state_chunk_bytes;
+    let seq = c.r[0].last_stable();
+    let biggest = (0..4)
+        .filter_map(|p| c.r[0].service().export_partition(seq, p))
+        .map(|d| d.len())
+        .max()
+        .unwrap();
+    assert!(
+        biggest > 2 * chunk,
+        "{biggest} bytes: at least three chunks"
+    );
+    c.advance(Duration::from_secs(1));
+    assert!(c.r[3].stats().state_transfers >= 1);
+    assert_eq!(c.r[3].last_executed(), c.r[0].last_executed());
+    assert_eq!(c.r[3].state_digest(), c.r[0].state_digest());
+    assert_eq!(c.r[3].service().count(), 60);
+    let st = c.r[3].stats();
+    assert!(
+        st.state_chunks_fetched > st.state_parts_fetched + 4,
+        "{} chunks for {} partitions",
+        st.state_chunks_fetched,
+        st.state_parts_fetched
+    );
+    assert_eq!(
+        c.r[3]
+            .stats()
+            .dropped
+            .get(&DropReason::Invalid)
+            .copied()
+            .unwrap_or(0),
+        0,
+        "no chunk refused"
+    );
+}
+
+/// A replier's chunk that claims more than a partition may hold, or that is shorter than the
+/// agreed chunk length, is refused and the replier replaced; the fetch completes from another.
+#[test]
+pub(super) fn a_chunk_with_a_false_total_is_refused_and_the_replier_replaced() {
+    let mut c = cluster_with_a_replica_behind_big_partitions();
+    // Let replica 3 learn the target and ask its replier for the partition digests, then
+    // hand it the replier's first chunk of a partition, with forged totals.
+    c.lose = Some(Tag::StatePart);
+    c.advance(Duration::from_millis(400));
+    let f = c.r[3].fetch.clone().expect("fetching");
+    assert!(f.parts.is_some(), "partition digests accepted");
+    let part = *f.needed.first().expect("a partition to fetch");
+    let seq = f.seq;
+    let tk = TestKeys::new(1, c.cfg.n());
+    let forge = |replier: ReplicaId, total: u64, len: usize| {
+        let m = Message::StatePart(StatePart {
+            replica: replier,
+            seq,
+            part,
+            offset: 0,
+            total,
+            data: vec![0; len],
+        });
+        let rk = tk.replica(replier, [CLIENT]);
+        encode(
+            Envelope::new(Principal::Replica(replier), 0),
+            &m,
+            Auth::Mac(&rk.to_replica[3]),
+        )
+    };
+    let chunk = c.cfg.state_chunk_bytes;
+    let too_big = forge(f.replier, state_transfer::PARTITION_BYTES_MAX + 1, chunk);
+    c.r[3].handle_message(c.now, &too_big);
+    assert_eq!(c.r[3].stats().dropped[&DropReason::Invalid], 1);
+    let second = c.r[3].fetch.as_ref().unwrap().replier;
+    assert_ne!(second, f.replier, "the lying replier was replaced");
+    // A drip of 100-byte chunks of a 1 MiB partition: refused too.
+    c.r[3].handle_message(c.now, &forge(second, 1 << 20, 100));
+    assert_eq!(c.r[3].stats().dropped[&DropReason::Invalid], 2);
+    assert_ne!(c.r[3].fetch.as_ref().unwrap().replier, second);
+    c.lose = None;
+    c.advance(Duration::from_secs(2));
+    assert_eq!(c.r[3].state_digest(), c.r[0].state_digest());
+}

@@ -1,0 +1,299 @@
+//! View changes (§3): the timer, VIEW-CHANGE, NEW-VIEW and what they must carry.
+
+use super::*;
+
+#[test]
+pub(super) fn backup_forwards_request_and_times_out_into_view_change() {
+    let cfg = config();
+    let mut b = replica(1, &cfg);
+    drain(&mut b);
+    let req = request(&cfg, 1, b"w", false);
+    b.handle_message(Time(0), &req);
+    let out = drain(&mut b);
+    assert_eq!(
+        out,
+        vec![Action::Send {
+            to: 0,
+            bytes: req.into()
+        }]
+    );
+    let deadline = b.poll_timeout().unwrap();
+    assert!(
+        deadline <= Time(0) + Duration::from_millis(150),
+        "status timer first"
+    );
+    // Run timers until the view-change timer fires.
+    let mut now = Time(0);
+    while b.view() == 0 {
+        now = b.poll_timeout().unwrap();
+        b.handle_timeout(now);
+    }
+    assert!(now >= Time(0) + cfg.view_change_timeout);
+    // The signature, deferred on receipt (the MAC vouched), was checked before blaming the
+    // primary.
+    assert_eq!(b.stats().client_signatures_deferred, 1);
+    assert_eq!(b.stats().client_signatures_verified, 1);
+    let out = drain(&mut b);
+    assert!(out.contains(&Action::Persist(PersistRecord::View(1))));
+    let vc = sent(&out)
+        .into_iter()
+        .find_map(|m| {
+            if let Message::ViewChange(v) = m {
+                Some(v)
+            } else {
+                None
+            }
+        })
+        .unwrap();
+    assert_eq!((vc.view, vc.replica, vc.last_stable), (1, 1, 0));
+    assert_eq!(vc.checkpoints.len(), 1, "checkpoint 0");
+    assert!(!b.has_new_view());
+}
+
+#[test]
+pub(super) fn view_change_after_primary_crash_keeps_committed_requests() {
+    let mut c = Cluster::new(config());
+    for rid in 1..=3 {
+        let req = request(&c.cfg, rid, b"w", false);
+        c.deliver_all(&req);
+    }
+    c.down[0] = true;
+    let req = request(&c.cfg, 4, b"w", false);
+    c.deliver_all(&req);
+    c.advance(Duration::from_secs(3));
+    for i in 1..4 {
+        assert_eq!(c.r[i].view(), 1, "replica {i}");
+        assert!(c.r[i].has_new_view());
+        assert_eq!(c.r[i].last_executed(), 4, "replica {i}");
+        assert_eq!(c.r[i].service().count(), 4);
+    }
+}
+
+/// Backups defer the signature of a request their MAC vouches for. A new primary checks it
+/// before proposing what it holds: a badly signed request is never ordered (a backup whose MAC
+/// failed could not authenticate it), and its client is blacklisted.
+#[test]
+pub(super) fn a_new_primary_proposes_a_deferred_request_only_if_its_signature_verifies() {
+    let mut c = Cluster::new(config());
+    c.down[0] = true;
+    let bad = client_request(&c.cfg, CLIENT, 1, b"w", false, ReqAuth::BadSignature);
+    c.deliver_all(&bad);
+    let good = client_request(&c.cfg, CLIENT, 2, b"w", false, ReqAuth::Signed);
+    c.deliver_all(&good);
+    for i in 1..4 {
+        assert_eq!(c.r[i].stats().client_signatures_deferred, 2, "replica {i}");
+        assert_eq!(c.r[i].stats().client_signatures_verified, 0, "replica {i}");
+    }
+    c.advance(Duration::from_secs(12));
+    for i in 1..4 {
+        assert_eq!(c.r[i].view(), 1, "replica {i}");
+        assert!(c.r[i].has_new_view());
+        assert_eq!(c.r[i].service().count(), 1, "only the good request ran");
+    }
+    // The new primary checked both on installing the view; the bad one blacklisted the client.
+    assert!(c.r[1].is_blacklisted(CLIENT));
+    assert!(c.r[1].stats().client_signatures_verified >= 2);
+}
+
+#[test]
+pub(super) fn backups_follow_a_primary_that_gives_its_view_up_at_once() {
+    // The view-0 primary restarts after a power cut (its proposals not vouched for) and
+    // gives view 0 up. Its VIEW-CHANGE tells the backups that no one will propose in view 0
+    // again: they move to view 1 without waiting for a request to time out.
+    let mut c = Cluster::on_disks(config());
+    c.write_all(1..=1, b"w");
+    c.power_cut(0);
+    for r in &c.r {
+        assert_eq!((r.view(), r.has_new_view()), (1, true), "replica {}", r.me);
+    }
+    c.write_all(2..=2, b"w");
+    assert!(c.r.iter().all(|r| r.last_executed() == 2));
+}
+
+#[test]
+pub(super) fn view_change_must_be_signed() {
+    let cfg = config();
+    let mut b = replica(1, &cfg);
+    drain(&mut b);
+    let vc = ViewChange {
+        view: 1,
+        replica: 2,
+        last_stable: 0,
+        checkpoints: vec![],
+        prepared: vec![],
+        pre_prepared: vec![],
+    };
+    // MAC-authenticated instead of signed: it must not be stored (it could not be forwarded).
+    let keys = TestKeys::new(1, cfg.n()).replica(2, [CLIENT]);
+    let bytes = encode(
+        Envelope::new(Principal::Replica(2), 0),
+        &Message::ViewChange(vc),
+        Auth::Authenticator(&keys.to_replica),
+    );
+    b.handle_message(Time(1), &bytes);
+    assert_eq!(
+        drain(&mut b),
+        vec![Action::Event(Event::Dropped(DropReason::BadAuth))]
+    );
+}
+
+/// The first message of kind `pick` among the sent frames.
+pub(super) fn first_sent<T>(actions: &[Action], pick: impl Fn(Message) -> Option<T>) -> Option<T> {
+    sent(actions).into_iter().find_map(pick)
+}
+
+/// A VIEW-CHANGE for `view` from `j`, reporting `d` prepared at seq 1 in view 0.
+pub(super) fn view_change_with(
+    cfg: &Config,
+    view: View,
+    j: ReplicaId,
+    ckpt0: Digest,
+    d: Option<Digest>,
+) -> Vec<u8> {
+    let prepared = d
+        .map(|digest| PreparedEntry {
+            seq: 1,
+            view: 0,
+            digest,
+        })
+        .into_iter()
+        .collect();
+    let pre_prepared = d
+        .map(|digest| PrePreparedEntry {
+            seq: 1,
+            view: 0,
+            digest,
+        })
+        .into_iter()
+        .collect();
+    from_replica(
+        cfg,
+        j,
+        &Message::ViewChange(ViewChange {
+            view,
+            replica: j,
+            last_stable: 0,
+            checkpoints: vec![(0, ckpt0)],
+            prepared,
+            pre_prepared,
+        }),
+    )
+}
+
+/// The primary runs the view-change timer too (simulator: byzzfuzz 823 and 1173, crash 45).
+/// Its view cannot commit seq 1: backup 3 is faulty and silent, backup 2 prepared and then left
+/// for view 1 alone, and backup 1 has nothing pending (in the simulator it had executed every
+/// request in an earlier view). One VIEW-CHANGE for view 1 is below the `f+1` join rule, so
+/// the second must come from the primary, the one correct replica that knows its view is
+/// stuck; without it every correct replica waits for ever.
+#[test]
+pub(super) fn primary_with_a_stuck_request_leaves_its_view() {
+    // As in byzzfuzz 1173. (With tentative execution the three replicas that prepared would
+    // answer the client tentatively: 2f+1 tentative replies complete the request.)
+    let mut cfg = config();
+    cfg.tentative_execution = false;
+    let mut p = replica(0, &cfg);
+    drain(&mut p);
+    p.handle_message(Time(1), &request(&cfg, 1, b"w", false));
+    let pp = first_sent(&drain(&mut p), |m| match m {
+        Message::PrePrepare(pp) => Some(pp),
+        _ => None,
+    })
+    .expect("pre-prepare");
+    let d = batch_digest(&pp.batch).unwrap();
+    for j in [1, 2] {
+        let prepare = Message::Prepare(Prepare {
+            view: 0,
+            seq: 1,
+            digest: d,
+            replica: j,
+        });
+        p.handle_message(Time(2), &from_replica(&cfg, j, &prepare));
+    }
+    let commit = Message::Commit(Commit {
+        view: 0,
+        seq: 1,
+        digest: d,
+        replica: 1,
+    });
+    p.handle_message(Time(3), &from_replica(&cfg, 1, &commit));
+    let ckpt0 = p.checkpoints.own[&0];
+    p.handle_message(Time(4), &view_change_with(&cfg, 1, 2, ckpt0, Some(d)));
+    drain(&mut p);
+    assert_eq!(
+        (p.view(), p.last_executed()),
+        (0, 0),
+        "two COMMITs of 2f+1, one VIEW-CHANGE of f+1"
+    );
+    let mut out = Vec::new();
+    let mut now = Time(4);
+    while p.view() == 0 && now < Time(0) + Duration::from_secs(5) {
+        now = p.poll_timeout().unwrap();
+        p.handle_timeout(now);
+        out.extend(drain(&mut p));
+    }
+    assert_eq!(p.view(), 1, "the primary gives up its stuck view");
+    assert!(now <= Time(4) + cfg.view_change_timeout + Duration::from_millis(100));
+    let vc = first_sent(&out, |m| match m {
+        Message::ViewChange(vc) => Some(vc),
+        _ => None,
+    })
+    .expect("VIEW-CHANGE");
+    assert_eq!((vc.view, vc.replica), (1, 0));
+    assert_eq!(
+        vc.prepared,
+        vec![PreparedEntry {
+            seq: 1,
+            view: 0,
+            digest: d
+        }]
+    );
+}
+
+#[test]
+pub(super) fn a_new_view_contradicting_a_batch_accepted_in_its_view_before_a_restart_is_refused() {
+    // A replica restarted in view 1 holds, from its durable votes, that it pre-prepared
+    // batch `a` at seq 3 in view 1 (the NEW-VIEW it installed is gone). A second NEW-VIEW
+    // for view 1 from an equivocating primary that picks another batch there must not be
+    // installed; one that agrees, or that picks in another view, may be.
+    use crate::replica::new_view::Decision;
+    let cfg = config();
+    let mut r = replica(2, &cfg);
+    let (a, b) = (Digest::of(b"a"), Digest::of(b"b"));
+    r.log.entry(3).or_default().note_pre_prepared(a, 1);
+    r.log.entry(2).or_default().note_pre_prepared(b, 0);
+    let dec = |picks: Vec<Digest>| Decision {
+        min: 0,
+        min_digest: Digest::of(b"ckpt"),
+        picks,
+    };
+    let null = crate::batch::null_digest();
+    assert_eq!(
+        r.new_view_contradicts_promises(1, &dec(vec![a, null, null])),
+        Some(3)
+    );
+    assert_eq!(
+        r.new_view_contradicts_promises(1, &dec(vec![a, a, b])),
+        Some(3)
+    );
+    assert_eq!(
+        r.new_view_contradicts_promises(1, &dec(vec![b, null, a])),
+        None
+    );
+    assert_eq!(
+        r.new_view_contradicts_promises(1, &dec(vec![b, a])),
+        None,
+        "seq 3 not picked"
+    );
+    assert_eq!(
+        r.new_view_contradicts_promises(2, &dec(vec![b, null, null])),
+        None,
+        "other view"
+    );
+    // Slots at or below the stable checkpoint are not decided by the NEW-VIEW.
+    r.last_stable = 3;
+    assert_eq!(
+        r.new_view_contradicts_promises(1, &dec(vec![a, null, null])),
+        None
+    );
+}
