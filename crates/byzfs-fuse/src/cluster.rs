@@ -1,0 +1,209 @@
+//! Calls to the cluster: one operation (retried on `EBUSY` and while the cluster is
+//! unreachable, within the mount's timeout), held-back writes sent, and the background
+//! thread (write flushes, lease renewals, delegation recalls, orphan sweeps, reclaim steps).
+
+use super::*;
+
+/// How often a hard mount reports an operation still waiting for the cluster.
+pub(crate) const STILL_WAITING: Duration = Duration::from_secs(10);
+
+/// Runs `op` on the cluster with `cred` (no bookkeeping). Waits until the cluster answers,
+/// or up to the soft mount's timeout; the client retransmits meanwhile and its links
+/// reconnect by themselves, so replicas killed and restarted never surface as errors. An
+/// operation that grows a file the replicas are still shrinking (`EBUSY`) is sent again
+/// once that file's old tail is gone, and one that may leave space to give back wakes the
+/// background reclaim (`reclaim.rs`).
+pub(crate) fn invoke(inner: &mut Inner, cred: &Credentials, op: Op) -> FsResult {
+    let queues = reclaim::may_queue(&op);
+    let r = match reclaim::grows(&op) {
+        Some(fh) => reclaim::invoke_growing(inner, cred, fh, op),
+        None => invoke_once(inner, cred, op),
+    };
+    inner.reclaim.after(queues && r.is_ok());
+    r
+}
+
+/// [`invoke`] without its `EBUSY` retry and reclaim bookkeeping.
+pub(crate) fn invoke_once(inner: &mut Inner, cred: &Credentials, op: Op) -> FsResult {
+    // Writes held back go first: every operation sees them (they are taken, so the
+    // recursive call sends nothing else first). The recall poll reads no file: it would
+    // otherwise send them every few milliseconds while delegations are held.
+    if !matches!(op, Op::Recalls) {
+        if let Some(p) = inner.gather.take() {
+            send_held(inner, p);
+        }
+    }
+    // The flag is only a hint: replicas decide from the operation itself what is read-only.
+    let read_only = op.is_read_only() && !inner.strict;
+    let name = op.name();
+    tracing::trace!(op = name, "send");
+    let began = std::time::Instant::now();
+    let effect = Effect::of(&op);
+    let bytes = Request::new(cred.clone(), op).encode();
+    let timeout = inner.timeout;
+    let client = &mut inner.client;
+    let out = inner.rt.block_on(async {
+        let start = tokio::time::Instant::now();
+        let call = client.invoke(bytes, read_only);
+        tokio::pin!(call);
+        loop {
+            let waited = start.elapsed();
+            let nap = match timeout {
+                Some(t) if waited >= t => return None,
+                Some(t) => STILL_WAITING.min(t - waited),
+                None => STILL_WAITING,
+            };
+            tokio::select! {
+                r = &mut call => return Some(r),
+                () = tokio::time::sleep(nap) => {
+                    let waited = start.elapsed().as_secs();
+                    if timeout.is_none_or(|t| start.elapsed() < t) {
+                        tracing::warn!(op = name, waited_s = waited,
+                            "still waiting for the cluster to answer (hard mount: retrying)");
+                    }
+                }
+            }
+        }
+    });
+    let tally = inner.sent.entry(name).or_default();
+    tally.0 += 1;
+    tally.1 += began.elapsed();
+    let result = match out {
+        Some(Ok(b)) => decode_result(&b).unwrap_or(Err(Errno::EIO)),
+        Some(Err(e)) => {
+            tracing::warn!(op = name, error = %e, "invoke failed");
+            Err(Errno::EIO)
+        }
+        None => {
+            tracing::warn!(op = name, "no reply within the soft mount's timeout: EIO");
+            Err(Errno::EIO)
+        }
+    };
+    inner
+        .attrs
+        .record(effect, &result, std::time::Instant::now());
+    result
+}
+
+/// Sends writes held back (`gather.rs`); a failure is kept for the file's next `close` or
+/// `fsync`.
+pub(crate) fn send_held(inner: &mut Inner, p: gather::Pending) {
+    let ino = p.fh.ino;
+    let (cred, op) = p.into_op();
+    match invoke(inner, &cred, op) {
+        Ok(Reply::Write { attr, .. } | Reply::Attr(attr)) => {
+            inner.stamps.insert(ino, Stamp::of(&attr));
+        }
+        Ok(_) => inner.gather.failed(ino, Errno::EIO),
+        Err(e) => {
+            tracing::debug!(ino, %e, "held-back writes failed; reported at close or fsync");
+            inner.gather.failed(ino, e);
+        }
+    }
+}
+
+/// The background thread's pause between reclaim steps: the mount's lock is free
+/// meanwhile, so a user's operation waits behind at most one step.
+pub(crate) const RECLAIM_PAUSE: Duration = Duration::from_millis(1);
+
+/// How long the background thread drives the client's links at each tick.
+pub(crate) const LINK_DRIVE: Duration = Duration::from_millis(2);
+
+/// While the mount lives, every quarter of [`gather::MAX_AGE`]: sends held-back writes
+/// older than it, renews the lock lease when due (`locks.rs`), and drives the client's links
+/// for [`LINK_DRIVE`] (reconnections, replies that arrived late), which otherwise run only
+/// inside an operation. While it holds lock delegations, every
+/// [`delegations::POLL_EVERY`] (`nudge` wakes it when one arrives): gives back those
+/// recalled or idle.
+pub(crate) fn spawn_background(
+    inner: std::sync::Weak<Mutex<Inner>>,
+    nudge: std::sync::mpsc::Receiver<()>,
+) {
+    let tick = gather::MAX_AGE / 4;
+    let cred = own_credentials();
+    let spawned = std::thread::Builder::new()
+        .name("byzfs-mount-background".into())
+        .spawn(move || {
+            let mut nap = tick;
+            let mut chores = std::time::Instant::now();
+            let mut sweep = Sweep::default();
+            loop {
+                // Nudged or timed out alike.
+                if let Err(std::sync::mpsc::RecvTimeoutError::Disconnected) =
+                    nudge.recv_timeout(nap)
+                {
+                    std::thread::sleep(nap);
+                }
+                let Some(inner) = inner.upgrade() else {
+                    return; // Unmounted.
+                };
+                let Ok(mut inner) = inner.lock() else {
+                    return;
+                };
+                delegations::poll(&mut inner, &cred);
+                // One reclaim step per wake-up, the lock released in between.
+                let reclaiming = reclaim::step(&mut inner, &cred);
+                if chores.elapsed() >= tick {
+                    chores = std::time::Instant::now();
+                    if let Some(p) = inner.gather.take_stale() {
+                        send_held(&mut inner, p);
+                    }
+                    locks::renew_if_due(&mut inner, &cred);
+                    sweep.step(&mut inner, &cred);
+                    inner
+                        .rt
+                        .block_on(async { tokio::time::sleep(LINK_DRIVE).await });
+                }
+                nap = if reclaiming {
+                    RECLAIM_PAUSE
+                } else if inner.delegs.any() {
+                    delegations::POLL_EVERY
+                } else {
+                    tick.saturating_sub(chores.elapsed())
+                        .max(delegations::POLL_EVERY)
+                };
+            }
+        });
+    if let Err(e) = spawned {
+        // Writes are then sent by the next operation, close or fsync only, and links run
+        // only inside operations.
+        tracing::warn!(%e, "cannot start the mount's background thread");
+    }
+}
+
+/// Where the orphan directory's sweep stands ([`byzfs_fs::orphan`]): one `SweepOrphans` per
+/// background tick while one is under way (so the mount's lock is never held for long), a
+/// new one [`SWEEP_EVERY`], the first at once.
+#[derive(Default)]
+pub(crate) struct Sweep {
+    /// Under way: go on after this cookie.
+    at: Option<u64>,
+    /// When the next one starts (`None`: now).
+    next: Option<std::time::Instant>,
+}
+
+impl Sweep {
+    fn step(&mut self, inner: &mut Inner, cred: &Credentials) {
+        let now = std::time::Instant::now();
+        if self.at.is_none() && self.next.is_some_and(|t| now < t) {
+            return;
+        }
+        let after = self.at.unwrap_or(0);
+        self.at = match invoke(inner, cred, Op::SweepOrphans { after }) {
+            Ok(Reply::Swept { removed, next }) => {
+                if removed > 0 {
+                    tracing::info!(removed, "swept files that dead mounts left hidden");
+                }
+                next
+            }
+            Ok(_) => None,
+            Err(e) => {
+                tracing::debug!(%e, "cannot sweep the orphan directory");
+                None
+            }
+        };
+        if self.at.is_none() {
+            self.next = Some(now + SWEEP_EVERY);
+        }
+    }
+}
