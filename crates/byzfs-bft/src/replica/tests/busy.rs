@@ -102,7 +102,7 @@ pub(super) fn slow_tentative_execution(report: bool) -> Replica<Counter> {
 /// file took ~48 s): the view-change timer armed before the step expired during it, fired
 /// as soon as the step ended, and rolled the tentative execution back — view after view.
 #[test]
-pub(super) fn a_backup_busy_executing_tentatively_does_not_blame_the_primary() {
+fn a_backup_busy_executing_tentatively_does_not_blame_the_primary() {
     let b = slow_tentative_execution(false);
     assert_eq!(
         b.view(),
@@ -157,7 +157,7 @@ pub(super) fn slow_committed_execution(report: bool) -> Replica<Counter> {
 }
 
 #[test]
-pub(super) fn a_backup_busy_executing_a_committed_request_does_not_blame_the_primary() {
+fn a_backup_busy_executing_a_committed_request_does_not_blame_the_primary() {
     let b = slow_committed_execution(false);
     assert_eq!(
         b.view(),
@@ -176,7 +176,7 @@ pub(super) fn a_backup_busy_executing_a_committed_request_does_not_blame_the_pri
 /// over-reports) still leaves a silent primary's view, `view_change_timeout_max` late at
 /// most — a faulty primary is still replaced.
 #[test]
-pub(super) fn a_replica_busy_for_ever_still_replaces_a_silent_primary() {
+fn a_replica_busy_for_ever_still_replaces_a_silent_primary() {
     let cfg = config();
     let jitter = Duration::from_millis(100); // VTIMER_JITTER
     let mut b = replica(1, &cfg);

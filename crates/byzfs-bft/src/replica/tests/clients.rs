@@ -22,7 +22,7 @@ pub(super) fn prepares(out: &[Action]) -> usize {
 }
 
 #[test]
-pub(super) fn request_with_a_bad_mac_but_a_good_signature_is_forwarded_and_ordered() {
+fn request_with_a_bad_mac_but_a_good_signature_is_forwarded_and_ordered() {
     // The client spoils the MAC of the primary (0) and of backup 1: backup 1 accepts it on the
     // signature, forwards it and starts its timer; the primary accepts the forwarded copy on the
     // signature too and orders it, so backups never wait for a request the primary drops.
@@ -59,7 +59,7 @@ pub(super) fn request_with_a_bad_mac_but_a_good_signature_is_forwarded_and_order
 }
 
 #[test]
-pub(super) fn inlined_request_whose_mac_fails_is_prepared_on_its_signature() {
+fn inlined_request_whose_mac_fails_is_prepared_on_its_signature() {
     // "Big MAC": only the primary's MAC is good. Backups accept the pre-prepare at once on the
     // signature instead of waiting for f PREPAREs that would never come (§1.14).
     let cfg = config();
@@ -91,7 +91,7 @@ pub(super) fn inlined_request_whose_mac_fails_is_prepared_on_its_signature() {
 }
 
 #[test]
-pub(super) fn good_mac_over_a_bad_signature_blacklists_the_client() {
+fn good_mac_over_a_bad_signature_blacklists_the_client() {
     let cfg = config();
     let bad = client_request(&cfg, CLIENT, 1, b"w", false, ReqAuth::BadSignature);
     // At the primary: dropped, not ordered, client blacklisted.
@@ -170,7 +170,7 @@ pub(super) fn good_mac_over_a_bad_signature_blacklists_the_client() {
 }
 
 #[test]
-pub(super) fn a_signing_client_cannot_fall_back_to_mac_only_but_a_mac_only_client_can() {
+fn a_signing_client_cannot_fall_back_to_mac_only_but_a_mac_only_client_can() {
     let cfg = config();
     let mut p = replica(0, &cfg);
     drain(&mut p);
@@ -217,7 +217,7 @@ pub(super) fn a_signing_client_cannot_fall_back_to_mac_only_but_a_mac_only_clien
 }
 
 #[test]
-pub(super) fn a_request_signed_for_another_client_is_refused_without_blaming_it() {
+fn a_request_signed_for_another_client_is_refused_without_blaming_it() {
     // Client 78 (faulty) takes client 77's id: it can produce neither 77's MACs nor 77's
     // signature, so the frame is dropped and 77 is not blacklisted.
     let cfg = config();
@@ -247,7 +247,7 @@ pub(super) fn a_request_signed_for_another_client_is_refused_without_blaming_it(
 }
 
 #[test]
-pub(super) fn big_request_body_is_fetchable_by_a_replica_whose_mac_fails() {
+fn big_request_body_is_fetchable_by_a_replica_whose_mac_fails() {
     // A body sent with replica 1's MAC spoiled reaches it again through another replica (STATUS
     // resends the client's frame): the signature makes it acceptable, so the batch prepares
     // instead of waiting forever for a body replica 1 could never authenticate.
@@ -286,7 +286,7 @@ pub(super) fn big_request_body_is_fetchable_by_a_replica_whose_mac_fails() {
 }
 
 #[test]
-pub(super) fn superseded_big_body_named_by_a_batch_is_still_taken() {
+fn superseded_big_body_named_by_a_batch_is_still_taken() {
     // Seq 1 runs rid 2; seq 2 (ordered before seq 1 executed) names the body of the older big
     // rid 1. The reply cache says rid 1 is stale, but without the body seq 2 can neither
     // prepare nor execute: refusing it stalled this replica forever (found by the simulator).
@@ -365,7 +365,7 @@ pub(super) fn superseded_big_body_named_by_a_batch_is_still_taken() {
 }
 
 #[test]
-pub(super) fn big_request_the_primary_never_pre_prepares_is_forwarded_once() {
+fn big_request_the_primary_never_pre_prepares_is_forwarded_once() {
     // A faulty client sends a big request to the backups only. A backup times it; after a whole
     // STATUS interval without a pre-prepare it forwards the body to the primary, once.
     let cfg = config();

@@ -211,6 +211,31 @@ fn from_replica(cfg: &Config, j: ReplicaId, msg: &Message) -> Vec<u8> {
     encode(Envelope::new(Principal::Replica(j), 0), msg, auth)
 }
 
+/// One action as a handler test states it: frames decoded into their messages, so a test
+/// compares a step's complete output with one `assert_eq!` (as openraft's engine tests do).
+#[derive(Debug, PartialEq)]
+enum Out {
+    Persist(PersistRecord),
+    Send(ReplicaId, Message),
+    Broadcast(Message),
+    Client(ClientId, Message),
+    Other(Action),
+}
+
+/// `actions` as [`Out`]s, events left out (they are observations, not outputs).
+fn outputs(actions: Vec<Action>) -> Vec<Out> {
+    without_events(actions)
+        .into_iter()
+        .map(|a| match a {
+            Action::Persist(rec) => Out::Persist(rec),
+            Action::Send { to, bytes } => Out::Send(to, decode(&bytes)),
+            Action::Broadcast { bytes } => Out::Broadcast(decode(&bytes)),
+            Action::SendClient { client, bytes } => Out::Client(client, decode(&bytes)),
+            other => Out::Other(other),
+        })
+        .collect()
+}
+
 fn decode(bytes: &[u8]) -> Message {
     Frame::parse(bytes, 1 << 24).unwrap().decode().unwrap()
 }

@@ -4,44 +4,38 @@
 use super::*;
 
 #[test]
-pub(super) fn primary_orders_a_request_with_persist_then_pre_prepare() {
+fn primary_orders_a_request_with_persist_then_pre_prepare() {
     let cfg = config();
     let mut p = replica(0, &cfg);
     drain(&mut p);
     let req = request(&cfg, 1, b"w", false);
     p.handle_message(Time(10), &req);
-    let out = without_events(drain(&mut p));
-    assert_eq!(out.len(), 2, "{out:?}");
-    let Action::Broadcast { bytes } = &out[1] else {
-        panic!("expected broadcast: {out:?}")
+    let batch = BatchBody {
+        requests: vec![req],
+        big: vec![],
+        nondet: vec![1],
     };
-    let Message::PrePrepare(pp) = decode(bytes) else {
-        panic!()
-    };
+    let d = batch_digest(&batch).unwrap();
+    // The primary's promise (a driver need not sync it before the send), then the proposal.
     assert_eq!(
-        (
-            pp.view,
-            pp.seq,
-            pp.batch.requests.len(),
-            &pp.batch.nondet[..]
-        ),
-        (0, 1, 1, &[1u8][..])
-    );
-    assert_eq!(pp.batch.requests[0], req);
-    let d = batch_digest(&pp.batch).unwrap();
-    // The primary's promise, which a driver need not sync before the send.
-    assert_eq!(
-        out[0],
-        Action::Persist(PersistRecord::Proposed {
-            view: 0,
-            seq: 1,
-            digest: d
-        })
+        outputs(drain(&mut p)),
+        vec![
+            Out::Persist(PersistRecord::Proposed {
+                view: 0,
+                seq: 1,
+                digest: d
+            }),
+            Out::Broadcast(Message::PrePrepare(PrePrepare {
+                view: 0,
+                seq: 1,
+                batch
+            })),
+        ]
     );
 }
 
 #[test]
-pub(super) fn backup_prepares_then_commits_then_executes() {
+fn backup_prepares_then_commits_then_executes() {
     let cfg = config();
     let mut b = replica(1, &cfg);
     drain(&mut b);
@@ -58,28 +52,23 @@ pub(super) fn backup_prepares_then_commits_then_executes() {
         batch,
     });
     b.handle_message(Time(10), &from_replica(&cfg, 0, &pp));
-    let out = drain(&mut b);
+    // Its first vote records a horizon a log window ahead, then the vote, then the PREPARE.
     assert_eq!(
-        out[0],
-        Action::Persist(PersistRecord::VoteHorizon(1 + cfg.log_window)),
-        "its first vote records a horizon a log window ahead"
-    );
-    assert_eq!(
-        out[1],
-        Action::Persist(PersistRecord::Voted {
-            view: 0,
-            seq: 1,
-            digest: d
-        })
-    );
-    assert_eq!(
-        sent(&out),
-        vec![Message::Prepare(Prepare {
-            view: 0,
-            seq: 1,
-            digest: d,
-            replica: 1
-        })]
+        outputs(drain(&mut b)),
+        vec![
+            Out::Persist(PersistRecord::VoteHorizon(1 + cfg.log_window)),
+            Out::Persist(PersistRecord::Voted {
+                view: 0,
+                seq: 1,
+                digest: d
+            }),
+            Out::Broadcast(Message::Prepare(Prepare {
+                view: 0,
+                seq: 1,
+                digest: d,
+                replica: 1
+            })),
+        ]
     );
 
     // One more PREPARE (from replica 2) completes the certificate (2f = 2 with our own).
@@ -153,7 +142,7 @@ pub(super) fn backup_prepares_then_commits_then_executes() {
 }
 
 #[test]
-pub(super) fn conflicting_pre_prepare_is_refused() {
+fn conflicting_pre_prepare_is_refused() {
     let cfg = config();
     let mut b = replica(1, &cfg);
     let pp1 = Message::PrePrepare(PrePrepare {
@@ -184,7 +173,7 @@ pub(super) fn conflicting_pre_prepare_is_refused() {
 }
 
 #[test]
-pub(super) fn pre_prepare_failing_nondet_is_accepted_once_f_plus_1_others_prepared_it() {
+fn pre_prepare_failing_nondet_is_accepted_once_f_plus_1_others_prepared_it() {
     // A replica catching up receives a retransmitted PRE-PREPARE whose (time-based) choice it
     // would refuse now; f+1 = 2 other backups prepared it, so a correct one checked it.
     let cfg = config();
@@ -240,7 +229,7 @@ pub(super) fn pre_prepare_failing_nondet_is_accepted_once_f_plus_1_others_prepar
 }
 
 #[test]
-pub(super) fn pre_prepare_from_non_primary_or_bad_nondet_is_refused() {
+fn pre_prepare_from_non_primary_or_bad_nondet_is_refused() {
     let cfg = config();
     let mut b = replica(1, &cfg);
     let batch = BatchBody {
@@ -289,7 +278,7 @@ pub(super) fn pre_prepare_from_non_primary_or_bad_nondet_is_refused() {
 }
 
 #[test]
-pub(super) fn out_of_window_and_bad_mac_are_dropped_and_counted() {
+fn out_of_window_and_bad_mac_are_dropped_and_counted() {
     let cfg = config();
     let mut b = replica(1, &cfg);
     let batch = BatchBody {
@@ -333,7 +322,7 @@ pub(super) fn out_of_window_and_bad_mac_are_dropped_and_counted() {
 }
 
 #[test]
-pub(super) fn prepare_claiming_another_sender_is_refused() {
+fn prepare_claiming_another_sender_is_refused() {
     let cfg = config();
     let mut b = replica(1, &cfg);
     // Replica 2 signs a PREPARE that says it is from replica 3.
@@ -396,7 +385,7 @@ pub(super) fn order_at_backup(
 /// second batch never prepares and every later sequence number waits behind it, through every
 /// view change (simulator: equivocate 1510).
 #[test]
-pub(super) fn body_of_an_executed_request_is_kept_for_a_batch_that_names_it() {
+fn body_of_an_executed_request_is_kept_for_a_batch_that_names_it() {
     let cfg = config();
     let mut b = replica(1, &cfg);
     drain(&mut b);
@@ -442,7 +431,7 @@ pub(super) fn body_of_an_executed_request_is_kept_for_a_batch_that_names_it() {
 }
 
 #[test]
-pub(super) fn big_request_body_after_pre_prepare_still_prepares() {
+fn big_request_body_after_pre_prepare_still_prepares() {
     let cfg = config();
     let mut b = replica(1, &cfg);
     drain(&mut b);

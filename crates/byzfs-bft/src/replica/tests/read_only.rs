@@ -3,7 +3,7 @@
 use super::*;
 
 #[test]
-pub(super) fn read_only_request_is_answered_without_ordering() {
+fn read_only_request_is_answered_without_ordering() {
     let cfg = config();
     let mut b = replica(2, &cfg);
     drain(&mut b);
@@ -28,7 +28,7 @@ pub(super) fn read_only_request_is_answered_without_ordering() {
 /// MAC. Flagged read-only but not read-only for the service, it must be ordered, which needs
 /// the signature: dropped, and the client (which proved nothing bad) is not blacklisted.
 #[test]
-pub(super) fn unsigned_read_only_request_is_answered_on_its_mac_alone() {
+fn unsigned_read_only_request_is_answered_on_its_mac_alone() {
     let cfg = config();
     let mut b = replica(2, &cfg);
     drain(&mut b);
@@ -68,7 +68,7 @@ pub(super) fn unsigned_read_only_request_is_answered_on_its_mac_alone() {
 /// Reads stay linearizable because a replica that sent a COMMIT for `n` answers no read that
 /// arrives afterwards until it has executed `n`; a read that arrived earlier is not held back.
 #[test]
-pub(super) fn read_only_waits_for_batches_this_replica_sent_commit_for() {
+fn read_only_waits_for_batches_this_replica_sent_commit_for() {
     let mut cfg = config();
     // Without tentative execution the prepared batch leaves the state untouched, so only the
     // read-only floor can hold the read back.

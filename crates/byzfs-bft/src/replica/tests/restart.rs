@@ -4,7 +4,7 @@
 use super::*;
 
 #[test]
-pub(super) fn restart_from_durable_state_rejoins() {
+fn restart_from_durable_state_rejoins() {
     let mut c = Cluster::new(config());
     c.write_all(1..=6, b"w");
     let r2 = std::mem::replace(&mut c.r[2], replica(2, &c.cfg));
@@ -67,7 +67,7 @@ impl Cluster {
 }
 
 #[test]
-pub(super) fn restore_replays_executed_batches_above_the_stored_checkpoint() {
+fn restore_replays_executed_batches_above_the_stored_checkpoint() {
     let mut c = Cluster::new(config());
     c.with_disk(2);
     c.write_all(1..=6, b"w");
@@ -99,7 +99,7 @@ pub(super) fn restore_replays_executed_batches_above_the_stored_checkpoint() {
 }
 
 #[test]
-pub(super) fn restore_reopens_a_service_that_persists_its_state() {
+fn restore_reopens_a_service_that_persists_its_state() {
     let mut c = Cluster::new(config());
     let disk = ServiceDisk::default();
     let keys = TestKeys::new(1, c.cfg.n());
@@ -146,7 +146,7 @@ pub(super) fn restore_reopens_a_service_that_persists_its_state() {
 }
 
 #[test]
-pub(super) fn a_service_that_now_persists_its_state_still_imports_an_older_full_image() {
+fn a_service_that_now_persists_its_state_still_imports_an_older_full_image() {
     // A data directory written before the service persisted its state (every partition's
     // content in the image): the upgrade imports it.
     let mut c = Cluster::new(config());
@@ -169,7 +169,7 @@ pub(super) fn a_service_that_now_persists_its_state_still_imports_an_older_full_
 }
 
 #[test]
-pub(super) fn restore_every_replica_keeps_every_committed_write() {
+fn restore_every_replica_keeps_every_committed_write() {
     let mut c = Cluster::on_disks(config());
     c.write_all(1..=6, b"w");
     let digest = c.r[0].state_digest();
@@ -190,7 +190,7 @@ pub(super) fn restore_every_replica_keeps_every_committed_write() {
 }
 
 #[test]
-pub(super) fn tentatively_acknowledged_write_survives_a_crash_of_every_replica() {
+fn tentatively_acknowledged_write_survives_a_crash_of_every_replica() {
     // Write 7 is prepared everywhere and executed tentatively (the client has its 2f+1
     // tentative replies), but every COMMIT is lost, then all four replicas crash. Only the
     // promises and the stored batch body remember it: a view change must bring it back.
@@ -244,7 +244,7 @@ impl Cluster {
 }
 
 #[test]
-pub(super) fn every_replica_restarted_after_voting_in_view_one_leaves_it() {
+fn every_replica_restarted_after_voting_in_view_one_leaves_it() {
     // Every replica voted in view 1 and then crashed: no one holds view 1's NEW-VIEW (it is
     // volatile), and no VIEW-CHANGE for view 1 may carry view-1 votes. Their STATUS messages
     // must start the view-change timer and move them to view 2, rather than leave them
@@ -266,7 +266,7 @@ pub(super) fn every_replica_restarted_after_voting_in_view_one_leaves_it() {
 }
 
 #[test]
-pub(super) fn a_lone_backup_restarted_after_voting_in_view_one_rejoins_it() {
+fn a_lone_backup_restarted_after_voting_in_view_one_rejoins_it() {
     // Its peers still hold view 1's NEW-VIEW: it gets it again and stays in view 1 rather
     // than moving on to view 2 alone (the timer that ends a view no one installed does not
     // start: its peers' STATUS messages say they hold the NEW-VIEW).
@@ -285,7 +285,7 @@ pub(super) fn a_lone_backup_restarted_after_voting_in_view_one_rejoins_it() {
 }
 
 #[test]
-pub(super) fn a_checkpoint_is_announced_only_after_a_sync() {
+fn a_checkpoint_is_announced_only_after_a_sync() {
     // The `Executed` records a driver may keep unsynced must be durable before the
     // CHECKPOINT that vouches for them, and only a replica that stores its state asks.
     for stored in [false, true] {
@@ -307,7 +307,7 @@ pub(super) fn a_checkpoint_is_announced_only_after_a_sync() {
 }
 
 #[test]
-pub(super) fn a_checkpoint_a_new_view_chose_survives_a_restart_before_its_state_transfer() {
+fn a_checkpoint_a_new_view_chose_survives_a_restart_before_its_state_transfer() {
     // Replica 3 misses writes 1..=6 (checkpoint 4 becomes stable at the others), then helps
     // install view 1, whose NEW-VIEW chooses checkpoint 4. Its state transfer cannot finish
     // (every STATE-PART is lost), and it crashes: it must still vouch for checkpoint 4.
@@ -353,7 +353,7 @@ pub(super) fn a_checkpoint_a_new_view_chose_survives_a_restart_before_its_state_
 }
 
 #[test]
-pub(super) fn restore_from_an_empty_disk_is_a_fresh_replica() {
+fn restore_from_an_empty_disk_is_a_fresh_replica() {
     let cfg = config();
     let keys = TestKeys::new(1, cfg.n());
     let r = Replica::restore(
@@ -370,7 +370,7 @@ pub(super) fn restore_from_an_empty_disk_is_a_fresh_replica() {
 }
 
 #[test]
-pub(super) fn restore_keeps_promises_and_a_restored_primary_gives_up_its_view() {
+fn restore_keeps_promises_and_a_restored_primary_gives_up_its_view() {
     let cfg = config();
     let keys = TestKeys::new(1, cfg.n());
     // Replica 1 is the primary of view 1; it promised a digest at seq 3.
@@ -402,7 +402,7 @@ pub(super) fn restore_keeps_promises_and_a_restored_primary_gives_up_its_view() 
 }
 
 #[test]
-pub(super) fn a_primary_restored_without_all_its_proposals_gives_up_view_0() {
+fn a_primary_restored_without_all_its_proposals_gives_up_view_0() {
     let cfg = config();
     let keys = TestKeys::new(1, cfg.n());
     let d = Digest::of(b"batch");
@@ -450,7 +450,7 @@ pub(super) fn a_primary_restored_without_all_its_proposals_gives_up_view_0() {
 }
 
 #[test]
-pub(super) fn a_primary_that_keeps_its_view_sends_its_pre_prepares_again() {
+fn a_primary_that_keeps_its_view_sends_its_pre_prepares_again() {
     let cfg = config();
     let keys = TestKeys::new(1, cfg.n());
     let body = BatchBody {
@@ -513,7 +513,7 @@ impl Cluster {
 }
 
 #[test]
-pub(super) fn a_backup_that_missed_a_batch_catches_up_after_a_whole_cluster_restart() {
+fn a_backup_that_missed_a_batch_catches_up_after_a_whole_cluster_restart() {
     // Replica 3 misses write 1, which the others execute; then every replica restarts. No
     // one holds a vote for it any more except as a durable promise: the primary's rebuilt
     // PRE-PREPARE and the backups' rebuilt PREPAREs and COMMITs, resent on replica 3's
@@ -535,7 +535,7 @@ pub(super) fn a_backup_that_missed_a_batch_catches_up_after_a_whole_cluster_rest
 }
 
 #[test]
-pub(super) fn a_primary_that_missed_the_commit_catches_up_from_its_backups_rebuilt_votes() {
+fn a_primary_that_missed_the_commit_catches_up_from_its_backups_rebuilt_votes() {
     // The primary proposes write 1 and goes down; the backups execute it. Every replica
     // restarts, and every PRE-PREPARE is lost from then on, so the backups cannot prepare
     // it again: only their rebuilt PREPAREs and COMMITs, resent on the primary's STATUS,
@@ -560,8 +560,7 @@ pub(super) fn a_primary_that_missed_the_commit_catches_up_from_its_backups_rebui
 }
 
 #[test]
-pub(super) fn a_backup_whose_votes_are_not_vouched_for_abstains_up_to_its_horizon_across_restarts()
-{
+fn a_backup_whose_votes_are_not_vouched_for_abstains_up_to_its_horizon_across_restarts() {
     // Replica 2's unsynced `Voted` records may have been lost (a power cut), all at or below
     // its durable vote horizon (9: its first vote, at 1, recorded 1 + the log window of 8).
     // Restored in view 0, it must send no PREPARE there up to 9, even after a later restart
@@ -646,7 +645,7 @@ pub(super) fn a_backup_whose_votes_are_not_vouched_for_abstains_up_to_its_horizo
 }
 
 #[test]
-pub(super) fn a_batch_an_abstaining_backup_committed_but_could_not_execute_survives_its_crash() {
+fn a_batch_an_abstaining_backup_committed_but_could_not_execute_survives_its_crash() {
     // Replica 2 abstains in view 0 (restored from records that may lack votes), so no
     // PREPARE of its own stores the bodies it commits. It misses batch 2, then commits batch
     // 3, which cannot execute before 2: the body must reach its disk with the COMMIT's record,
@@ -691,7 +690,7 @@ pub(super) fn a_batch_an_abstaining_backup_committed_but_could_not_execute_survi
 }
 
 #[test]
-pub(super) fn restore_refuses_a_corrupt_checkpoint() {
+fn restore_refuses_a_corrupt_checkpoint() {
     let mut c = Cluster::new(config());
     c.with_disk(1);
     for rid in 1..=4 {

@@ -7,7 +7,7 @@ use super::*;
 /// checkpoint 4 overtakes that slot. STATUS asks for at most 64 digests; stale ones that
 /// nobody sends any more used to crowd out the ones a live slot needed, for ever.
 #[test]
-pub(super) fn missing_batch_of_a_collected_slot_is_not_asked_for() {
+fn missing_batch_of_a_collected_slot_is_not_asked_for() {
     let cfg = config();
     // Replicas 0, 1 and 3 run ahead to checkpoint 4; replica 2 is the one under test.
     let mut c = Cluster::new(cfg.clone());
@@ -89,7 +89,7 @@ pub(super) fn missing_batch_of_a_collected_slot_is_not_asked_for() {
 /// send back in answer to STATUS must be kept, not dropped by the reply-cache check, or the
 /// batch never prepares (simulator: byzzfuzz 1583).
 #[test]
-pub(super) fn executed_big_request_named_again_is_stored_when_it_arrives() {
+fn executed_big_request_named_again_is_stored_when_it_arrives() {
     let cfg = config();
     let mut c = Cluster::new(cfg.clone());
     let big = request(&cfg, 1, &[b'w'; 100], false); // above the 64-byte SRT threshold

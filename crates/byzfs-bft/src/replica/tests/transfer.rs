@@ -4,7 +4,7 @@
 use super::*;
 
 #[test]
-pub(super) fn cluster_commits_checkpoints_and_garbage_collects() {
+fn cluster_commits_checkpoints_and_garbage_collects() {
     let mut c = Cluster::new(config());
     for rid in 1..=9 {
         let req = request(&c.cfg, rid, b"w", false);
@@ -20,7 +20,7 @@ pub(super) fn cluster_commits_checkpoints_and_garbage_collects() {
 }
 
 #[test]
-pub(super) fn lagging_replica_catches_up_by_state_transfer() {
+fn lagging_replica_catches_up_by_state_transfer() {
     let mut c = Cluster::new(config());
     c.down[3] = true;
     for rid in 1..=13 {
@@ -58,7 +58,7 @@ pub(super) fn cluster_with_a_replica_behind_big_partitions() -> Cluster {
 
 /// Partitions larger than a message travel in chunks, joined and checked as a whole.
 #[test]
-pub(super) fn state_transfer_moves_partitions_larger_than_a_message_in_chunks() {
+fn state_transfer_moves_partitions_larger_than_a_message_in_chunks() {
     let mut c = cluster_with_a_replica_behind_big_partitions();
     let chunk = c.cfg.state_chunk_bytes;
     let seq = c.r[0].last_stable();
@@ -98,7 +98,7 @@ pub(super) fn state_transfer_moves_partitions_larger_than_a_message_in_chunks() 
 /// A replier's chunk that claims more than a partition may hold, or that is shorter than the
 /// agreed chunk length, is refused and the replier replaced; the fetch completes from another.
 #[test]
-pub(super) fn a_chunk_with_a_false_total_is_refused_and_the_replier_replaced() {
+fn a_chunk_with_a_false_total_is_refused_and_the_replier_replaced() {
     let mut c = cluster_with_a_replica_behind_big_partitions();
     // Let replica 3 learn the target and ask its replier for the partition digests, then
     // hand it the replier's first chunk of a partition, with forged totals.

@@ -3,7 +3,7 @@
 use super::*;
 
 #[test]
-pub(super) fn backup_forwards_request_and_times_out_into_view_change() {
+fn backup_forwards_request_and_times_out_into_view_change() {
     let cfg = config();
     let mut b = replica(1, &cfg);
     drain(&mut b);
@@ -51,7 +51,7 @@ pub(super) fn backup_forwards_request_and_times_out_into_view_change() {
 }
 
 #[test]
-pub(super) fn view_change_after_primary_crash_keeps_committed_requests() {
+fn view_change_after_primary_crash_keeps_committed_requests() {
     let mut c = Cluster::new(config());
     for rid in 1..=3 {
         let req = request(&c.cfg, rid, b"w", false);
@@ -73,7 +73,7 @@ pub(super) fn view_change_after_primary_crash_keeps_committed_requests() {
 /// before proposing what it holds: a badly signed request is never ordered (a backup whose MAC
 /// failed could not authenticate it), and its client is blacklisted.
 #[test]
-pub(super) fn a_new_primary_proposes_a_deferred_request_only_if_its_signature_verifies() {
+fn a_new_primary_proposes_a_deferred_request_only_if_its_signature_verifies() {
     let mut c = Cluster::new(config());
     c.down[0] = true;
     let bad = client_request(&c.cfg, CLIENT, 1, b"w", false, ReqAuth::BadSignature);
@@ -96,7 +96,7 @@ pub(super) fn a_new_primary_proposes_a_deferred_request_only_if_its_signature_ve
 }
 
 #[test]
-pub(super) fn backups_follow_a_primary_that_gives_its_view_up_at_once() {
+fn backups_follow_a_primary_that_gives_its_view_up_at_once() {
     // The view-0 primary restarts after a power cut (its proposals not vouched for) and
     // gives view 0 up. Its VIEW-CHANGE tells the backups that no one will propose in view 0
     // again: they move to view 1 without waiting for a request to time out.
@@ -111,7 +111,7 @@ pub(super) fn backups_follow_a_primary_that_gives_its_view_up_at_once() {
 }
 
 #[test]
-pub(super) fn view_change_must_be_signed() {
+fn view_change_must_be_signed() {
     let cfg = config();
     let mut b = replica(1, &cfg);
     drain(&mut b);
@@ -187,7 +187,7 @@ pub(super) fn view_change_with(
 /// the second must come from the primary, the one correct replica that knows its view is
 /// stuck; without it every correct replica waits for ever.
 #[test]
-pub(super) fn primary_with_a_stuck_request_leaves_its_view() {
+fn primary_with_a_stuck_request_leaves_its_view() {
     // As in byzzfuzz 1173. (With tentative execution the three replicas that prepared would
     // answer the client tentatively: 2f+1 tentative replies complete the request.)
     let mut cfg = config();
@@ -251,7 +251,7 @@ pub(super) fn primary_with_a_stuck_request_leaves_its_view() {
 }
 
 #[test]
-pub(super) fn a_new_view_contradicting_a_batch_accepted_in_its_view_before_a_restart_is_refused() {
+fn a_new_view_contradicting_a_batch_accepted_in_its_view_before_a_restart_is_refused() {
     // A replica restarted in view 1 holds, from its durable votes, that it pre-prepared
     // batch `a` at seq 3 in view 1 (the NEW-VIEW it installed is gone). A second NEW-VIEW
     // for view 1 from an equivocating primary that picks another batch there must not be
