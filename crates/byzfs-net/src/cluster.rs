@@ -148,9 +148,9 @@ impl Default for FsLimits {
 }
 
 /// Disk bytes a replica needs per byte of capacity, in tenths: a write is stored once in
-/// the live table and its undo records until the next stable checkpoint (measured: 2.1
-/// bytes written per byte in a 1 GiB sequential write, docs/BENCHMARKS.md "Large files and
-/// space"), and the file grows before compaction gives space back.
+/// the live table and its undo records until the next stable checkpoint (measured: 1.8
+/// bytes written per byte and replica in `bench largefile` at 1 GiB, docs/BENCHMARKS.md
+/// "Large files and space"), and the file grows before compaction gives space back.
 pub const DISK_TENTHS_PER_BYTE: u64 = 25;
 
 impl FsLimits {
