@@ -5,9 +5,9 @@ use super::*;
 
 impl Sim {
     pub(super) fn after_client_step(&mut self, idx: usize) {
-        let node_idx = self.replicas.len() + idx;
+        let node_idx = self.world.replicas.len() + idx;
         let n = self.config.n() as ReplicaId;
-        while let Some(a) = self.clients[idx].client.poll_action() {
+        while let Some(a) = self.world.clients[idx].client.poll_action() {
             match a {
                 ClientAction::Send { to, bytes } => {
                     self.transmit(node_idx, Dest::Replica(to), &bytes)
@@ -20,8 +20,8 @@ impl Sim {
                 ClientAction::Completed { rid, result } => self.client_completed(idx, rid, result),
             }
         }
-        let now = self.now;
-        let node = &mut self.clients[idx];
+        let now = self.world.now;
+        let node = &mut self.world.clients[idx];
         let want = node
             .client
             .poll_timeout()
@@ -30,7 +30,7 @@ impl Sim {
             node.timer_gen += 1;
             node.timer = want;
             if let Some(t) = want {
-                self.queue.push(
+                self.world.queue.push(
                     t,
                     Ev::ClientTimer {
                         idx,
@@ -42,15 +42,15 @@ impl Sim {
     }
 
     pub(super) fn client_completed(&mut self, idx: usize, rid: u64, result: Vec<u8>) {
-        let id = self.clients[idx].id;
+        let id = self.world.clients[idx].id;
         if self.trace.on() {
             let r = KvResult::decode(&result)
                 .map(|r| format!("{r:?}"))
                 .unwrap_or_else(|| "<undecodable>".into());
-            trace_line!(self.trace, self.now, "complete c{id} rid={rid} {r}");
+            trace_line!(self.trace, self.world.now, "complete c{id} rid={rid} {r}");
         }
-        self.oracle.complete(self.now, id, rid, &result);
-        let node = &mut self.clients[idx];
+        self.oracle.complete(self.world.now, id, rid, &result);
+        let node = &mut self.world.clients[idx];
         if node.outstanding.as_ref().is_some_and(|(r, _, _)| *r == rid) {
             if let Some((_, _, op)) = node.outstanding.take() {
                 if let Some(res) = KvResult::decode(&result) {
@@ -60,19 +60,22 @@ impl Sim {
             node.completed += 1;
             if !node.thinking {
                 node.thinking = true;
-                let t = node.workload.think_us(matches!(self.phase, Phase::Safety));
-                self.queue
-                    .push(Time(self.now.as_micros() + t), Ev::Think { idx });
+                let t = node
+                    .workload
+                    .think_us(matches!(self.phases.phase, Phase::Safety));
+                self.world
+                    .queue
+                    .push(Time(self.world.now.as_micros() + t), Ev::Think { idx });
             }
         }
     }
 
     pub(super) fn think(&mut self, idx: usize) {
-        let now = self.now;
-        let phase = self.phase;
-        let filler = self.filler;
+        let now = self.world.now;
+        let phase = self.phases.phase;
+        let filler = self.phases.filler;
         let cap = self.plan.params.safety_ops_max;
-        let node = &mut self.clients[idx];
+        let node = &mut self.world.clients[idx];
         node.thinking = false;
         if node.outstanding.is_some() {
             return;
@@ -106,7 +109,8 @@ impl Sim {
                 node.thinking = true;
                 let id = node.id;
                 let t = 50 * MS + node.workload.think_us(false);
-                self.queue
+                self.world
+                    .queue
                     .push(Time(now.as_micros() + t), Ev::Think { idx });
                 trace_line!(self.trace, now, "invoke c{id} refused: {e}");
             }
@@ -119,32 +123,32 @@ impl Sim {
         // ("faults healed, ≤ f Byzantine replicas remain"). Against a client that keeps sending
         // partially valid MACs, MAC-only PBFT cannot promise progress (the "Big MAC" attack,
         // PROTOCOL.md §1.14/§5.3); signed client requests (Aardvark) are the fix.
-        if matches!(self.phase, Phase::Liveness(_)) {
+        if matches!(self.phases.phase, Phase::Liveness(_)) {
             trace_line!(
                 self.trace,
-                self.now,
+                self.world.now,
                 "bad client {idx} stops (faults healed)"
             );
             return;
         }
         let primary = self.current_primary();
-        let node_idx = self.replicas.len() + self.clients.len() + idx;
+        let node_idx = self.world.replicas.len() + self.world.clients.len() + idx;
         let n = self.config.n() as ReplicaId;
-        let (node, rng) = &mut self.bad[idx];
+        let (node, rng) = &mut self.world.bad[idx];
         let id = node.client.id;
         let period = node.period_us;
         let sends = node.client.tick(rng, primary);
         for s in sends {
             trace_line!(
                 self.trace,
-                self.now,
+                self.world.now,
                 "bad c{id} {} rid={} to={:?}",
                 s.what,
                 s.issued.as_ref().map_or(0, |i| i.0),
                 s.to
             );
             if let Some((rid, op)) = &s.issued {
-                self.oracle.issue(self.now, id, *rid, op, false);
+                self.oracle.issue(self.world.now, id, *rid, op, false);
             }
             for r in s.to {
                 if r < n {
@@ -152,8 +156,10 @@ impl Sim {
                 }
             }
         }
-        self.queue
-            .push(Time(self.now.as_micros() + period), Ev::BadTick { idx });
+        self.world.queue.push(
+            Time(self.world.now.as_micros() + period),
+            Ev::BadTick { idx },
+        );
     }
 
     // ---- faults ----------------------------------------------------------------------------

@@ -44,6 +44,9 @@ mod replicas;
 mod report;
 mod world;
 
+use faults::Director;
+use phases::Phases;
+
 /// Default bound on events per run.
 pub const EVENTS_MAX: u64 = 1_000_000;
 /// Checker name for a run that exhausted its event budget.
@@ -197,37 +200,18 @@ enum Input<'a> {
     Timeout,
 }
 
+/// One run: the plan, the simulated world, the fault director, the phase, and the
+/// checkers and trace that watch it.
 struct Sim {
     seed: u64,
     plan: Plan,
     config: Config,
     mutation: Option<Mutation>,
-    now: Time,
-    queue: EventQueue<Ev>,
-    net: Network,
-    topo: Topology,
-    replicas: Vec<ReplicaNode>,
-    clients: Vec<ClientNode>,
-    bad: Vec<(BadClientNode, SimRng)>,
-    client_node: BTreeMap<ClientId, NodeIdx>,
+    world: world::World,
+    director: faults::Director,
+    phases: phases::Phases,
     oracle: Oracle,
     trace: Trace,
-    fault_rng: SimRng,
-    twin_sides: Vec<u8>,
-    phase: Phase,
-    converged: bool,
-    catchup_target: Option<Seq>,
-    filler: bool,
-    events: u64,
-    director: Option<VcHistory>,
-    director_gen: u64,
-    /// Per replica instance: until when it is busy executing (`slow-execution`), and the
-    /// input that reached it meanwhile, in arrival order.
-    busy_until: Vec<Time>,
-    deferred: Vec<VecDeque<Ev>>,
-    /// While a replica's actions are drained: how long it has executed so far in its step,
-    /// so how long after now what it sends next leaves.
-    out_delay_us: u64,
 }
 
 fn fresh_replica(
@@ -286,8 +270,8 @@ pub fn run(cfg: &RunConfig) -> Result<RunReport, String> {
         std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| sim.run(cfg.max_events)));
     if let Err(payload) = outcome {
         let msg = panic_message(payload.as_ref());
-        trace_line!(sim.trace, sim.now, "PANIC {msg}");
-        sim.oracle.sink.report(PANIC, sim.now, msg);
+        trace_line!(sim.trace, sim.world.now, "PANIC {msg}");
+        sim.oracle.sink.report(PANIC, sim.world.now, msg);
     }
     Ok(sim.report())
 }

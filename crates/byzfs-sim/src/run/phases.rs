@@ -3,50 +3,61 @@
 
 use super::*;
 
+/// Which phase the run is in and how far the end of the liveness phase is.
+pub(super) struct Phases {
+    pub(super) phase: Phase,
+    /// Every correct client finished its quota and lagging replicas caught up.
+    pub(super) converged: bool,
+    /// The sequence number lagging replicas must reach.
+    pub(super) catchup_target: Option<Seq>,
+    pub(super) filler: bool,
+}
+
 impl Sim {
     pub(super) fn start_liveness(&mut self) {
         let l = Liveness {
-            start: self.now,
+            start: self.world.now,
             bound_us: self.plan.params.liveness_bound_us,
         };
-        self.phase = Phase::Liveness(l);
+        self.phases.phase = Phase::Liveness(l);
         trace_line!(
             self.trace,
-            self.now,
+            self.world.now,
             "liveness phase: heal everything; bound {} s",
             l.bound_us / 1_000_000
         );
-        self.net.set_faults(NetFaults::benign());
-        self.net.heal_all();
+        self.world.net.set_faults(NetFaults::benign());
+        self.world.net.heal_all();
         self.apply_twin_links();
-        for inst in 0..self.replicas.len() {
+        for inst in 0..self.world.replicas.len() {
             let twin_not_started = inst >= self.config.n()
-                && !self.replicas[inst].up
-                && self.replicas[inst].restarts == 0;
+                && !self.world.replicas[inst].up
+                && self.world.replicas[inst].restarts == 0;
             if twin_not_started {
                 continue;
             }
-            self.replicas[inst].crash_at_next_send = false;
-            self.replicas[inst].crash_after_prepare = None;
-            if !self.replicas[inst].up {
-                let with_state = self.replicas[inst].restart_with_state;
+            self.world.replicas[inst].crash_at_next_send = false;
+            self.world.replicas[inst].crash_after_prepare = None;
+            if !self.world.replicas[inst].up {
+                let with_state = self.world.replicas[inst].restart_with_state;
                 self.restart(inst, with_state);
             }
         }
         let new_ops = self.plan.params.liveness_new_ops;
-        for idx in 0..self.clients.len() {
-            let c = &mut self.clients[idx];
+        for idx in 0..self.world.clients.len() {
+            let c = &mut self.world.clients[idx];
             c.target = c.completed + u64::from(c.outstanding.is_some()) + new_ops;
             if c.outstanding.is_none() && !c.thinking {
                 c.thinking = true;
-                self.queue.push(self.now, Ev::Think { idx });
+                self.world.queue.push(self.world.now, Ev::Think { idx });
             }
         }
-        self.queue.push(l.deadline(), Ev::Deadline);
+        self.world.queue.push(l.deadline(), Ev::Deadline);
     }
 
     pub(super) fn client_progress(&self) -> Vec<ClientProgress> {
-        self.clients
+        self.world
+            .clients
             .iter()
             .map(|c| ClientProgress {
                 client: c.id,
@@ -60,7 +71,8 @@ impl Sim {
 
     /// Honest-code replicas with a correct clock that are up and must catch up.
     pub(super) fn lagging(&self, target: Seq) -> Vec<Lagging> {
-        self.replicas
+        self.world
+            .replicas
             .iter()
             .enumerate()
             .filter(|(_, r)| r.up && matches!(r.role, Role::Correct | Role::Amnesiac))
@@ -81,10 +93,10 @@ impl Sim {
     /// catches up only through the next stable checkpoint); (3) clients stop, and the run ends
     /// once their last requests completed and are agreed.
     pub(super) fn check_converged(&mut self) {
-        let Phase::Liveness(_) = self.phase else {
+        let Phase::Liveness(_) = self.phases.phase else {
             return;
         };
-        let target = match self.catchup_target {
+        let target = match self.phases.catchup_target {
             Some(t) => t,
             None => {
                 if !Liveness::clients_done(&self.client_progress())
@@ -93,53 +105,54 @@ impl Sim {
                     return;
                 }
                 let t = self.oracle.results.acked_write_max_seq();
-                self.catchup_target = Some(t);
+                self.phases.catchup_target = Some(t);
                 t
             }
         };
         if !self.lagging(target).is_empty() {
-            if !self.filler {
-                self.filler = true;
+            if !self.phases.filler {
+                self.phases.filler = true;
                 trace_line!(
                     self.trace,
-                    self.now,
+                    self.world.now,
                     "catch-up: replicas lag behind seq {target}; clients keep going"
                 );
-                for idx in 0..self.clients.len() {
-                    let c = &mut self.clients[idx];
+                for idx in 0..self.world.clients.len() {
+                    let c = &mut self.world.clients[idx];
                     if c.outstanding.is_none() && !c.thinking {
                         c.thinking = true;
-                        self.queue.push(self.now, Ev::Think { idx });
+                        self.world.queue.push(self.world.now, Ev::Think { idx });
                     }
                 }
             }
             return;
         }
-        self.filler = false;
-        if self.clients.iter().any(|c| c.outstanding.is_some())
+        self.phases.filler = false;
+        if self.world.clients.iter().any(|c| c.outstanding.is_some())
             || self.oracle.results.unplaced_writes() > 0
         {
             return;
         }
         trace_line!(
             self.trace,
-            self.now,
+            self.world.now,
             "converged: clients done, replicas through seq {target}"
         );
-        self.converged = true;
-        self.phase = Phase::Done;
+        self.phases.converged = true;
+        self.phases.phase = Phase::Done;
     }
 
     pub(super) fn deadline(&mut self) {
-        let Phase::Liveness(l) = self.phase else {
+        let Phase::Liveness(l) = self.phases.phase else {
             return;
         };
         let target = self
+            .phases
             .catchup_target
             .unwrap_or_else(|| self.oracle.results.acked_write_max_seq());
         let lagging = self.lagging(target);
         let clients = self.client_progress();
-        l.report(&mut self.oracle.sink, self.now, &clients, &lagging);
-        self.phase = Phase::Done;
+        l.report(&mut self.oracle.sink, self.world.now, &clients, &lagging);
+        self.phases.phase = Phase::Done;
     }
 }

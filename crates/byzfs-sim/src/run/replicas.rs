@@ -5,11 +5,11 @@ use super::*;
 
 impl Sim {
     pub(super) fn step_replica(&mut self, inst: usize, input: Input<'_>) {
-        let node = &mut self.replicas[inst];
+        let node = &mut self.world.replicas[inst];
         if !node.up {
             return;
         }
-        let local = node.clock.local(self.now);
+        let local = node.clock.local(self.world.now);
         match input {
             Input::Message(b) => node.replica.handle_message(local, b),
             Input::Timeout => node.replica.handle_timeout(local),
@@ -19,12 +19,12 @@ impl Sim {
 
     pub(super) fn after_replica_step(&mut self, inst: usize) {
         let busy_us = self.drain_replica(inst);
-        if self.replicas[inst].up {
+        if self.world.replicas[inst].up {
             if busy_us > 0 {
                 self.busy(inst, busy_us);
             }
             self.oracle
-                .step_end(self.now, inst, &self.replicas[inst].replica);
+                .step_end(self.world.now, inst, &self.world.replicas[inst].replica);
             self.arm_replica_timer(inst);
         }
     }
@@ -34,10 +34,10 @@ impl Sim {
     /// sends after one leaves when that execution ends.
     pub(super) fn drain_replica(&mut self, inst: usize) -> u64 {
         let n = self.config.n() as ReplicaId;
-        self.replicas[inst].lazy_turn = false;
-        self.out_delay_us = 0;
+        self.world.replicas[inst].lazy_turn = false;
+        self.world.out_delay_us = 0;
         loop {
-            let node = &mut self.replicas[inst];
+            let node = &mut self.world.replicas[inst];
             if !node.up {
                 break;
             }
@@ -46,15 +46,22 @@ impl Sim {
             };
             match action {
                 Action::Persist(rec) => {
-                    trace_line!(self.trace, self.now, "persist {} {rec:?}", self.name(inst));
+                    trace_line!(
+                        self.trace,
+                        self.world.now,
+                        "persist {} {rec:?}",
+                        self.name(inst)
+                    );
                     match rec {
                         // The disk driver appends these without a sync.
                         PersistRecord::Executed { .. } => {
-                            self.replicas[inst].unsynced.push(Unsynced::Persist(rec));
+                            self.world.replicas[inst]
+                                .unsynced
+                                .push(Unsynced::Persist(rec));
                         }
                         PersistRecord::Proposed { .. } | PersistRecord::Voted { .. } => {
                             self.oracle.proposed(inst, rec);
-                            let node = &mut self.replicas[inst];
+                            let node = &mut self.world.replicas[inst];
                             node.unsynced.push(Unsynced::Persist(rec));
                             node.lazy_turn = true;
                         }
@@ -65,30 +72,35 @@ impl Sim {
                         | PersistRecord::AbstainUpTo { .. }
                         | PersistRecord::VoteHorizon(_) => self.make_durable(inst, rec),
                         _ => {
-                            self.replicas[inst].lazy_turn = false;
+                            self.world.replicas[inst].lazy_turn = false;
                             self.sync_log(inst);
                             self.make_durable(inst, rec);
                         }
                     }
                 }
                 Action::Sync => {
-                    trace_line!(self.trace, self.now, "sync {}", self.name(inst));
+                    trace_line!(self.trace, self.world.now, "sync {}", self.name(inst));
                     self.sync_log(inst);
                 }
                 Action::Store(rec) => {
                     // Batches are synced log appends, except with a `Proposed` (the
                     // driver's turn is then unsynced); a stored checkpoint syncs the
                     // segment it leaves.
-                    let node = &mut self.replicas[inst];
+                    let node = &mut self.world.replicas[inst];
                     if node.lazy_turn && matches!(rec, StoreRecord::Batch { .. }) {
                         node.unsynced.push(Unsynced::Store(rec));
                     } else {
                         self.sync_log(inst);
-                        self.replicas[inst].disk.apply_store(&rec);
+                        self.world.replicas[inst].disk.apply_store(&rec);
                     }
                 }
                 Action::Event(ev) => {
-                    trace_line!(self.trace, self.now, "event {} {ev:?}", self.name(inst));
+                    trace_line!(
+                        self.trace,
+                        self.world.now,
+                        "event {} {ev:?}",
+                        self.name(inst)
+                    );
                     if let (Some(slow), Event::Executed { requests, .. }) =
                         (self.plan.slow_execution, &ev)
                     {
@@ -98,29 +110,29 @@ impl Sim {
                             .map(|&(c, rid)| slow.cost_us(self.seed, c, rid))
                             .sum();
                         if cost > 0 {
-                            self.out_delay_us += cost;
+                            self.world.out_delay_us += cost;
                             trace_line!(
                                 self.trace,
-                                self.now,
+                                self.world.now,
                                 "busy {} executing for {cost}µs",
                                 self.name(inst)
                             );
                         }
                     }
-                    self.oracle.event(self.now, inst, &ev);
-                    let id = self.replicas[inst].id;
+                    self.oracle.event(self.world.now, inst, &ev);
+                    let id = self.world.replicas[inst].id;
                     let correct = self.oracle.is_correct(inst);
-                    if let Some(d) = self.director.as_mut().filter(|_| correct) {
+                    if let Some(d) = self.director.history.as_mut().filter(|_| correct) {
                         if d.observe(id, &ev) {
-                            self.director_gen += 1;
-                            let gen = self.director_gen;
-                            self.queue.push(self.now, Ev::Director { gen });
+                            self.director.gen += 1;
+                            let gen = self.director.gen;
+                            self.world.queue.push(self.world.now, Ev::Director { gen });
                         }
                     }
                 }
                 Action::Send { to, bytes } => self.replica_out(inst, &[Dest::Replica(to)], bytes),
                 Action::Broadcast { bytes } => {
-                    let me = self.replicas[inst].id;
+                    let me = self.world.replicas[inst].id;
                     let dests: Vec<Dest> = (0..n).filter(|&j| j != me).map(Dest::Replica).collect();
                     self.replica_out(inst, &dests, bytes);
                 }
@@ -129,26 +141,26 @@ impl Sim {
                 }
             }
         }
-        std::mem::take(&mut self.out_delay_us)
+        std::mem::take(&mut self.world.out_delay_us)
     }
 
     pub(super) fn replica_out(&mut self, inst: usize, dests: &[Dest], bytes: Arc<[u8]>) {
-        if self.replicas[inst].crash_at_next_send {
+        if self.world.replicas[inst].crash_at_next_send {
             self.crash(inst, "before a send");
             return;
         }
-        if self.replicas[inst].adversary.is_none() {
-            self.oracle.send(self.now, inst, &bytes);
+        if self.world.replicas[inst].adversary.is_none() {
+            self.oracle.send(self.world.now, inst, &bytes);
             for &d in dests {
                 self.transmit(inst, d, &bytes);
             }
-            if let Some((down_us, _)) = self.replicas[inst].crash_after_prepare {
+            if let Some((down_us, _)) = self.world.replicas[inst].crash_after_prepare {
                 let prepare =
                     Frame::parse(&bytes, usize::MAX).is_ok_and(|f| f.header.tag == Tag::Prepare);
                 if prepare {
                     self.crash(inst, "after a PREPARE");
-                    self.queue.push(
-                        Time(self.now.as_micros() + down_us),
+                    self.world.queue.push(
+                        Time(self.world.now.as_micros() + down_us),
                         Ev::FollowUp(FollowUp::Restart {
                             inst,
                             with_state: true,
@@ -160,12 +172,12 @@ impl Sim {
         }
         let mut outs = Vec::new();
         {
-            let node = &mut self.replicas[inst];
+            let node = &mut self.world.replicas[inst];
             let view = node.replica.view();
             // Checked just above: this replica has an adversary.
             let adv = node.adversary.as_mut().expect("adversary present");
             let mut ctx = Ctx {
-                now: self.now,
+                now: self.world.now,
                 view,
                 config: &self.config,
                 forger: &adv.forger,
@@ -180,8 +192,8 @@ impl Sim {
         }
         for o in outs {
             if o.delay_us > 0 {
-                self.queue.push(
-                    Time(self.now.as_micros() + o.delay_us),
+                self.world.queue.push(
+                    Time(self.world.now.as_micros() + o.delay_us),
                     Ev::Emit {
                         from: inst,
                         to: o.to,
@@ -195,8 +207,8 @@ impl Sim {
     }
 
     pub(super) fn arm_replica_timer(&mut self, inst: usize) {
-        let now = self.now;
-        let node = &mut self.replicas[inst];
+        let now = self.world.now;
+        let node = &mut self.world.replicas[inst];
         let want = node
             .replica
             .poll_timeout()
@@ -207,7 +219,7 @@ impl Sim {
         node.timer_gen += 1;
         node.timer = want;
         if let Some(t) = want {
-            self.queue.push(
+            self.world.queue.push(
                 t,
                 Ev::ReplicaTimer {
                     inst,
@@ -220,12 +232,12 @@ impl Sim {
     /// `rec` of `inst` is on its disk.
     pub(super) fn make_durable(&mut self, inst: usize, rec: PersistRecord) {
         self.oracle.persist(inst, rec);
-        self.replicas[inst].disk.apply_persist(rec);
+        self.world.replicas[inst].disk.apply_persist(rec);
     }
 
     /// A synced log append by `inst`: every record appended before it is durable too.
     pub(super) fn sync_log(&mut self, inst: usize) {
-        for u in std::mem::take(&mut self.replicas[inst].unsynced) {
+        for u in std::mem::take(&mut self.world.replicas[inst].unsynced) {
             self.append(inst, u);
         }
     }
@@ -234,13 +246,13 @@ impl Sim {
     pub(super) fn append(&mut self, inst: usize, u: Unsynced) {
         match u {
             Unsynced::Persist(rec) => self.make_durable(inst, rec),
-            Unsynced::Store(rec) => self.replicas[inst].disk.apply_store(&rec),
+            Unsynced::Store(rec) => self.world.replicas[inst].disk.apply_store(&rec),
         }
     }
 
     pub(super) fn crash(&mut self, inst: usize, how: &str) {
         // The unsynced log tail: a prefix of it reached the disk, the rest is lost.
-        let node = &mut self.replicas[inst];
+        let node = &mut self.world.replicas[inst];
         let mut torn = substream(
             node.seed,
             Purpose::TornLogs,
@@ -251,7 +263,7 @@ impl Sim {
         let tail = std::mem::take(&mut node.unsynced);
         trace_line!(
             self.trace,
-            self.now,
+            self.world.now,
             "torn log {}: {kept} of {} unsynced records kept",
             self.name(inst),
             tail.len()
@@ -259,22 +271,27 @@ impl Sim {
         for u in tail.into_iter().take(kept) {
             self.append(inst, u);
         }
-        let node = &mut self.replicas[inst];
+        let node = &mut self.world.replicas[inst];
         node.up = false;
         node.crash_at_next_send = false;
         node.crash_after_prepare = None;
         node.timer = None;
         node.timer_gen += 1;
         // What waited for it to finish executing is lost with it.
-        self.deferred[inst].clear();
-        self.busy_until[inst] = Time::ZERO;
-        trace_line!(self.trace, self.now, "crash {} ({how})", self.name(inst));
+        self.world.deferred[inst].clear();
+        self.world.busy_until[inst] = Time::ZERO;
+        trace_line!(
+            self.trace,
+            self.world.now,
+            "crash {} ({how})",
+            self.name(inst)
+        );
     }
 
     pub(super) fn restart(&mut self, inst: usize, with_state: bool) {
-        let now = self.now;
+        let now = self.world.now;
         let mutation = self.mutation;
-        let node = &mut self.replicas[inst];
+        let node = &mut self.world.replicas[inst];
         node.restarts += 1;
         let seed = node
             .seed
@@ -314,7 +331,7 @@ impl Sim {
         self.oracle.restart(inst, with_state);
         trace_line!(
             self.trace,
-            self.now,
+            self.world.now,
             "restart {} with_state={with_state}{}",
             self.name(inst),
             stepped.map_or(String::new(), |d| format!(" clock stepped {d:+}µs"))

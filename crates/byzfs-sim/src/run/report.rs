@@ -5,12 +5,13 @@ use super::*;
 impl Sim {
     pub(super) fn report(self) -> RunReport {
         let stats = RunStats {
-            events: self.events,
-            virtual_us: self.now.as_micros(),
-            ops_completed: self.clients.iter().map(|c| c.completed).sum(),
-            ops_refused: self.clients.iter().map(|c| c.refused).sum(),
+            events: self.world.events,
+            virtual_us: self.world.now.as_micros(),
+            ops_completed: self.world.clients.iter().map(|c| c.completed).sum(),
+            ops_refused: self.world.clients.iter().map(|c| c.refused).sum(),
             agreed_seq: self.oracle.agreement.history.max_seq(),
             view_max: self
+                .world
                 .replicas
                 .iter()
                 .filter(|r| r.role == Role::Correct)
@@ -22,7 +23,7 @@ impl Sim {
                 self.oracle.read_only.checked,
                 self.oracle.read_only.checked_on_tentative,
             ),
-            net: self.net.stats().clone(),
+            net: self.world.net.stats().clone(),
         };
         RunReport {
             seed: self.seed,
@@ -31,7 +32,7 @@ impl Sim {
             summary: self.plan.summary(),
             violations: self.oracle.sink.into_violations(),
             stats,
-            converged: self.converged,
+            converged: self.phases.converged,
             trace: self.trace.into_text(),
         }
     }

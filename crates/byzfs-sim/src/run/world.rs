@@ -3,6 +3,28 @@
 
 use super::*;
 
+/// The simulated world: virtual time, the event queue, the network and its topology, the
+/// nodes, and replicas busy executing.
+pub(super) struct World {
+    pub(super) now: Time,
+    pub(super) queue: EventQueue<Ev>,
+    pub(super) net: Network,
+    pub(super) topo: Topology,
+    pub(super) replicas: Vec<ReplicaNode>,
+    pub(super) clients: Vec<ClientNode>,
+    pub(super) bad: Vec<(BadClientNode, SimRng)>,
+    pub(super) client_node: BTreeMap<ClientId, NodeIdx>,
+    /// Events handled so far (bounded by `RunConfig::max_events`).
+    pub(super) events: u64,
+    /// Per replica instance: until when it is busy executing (`slow-execution`), and the
+    /// input that reached it meanwhile, in arrival order.
+    pub(super) busy_until: Vec<Time>,
+    pub(super) deferred: Vec<VecDeque<Ev>>,
+    /// While a replica's actions are drained: how long it has executed so far in its step,
+    /// so how long after now what it sends next leaves.
+    pub(super) out_delay_us: u64,
+}
+
 impl Sim {
     pub(super) fn new(cfg: &RunConfig) -> Result<Sim, String> {
         let plan = scenario::plan(cfg.seed, cfg.family, cfg.replicas)?;
@@ -142,42 +164,48 @@ impl Sim {
             seed,
             config,
             mutation: cfg.mutation,
-            now: start,
-            queue: EventQueue::new(),
-            net,
-            topo,
-            replicas,
-            clients,
-            bad,
-            client_node,
+            world: World {
+                now: start,
+                queue: EventQueue::new(),
+                net,
+                topo,
+                replicas,
+                clients,
+                bad,
+                client_node,
+                events: 0,
+                busy_until: vec![Time::ZERO; r_count],
+                deferred: (0..r_count).map(|_| VecDeque::new()).collect(),
+                out_delay_us: 0,
+            },
+            director: Director {
+                fault_rng: stream(seed, Purpose::FaultRuntime),
+                twin_sides: Vec::new(),
+                history: None,
+                gen: 0,
+            },
+            phases: Phases {
+                phase: Phase::Safety,
+                converged: false,
+                catchup_target: None,
+                filler: false,
+            },
             oracle,
             trace: Trace::new(cfg.trace),
-            fault_rng: stream(seed, Purpose::FaultRuntime),
-            twin_sides: Vec::new(),
-            phase: Phase::Safety,
-            converged: false,
-            catchup_target: None,
-            filler: false,
-            events: 0,
-            director: None,
-            director_gen: 0,
-            busy_until: vec![Time::ZERO; r_count],
-            deferred: (0..r_count).map(|_| VecDeque::new()).collect(),
-            out_delay_us: 0,
             plan,
         })
     }
 
     pub(super) fn name(&self, node: NodeIdx) -> String {
         let n = self.config.n();
-        if node < self.replicas.len() {
-            let id = self.replicas[node].id;
+        if node < self.world.replicas.len() {
+            let id = self.world.replicas[node].id;
             if node >= n {
                 format!("r{id}'")
             } else {
                 format!("r{id}")
             }
-        } else if let Some((c, _)) = self.client_node.iter().find(|(_, &i)| i == node) {
+        } else if let Some((c, _)) = self.world.client_node.iter().find(|(_, &i)| i == node) {
             format!("c{c}")
         } else {
             format!("node{node}")
@@ -187,30 +215,31 @@ impl Sim {
     pub(super) fn start(&mut self) {
         trace_line!(
             self.trace,
-            self.now,
+            self.world.now,
             "start seed={} scenario={} {}",
             self.seed,
             self.plan.family.name(),
             self.plan.summary()
         );
-        for inst in 0..self.replicas.len() {
-            if self.replicas[inst].up {
+        for inst in 0..self.world.replicas.len() {
+            if self.world.replicas[inst].up {
                 self.after_replica_step(inst);
             }
         }
-        for idx in 0..self.clients.len() {
-            let t = self.clients[idx].workload.think_us(true);
-            self.clients[idx].thinking = true;
-            self.queue.push(Time(t), Ev::Think { idx });
+        for idx in 0..self.world.clients.len() {
+            let t = self.world.clients[idx].workload.think_us(true);
+            self.world.clients[idx].thinking = true;
+            self.world.queue.push(Time(t), Ev::Think { idx });
         }
-        for idx in 0..self.bad.len() {
-            let p = self.bad[idx].0.period_us;
-            self.queue.push(Time(p), Ev::BadTick { idx });
+        for idx in 0..self.world.bad.len() {
+            let p = self.world.bad[idx].0.period_us;
+            self.world.queue.push(Time(p), Ev::BadTick { idx });
         }
         for (at, f) in self.plan.faults.clone() {
-            self.queue.push(Time(at), Ev::Fault(f));
+            self.world.queue.push(Time(at), Ev::Fault(f));
         }
-        self.queue
+        self.world
+            .queue
             .push(Time(self.plan.params.safety_us), Ev::Liveness);
     }
 
@@ -220,19 +249,20 @@ impl Sim {
     /// reaches it meanwhile waits, in arrival order), and the driver reports the time to the
     /// core, as `byzfs-net`'s event loop does after a long step.
     pub(super) fn busy(&mut self, inst: usize, busy_us: u64) {
-        let until = Time(self.now.as_micros() + busy_us);
-        self.busy_until[inst] = self.busy_until[inst].max(until);
+        let until = Time(self.world.now.as_micros() + busy_us);
+        self.world.busy_until[inst] = self.world.busy_until[inst].max(until);
         if self.mutation != Some(Mutation::IgnoreBusyTime) {
-            self.replicas[inst]
+            self.world.replicas[inst]
                 .replica
                 .busy_for(Duration::from_micros(busy_us));
         }
-        self.queue.push(until, Ev::ReplicaFree { inst });
+        self.world.queue.push(until, Ev::ReplicaFree { inst });
     }
 
     /// The primary of the highest view a correct replica that is up has reached.
     pub(super) fn current_primary(&self) -> ReplicaId {
         let v = self
+            .world
             .replicas
             .iter()
             .filter(|r| r.up && r.role == Role::Correct)
@@ -247,19 +277,21 @@ impl Sim {
     pub(super) fn transmit(&mut self, from: NodeIdx, dest: Dest, bytes: &Arc<[u8]>) {
         let targets: Vec<NodeIdx> = match dest {
             Dest::Replica(r) => self
+                .world
                 .topo
                 .replicas
                 .get(r as usize)
                 .cloned()
                 .unwrap_or_default(),
             Dest::Client(c) => self
+                .world
                 .client_node
                 .get(&c)
                 .map(|&i| vec![i])
                 .unwrap_or_default(),
         };
         for to in targets {
-            let fate = self.net.send(from, to, bytes);
+            let fate = self.world.net.send(from, to, bytes);
             if self.trace.on() {
                 let what = match &fate {
                     Fate::LinkDown => "link-down".to_string(),
@@ -283,11 +315,11 @@ impl Sim {
                     self.name(to),
                     describe(bytes)
                 );
-                self.trace.line(self.now, format_args!("{line}"));
+                self.trace.line(self.world.now, format_args!("{line}"));
             }
             for d in fate.deliveries() {
-                let at = Time(self.now.as_micros() + self.out_delay_us + d.after_us);
-                self.queue.push(
+                let at = Time(self.world.now.as_micros() + self.world.out_delay_us + d.after_us);
+                self.world.queue.push(
                     at,
                     Ev::Deliver {
                         from,
@@ -307,22 +339,27 @@ impl Sim {
                 self.name(to),
                 describe(&bytes)
             );
-            self.trace.line(self.now, format_args!("{line}"));
+            self.trace.line(self.world.now, format_args!("{line}"));
         }
-        let r_count = self.replicas.len();
+        let r_count = self.world.replicas.len();
         if to < r_count {
-            if !self.replicas[to].up {
-                trace_line!(self.trace, self.now, "drop at {} (down)", self.name(to));
+            if !self.world.replicas[to].up {
+                trace_line!(
+                    self.trace,
+                    self.world.now,
+                    "drop at {} (down)",
+                    self.name(to)
+                );
                 return;
             }
-            if let Some(adv) = self.replicas[to].adversary.as_mut() {
+            if let Some(adv) = self.world.replicas[to].adversary.as_mut() {
                 adv.strategy.on_receive(&bytes);
             }
             self.step_replica(to, Input::Message(&bytes));
-        } else if to < r_count + self.clients.len() {
+        } else if to < r_count + self.world.clients.len() {
             let idx = to - r_count;
-            let local = Clock::default().local(self.now);
-            self.clients[idx].client.handle_message(local, &bytes);
+            let local = Clock::default().local(self.world.now);
+            self.world.clients[idx].client.handle_message(local, &bytes);
             self.after_client_step(idx);
         }
         // Faulty clients ignore replies.
@@ -332,7 +369,7 @@ impl Sim {
 
     pub(super) fn handle(&mut self, ev: Ev) {
         match self.busy_target(&ev) {
-            Some(inst) => self.deferred[inst].push_back(ev),
+            Some(inst) => self.world.deferred[inst].push_back(ev),
             None => self.dispatch(ev),
         }
     }
@@ -341,18 +378,19 @@ impl Sim {
     /// waiting (`slow-execution`): the event then waits its turn.
     pub(super) fn busy_target(&self, ev: &Ev) -> Option<usize> {
         let inst = match *ev {
-            Ev::Deliver { to, .. } if to < self.replicas.len() => to,
+            Ev::Deliver { to, .. } if to < self.world.replicas.len() => to,
             Ev::ReplicaTimer { inst, .. } => inst,
             _ => return None,
         };
-        (self.busy_until[inst] > self.now || !self.deferred[inst].is_empty()).then_some(inst)
+        (self.world.busy_until[inst] > self.world.now || !self.world.deferred[inst].is_empty())
+            .then_some(inst)
     }
 
     /// `inst` is done executing: it takes what reached it meanwhile, in arrival order, until
     /// a step keeps it busy again.
     pub(super) fn replica_free(&mut self, inst: usize) {
-        while self.busy_until[inst] <= self.now && !self.oracle.sink.any() {
-            let Some(ev) = self.deferred[inst].pop_front() else {
+        while self.world.busy_until[inst] <= self.world.now && !self.oracle.sink.any() {
+            let Some(ev) = self.world.deferred[inst].pop_front() else {
                 break;
             };
             self.dispatch(ev);
@@ -363,34 +401,39 @@ impl Sim {
         match ev {
             Ev::Deliver { from, to, bytes } => self.deliver(from, to, bytes),
             Ev::Emit { from, to, bytes } => {
-                if self.replicas[from].up {
+                if self.world.replicas[from].up {
                     self.transmit(from, to, &bytes);
                 }
             }
             Ev::ReplicaTimer { inst, gen } => {
-                let node = &mut self.replicas[inst];
+                let node = &mut self.world.replicas[inst];
                 if !node.up || gen != node.timer_gen {
                     return;
                 }
                 node.timer = None;
-                let local = node.clock.local(self.now);
+                let local = node.clock.local(self.world.now);
                 if node.replica.poll_timeout().is_some_and(|d| d <= local) {
-                    trace_line!(self.trace, self.now, "timer {}", self.name(inst));
+                    trace_line!(self.trace, self.world.now, "timer {}", self.name(inst));
                     self.step_replica(inst, Input::Timeout);
                 } else {
                     self.arm_replica_timer(inst);
                 }
             }
             Ev::ClientTimer { idx, gen } => {
-                let node = &mut self.clients[idx];
+                let node = &mut self.world.clients[idx];
                 if gen != node.timer_gen {
                     return;
                 }
                 node.timer = None;
-                let local = Clock::default().local(self.now);
+                let local = Clock::default().local(self.world.now);
                 if node.client.poll_timeout().is_some_and(|d| d <= local) {
                     node.client.handle_timeout(local);
-                    trace_line!(self.trace, self.now, "timer c{}", self.clients[idx].id);
+                    trace_line!(
+                        self.trace,
+                        self.world.now,
+                        "timer c{}",
+                        self.world.clients[idx].id
+                    );
                 }
                 self.after_client_step(idx);
             }
@@ -401,7 +444,7 @@ impl Sim {
             Ev::Liveness => self.start_liveness(),
             Ev::Deadline => self.deadline(),
             Ev::Director { gen } => {
-                if gen == self.director_gen {
+                if gen == self.director.gen {
                     self.director_step();
                 }
             }
@@ -411,14 +454,14 @@ impl Sim {
 
     pub(super) fn run(&mut self, max_events: u64) {
         self.start();
-        while let Some((t, ev)) = self.queue.pop() {
-            debug_assert!(t >= self.now, "time never goes backwards");
-            self.now = t;
-            self.events += 1;
-            if self.events > max_events {
+        while let Some((t, ev)) = self.world.queue.pop() {
+            debug_assert!(t >= self.world.now, "time never goes backwards");
+            self.world.now = t;
+            self.world.events += 1;
+            if self.world.events > max_events {
                 self.oracle.sink.report(
                     BUDGET,
-                    self.now,
+                    self.world.now,
                     format!("run exceeded {max_events} events (livelock or storm?)"),
                 );
                 break;
@@ -428,16 +471,17 @@ impl Sim {
                 break;
             }
             self.check_converged();
-            if self.phase == Phase::Done {
+            if self.phases.phase == Phase::Done {
                 break;
             }
         }
         if self.oracle.sink.any() {
             return;
         }
-        self.oracle.finish(self.now);
-        if self.converged {
+        self.oracle.finish(self.world.now);
+        if self.phases.converged {
             let up: Vec<ReplicaProgress> = self
+                .world
                 .replicas
                 .iter()
                 .enumerate()
@@ -449,10 +493,10 @@ impl Sim {
                     last_stable: r.replica.last_stable(),
                 })
                 .collect();
-            let through = self.catchup_target.unwrap_or(0);
+            let through = self.phases.catchup_target.unwrap_or(0);
             durability::check(
                 &mut self.oracle.sink,
-                self.now,
+                self.world.now,
                 &self.oracle.results,
                 &up,
                 through,
