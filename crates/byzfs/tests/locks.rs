@@ -1,4 +1,4 @@
-//! Record locks between mounts of one cluster (`crates/byzfs/src/mount/locks.rs`): `fcntl`
+//! Record locks between mounts of one cluster (`crates/byzfs-fuse/src/locks.rs`): `fcntl`
 //! and `flock` locks taken through one mount hold against the others, are released at
 //! close, wake a blocked waiter, can be interrupted by a signal, protect data written under
 //! them, and lapse with the lease of a mount that died; a file only one mount locks has its

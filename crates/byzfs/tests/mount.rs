@@ -747,7 +747,7 @@ fn cache_timeout(up: &Up, a_root: &Path) {
     );
 }
 
-/// Write-behind (`mount/gather.rs`): writes held back on A are seen at once by A itself and
+/// Write-behind (`byzfs-fuse/src/gather.rs`): writes held back on A are seen at once by A itself and
 /// by B after A's close; an error only the replicas can find is reported by `close`.
 fn write_behind(a: &Path, b_dir: &Path) {
     use std::os::unix::fs::FileExt as _;
