@@ -26,6 +26,7 @@ pub mod keyfile;
 pub mod keygen;
 pub mod node;
 mod queue;
+pub mod signals;
 pub mod status;
 pub mod storage;
 pub mod stream;

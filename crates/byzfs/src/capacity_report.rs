@@ -69,7 +69,7 @@ impl Reporter {
     pub(crate) fn spawn(self) -> anyhow::Result<()> {
         std::thread::Builder::new()
             .name("capacity-report".into())
-            .spawn(move || match crate::runtime() {
+            .spawn(move || match byzfs_net::signals::runtime() {
                 Ok(rt) => rt.block_on(self.run()),
                 Err(e) => tracing::warn!(error = %e, "capacity reports off: no runtime"),
             })?;

@@ -77,7 +77,7 @@ pub fn run(a: KvArgs) -> anyhow::Result<ExitCode> {
         ),
     };
     let timeout = Duration::from_millis(a.timeout_ms);
-    let result = crate::runtime()?.block_on(async {
+    let result = byzfs_net::signals::runtime()?.block_on(async {
         let work = async {
             let mut client = ByzClient::connect(&cluster, &cred).await?;
             client.invoke(op.encode(), read_only).await

@@ -18,17 +18,14 @@
 
 #![forbid(unsafe_code)]
 
-mod bench;
 #[cfg(feature = "byzantine")]
 mod byzantine;
 mod capacity_report;
-mod fsbench;
 mod keygen;
 mod kv;
 mod logging;
 mod mount;
 mod replica;
-mod signals;
 mod status;
 mod unreplicated;
 mod up;
@@ -67,13 +64,13 @@ enum Command {
     Mount(mount::MountArgs),
 }
 
-/// `byzfs bench …`: the loopback benchmarks (`bench/`) and the file-system ones (`fsbench/`).
+/// `byzfs bench …`: the loopback benchmarks and the file-system ones (`crates/byzfs-bench`).
 #[derive(Subcommand, Debug)]
 enum BenchCommand {
     #[command(flatten)]
-    Loopback(bench::BenchCommand),
+    Loopback(byzfs_bench::loopback::BenchCommand),
     #[command(flatten)]
-    Fs(fsbench::FsbenchCommand),
+    Fs(byzfs_bench::fs::FsbenchCommand),
 }
 
 fn main() -> ExitCode {
@@ -86,8 +83,14 @@ fn main() -> ExitCode {
         Command::Kv(a) => kv::run(a),
         Command::Status(a) => status::run(a),
         Command::Unreplicated(a) => unreplicated::run(a),
-        Command::Bench(BenchCommand::Loopback(c)) => bench::run(c),
-        Command::Bench(BenchCommand::Fs(c)) => fsbench::run_command(c),
+        Command::Bench(BenchCommand::Loopback(c)) => {
+            logging::init("warn");
+            byzfs_bench::loopback::run(c)
+        }
+        Command::Bench(BenchCommand::Fs(c)) => {
+            logging::init("warn");
+            byzfs_bench::fs::run_command(c)
+        }
         Command::Mount(a) => mount::run(a),
     };
     match result {
@@ -98,13 +101,6 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
-}
-
-/// A single-threaded tokio runtime (every command uses one; a replica uses exactly one).
-fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
-    Ok(tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?)
 }
 
 /// `dir/name`, where `dir` is the directory holding `config`.

@@ -64,9 +64,9 @@ pub fn run(a: MountArgs) -> anyhow::Result<ExitCode> {
         a.mountpoint.display()
     );
     // Wait for a signal, or for the session to end (unmounted from outside).
-    crate::runtime()?.block_on(async {
+    byzfs_net::signals::runtime()?.block_on(async {
         tokio::select! {
-            why = crate::signals::shutdown(false) => tracing::info!(why, "unmounting"),
+            why = byzfs_net::signals::shutdown(false) => tracing::info!(why, "unmounting"),
             () = mounted.ended() => {}
         }
     });

@@ -244,10 +244,10 @@ fn serve<S: Service>(
         metrics = ?a.metrics,
         "listening"
     );
-    let rt = crate::runtime()?;
+    let rt = byzfs_net::signals::runtime()?;
     let exit_with_parent = a.exit_with_parent;
     let result = rt.block_on(node.run(async move {
-        let why = crate::signals::shutdown(exit_with_parent).await;
+        let why = byzfs_net::signals::shutdown(exit_with_parent).await;
         tracing::info!(replica = a.id, why, "shutting down");
     }));
     #[cfg(feature = "byzantine")]

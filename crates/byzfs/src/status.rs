@@ -42,7 +42,7 @@ pub fn run(a: StatusArgs) -> anyhow::Result<ExitCode> {
     crate::logging::init("warn");
     let cluster = ClusterConfig::load(&a.config)?;
     let timeout = Duration::from_millis(a.timeout_ms);
-    let results = crate::runtime()?.block_on(async {
+    let results = byzfs_net::signals::runtime()?.block_on(async {
         let mut set = tokio::task::JoinSet::new();
         for r in &cluster.replicas {
             let (c, id) = (cluster.clone(), r.id);

@@ -114,10 +114,10 @@ fn serve<S: Service>(
     let addr = node.bind()?;
     tracing::info!(%addr, macs = !a.no_macs, service = a.service.name(),
         durability = a.durability.name(), "listening");
-    let rt = crate::runtime()?;
+    let rt = byzfs_net::signals::runtime()?;
     let exit_with_parent = a.exit_with_parent;
     let result = rt.block_on(node.run(async move {
-        let why = crate::signals::shutdown(exit_with_parent).await;
+        let why = byzfs_net::signals::shutdown(exit_with_parent).await;
         tracing::info!(why, "shutting down");
     }));
     rt.shutdown_background();

@@ -219,7 +219,7 @@ pub fn run(mut a: UpArgs) -> anyhow::Result<ExitCode> {
             exited: None,
         });
     }
-    let rt = crate::runtime()?;
+    let rt = byzfs_net::signals::runtime()?;
     rt.block_on(wait_ready(&mut children, &cluster, &a))?;
     // Mounted outside the runtime: the adapter blocks on its own runtime.
     let mounted = match &a.mount {
@@ -288,7 +288,7 @@ async fn supervise(
     mounted: Option<byzfs_fuse::Mounted>,
     a: &UpArgs,
 ) -> anyhow::Result<ExitCode> {
-    let shutdown = crate::signals::shutdown(false);
+    let shutdown = byzfs_net::signals::shutdown(false);
     tokio::pin!(shutdown);
     let mut tick = tokio::time::interval(Duration::from_millis(200));
     let why = loop {

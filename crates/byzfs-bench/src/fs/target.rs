@@ -667,8 +667,10 @@ fn live_mounts() -> std::sync::MutexGuard<'static, Vec<PathBuf>> {
 fn install_interrupt_cleanup(work: &Path) {
     let work = work.to_path_buf();
     std::thread::spawn(move || {
-        let Ok(rt) = crate::runtime() else { return };
-        let why = rt.block_on(crate::signals::shutdown(false));
+        let Ok(rt) = byzfs_net::signals::runtime() else {
+            return;
+        };
+        let why = rt.block_on(byzfs_net::signals::shutdown(false));
         eprintln!("\n{why}: unmounting and cleaning up {}", work.display());
         let mounts: Vec<PathBuf> = live_mounts().clone();
         for m in &mounts {

@@ -34,7 +34,6 @@ pub enum BenchCommand {
 }
 
 pub fn run(c: BenchCommand) -> anyhow::Result<ExitCode> {
-    crate::logging::init("warn");
     match c {
         BenchCommand::Micro(a) => micro::run(*a),
         BenchCommand::Throughput(a) => throughput::run(*a),
@@ -74,7 +73,7 @@ pub struct Common {
     /// Replica durability: memory (the seeds' BFS setting, the default here) and/or disk
     /// (promises and state fsync'd with group commit before they are relied on).
     #[arg(long, default_value = "memory", value_delimiter = ',')]
-    durability: Vec<crate::replica::DurabilityMode>,
+    durability: Vec<crate::fs::Durability>,
     /// Every link over TCP: the replicas get no Unix sockets (by default the co-located
     /// replicas and clients connect over Unix sockets).
     #[arg(long)]
@@ -205,7 +204,7 @@ impl Common {
                                 srt: srt.on(),
                                 tentative: tentative.on(),
                                 read_only: read_only.on(),
-                                disk: d == crate::replica::DurabilityMode::Disk,
+                                disk: d == crate::fs::Durability::Disk,
                             });
                         }
                     }

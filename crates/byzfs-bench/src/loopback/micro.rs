@@ -31,7 +31,7 @@ pub struct MicroArgs {
 }
 
 pub fn run(a: MicroArgs) -> anyhow::Result<ExitCode> {
-    let rt = crate::runtime()?;
+    let rt = byzfs_net::signals::runtime()?;
     rt.block_on(micro(a))
 }
 

@@ -54,7 +54,7 @@ pub fn run(a: ThroughputArgs) -> anyhow::Result<ExitCode> {
             );
         }
     }
-    let rt = crate::runtime()?;
+    let rt = byzfs_net::signals::runtime()?;
     rt.block_on(throughput(a))
 }
 

@@ -1,9 +1,18 @@
-//! Shutdown triggers: SIGINT (Ctrl-C), SIGTERM, and — for replicas started by `byzfs up` —
-//! end of stdin, which happens when the parent dies however it dies, so children never
-//! outlive it.
+//! For the processes that run a node or a client: their runtime ([`runtime`]) and their
+//! shutdown triggers ([`shutdown`]): SIGINT (Ctrl-C), SIGTERM, and — for replicas started by
+//! `byzfs up` — end of stdin, which happens when the parent dies however it dies, so
+//! children never outlive it.
 
 use tokio::io::AsyncReadExt as _;
 use tokio::signal::unix::{signal, SignalKind};
+
+/// A single-threaded tokio runtime with I/O and timers (every `byzfs` command uses one; a
+/// replica uses exactly one).
+pub fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+}
 
 /// Completes on SIGINT or SIGTERM (and on stdin EOF if `stdin_eof`); returns what happened.
 pub async fn shutdown(stdin_eof: bool) -> &'static str {

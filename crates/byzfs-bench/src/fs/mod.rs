@@ -1,6 +1,6 @@
 //! `byzfs bench andrew|postmark|largefile`: file-system benchmarks (issue #4 item 5).
 //!
-//! Each benchmark runs the same workload against several *targets* (see [`target`]): ByzFS and
+//! Each benchmark runs the same workload against several *targets* (see `target.rs`): ByzFS and
 //! NO-REP (an unreplicated ByzFS) mounted through FUSE, local disk, and a plain FUSE
 //! passthrough of local disk (`bindfs`, the FUSE cost floor). Every target is started fresh
 //! for every run and stopped afterwards. Each benchmark prints a table in its seed's layout,
@@ -30,7 +30,7 @@ use clap::{Args, Subcommand};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use target::Durability;
+pub use target::Durability;
 
 /// The file-system benchmarks (`byzfs bench andrew|postmark|largefile`).
 #[derive(Subcommand, Debug)]
@@ -94,7 +94,6 @@ pub enum OnOff {
 
 /// Runs one file-system benchmark command.
 pub fn run_command(command: FsbenchCommand) -> anyhow::Result<ExitCode> {
-    crate::logging::init("warn");
     match command {
         FsbenchCommand::Andrew(a) => andrew::run(*a),
         FsbenchCommand::Postmark(a) => postmark::run(*a),

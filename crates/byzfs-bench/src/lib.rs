@@ -1,0 +1,13 @@
+//! # byzfs-bench — the ByzFS benchmarks
+//!
+//! `byzfs bench …` parses its flags into these commands and runs them:
+//! * [`loopback`]: `micro` and `throughput`, the null service on processes started on
+//!   loopback, beside the unreplicated baselines (issue #3, the seeds' Figures 6 and 7);
+//! * [`fs`]: `andrew`, `postmark` and `largefile` on mounts of ByzFS, NO-REP, a FUSE
+//!   passthrough (bindfs) and the local disk (issues #4 and #25).
+//!
+//! Each starts what it needs, prints a table and writes JSON rows (and SVG plots); the
+//! commands and current results are in docs/BENCHMARKS.md.
+
+pub mod fs;
+pub mod loopback;
