@@ -11,3 +11,4 @@
 
 pub mod fs;
 pub mod loopback;
+pub mod plot;

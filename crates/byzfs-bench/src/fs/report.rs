@@ -322,106 +322,34 @@ impl Results {
             eprintln!("wrote {}", p.display());
         }
         if let Some(p) = &args.svg {
-            std::fs::write(p, self.svg(svg_title))
-                .with_context(|| format!("writing {}", p.display()))?;
+            self.svg(p, svg_title)?;
             eprintln!("wrote {}", p.display());
         }
         Ok(())
     }
 
-    /// A grouped bar chart: one group per metric, one bar per target, each group scaled to
-    /// its own maximum (metrics differ by orders of magnitude), values printed on the bars.
-    pub fn svg(&self, title: &str) -> String {
-        const COLORS: [&str; 6] = [
-            "#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#b07aa1",
-        ];
-        let bar_w = 26.0;
-        let gap = 30.0;
-        let plot_h = 260.0;
-        let top = 50.0;
-        let left = 20.0;
-        let nt = self.targets.len().max(1) as f64;
-        // Wide enough for the group's label ("transactions (s)") at 11 px.
-        let group_w = (nt * bar_w + gap).max(110.0);
-        let width = (left * 2.0 + group_w * self.metrics.len() as f64 + 140.0)
-            .max(left * 2.0 + title.chars().count() as f64 * 8.5);
-        let height = top + plot_h + 60.0;
-        let mut s = String::new();
-        let _ = writeln!(
-            s,
-            r#"<svg xmlns="http://www.w3.org/2000/svg" width="{width:.0}" height="{height:.0}" font-family="sans-serif" font-size="11">"#
-        );
-        let _ = writeln!(s, r#"<rect width="100%" height="100%" fill="white"/>"#);
-        let _ = writeln!(
-            s,
-            r#"<text x="{left}" y="22" font-size="15" font-weight="bold">{}</text>"#,
-            xml(title)
-        );
-        let _ = writeln!(
-            s,
-            r##"<text x="{left}" y="38" fill="#555">each group scaled to its largest bar; lower is better for s, higher for /s</text>"##
-        );
-        let base = top + plot_h;
-        for (gi, m) in self.metrics.iter().enumerate() {
-            let x0 = left + gi as f64 * group_w;
-            let vals: Vec<Option<f64>> =
-                self.targets.iter().map(|t| self.value(t, m.name)).collect();
-            let max = vals.iter().flatten().copied().fold(0.0, f64::max);
-            for (ti, v) in vals.iter().enumerate() {
-                let Some(v) = v else { continue };
-                let h = if max > 0.0 {
-                    v / max * (plot_h - 20.0)
-                } else {
-                    0.0
-                };
-                let x = x0 + ti as f64 * bar_w;
-                let _ = writeln!(
-                    s,
-                    r#"<rect x="{x:.1}" y="{:.1}" width="{:.1}" height="{h:.1}" fill="{}"><title>{} {}: {}</title></rect>"#,
-                    base - h,
-                    bar_w - 3.0,
-                    COLORS[ti % COLORS.len()],
-                    xml(&self.targets[ti]),
-                    m.name,
-                    fmt_value(*v, m.unit)
-                );
-                let _ = writeln!(
-                    s,
-                    r#"<text x="{:.1}" y="{:.1}" font-size="9" text-anchor="middle">{}</text>"#,
-                    x + (bar_w - 3.0) / 2.0,
-                    base - h - 3.0,
-                    short(*v)
-                );
-            }
-            let _ = writeln!(
-                s,
-                r#"<text x="{:.1}" y="{:.1}" text-anchor="middle">{} ({})</text>"#,
-                x0 + nt * bar_w / 2.0,
-                base + 16.0,
-                m.name,
-                m.unit
-            );
-        }
-        let _ = writeln!(
-            s,
-            "<line x1=\"{left}\" y1=\"{base}\" x2=\"{:.0}\" y2=\"{base}\" stroke=\"black\"/>",
-            left + group_w * self.metrics.len() as f64
-        );
-        let lx = left + group_w * self.metrics.len() as f64 + 10.0;
-        for (ti, t) in self.targets.iter().enumerate() {
-            let y = top + 10.0 + ti as f64 * 18.0;
-            let _ = writeln!(
-                s,
-                r#"<rect x="{lx:.0}" y="{:.0}" width="12" height="12" fill="{}"/><text x="{:.0}" y="{:.0}">{}</text>"#,
-                y - 10.0,
-                COLORS[ti % COLORS.len()],
-                lx + 16.0,
-                y,
-                xml(t)
-            );
-        }
-        s.push_str("</svg>\n");
-        s
+    /// Draws the grouped bar chart of `--svg` at `path` ([`crate::plot::bars`]): one group
+    /// per metric, one bar per target, each group scaled to its own maximum.
+    fn svg(&self, path: &Path, title: &str) -> anyhow::Result<()> {
+        let groups: Vec<crate::plot::Group> = self
+            .metrics
+            .iter()
+            .map(|m| crate::plot::Group {
+                label: format!("{} ({})", m.name, m.unit),
+                bars: self
+                    .targets
+                    .iter()
+                    .map(|t| self.value(t, m.name).map(|v| (v, short(v))))
+                    .collect(),
+            })
+            .collect();
+        crate::plot::bars(
+            path,
+            title,
+            "each group scaled to its largest bar; lower is better for s, higher for /s",
+            &self.targets,
+            &groups,
+        )
     }
 }
 
@@ -442,12 +370,6 @@ fn short(v: f64) -> String {
     } else {
         format!("{v:.2}")
     }
-}
-
-fn xml(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
 }
 
 /// Left column left-aligned, the others right-aligned.

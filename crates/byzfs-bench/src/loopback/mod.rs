@@ -9,10 +9,9 @@
 //! One file per concept: `procs` (processes), `load` (clients), `stats`, `table`, `json`,
 //! `plot`; `micro` and `throughput` put them together.
 
-mod json;
+pub(crate) mod json;
 mod load;
 mod micro;
-mod plot;
 mod procs;
 mod stats;
 mod table;
