@@ -2,7 +2,10 @@
 //! unreachable, within the mount's timeout), held-back writes sent, and the background
 //! thread (write flushes, lease renewals, delegation recalls, orphan sweeps, reclaim steps).
 
-use super::*;
+use super::{
+    decode_result, delegations, gather, locks, own_credentials, reclaim, Credentials, Duration,
+    Effect, Errno, FsResult, Inner, Mutex, Op, Reply, Request, Stamp, SWEEP_EVERY,
+};
 
 /// How often a hard mount reports an operation still waiting for the cluster.
 pub(crate) const STILL_WAITING: Duration = Duration::from_secs(10);

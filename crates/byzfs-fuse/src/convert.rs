@@ -1,7 +1,9 @@
 //! Conversions between the file service's types and FUSE's: errno, times, file types,
 //! attributes.
 
-use super::*;
+use super::{
+    Attr, Duration, Errno, FileAttr, FileType, INodeNo, SystemTime, Timestamp, UNIX_EPOCH,
+};
 
 pub(crate) fn errno(e: Errno) -> fuser::Errno {
     fuser::Errno::from_i32(e.raw())

@@ -1,7 +1,16 @@
 //! The `fuser::Filesystem` implementation: one method per kernel request, each turned into
 //! file-service operations on the cluster.
 
-use super::*;
+use super::{
+    delegations, errno, file_attr, hide_if_open, invoke, kind, locks, negative_entry,
+    own_credentials, ranges, send_held, timestamp, to_orphans, xattr_reply, AccessFlags, Arc,
+    ByzFuse, Duration, Errno, Filesystem, Generation, INodeNo, Op, OpenFlags, OsStr, Path,
+    RenameFlags, Reply, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry,
+    ReplyStatfs, ReplyWrite, SetAttr, SetTime, SpecialKind, Stamp, SystemTime, TimeOrNow,
+    WriteFlags, XattrSet, FALLOC_FL_KEEP_SIZE, MAX_IO, O_EXCL, READDIR_BATCH, S_IFBLK, S_IFCHR,
+    S_IFIFO, S_IFMT, S_IFREG, S_IFSOCK, TMPFILE_TRIES, XATTR_CREATE, XATTR_REPLACE,
+};
+use std::os::unix::ffi::OsStrExt as _;
 
 impl Filesystem for ByzFuse {
     /// Asks the kernel to leave clearing set-user-ID/set-group-ID on write, truncate and

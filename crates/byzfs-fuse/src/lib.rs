@@ -103,7 +103,6 @@ mod reclaim;
 mod session;
 
 use crate::fsclient::FsClient;
-use anyhow::{bail, Context as _};
 use attrs::{AttrCache, Effect};
 use byzfs_fs::attr::{SetTime, Timestamp};
 use byzfs_fs::op::XattrSet;
@@ -115,19 +114,18 @@ use byzfs_fs::{
 use byzfs_net::cluster::ClusterConfig;
 use byzfs_net::keygen::{client_key_path, DEFAULT_CLIENT};
 use byzfs_net::ClientCredential;
-use cluster::*;
-use convert::*;
+use cluster::{invoke, invoke_once, send_held, spawn_background};
+use convert::{errno, file_attr, kind, negative_entry, timestamp};
 use fuser::{
     AccessFlags, FileAttr, Filesystem, Generation, INodeNo, MountOption, OpenFlags, RenameFlags,
     ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyStatfs,
     ReplyWrite, TimeOrNow, WriteFlags,
 };
 use gather::Gather;
-use orphans::*;
+use orphans::{hide_if_open, own_credentials, to_orphans};
 pub use session::{check_fuse, check_mountpoint, mount, MountOptions, Mounted};
 use std::collections::{BTreeMap, HashMap};
 use std::ffi::OsStr;
-use std::os::unix::ffi::OsStrExt as _;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};

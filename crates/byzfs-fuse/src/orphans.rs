@@ -1,7 +1,9 @@
 //! Open files that are removed through this mount: hidden under `.byzfs-silly-…` names in
 //! the orphan directory (or their own directory) until their last close.
 
-use super::*;
+use super::{
+    invoke, locks, Credentials, Errno, FileHandle, FileType, FsResult, Inner, Op, Reply, ORPHANS,
+};
 
 /// NFS-style silly rename: if `dir/name` is a file with one link that this mount has open,
 /// renames it to a hidden name instead of removing it, so the open file keeps working; it is

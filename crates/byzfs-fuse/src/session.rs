@@ -1,7 +1,12 @@
 //! The mount session: checking that FUSE and the mount point are usable, mounting (the
 //! cluster connection, the adapter's state, the background thread) and unmounting.
 
-use super::*;
+use super::{
+    client_key_path, delegations, groups, locks, reclaim, spawn_background, Arc, AttrCache,
+    BTreeMap, ByzFuse, ClientCredential, ClusterConfig, Duration, FsClient, Gather, HashMap, Inner,
+    Known, MountOption, Mutex, OnceLock, Path, PathBuf, DEFAULT_CLIENT, MAX_IO, WRITE_OVERHEAD,
+};
+use anyhow::{bail, Context as _};
 
 /// How to mount (the flags `byzfs mount` and `byzfs up --mount` share).
 pub struct MountOptions {
@@ -18,7 +23,7 @@ pub struct MountOptions {
     /// its `close` or `fsync` (`gather.rs`).
     pub sync_writes: bool,
     /// How long attributes and names (missing ones too) are cached
-    /// ([`DEFAULT_CACHE_TIMEOUT`]).
+    /// ([`crate::DEFAULT_CACHE_TIMEOUT`]).
     pub cache_timeout: Duration,
 }
 

@@ -1,7 +1,10 @@
 //! The clients: correct ones invoking their workload and checked by the oracle, and faulty
 //! ones misbehaving on their own clock.
 
-use super::*;
+use super::{
+    describe_op, trace_line, ClientAction, Clock, Dest, Ev, KvResult, Phase, ReplicaId, Sim, Time,
+    MS,
+};
 
 impl Sim {
     pub(super) fn after_client_step(&mut self, idx: usize) {

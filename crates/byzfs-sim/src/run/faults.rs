@@ -1,7 +1,10 @@
 //! The fault director: applying the plan's timed faults (partitions, crashes, power cuts,
 //! twins, clock steps, ...) and their follow-ups, and the directed view-change history.
 
-use super::*;
+use super::{
+    partition, rng, trace_line, vc_history, Ev, Fault, FollowUp, NodeIdx, Phase, ReplicaId, Rng,
+    Role, Sim, SimRng, Target, Time, VcHistory, MS,
+};
 
 /// The fault director's state: its random stream for faults drawn while running, which side
 /// of a twin each replica hears, and the directed view-change history, if the family has one.

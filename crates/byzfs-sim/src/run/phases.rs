@@ -1,7 +1,7 @@
 //! The phases after the safety phase: healing for the liveness phase, then waiting until
 //! every correct client finished its quota and lagging replicas caught up, or the bound.
 
-use super::*;
+use super::{trace_line, ClientProgress, Ev, Lagging, Liveness, NetFaults, Phase, Role, Seq, Sim};
 
 /// Which phase the run is in and how far the end of the liveness phase is.
 pub(super) struct Phases {

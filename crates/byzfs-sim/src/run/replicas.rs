@@ -1,7 +1,11 @@
 //! Stepping a replica instance: its input, the actions it drains (sends, durable records,
 //! events, timers), its disk (synced and unsynced records), crashes and restarts.
 
-use super::*;
+use super::{
+    fresh_replica, restart_with_state, substream, trace_line, Action, Arc, Ctx, Dest, Ev, Event,
+    FollowUp, Frame, Input, KvService, Mutation, Outgoing, PersistRecord, Purpose, ReplicaId, Rng,
+    Role, Sim, StoreRecord, Tag, Time, Unsynced,
+};
 
 impl Sim {
     pub(super) fn step_replica(&mut self, inst: usize, input: Input<'_>) {

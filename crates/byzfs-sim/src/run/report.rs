@@ -1,6 +1,6 @@
 //! The run's report: the verdicts of the checkers and the run's figures.
 
-use super::*;
+use super::{Role, RunReport, RunStats, Sim};
 
 impl Sim {
     pub(super) fn report(self) -> RunReport {

@@ -1,7 +1,14 @@
 //! The simulated world: building it from the plan, its event loop (one event at a time, in
 //! time order), the network between nodes, and replicas busy executing (`slow-execution`).
 
-use super::*;
+use super::{
+    describe, durability, fresh_replica, scenario, stream, substream, trace_line, Adversary, Arc,
+    BTreeMap, BadClient, BadClientNode, Client, ClientId, ClientNode, Clock, Dest, Director,
+    Duration, Ev, EventQueue, Fate, Forger, Input, KvService, Mutation, Network, NodeIdx, Oracle,
+    Phase, Phases, Purpose, ReplicaId, ReplicaNode, ReplicaProgress, Rng, Role, RunConfig, Sim,
+    SimRng, TestKeys, Time, Topology, Trace, VecDeque, Workload, BAD_CLIENT_ID_BASE, BUDGET,
+    CLIENT_ID_BASE,
+};
 
 /// The simulated world: virtual time, the event queue, the network and its topology, the
 /// nodes, and replicas busy executing.

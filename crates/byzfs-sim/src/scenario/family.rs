@@ -10,7 +10,10 @@
 //! A plan function gets the seed's `Faults` stream, the parameters the sweep drew (it may
 //! change them), the plan so far (every replica correct, no fault), `n` and `f`.
 
-use super::faults::*;
+use super::faults::{
+    byzantine, clock_steps, light_net, maybe_amnesiac, noisy_net, partitions, power_cuts,
+    skewed_clocks, slow_links, twin_with_links,
+};
 use super::{Params, Plan, SlowExecution, MS, S};
 use crate::byzantine::StrategyKind;
 use crate::checker::Role;
