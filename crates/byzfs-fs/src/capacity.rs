@@ -21,7 +21,8 @@
 //! cluster by reporting no room. The cost: a correct replica whose disk is the smallest of
 //! all may fill before the cluster answers `ENOSPC`; it then stops as a crashed replica
 //! would, one of the `f` faults the cluster tolerates, and its operator sees why in its log
-//! and in `byzfs status` (ARCHITECTURE.md, Deviation 28).
+//! (`crates/byzfs/src/capacity_report.rs` warns after each report; ARCHITECTURE.md,
+//! Deviation 28).
 //!
 //! The inode limit scales with the byte capacity (the configured `max_inodes` at the
 //! configured capacity).

@@ -230,7 +230,7 @@ fn disk_mode_primary_keeps_view_0_after_a_kill_and_gives_it_up_after_a_power_cut
         let views = |s: &[byzfs_net::NodeStatus]| s.iter().map(|x| x.view).collect::<Vec<u64>>();
         if reboot {
             // Replica 0 could not know which proposals it lost: it gave view 0 up, and the
-            // others followed when the first request found no primary.
+            // others followed it at once (ARCHITECTURE.md Deviation 24).
             let s = p.wait_until("every replica past view 0", |s| {
                 s.iter().all(|x| x.view >= 1)
             });
