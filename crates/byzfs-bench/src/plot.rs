@@ -81,13 +81,30 @@ pub fn throughput(path: &Path, rows: &[Row]) -> anyhow::Result<()> {
             .draw_series(pts.into_iter().map(|p| Circle::new(p, 3, color.filled())))
             .map_err(|e| err(&e))?;
     }
+    legend_and_write(&mut chart, &root, SeriesLabelPosition::UpperLeft, path)
+}
+
+/// A chart of this file: f64 × f64 coordinates on the SVG backend.
+type Chart<'a, 'b> = ChartContext<
+    'a,
+    SVGBackend<'b>,
+    Cartesian2d<plotters::coord::types::RangedCoordf64, plotters::coord::types::RangedCoordf64>,
+>;
+
+/// Draws `chart`'s legend at `at` and writes `root` to `path`.
+fn legend_and_write<'a, 'b: 'a>(
+    chart: &mut Chart<'a, 'b>,
+    root: &DrawingArea<SVGBackend<'b>, plotters::coord::Shift>,
+    at: SeriesLabelPosition,
+    path: &Path,
+) -> anyhow::Result<()> {
     chart
         .configure_series_labels()
         .background_style(WHITE.mix(0.8))
         .border_style(BLACK)
-        .position(SeriesLabelPosition::UpperLeft)
+        .position(at)
         .draw()
-        .map_err(|e| err(&e))?;
+        .map_err(|e| anyhow::anyhow!("cannot draw {}: {e}", path.display()))?;
     root.present()
         .with_context(|| format!("cannot write {}", path.display()))?;
     Ok(())
@@ -125,15 +142,27 @@ pub fn bars(
         .build_cartesian_2d(0.0..slots, -0.12..1.12)
         .map_err(|e| err(&e))?;
     let width_of_bar = 0.8 / series.len().max(1) as f64;
+    // Each bar's height, its group scaled to the group's largest value.
+    let heights: Vec<Vec<Option<f64>>> = groups
+        .iter()
+        .map(|g| {
+            let max = g.bars.iter().flatten().map(|b| b.0).fold(0.0, f64::max);
+            g.bars
+                .iter()
+                .map(|b| {
+                    b.as_ref()
+                        .map(|(v, _)| if max > 0.0 { v / max } else { 0.0 })
+                })
+                .collect()
+        })
+        .collect();
     for (si, name) in series.iter().enumerate() {
         let color = Palette99::pick(si).to_rgba();
         let mut rects = Vec::new();
-        for (gi, g) in groups.iter().enumerate() {
-            let max = g.bars.iter().flatten().map(|b| b.0).fold(0.0, f64::max);
-            let Some(Some((v, _))) = g.bars.get(si) else {
+        for (gi, g) in heights.iter().enumerate() {
+            let Some(Some(h)) = g.get(si).copied() else {
                 continue;
             };
-            let h = if max > 0.0 { v / max } else { 0.0 };
             let x = gi as f64 + 0.1 + si as f64 * width_of_bar;
             rects.push(Rectangle::new(
                 [(x, 0.0), (x + width_of_bar * 0.9, h)],
@@ -148,10 +177,10 @@ pub fn bars(
     }
     let mut texts = Vec::new();
     for (gi, g) in groups.iter().enumerate() {
-        let max = g.bars.iter().flatten().map(|b| b.0).fold(0.0, f64::max);
         for (si, bar) in g.bars.iter().enumerate() {
-            let Some((v, text)) = bar else { continue };
-            let h = if max > 0.0 { v / max } else { 0.0 };
+            let (Some((_, text)), Some(Some(h))) = (bar, heights[gi].get(si).copied()) else {
+                continue;
+            };
             let x = gi as f64 + 0.1 + si as f64 * width_of_bar;
             texts.push(Text::new(text.clone(), (x, h + 0.05), ("sans-serif", 9)));
         }
@@ -163,14 +192,5 @@ pub fn bars(
     }
     texts.push(Text::new(note.to_string(), (0.0, 1.1), ("sans-serif", 10)));
     chart.draw_series(texts).map_err(|e| err(&e))?;
-    chart
-        .configure_series_labels()
-        .background_style(WHITE.mix(0.8))
-        .border_style(BLACK)
-        .position(SeriesLabelPosition::UpperRight)
-        .draw()
-        .map_err(|e| err(&e))?;
-    root.present()
-        .with_context(|| format!("cannot write {}", path.display()))?;
-    Ok(())
+    legend_and_write(&mut chart, &root, SeriesLabelPosition::UpperRight, path)
 }
