@@ -85,38 +85,36 @@ fn backup_prepares_then_commits_then_executes() {
             }),
         ),
     );
-    let out = drain(&mut b);
-    // Persist P-info, then tentative execution (reply, Executed event), then COMMIT.
-    let committed_at = out
-        .iter()
-        .position(|a| matches!(a, Action::Persist(PersistRecord::Committed { seq: 1, .. })))
-        .expect("P-info persisted");
-    let reply_at = out
-        .iter()
-        .position(|a| matches!(a, Action::SendClient { .. }))
-        .expect("tentative reply");
-    assert!(
-        committed_at < reply_at,
-        "the tentative reply waits for durable P-info"
-    );
-    let msgs = sent(&out);
-    assert!(
-        matches!(&msgs[0], Message::Reply(r) if r.tentative && r.rid == 1 && r.result == Some(1u64.to_le_bytes().to_vec()))
-    );
+    // Persist P-info, then the tentative reply (it waits for the durable P-info), then COMMIT.
+    let result = 1u64.to_le_bytes().to_vec();
     assert_eq!(
-        msgs[1],
-        Message::Commit(Commit {
-            view: 0,
-            seq: 1,
-            digest: d,
-            replica: 1
-        })
+        outputs(drain(&mut b)),
+        vec![
+            Out::Persist(PersistRecord::Committed {
+                view: 0,
+                seq: 1,
+                digest: d
+            }),
+            Out::Client(
+                CLIENT,
+                Message::Reply(Reply {
+                    view: 0,
+                    rid: 1,
+                    client: CLIENT,
+                    replica: 1,
+                    tentative: true,
+                    result_digest: Digest::of(&result),
+                    result: Some(result),
+                })
+            ),
+            Out::Broadcast(Message::Commit(Commit {
+                view: 0,
+                seq: 1,
+                digest: d,
+                replica: 1
+            })),
+        ]
     );
-    assert!(out.contains(&Action::Persist(PersistRecord::Committed {
-        view: 0,
-        seq: 1,
-        digest: d
-    })));
     assert_eq!((b.last_tentative(), b.last_executed()), (1, 0));
 
     // Commits from 0 and 2 complete the commit certificate (2f+1 = 3 with our own).
