@@ -49,27 +49,7 @@ fn request_with_a_bad_mac_but_a_good_signature_is_forwarded_and_ordered() {
     let mut p = replica(0, &cfg);
     drain(&mut p);
     p.handle_message(Time(1), &req);
-    let batch = BatchBody {
-        requests: vec![req.clone()],
-        big: vec![],
-        nondet: vec![1],
-    };
-    let d = batch_digest(&batch).unwrap();
-    assert_eq!(
-        outputs(drain(&mut p)),
-        vec![
-            Out::Persist(PersistRecord::Proposed {
-                view: 0,
-                seq: 1,
-                digest: d
-            }),
-            Out::Broadcast(Message::PrePrepare(PrePrepare {
-                view: 0,
-                seq: 1,
-                batch
-            })),
-        ]
-    );
+    assert_eq!(outputs(drain(&mut p)), proposal_of(req.clone()));
     assert_eq!(p.stats().client_signatures_verified, 1);
     assert!(!p.is_blacklisted(CLIENT));
 }

@@ -236,6 +236,29 @@ fn outputs(actions: Vec<Action>) -> Vec<Out> {
         .collect()
 }
 
+/// What a view-0 primary outputs when it orders `req` alone at seq 1: its promise (a driver
+/// need not sync it before the send), then the PRE-PREPARE.
+fn proposal_of(req: Vec<u8>) -> Vec<Out> {
+    let batch = BatchBody {
+        requests: vec![req],
+        big: vec![],
+        nondet: vec![1],
+    };
+    let digest = batch_digest(&batch).unwrap();
+    vec![
+        Out::Persist(PersistRecord::Proposed {
+            view: 0,
+            seq: 1,
+            digest,
+        }),
+        Out::Broadcast(Message::PrePrepare(PrePrepare {
+            view: 0,
+            seq: 1,
+            batch,
+        })),
+    ]
+}
+
 fn decode(bytes: &[u8]) -> Message {
     Frame::parse(bytes, 1 << 24).unwrap().decode().unwrap()
 }

@@ -10,28 +10,7 @@ fn primary_orders_a_request_with_persist_then_pre_prepare() {
     drain(&mut p);
     let req = request(&cfg, 1, b"w", false);
     p.handle_message(Time(10), &req);
-    let batch = BatchBody {
-        requests: vec![req],
-        big: vec![],
-        nondet: vec![1],
-    };
-    let d = batch_digest(&batch).unwrap();
-    // The primary's promise (a driver need not sync it before the send), then the proposal.
-    assert_eq!(
-        outputs(drain(&mut p)),
-        vec![
-            Out::Persist(PersistRecord::Proposed {
-                view: 0,
-                seq: 1,
-                digest: d
-            }),
-            Out::Broadcast(Message::PrePrepare(PrePrepare {
-                view: 0,
-                seq: 1,
-                batch
-            })),
-        ]
-    );
+    assert_eq!(outputs(drain(&mut p)), proposal_of(req));
 }
 
 #[test]
