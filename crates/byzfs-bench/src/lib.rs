@@ -9,6 +9,8 @@
 //! Each starts what it needs, prints a table and writes JSON rows (and SVG plots); the
 //! commands and current results are in docs/BENCHMARKS.md.
 
+pub(crate) mod cpu;
 pub mod fs;
 pub mod loopback;
 pub mod plot;
+pub(crate) mod procs;

@@ -1,6 +1,7 @@
 //! Smoke test of `byzfs bench andrew|postmark|largefile`: real processes, small sizes,
-//! targets local and passthrough (bindfs), and ByzFS (`byzfs up` + `byzfs mount`) for Andrew. Skipped, with a message, where FUSE, bindfs or
-//! postmark are missing (CI installs them: `.ci/run`).
+//! targets local and passthrough (bindfs), and ByzFS (its replicas and `byzfs mount`) for
+//! Andrew. Skipped, with a message, where FUSE, bindfs or postmark are missing (CI installs
+//! them: `.ci/run`).
 
 use std::path::Path;
 use std::process::Command;
@@ -189,28 +190,26 @@ fn andrew_postmark_largefile_on_local_and_passthrough() {
     no_mounts_left(&work);
 }
 
-/// A stand-in for `byzfs up --service fs` and `byzfs mount`: records its arguments; `up`
-/// says it is up and waits; `mount [--strict] --config C MNT` serves MNT with bindfs until
+/// A stand-in for `byzfs mount`: records its arguments; `mount [--strict|--unreplicated]
+/// --config C MNT` checks that the cluster file exists and serves MNT with bindfs until
 /// SIGTERM.
-const FAKE_BYZFS: &str = r#"#!/bin/sh
+const FAKE_MOUNT: &str = r#"#!/bin/sh
 echo "$@" >> "$FAKE_LOG"
 trap 'exit 0' TERM INT
-if [ "$1" = up ]; then
-    echo "Press Ctrl-C to stop"
-    while :; do sleep 0.1; done
-fi
 [ "$1" = mount ] || exit 2
-[ "$2" = --strict ] && shift
+case "$2" in --strict|--unreplicated) shift ;; esac
+[ -f "$3" ] || exit 3
 B="$(dirname "$3")/backing"
 mkdir -p "$B" && bindfs "$B" "$4" || exit 1
 trap 'fusermount3 -u "$4"; exit 0' TERM INT
 while :; do sleep 0.1; done
 "#;
 
-/// The ByzFS/NO-REP hook end to end with a stand-in for `byzfs up` and `byzfs mount`: the
-/// arguments, mount detection, CPU accounting, ratios, what is skipped, stopping on drop.
+/// The ByzFS and NO-REP targets end to end with real servers and a stand-in for `byzfs
+/// mount`: the mount's arguments, mount detection, CPU accounting, ratios, what is skipped,
+/// stopping on drop.
 #[test]
-fn cluster_hook_with_a_stand_in_up() {
+fn cluster_targets_with_a_stand_in_mount() {
     if let Some(why) = missing_tools() {
         eprintln!("SKIPPED fsbench hook test: {why}");
         return;
@@ -221,14 +220,14 @@ fn cluster_hook_with_a_stand_in_up() {
     let src = tmp.path().join("src");
     std::fs::create_dir_all(src.join("d")).unwrap();
     std::fs::write(src.join("d/f.c"), "int main(void) { return 0; }\n").unwrap();
-    let fake = tmp.path().join("fake-byzfs");
-    std::fs::write(&fake, FAKE_BYZFS).unwrap();
+    let fake = tmp.path().join("fake-mount");
+    std::fs::write(&fake, FAKE_MOUNT).unwrap();
     std::fs::set_permissions(&fake, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     let log = tmp.path().join("args.log");
     let json = tmp.path().join("hook.json");
 
     let out = Command::new(BIN)
-        .env("BYZFS_FSBENCH_UP", &fake)
+        .env("BYZFS_FSBENCH_MOUNT", &fake)
         .env("FAKE_LOG", &log)
         .args(["bench", "andrew", "--targets", "byzfs,norep,local"])
         .args(["--ro-lookups", "off,on", "--durability", "memory"])
@@ -243,8 +242,7 @@ fn cluster_hook_with_a_stand_in_up() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stdout}\n{stderr}");
-    // Nothing is skipped. NO-REP is the real thing (it does not go through the stand-in:
-    // `byzfs unreplicated` + `byzfs mount --unreplicated`).
+    // Nothing is skipped.
     assert!(!stderr.contains("skipping target"), "{stderr}");
     let report: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
@@ -268,23 +266,18 @@ fn cluster_hook_with_a_stand_in_up() {
         .find(|r| r["target"] == "byzfs-ro" && r["metric"] == "server cpu")
         .unwrap();
     assert!(server_cpu["median"].as_f64().unwrap() >= 0.0);
+    // One mount per target, each given its target's cluster file: strict lookups for
+    // `byzfs`, the read-only optimisation for `byzfs-ro`, the plain client for NO-REP.
     let args = std::fs::read_to_string(&log).unwrap();
-    let lines: Vec<&str> = args.lines().collect();
-    // byzfs (strict) and byzfs-ro: one `up` and one `mount` each, strict with `--strict`.
-    assert_eq!(lines.len(), 4, "{args}");
-    let up = "up --service fs --replicas 4 --base-port 0 --durability memory --dir ";
-    assert_eq!(
-        lines.iter().filter(|l| l.starts_with(up)).count(),
-        2,
-        "{args}"
-    );
-    let mounts: Vec<&&str> = lines.iter().filter(|l| l.starts_with("mount ")).collect();
-    assert_eq!(mounts.len(), 2, "{args}");
-    assert!(mounts.iter().all(|l| l.contains("cluster.toml ")), "{args}");
-    let strict = mounts
-        .iter()
-        .filter(|l| l.starts_with("mount --strict --config "))
-        .count();
-    assert_eq!(strict, 1, "{args}");
+    let mut kinds: Vec<&str> = args
+        .lines()
+        .map(|l| {
+            let rest = l.strip_prefix("mount ").expect(l);
+            assert!(rest.contains("/cluster/cluster.toml "), "{args}");
+            rest.split(' ').next().unwrap()
+        })
+        .collect();
+    kinds.sort();
+    assert_eq!(kinds, ["--config", "--strict", "--unreplicated"], "{args}");
     no_mounts_left(&work);
 }

@@ -19,7 +19,6 @@
 //! [`FsbenchCommand`] and `bench::BenchCommand` into one subcommand enum.
 
 mod andrew;
-mod cpu;
 mod diskio;
 mod largefile;
 mod postmark;

@@ -1,8 +1,9 @@
 //! Running every target, and the results: tables, ratios, `--json` rows, SVG bar charts.
 
+use super::diskio;
 use super::target::{TargetSpec, Targets};
 use super::CommonArgs;
-use super::{cpu, diskio};
+use crate::cpu;
 use anyhow::Context as _;
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;

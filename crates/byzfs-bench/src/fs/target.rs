@@ -3,8 +3,8 @@
 //! - `local`: a directory on local disk (under `--work-dir`).
 //! - `passthrough`: `bindfs BACKING MNT`, a plain FUSE passthrough of a local directory: the
 //!   cost of going through FUSE at all, with no replication and no network.
-//! - `norep`, `byzfs`: a local cluster mounted through FUSE by [`mount_cluster`] (the hook for
-//!   the ByzFS mount; see its documentation).
+//! - `norep`, `byzfs`: servers started by the benchmarks' one launcher (`crate::procs`) and
+//!   mounted through FUSE by `byzfs mount` ([`mount_cluster`]).
 //!
 //! Every target is a [`Mounted`]: a directory plus a guard that unmounts and stops what was
 //! started, and removes the backing store, when dropped, so every error path cleans up.
@@ -17,10 +17,12 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use super::{CommonArgs, OnOff};
+use crate::procs::{Launch, Servers, Service, System};
 
 /// How long a FUSE mount gets to appear.
 const MOUNT_TIMEOUT: Duration = Duration::from_secs(60);
-/// How long a stopped cluster gets to exit after SIGTERM before it is killed.
+/// How long a stopped `byzfs mount` gets to exit (and unmount) after SIGTERM before it is
+/// killed.
 const STOP_TIMEOUT: Duration = Duration::from_secs(15);
 
 /// A kind of target.
@@ -43,15 +45,6 @@ pub enum Durability {
     Disk,
     /// In memory only (the seed's BFS-nr writes nothing to disk before replying).
     Memory,
-}
-
-impl Durability {
-    fn as_str(self) -> &'static str {
-        match self {
-            Durability::Disk => "disk",
-            Durability::Memory => "memory",
-        }
-    }
 }
 
 /// One target to measure: a kind and its options.
@@ -137,8 +130,8 @@ impl TargetSpec {
 pub struct Mounted {
     /// The directory to run the workload in (empty when started).
     pub dir: PathBuf,
-    /// The server processes (bindfs; `byzfs up`, its replicas and the `byzfs mount`
-    /// daemon), whose CPU time is charged to the target.
+    /// The server processes (bindfs; the replicas or the NO-REP server, and the `byzfs
+    /// mount` daemon), whose CPU time is charged to the target.
     pub servers: Vec<i32>,
     /// Those of `servers` that are the FUSE daemon (bindfs; `byzfs mount`, where the BFT
     /// or plain client runs), so that tables can tell the client side of a mount from the
@@ -147,41 +140,19 @@ pub struct Mounted {
     guard: Guard,
 }
 
-impl Mounted {
-    /// A mount started by some other code: `dir` is used as is, `servers` are the processes
-    /// serving it, and `on_drop` runs when the target is dropped (it must unmount and stop
-    /// whatever it started).
-    #[allow(
-        dead_code,
-        reason = "for an in-process ByzFS mount hook; see mount_cluster"
-    )]
-    pub fn custom(dir: PathBuf, servers: Vec<i32>, on_drop: Box<dyn FnOnce() + Send>) -> Mounted {
-        Mounted {
-            dir,
-            servers,
-            fuse: Vec::new(),
-            guard: Guard::Custom(Some(on_drop)),
-        }
-    }
-}
-
 enum Guard {
     /// Remove this directory.
     Dir(PathBuf),
     /// Unmount `mnt` (FUSE), then remove `inst`.
-    Fuse {
-        mnt: PathBuf,
-        inst: PathBuf,
-    },
-    /// Stop `byzfs mount` (which unmounts), make sure `mnt` is unmounted, stop `byzfs up`
-    /// (and its replicas), remove `inst`.
+    Fuse { mnt: PathBuf, inst: PathBuf },
+    /// Stop `byzfs mount` (which unmounts), make sure `mnt` is unmounted, stop the
+    /// servers, remove `inst`.
     Cluster {
-        up: Child,
+        servers: Box<Servers>,
         mount: Option<Child>,
         mnt: PathBuf,
         inst: PathBuf,
     },
-    Custom(Option<Box<dyn FnOnce() + Send>>),
 }
 
 impl Drop for Mounted {
@@ -194,7 +165,7 @@ impl Drop for Mounted {
                 remove_tree(inst);
             }
             Guard::Cluster {
-                up,
+                servers,
                 mount,
                 mnt,
                 inst,
@@ -204,13 +175,8 @@ impl Drop for Mounted {
                 }
                 fuse_unmount(mnt);
                 live_mounts().retain(|m| m != mnt);
-                stop_child(up);
+                servers.stop();
                 remove_tree(inst);
-            }
-            Guard::Custom(f) => {
-                if let Some(f) = f.take() {
-                    f()
-                }
             }
         }
     }
@@ -351,17 +317,18 @@ fn start_bindfs(inst: &Path) -> anyhow::Result<Mounted> {
     wait_mounted(&mounted.dir, None, &log)?;
     // bindfs forked into the background: find it by its command line.
     let want = mounted.dir.to_string_lossy().into_owned();
-    mounted.servers = super::cpu::pids_where(|argv| {
+    mounted.servers = crate::cpu::pids_where(|argv| {
         argv.first().is_some_and(|a| a.ends_with("bindfs")) && argv.contains(&want)
     });
     mounted.fuse = mounted.servers.clone();
     Ok(mounted)
 }
 
-/// Environment variable naming the program [`mount_cluster`] runs instead of this binary.
-pub const UP_ENV: &str = "BYZFS_FSBENCH_UP";
+/// Environment variable naming the program [`mount_cluster`] runs as `byzfs mount` instead
+/// of this binary (the tests use a stand-in).
+pub const MOUNT_ENV: &str = "BYZFS_FSBENCH_MOUNT";
 
-/// What the ByzFS/NO-REP mount hook is asked for.
+/// What the ByzFS/NO-REP target is asked for.
 #[derive(Debug, Clone)]
 pub struct ClusterMountOptions {
     /// `true`: ByzFS (3f+1 replicas, f = 1); `false`: NO-REP (one unreplicated server, same
@@ -377,92 +344,63 @@ pub struct ClusterMountOptions {
     pub dir: PathBuf,
 }
 
-/// The hook for the ByzFS and NO-REP targets: starts a local cluster, mounts it through
-/// FUSE, and returns the mount directory with a guard that stops it all.
+/// The ByzFS and NO-REP targets: starts the servers with the benchmarks' one launcher
+/// ([`Servers`], the file service, in `DIR/cluster`), then mounts them through FUSE with
+/// `byzfs mount --config DIR/cluster/cluster.toml DIR/mnt` (`--strict` when lookups are
+/// ordered, `--unreplicated` for NO-REP) until the mount point appears. On drop: SIGTERM
+/// to `byzfs mount` (it unmounts), `fusermount3 -u` if the mount is still there, then the
+/// servers stop. The mount program is this binary, or `$BYZFS_FSBENCH_MOUNT` if set.
 ///
-/// ByzFS: `byzfs up --service fs` with the arguments of [`cluster_up_args`] (4 replicas on
-/// loopback) until it prints "Press Ctrl-C", then `byzfs mount --config CLUSTER.toml MNT`
-/// until `MNT` is a mount point. On drop: SIGTERM to `byzfs mount` (it unmounts),
-/// `fusermount3 -u` if the mount is still there, SIGTERM to `byzfs up` (it stops its
-/// replicas; SIGKILL after [`STOP_TIMEOUT`]). The program is this binary, or
-/// `$BYZFS_FSBENCH_UP` if set (the tests use a stand-in).
-///
-/// NO-REP: see [`mount_unreplicated`]. Strict lookups (`ro_lookups` false): `byzfs mount
-/// --strict`, which orders every operation.
+/// NO-REP is `byzfs unreplicated --service fs` with MACs, as the mount's plain client
+/// expects: the same file service, transport, wire format and FUSE adapter as ByzFS, one
+/// process, with the same `--durability` as the replicas (in `disk` mode it stores and
+/// fsyncs every executed request before replying, one group commit per turn).
 pub fn mount_cluster(opts: &ClusterMountOptions) -> anyhow::Result<Mounted> {
-    if !opts.replicated {
-        // One server: the read-only optimisation does not apply.
-        return mount_unreplicated(opts);
-    }
-    let exe = match std::env::var_os(UP_ENV) {
+    let exe = match std::env::var_os(MOUNT_ENV) {
         Some(p) if !p.is_empty() => PathBuf::from(p),
         _ => std::env::current_exe().context("locating the byzfs binary")?,
     };
     check_fuse()?;
+    let system = if opts.replicated {
+        System::Byzfs
+    } else {
+        System::UnreplicatedMac
+    };
+    let launch = Launch {
+        protocol: byzfs_bft::Config::new(1),
+        disk: opts.durability == Durability::Disk,
+        tcp_only: opts.tcp_only,
+        service: Service::Fs,
+    };
+    let cdir = opts.dir.join("cluster");
+    fs::create_dir_all(&cdir)?;
+    let servers =
+        byzfs_net::signals::runtime()?.block_on(Servers::start(system, &cdir, &launch))?;
     let mnt = opts.dir.join("mnt");
     fs::create_dir_all(&mnt)?;
-    let up_log = opts.dir.join("up.log");
-    let mut up = Command::new(&exe)
-        .args(cluster_up_args(opts))
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(fs::File::create(&up_log)?)
-        .spawn()
-        .context("starting `byzfs up --service fs`")?;
-    let stdout = up.stdout.take().expect("piped");
     let mut mounted = Mounted {
         dir: mnt.clone(),
-        servers: Vec::new(),
+        servers: servers.pids(),
         fuse: Vec::new(),
         guard: Guard::Cluster {
-            up,
+            servers: Box::new(servers),
             mount: None,
             mnt: mnt.clone(),
             inst: opts.dir.clone(),
         },
     };
-    let Guard::Cluster { up, mount, .. } = &mut mounted.guard else {
-        unreachable!()
+    let Guard::Cluster { servers, mount, .. } = &mut mounted.guard else {
+        unreachable!("built just above")
     };
-    // Wait for "Press Ctrl-C …", keeping what `up` prints in up.log's stead for errors.
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        use std::io::BufRead as _;
-        for line in std::io::BufReader::new(stdout).lines() {
-            let Ok(line) = line else { break };
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    let start = Instant::now();
-    let mut printed = Vec::new();
-    loop {
-        match rx.recv_timeout(Duration::from_millis(100)) {
-            Ok(line) if line.starts_with("Press Ctrl-C") => break,
-            Ok(line) => printed.push(line),
-            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
-            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
-                let _ = up.wait();
-                bail!("`byzfs up` exited before it was up: {}", last_line(&up_log));
-            }
-        }
-        if start.elapsed() > MOUNT_TIMEOUT {
-            bail!(
-                "`byzfs up` not up after {MOUNT_TIMEOUT:?}: {}",
-                printed.last().map_or("", String::as_str)
-            );
-        }
-    }
-    let up_pid = up.id() as i32;
     let mount_log = opts.dir.join("mount.log");
     let logf = fs::File::create(&mount_log)?;
     let m = mount.insert(
         Command::new(&exe)
             .arg("mount")
-            .args((!opts.ro_lookups).then_some("--strict"))
+            .args((!opts.replicated).then_some("--unreplicated"))
+            .args((opts.replicated && !opts.ro_lookups).then_some("--strict"))
             .arg("--config")
-            .arg(opts.dir.join("cluster").join("cluster.toml"))
+            .arg(servers.config_path())
             .arg(&mnt)
             .stdin(Stdio::null())
             .stdout(logf.try_clone()?)
@@ -473,119 +411,10 @@ pub fn mount_cluster(opts: &ClusterMountOptions) -> anyhow::Result<Mounted> {
     let mount_pid = m.id() as i32;
     live_mounts().push(mnt.clone());
     wait_mounted(&mnt, Some(m), &mount_log)?;
-    // Everything serving the mount: the FUSE daemon, `byzfs up` and its replicas.
-    mounted.servers = super::cpu::descendants(up_pid);
-    mounted.servers.extend([up_pid, mount_pid]);
+    // Everything serving the mount: the replicas (or the server) and the FUSE daemon.
+    mounted.servers.push(mount_pid);
     mounted.fuse = vec![mount_pid];
     Ok(mounted)
-}
-
-/// NO-REP: `byzfs keygen` (a cluster file whose replica 0 address and key the server uses),
-/// `byzfs unreplicated --service fs` until it logs "listening", then `byzfs mount
-/// --unreplicated`. The same file service, transport, wire format and FUSE adapter as ByzFS,
-/// one process, with the same `--durability` as the replicas (in `disk` mode it stores and
-/// fsyncs every executed request before replying, one group commit per turn).
-fn mount_unreplicated(opts: &ClusterMountOptions) -> anyhow::Result<Mounted> {
-    let exe = std::env::current_exe().context("locating the byzfs binary")?;
-    check_fuse()?;
-    let cdir = opts.dir.join("cluster");
-    let keygen = Command::new(&exe)
-        .args(["keygen", "--replicas", "4", "--base-port", "0", "--out"])
-        .arg(&cdir)
-        .args(opts.tcp_only.then_some("--tcp-only"))
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .output()
-        .context("running `byzfs keygen`")?;
-    if !keygen.status.success() {
-        bail!(
-            "`byzfs keygen` failed: {}",
-            String::from_utf8_lossy(&keygen.stderr).trim()
-        );
-    }
-    let config = cdir.join("cluster.toml");
-    let mnt = opts.dir.join("mnt");
-    fs::create_dir_all(&mnt)?;
-    let server_log = opts.dir.join("server.log");
-    let server = Command::new(&exe)
-        .arg("unreplicated")
-        .arg("--config")
-        .arg(&config)
-        .args(["--service", "fs", "--durability", opts.durability.as_str()])
-        .arg("--data")
-        .arg(opts.dir.join("data"))
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(fs::File::create(&server_log)?)
-        .spawn()
-        .context("starting `byzfs unreplicated --service fs`")?;
-    let mut mounted = Mounted {
-        dir: mnt.clone(),
-        servers: Vec::new(),
-        fuse: Vec::new(),
-        guard: Guard::Cluster {
-            up: server,
-            mount: None,
-            mnt: mnt.clone(),
-            inst: opts.dir.clone(),
-        },
-    };
-    let Guard::Cluster { up, mount, .. } = &mut mounted.guard else {
-        unreachable!()
-    };
-    let start = Instant::now();
-    while !fs::read_to_string(&server_log)
-        .unwrap_or_default()
-        .contains("listening")
-    {
-        if let Ok(Some(_)) = up.try_wait() {
-            bail!(
-                "`byzfs unreplicated` exited at start: {}",
-                last_line(&server_log)
-            );
-        }
-        if start.elapsed() > MOUNT_TIMEOUT {
-            bail!("`byzfs unreplicated` not listening after {MOUNT_TIMEOUT:?}");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let server_pid = up.id() as i32;
-    let mount_log = opts.dir.join("mount.log");
-    let logf = fs::File::create(&mount_log)?;
-    let m = mount.insert(
-        Command::new(&exe)
-            .args(["mount", "--unreplicated", "--config"])
-            .arg(&config)
-            .arg(&mnt)
-            .stdin(Stdio::null())
-            .stdout(logf.try_clone()?)
-            .stderr(logf)
-            .spawn()
-            .context("starting `byzfs mount --unreplicated`")?,
-    );
-    let mount_pid = m.id() as i32;
-    live_mounts().push(mnt.clone());
-    wait_mounted(&mnt, Some(m), &mount_log)?;
-    mounted.servers = vec![server_pid, mount_pid];
-    mounted.fuse = vec![mount_pid];
-    Ok(mounted)
-}
-
-/// The arguments of `byzfs up` in [`mount_cluster`], in one place:
-/// `up --service fs --replicas 4 --base-port 0 --durability disk|memory --dir DIR/cluster`.
-pub fn cluster_up_args(opts: &ClusterMountOptions) -> Vec<std::ffi::OsString> {
-    let mut a: Vec<std::ffi::OsString> = ["up", "--service", "fs", "--replicas", "4"]
-        .into_iter()
-        .map(Into::into)
-        .collect();
-    a.extend(["--base-port".into(), "0".into()]);
-    a.extend(["--durability".into(), opts.durability.as_str().into()]);
-    if opts.tcp_only {
-        a.push("--tcp-only".into());
-    }
-    a.push("--dir".into());
-    a.push(opts.dir.join("cluster").into());
-    a
 }
 
 /// SIGTERM, wait up to [`STOP_TIMEOUT`], then SIGKILL.
@@ -662,8 +491,9 @@ fn live_mounts() -> std::sync::MutexGuard<'static, Vec<PathBuf>> {
 
 /// On SIGINT or SIGTERM: unmount the FUSE mounts started here (bindfs runs in its own
 /// session, so Ctrl-C does not reach it and its mount would outlive us), remove `work`, and
-/// exit with status 130. `make`, `postmark` and `byzfs up` are in our process group and get
-/// the terminal's SIGINT themselves (`byzfs up` unmounts on it).
+/// exit with status 130. `make`, `postmark` and `byzfs mount` are in our process group and
+/// get the terminal's SIGINT themselves (`byzfs mount` unmounts on it); the servers stop
+/// when our exit closes their stdin (`--exit-with-parent`).
 fn install_interrupt_cleanup(work: &Path) {
     let work = work.to_path_buf();
     std::thread::spawn(move || {

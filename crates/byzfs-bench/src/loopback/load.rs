@@ -2,8 +2,8 @@
 //! `current_thread` runtime), each invoking the null operation back to back and recording
 //! every latency in its own HDR histogram and every completion in 100 ms buckets.
 
-use super::procs::{Servers, System};
 use super::stats::Recorder;
+use crate::procs::{Servers, System};
 use anyhow::Context as _;
 use byzfs_net::client::UnreplicatedClient;
 use byzfs_net::{ByzClient, ClientCredential, ClusterConfig};

@@ -6,9 +6,10 @@
 
 use super::json::{self, Row};
 use super::load::{self, AnyClient, Length};
-use super::procs::{self, Servers, System};
 use super::stats::{self, Point};
 use super::{durability_name, table, Common, WorkDir};
+use crate::cpu;
+use crate::procs::{Launch, Servers, Service, System};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 use std::process::ExitCode;
@@ -64,9 +65,12 @@ async fn micro(a: MicroArgs) -> anyhow::Result<ExitCode> {
             let servers = Servers::start(
                 system,
                 &dir,
-                &protocol,
-                switches.is_some_and(|w| w.disk),
-                c.tcp_only,
+                &Launch {
+                    protocol,
+                    disk: switches.is_some_and(|w| w.disk),
+                    tcp_only: c.tcp_only,
+                    service: Service::Null,
+                },
             )
             .await?;
             let client = load::connect_all(&servers, 1).await?.pop();
@@ -101,7 +105,7 @@ async fn micro(a: MicroArgs) -> anyhow::Result<ExitCode> {
                 let client = s.client.take().into_iter().collect::<Vec<_>>();
                 let frames0 = s.servers.frames_out().await;
                 let cpu0 = s.servers.cpu_time();
-                let self0 = procs::self_cpu_time();
+                let self0 = cpu::own_time();
                 let (mut back, rec) = load::run(
                     client,
                     *op,
@@ -113,7 +117,7 @@ async fn micro(a: MicroArgs) -> anyhow::Result<ExitCode> {
                 )
                 .await?;
                 let cpu = s.servers.cpu_time().saturating_sub(cpu0);
-                let own = procs::self_cpu_time().saturating_sub(self0);
+                let own = cpu::own_time().saturating_sub(self0);
                 s.client = back.pop();
                 debug_assert_eq!(progress.load(Ordering::Relaxed), rec.ops);
                 // Let the servers publish their final counters (every 100 ms).

@@ -12,7 +12,6 @@
 pub(crate) mod json;
 mod load;
 mod micro;
-mod procs;
 mod stats;
 mod table;
 mod throughput;
@@ -184,10 +183,10 @@ impl Common {
             .collect()
     }
 
-    fn systems(&self) -> anyhow::Result<Vec<procs::System>> {
+    fn systems(&self) -> anyhow::Result<Vec<crate::procs::System>> {
         self.systems
             .iter()
-            .map(|s| procs::System::parse(s))
+            .map(|s| crate::procs::System::parse(s))
             .collect()
     }
 

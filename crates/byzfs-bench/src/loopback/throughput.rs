@@ -5,10 +5,11 @@
 
 use super::json::{self, Row};
 use super::load::{self, AnyClient, Length, NullOp};
-use super::procs::{self, Servers, System};
 use super::stats::{self, Point};
 use super::{durability_name, table, Common, Switches, WorkDir};
+use crate::cpu;
 use crate::plot;
+use crate::procs::{Launch, Servers, Service, System};
 use anyhow::bail;
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
@@ -105,9 +106,12 @@ async fn throughput(a: ThroughputArgs) -> anyhow::Result<ExitCode> {
                         Servers::start(
                             *system,
                             &dir,
-                            &protocol,
-                            switches.is_some_and(|w| w.disk),
-                            c.tcp_only,
+                            &Launch {
+                                protocol: protocol.clone(),
+                                disk: switches.is_some_and(|w| w.disk),
+                                tcp_only: c.tcp_only,
+                                service: Service::Null,
+                            },
                         )
                         .await?,
                     );
@@ -133,7 +137,7 @@ async fn throughput(a: ThroughputArgs) -> anyhow::Result<ExitCode> {
                 let batch0 = s.batching_counters().await;
                 let frames0 = s.frames_out().await;
                 let cpu0 = s.cpu_time();
-                let self0 = procs::self_cpu_time();
+                let self0 = cpu::own_time();
                 let started = Instant::now();
                 let (back, rec, fault) = match kill {
                     None => {
@@ -152,7 +156,7 @@ async fn throughput(a: ThroughputArgs) -> anyhow::Result<ExitCode> {
                     }
                 };
                 let cpu = s.cpu_time().saturating_sub(cpu0);
-                let own = procs::self_cpu_time().saturating_sub(self0);
+                let own = cpu::own_time().saturating_sub(self0);
                 // Let the replicas publish their final counters (every 100 ms).
                 tokio::time::sleep(Duration::from_millis(150)).await;
                 let batch1 = s.batching_counters().await;

@@ -1,6 +1,7 @@
-//! Process orchestration: generate a throw-away cluster directory, start the replica (or
-//! unreplicated server) processes on loopback, wait until they answer, account their CPU
-//! time from `/proc`, kill one, stop them all.
+//! The one process launcher of every benchmark: generate a throw-away cluster directory,
+//! start the replica (or unreplicated server) processes on loopback with the null service
+//! (`bench micro|throughput`) or the file service (`bench andrew|postmark|largefile`, which
+//! then mount it), wait until they answer, account their CPU time, kill one, stop them all.
 //!
 //! Children hold a pipe as stdin and run with `--exit-with-parent`, so none outlives the
 //! benchmark however it ends; they run in their own process group, so a terminal's Ctrl-C
@@ -18,6 +19,8 @@ use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
+
+use crate::cpu;
 
 /// How long servers get to become reachable.
 const READY_TIMEOUT: Duration = Duration::from_secs(20);
@@ -55,6 +58,28 @@ impl System {
     }
 }
 
+/// The replicated service the servers run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Service {
+    /// The null service (`bench micro|throughput`).
+    Null,
+    /// The file service, its root owned by whoever runs the benchmark, so the mount is
+    /// usable (`bench andrew|postmark|largefile`).
+    Fs,
+}
+
+/// How to start a system: everything but which one.
+#[derive(Clone, Debug)]
+pub struct Launch {
+    /// Protocol parameters written into the cluster file.
+    pub protocol: Config,
+    /// `--durability disk` (else `memory`).
+    pub disk: bool,
+    /// No Unix sockets: every link over TCP.
+    pub tcp_only: bool,
+    pub service: Service,
+}
+
 struct Proc {
     id: u32,
     child: Child,
@@ -67,22 +92,18 @@ pub struct Servers {
     pub system: System,
     pub cluster: ClusterConfig,
     pub credential: ClientCredential,
+    config: PathBuf,
     procs: Vec<Proc>,
 }
 
 impl Servers {
-    /// Generates a fresh cluster directory under `dir` (free loopback ports, `protocol`
-    /// parameters) and starts `system` on it.
-    pub async fn start(
-        system: System,
-        dir: &Path,
-        protocol: &Config,
-        disk: bool,
-        tcp_only: bool,
-    ) -> anyhow::Result<Servers> {
+    /// Generates a fresh cluster directory in `dir` (free loopback ports, `launch.protocol`
+    /// parameters; the cluster file is [`Servers::config_path`]) and starts `system` on it.
+    pub async fn start(system: System, dir: &Path, launch: &Launch) -> anyhow::Result<Servers> {
+        let disk = launch.disk;
         let mut opts = KeygenOptions::local(4, "127.0.0.1", 0)?;
-        opts.local_sockets = !tcp_only;
-        opts.protocol = protocol.clone();
+        opts.local_sockets = !launch.tcp_only;
+        opts.protocol = launch.protocol.clone();
         keygen(dir, &opts)?;
         let config = dir.join(CLUSTER_FILE);
         let cluster = ClusterConfig::load(&config)?;
@@ -99,7 +120,12 @@ impl Servers {
             system,
             cluster,
             credential,
+            config: config.clone(),
             procs: Vec::new(),
+        };
+        let service = match launch.service {
+            Service::Null => "null",
+            Service::Fs => "fs",
         };
         for id in ids {
             let log = logs.join(format!("{}-{id}.log", system.name()));
@@ -112,15 +138,20 @@ impl Servers {
                         .arg("--id")
                         .arg(id.to_string())
                         .arg("--service")
-                        .arg("null")
+                        .arg(service)
                         .arg("--durability")
                         .arg(if disk { "disk" } else { "memory" })
                         .arg("--data")
                         .arg(dir.join("data").join(format!("replica-{id}")));
+                    if launch.service == Service::Fs {
+                        cmd.arg("--fs-root-owner").arg(owner()?);
+                    }
                 }
                 System::Unreplicated | System::UnreplicatedMac => {
                     // The same durability as the replicas it is compared with.
                     cmd.arg("unreplicated")
+                        .arg("--service")
+                        .arg(service)
                         .arg("--durability")
                         .arg(if disk { "disk" } else { "memory" })
                         .arg("--data")
@@ -199,13 +230,23 @@ impl Servers {
         }
     }
 
-    /// Total CPU time (user + system) the live server processes have used so far.
-    pub fn cpu_time(&self) -> Duration {
+    /// The cluster file the servers were started with (clients and mounts use it).
+    pub fn config_path(&self) -> &Path {
+        &self.config
+    }
+
+    /// Process ids of the live servers.
+    pub fn pids(&self) -> Vec<i32> {
         self.procs
             .iter()
             .filter(|p| !p.killed)
-            .map(|p| proc_cpu_time(p.child.id()).unwrap_or_default())
-            .sum()
+            .filter_map(|p| i32::try_from(p.child.id()).ok())
+            .collect()
+    }
+
+    /// Total CPU time (user + system) the live server processes have used so far.
+    pub fn cpu_time(&self) -> Duration {
+        cpu::process_time(&self.pids())
     }
 
     /// The status of server `id` (a replica id).
@@ -304,28 +345,10 @@ impl Drop for Servers {
     }
 }
 
-/// utime + stime of process `pid` (all its threads) from `/proc/PID/stat`.
-pub fn proc_cpu_time(pid: u32) -> Option<Duration> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The command name (field 2) is in parentheses and may contain spaces: split after it.
-    let rest = &stat[stat.rfind(')')? + 2..];
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    // Fields 14 and 15 of proc(5) (utime, stime) are 11 and 12 after the name and state.
-    let utime: u64 = fields.get(11)?.parse().ok()?;
-    let stime: u64 = fields.get(12)?.parse().ok()?;
-    let hz = clock_ticks_per_second();
-    Some(Duration::from_nanos(
-        (utime + stime).saturating_mul(1_000_000_000) / hz,
-    ))
-}
-
-/// `USER_HZ`, the unit of `/proc` CPU times: fixed at 100 by the Linux ABI on x86 and arm
-/// whatever the kernel's `CONFIG_HZ` (`sysconf(_SC_CLK_TCK)` reports the same value).
-fn clock_ticks_per_second() -> u64 {
-    100
-}
-
-/// The benchmark's own CPU time (the load generator: clients).
-pub fn self_cpu_time() -> Duration {
-    proc_cpu_time(std::process::id()).unwrap_or_default()
+/// `UID:GID` of this process (the owner of `/proc/self`): the file service's root belongs to
+/// whoever runs the benchmark, as with `byzfs up`.
+fn owner() -> anyhow::Result<String> {
+    use std::os::unix::fs::MetadataExt as _;
+    let m = std::fs::metadata("/proc/self").context("cannot read /proc/self")?;
+    Ok(format!("{}:{}", m.uid(), m.gid()))
 }

@@ -1,8 +1,9 @@
-//! CPU time from `/proc` accounting: the client side (this process and the children it has
-//! waited for, e.g. `make`, `postmark`) and the servers (bindfs, replicas), so tables can put
-//! CPU seconds beside wall time on a shared machine.
+//! CPU time from `/proc` accounting, for every benchmark: the client side (this process
+//! and the children it has waited for, e.g. `make`, `postmark`) and the servers (bindfs,
+//! replicas, the mount), so tables can put CPU seconds beside wall time on a shared machine.
 
 use std::fs;
+use std::time::Duration;
 
 /// Clock ticks per second of `/proc/*/stat` times (`USER_HZ`, 100 on Linux's mainstream
 /// architectures).
@@ -32,6 +33,18 @@ pub fn process_secs(pids: &[i32]) -> f64 {
         .sum()
 }
 
+/// CPU time (user + system) of live processes `pids`, as a [`Duration`].
+pub fn process_time(pids: &[i32]) -> Duration {
+    Duration::from_secs_f64(process_secs(pids))
+}
+
+/// This process's own CPU time (the load generator's clients), without its children.
+pub fn own_time() -> Duration {
+    stat_times("self").map_or(Duration::ZERO, |t| {
+        Duration::from_secs_f64((t[0] + t[1]) as f64 / TICKS_PER_SEC)
+    })
+}
+
 /// Process ids whose command line satisfies `f`.
 pub fn pids_where(f: impl Fn(&[String]) -> bool) -> Vec<i32> {
     let Ok(dir) = fs::read_dir("/proc") else {
@@ -52,33 +65,6 @@ pub fn pids_where(f: impl Fn(&[String]) -> bool) -> Vec<i32> {
         .collect()
 }
 
-/// Every live descendant of `root`.
-pub fn descendants(root: i32) -> Vec<i32> {
-    let Ok(dir) = fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    let parent_of: Vec<(i32, i32)> = dir
-        .filter_map(Result::ok)
-        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
-        .filter_map(|pid| {
-            let s = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-            let ppid = s[s.rfind(')')? + 2..].split(' ').nth(1)?.parse().ok()?;
-            Some((pid, ppid))
-        })
-        .collect();
-    let mut out = Vec::new();
-    let mut frontier = vec![root];
-    while let Some(p) = frontier.pop() {
-        for &(c, pp) in &parent_of {
-            if pp == p && !out.contains(&c) {
-                out.push(c);
-                frontier.push(c);
-            }
-        }
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     #[test]
@@ -94,5 +80,6 @@ mod tests {
             assert!(start.elapsed().as_secs() < 30, "CPU time never advanced");
         }
         assert!(super::process_secs(&[std::process::id() as i32]) >= 0.05);
+        assert!(super::own_time() >= std::time::Duration::from_millis(50));
     }
 }
