@@ -3,12 +3,44 @@
 //! thread (write flushes, lease renewals, delegation recalls, orphan sweeps, reclaim steps).
 
 use super::{
-    decode_result, delegations, gather, locks, own_credentials, reclaim, Credentials, Duration,
-    Effect, Errno, FsResult, Inner, Mutex, Op, Reply, Request, Stamp, SWEEP_EVERY,
+    decode_result, delegations, gather, locks, own_credentials, reclaim, AttrCache, BTreeMap,
+    Credentials, Duration, Effect, Errno, FsClient, FsResult, Gather, HashMap, Inner, Mutex, Op,
+    Reply, Request, Stamp, SWEEP_EVERY,
 };
 
 /// How often a hard mount reports an operation still waiting for the cluster.
 pub(crate) const STILL_WAITING: Duration = Duration::from_secs(10);
+
+/// The cluster and what every call to it passes through: the client and its runtime, the
+/// mount's options for calls, writes held back, the attribute cache the replies fill, the
+/// attributes last seen of each file, and the reclaim bookkeeping. Locks and delegations
+/// borrow this and their own books only (`locks.rs`).
+pub(crate) struct Link {
+    pub(crate) rt: tokio::runtime::Runtime,
+    pub(crate) client: FsClient,
+    /// Operations sent to the cluster, by kind: how many, and the time spent waiting for
+    /// them (logged at unmount: where a workload's round trips and time go).
+    pub(crate) sent: BTreeMap<&'static str, (u64, Duration)>,
+    /// `None`: a hard mount (see [`crate::MountOptions::timeout`]).
+    pub(crate) timeout: Option<Duration>,
+    /// Send read-only operations as ordered requests.
+    pub(crate) strict: bool,
+    /// Writes held back (`gather.rs`).
+    pub(crate) gather: Gather,
+    /// Hold writes back at all (not `--sync-writes`).
+    pub(crate) gather_writes: bool,
+    /// Attributes from the cluster's replies, answering the kernel's `getattr` within the
+    /// cache timeout (`attrs.rs`).
+    pub(crate) attrs: AttrCache,
+    /// The last attributes seen for each inode the kernel holds, to tell at `open` whether
+    /// another client changed the file since.
+    pub(crate) stamps: HashMap<u64, Stamp>,
+    /// The attributes each inode had at its last `open` that let the kernel drop its cached
+    /// pages: an `open` that finds the same ones keeps the pages (`FOPEN_KEEP_CACHE`).
+    pub(crate) opened: HashMap<u64, Stamp>,
+    /// Whether reclaim steps are due (`reclaim.rs`).
+    pub(crate) reclaim: reclaim::Reclaimer,
+}
 
 /// Runs `op` on the cluster with `cred` (no bookkeeping). Waits until the cluster answers,
 /// or up to the soft mount's timeout; the client retransmits meanwhile and its links
@@ -16,36 +48,36 @@ pub(crate) const STILL_WAITING: Duration = Duration::from_secs(10);
 /// operation that grows a file the replicas are still shrinking (`EBUSY`) is sent again
 /// once that file's old tail is gone, and one that may leave space to give back wakes the
 /// background reclaim (`reclaim.rs`).
-pub(crate) fn invoke(inner: &mut Inner, cred: &Credentials, op: Op) -> FsResult {
+pub(crate) fn invoke(link: &mut Link, cred: &Credentials, op: Op) -> FsResult {
     let queues = reclaim::may_queue(&op);
     let r = match reclaim::grows(&op) {
-        Some(fh) => reclaim::invoke_growing(inner, cred, fh, op),
-        None => invoke_once(inner, cred, op),
+        Some(fh) => reclaim::invoke_growing(link, cred, fh, op),
+        None => invoke_once(link, cred, op),
     };
-    inner.reclaim.after(queues && r.is_ok());
+    link.reclaim.after(queues && r.is_ok());
     r
 }
 
 /// [`invoke`] without its `EBUSY` retry and reclaim bookkeeping.
-pub(crate) fn invoke_once(inner: &mut Inner, cred: &Credentials, op: Op) -> FsResult {
+pub(crate) fn invoke_once(link: &mut Link, cred: &Credentials, op: Op) -> FsResult {
     // Writes held back go first: every operation sees them (they are taken, so the
     // recursive call sends nothing else first). The recall poll reads no file: it would
     // otherwise send them every few milliseconds while delegations are held.
     if !matches!(op, Op::Recalls) {
-        if let Some(p) = inner.gather.take() {
-            send_held(inner, p);
+        if let Some(p) = link.gather.take() {
+            send_held(link, p);
         }
     }
     // The flag is only a hint: replicas decide from the operation itself what is read-only.
-    let read_only = op.is_read_only() && !inner.strict;
+    let read_only = op.is_read_only() && !link.strict;
     let name = op.name();
     tracing::trace!(op = name, "send");
     let began = std::time::Instant::now();
     let effect = Effect::of(&op);
     let bytes = Request::new(cred.clone(), op).encode();
-    let timeout = inner.timeout;
-    let client = &mut inner.client;
-    let out = inner.rt.block_on(async {
+    let timeout = link.timeout;
+    let client = &mut link.client;
+    let out = link.rt.block_on(async {
         let start = tokio::time::Instant::now();
         let call = client.invoke(bytes, read_only);
         tokio::pin!(call);
@@ -68,7 +100,7 @@ pub(crate) fn invoke_once(inner: &mut Inner, cred: &Credentials, op: Op) -> FsRe
             }
         }
     });
-    let tally = inner.sent.entry(name).or_default();
+    let tally = link.sent.entry(name).or_default();
     tally.0 += 1;
     tally.1 += began.elapsed();
     let result = match out {
@@ -82,25 +114,24 @@ pub(crate) fn invoke_once(inner: &mut Inner, cred: &Credentials, op: Op) -> FsRe
             Err(Errno::EIO)
         }
     };
-    inner
-        .attrs
+    link.attrs
         .record(effect, &result, std::time::Instant::now());
     result
 }
 
 /// Sends writes held back (`gather.rs`); a failure is kept for the file's next `close` or
 /// `fsync`.
-pub(crate) fn send_held(inner: &mut Inner, p: gather::Pending) {
+pub(crate) fn send_held(link: &mut Link, p: gather::Pending) {
     let ino = p.fh.ino;
     let (cred, op) = p.into_op();
-    match invoke(inner, &cred, op) {
+    match invoke(link, &cred, op) {
         Ok(Reply::Write { attr, .. } | Reply::Attr(attr)) => {
-            inner.stamps.insert(ino, Stamp::of(&attr));
+            link.stamps.insert(ino, Stamp::of(&attr));
         }
-        Ok(_) => inner.gather.failed(ino, Errno::EIO),
+        Ok(_) => link.gather.failed(ino, Errno::EIO),
         Err(e) => {
             tracing::debug!(ino, %e, "held-back writes failed; reported at close or fsync");
-            inner.gather.failed(ino, e);
+            link.gather.failed(ino, e);
         }
     }
 }
@@ -143,23 +174,26 @@ pub(crate) fn spawn_background(
                 let Ok(mut inner) = inner.lock() else {
                     return;
                 };
-                delegations::poll(&mut inner, &cred);
+                let (link, locking, _) = inner.for_locks();
+                delegations::poll(link, &mut locking.delegs, &cred);
                 // One reclaim step per wake-up, the lock released in between.
-                let reclaiming = reclaim::step(&mut inner, &cred);
+                let reclaiming = reclaim::step(&mut inner.link, &cred);
                 if chores.elapsed() >= tick {
                     chores = std::time::Instant::now();
-                    if let Some(p) = inner.gather.take_stale() {
-                        send_held(&mut inner, p);
+                    if let Some(p) = inner.link.gather.take_stale() {
+                        send_held(&mut inner.link, p);
                     }
-                    locks::renew_if_due(&mut inner, &cred);
-                    sweep.step(&mut inner, &cred);
+                    let (link, locking, hidden) = inner.for_locks();
+                    locks::renew_if_due(link, locking, hidden, &cred);
+                    sweep.step(&mut inner.link, &cred);
                     inner
+                        .link
                         .rt
                         .block_on(async { tokio::time::sleep(LINK_DRIVE).await });
                 }
                 nap = if reclaiming {
                     RECLAIM_PAUSE
-                } else if inner.delegs.any() {
+                } else if inner.locking.delegs.any() {
                     delegations::POLL_EVERY
                 } else {
                     tick.saturating_sub(chores.elapsed())
@@ -186,13 +220,13 @@ pub(crate) struct Sweep {
 }
 
 impl Sweep {
-    fn step(&mut self, inner: &mut Inner, cred: &Credentials) {
+    fn step(&mut self, link: &mut Link, cred: &Credentials) {
         let now = std::time::Instant::now();
         if self.at.is_none() && self.next.is_some_and(|t| now < t) {
             return;
         }
         let after = self.at.unwrap_or(0);
-        self.at = match invoke(inner, cred, Op::SweepOrphans { after }) {
+        self.at = match invoke(link, cred, Op::SweepOrphans { after }) {
             Ok(Reply::Swept { removed, next }) => {
                 if removed > 0 {
                     tracing::info!(removed, "swept files that dead mounts left hidden");

@@ -15,7 +15,7 @@
 //!   recalled is locked at the replicas for [`CONTENDED_FOR`]: two mounts taking turns on
 //!   one file would otherwise pass its delegation back and forth at every lock.
 
-use super::{invoke, Inner};
+use super::{invoke, Link};
 use byzfs_fs::delegation::Returned;
 use byzfs_fs::lock::{self, Held as Lock, LockInfo, LockKind, LockOwner};
 use byzfs_fs::{Credentials, Errno, FileHandle, Op, Reply};
@@ -203,8 +203,14 @@ impl Delegations {
 /// Gives `ino`'s delegation back with the locks held on it now (`recalled`: the file is
 /// contended, so it stays at the replicas for a while). On a transient failure it stays
 /// held, to be given back at the next poll.
-pub(super) fn give_back(inner: &mut Inner, cred: &Credentials, ino: u64, recalled: bool) {
-    let Some(d) = inner.delegs.held.get(&ino) else {
+pub(super) fn give_back(
+    link: &mut Link,
+    delegs: &mut Delegations,
+    cred: &Credentials,
+    ino: u64,
+    recalled: bool,
+) {
+    let Some(d) = delegs.held.get(&ino) else {
         return;
     };
     let fh = d.fh;
@@ -219,14 +225,14 @@ pub(super) fn give_back(inner: &mut Inner, cred: &Credentials, ino: u64, recalle
             pid: l.pid,
         })
         .collect();
-    match invoke(inner, cred, Op::ReturnDelegation { fh, locks }) {
+    match invoke(link, cred, Op::ReturnDelegation { fh, locks }) {
         Ok(_) => {
-            inner.delegs.held.remove(&ino);
-            inner.delegs.returned += 1;
+            delegs.held.remove(&ino);
+            delegs.returned += 1;
             if recalled {
-                inner.delegs.recalled += 1;
+                delegs.recalled += 1;
                 let now = Instant::now();
-                let contended = &mut inner.delegs.contended;
+                let contended = &mut delegs.contended;
                 if contended.len() >= CONTENDED_KEPT {
                     contended.retain(|_, until| now < *until);
                 }
@@ -235,10 +241,10 @@ pub(super) fn give_back(inner: &mut Inner, cred: &Credentials, ino: u64, recalle
         }
         Err(Errno::ESTALE) => {
             // The file is gone, and its locks with it.
-            inner.delegs.held.remove(&ino);
+            delegs.held.remove(&ino);
         }
         Err(Errno::ENOLCK) => {
-            inner.delegs.held.remove(&ino);
+            delegs.held.remove(&ino);
             tracing::error!(
                 ino,
                 "the cluster dropped this mount's lock delegation of a file: its lease \
@@ -251,37 +257,36 @@ pub(super) fn give_back(inner: &mut Inner, cred: &Credentials, ino: u64, recalle
 
 /// Gives back the delegations the replicas recalled and those left idle (at most every
 /// [`POLL_EVERY`]; from the mount's background thread).
-pub(super) fn poll(inner: &mut Inner, cred: &Credentials) {
-    if !inner.delegs.any() {
+pub(super) fn poll(link: &mut Link, delegs: &mut Delegations, cred: &Credentials) {
+    if !delegs.any() {
         return;
     }
     let now = Instant::now();
-    if inner
-        .delegs
+    if delegs
         .polled
         .is_some_and(|t| now.saturating_duration_since(t) < POLL_EVERY)
     {
         return;
     }
-    inner.delegs.polled = Some(now);
-    match invoke(inner, cred, Op::Recalls) {
+    delegs.polled = Some(now);
+    match invoke(link, cred, Op::Recalls) {
         Ok(Reply::Recalls(inos)) => {
             for ino in inos {
-                give_back(inner, cred, ino, true);
+                give_back(link, delegs, cred, ino, true);
             }
         }
         Ok(_) => tracing::warn!("unexpected reply to a recall poll"),
         Err(e) => tracing::debug!(%e, "recall poll failed"),
     }
-    for ino in inner.delegs.idle(now) {
-        give_back(inner, cred, ino, false);
+    for ino in delegs.idle(now) {
+        give_back(link, delegs, cred, ino, false);
     }
 }
 
 /// Gives every delegation back (at unmount).
-pub(super) fn give_back_all(inner: &mut Inner, cred: &Credentials) {
-    for ino in inner.delegs.all() {
-        give_back(inner, cred, ino, false);
+pub(super) fn give_back_all(link: &mut Link, delegs: &mut Delegations, cred: &Credentials) {
+    for ino in delegs.all() {
+        give_back(link, delegs, cred, ino, false);
     }
 }
 

@@ -45,13 +45,13 @@ impl Filesystem for ByzFuse {
         if ino.0 == byzfs_fs::handle::ROOT_INO {
             return;
         }
-        if let Some(k) = inner.known.get_mut(&ino.0) {
+        if let Some(k) = inner.files.known.get_mut(&ino.0) {
             k.lookups = k.lookups.saturating_sub(nlookup);
             if k.lookups == 0 {
-                inner.known.remove(&ino.0);
-                inner.stamps.remove(&ino.0);
-                inner.opened.remove(&ino.0);
-                inner.attrs.forget(ino.0);
+                inner.files.known.remove(&ino.0);
+                inner.link.stamps.remove(&ino.0);
+                inner.link.opened.remove(&ino.0);
+                inner.link.attrs.forget(ino.0);
             }
         }
     }
@@ -80,7 +80,8 @@ impl Filesystem for ByzFuse {
     ) {
         let fh = fh!(self, ino, reply);
         let cached = self.inner.lock().ok().and_then(|i| {
-            i.attrs
+            i.link
+                .attrs
                 .fresh(ino.0, self.ttl)
                 .map(|(a, left)| (a.clone(), left))
         });
@@ -90,7 +91,7 @@ impl Filesystem for ByzFuse {
         match self.call(req, Op::GetAttr { fh }) {
             Ok(Reply::Attr(a)) => {
                 if let Ok(mut inner) = self.inner.lock() {
-                    if let Some((_, last)) = inner.open_dirs.get_mut(&ino.0) {
+                    if let Some((_, last)) = inner.files.open_dirs.get_mut(&ino.0) {
                         *last = a.clone();
                     }
                 }
@@ -119,7 +120,7 @@ impl Filesystem for ByzFuse {
             .inner
             .lock()
             .ok()
-            .and_then(|i| i.attrs.last(ino.0).filter(|a| a.fh == fh).cloned());
+            .and_then(|i| i.link.attrs.last(ino.0).filter(|a| a.fh == fh).cloned());
         let attr = match known {
             Some(a) => a,
             None => match self.call(req, Op::GetAttr { fh }) {
@@ -129,7 +130,11 @@ impl Filesystem for ByzFuse {
             },
         };
         if let Ok(mut inner) = self.inner.lock() {
-            let entry = inner.open_dirs.entry(ino.0).or_insert((0, attr.clone()));
+            let entry = inner
+                .files
+                .open_dirs
+                .entry(ino.0)
+                .or_insert((0, attr.clone()));
             entry.0 += 1;
             entry.1 = attr;
         }
@@ -145,10 +150,10 @@ impl Filesystem for ByzFuse {
         reply: ReplyEmpty,
     ) {
         if let Ok(mut inner) = self.inner.lock() {
-            if let Some((n, _)) = inner.open_dirs.get_mut(&ino.0) {
+            if let Some((n, _)) = inner.files.open_dirs.get_mut(&ino.0) {
                 *n = n.saturating_sub(1);
                 if *n == 0 {
-                    inner.open_dirs.remove(&ino.0);
+                    inner.files.open_dirs.remove(&ino.0);
                 }
             }
         }
@@ -283,7 +288,7 @@ impl Filesystem for ByzFuse {
         };
         let r = match hide_if_open(&mut inner, &cred, dir, &name) {
             Some(r) => r,
-            None => invoke(&mut inner, &cred, Op::Remove { dir, name }),
+            None => invoke(&mut inner.link, &cred, Op::Remove { dir, name }),
         };
         match r {
             Ok(_) => reply.ok(),
@@ -374,7 +379,7 @@ impl Filesystem for ByzFuse {
             // RENAME_WHITEOUT (overlayfs) or a combination.
             return reply.error(fuser::Errno::EINVAL);
         };
-        match invoke(&mut inner, &cred, op) {
+        match invoke(&mut inner.link, &cred, op) {
             Ok(_) => reply.ok(),
             Err(e) => reply.error(errno(e)),
         }
@@ -436,25 +441,30 @@ impl Filesystem for ByzFuse {
             let Ok(mut inner) = self.inner.lock() else {
                 return reply.error(fuser::Errno::EIO);
             };
-            if let Some(e) = inner.gather.error(ino.0) {
+            if let Some(e) = inner.link.gather.error(ino.0) {
                 return reply.error(errno(e));
             }
             let end = offset.checked_add(data.len() as u64);
             let fits = end.is_some_and(|e| e <= byzfs_fs::attr::MAX_FILE_SIZE);
             // EFBIG is known here: such a write goes at once and fails at once.
-            if inner.gather_writes && fits && inner.gather.may_hold(data.len()) {
-                if !inner.gather.joins(fh, &cred, data.len()) {
-                    if let Some(p) = inner.gather.take() {
-                        send_held(&mut inner, p);
+            if inner.link.gather_writes && fits && inner.link.gather.may_hold(data.len()) {
+                if !inner.link.gather.joins(fh, &cred, data.len()) {
+                    if let Some(p) = inner.link.gather.take() {
+                        send_held(&mut inner.link, p);
                     }
                 }
-                let base = inner.attrs.fresh(ino.0, self.ttl).map(|(a, _)| a.clone());
+                let base = inner
+                    .link
+                    .attrs
+                    .fresh(ino.0, self.ttl)
+                    .map(|(a, _)| a.clone());
                 let now = timestamp(SystemTime::now());
                 inner
+                    .link
                     .gather
                     .hold(fh, &cred, offset, data, base.as_ref(), now);
                 // Its size and times change when the writes are applied.
-                inner.attrs.forget(ino.0);
+                inner.link.attrs.forget(ino.0);
                 // `data.len() <= write_chunk <= MAX_IO`, a `u32`.
                 return reply.written(data.len() as u32);
             }
@@ -491,14 +501,17 @@ impl Filesystem for ByzFuse {
         let Ok(mut inner) = self.inner.lock() else {
             return reply.error(fuser::Errno::EIO);
         };
-        if inner.gather.pending_ino() == Some(ino.0) {
-            if let Some(p) = inner.gather.take() {
-                send_held(&mut inner, p);
+        if inner.link.gather.pending_ino() == Some(ino.0) {
+            if let Some(p) = inner.link.gather.take() {
+                send_held(&mut inner.link, p);
             }
         }
         // POSIX: a process's close of a file drops its locks on it, after its writes.
-        locks::release(&mut inner, &cred, ino.0, lock_owner.0);
-        match inner.gather.take_error(ino.0) {
+        {
+            let (link, locking, _) = inner.for_locks();
+            locks::release(link, locking, &cred, ino.0, lock_owner.0);
+        }
+        match inner.link.gather.take_error(ino.0) {
             Some(e) => reply.error(errno(e)),
             None => reply.ok(),
         }
@@ -691,7 +704,7 @@ impl Filesystem for ByzFuse {
             .inner
             .lock()
             .ok()
-            .and_then(|mut i| i.gather.take_error(ino.0));
+            .and_then(|mut i| i.link.gather.take_error(ino.0));
         match (held, synced) {
             (Some(e), _) | (None, Err(e)) => reply.error(errno(e)),
             (None, Ok(_)) => reply.ok(),
@@ -712,9 +725,10 @@ impl Filesystem for ByzFuse {
         // directory as its users see it. The orphan directory itself lists them.
         let hidden: Vec<(u64, Vec<u8>)> = match self.inner.lock() {
             Ok(inner) => inner
+                .files
                 .silly
                 .iter()
-                .filter(|(_, (d, _))| *d == dir && inner.orphans != Some(Some(dir)))
+                .filter(|(_, (d, _))| *d == dir && inner.files.orphans != Some(Some(dir)))
                 .map(|(ino, (_, name))| (*ino, name.clone()))
                 .collect(),
             Err(_) => return reply.error(fuser::Errno::EIO),
@@ -798,7 +812,7 @@ impl Filesystem for ByzFuse {
         match self.call(req, op) {
             Ok(Reply::Made { entry: a, .. }) => {
                 if let Ok(mut inner) = self.inner.lock() {
-                    *inner.open.entry(a.fh.ino).or_default() += 1;
+                    *inner.files.open.entry(a.fh.ino).or_default() += 1;
                 }
                 reply.created(
                     &self.ttl,
@@ -829,15 +843,18 @@ impl Filesystem for ByzFuse {
         // mount's sweep (`Op::SweepDir`) may take if this mount holds no current lease.
         let cred = self.credentials(req);
         match self.inner.lock() {
-            Ok(mut inner) => locks::hold_for_orphans(&mut inner, &cred),
+            Ok(mut inner) => {
+                let (link, locking, hidden) = inner.for_locks();
+                locks::hold_for_orphans(link, locking, hidden, &cred)
+            }
             Err(_) => return reply.error(fuser::Errno::EIO),
         }
         // A name another mount's tmpfile could take too is skipped: the create is exclusive.
         for _ in 0..TMPFILE_TRIES {
             let n = match self.inner.lock() {
                 Ok(mut inner) => {
-                    inner.tmp_next += 1;
-                    inner.tmp_next
+                    inner.files.tmp_next += 1;
+                    inner.files.tmp_next
                 }
                 Err(_) => return reply.error(fuser::Errno::EIO),
             };
@@ -851,12 +868,12 @@ impl Filesystem for ByzFuse {
             match self.call(req, op) {
                 Ok(Reply::Made { entry: a, .. }) => {
                     if let Ok(mut inner) = self.inner.lock() {
-                        *inner.open.entry(a.fh.ino).or_default() += 1;
+                        *inner.files.open.entry(a.fh.ino).or_default() += 1;
                         // Created where the caller asked (permissions, group), then moved
                         // out of the way; if it cannot move, its directory keeps it.
                         let at = to_orphans(&mut inner, &cred, (dir, &name), &name)
                             .unwrap_or((dir, name));
-                        inner.silly.insert(a.fh.ino, at);
+                        inner.files.silly.insert(a.fh.ino, at);
                     }
                     // One link: the kernel drops it itself (`d_tmpfile`).
                     return reply.created(
@@ -888,7 +905,7 @@ impl Filesystem for ByzFuse {
             .inner
             .lock()
             .ok()
-            .and_then(|i| i.stamps.get(&ino.0).copied());
+            .and_then(|i| i.link.stamps.get(&ino.0).copied());
         let keep = match self.call(req, Op::GetAttr { fh }) {
             Ok(Reply::Attr(a)) => {
                 let now = Stamp::of(&a);
@@ -907,9 +924,9 @@ impl Filesystem for ByzFuse {
                 // Unchanged since an open that dropped the pages: whatever the kernel cached
                 // since came from this version (or from this mount's own writes through
                 // the page cache), so it may stay. Otherwise it drops them (no flag).
-                let keep = inner.opened.get(&ino.0) == Some(&now);
+                let keep = inner.link.opened.get(&ino.0) == Some(&now);
                 if !keep {
-                    inner.opened.insert(ino.0, now);
+                    inner.link.opened.insert(ino.0, now);
                 }
                 keep
             }
@@ -917,7 +934,7 @@ impl Filesystem for ByzFuse {
             Err(e) => return reply.error(errno(e)),
         };
         if let Ok(mut inner) = self.inner.lock() {
-            *inner.open.entry(ino.0).or_default() += 1;
+            *inner.files.open.entry(ino.0).or_default() += 1;
         }
         let flags = if keep {
             fuser::FopenFlags::FOPEN_KEEP_CACHE
@@ -942,17 +959,18 @@ impl Filesystem for ByzFuse {
         let cred = self.credentials(req);
         if let Ok(mut inner) = self.inner.lock() {
             // Writes through mmap can arrive after the last `close`.
-            if inner.gather.pending_ino() == Some(ino.0) {
-                if let Some(p) = inner.gather.take() {
-                    send_held(&mut inner, p);
+            if inner.link.gather.pending_ino() == Some(ino.0) {
+                if let Some(p) = inner.link.gather.take() {
+                    send_held(&mut inner.link, p);
                 }
             }
             // The kernel names an owner here when the file was `flock`ed: its last close
             // drops that lock.
             if let Some(owner) = lock_owner {
-                locks::release(&mut inner, &cred, ino.0, owner.0);
+                let (link, locking, _) = inner.for_locks();
+                locks::release(link, locking, &cred, ino.0, owner.0);
             }
-            let last = match inner.open.get_mut(&ino.0) {
+            let last = match inner.files.open.get_mut(&ino.0) {
                 Some(n) => {
                     *n = n.saturating_sub(1);
                     *n == 0
@@ -960,13 +978,13 @@ impl Filesystem for ByzFuse {
                 None => false,
             };
             if last {
-                inner.open.remove(&ino.0);
+                inner.files.open.remove(&ino.0);
                 // Nobody is left to report it to.
-                if let Some(e) = inner.gather.take_error(ino.0) {
+                if let Some(e) = inner.link.gather.take_error(ino.0) {
                     tracing::warn!(ino = ino.0, %e, "a write to a closed file failed");
                 }
-                if let Some((dir, name)) = inner.silly.remove(&ino.0) {
-                    if let Err(e) = invoke(&mut inner, &cred, Op::Remove { dir, name }) {
+                if let Some((dir, name)) = inner.files.silly.remove(&ino.0) {
+                    if let Err(e) = invoke(&mut inner.link, &cred, Op::Remove { dir, name }) {
                         tracing::warn!(ino = ino.0, %e, "cannot remove a silly-renamed file");
                     }
                 }
@@ -995,7 +1013,18 @@ impl Filesystem for ByzFuse {
         };
         let cred = self.credentials(req);
         let probe = match self.inner.lock() {
-            Ok(mut inner) => locks::probe(&mut inner, &cred, fh, lock_owner.0, kind, (start, end)),
+            Ok(mut inner) => {
+                let (link, locking, _) = inner.for_locks();
+                locks::probe(
+                    link,
+                    &mut locking.delegs,
+                    &cred,
+                    fh,
+                    lock_owner.0,
+                    kind,
+                    (start, end),
+                )
+            }
             Err(_) => return reply.error(fuser::Errno::EIO),
         };
         match probe {
@@ -1056,7 +1085,10 @@ impl Filesystem for ByzFuse {
             Op::SetLk(lock)
         };
         let outcome = match self.inner.lock() {
-            Ok(mut inner) => locks::set(&mut inner, &cred, op.clone()),
+            Ok(mut inner) => {
+                let (link, locking, hidden) = inner.for_locks();
+                locks::set(link, locking, hidden, &cred, op.clone())
+            }
             Err(_) => return reply.error(fuser::Errno::EIO),
         };
         match outcome {
@@ -1087,12 +1119,13 @@ impl Filesystem for ByzFuse {
         let cred = own_credentials();
         if let Ok(mut guard) = self.inner.lock() {
             let inner = &mut *guard;
-            if let Some(p) = inner.gather.take() {
-                send_held(inner, p);
+            if let Some(p) = inner.link.gather.take() {
+                send_held(&mut inner.link, p);
             }
-            let total: u64 = inner.sent.values().map(|(n, _)| n).sum();
-            let waited: Duration = inner.sent.values().map(|(_, t)| *t).sum();
+            let total: u64 = inner.link.sent.values().map(|(n, _)| n).sum();
+            let waited: Duration = inner.link.sent.values().map(|(_, t)| *t).sum();
             let by_kind: Vec<String> = inner
+                .link
                 .sent
                 .iter()
                 .map(|(k, (n, t))| {
@@ -1106,7 +1139,7 @@ impl Filesystem for ByzFuse {
                 "operations sent: {}",
                 by_kind.join(" ")
             );
-            if let Some(s) = inner.client.stats() {
+            if let Some(s) = inner.link.client.stats() {
                 tracing::info!(
                     retransmissions = s.retransmissions,
                     read_only_to_quorum = s.read_only_to_quorum,
@@ -1115,19 +1148,22 @@ impl Filesystem for ByzFuse {
                     "client counters"
                 );
             }
-            delegations::give_back_all(inner, &cred);
+            {
+                let (link, locking, _) = inner.for_locks();
+                delegations::give_back_all(link, &mut locking.delegs, &cred)
+            };
             tracing::info!(
-                answered_here = inner.delegs.local,
-                recalled = inner.delegs.recalled,
-                given_back = inner.delegs.returned,
+                answered_here = inner.locking.delegs.local,
+                recalled = inner.locking.delegs.recalled,
+                given_back = inner.locking.delegs.returned,
                 "lock delegations"
             );
-            for (fh, owner) in inner.locks.take_all() {
-                let _ = invoke(inner, &cred, Op::ReleaseLocks { fh, owner });
+            for (fh, owner) in inner.locking.held.take_all() {
+                let _ = invoke(&mut inner.link, &cred, Op::ReleaseLocks { fh, owner });
             }
-            let hidden: Vec<_> = inner.silly.drain().map(|(_, v)| v).collect();
+            let hidden: Vec<_> = inner.files.silly.drain().map(|(_, v)| v).collect();
             for (dir, name) in hidden {
-                let _ = invoke(inner, &cred, Op::Remove { dir, name });
+                let _ = invoke(&mut inner.link, &cred, Op::Remove { dir, name });
             }
         }
     }

@@ -114,7 +114,7 @@ use byzfs_fs::{
 use byzfs_net::cluster::ClusterConfig;
 use byzfs_net::keygen::{client_key_path, DEFAULT_CLIENT};
 use byzfs_net::ClientCredential;
-use cluster::{invoke, invoke_once, send_held, spawn_background};
+use cluster::{invoke, invoke_once, send_held, spawn_background, Link};
 use convert::{errno, file_attr, kind, negative_entry, timestamp};
 use fuser::{
     AccessFlags, FileAttr, Filesystem, Generation, INodeNo, MountOption, OpenFlags, RenameFlags,
@@ -181,12 +181,29 @@ struct ByzFuse {
 /// groups, handle, offset, encoding overhead).
 const WRITE_OVERHEAD: usize = 16 * 1024;
 
+/// The mount's state, behind the adapter's mutex, in three parts that functions borrow
+/// separately: a lock or delegation call borrows the link and the lock books, never the
+/// file table.
 struct Inner {
-    rt: tokio::runtime::Runtime,
-    client: FsClient,
-    /// Operations sent to the cluster, by kind: how many, and the time spent waiting for
-    /// them (logged at unmount: where a workload's round trips and time go).
-    sent: BTreeMap<&'static str, (u64, Duration)>,
+    /// The cluster and what every call to it passes through (`cluster.rs`).
+    link: Link,
+    /// What the kernel holds and what is open on this mount.
+    files: Files,
+    /// Locks and lock delegations (`locks.rs`, `delegations.rs`): those borrow this and
+    /// [`Link`] only.
+    locking: locks::Locking,
+}
+
+impl Inner {
+    /// The parts a lock call borrows, and how many hidden files this mount keeps (it holds
+    /// the lease for them as for locks).
+    fn for_locks(&mut self) -> (&mut Link, &mut locks::Locking, usize) {
+        (&mut self.link, &mut self.locking, self.files.silly.len())
+    }
+}
+
+/// What the kernel holds of the file system through this mount, and what is open.
+struct Files {
     /// Every inode the kernel may name: those it got in an entry reply and has not
     /// forgotten.
     known: HashMap<u64, Known>,
@@ -203,29 +220,6 @@ struct Inner {
     /// The orphan directory once looked for ([`orphan_dir`]): `Some(None)` if there is none
     /// to be had.
     orphans: Option<Option<FileHandle>>,
-    /// The last attributes seen for each inode the kernel holds, to tell at `open` whether
-    /// another client changed the file since.
-    stamps: HashMap<u64, Stamp>,
-    /// The attributes each inode had at its last `open` that let the kernel drop its cached
-    /// pages: an `open` that finds the same ones keeps the pages (`FOPEN_KEEP_CACHE`).
-    opened: HashMap<u64, Stamp>,
-    /// Attributes from the cluster's replies, answering the kernel's `getattr` within the
-    /// cache timeout (`attrs.rs`).
-    attrs: AttrCache,
-    /// `None`: a hard mount (see [`MountOptions::timeout`]).
-    timeout: Option<Duration>,
-    /// Send read-only operations as ordered requests.
-    strict: bool,
-    /// Writes held back (`gather.rs`).
-    gather: Gather,
-    /// Hold writes back at all (not `--sync-writes`).
-    gather_writes: bool,
-    /// Which files and owners may hold locks at the replicas (`locks.rs`).
-    locks: locks::Held,
-    /// Files whose locks this mount keeps (`delegations.rs`).
-    delegs: delegations::Delegations,
-    /// Whether reclaim steps are due (`reclaim.rs`).
-    reclaim: reclaim::Reclaimer,
 }
 
 /// What of an inode's attributes says its data or size changed.
@@ -289,9 +283,9 @@ impl ByzFuse {
         let Ok(mut inner) = self.inner.lock() else {
             return Err(Errno::EIO);
         };
-        let result = invoke(&mut inner, &cred, op);
+        let result = invoke(&mut inner.link, &cred, op);
         if let Some(a) = result.as_ref().ok().and_then(Reply::entry) {
-            let k = inner.known.entry(a.fh.ino).or_insert(Known {
+            let k = inner.files.known.entry(a.fh.ino).or_insert(Known {
                 generation: a.fh.generation,
                 lookups: 0,
             });
@@ -305,7 +299,7 @@ impl ByzFuse {
             | Reply::Write { attr: a, .. },
         ) = &result
         {
-            inner.stamps.insert(a.fh.ino, Stamp::of(a));
+            inner.link.stamps.insert(a.fh.ino, Stamp::of(a));
         }
         result
     }
@@ -315,17 +309,18 @@ impl ByzFuse {
     fn hold_setattr(&self, req: &fuser::Request, fh: FileHandle, set: &SetAttr) -> Option<Attr> {
         let cred = self.credentials(req);
         let mut inner = self.inner.lock().ok()?;
-        if !inner.gather_writes || inner.gather.error(fh.ino).is_some() {
+        if !inner.link.gather_writes || inner.link.gather.error(fh.ino).is_some() {
             return None;
         }
         let now = timestamp(SystemTime::now());
-        inner.gather.hold_set(fh, &cred, set, now)
+        inner.link.gather.hold_set(fh, &cred, set, now)
     }
 
     /// The service handle of FUSE inode `ino`.
     fn fh(&self, ino: INodeNo) -> Result<FileHandle, fuser::Errno> {
         let inner = self.inner.lock().map_err(|_| fuser::Errno::EIO)?;
         inner
+            .files
             .known
             .get(&ino.0)
             .map(|k| FileHandle {
@@ -340,7 +335,7 @@ impl ByzFuse {
     /// system keeps a removed directory for its open descriptors.
     fn removed_open_dir(&self, ino: u64) -> Option<FileAttr> {
         let inner = self.inner.lock().ok()?;
-        let (_, a) = inner.open_dirs.get(&ino)?;
+        let (_, a) = inner.files.open_dirs.get(&ino)?;
         let mut fa = file_attr(a);
         fa.nlink = 0;
         Some(fa)
@@ -352,7 +347,7 @@ impl ByzFuse {
     fn attr_of(&self, a: &Attr) -> FileAttr {
         let mut fa = file_attr(a);
         if let Ok(inner) = self.inner.lock() {
-            if inner.silly.contains_key(&a.fh.ino) {
+            if inner.files.silly.contains_key(&a.fh.ino) {
                 fa.nlink = fa.nlink.saturating_sub(1);
             }
         }
@@ -378,12 +373,12 @@ impl ByzFuse {
         let Ok(mut inner) = self.inner.lock() else {
             return false;
         };
-        let me = inner.client.id();
+        let me = inner.link.client.id();
         let lookup = Op::Lookup {
             dir,
             name: name.to_vec(),
         };
-        let Ok(Reply::Entry(a)) = invoke(&mut inner, &cred, lookup) else {
+        let Ok(Reply::Entry(a)) = invoke(&mut inner.link, &cred, lookup) else {
             return false;
         };
         let mut cookie = 0;
@@ -393,7 +388,7 @@ impl ByzFuse {
                 cookie,
                 max_entries: READDIR_BATCH,
             };
-            let Ok(Reply::ReadDir { entries, eof }) = invoke(&mut inner, &cred, op) else {
+            let Ok(Reply::ReadDir { entries, eof }) = invoke(&mut inner.link, &cred, op) else {
                 return false;
             };
             let others = |e: &byzfs_fs::op::DirEntry| {
@@ -412,7 +407,7 @@ impl ByzFuse {
         let (mut removed, mut after) = (0, 0);
         loop {
             let op = Op::SweepDir { dir: a.fh, after };
-            match invoke(&mut inner, &cred, op) {
+            match invoke(&mut inner.link, &cred, op) {
                 Ok(Reply::Swept { removed: n, next }) => {
                     removed += n;
                     match next {

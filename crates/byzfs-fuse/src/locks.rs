@@ -40,8 +40,9 @@
 //!   this mount holds the delegation of gives the delegation back first, so that its wait,
 //!   too, is known to the replicas. `flock` waits are not checked, as on Linux.
 
+use super::delegations::Delegations;
 use super::delegations::CONFIRMED_WITHIN;
-use super::{errno, invoke, Inner, Stamp};
+use super::{errno, invoke, Inner, Link, Stamp};
 use byzfs_fs::lock::{LockInfo, LockKind, LOCK_END_MAX};
 use byzfs_fs::{Credentials, Errno, FileHandle, Op, Reply};
 use std::collections::HashMap;
@@ -61,6 +62,14 @@ const RETRY_FIRST: Duration = Duration::from_millis(10);
 const RETRY_MAX: Duration = Duration::from_millis(200);
 /// Pause between attempts while another mount gives its delegation of the file back.
 const RECALL_RETRY: Duration = Duration::from_millis(5);
+
+/// The mount's lock books: what it may hold at the replicas and the files it holds the
+/// locks of itself. Lock calls borrow this and the [`Link`] only, and are told how many
+/// hidden files the mount keeps (it holds the lease for those too).
+pub(super) struct Locking {
+    pub(super) held: Held,
+    pub(super) delegs: Delegations,
+}
 
 /// The (file, owner) pairs that may hold locks at the replicas, and when the lease was last
 /// renewed.
@@ -146,7 +155,8 @@ pub(super) enum Probe {
 /// `F_GETLK` of `owner` for a `kind` lock on `range` of `fh`: answered here if this mount
 /// holds the file's delegation, else by the replicas.
 pub(super) fn probe(
-    inner: &mut Inner,
+    link: &mut Link,
+    delegs: &mut Delegations,
     cred: &Credentials,
     fh: FileHandle,
     owner: u64,
@@ -154,7 +164,7 @@ pub(super) fn probe(
     (start, end): (u64, u64),
 ) -> Probe {
     let now = Instant::now();
-    if let Some(c) = inner.delegs.get(fh.ino, owner, kind, (start, end), now) {
+    if let Some(c) = delegs.get(fh.ino, owner, kind, (start, end), now) {
         return Probe::Answer(c);
     }
     let op = Op::GetLk {
@@ -164,7 +174,7 @@ pub(super) fn probe(
         start,
         end,
     };
-    match invoke(inner, cred, op) {
+    match invoke(link, cred, op) {
         Ok(Reply::Lock { conflict, .. }) => Probe::Answer(conflict),
         Ok(Reply::Recall) => Probe::Recalling,
         Ok(_) => Probe::Failed(Errno::EIO),
@@ -208,7 +218,13 @@ pub(super) enum Outcome {
 /// delegation, else at the replicas (asking for the delegation unless the file is contended
 /// or the request waits), keeping the mount's books: which pairs may hold locks, the lease,
 /// and the file's last seen attributes.
-pub(super) fn set(inner: &mut Inner, cred: &Credentials, op: Op) -> Outcome {
+pub(super) fn set(
+    link: &mut Link,
+    locking: &mut Locking,
+    hidden: usize,
+    cred: &Credentials,
+    op: Op,
+) -> Outcome {
     let (r, waits) = match op {
         Op::SetLk(r) => (r, false),
         Op::SetLkWait(r) => (r, true),
@@ -216,28 +232,28 @@ pub(super) fn set(inner: &mut Inner, cred: &Credentials, op: Op) -> Outcome {
     };
     let (fh, owner, kind) = (r.fh, r.owner, r.kind);
     let now = Instant::now();
-    if inner.delegs.holds(fh.ino) && !inner.locks.confirmed_recently(now) {
+    if locking.delegs.holds(fh.ino) && !locking.held.confirmed_recently(now) {
         // Renew first: the delegation may have lapsed with the lease.
-        if let Err(e) = renew(inner, cred) {
+        if let Err(e) = renew(link, locking, hidden, cred) {
             return Outcome::Failed(e);
         }
     }
-    if let Some(r) = inner
+    if let Some(r) = locking
         .delegs
         .set(fh.ino, owner, kind, (r.start, r.end), r.pid, now)
     {
         match r {
             Ok(()) => {
                 if kind.is_some() {
-                    inner.locks.note(fh, owner, now);
+                    locking.held.note(fh, owner, now);
                 }
                 return Outcome::Granted { changed: false };
             }
             // A wait the replicas must know of, for deadlock detection: the file goes
             // back to them (and stays there while contended).
             Err(Errno::EAGAIN) if waits => {
-                super::delegations::give_back(inner, cred, fh.ino, true);
-                if inner.delegs.holds(fh.ino) {
+                super::delegations::give_back(link, &mut locking.delegs, cred, fh.ino, true);
+                if locking.delegs.holds(fh.ino) {
                     return Outcome::Busy; // Not given back (a transient failure).
                 }
             }
@@ -245,28 +261,30 @@ pub(super) fn set(inner: &mut Inner, cred: &Credentials, op: Op) -> Outcome {
             Err(e) => return Outcome::Failed(e),
         }
     }
-    let delegate = !waits && kind.is_some() && inner.delegs.wanted(fh.ino, now);
+    let delegate = !waits && kind.is_some() && locking.delegs.wanted(fh.ino, now);
     let op = if delegate { op.asking_delegation() } else { op };
-    match invoke(inner, cred, op) {
+    match invoke(link, cred, op) {
         Ok(Reply::Lock {
             conflict: Some(_),
             lapsed,
             ..
         }) => {
             // A `SetLkWait` that must wait (it renewed the lease all the same).
-            renewed(inner, lapsed, now);
+            renewed(locking, hidden, lapsed, now);
             Outcome::Busy
         }
         Ok(Reply::Deadlock { lapsed }) => {
-            renewed(inner, lapsed, now);
+            renewed(locking, hidden, lapsed, now);
             Outcome::Deadlock
         }
         Ok(Reply::Lock { lapsed, attr, .. }) => {
-            granted(inner, (fh, owner), kind, lapsed, attr.as_ref(), now)
+            renewed(locking, hidden, lapsed, now);
+            granted(link, locking, (fh, owner), kind, attr.as_ref(), now)
         }
         Ok(Reply::Delegated { lapsed, attr, mine }) => {
-            let outcome = granted(inner, (fh, owner), kind, lapsed, Some(&attr), now);
-            inner.delegs.install(fh, mine, now);
+            renewed(locking, hidden, lapsed, now);
+            let outcome = granted(link, locking, (fh, owner), kind, Some(&attr), now);
+            locking.delegs.install(fh, mine, now);
             outcome
         }
         Ok(Reply::Recall) => Outcome::Recalling,
@@ -276,7 +294,7 @@ pub(super) fn set(inner: &mut Inner, cred: &Credentials, op: Op) -> Outcome {
             // A soft mount's timeout leaves unknown whether the lock was taken: release it
             // at close in case it was.
             if kind.is_some() && e == Errno::EIO {
-                inner.locks.note(fh, owner, now);
+                locking.held.note(fh, owner, now);
             }
             Outcome::Failed(e)
         }
@@ -284,35 +302,35 @@ pub(super) fn set(inner: &mut Inner, cred: &Credentials, op: Op) -> Outcome {
 }
 
 /// The books after a lock operation sent at `sent` renewed the lease.
-fn renewed(inner: &mut Inner, lapsed: bool, sent: Instant) {
+fn renewed(locking: &mut Locking, hidden: usize, lapsed: bool, sent: Instant) {
     if lapsed {
-        lease_lapsed(inner);
+        lease_lapsed(locking, hidden);
     }
-    inner.locks.renewed = Some(sent);
-    inner.locks.confirmed = Some(sent);
+    locking.held.renewed = Some(sent);
+    locking.held.confirmed = Some(sent);
 }
 
-/// The books after the replicas granted a lock change sent at `sent`.
+/// The books after the replicas granted a lock change sent at `sent` (the lease's are
+/// [`renewed`]'s).
 fn granted(
-    inner: &mut Inner,
+    link: &mut Link,
+    locking: &mut Locking,
     (fh, owner): (FileHandle, u64),
     kind: Option<LockKind>,
-    lapsed: bool,
     attr: Option<&byzfs_fs::Attr>,
     sent: Instant,
 ) -> Outcome {
-    renewed(inner, lapsed, sent);
     if kind.is_some() {
-        inner.locks.note(fh, owner, sent);
+        locking.held.note(fh, owner, sent);
     }
     let changed = match attr {
         Some(a) => {
             let stamp = Stamp::of(a);
-            let before = inner.stamps.insert(fh.ino, stamp);
+            let before = link.stamps.insert(fh.ino, stamp);
             let changed = kind.is_some() && before.is_some_and(|b| b != stamp);
             if changed {
                 // The pages are dropped before the reply, so they are this version.
-                inner.opened.insert(fh.ino, stamp);
+                link.opened.insert(fh.ino, stamp);
             }
             changed
         }
@@ -323,12 +341,12 @@ fn granted(
 
 /// The replicas dropped every lock and delegation of this session; another mount's sweep
 /// may have removed its hidden files too.
-fn lease_lapsed(inner: &mut Inner) {
-    inner.locks.lapsed();
-    inner.delegs.clear();
-    if !inner.silly.is_empty() {
+fn lease_lapsed(locking: &mut Locking, hidden: usize) {
+    locking.held.lapsed();
+    locking.delegs.clear();
+    if hidden > 0 {
         tracing::warn!(
-            files = inner.silly.len(),
+            files = hidden,
             "this mount's lease lapsed while it kept removed files open: another mount may \
              have swept them from the orphan directory (they then read as stale)"
         );
@@ -337,30 +355,40 @@ fn lease_lapsed(inner: &mut Inner) {
 
 /// Holds the lease while this mount keeps hidden files ([`byzfs_fs::orphan`]): renews it
 /// now unless a renewal was confirmed within [`RENEW_EVERY`].
-pub(super) fn hold_for_orphans(inner: &mut Inner, cred: &Credentials) {
+pub(super) fn hold_for_orphans(
+    link: &mut Link,
+    locking: &mut Locking,
+    hidden: usize,
+    cred: &Credentials,
+) {
     let now = Instant::now();
-    let fresh = inner
-        .locks
+    let fresh = locking
+        .held
         .confirmed
         .is_some_and(|t| now.saturating_duration_since(t) < RENEW_EVERY);
     if !fresh {
-        if let Err(e) = renew(inner, cred) {
+        if let Err(e) = renew(link, locking, hidden, cred) {
             tracing::warn!(%e, "cannot take the lease that keeps hidden files");
         }
     }
 }
 
 /// Renews the lease now.
-fn renew(inner: &mut Inner, cred: &Credentials) -> Result<(), Errno> {
+fn renew(
+    link: &mut Link,
+    locking: &mut Locking,
+    hidden: usize,
+    cred: &Credentials,
+) -> Result<(), Errno> {
     let now = Instant::now();
-    inner.locks.renewed = Some(now);
-    match invoke(inner, cred, Op::RenewLease) {
+    locking.held.renewed = Some(now);
+    match invoke(link, cred, Op::RenewLease) {
         Ok(Reply::Lock { lapsed: true, .. }) => {
-            lease_lapsed(inner);
+            lease_lapsed(locking, hidden);
             Ok(())
         }
         Ok(_) => {
-            inner.locks.confirmed = Some(now);
+            locking.held.confirmed = Some(now);
             Ok(())
         }
         Err(e) => Err(e),
@@ -369,13 +397,19 @@ fn renew(inner: &mut Inner, cred: &Credentials) -> Result<(), Errno> {
 
 /// Drops `owner`'s locks on `ino`: here if this mount holds the file's delegation, else at
 /// the replicas if it may hold some there.
-pub(super) fn release(inner: &mut Inner, cred: &Credentials, ino: u64, owner: u64) {
-    if inner.delegs.release(ino, owner) {
-        inner.locks.take(ino, owner);
+pub(super) fn release(
+    link: &mut Link,
+    locking: &mut Locking,
+    cred: &Credentials,
+    ino: u64,
+    owner: u64,
+) {
+    if locking.delegs.release(ino, owner) {
+        locking.held.take(ino, owner);
         return;
     }
-    if let Some(fh) = inner.locks.take(ino, owner) {
-        match invoke(inner, cred, Op::ReleaseLocks { fh, owner }) {
+    if let Some(fh) = locking.held.take(ino, owner) {
+        match invoke(link, cred, Op::ReleaseLocks { fh, owner }) {
             Ok(_) | Err(Errno::ESTALE) => {}
             Err(e) => tracing::warn!(ino, %e, "cannot release locks; they lapse with the lease"),
         }
@@ -384,15 +418,20 @@ pub(super) fn release(inner: &mut Inner, cred: &Credentials, ino: u64, owner: u6
 
 /// Renews the lease if this mount holds locks, delegations or hidden files and the last
 /// renewal is [`RENEW_EVERY`] old.
-pub(super) fn renew_if_due(inner: &mut Inner, cred: &Credentials) {
+pub(super) fn renew_if_due(
+    link: &mut Link,
+    locking: &mut Locking,
+    hidden: usize,
+    cred: &Credentials,
+) {
     let now = Instant::now();
-    if !inner
-        .locks
-        .renewal_due(now, inner.delegs.any() || !inner.silly.is_empty())
+    if !locking
+        .held
+        .renewal_due(now, locking.delegs.any() || hidden > 0)
     {
         return;
     }
-    if let Err(e) = renew(inner, cred) {
+    if let Err(e) = renew(link, locking, hidden, cred) {
         tracing::warn!(%e, "cannot renew the lock lease");
     }
 }
@@ -478,7 +517,17 @@ pub(super) fn wait(w: Waiter) {
                     me,
                     reply,
                 } => {
-                    let attempt = |i: &mut Inner| probe(i, &cred, fh, owner, kind, range);
+                    let attempt = |i: &mut Inner| {
+                        probe(
+                            &mut i.link,
+                            &mut i.locking.delegs,
+                            &cred,
+                            fh,
+                            owner,
+                            kind,
+                            range,
+                        )
+                    };
                     loop {
                         match attempt_after(&inner, tid, RECALL_RETRY, attempt) {
                             Err(e) => return reply.error(e),
@@ -513,7 +562,10 @@ fn wait_set(
     let mut busy_nap = RETRY_FIRST;
     let mut nap = RECALL_RETRY;
     loop {
-        let outcome = match attempt_after(inner, tid, nap, |i| set(i, cred, op.clone())) {
+        let outcome = match attempt_after(inner, tid, nap, |i| {
+            let (link, locking, hidden) = i.for_locks();
+            set(link, locking, hidden, cred, op.clone())
+        }) {
             Ok(o) => o,
             Err(e) => {
                 if let Some((fh, owner)) = waiting {
@@ -546,7 +598,7 @@ fn cancel_wait(inner: &Weak<Mutex<Inner>>, cred: &Credentials, fh: FileHandle, o
     let Ok(mut guard) = inner.lock() else {
         return;
     };
-    if let Err(e) = invoke(&mut guard, cred, Op::CancelWait { fh, owner }) {
+    if let Err(e) = invoke(&mut guard.link, cred, Op::CancelWait { fh, owner }) {
         tracing::debug!(ino = fh.ino, %e, "cannot cancel a lock wait; it lapses");
     }
 }

@@ -14,11 +14,11 @@ pub(crate) fn hide_if_open(
     dir: FileHandle,
     name: &[u8],
 ) -> Option<FsResult> {
-    if inner.open.is_empty() {
+    if inner.files.open.is_empty() {
         return None;
     }
     let found = invoke(
-        inner,
+        &mut inner.link,
         cred,
         Op::Lookup {
             dir,
@@ -28,27 +28,30 @@ pub(crate) fn hide_if_open(
     let Ok(Reply::Entry(a)) = found else {
         return None;
     };
-    if a.kind == FileType::Directory || a.nlink != 1 || !inner.open.contains_key(&a.fh.ino) {
+    if a.kind == FileType::Directory || a.nlink != 1 || !inner.files.open.contains_key(&a.fh.ino) {
         return None;
     }
     let what = format!("{:x}-{:x}", a.fh.ino, a.fh.generation);
-    let hidden = byzfs_fs::orphan::hidden_name(inner.client.id(), &what);
+    let hidden = byzfs_fs::orphan::hidden_name(inner.link.client.id(), &what);
     if let Some(r) = to_orphans(inner, cred, (dir, name), &hidden) {
-        inner.silly.insert(a.fh.ino, r);
+        inner.files.silly.insert(a.fh.ino, r);
         return Some(Ok(Reply::Done));
     }
     // No orphan directory for this caller: the file's own directory keeps it, under the
     // lease too (`Op::SweepDir` sweeps such names in any directory).
-    locks::hold_for_orphans(inner, cred);
+    {
+        let (link, locking, hidden) = inner.for_locks();
+        locks::hold_for_orphans(link, locking, hidden, cred)
+    };
     let op = Op::Rename {
         from_dir: dir,
         from_name: name.to_vec(),
         to_dir: dir,
         to_name: hidden.clone(),
     };
-    let r = invoke(inner, cred, op);
+    let r = invoke(&mut inner.link, cred, op);
     if r.is_ok() {
-        inner.silly.insert(a.fh.ino, (dir, hidden));
+        inner.files.silly.insert(a.fh.ino, (dir, hidden));
     }
     Some(r)
 }
@@ -58,12 +61,12 @@ pub(crate) fn hide_if_open(
 /// on a local file system: created on first use by the mount process, mode 1777 as `/tmp`.
 /// `None` if it cannot be had (a file of that name, or no right to create it).
 pub(crate) fn orphan_dir(inner: &mut Inner) -> Option<FileHandle> {
-    if let Some(known) = inner.orphans {
+    if let Some(known) = inner.files.orphans {
         return known;
     }
     let own = own_credentials();
     let lookup = |inner: &mut Inner| match invoke(
-        inner,
+        &mut inner.link,
         &own,
         Op::Lookup {
             dir: FileHandle::ROOT,
@@ -78,7 +81,7 @@ pub(crate) fn orphan_dir(inner: &mut Inner) -> Option<FileHandle> {
         Ok(found) => found,
         Err(Errno::ENOENT) => {
             let made = invoke(
-                inner,
+                &mut inner.link,
                 &own,
                 Op::Mkdir {
                     dir: FileHandle::ROOT,
@@ -96,7 +99,7 @@ pub(crate) fn orphan_dir(inner: &mut Inner) -> Option<FileHandle> {
         Err(_) => None,
     };
     // A mount that may not create it does not try again (its files hide where they are).
-    inner.orphans = Some(fh);
+    inner.files.orphans = Some(fh);
     fh
 }
 
@@ -110,19 +113,22 @@ pub(crate) fn to_orphans(
 ) -> Option<(FileHandle, Vec<u8>)> {
     let orphans = orphan_dir(inner)?;
     // Held from before the file arrives, so no other mount's sweep can take it.
-    locks::hold_for_orphans(inner, cred);
+    {
+        let (link, locking, hidden) = inner.for_locks();
+        locks::hold_for_orphans(link, locking, hidden, cred)
+    };
     let op = Op::Rename {
         from_dir: dir,
         from_name: name.to_vec(),
         to_dir: orphans,
         to_name: hidden.to_vec(),
     };
-    match invoke(inner, cred, op) {
+    match invoke(&mut inner.link, cred, op) {
         Ok(_) => Some((orphans, hidden.to_vec())),
         Err(e) => {
             // Perhaps removed by someone: look it up again next time.
             tracing::debug!(%e, "cannot move a hidden file to the orphan directory");
-            inner.orphans = None;
+            inner.files.orphans = None;
             None
         }
     }

@@ -13,7 +13,7 @@
 //!   nothing; [`super::invoke`] then reclaims that file's tail and sends the operation
 //!   again, so applications never see it.
 
-use super::{invoke_once, Inner};
+use super::{invoke_once, Link};
 use byzfs_fs::{Credentials, Errno, FileHandle, FsResult, Op, Reply};
 use std::sync::mpsc::Sender;
 use std::time::{Duration, Instant};
@@ -92,11 +92,11 @@ pub(super) fn grows(op: &Op) -> Option<FileHandle> {
 
 /// One background step: `Op::Reclaim` of the queue's oldest work. Returns whether more is
 /// left (the caller sends the next step soon, with the mount's lock released meanwhile).
-pub(super) fn step(inner: &mut Inner, cred: &Credentials) -> bool {
-    if !inner.reclaim.due() {
+pub(super) fn step(link: &mut Link, cred: &Credentials) -> bool {
+    if !link.reclaim.due() {
         return false;
     }
-    let more = match invoke_once(inner, cred, Op::Reclaim { file: None }) {
+    let more = match invoke_once(link, cred, Op::Reclaim { file: None }) {
         Ok(Reply::Reclaimed { more, .. }) => more,
         Ok(other) => {
             tracing::warn!(?other, "unexpected reply to a reclaim step");
@@ -108,8 +108,8 @@ pub(super) fn step(inner: &mut Inner, cred: &Credentials) -> bool {
         }
     };
     if !more {
-        inner.reclaim.due = false;
-        inner.reclaim.next_check = Instant::now() + CHECK_EVERY;
+        link.reclaim.due = false;
+        link.reclaim.next_check = Instant::now() + CHECK_EVERY;
     }
     more
 }
@@ -117,26 +117,26 @@ pub(super) fn step(inner: &mut Inner, cred: &Credentials) -> bool {
 /// Sends `op`, and after an `EBUSY` for a file it grows, reclaims that file's stale tail and
 /// sends it again.
 pub(super) fn invoke_growing(
-    inner: &mut Inner,
+    link: &mut Link,
     cred: &Credentials,
     fh: FileHandle,
     op: Op,
 ) -> FsResult {
     for _ in 0..BUSY_RETRIES {
-        match invoke_once(inner, cred, op.clone()) {
-            Err(Errno::EBUSY) => file_tail(inner, cred, fh)?,
+        match invoke_once(link, cred, op.clone()) {
+            Err(Errno::EBUSY) => file_tail(link, cred, fh)?,
             other => return other,
         }
     }
-    invoke_once(inner, cred, op)
+    invoke_once(link, cred, op)
 }
 
 /// Sends `Op::Reclaim` for `fh`'s stale tail until none is left.
-fn file_tail(inner: &mut Inner, cred: &Credentials, fh: FileHandle) -> Result<(), Errno> {
+fn file_tail(link: &mut Link, cred: &Credentials, fh: FileHandle) -> Result<(), Errno> {
     let began = Instant::now();
     let mut blocks = 0;
     loop {
-        match invoke_once(inner, cred, Op::Reclaim { file: Some(fh) })? {
+        match invoke_once(link, cred, Op::Reclaim { file: Some(fh) })? {
             Reply::Reclaimed { blocks: b, more } => {
                 blocks += b;
                 if !more {

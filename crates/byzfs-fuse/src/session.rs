@@ -3,8 +3,9 @@
 
 use super::{
     client_key_path, delegations, groups, locks, reclaim, spawn_background, Arc, AttrCache,
-    BTreeMap, ByzFuse, ClientCredential, ClusterConfig, Duration, FsClient, Gather, HashMap, Inner,
-    Known, MountOption, Mutex, OnceLock, Path, PathBuf, DEFAULT_CLIENT, MAX_IO, WRITE_OVERHEAD,
+    BTreeMap, ByzFuse, ClientCredential, ClusterConfig, Duration, Files, FsClient, Gather, HashMap,
+    Inner, Known, Link, MountOption, Mutex, OnceLock, Path, PathBuf, DEFAULT_CLIENT, MAX_IO,
+    WRITE_OVERHEAD,
 };
 use anyhow::{bail, Context as _};
 
@@ -200,31 +201,37 @@ pub fn mount(
         write_chunk,
         ttl: opts.cache_timeout,
         inner: Arc::new(Mutex::new(Inner {
-            rt,
-            client,
-            known: HashMap::from([(
-                byzfs_fs::handle::ROOT_INO,
-                Known {
-                    generation: byzfs_fs::handle::ROOT_GENERATION,
-                    lookups: 1,
-                },
-            )]),
-            open: HashMap::new(),
-            open_dirs: HashMap::new(),
-            silly: HashMap::new(),
-            tmp_next: 0,
-            orphans: None,
-            stamps: HashMap::new(),
-            opened: HashMap::new(),
-            attrs: AttrCache::default(),
-            sent: BTreeMap::new(),
-            timeout: opts.timeout,
-            strict: opts.strict,
-            gather: Gather::new(write_chunk),
-            gather_writes: !opts.sync_writes,
-            locks: locks::Held::default(),
-            delegs: delegations::Delegations::new(client_id, Some(nudge_tx.clone())),
-            reclaim: reclaim::Reclaimer::new(Some(nudge_tx)),
+            link: Link {
+                rt,
+                client,
+                sent: BTreeMap::new(),
+                timeout: opts.timeout,
+                strict: opts.strict,
+                gather: Gather::new(write_chunk),
+                gather_writes: !opts.sync_writes,
+                attrs: AttrCache::default(),
+                stamps: HashMap::new(),
+                opened: HashMap::new(),
+                reclaim: reclaim::Reclaimer::new(Some(nudge_tx.clone())),
+            },
+            files: Files {
+                known: HashMap::from([(
+                    byzfs_fs::handle::ROOT_INO,
+                    Known {
+                        generation: byzfs_fs::handle::ROOT_GENERATION,
+                        lookups: 1,
+                    },
+                )]),
+                open: HashMap::new(),
+                open_dirs: HashMap::new(),
+                silly: HashMap::new(),
+                tmp_next: 0,
+                orphans: None,
+            },
+            locking: locks::Locking {
+                held: locks::Held::default(),
+                delegs: delegations::Delegations::new(client_id, Some(nudge_tx)),
+            },
         })),
         notifier: Arc::clone(&notifier),
         groups: groups::GroupCache::default(),
