@@ -517,9 +517,11 @@ impl Filesystem for ByzFuse {
         }
     }
 
-    /// Extended attributes (`user.` and `trusted.`, see `byzfs_fs::xattr`). `security.`
-    /// names are answered here: the replicas store none (setting one gets `EOPNOTSUPP`), and
-    /// the kernel asks for `security.capability` before writes.
+    /// Extended attributes (`user.` and `trusted.`, see `byzfs_fs::xattr`). A name the
+    /// replicas would refuse for itself (`byzfs_fs::xattr::namespace`: `system.` ACLs,
+    /// `security.`, bad names) is answered here, without a round trip, with the replicas'
+    /// answer: `cp -a` sets an ACL on every file it copies. Reading a `security.` name gets
+    /// `ENODATA` (the kernel asks for `security.capability` before writes).
     fn getxattr(
         &self,
         req: &fuser::Request,
@@ -531,6 +533,9 @@ impl Filesystem for ByzFuse {
         let name = name.as_bytes().to_vec();
         if name.starts_with(b"security.") {
             return reply.error(fuser::Errno::ENODATA);
+        }
+        if let Err(e) = byzfs_fs::xattr::namespace(&name) {
+            return reply.error(errno(e));
         }
         let fh = fh!(self, ino, reply);
         xattr_reply(self.call(req, Op::GetXattr { fh, name }), size, reply);
@@ -560,6 +565,9 @@ impl Filesystem for ByzFuse {
         if position != 0 {
             return reply.error(fuser::Errno::EINVAL);
         }
+        if let Err(e) = byzfs_fs::xattr::namespace(name.as_bytes()) {
+            return reply.error(errno(e));
+        }
         let fh = fh!(self, ino, reply);
         let op = Op::SetXattr {
             fh,
@@ -571,6 +579,9 @@ impl Filesystem for ByzFuse {
     }
 
     fn removexattr(&self, req: &fuser::Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        if let Err(e) = byzfs_fs::xattr::namespace(name.as_bytes()) {
+            return reply.error(errno(e));
+        }
         let fh = fh!(self, ino, reply);
         let name = name.as_bytes().to_vec();
         self.done(req, Op::RemoveXattr { fh, name }, reply);

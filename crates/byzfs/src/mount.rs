@@ -21,9 +21,8 @@ pub struct MountArgs {
     /// error because replicas were down for a while.
     #[arg(long, default_value_t = 0)]
     timeout_ms: u64,
-    /// Let other users access the mount (needs `user_allow_other` in /etc/fuse.conf).
-    #[arg(long)]
-    allow_other: bool,
+    #[command(flatten)]
+    access: AccessArgs,
     /// Talk to one `byzfs unreplicated --service fs` server at replica 0's address instead of
     /// the replicated cluster (the NO-REP baseline of the benchmarks).
     #[arg(long)]
@@ -51,7 +50,7 @@ pub fn run(a: MountArgs) -> anyhow::Result<ExitCode> {
     check_mountpoint(&a.mountpoint, false)?;
     let opts = MountOptions {
         timeout: (a.timeout_ms > 0).then(|| Duration::from_millis(a.timeout_ms)),
-        allow_other: a.allow_other,
+        allow_other: a.access.allow_other(),
         unreplicated: a.unreplicated,
         strict: a.strict,
         sync_writes: a.sync_writes,
@@ -72,6 +71,38 @@ pub fn run(a: MountArgs) -> anyhow::Result<ExitCode> {
     });
     mounted.unmount()?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// Who may use the mount, shared by `byzfs mount` and `byzfs up --mount`: run as root,
+/// every local user (as the kernel NFS client lets them), with permissions checked by the
+/// kernel as on a local file system; otherwise only the user who mounted (FUSE's default).
+#[derive(Args, Debug, Clone)]
+pub struct AccessArgs {
+    /// Let every local user use the mount, permissions checked as on a local file system.
+    /// The default when run as root; others need `user_allow_other` in /etc/fuse.conf.
+    #[arg(long, conflicts_with = "private")]
+    allow_other: bool,
+    /// Only the user who mounted may use the mount (the default when not run as root).
+    #[arg(long)]
+    private: bool,
+}
+
+impl AccessArgs {
+    /// Whether every local user may use the mount.
+    pub fn allow_other(&self) -> bool {
+        self.allow_other || (!self.private && effective_uid() == Some(0))
+    }
+
+    /// Whether either flag was given (`byzfs up` accepts them only with `--mount`).
+    pub fn given(&self) -> bool {
+        self.allow_other || self.private
+    }
+}
+
+/// This process's effective uid: the owner of `/proc/self`.
+fn effective_uid() -> Option<u32> {
+    use std::os::unix::fs::MetadataExt as _;
+    std::fs::metadata("/proc/self").ok().map(|m| m.uid())
 }
 
 /// `--cache-timeout`, shared by `byzfs mount` and `byzfs up --mount`.

@@ -43,10 +43,9 @@ pub struct UpArgs {
     /// Also mount the file service here (created if missing; implies --service fs).
     #[arg(long, value_name = "MOUNTPOINT")]
     mount: Option<PathBuf>,
-    /// With --mount: let other users access the mount (non-root: needs `user_allow_other`
-    /// in /etc/fuse.conf).
-    #[arg(long, requires = "mount")]
-    allow_other: bool,
+    /// With --mount: who may use it (see `byzfs mount --help`).
+    #[command(flatten)]
+    access: crate::mount::AccessArgs,
     /// With --mount: give up on an operation after this long and return EIO (a soft mount;
     /// see `byzfs mount --help`). Default 0: a hard mount, which waits until the cluster
     /// answers.
@@ -132,6 +131,9 @@ impl Drop for Children {
 pub fn run(mut a: UpArgs) -> anyhow::Result<ExitCode> {
     // fuser logs every mount and unmount at info; the summary says it already.
     crate::logging::init("info,fuser=warn");
+    if a.access.given() && a.mount.is_none() {
+        bail!("--allow-other and --private apply to a mount: add --mount MOUNTPOINT");
+    }
     if let Some(mnt) = &a.mount {
         match a.service {
             None | Some(ServiceKind::Fs) => a.service = Some(ServiceKind::Fs),
@@ -226,7 +228,7 @@ pub fn run(mut a: UpArgs) -> anyhow::Result<ExitCode> {
         Some(mnt) => {
             let opts = byzfs_fuse::MountOptions {
                 timeout: (a.timeout_ms > 0).then(|| Duration::from_millis(a.timeout_ms)),
-                allow_other: a.allow_other,
+                allow_other: a.access.allow_other(),
                 unreplicated: false,
                 strict: false,
                 sync_writes: false,

@@ -112,6 +112,15 @@ fn mount_unavailable_says_what_to_install() {
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("--mount needs --service fs"), "{err}");
+    // Who may use a mount is said with the mount.
+    let out = Command::new(BIN)
+        .args(["up", "--private", "--dir"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("add --mount MOUNTPOINT"), "{err}");
 }
 
 #[test]
@@ -124,11 +133,8 @@ fn mounted_cluster_behaves_like_a_linux_file_system() {
     // A soft mount: an operation the cluster leaves unanswered fails this test (EIO) where
     // it happens, with `up`'s log, instead of hanging it.
     let soft = ["--timeout-ms", "120000"];
-    let up = Up::start_mounted(&if root {
-        [&soft[..], &["--allow-other"]].concat()
-    } else {
-        soft.to_vec()
-    });
+    // Run as root, the mount lets every user in by default (`permissions` checks it).
+    let up = Up::start_mounted(&soft);
     let mnt = up.mountpoint.clone().unwrap();
     assert!(
         is_mounted(&mnt),
@@ -143,6 +149,7 @@ fn mounted_cluster_behaves_like_a_linux_file_system() {
     data(&mnt.join("data"));
     removed_while_open(&mnt.join("silly"));
     tmpfile(&mnt.join("tmpfile"));
+    xattrs(&mnt.join("xattr"));
     if root {
         permissions(&up, &mnt.join("perm"));
     } else {
@@ -621,6 +628,98 @@ fn permissions(up: &Up, d: &Path) {
         0o6777,
         "root's write"
     );
+    // `--private`: the same files through a second mount are root's alone; FUSE refuses
+    // every other user before any permission check.
+    let dir = up.dir.path();
+    let private = Mount::start_with(
+        &up.config,
+        &dir.join("mnt-private"),
+        &dir.join("mount-private.log"),
+        &["--private"],
+    );
+    let public = private
+        .mnt
+        .join(d.strip_prefix(up.mountpoint.as_ref().unwrap()).unwrap());
+    assert_eq!(fs::read(public.join("public")).unwrap(), b"public");
+    let (ok, _, err) = as_nobody(&format!("cat {}", public.join("public").display()));
+    assert!(
+        !ok && err.contains("Permission denied"),
+        "--private refuses nobody: {err}"
+    );
+}
+
+/// Extended attributes: `user.` names are stored; names the replicas refuse for themselves
+/// (ACLs, `security.`, malformed) get the replicas' answer from the mount.
+fn xattrs(d: &Path) {
+    use std::ffi::CString;
+    fs::create_dir_all(d).unwrap();
+    let f = d.join("f");
+    fs::write(&f, b"x").unwrap();
+    let path = CString::new(f.to_str().unwrap()).unwrap();
+    let c = |name: &str| CString::new(name).unwrap();
+    let errno = || std::io::Error::last_os_error().raw_os_error();
+    let set = |name: &str, value: &[u8]| {
+        // SAFETY: valid C strings and a buffer of `value.len()` bytes.
+        let r = unsafe {
+            libc::setxattr(
+                path.as_ptr(),
+                c(name).as_ptr(),
+                value.as_ptr().cast(),
+                value.len(),
+                0,
+            )
+        };
+        if r == 0 {
+            Ok(())
+        } else {
+            Err(errno())
+        }
+    };
+    let get = |name: &str| {
+        let mut buf = [0u8; 64];
+        // SAFETY: valid C strings and a buffer of `buf.len()` bytes.
+        let r = unsafe {
+            libc::getxattr(
+                path.as_ptr(),
+                c(name).as_ptr(),
+                buf.as_mut_ptr().cast(),
+                buf.len(),
+            )
+        };
+        match usize::try_from(r) {
+            Ok(n) => Ok(buf[..n].to_vec()),
+            Err(_) => Err(errno()),
+        }
+    };
+    let remove = |name: &str| {
+        // SAFETY: valid C strings.
+        let r = unsafe { libc::removexattr(path.as_ptr(), c(name).as_ptr()) };
+        if r == 0 {
+            Ok(())
+        } else {
+            Err(errno())
+        }
+    };
+    let unsupported = Err(Some(libc::EOPNOTSUPP));
+    assert_eq!(set("user.note", b"kept"), Ok(()));
+    assert_eq!(get("user.note"), Ok(b"kept".to_vec()));
+    assert_eq!(remove("user.note"), Ok(()));
+    assert_eq!(get("user.note"), Err(Some(libc::ENODATA)));
+    // A minimal ACL, as `cp -a` and `setfacl` set it: version 2, then (tag, permissions,
+    // id) for user::rw-, group::r--, other::r--.
+    let mut acl = 2u32.to_le_bytes().to_vec();
+    for (tag, perm) in [(1u16, 6u16), (4, 4), (0x20, 4)] {
+        acl.extend(tag.to_le_bytes());
+        acl.extend(perm.to_le_bytes());
+        acl.extend(u32::MAX.to_le_bytes());
+    }
+    assert_eq!(set("system.posix_acl_access", &acl), unsupported);
+    assert_eq!(get("system.posix_acl_access").map(drop), unsupported);
+    assert_eq!(remove("system.posix_acl_access"), unsupported);
+    assert_eq!(set("security.selinux", b"x"), unsupported);
+    assert_eq!(get("security.capability"), Err(Some(libc::ENODATA)));
+    assert_eq!(set("user.", b"x"), Err(Some(libc::EINVAL)));
+    assert_eq!(fs::read(&f).unwrap(), b"x");
 }
 
 /// A second `byzfs up --mount` on a mounted directory fails at once, saying why.
