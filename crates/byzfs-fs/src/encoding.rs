@@ -150,6 +150,9 @@ mod tests {
             Op::Punch { .. } => 40,
             Op::Seek { .. } => 41,
             Op::ReportCapacity { .. } => 42,
+            Op::ReserveInodes { .. } => 43,
+            Op::MakeAt { .. } => 44,
+            Op::Batch(_) => 45,
         }
     }
 
@@ -303,6 +306,16 @@ mod tests {
                 replica: 1,
                 bytes: 2,
             },
+            Op::ReserveInodes { count: 1 },
+            Op::MakeAt {
+                at: FH,
+                make: Box::new(Op::Mkdir {
+                    dir: FH,
+                    name: n(),
+                    mode: 1,
+                }),
+            },
+            Op::Batch(vec![Op::Remove { dir: FH, name: n() }]),
         ];
         let cases: Vec<(Op, u8)> = ops
             .into_iter()
@@ -415,6 +428,14 @@ mod tests {
                 17,
             ),
             (Reply::Seek { at: 1, done: true }, 18),
+            (
+                Reply::Reserved {
+                    first: FH,
+                    count: 2,
+                },
+                19,
+            ),
+            (Reply::Batch(vec![Reply::Done]), 20),
         ]);
     }
 
@@ -609,6 +630,23 @@ mod tests {
                 "0000050600a40301020304050e080e080e0809",
             ),
             ("result err", encode_result(&Err(Errno::ENOENT)), "0104"),
+            (
+                "reserved",
+                encode(&crate::reserve::Reserved {
+                    ranges: vec![crate::reserve::Range {
+                        ino: 1,
+                        generation: 2,
+                        count: 3,
+                        spent: 4,
+                    }],
+                }),
+                "0101020304",
+            ),
+            (
+                "key reserved",
+                key::reserved(1),
+                "5a400c219ae92bff100000000000000001",
+            ),
             ("key superblock", key::superblock(), "f570a99a27348b6700"),
             (
                 "key inode",

@@ -33,6 +33,9 @@ pub(crate) struct Exec<'t, 'a, S: Store + ?Sized> {
     /// Blocks (or extended attributes) this operation may still delete
     /// ([`crate::reclaim::STEP_BLOCKS`] at the start): what would exceed it is queued.
     pub budget: u64,
+    /// The handle the next creation gets, reserved by the client ([`crate::reserve`]);
+    /// `None`: the next free one.
+    pub at: Option<FileHandle>,
 }
 
 /// `ENOTDIR` unless `i` is a directory.
@@ -210,6 +213,9 @@ impl<S: Store + ?Sized> Exec<'_, '_, S> {
             } => self.punch(fh, offset, len, keep_size),
             Op::Seek { fh, offset, hole } => self.seek(fh, offset, hole),
             Op::ReportCapacity { replica, bytes } => self.report_capacity(replica, bytes),
+            Op::ReserveInodes { count } => self.reserve_inodes(count),
+            Op::MakeAt { at, make } => self.make_at(at, *make),
+            Op::Batch(ops) => self.batch(ops),
         }
     }
 
@@ -487,10 +493,15 @@ impl<S: Store + ?Sized> Exec<'_, '_, S> {
             return Err(Errno::ENOSPC.into());
         }
         self.charge(target.len() as i64)?;
-        let ino = self.sb.next_ino;
-        let generation = self.sb.next_generation;
-        self.sb.next_ino += 1;
-        self.sb.next_generation += 1;
+        let (ino, generation) = match self.at.take() {
+            Some(at) => (at.ino, at.generation),
+            None => {
+                let next = (self.sb.next_ino, self.sb.next_generation);
+                self.sb.next_ino += 1;
+                self.sb.next_generation += 1;
+                next
+            }
+        };
         self.sb.inodes += 1;
         let mut mode = mode & MODE_MASK;
         let gid = if d.mode & S_ISGID != 0 {

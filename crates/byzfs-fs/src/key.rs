@@ -19,6 +19,7 @@
 //! | an entry of the reclaim queue ([`crate::reclaim`]) | `13 ‖ number` | `"r"` |
 //! | the reclaim queue's counters | `14` | `"r"` |
 //! | the replicas' capacity reports ([`crate::capacity`]) | `15` | `"p"` |
+//! | the inode numbers reserved for a client ([`crate::reserve`]) | `16 ‖ client` | `"c" ‖ client` |
 //!
 //! Integers are big-endian so key order is numeric order. The placement bytes are the first 8
 //! bytes of a domain-separated BLAKE3 hash, so partitions fill evenly. Both records of a
@@ -47,6 +48,7 @@ const TAG_DATA: u8 = 12;
 const TAG_RECLAIM: u8 = 13;
 const TAG_RECLAIM_QUEUE: u8 = 14;
 const TAG_CAPACITY: u8 = 15;
+const TAG_RESERVED: u8 = 16;
 
 /// The placement bytes of an object.
 fn placement(kind: u8, parts: &[u64]) -> [u8; PLACEMENT_BYTES] {
@@ -159,6 +161,11 @@ pub(crate) fn recalls(client: u64) -> Vec<u8> {
 /// The blocking lock requests `client`'s owners are waiting on ([`crate::deadlock`]).
 pub(crate) fn waits(client: u64) -> Vec<u8> {
     build(placement(b'c', &[client]), TAG_WAITS, &[client], &[])
+}
+
+/// The inode numbers reserved for client `client` ([`crate::reserve`]).
+pub(crate) fn reserved(client: u64) -> Vec<u8> {
+    build(placement(b'c', &[client]), TAG_RESERVED, &[client], &[])
 }
 
 /// A bound above every attribute key of `ino` (names are at most 255 bytes).

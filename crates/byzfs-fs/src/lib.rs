@@ -109,6 +109,7 @@
 #![forbid(unsafe_code)]
 
 pub mod attr;
+pub mod batch;
 pub mod capacity;
 pub mod data;
 pub mod deadlock;
@@ -126,6 +127,7 @@ pub mod orphan;
 pub mod perm;
 pub mod ranges;
 pub mod reclaim;
+pub mod reserve;
 pub mod service;
 pub mod store;
 pub mod xattr;

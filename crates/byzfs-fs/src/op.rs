@@ -460,6 +460,28 @@ pub enum Op {
         /// Bytes of file data it could hold in all.
         bytes: u64,
     },
+    /// Reserves `count` (1 to [`crate::reserve::MAX_RESERVE`]) inode numbers, with their
+    /// generations, for the sender's client session, so that its mount can give a new file
+    /// its handle before the replicas create it ([`crate::reserve`]). Reply:
+    /// [`Reply::Reserved`].
+    ReserveInodes {
+        /// How many.
+        count: u32,
+    },
+    /// `make` (a [`Op::Create`], [`Op::Mkdir`], [`Op::Symlink`] or [`Op::Mknod`]; `EINVAL`
+    /// otherwise), the new entry getting handle `at`: one of the sender's reserved handles,
+    /// above every one it used before (`EINVAL` otherwise; [`crate::reserve`]). Reply: as
+    /// `make`'s.
+    MakeAt {
+        /// The reserved handle.
+        at: FileHandle,
+        /// The creation.
+        make: Box<Op>,
+    },
+    /// Runs `ops` in order as one operation, all or nothing: the first that fails fails the
+    /// batch, and none of it is applied ([`crate::batch`] lists what may be in one). Reply:
+    /// [`Reply::Batch`].
+    Batch(Vec<Op>),
 }
 
 /// Most attribute changes one [`Op::WriteSetAttr`] may carry.
@@ -533,6 +555,9 @@ impl Op {
             Op::Punch { .. } => "punch",
             Op::Seek { .. } => "seek",
             Op::ReportCapacity { .. } => "report_capacity",
+            Op::ReserveInodes { .. } => "reserve_inodes",
+            Op::MakeAt { .. } => "make_at",
+            Op::Batch(_) => "batch",
         }
     }
 
@@ -706,6 +731,16 @@ pub enum Reply {
         /// `at` is the answer.
         done: bool,
     },
+    /// The inode numbers an [`Op::ReserveInodes`] reserved: `first.ino + k` with generation
+    /// `first.generation + k`, for `k` in `0..count`.
+    Reserved {
+        /// The first reserved handle.
+        first: FileHandle,
+        /// How many.
+        count: u32,
+    },
+    /// The replies of an [`Op::Batch`]'s operations, in order.
+    Batch(Vec<Reply>),
 }
 
 impl Reply {

@@ -177,6 +177,7 @@ impl<S: Store> FileService<S> {
                 now,
                 client,
                 budget: crate::reclaim::STEP_BLOCKS,
+                at: None,
             }
             .run(req.op),
         };
@@ -270,6 +271,7 @@ impl<S: Store> FileService<S> {
                 // Read-only operations take no locks; `Recalls` reads the caller's list.
                 client,
                 budget: 0,
+                at: None,
             }
             .run(req.op)
         });

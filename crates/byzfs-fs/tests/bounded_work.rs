@@ -6,6 +6,7 @@
 //! the bounds, so an operation whose work grows with its input fails here.
 
 use byzfs_bft::{Digest, Seq, Service};
+use byzfs_fs::batch::MAX_BATCH;
 use byzfs_fs::data::BLOCK_SIZE;
 use byzfs_fs::lock::{LockKind, LockReq};
 use byzfs_fs::op::{Extent, XattrSet, MAX_IO, MAX_READDIR_ENTRIES};
@@ -195,7 +196,7 @@ fn the_operations(b: &mut Bench) -> Vec<(&'static str, Op)> {
         b.file(big_dir, &format!("f{n:05}"));
     }
     let mut big = Vec::new();
-    for n in 0..6 {
+    for n in 0..8 {
         let f = b.file(root, &format!("big{n}"));
         b.fill(f, FILE_MIB << 20);
         big.push(f);
@@ -229,6 +230,45 @@ fn the_operations(b: &mut Bench) -> Vec<(&'static str, Op)> {
         let name = op.name();
         ops.push((name, op));
     }
+    // Last, the most work a batch may hold: two removals of large files (sharing one
+    // operation's budget of blocks to delete), 1 MiB written, and creations in the
+    // 3,000-entry directory, one at a reserved handle, up to `MAX_BATCH` members.
+    let first = match b.run(Op::ReserveInodes { count: 1 }) {
+        Ok(Reply::Reserved { first, .. }) => first,
+        other => panic!("reserve: {other:?}"),
+    };
+    let mut members = vec![
+        Op::Remove {
+            dir: root,
+            name: names("big6"),
+        },
+        Op::Remove {
+            dir: root,
+            name: names("big7"),
+        },
+        Op::Write {
+            fh: small,
+            offset: 0,
+            data: one_mib.clone(),
+        },
+        Op::MakeAt {
+            at: first,
+            make: Box::new(Op::Mkdir {
+                dir: big_dir,
+                name: names("reserved"),
+                mode: 0o755,
+            }),
+        },
+    ];
+    while members.len() < MAX_BATCH {
+        members.push(Op::Create {
+            dir: big_dir,
+            name: format!("g{:05}", members.len()).into_bytes(),
+            mode: 0o644,
+            exclusive: true,
+        });
+    }
+    ops.push(("batch", Op::Batch(members)));
     ops
 }
 
@@ -442,6 +482,21 @@ fn all_kinds(
             replica: 0,
             bytes: 1 << 30,
         },
+        Op::ReserveInodes {
+            count: byzfs_fs::reserve::MAX_RESERVE,
+        },
+        // Refused: not reserved (the one that is, is in the batch measured last).
+        Op::MakeAt {
+            at: FileHandle {
+                ino: 1 << 40,
+                generation: 1,
+            },
+            make: Box::new(Op::Mkdir {
+                dir: big_dir,
+                name: names("at"),
+                mode: 0o755,
+            }),
+        },
     ];
     // Exhaustive: a new operation must be added above.
     for op in &ops {
@@ -488,19 +543,28 @@ fn all_kinds(
             | Op::CopyRange { .. }
             | Op::Punch { .. }
             | Op::Seek { .. }
-            | Op::ReportCapacity { .. } => {}
+            | Op::ReportCapacity { .. }
+            | Op::ReserveInodes { .. }
+            | Op::MakeAt { .. } => {}
+            // Measured last, by `the_operations`.
+            Op::Batch(_) => unreachable!("a batch is measured apart"),
         }
     }
     let kinds: std::collections::BTreeSet<&str> = ops.iter().map(Op::name).collect();
-    assert_eq!(kinds.len(), 43, "every kind of operation is measured");
+    assert_eq!(
+        kinds.len(),
+        45,
+        "every kind of operation but the batch is measured here"
+    );
     let _ = (empty_dir, small);
     ops
 }
 
 /// Records written by one operation: a 1 MiB write touches 64 blocks, their group records
 /// and the inode; a removal or truncation deletes at most `STEP_BLOCKS` blocks and their
-/// groups (`byzfs_fs::reclaim`).
-const MAX_WRITTEN: u64 = 2 * STEP_BLOCKS + 64;
+/// groups (`byzfs_fs::reclaim`); a batch adds at most three records (an inode and a name's
+/// two entry records) per member, its writes and deletions sharing one operation's bounds.
+const MAX_WRITTEN: u64 = 2 * STEP_BLOCKS + 64 + 3 * MAX_BATCH as u64;
 /// Bytes written by one operation: 1 MiB of data, or 1 MiB of attributes, and keys.
 const MAX_WRITTEN_BYTES: u64 = (1 << 20) + (64 << 10);
 /// Records read: a directory sweep looks at 256 entries and the files they name; a

@@ -307,8 +307,26 @@ enum ROp {
     Link(u8, u8, u8),
     Symlink(u8, u8),
     Chmod(u8, u16),
+    /// Several of the above as one `Op::Batch`: all or nothing.
+    Batch(Vec<ROp>),
     Checkpoint,
     Rollback,
+}
+
+/// What a batch may hold (`byzfs_fs::batch::may_batch`), drawn as in [`rop`].
+fn batch_member() -> impl Strategy<Value = ROp> {
+    let n = 0u8..4;
+    let h = 0u8..16;
+    prop_oneof![
+        (h.clone(), n.clone()).prop_map(|(d, n)| ROp::Create(d, n)),
+        (h.clone(), n.clone()).prop_map(|(d, n)| ROp::Mkdir(d, n)),
+        (h.clone(), 0u32..70_000, 0u16..4_000, any::<u8>())
+            .prop_map(|(f, o, l, b)| ROp::Write(f, o, l, b)),
+        (h.clone(), n.clone()).prop_map(|(d, n)| ROp::Remove(d, n)),
+        (h.clone(), n.clone(), h.clone(), n.clone())
+            .prop_map(|(a, b, c, d)| ROp::Rename(a, b, c, d)),
+        (h.clone(), 0u16..0o1000).prop_map(|(f, m)| ROp::Chmod(f, m)),
+    ]
 }
 
 fn rop() -> impl Strategy<Value = ROp> {
@@ -330,6 +348,7 @@ fn rop() -> impl Strategy<Value = ROp> {
         1 => (h.clone(), h.clone(), n.clone()).prop_map(|(f, d, n)| ROp::Link(f, d, n)),
         1 => (h.clone(), n.clone()).prop_map(|(d, n)| ROp::Symlink(d, n)),
         1 => (h.clone(), 0u16..0o1000).prop_map(|(f, m)| ROp::Chmod(f, m)),
+        1 => proptest::collection::vec(batch_member(), 1..5).prop_map(ROp::Batch),
         1 => Just(ROp::Checkpoint),
         1 => Just(ROp::Rollback),
     ]
@@ -458,6 +477,7 @@ fn to_op(r: &ROp, k: &Known) -> Option<Op> {
                 ..SetAttr::default()
             },
         },
+        ROp::Batch(ref members) => Op::Batch(members.iter().filter_map(|m| to_op(m, k)).collect()),
         ROp::Checkpoint | ROp::Rollback => return None,
     })
 }

@@ -9,7 +9,7 @@
 //!   success turned into an error and the reverse. Its state and its votes stay correct, so
 //!   only the client's reply voting stands between the lie and the application.
 
-use byzfs_fs::{decode_result, encode_result, Attr, Errno, FsResult, Reply, Timestamp};
+use byzfs_fs::{decode_result, encode_result, Attr, Errno, FileHandle, FsResult, Reply, Timestamp};
 use byzfs_net::LieToClients;
 use clap::ValueEnum;
 
@@ -127,6 +127,23 @@ pub fn corrupt_fs_result(b: &[u8]) -> Vec<u8> {
                 }
             }
             Ok(Reply::ReadDir { entries, eof })
+        }
+        // Handles another session was given: the mount would create files over them.
+        Ok(Reply::Reserved { first, count }) => Ok(Reply::Reserved {
+            first: FileHandle {
+                ino: first.ino.wrapping_sub(1),
+                generation: first.generation,
+            },
+            count,
+        }),
+        // One member's reply told wrong, the rest as they were.
+        Ok(Reply::Batch(mut replies)) => {
+            if let Some(last) = replies.pop() {
+                let told = encode_result(&Ok(last));
+                let lie = decode_result(&corrupt_fs_result(&told)).and_then(Result::ok);
+                replies.extend(lie);
+            }
+            Ok(Reply::Batch(replies))
         }
         Ok(Reply::StatFs(mut s)) => {
             s.blocks_free = s.blocks_free.wrapping_add(12345);

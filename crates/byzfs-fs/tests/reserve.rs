@@ -1,0 +1,153 @@
+//! Reserved inode numbers (`byzfs_fs::reserve`): a client session creates entries with
+//! handles it reserved, each handle at most once, in increasing order, and only its own.
+
+mod common;
+
+use byzfs_fs::reserve::MAX_RESERVE;
+use byzfs_fs::{Errno, FileHandle, Op, Reply};
+use common::*;
+
+const ME: u64 = 7;
+const OTHER: u64 = 8;
+
+fn reserve(fs: &mut Fs, client: u64, count: u32) -> FileHandle {
+    match fs.run_client(client, Op::ReserveInodes { count }) {
+        Ok(Reply::Reserved { first, count: c }) => {
+            assert_eq!(c, count);
+            first
+        }
+        other => panic!("reserve: {other:?}"),
+    }
+}
+
+fn nth(first: FileHandle, k: u64) -> FileHandle {
+    FileHandle {
+        ino: first.ino + k,
+        generation: first.generation + k,
+    }
+}
+
+fn mkdir_at(fs: &mut Fs, client: u64, at: FileHandle, name: &str) -> Result<FileHandle, Errno> {
+    let make = Box::new(Op::Mkdir {
+        dir: ROOT,
+        name: name.into(),
+        mode: 0o755,
+    });
+    fs.run_client(client, Op::MakeAt { at, make })
+        .map(|r| Fs::entry(Ok(r)).fh)
+}
+
+#[test]
+fn reserved_handles_are_used_once_in_order_by_their_session_only() {
+    let mut fs = Fs::new();
+    let first = reserve(&mut fs, ME, 4);
+    // A plain creation afterwards gets the next number after the range.
+    let plain = fs.mkdir(ROOT, "plain").fh;
+    assert_eq!(plain, nth(first, 4));
+    assert_eq!(
+        mkdir_at(&mut fs, OTHER, first, "x"),
+        Err(Errno::EINVAL),
+        "not its range"
+    );
+    assert_eq!(mkdir_at(&mut fs, ME, first, "a"), Ok(first));
+    assert_eq!(
+        mkdir_at(&mut fs, ME, first, "b"),
+        Err(Errno::EINVAL),
+        "used"
+    );
+    // Skipping one spends it.
+    assert_eq!(mkdir_at(&mut fs, ME, nth(first, 2), "c"), Ok(nth(first, 2)));
+    assert_eq!(
+        mkdir_at(&mut fs, ME, nth(first, 1), "d"),
+        Err(Errno::EINVAL),
+        "skipped"
+    );
+    let wrong_generation = FileHandle {
+        generation: first.generation + 2,
+        ..nth(first, 3)
+    };
+    assert_eq!(
+        mkdir_at(&mut fs, ME, wrong_generation, "e"),
+        Err(Errno::EINVAL)
+    );
+    assert_eq!(
+        mkdir_at(&mut fs, ME, nth(first, 4), "f"),
+        Err(Errno::EINVAL),
+        "past the end"
+    );
+    // The entries are what they say, and lookups find them by their handles.
+    assert_eq!(Fs::entry(fs.lookup(ROOT, "a")).fh, first);
+    assert_eq!(Fs::entry(fs.lookup(ROOT, "c")).fh, nth(first, 2));
+    assert_eq!(fs.names(ROOT), ["plain", "a", "c"]);
+}
+
+#[test]
+fn a_failed_creation_spends_nothing_and_every_kind_can_be_made_at_a_handle() {
+    let mut fs = Fs::new();
+    let first = reserve(&mut fs, ME, 8);
+    fs.mkdir(ROOT, "taken");
+    // EEXIST fails the operation: the handle is still unspent.
+    assert_eq!(mkdir_at(&mut fs, ME, first, "taken"), Err(Errno::EEXIST));
+    let makes = [
+        Op::Create {
+            dir: ROOT,
+            name: b"file".to_vec(),
+            mode: 0o644,
+            exclusive: true,
+        },
+        Op::Mkdir {
+            dir: ROOT,
+            name: b"dir".to_vec(),
+            mode: 0o755,
+        },
+        Op::Symlink {
+            dir: ROOT,
+            name: b"link".to_vec(),
+            target: b"file".to_vec(),
+        },
+        Op::Mknod {
+            dir: ROOT,
+            name: b"fifo".to_vec(),
+            kind: byzfs_fs::SpecialKind::Fifo,
+            mode: 0o600,
+        },
+    ];
+    for (k, make) in makes.into_iter().enumerate() {
+        let at = nth(first, k as u64);
+        let made = fs.run_client(
+            ME,
+            Op::MakeAt {
+                at,
+                make: Box::new(make),
+            },
+        );
+        assert_eq!(Fs::entry(made).fh, at);
+    }
+    // Only creations may name a handle.
+    let not_a_creation = Op::MakeAt {
+        at: nth(first, 4),
+        make: Box::new(Op::Remove {
+            dir: ROOT,
+            name: b"file".to_vec(),
+        }),
+    };
+    assert_eq!(fs.run_client(ME, not_a_creation), Err(Errno::EINVAL));
+}
+
+#[test]
+fn reservations_are_bounded() {
+    let mut fs = Fs::new();
+    for bad in [0, MAX_RESERVE + 1] {
+        assert_eq!(
+            fs.run_client(ME, Op::ReserveInodes { count: bad }),
+            Err(Errno::EINVAL)
+        );
+    }
+    // A session keeps two ranges: a third drops the oldest.
+    let a = reserve(&mut fs, ME, 2);
+    let b = reserve(&mut fs, ME, 2);
+    let c = reserve(&mut fs, ME, 2);
+    assert_eq!(mkdir_at(&mut fs, ME, a, "a"), Err(Errno::EINVAL), "dropped");
+    assert_eq!(mkdir_at(&mut fs, ME, b, "b"), Ok(b));
+    assert_eq!(mkdir_at(&mut fs, ME, c, "c"), Ok(c));
+}
