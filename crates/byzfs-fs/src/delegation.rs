@@ -81,12 +81,18 @@ impl<S: Store + ?Sized> Exec<'_, '_, S> {
         if d.client == self.client {
             return Ok(false);
         }
-        let mut list = self.load_recalls(d.client)?;
+        self.add_recall(d.client, ino)?;
+        Ok(true)
+    }
+
+    /// Puts `ino` on `holder`'s recall list (unless it is there, or the list is full).
+    pub(crate) fn add_recall(&mut self, holder: u64, ino: u64) -> Res<()> {
+        let mut list = self.load_recalls(holder)?;
         if !list.contains(&ino) && list.len() < MAX_RECALLS {
             list.push(ino);
-            self.txn.put(key::recalls(d.client), encode(&list));
+            self.txn.put(key::recalls(holder), encode(&list));
         }
-        Ok(true)
+        Ok(())
     }
 
     fn load_recalls(&self, client: u64) -> Res<Vec<u64>> {
@@ -179,7 +185,7 @@ impl<S: Store + ?Sized> Exec<'_, '_, S> {
     }
 
     /// Takes `ino` off the caller's recall list.
-    fn forget_recall(&mut self, ino: u64) -> Res<()> {
+    pub(crate) fn forget_recall(&mut self, ino: u64) -> Res<()> {
         let list = self.load_recalls(self.client)?;
         if !list.contains(&ino) {
             return Ok(());

@@ -153,6 +153,8 @@ mod tests {
             Op::ReserveInodes { .. } => 43,
             Op::MakeAt { .. } => 44,
             Op::Batch(_) => 45,
+            Op::DelegateDir { .. } => 46,
+            Op::ReturnDir { .. } => 47,
         }
     }
 
@@ -316,6 +318,8 @@ mod tests {
                 }),
             },
             Op::Batch(vec![Op::Remove { dir: FH, name: n() }]),
+            Op::DelegateDir { dir: FH },
+            Op::ReturnDir { dir: FH },
         ];
         let cases: Vec<(Op, u8)> = ops
             .into_iter()

@@ -70,6 +70,9 @@ fn kill_suid(cred: &Credentials, i: &mut Inode) {
 impl<S: Store + ?Sized> Exec<'_, '_, S> {
     /// Runs `op`.
     pub fn run(&mut self, op: Op) -> Res<Reply> {
+        if let Some(recall) = self.recall_named_dirs(&op)? {
+            return Ok(recall);
+        }
         match op {
             Op::GetAttr { fh } => Ok(Reply::Attr(self.resolve(fh)?.attr(fh.ino))),
             Op::SetAttr { fh, set } => self.setattr(fh, set),
@@ -216,6 +219,8 @@ impl<S: Store + ?Sized> Exec<'_, '_, S> {
             Op::ReserveInodes { count } => self.reserve_inodes(count),
             Op::MakeAt { at, make } => self.make_at(at, *make),
             Op::Batch(ops) => self.batch(ops),
+            Op::DelegateDir { dir } => self.delegate_dir(dir),
+            Op::ReturnDir { dir } => self.return_dir(dir),
         }
     }
 

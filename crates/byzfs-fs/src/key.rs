@@ -20,6 +20,7 @@
 //! | the reclaim queue's counters | `14` | `"r"` |
 //! | the replicas' capacity reports ([`crate::capacity`]) | `15` | `"p"` |
 //! | the inode numbers reserved for a client ([`crate::reserve`]) | `16 ‖ client` | `"c" ‖ client` |
+//! | who holds a directory's delegation ([`crate::dir_delegation`]) | `17 ‖ dir` | `"d" ‖ dir` (its entries') |
 //!
 //! Integers are big-endian so key order is numeric order. The placement bytes are the first 8
 //! bytes of a domain-separated BLAKE3 hash, so partitions fill evenly. Both records of a
@@ -49,6 +50,7 @@ const TAG_RECLAIM: u8 = 13;
 const TAG_RECLAIM_QUEUE: u8 = 14;
 const TAG_CAPACITY: u8 = 15;
 const TAG_RESERVED: u8 = 16;
+const TAG_DIR_DELEGATION: u8 = 17;
 
 /// The placement bytes of an object.
 fn placement(kind: u8, parts: &[u64]) -> [u8; PLACEMENT_BYTES] {
@@ -166,6 +168,11 @@ pub(crate) fn waits(client: u64) -> Vec<u8> {
 /// The inode numbers reserved for client `client` ([`crate::reserve`]).
 pub(crate) fn reserved(client: u64) -> Vec<u8> {
     build(placement(b'c', &[client]), TAG_RESERVED, &[client], &[])
+}
+
+/// Who holds directory `dir`'s delegation ([`crate::dir_delegation`]), beside its entries.
+pub(crate) fn dir_delegation(dir: u64) -> Vec<u8> {
+    build(placement(b'd', &[dir]), TAG_DIR_DELEGATION, &[dir], &[])
 }
 
 /// A bound above every attribute key of `ino` (names are at most 255 bytes).

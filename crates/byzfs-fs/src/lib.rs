@@ -115,6 +115,7 @@ pub mod data;
 pub mod deadlock;
 pub mod delegation;
 pub mod dir;
+pub mod dir_delegation;
 mod encoding;
 pub mod errno;
 mod exec;

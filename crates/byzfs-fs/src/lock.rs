@@ -407,6 +407,7 @@ impl<S: Store + ?Sized> Exec<'_, '_, S> {
     pub(crate) fn drop_locks(&mut self, ino: u64) {
         self.txn.delete(key::locks(ino));
         self.drop_delegation(ino);
+        self.drop_dir_delegation(ino);
     }
 }
 

@@ -482,6 +482,20 @@ pub enum Op {
     /// batch, and none of it is applied ([`crate::batch`] lists what may be in one). Reply:
     /// [`Reply::Batch`].
     Batch(Vec<Op>),
+    /// Asks for directory `dir`'s delegation ([`crate::dir_delegation`]): while the caller
+    /// holds it, every other session's operation on names in `dir` is recalled. Renews the
+    /// caller's lease. Reply: [`Reply::Delegated`] (no locks), or [`Reply::Recall`] if
+    /// another session holds it (asked to give it back).
+    DelegateDir {
+        /// The directory.
+        dir: FileHandle,
+    },
+    /// Gives directory `dir`'s delegation back. `ENOLCK` if the caller does not hold it.
+    /// Reply: [`Reply::Done`].
+    ReturnDir {
+        /// The directory.
+        dir: FileHandle,
+    },
 }
 
 /// Most attribute changes one [`Op::WriteSetAttr`] may carry.
@@ -558,6 +572,8 @@ impl Op {
             Op::ReserveInodes { .. } => "reserve_inodes",
             Op::MakeAt { .. } => "make_at",
             Op::Batch(_) => "batch",
+            Op::DelegateDir { .. } => "delegate_dir",
+            Op::ReturnDir { .. } => "return_dir",
         }
     }
 
@@ -567,6 +583,34 @@ impl Op {
         match self {
             Op::SetLk(r) => Op::LockDelegate(r),
             other => other,
+        }
+    }
+
+    /// The directories whose names this operation reads or changes, or whose attributes it
+    /// changes: what a directory delegation covers ([`crate::dir_delegation`]).
+    pub fn dirs_named(&self) -> Vec<FileHandle> {
+        match self {
+            Op::Lookup { dir, .. }
+            | Op::ReadDir { dir, .. }
+            | Op::Create { dir, .. }
+            | Op::Mkdir { dir, .. }
+            | Op::Symlink { dir, .. }
+            | Op::Mknod { dir, .. }
+            | Op::Remove { dir, .. }
+            | Op::Rmdir { dir, .. }
+            | Op::Link { dir, .. }
+            | Op::SweepDir { dir, .. } => vec![*dir],
+            Op::Rename {
+                from_dir, to_dir, ..
+            }
+            | Op::RenameNoReplace {
+                from_dir, to_dir, ..
+            } => vec![*from_dir, *to_dir],
+            Op::Exchange { a_dir, b_dir, .. } => vec![*a_dir, *b_dir],
+            Op::SetAttr { fh, .. } => vec![*fh],
+            Op::MakeAt { make, .. } => make.dirs_named(),
+            Op::Batch(ops) => ops.iter().flat_map(Op::dirs_named).collect(),
+            _ => Vec::new(),
         }
     }
 

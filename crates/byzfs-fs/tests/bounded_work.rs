@@ -485,6 +485,8 @@ fn all_kinds(
         Op::ReserveInodes {
             count: byzfs_fs::reserve::MAX_RESERVE,
         },
+        Op::DelegateDir { dir: big_dir },
+        Op::ReturnDir { dir: big_dir },
         // Refused: not reserved (the one that is, is in the batch measured last).
         Op::MakeAt {
             at: FileHandle {
@@ -545,7 +547,9 @@ fn all_kinds(
             | Op::Seek { .. }
             | Op::ReportCapacity { .. }
             | Op::ReserveInodes { .. }
-            | Op::MakeAt { .. } => {}
+            | Op::MakeAt { .. }
+            | Op::DelegateDir { .. }
+            | Op::ReturnDir { .. } => {}
             // Measured last, by `the_operations`.
             Op::Batch(_) => unreachable!("a batch is measured apart"),
         }
@@ -553,7 +557,7 @@ fn all_kinds(
     let kinds: std::collections::BTreeSet<&str> = ops.iter().map(Op::name).collect();
     assert_eq!(
         kinds.len(),
-        45,
+        47,
         "every kind of operation but the batch is measured here"
     );
     let _ = (empty_dir, small);

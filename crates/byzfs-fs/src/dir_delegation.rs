@@ -1,0 +1,101 @@
+//! Directory delegations (docs/plans/27): one client session keeps a directory's names
+//! itself, so that its mount answers creations, removals and renames in it at once and sends
+//! them later, many in one [`Op::Batch`](crate::Op::Batch).
+//!
+//! * **Grant.** [`Op::DelegateDir`](crate::Op::DelegateDir), which renews the caller's lease,
+//!   is granted unless another session holds the delegation: then that session is asked to
+//!   give it back (the directory joins its recall list, as for lock delegations:
+//!   [`crate::delegation`]) and the caller gets [`Reply::Recall`]. A delegation may be asked
+//!   for in the same batch that creates the directory.
+//! * **What it covers:** every operation that reads or changes names in the directory, or
+//!   changes its attributes ([`crate::Op::dirs_named`]). Another session's such operation
+//!   gets [`Reply::Recall`] and changes nothing; ordered, it also puts the directory on the
+//!   holder's recall list (a read-only one cannot: its mount sends it again ordered). A batch
+//!   naming a delegated directory anywhere is recalled as a whole, before any member runs.
+//! * **Validity.** As lock delegations: only while the holder's lease is current and was
+//!   granted under the lease's present epoch, so a session that dies holding one stops
+//!   blocking the others when its lease lapses (30 s of agreed time).
+//! * **Return.** [`Op::ReturnDir`](crate::Op::ReturnDir), after the holder sent what it
+//!   answered early; the directory leaves its recall list.
+//!
+//! Records: `17 ‖ dir` → [`Delegation`] in the directory's partition. A removed directory's
+//! record goes with its inode.
+
+use crate::delegation::Delegation;
+use crate::encoding::{decode, encode};
+use crate::errno::{Errno, Res};
+use crate::exec::Exec;
+use crate::handle::FileHandle;
+use crate::key;
+use crate::op::{Op, Reply};
+use crate::store::Store;
+
+impl<S: Store + ?Sized> Exec<'_, '_, S> {
+    /// Who holds `ino`'s directory delegation, if the holder's lease still covers it.
+    fn dir_holder(&self, ino: u64) -> Res<Option<u64>> {
+        let Some(b) = self.txn.get(&key::dir_delegation(ino))? else {
+            return Ok(None);
+        };
+        let d: Delegation = decode(&b)?;
+        let valid = self
+            .load_lease(d.client)?
+            .is_some_and(|l| l.epoch == d.epoch && self.current(l));
+        Ok(valid.then_some(d.client))
+    }
+
+    /// [`Reply::Recall`] if `op` names a directory another session holds, each such
+    /// directory put on its holder's recall list; `None` to run `op`.
+    pub(crate) fn recall_named_dirs(&mut self, op: &Op) -> Res<Option<Reply>> {
+        let mut recalled = false;
+        for dir in op.dirs_named() {
+            match self.dir_holder(dir.ino)? {
+                Some(holder) if holder != self.client => {
+                    self.add_recall(holder, dir.ino)?;
+                    recalled = true;
+                }
+                _ => {}
+            }
+        }
+        Ok(recalled.then_some(Reply::Recall))
+    }
+
+    /// [`Op::DelegateDir`].
+    pub(crate) fn delegate_dir(&mut self, dir: FileHandle) -> Res<Reply> {
+        let d = self.resolve(dir)?;
+        if !d.is_dir() {
+            return Err(Errno::ENOTDIR.into());
+        }
+        if let Some(holder) = self.dir_holder(dir.ino)?.filter(|&h| h != self.client) {
+            self.add_recall(holder, dir.ino)?;
+            return Ok(Reply::Recall);
+        }
+        let (epoch, lapsed) = self.renew()?;
+        let rec = Delegation {
+            client: self.client,
+            epoch,
+        };
+        self.txn.put(key::dir_delegation(dir.ino), encode(&rec));
+        self.forget_recall(dir.ino)?;
+        Ok(Reply::Delegated {
+            lapsed,
+            attr: d.attr(dir.ino),
+            mine: Vec::new(),
+        })
+    }
+
+    /// [`Op::ReturnDir`].
+    pub(crate) fn return_dir(&mut self, dir: FileHandle) -> Res<Reply> {
+        self.resolve(dir)?;
+        if self.dir_holder(dir.ino)? != Some(self.client) {
+            return Err(Errno::ENOLCK.into());
+        }
+        self.txn.delete(key::dir_delegation(dir.ino));
+        self.forget_recall(dir.ino)?;
+        Ok(Reply::Done)
+    }
+
+    /// Drops `ino`'s directory delegation record (the inode is being freed).
+    pub(crate) fn drop_dir_delegation(&mut self, ino: u64) {
+        self.txn.delete(key::dir_delegation(ino));
+    }
+}
