@@ -6,8 +6,8 @@
 //! its transaction is dropped, so nothing of it is applied. What may be a member: the
 //! operations a mount answers early for a directory it holds — creations ([`Op::MakeAt`]
 //! among them), links, removals, renames, attribute changes that do not change a size, the
-//! delegation of a directory the batch creates — and writes, at most [`MAX_IO`] bytes in
-//! all. Work stays bounded (ARCHITECTURE.md "Bounded
+//! delegation of a directory the batch creates, directories given back (at unmount) — and
+//! writes, at most [`MAX_IO`] bytes in all. Work stays bounded (ARCHITECTURE.md "Bounded
 //! work"): at most [`MAX_BATCH`] members, and the members share one operation's budget of
 //! blocks to delete (a removal beyond it queues the rest, as alone).
 
@@ -35,7 +35,8 @@ pub fn may_batch(op: &Op) -> bool {
         | Op::Exchange { .. }
         | Op::Write { .. }
         | Op::WriteGather { .. }
-        | Op::DelegateDir { .. } => true,
+        | Op::DelegateDir { .. }
+        | Op::ReturnDir { .. } => true,
         // A size change may truncate: its work is bounded alone, not 64 times over.
         Op::SetAttr { set, .. } => set.size.is_none(),
         Op::WriteSetAttr { sets, .. } => sets.iter().all(|s| s.size.is_none()),

@@ -103,6 +103,12 @@ impl AttrCache {
                     None => self.forget(*ino),
                 }
             }
+            // Its members' replies, in order (a batch holds no rename: `byzfs_fs::batch`).
+            Ok(Reply::Batch(replies)) => {
+                for r in replies {
+                    self.record(effect, &Ok(r.clone()), now);
+                }
+            }
             Ok(_) => {}
             Err(_) if effect.modifies => self.by_ino.clear(),
             Err(_) => {}
@@ -114,6 +120,12 @@ impl AttrCache {
                 Reach::Unknown => self.by_ino.clear(),
             }
         }
+    }
+
+    /// Learns attributes this mount made itself: an entry it answered early and its
+    /// directory (`dirs.rs`), until the batch's reply brings the cluster's.
+    pub fn learn(&mut self, a: &Attr, now: Instant) {
+        self.put(a, now);
     }
 
     /// Drops `ino` (the kernel forgot it, or it changed in a way no reply described).

@@ -3,7 +3,7 @@
 //! thread (write flushes, lease renewals, delegation recalls, orphan sweeps, reclaim steps).
 
 use super::{
-    decode_result, delegations, gather, locks, own_credentials, reclaim, AttrCache, BTreeMap,
+    decode_result, delegations, dirs, gather, locks, own_credentials, reclaim, AttrCache, BTreeMap,
     Credentials, Duration, Effect, Errno, FsClient, FsResult, Gather, HashMap, Inner, Mutex, Op,
     Reply, Request, Stamp, SWEEP_EVERY,
 };
@@ -40,6 +40,8 @@ pub(crate) struct Link {
     pub(crate) opened: HashMap<u64, Stamp>,
     /// Whether reclaim steps are due (`reclaim.rs`).
     pub(crate) reclaim: reclaim::Reclaimer,
+    /// Directory delegations and the operations answered early in them (`dirs.rs`).
+    pub(crate) dirs: dirs::Dirs,
 }
 
 /// Runs `op` on the cluster with `cred` (no bookkeeping). Waits until the cluster answers,
@@ -48,28 +50,88 @@ pub(crate) struct Link {
 /// operation that grows a file the replicas are still shrinking (`EBUSY`) is sent again
 /// once that file's old tail is gone, and one that may leave space to give back wakes the
 /// background reclaim (`reclaim.rs`).
+///
+/// An operation on names in a directory another mount holds (`dirs.rs`) is answered
+/// `Recall`: it is sent again, ordered (so the replicas ask the holder to give the directory
+/// back), every [`dirs::RECALL_RETRY`], until it runs; meanwhile this mount gives back what
+/// it is asked for itself, so two mounts waiting on each other's directories both go on.
 pub(crate) fn invoke(link: &mut Link, cred: &Credentials, op: Op) -> FsResult {
+    let again = (!op.is_lock() && !op.dirs_named().is_empty()).then(|| op.clone());
+    let mut r = invoke_step(link, cred, op, false);
+    if let Some(op) = again {
+        let mut waits = 0u32;
+        while matches!(r, Ok(Reply::Recall)) {
+            if waits.is_multiple_of(200) {
+                tracing::debug!(op = op.name(), "waiting for another mount's directory");
+            }
+            waits = waits.wrapping_add(1);
+            give_back_recalled_dirs(link, cred);
+            std::thread::sleep(dirs::RECALL_RETRY);
+            r = invoke_step(link, cred, op.clone(), true);
+        }
+    }
+    r
+}
+
+/// [`invoke`] without the retries after a recall.
+fn invoke_step(link: &mut Link, cred: &Credentials, op: Op, ordered: bool) -> FsResult {
     let queues = reclaim::may_queue(&op);
     let r = match reclaim::grows(&op) {
         Some(fh) => reclaim::invoke_growing(link, cred, fh, op),
-        None => invoke_once(link, cred, op),
+        None => invoke_once_as(link, cred, op, ordered),
     };
     link.reclaim.after(queues && r.is_ok());
     r
 }
 
-/// [`invoke`] without its `EBUSY` retry and reclaim bookkeeping.
+/// Gives back the directories the replicas asked this mount for (see [`invoke`]).
+fn give_back_recalled_dirs(link: &mut Link, cred: &Credentials) {
+    if !link.dirs.any_held() {
+        return;
+    }
+    if let Ok(Reply::Recalls(inos)) = invoke_once(link, cred, Op::Recalls) {
+        for ino in inos {
+            if link.dirs.holds(ino) {
+                dirs::give_back(link, cred, ino);
+            }
+        }
+    }
+}
+
+/// [`invoke`] without its `EBUSY` retry, recall retries and reclaim bookkeeping.
 pub(crate) fn invoke_once(link: &mut Link, cred: &Credentials, op: Op) -> FsResult {
-    // Writes held back go first: every operation sees them (they are taken, so the
-    // recursive call sends nothing else first). The recall poll reads no file: it would
-    // otherwise send them every few milliseconds while delegations are held.
+    invoke_once_as(link, cred, op, false)
+}
+
+/// [`invoke_once`], `ordered` even if read-only.
+fn invoke_once_as(link: &mut Link, cred: &Credentials, op: Op, ordered: bool) -> FsResult {
+    // Operations answered early, then writes held back, go first: every operation sees
+    // them (they are taken, so the recursive calls send nothing else first). The recall
+    // poll reads no file: it would otherwise send them every few milliseconds while
+    // delegations are held.
     if !matches!(op, Op::Recalls) {
+        if link.dirs.queued() {
+            dirs::send_queue(link);
+        }
         if let Some(p) = link.gather.take() {
             send_held(link, p);
         }
     }
+    // Names changed in held directories by anything but the queue: listed again before use.
+    // A held directory's own attributes come back in the reply.
+    let changes_held = match &op {
+        Op::Batch(_) | Op::DelegateDir { .. } | Op::ReturnDir { .. } | Op::SetAttr { .. } => {
+            Vec::new()
+        }
+        _ if op.is_read_only() || !link.dirs.any_held() => Vec::new(),
+        _ => op.dirs_named(),
+    };
+    let sets_held = match &op {
+        Op::SetAttr { fh, .. } if link.dirs.holds(fh.ino) => Some(*fh),
+        _ => None,
+    };
     // The flag is only a hint: replicas decide from the operation itself what is read-only.
-    let read_only = op.is_read_only() && !link.strict;
+    let read_only = op.is_read_only() && !link.strict && !ordered;
     let name = op.name();
     tracing::trace!(op = name, "send");
     let began = std::time::Instant::now();
@@ -116,6 +178,15 @@ pub(crate) fn invoke_once(link: &mut Link, cred: &Credentials, op: Op) -> FsResu
     };
     link.attrs
         .record(effect, &result, std::time::Instant::now());
+    if !changes_held.is_empty() {
+        link.dirs.changed_elsewhere(&changes_held);
+    }
+    if let Some(fh) = sets_held {
+        match &result {
+            Ok(Reply::Attr(a)) => link.dirs.set_attr(a),
+            _ => link.dirs.changed_elsewhere(&[fh]),
+        }
+    }
     result
 }
 
@@ -124,7 +195,12 @@ pub(crate) fn invoke_once(link: &mut Link, cred: &Credentials, op: Op) -> FsResu
 pub(crate) fn send_held(link: &mut Link, p: gather::Pending) {
     let ino = p.fh.ino;
     let (cred, op) = p.into_op();
-    match invoke(link, &cred, op) {
+    send_write(link, ino, &cred, op);
+}
+
+/// Sends `op`, the writes held back for `ino` (see [`send_held`]).
+pub(crate) fn send_write(link: &mut Link, ino: u64, cred: &Credentials, op: Op) {
+    match invoke(link, cred, op) {
         Ok(Reply::Write { attr, .. } | Reply::Attr(attr)) => {
             link.stamps.insert(ino, Stamp::of(&attr));
         }
@@ -178,6 +254,9 @@ pub(crate) fn spawn_background(
                 delegations::poll(link, &mut locking.delegs, &cred);
                 // One reclaim step per wake-up, the lock released in between.
                 let reclaiming = reclaim::step(&mut inner.link, &cred);
+                if inner.link.dirs.due(std::time::Instant::now()) {
+                    dirs::send_queue(&mut inner.link);
+                }
                 if chores.elapsed() >= tick {
                     chores = std::time::Instant::now();
                     if let Some(p) = inner.link.gather.take_stale() {
@@ -193,7 +272,7 @@ pub(crate) fn spawn_background(
                 }
                 nap = if reclaiming {
                     RECLAIM_PAUSE
-                } else if inner.locking.delegs.any() {
+                } else if inner.locking.delegs.any() || inner.link.dirs.any_held() {
                     delegations::POLL_EVERY
                 } else {
                     tick.saturating_sub(chores.elapsed())

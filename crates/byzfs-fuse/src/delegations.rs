@@ -258,7 +258,7 @@ pub(super) fn give_back(
 /// Gives back the delegations the replicas recalled and those left idle (at most every
 /// [`POLL_EVERY`]; from the mount's background thread).
 pub(super) fn poll(link: &mut Link, delegs: &mut Delegations, cred: &Credentials) {
-    if !delegs.any() {
+    if !delegs.any() && !link.dirs.any_held() {
         return;
     }
     let now = Instant::now();
@@ -272,7 +272,12 @@ pub(super) fn poll(link: &mut Link, delegs: &mut Delegations, cred: &Credentials
     match invoke(link, cred, Op::Recalls) {
         Ok(Reply::Recalls(inos)) => {
             for ino in inos {
-                give_back(link, delegs, cred, ino, true);
+                if delegs.holds(ino) {
+                    give_back(link, delegs, cred, ino, true);
+                } else {
+                    // A directory (`dirs.rs`), held or forgotten after a failed batch.
+                    super::dirs::give_back(link, cred, ino);
+                }
             }
         }
         Ok(_) => tracing::warn!("unexpected reply to a recall poll"),

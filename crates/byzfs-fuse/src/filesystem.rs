@@ -2,13 +2,13 @@
 //! file-service operations on the cluster.
 
 use super::{
-    delegations, errno, file_attr, hide_if_open, invoke, kind, locks, negative_entry,
-    own_credentials, ranges, send_held, timestamp, to_orphans, xattr_reply, AccessFlags, Arc,
-    ByzFuse, Duration, Errno, Filesystem, Generation, INodeNo, Op, OpenFlags, OsStr, Path,
-    RenameFlags, Reply, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry,
-    ReplyStatfs, ReplyWrite, SetAttr, SetTime, SpecialKind, Stamp, SystemTime, TimeOrNow,
-    WriteFlags, XattrSet, FALLOC_FL_KEEP_SIZE, MAX_IO, O_EXCL, READDIR_BATCH, S_IFBLK, S_IFCHR,
-    S_IFIFO, S_IFMT, S_IFREG, S_IFSOCK, TMPFILE_TRIES, XATTR_CREATE, XATTR_REPLACE,
+    delegations, dirs, dirs::Make, errno, file_attr, hide_if_open, invoke, kind, locks,
+    negative_entry, own_credentials, ranges, send_held, timestamp, to_orphans, xattr_reply,
+    AccessFlags, Arc, ByzFuse, Duration, Errno, Filesystem, Generation, INodeNo, Op, OpenFlags,
+    OsStr, Path, RenameFlags, Reply, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty,
+    ReplyEntry, ReplyStatfs, ReplyWrite, SetAttr, SetTime, SpecialKind, Stamp, SystemTime,
+    TimeOrNow, WriteFlags, XattrSet, FALLOC_FL_KEEP_SIZE, MAX_IO, O_EXCL, READDIR_BATCH, S_IFBLK,
+    S_IFCHR, S_IFIFO, S_IFMT, S_IFREG, S_IFSOCK, TMPFILE_TRIES, XATTR_CREATE, XATTR_REPLACE,
 };
 use std::os::unix::ffi::OsStrExt as _;
 
@@ -59,6 +59,14 @@ impl Filesystem for ByzFuse {
     fn lookup(&self, req: &fuser::Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
         let dir = fh!(self, parent, reply);
         let name = name.as_bytes().to_vec();
+        // A name missing from a directory this mount holds is missing (`dirs.rs`).
+        let missing = self
+            .inner
+            .lock()
+            .is_ok_and(|i| i.link.dirs.surely_missing(dir, &name));
+        if missing {
+            return reply.entry(&self.ttl, &negative_entry(), Generation(0));
+        }
         match self.call(req, Op::Lookup { dir, name }) {
             Ok(Reply::Entry(a)) => {
                 reply.entry(&self.ttl, &file_attr(&a), Generation(a.fh.generation))
@@ -79,12 +87,19 @@ impl Filesystem for ByzFuse {
         reply: ReplyAttr,
     ) {
         let fh = fh!(self, ino, reply);
-        let cached = self.inner.lock().ok().and_then(|i| {
-            i.link
-                .attrs
-                .fresh(ino.0, self.ttl)
-                .map(|(a, left)| (a.clone(), left))
-        });
+        // A directory this mount holds has the attributes it made (`dirs.rs`).
+        let cached = self
+            .inner
+            .lock()
+            .ok()
+            .and_then(|i| match i.link.dirs.attr(ino.0) {
+                Some(a) => Some((a.clone(), self.ttl)),
+                None => i
+                    .link
+                    .attrs
+                    .fresh(ino.0, self.ttl)
+                    .map(|(a, left)| (a.clone(), left)),
+            });
         if let Some((a, left)) = cached {
             return reply.attr(&left, &self.attr_of(&a));
         }
@@ -271,10 +286,14 @@ impl Filesystem for ByzFuse {
         reply: ReplyEntry,
     ) {
         let dir = fh!(self, parent, reply);
+        let mode = mode & !umask & 0o7777;
+        if let Some(a) = self.make_early(req, dir, name.as_bytes(), mode, Make::Dir) {
+            return reply.entry(&self.ttl, &file_attr(&a), Generation(a.fh.generation));
+        }
         let op = Op::Mkdir {
             dir,
             name: name.as_bytes().to_vec(),
-            mode: mode & !umask & 0o7777,
+            mode,
         };
         self.entry(req, op, reply);
     }
@@ -286,6 +305,9 @@ impl Filesystem for ByzFuse {
         let Ok(mut inner) = self.inner.lock() else {
             return reply.error(fuser::Errno::EIO);
         };
+        if self.remove_early(&mut inner, &cred, dir, &name, false) {
+            return reply.ok();
+        }
         let r = match hide_if_open(&mut inner, &cred, dir, &name) {
             Some(r) => r,
             None => invoke(&mut inner.link, &cred, Op::Remove { dir, name }),
@@ -299,6 +321,14 @@ impl Filesystem for ByzFuse {
     fn rmdir(&self, req: &fuser::Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         let dir = fh!(self, parent, reply);
         let name = name.as_bytes().to_vec();
+        let cred = self.credentials(req);
+        let early = match self.inner.lock() {
+            Ok(mut inner) => self.remove_early(&mut inner, &cred, dir, &name, true),
+            Err(_) => return reply.error(fuser::Errno::EIO),
+        };
+        if early {
+            return reply.ok();
+        }
         let op = Op::Rmdir {
             dir,
             name: name.clone(),
@@ -322,10 +352,16 @@ impl Filesystem for ByzFuse {
         reply: ReplyEntry,
     ) {
         let dir = fh!(self, parent, reply);
+        let target = target.as_os_str().as_bytes().to_vec();
+        let name = link_name.as_bytes();
+        let early = Make::Symlink(target.clone());
+        if let Some(a) = self.make_early(req, dir, name, 0o777, early) {
+            return reply.entry(&self.ttl, &file_attr(&a), Generation(a.fh.generation));
+        }
         let op = Op::Symlink {
             dir,
-            name: link_name.as_bytes().to_vec(),
-            target: target.as_os_str().as_bytes().to_vec(),
+            name: name.to_vec(),
+            target,
         };
         self.entry(req, op, reply);
     }
@@ -501,6 +537,11 @@ impl Filesystem for ByzFuse {
         let Ok(mut inner) = self.inner.lock() else {
             return reply.error(fuser::Errno::EIO);
         };
+        // What was answered early goes first, with this caller's gathered writes: the file
+        // (and its name) is then durable when `close` returns.
+        if inner.link.dirs.queued() {
+            dirs::send_queue(&mut inner.link);
+        }
         if inner.link.gather.pending_ino() == Some(ino.0) {
             if let Some(p) = inner.link.gather.take() {
                 send_held(&mut inner.link, p);
@@ -511,7 +552,11 @@ impl Filesystem for ByzFuse {
             let (link, locking, _) = inner.for_locks();
             locks::release(link, locking, &cred, ino.0, lock_owner.0);
         }
-        match inner.link.gather.take_error(ino.0) {
+        let early = inner.link.dirs.take_error();
+        let error = inner.link.gather.take_error(ino.0).or(early);
+        drop(inner);
+        self.drop_early_attrs();
+        match error {
             Some(e) => reply.error(errno(e)),
             None => reply.ok(),
         }
@@ -711,11 +756,11 @@ impl Filesystem for ByzFuse {
         let fh = fh!(self, ino, reply);
         // The Fsync operation sends the held-back writes first (`invoke`).
         let synced = self.call(req, Op::Fsync { fh });
-        let held = self
-            .inner
-            .lock()
-            .ok()
-            .and_then(|mut i| i.link.gather.take_error(ino.0));
+        let held = self.inner.lock().ok().and_then(|mut i| {
+            let early = i.link.dirs.take_error();
+            i.link.gather.take_error(ino.0).or(early)
+        });
+        self.drop_early_attrs();
         match (held, synced) {
             (Some(e), _) | (None, Err(e)) => reply.error(errno(e)),
             (None, Ok(_)) => reply.ok(),
@@ -814,10 +859,23 @@ impl Filesystem for ByzFuse {
         reply: ReplyCreate,
     ) {
         let dir = fh!(self, parent, reply);
+        let mode = mode & !umask & 0o7777;
+        if let Some(a) = self.make_early(req, dir, name.as_bytes(), mode, Make::File) {
+            if let Ok(mut inner) = self.inner.lock() {
+                *inner.files.open.entry(a.fh.ino).or_default() += 1;
+            }
+            return reply.created(
+                &self.ttl,
+                &file_attr(&a),
+                Generation(a.fh.generation),
+                fuser::FileHandle(0),
+                fuser::FopenFlags::empty(),
+            );
+        }
         let op = Op::Create {
             dir,
             name: name.as_bytes().to_vec(),
-            mode: mode & !umask & 0o7777,
+            mode,
             exclusive: flags & O_EXCL != 0,
         };
         match self.call(req, op) {
@@ -1130,6 +1188,7 @@ impl Filesystem for ByzFuse {
         let cred = own_credentials();
         if let Ok(mut guard) = self.inner.lock() {
             let inner = &mut *guard;
+            dirs::give_back_all(&mut inner.link, &cred);
             if let Some(p) = inner.link.gather.take() {
                 send_held(&mut inner.link, p);
             }

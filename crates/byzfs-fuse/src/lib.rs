@@ -93,6 +93,7 @@ mod attrs;
 mod cluster;
 mod convert;
 mod delegations;
+mod dirs;
 pub mod fsclient;
 mod gather;
 mod groups;
@@ -428,6 +429,75 @@ impl ByzFuse {
             );
         }
         removed > 0
+    }
+
+    /// Answers a creation early if this mount holds `dir` (`dirs.rs`): the new entry's
+    /// attributes, which the kernel now holds a reference to.
+    fn make_early(
+        &self,
+        req: &fuser::Request,
+        dir: FileHandle,
+        name: &[u8],
+        mode: u32,
+        what: dirs::Make,
+    ) -> Option<Attr> {
+        let cred = self.credentials(req);
+        let mut inner = self.inner.lock().ok()?;
+        let (a, d) = dirs::make_early(&mut inner.link, &cred, dir, name, mode, what)?;
+        let now = std::time::Instant::now();
+        inner.link.attrs.learn(&a, now);
+        inner.link.attrs.learn(&d, now);
+        inner.link.stamps.insert(a.fh.ino, Stamp::of(&a));
+        let k = inner.files.known.entry(a.fh.ino).or_insert(Known {
+            generation: a.fh.generation,
+            lookups: 0,
+        });
+        k.generation = a.fh.generation;
+        k.lookups += 1;
+        Some(a)
+    }
+
+    /// Answers an `unlink` (`is_dir` false) or `rmdir` early if this mount holds `dir` and
+    /// the entry is not open here (`dirs.rs`); whether it did.
+    fn remove_early(
+        &self,
+        inner: &mut Inner,
+        cred: &Credentials,
+        dir: FileHandle,
+        name: &[u8],
+        is_dir: bool,
+    ) -> bool {
+        let Inner { link, files, .. } = inner;
+        let open = |ino: u64| {
+            files.open.contains_key(&ino)
+                || files.open_dirs.contains_key(&ino)
+                || files.silly.contains_key(&ino)
+        };
+        let Some((ino, d)) = dirs::remove_early(link, cred, dir, name, is_dir, open) else {
+            return false;
+        };
+        link.attrs.forget(ino);
+        link.attrs.learn(&d, std::time::Instant::now());
+        link.stamps.remove(&ino);
+        true
+    }
+
+    /// Tells the kernel to drop the attributes early answers gave it, for what has been
+    /// sent since (`dirs.rs`): it then asks for the cluster's (agreed times).
+    fn drop_early_attrs(&self) {
+        let inos = match self.inner.lock() {
+            Ok(mut inner) => inner.link.dirs.take_sent(),
+            Err(_) => return,
+        };
+        let Some(n) = self.notifier.get() else {
+            return;
+        };
+        for ino in inos {
+            // Offset -1: attributes only (as `open` does).
+            if let Err(e) = n.inval_inode(INodeNo(ino), -1, 0) {
+                tracing::debug!(ino, %e, "inval_inode");
+            }
+        }
     }
 
     fn done(&self, req: &fuser::Request, op: Op, reply: ReplyEmpty) {

@@ -270,19 +270,19 @@ pub(super) fn set(
             ..
         }) => {
             // A `SetLkWait` that must wait (it renewed the lease all the same).
-            renewed(locking, hidden, lapsed, now);
+            renewed(link, locking, hidden, lapsed, now);
             Outcome::Busy
         }
         Ok(Reply::Deadlock { lapsed }) => {
-            renewed(locking, hidden, lapsed, now);
+            renewed(link, locking, hidden, lapsed, now);
             Outcome::Deadlock
         }
         Ok(Reply::Lock { lapsed, attr, .. }) => {
-            renewed(locking, hidden, lapsed, now);
+            renewed(link, locking, hidden, lapsed, now);
             granted(link, locking, (fh, owner), kind, attr.as_ref(), now)
         }
         Ok(Reply::Delegated { lapsed, attr, mine }) => {
-            renewed(locking, hidden, lapsed, now);
+            renewed(link, locking, hidden, lapsed, now);
             let outcome = granted(link, locking, (fh, owner), kind, Some(&attr), now);
             locking.delegs.install(fh, mine, now);
             outcome
@@ -302,9 +302,9 @@ pub(super) fn set(
 }
 
 /// The books after a lock operation sent at `sent` renewed the lease.
-fn renewed(locking: &mut Locking, hidden: usize, lapsed: bool, sent: Instant) {
+fn renewed(link: &mut Link, locking: &mut Locking, hidden: usize, lapsed: bool, sent: Instant) {
     if lapsed {
-        lease_lapsed(locking, hidden);
+        lease_lapsed(link, locking, hidden);
     }
     locking.held.renewed = Some(sent);
     locking.held.confirmed = Some(sent);
@@ -341,7 +341,8 @@ fn granted(
 
 /// The replicas dropped every lock and delegation of this session; another mount's sweep
 /// may have removed its hidden files too.
-fn lease_lapsed(locking: &mut Locking, hidden: usize) {
+fn lease_lapsed(link: &mut Link, locking: &mut Locking, hidden: usize) {
+    link.dirs.lease_lapsed();
     locking.held.lapsed();
     locking.delegs.clear();
     if hidden > 0 {
@@ -384,7 +385,7 @@ fn renew(
     locking.held.renewed = Some(now);
     match invoke(link, cred, Op::RenewLease) {
         Ok(Reply::Lock { lapsed: true, .. }) => {
-            lease_lapsed(locking, hidden);
+            lease_lapsed(link, locking, hidden);
             Ok(())
         }
         Ok(_) => {
@@ -425,10 +426,10 @@ pub(super) fn renew_if_due(
     cred: &Credentials,
 ) {
     let now = Instant::now();
-    if !locking
-        .held
-        .renewal_due(now, locking.delegs.any() || hidden > 0)
-    {
+    if !locking.held.renewal_due(
+        now,
+        locking.delegs.any() || hidden > 0 || link.dirs.any_held(),
+    ) {
         return;
     }
     if let Err(e) = renew(link, locking, hidden, cred) {

@@ -2,7 +2,7 @@
 //! cluster connection, the adapter's state, the background thread) and unmounting.
 
 use super::{
-    client_key_path, delegations, groups, locks, reclaim, spawn_background, Arc, AttrCache,
+    client_key_path, delegations, dirs, groups, locks, reclaim, spawn_background, Arc, AttrCache,
     BTreeMap, ByzFuse, ClientCredential, ClusterConfig, Duration, Files, FsClient, Gather, HashMap,
     Inner, Known, Link, MountOption, Mutex, OnceLock, Path, PathBuf, DEFAULT_CLIENT, MAX_IO,
     WRITE_OVERHEAD,
@@ -26,6 +26,9 @@ pub struct MountOptions {
     /// How long attributes and names (missing ones too) are cached
     /// ([`crate::DEFAULT_CACHE_TIMEOUT`]).
     pub cache_timeout: Duration,
+    /// Hold directory delegations and answer creations and removals in them early
+    /// (`dirs.rs`).
+    pub delegate_dirs: bool,
 }
 
 /// A mounted file system, served by a background thread.
@@ -213,6 +216,7 @@ pub fn mount(
                 stamps: HashMap::new(),
                 opened: HashMap::new(),
                 reclaim: reclaim::Reclaimer::new(Some(nudge_tx.clone())),
+                dirs: dirs::Dirs::new(opts.delegate_dirs, Some(nudge_tx.clone())),
             },
             files: Files {
                 known: HashMap::from([(

@@ -55,6 +55,7 @@ pub fn run(a: MountArgs) -> anyhow::Result<ExitCode> {
         strict: a.strict,
         sync_writes: a.sync_writes,
         cache_timeout: a.cache.timeout(),
+        delegate_dirs: !a.cache.no_dir_delegations,
     };
     let mounted = mount(&a.config, a.key.as_deref(), &a.mountpoint, &opts)?;
     eprintln!(
@@ -105,7 +106,8 @@ fn effective_uid() -> Option<u32> {
     std::fs::metadata("/proc/self").ok().map(|m| m.uid())
 }
 
-/// `--cache-timeout`, shared by `byzfs mount` and `byzfs up --mount`.
+/// `--cache-timeout` and `--no-dir-delegations`, shared by `byzfs mount` and `byzfs up
+/// --mount`.
 #[derive(Args, Debug, Clone)]
 pub struct CacheArgs {
     /// Seconds the kernel may cache attributes and names, missing names too (NFS's
@@ -115,6 +117,12 @@ pub struct CacheArgs {
     #[arg(long, value_name = "SECONDS", default_value_t = DEFAULT_CACHE_TIMEOUT.as_secs_f64(),
           value_parser = parse_cache_timeout)]
     pub cache_timeout: f64,
+    /// Do not hold directory delegations: every creation and removal waits for the
+    /// cluster. Default: a directory only this mount uses is delegated to it, and
+    /// creations and removals in it are answered at once and sent together, made durable
+    /// by `close`, `fsync` and `fsyncdir` (README "Mounting").
+    #[arg(long)]
+    pub no_dir_delegations: bool,
 }
 
 impl CacheArgs {

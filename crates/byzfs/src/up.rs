@@ -233,6 +233,7 @@ pub fn run(mut a: UpArgs) -> anyhow::Result<ExitCode> {
                 strict: false,
                 sync_writes: false,
                 cache_timeout: a.cache.timeout(),
+                delegate_dirs: !a.cache.no_dir_delegations,
             };
             Some(byzfs_fuse::mount(&config_path, None, mnt, &opts)?)
         }

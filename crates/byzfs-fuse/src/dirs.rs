@@ -1,0 +1,604 @@
+//! Directory delegations this mount holds (`byzfs_fs::dir_delegation`), and the operations
+//! it answered early in them (docs/plans/27-mount-that-does-not-wait.md).
+//!
+//! * **Asked for** at the second creation or removal in a directory within [`WANTED_WITHIN`]
+//!   (one alone does not pay for asking and listing), if the directory is not
+//!   [contended](CONTENDED_FOR) and lists in [`LIST_PAGES`] pages (8,192 names); a directory made
+//!   here is asked for in the batch that makes it. While this mount holds a directory, no
+//!   other mount can read or change its names, so its listing, kept here, is exact.
+//! * **Answered early**, from the listing: `create`, `mkdir` and `symlink` of a new name
+//!   (with an inode number the mount reserved, `byzfs_fs::reserve`), `unlink` of a file and
+//!   `rmdir` of an empty directory made here since the mount got the directory (no other
+//!   mount can hold a handle of those) and not open, and `lookup` of a missing name. They
+//!   are queued, in order, and sent as one `Op::Batch` (with the gathered writes of the same
+//!   caller, so a new small file is one round trip) before any other operation, at `close`,
+//!   `fsync` and `fsyncdir`, within [`gather::MAX_AGE`], when the queue is full, and when a
+//!   directory is given back. Anything else in a held directory goes to the cluster as before,
+//!   after the queue, and the listing is fetched again before the next early answer there.
+//! * **Errors** only the replicas can find (`ENOSPC`, a quota): the batch is applied all or
+//!   not at all; the error is reported by the next `close`, `fsync` or `fsyncdir`, and the
+//!   mount forgets what it held (it lists again before answering early).
+//! * **Recalls:** another mount's operation on a held directory's names makes the replicas
+//!   ask for it back; the background thread polls for that while any is held
+//!   (`delegations::POLL_EVERY`), sends the queue, and gives the directory back. An
+//!   operation of this mount that meets another mount's delegation waits, giving back what
+//!   it is asked for itself meanwhile, and is sent again, ordered (see `cluster::invoke`).
+//! * **A mount that dies** loses what it queued and had not made durable by `close` or
+//!   `fsync`, as with gathered writes; its delegations lapse with its lease.
+
+use super::cluster::{invoke, invoke_once, send_write, Link};
+use super::gather;
+use byzfs_fs::batch::{may_batch, MAX_BATCH};
+use byzfs_fs::op::MAX_READDIR_ENTRIES;
+use byzfs_fs::{Attr, Credentials, Errno, FileHandle, FileType, Op, Reply};
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::mpsc::Sender;
+use std::time::{Duration, Instant};
+
+/// Most operations queued: a batch keeps one place for the caller's gathered writes.
+const MAX_QUEUE: usize = MAX_BATCH - 1;
+/// Inode numbers reserved at a time.
+const RESERVE: u32 = 1024;
+/// Listing pages a directory may take to be delegated here ([`MAX_READDIR_ENTRIES`] names
+/// each).
+const LIST_PAGES: usize = 16;
+/// Most directories held at once.
+const MAX_HELD: usize = 4096;
+/// A directory another mount asked back is not asked for again for this long.
+const CONTENDED_FOR: Duration = Duration::from_secs(5);
+/// Two creations or removals in a directory this close together make the mount ask for it.
+const WANTED_WITHIN: Duration = Duration::from_secs(5);
+/// How long an operation that met another mount's delegation waits before it is sent again.
+pub(crate) const RECALL_RETRY: Duration = Duration::from_millis(5);
+/// Linux's `S_ISGID`.
+const S_ISGID: u32 = 0o2000;
+
+/// A held directory: its attributes and names as this mount made them.
+struct Held {
+    fh: FileHandle,
+    attr: Attr,
+    /// Every name but `.` and `..`, with what it names.
+    names: HashMap<Vec<u8>, (FileHandle, FileType)>,
+    /// The entries made here since this mount got the directory: no other mount can hold
+    /// a handle of them, so removing them early is invisible to others until sent.
+    mine: HashSet<u64>,
+    /// Something else changed the directory here: list it again before answering early.
+    stale: bool,
+}
+
+/// The mount's directory delegations and its queue of early answers.
+pub(crate) struct Dirs {
+    /// Ask for delegations at all (`MountOptions::delegate_dirs`).
+    pub(crate) enabled: bool,
+    held: HashMap<u64, Held>,
+    reserved: VecDeque<FileHandle>,
+    queue: Vec<Op>,
+    /// The caller whose operations are queued (a batch has one caller's credentials).
+    cred: Option<Credentials>,
+    /// When the oldest queued operation was answered.
+    oldest: Option<Instant>,
+    /// The error of a batch not yet reported.
+    error: Option<Errno>,
+    /// Directories recently asked back, and when.
+    contended: HashMap<u64, Instant>,
+    /// Directories with more names than [`LIST_PAGES`] hold.
+    too_big: HashSet<u64>,
+    /// Directories not held where a creation or removal went to the cluster, and when.
+    wanted: HashMap<u64, Instant>,
+    /// Wakes the background thread when a delegation arrives.
+    nudge: Option<Sender<()>>,
+    /// Inodes whose attributes the kernel got from an early answer (this machine's
+    /// times) and whose batch has run since: the kernel should fetch them again.
+    sent: Vec<u64>,
+}
+
+impl Dirs {
+    pub(crate) fn new(enabled: bool, nudge: Option<Sender<()>>) -> Dirs {
+        Dirs {
+            enabled,
+            held: HashMap::new(),
+            reserved: VecDeque::new(),
+            queue: Vec::new(),
+            cred: None,
+            oldest: None,
+            error: None,
+            contended: HashMap::new(),
+            too_big: HashSet::new(),
+            wanted: HashMap::new(),
+            nudge,
+            sent: Vec::new(),
+        }
+    }
+
+    /// Whether any directory is held.
+    pub(crate) fn any_held(&self) -> bool {
+        !self.held.is_empty()
+    }
+
+    /// Whether `ino` is a held directory.
+    pub(crate) fn holds(&self, ino: u64) -> bool {
+        self.held.contains_key(&ino)
+    }
+
+    /// Whether operations wait in the queue.
+    pub(crate) fn queued(&self) -> bool {
+        !self.queue.is_empty()
+    }
+
+    /// Whether the oldest queued operation is [`gather::MAX_AGE`] old.
+    pub(crate) fn due(&self, now: Instant) -> bool {
+        self.oldest
+            .is_some_and(|t| now.saturating_duration_since(t) >= gather::MAX_AGE)
+    }
+
+    /// Inodes whose early attributes the kernel should drop now (see [`Dirs::sent`]).
+    pub(crate) fn take_sent(&mut self) -> Vec<u64> {
+        std::mem::take(&mut self.sent)
+    }
+
+    /// The error of a failed batch, once.
+    pub(crate) fn take_error(&mut self) -> Option<Errno> {
+        self.error.take()
+    }
+
+    /// The attributes of held directory `ino` as this mount made them.
+    pub(crate) fn attr(&self, ino: u64) -> Option<&Attr> {
+        self.held.get(&ino).filter(|h| !h.stale).map(|h| &h.attr)
+    }
+
+    /// Whether `name` is surely missing from directory `dir` (held, listed).
+    pub(crate) fn surely_missing(&self, dir: FileHandle, name: &[u8]) -> bool {
+        self.held
+            .get(&dir.ino)
+            .is_some_and(|h| h.fh == dir && !h.stale && !h.names.contains_key(name))
+    }
+
+    /// A held directory's attributes after this mount changed them through the cluster.
+    pub(crate) fn set_attr(&mut self, a: &Attr) {
+        if let Some(h) = self.held.get_mut(&a.fh.ino).filter(|h| h.fh == a.fh) {
+            h.attr = a.clone();
+        }
+    }
+
+    /// An operation sent to the cluster that changed names in (or attributes of) held
+    /// directories, not answered here: their listings are fetched again before use.
+    pub(crate) fn changed_elsewhere(&mut self, dirs: &[FileHandle]) {
+        for d in dirs {
+            if let Some(h) = self.held.get_mut(&d.ino) {
+                h.stale = true;
+            }
+        }
+    }
+
+    fn take_queue(&mut self) -> Option<(Credentials, Vec<Op>)> {
+        if self.queue.is_empty() {
+            return None;
+        }
+        self.oldest = None;
+        let cred = self.cred.take()?;
+        Some((cred, std::mem::take(&mut self.queue)))
+    }
+
+    fn push(&mut self, cred: &Credentials, ops: impl IntoIterator<Item = Op>) {
+        if self.queue.is_empty() {
+            self.oldest = Some(Instant::now());
+            self.cred = Some(cred.clone());
+        }
+        self.queue.extend(ops);
+    }
+
+    /// Forgets every held directory (after a failed batch nothing here is sure).
+    fn forget_all(&mut self) {
+        self.held.clear();
+    }
+
+    /// The lease lapsed: the replicas dropped every delegation of this session.
+    pub(crate) fn lease_lapsed(&mut self) {
+        if self.any_held() {
+            tracing::warn!(
+                dirs = self.held.len(),
+                "this mount's lease lapsed while it held directories; they are listed again"
+            );
+        }
+        self.forget_all();
+    }
+}
+
+/// What an early creation makes.
+pub(crate) enum Make {
+    File,
+    Dir,
+    Symlink(Vec<u8>),
+}
+
+/// Sends the queued operations as one batch, with the gathered writes of the same caller if
+/// they fit; other gathered writes go after it (they may be to a file it creates).
+pub(crate) fn send_queue(link: &mut Link) {
+    let Some((cred, mut ops)) = link.dirs.take_queue() else {
+        return;
+    };
+    let mut after = None;
+    let mut joined = None;
+    if let Some(p) = link.gather.take() {
+        let ino = p.fh.ino;
+        let same = p.cred == cred;
+        let (c, op) = p.into_op();
+        if same && may_batch(&op) && ops.len() < MAX_BATCH {
+            joined = Some(ino);
+            ops.push(op);
+        } else {
+            after = Some((ino, c, op));
+        }
+    }
+    let n = ops.len();
+    // The kernel holds the attributes the early answers gave (this machine's times) of
+    // what the batch makes and of the directories it changes: it drops them once the
+    // batch ran (`ByzFuse::drop_early_attrs`), and asks for the cluster's.
+    let mut touched: Vec<u64> = ops.iter().flat_map(Op::dirs_named).map(|d| d.ino).collect();
+    touched.extend(ops.iter().filter_map(|op| match op {
+        Op::MakeAt { at, .. } => Some(at.ino),
+        _ => None,
+    }));
+    touched.sort_unstable();
+    touched.dedup();
+    if link.dirs.sent.len() < 4 * MAX_BATCH {
+        link.dirs.sent.extend(touched);
+    }
+    match invoke_once(link, &cred, Op::Batch(ops)) {
+        Ok(Reply::Batch(replies)) if replies.len() == n => {
+            if let (Some(ino), Some(Reply::Write { attr, .. } | Reply::Attr(attr))) =
+                (joined, replies.last())
+            {
+                link.stamps.insert(ino, super::Stamp::of(attr));
+            }
+        }
+        other => {
+            let e = match other {
+                Err(e) => e,
+                _ => Errno::EIO,
+            };
+            tracing::warn!(%e, ops = n, "operations answered early failed at the replicas; \
+                reported at the next close or fsync");
+            link.dirs.error = Some(e);
+            if let Some(ino) = joined {
+                link.gather.failed(ino, e);
+            }
+            link.dirs.forget_all();
+        }
+    }
+    if let Some((ino, c, op)) = after {
+        send_write(link, ino, &c, op);
+    }
+}
+
+/// Makes room in the queue for `n` operations of `cred`.
+fn make_room(link: &mut Link, cred: &Credentials, n: usize) {
+    let other_caller = link.dirs.cred.as_ref().is_some_and(|c| c != cred);
+    if other_caller || link.dirs.queue.len() + n > MAX_QUEUE {
+        send_queue(link);
+    }
+}
+
+/// Whether this mount holds `dir`, listed: asks for it (and lists it) if it may.
+fn ensure(link: &mut Link, cred: &Credentials, dir: FileHandle) -> bool {
+    if !link.dirs.enabled {
+        return false;
+    }
+    match link.dirs.held.get(&dir.ino) {
+        Some(h) if h.fh != dir => return false,
+        Some(h) if !h.stale => return true,
+        Some(_) => return relist(link, cred, dir),
+        None => {}
+    }
+    let now = Instant::now();
+    let contended = link
+        .dirs
+        .contended
+        .get(&dir.ino)
+        .is_some_and(|t| now.saturating_duration_since(*t) < CONTENDED_FOR);
+    if contended || link.dirs.too_big.contains(&dir.ino) || link.dirs.held.len() >= MAX_HELD {
+        return false;
+    }
+    // The first operation goes to the cluster; a second one soon after asks.
+    let wanted = &mut link.dirs.wanted;
+    let recent = wanted
+        .remove(&dir.ino)
+        .is_some_and(|t| now.saturating_duration_since(t) < WANTED_WITHIN);
+    if !recent {
+        if wanted.len() >= MAX_HELD {
+            wanted.clear();
+        }
+        wanted.insert(dir.ino, now);
+        return false;
+    }
+    match invoke(link, cred, Op::DelegateDir { dir }) {
+        Ok(Reply::Delegated { attr, .. }) => {
+            link.dirs.held.insert(
+                dir.ino,
+                Held {
+                    fh: dir,
+                    attr,
+                    names: HashMap::new(),
+                    mine: HashSet::new(),
+                    stale: true,
+                },
+            );
+            if let Some(n) = &link.dirs.nudge {
+                let _ = n.send(());
+            }
+            relist(link, cred, dir)
+        }
+        Ok(Reply::Recall) => {
+            link.dirs.contended.insert(dir.ino, now);
+            false
+        }
+        other => {
+            tracing::debug!(?other, "directory delegation refused");
+            false
+        }
+    }
+}
+
+/// Fetches held `dir`'s attributes and names; gives it back if it has too many.
+fn relist(link: &mut Link, cred: &Credentials, dir: FileHandle) -> bool {
+    let attr = match invoke(link, cred, Op::GetAttr { fh: dir }) {
+        Ok(Reply::Attr(a)) => a,
+        _ => return false,
+    };
+    let mut names = HashMap::new();
+    let mut cookie = 0;
+    for page in 0.. {
+        if page == LIST_PAGES {
+            link.dirs.too_big.insert(dir.ino);
+            give_back(link, cred, dir.ino);
+            return false;
+        }
+        let op = Op::ReadDir {
+            dir,
+            cookie,
+            max_entries: MAX_READDIR_ENTRIES,
+        };
+        let Ok(Reply::ReadDir { entries, eof }) = invoke(link, cred, op) else {
+            return false;
+        };
+        if let Some(e) = entries.last() {
+            cookie = e.cookie;
+        }
+        names.extend(
+            entries
+                .into_iter()
+                .filter(|e| e.name != b"." && e.name != b"..")
+                .map(|e| (e.name, (e.fh, e.kind))),
+        );
+        if eof {
+            break;
+        }
+    }
+    match link.dirs.held.get_mut(&dir.ino) {
+        Some(h) => {
+            h.attr = attr;
+            h.names = names;
+            h.stale = false;
+            true
+        }
+        None => false,
+    }
+}
+
+/// A handle for a new entry, from the reserved ones.
+fn new_handle(link: &mut Link, cred: &Credentials) -> Option<FileHandle> {
+    if link.dirs.reserved.is_empty() {
+        match invoke(link, cred, Op::ReserveInodes { count: RESERVE }) {
+            Ok(Reply::Reserved { first, count }) => {
+                for k in 0..u64::from(count) {
+                    link.dirs.reserved.push_back(FileHandle {
+                        ino: first.ino + k,
+                        generation: first.generation + k,
+                    });
+                }
+            }
+            other => {
+                tracing::debug!(?other, "cannot reserve inode numbers");
+                return None;
+            }
+        }
+    }
+    link.dirs.reserved.pop_front()
+}
+
+/// Answers a creation of `name` in `dir` early if it may: queues it and returns the new
+/// entry's attributes (as the replicas will make them, with this machine's time) and the
+/// directory's.
+pub(crate) fn make_early(
+    link: &mut Link,
+    cred: &Credentials,
+    dir: FileHandle,
+    name: &[u8],
+    mode: u32,
+    what: Make,
+) -> Option<(Attr, Attr)> {
+    if !link.dirs.enabled || !plain_name(name) {
+        return None;
+    }
+    let n = if matches!(what, Make::Dir) { 2 } else { 1 };
+    make_room(link, cred, n);
+    if !ensure(link, cred, dir) || !link.dirs.surely_missing(dir, name) {
+        return None;
+    }
+    let at = new_handle(link, cred)?;
+    // Asking for handles sent the queue; a failure there forgot the directory.
+    let h = link.dirs.held.get_mut(&dir.ino).filter(|h| !h.stale)?;
+    let now = super::timestamp(std::time::SystemTime::now());
+    // As `byzfs_fs` makes them (exec.rs `make`): the group and set-group-ID bit of a
+    // set-group-ID directory.
+    let inherit = h.attr.mode & S_ISGID != 0;
+    let gid = if inherit { h.attr.gid } else { cred.gid };
+    let mut attr = Attr {
+        fh: at,
+        kind: FileType::Regular,
+        mode: mode & 0o7777,
+        nlink: 1,
+        uid: cred.uid,
+        gid,
+        size: 0,
+        used: 0,
+        atime: now,
+        mtime: now,
+        ctime: now,
+        rdev: 0,
+    };
+    let make = match what {
+        Make::File => Op::Create {
+            dir,
+            name: name.to_vec(),
+            mode,
+            exclusive: true,
+        },
+        Make::Dir => {
+            attr.kind = FileType::Directory;
+            attr.nlink = 2;
+            attr.size = 4096;
+            if inherit {
+                attr.mode |= S_ISGID;
+            }
+            h.attr.nlink += 1;
+            Op::Mkdir {
+                dir,
+                name: name.to_vec(),
+                mode,
+            }
+        }
+        Make::Symlink(target) => {
+            attr.kind = FileType::Symlink;
+            attr.mode = 0o777;
+            attr.size = target.len() as u64;
+            attr.used = attr.size;
+            Op::Symlink {
+                dir,
+                name: name.to_vec(),
+                target,
+            }
+        }
+    };
+    h.attr.mtime = now;
+    h.attr.ctime = now;
+    h.names.insert(name.to_vec(), (at, attr.kind));
+    h.mine.insert(at.ino);
+    let dir_attr = h.attr.clone();
+    let mut ops = vec![Op::MakeAt {
+        at,
+        make: Box::new(make),
+    }];
+    if attr.kind == FileType::Directory {
+        // Nobody else can see it before the batch runs: it is held from the start.
+        ops.push(Op::DelegateDir { dir: at });
+        link.dirs.held.insert(
+            at.ino,
+            Held {
+                fh: at,
+                attr: attr.clone(),
+                names: HashMap::new(),
+                mine: HashSet::new(),
+                stale: false,
+            },
+        );
+    }
+    link.dirs.push(cred, ops);
+    Some((attr, dir_attr))
+}
+
+/// Answers `unlink` (`is_dir` false) or `rmdir` of `name` in `dir` early if it may: an
+/// entry made here under the present delegation, not open here (`open` says which are), a
+/// directory empty and held. Returns the removed inode and the directory's attributes.
+pub(crate) fn remove_early(
+    link: &mut Link,
+    cred: &Credentials,
+    dir: FileHandle,
+    name: &[u8],
+    is_dir: bool,
+    open: impl Fn(u64) -> bool,
+) -> Option<(u64, Attr)> {
+    if !link.dirs.enabled || !plain_name(name) {
+        return None;
+    }
+    make_room(link, cred, 1);
+    if !ensure(link, cred, dir) {
+        return None;
+    }
+    let h = link.dirs.held.get(&dir.ino)?;
+    let (fh, kind) = *h.names.get(name)?;
+    // Another mount may hold a handle of an older entry and must see it go at once.
+    if (kind == FileType::Directory) != is_dir || open(fh.ino) || !h.mine.contains(&fh.ino) {
+        return None;
+    }
+    if is_dir {
+        let empty = link
+            .dirs
+            .held
+            .get(&fh.ino)
+            .is_some_and(|c| c.fh == fh && !c.stale && c.names.is_empty());
+        if !empty {
+            return None;
+        }
+        link.dirs.held.remove(&fh.ino);
+    }
+    let h = link.dirs.held.get_mut(&dir.ino)?;
+    let now = super::timestamp(std::time::SystemTime::now());
+    h.names.remove(name);
+    h.mine.remove(&fh.ino);
+    h.attr.mtime = now;
+    h.attr.ctime = now;
+    if is_dir {
+        h.attr.nlink = h.attr.nlink.saturating_sub(1);
+    }
+    let dir_attr = h.attr.clone();
+    let op = if is_dir {
+        Op::Rmdir {
+            dir,
+            name: name.to_vec(),
+        }
+    } else {
+        Op::Remove {
+            dir,
+            name: name.to_vec(),
+        }
+    };
+    link.dirs.push(cred, [op]);
+    Some((fh.ino, dir_attr))
+}
+
+/// A name the early answers handle: not `.` or `..`, within Linux's `NAME_MAX`.
+fn plain_name(name: &[u8]) -> bool {
+    !name.is_empty() && name != b"." && name != b".." && name.len() <= 255 && !name.contains(&0)
+}
+
+/// Sends the queue and gives `ino` back (asked for by another mount, or too big to hold).
+pub(crate) fn give_back(link: &mut Link, cred: &Credentials, ino: u64) {
+    let fh = match link.dirs.held.remove(&ino) {
+        Some(h) => h.fh,
+        // Forgotten after a failed batch, but the replicas may still count it as held.
+        None => FileHandle { ino, generation: 0 },
+    };
+    send_queue(link);
+    if fh.generation == 0 {
+        // The handle is not known any more: let the lease lapse.
+        return;
+    }
+    link.dirs.contended.insert(ino, Instant::now());
+    match invoke(link, cred, Op::ReturnDir { dir: fh }) {
+        Ok(_) | Err(Errno::ENOLCK | Errno::ESTALE) => {}
+        Err(e) => tracing::debug!(ino, %e, "cannot give a directory back; it lapses"),
+    }
+}
+
+/// Sends the queue and gives every held directory back (at unmount), in batches.
+pub(crate) fn give_back_all(link: &mut Link, cred: &Credentials) {
+    send_queue(link);
+    let all: Vec<FileHandle> = link.dirs.held.drain().map(|(_, h)| h.fh).collect();
+    for chunk in all.chunks(MAX_BATCH) {
+        let ops = chunk.iter().map(|&dir| Op::ReturnDir { dir }).collect();
+        if let Err(e) = invoke(link, cred, Op::Batch(ops)) {
+            tracing::debug!(%e, "cannot give directories back; they lapse");
+        }
+    }
+}

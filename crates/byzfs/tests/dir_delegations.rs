@@ -1,0 +1,140 @@
+//! Directory delegations between mounts (`crates/byzfs-fuse/src/dirs.rs`): a mount that
+//! holds a directory answers creations and removals in it at once and sends them later;
+//! another mount's access recalls the directory after they are applied; a mount killed with
+//! operations pending loses only what it had not made durable, and nothing half. Skipped,
+//! with a message, only where FUSE is unavailable.
+
+mod common;
+
+use common::{skip_without_fuse, Mount, Up};
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+use std::collections::BTreeSet;
+use std::fs::{self, File};
+use std::io::Write as _;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+/// The names in `dir`, sorted.
+fn names(dir: &Path) -> BTreeSet<String> {
+    fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect()
+}
+
+#[test]
+fn two_mounts_take_turns_on_one_directory_and_see_each_others_work() {
+    if skip_without_fuse() {
+        return;
+    }
+    let up = Up::start_mounted(&["--timeout-ms", "120000"]);
+    let a = up.mountpoint.clone().unwrap().join("shared");
+    let dir = up.dir.path();
+    let b = Mount::start(&up.config, &dir.join("mnt-b"), &dir.join("mount-b.log"));
+    let b_dir = b.mnt.join("shared");
+
+    // A makes a tree (answered at A, sent at close); B sees all of it at once.
+    fs::create_dir(&a).unwrap();
+    fs::create_dir(a.join("sub")).unwrap();
+    fs::write(a.join("sub/f"), b"from A").unwrap();
+    std::os::unix::fs::symlink("sub/f", a.join("link")).unwrap();
+    // The symlink was not followed by a close: B's look recalls A's directory, which
+    // sends it first.
+    assert_eq!(names(&b_dir), BTreeSet::from(["sub".into(), "link".into()]));
+    assert_eq!(fs::read(b_dir.join("link")).unwrap(), b"from A");
+    // B works there (the directory goes to B), then A sees B's work.
+    fs::write(b_dir.join("sub/g"), b"from B").unwrap();
+    fs::remove_file(b_dir.join("sub/f")).unwrap();
+    assert_eq!(names(&a.join("sub")), BTreeSet::from(["g".into()]));
+    assert_eq!(fs::read(a.join("sub/g")).unwrap(), b"from B");
+    errno(fs::metadata(a.join("sub/f")), 2, "removed on B");
+
+    // Both at once in one directory: every file lands, with its content.
+    let race = |root: std::path::PathBuf, tag: &'static str| {
+        std::thread::spawn(move || {
+            for i in 0..40 {
+                let p = root.join(format!("{tag}{i:02}"));
+                let mut f = File::create(&p).unwrap();
+                f.write_all(p.to_str().unwrap().as_bytes()).unwrap();
+            }
+        })
+    };
+    let (ta, tb) = (race(a.join("sub"), "a"), race(b_dir.join("sub"), "b"));
+    ta.join().unwrap();
+    tb.join().unwrap();
+    let mut want: BTreeSet<String> = (0..40)
+        .flat_map(|i| [format!("a{i:02}"), format!("b{i:02}")])
+        .collect();
+    want.insert("g".into());
+    assert_eq!(names(&a.join("sub")), want);
+    assert_eq!(names(&b_dir.join("sub")), want);
+    for i in 0..40 {
+        let p = a.join(format!("sub/a{i:02}"));
+        assert_eq!(
+            fs::read(b_dir.join(format!("sub/a{i:02}"))).unwrap(),
+            p.to_str().unwrap().as_bytes()
+        );
+        let q = b_dir.join(format!("sub/b{i:02}"));
+        assert_eq!(
+            fs::read(a.join(format!("sub/b{i:02}"))).unwrap(),
+            q.to_str().unwrap().as_bytes()
+        );
+    }
+    // Removing a tree one mount made: answered there, seen by the other.
+    fs::remove_dir_all(&a).unwrap();
+    errno(fs::metadata(&b_dir), 2, "tree removed on A");
+}
+
+#[test]
+fn a_killed_mount_loses_only_what_it_had_not_made_durable_and_nothing_half() {
+    if skip_without_fuse() {
+        return;
+    }
+    let up = Up::start_mounted(&["--timeout-ms", "120000"]);
+    let a = up.mountpoint.clone().unwrap();
+    let dir = up.dir.path();
+    let c = Mount::start(&up.config, &dir.join("mnt-c"), &dir.join("mount-c.log"));
+    let k = c.mnt.join("k");
+    fs::create_dir(&k).unwrap();
+    // Durable: closed, and fsync'd.
+    fs::write(k.join("closed"), b"closed").unwrap();
+    let mut f = File::create(k.join("synced")).unwrap();
+    f.write_all(b"synced").unwrap();
+    f.sync_all().unwrap();
+    // Answered but not yet sent (no close or fsync since): one batch, sent within a
+    // second, or lost with the mount.
+    std::os::unix::fs::symlink("closed", k.join("pending-link")).unwrap();
+    fs::create_dir(k.join("pending-dir")).unwrap();
+    let killed = Instant::now();
+    kill(Pid::from_raw(c.child.id() as i32), Signal::SIGKILL).unwrap();
+    drop(f);
+    // A's look at `k` waits until C's lease lapses (30 s of agreed time).
+    let seen = names(&a.join("k"));
+    let waited = killed.elapsed();
+    assert!(
+        seen.contains("closed") && seen.contains("synced"),
+        "durable files lost: {seen:?}"
+    );
+    assert_eq!(fs::read(a.join("k/closed")).unwrap(), b"closed");
+    assert_eq!(fs::read(a.join("k/synced")).unwrap(), b"synced");
+    let pending = ["pending-dir", "pending-link"].map(|n| seen.contains(n));
+    assert!(
+        pending == [true, true] || pending == [false, false],
+        "half a batch applied: {seen:?}"
+    );
+    eprintln!("C killed; A saw {seen:?} after {waited:?}");
+    // A works there now.
+    fs::write(a.join("k/after"), b"a").unwrap();
+    assert!(names(&a.join("k")).contains("after"));
+    drop(c);
+    assert!(waited < Duration::from_secs(90), "{waited:?}");
+}
+
+#[track_caller]
+fn errno<T: std::fmt::Debug>(r: std::io::Result<T>, want: i32, what: &str) {
+    match r {
+        Err(e) => assert_eq!(e.raw_os_error(), Some(want), "{what}: {e}"),
+        Ok(v) => panic!("{what}: succeeded ({v:?}), wanted errno {want}"),
+    }
+}
