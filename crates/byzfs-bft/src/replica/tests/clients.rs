@@ -2,23 +2,12 @@
 
 use super::*;
 
-pub(super) fn pre_prepare_of(requests: Vec<Vec<u8>>) -> Message {
-    Message::PrePrepare(PrePrepare {
-        view: 0,
-        seq: 1,
-        batch: BatchBody {
-            requests,
-            big: vec![],
-            nondet: vec![1],
-        },
-    })
-}
-
-pub(super) fn prepares(out: &[Action]) -> usize {
-    sent(out)
-        .iter()
-        .filter(|m| matches!(m, Message::Prepare(_)))
-        .count()
+/// The view-0 primary's PRE-PREPARE of `req` alone at seq 1, and its digest.
+fn pre_prepare_of(req: Vec<u8>) -> (Message, Digest) {
+    let batch = batch_of(req);
+    let d = batch_digest(&batch).unwrap();
+    let pp = pre_prepare_msg(0, 1, batch);
+    (pp, d)
 }
 
 #[test]
@@ -67,22 +56,27 @@ fn inlined_request_whose_mac_fails_is_prepared_on_its_signature() {
         false,
         ReqAuth::SignedMacsSpoiled(0b1110),
     );
+    let (pp, d) = pre_prepare_of(req);
     for j in 1..4 {
         let mut b = replica(j, &cfg);
         drain(&mut b);
-        b.handle_message(
-            Time(1),
-            &from_replica(&cfg, 0, &pre_prepare_of(vec![req.clone()])),
+        b.handle_message(Time(1), &from_replica(&cfg, 0, &pp));
+        assert_eq!(
+            outputs(drain(&mut b)),
+            prepare_vote(0, 1, d, j, Some(1 + cfg.log_window)),
+            "backup {j}"
         );
-        assert_eq!(prepares(&drain(&mut b)), 1, "backup {j}");
         assert_eq!(b.stats().client_signatures_verified, 1);
     }
     // A correct backup whose MAC verifies does not pay for the signature.
-    let good = request(&cfg, 2, b"w", false);
+    let (pp, d) = pre_prepare_of(request(&cfg, 2, b"w", false));
     let mut b = replica(1, &cfg);
     drain(&mut b);
-    b.handle_message(Time(1), &from_replica(&cfg, 0, &pre_prepare_of(vec![good])));
-    assert_eq!(prepares(&drain(&mut b)), 1);
+    b.handle_message(Time(1), &from_replica(&cfg, 0, &pp));
+    assert_eq!(
+        outputs(drain(&mut b)),
+        prepare_vote(0, 1, d, 1, Some(1 + cfg.log_window))
+    );
     assert_eq!(b.stats().client_signatures_verified, 0);
 }
 
@@ -94,10 +88,7 @@ fn good_mac_over_a_bad_signature_blacklists_the_client() {
     let mut p = replica(0, &cfg);
     drain(&mut p);
     p.handle_message(Time(1), &bad);
-    assert_eq!(
-        drain(&mut p),
-        vec![Action::Event(Event::Dropped(DropReason::BadAuth))]
-    );
+    assert_eq!(drain(&mut p), dropped(DropReason::BadAuth));
     assert!(p.is_blacklisted(CLIENT));
     assert_eq!(p.stats().clients_blacklisted, 1);
     // At a backup the MAC vouches for it and the signature check is deferred: the request is
@@ -117,15 +108,17 @@ fn good_mac_over_a_bad_signature_blacklists_the_client() {
     assert!(b.timers.is_set(TimerKind::ViewChange));
     assert_eq!(b.stats().client_signatures_deferred, 1);
     assert_eq!(b.stats().client_signatures_verified, 0);
+    // Only STATUS goes out meanwhile; the step in which the timer fires sends nothing.
     let fire = Time(1) + cfg.view_change_timeout + Duration::from_secs(1);
-    while let Some(t) = b.poll_timeout().filter(|&t| t <= fire) {
-        b.handle_timeout(t);
-    }
-    assert_eq!(b.view(), 0);
+    let idle = [Out::Broadcast(status_msg(1, 0, true, 0, 0))];
+    let vc_timer_off = |b: &Replica<Counter>| !b.timers.is_set(TimerKind::ViewChange);
+    let (_, out) = fire_timers_until(&mut b, fire, vc_timer_off, &idle);
+    assert_eq!(out, vec![], "no VIEW-CHANGE");
     assert!(!b.timers.is_set(TimerKind::ViewChange));
-    assert!(sent(&drain(&mut b))
-        .iter()
-        .all(|m| !matches!(m, Message::ViewChange(_))));
+    // Nor later: nothing pending, the timer is not armed again.
+    let (_, out) = fire_timers_until(&mut b, fire, |_| false, &idle);
+    assert_eq!(out, idle);
+    assert_eq!(b.view(), 0);
     assert!(b.is_blacklisted(CLIENT));
     assert_eq!(b.stats().client_signatures_verified, 1);
     // Blacklisted, the client's MAC no longer vouches for anything: a read-only request needs
@@ -134,23 +127,17 @@ fn good_mac_over_a_bad_signature_blacklists_the_client() {
         Time(2),
         &client_request(&cfg, CLIENT, 5, b"r", true, ReqAuth::BadSignature),
     );
-    assert_eq!(
-        drain(&mut b),
-        vec![Action::Event(Event::Dropped(DropReason::BadAuth))]
-    );
+    assert_eq!(drain(&mut b), dropped(DropReason::BadAuth));
     b.handle_message(
         Time(2),
-        &from_replica(&cfg, 0, &pre_prepare_of(vec![bad.clone()])),
+        &from_replica(&cfg, 0, &pre_prepare_of(bad.clone()).0),
     );
-    assert_eq!(prepares(&drain(&mut b)), 0);
+    assert_eq!(drain(&mut b), vec![], "held until f PREPAREs vouch for it");
     // Its validly signed requests are still processed: another replica may have forwarded
     // them, and dropping them would let the client frame a primary that blacklisted it.
     let good = request(&cfg, 2, b"w", false);
     p.handle_message(Time(3), &good);
-    assert!(matches!(
-        &sent(&drain(&mut p))[..],
-        [Message::PrePrepare(_)]
-    ));
+    assert_eq!(outputs(drain(&mut p)), proposal_of(good));
     // A bad MAC over a bad signature proves nothing about the client: no blacklisting.
     let mut q = replica(2, &cfg);
     drain(&mut q);
@@ -158,10 +145,7 @@ fn good_mac_over_a_bad_signature_blacklists_the_client() {
     let at = spoiled.len() - 2 * crate::crypto::MAC_LEN; // replica 2's entry of 4
     spoiled[at] ^= 1;
     q.handle_message(Time(1), &spoiled);
-    assert_eq!(
-        drain(&mut q),
-        vec![Action::Event(Event::Dropped(DropReason::BadAuth))]
-    );
+    assert_eq!(drain(&mut q), dropped(DropReason::BadAuth));
     assert!(!q.is_blacklisted(CLIENT));
 }
 
@@ -174,10 +158,7 @@ fn a_signing_client_cannot_fall_back_to_mac_only_but_a_mac_only_client_can() {
         Time(1),
         &client_request(&cfg, CLIENT, 1, b"w", false, ReqAuth::MacOnly),
     );
-    assert_eq!(
-        drain(&mut p),
-        vec![Action::Event(Event::Dropped(DropReason::BadAuth))]
-    );
+    assert_eq!(drain(&mut p), dropped(DropReason::BadAuth));
     // A client installed without a public key is MAC-only (the legacy mode).
     let other: ClientId = 78;
     let tk = TestKeys::new(1, cfg.n());
@@ -188,28 +169,17 @@ fn a_signing_client_cannot_fall_back_to_mac_only_but_a_mac_only_client_can() {
         Time(2),
         &client_request(&cfg, other, 1, b"w", false, ReqAuth::Signed),
     );
-    assert_eq!(
-        drain(&mut p),
-        vec![Action::Event(Event::Dropped(DropReason::BadAuth))]
-    );
-    p.handle_message(
-        Time(3),
-        &client_request(&cfg, other, 1, b"w", false, ReqAuth::MacOnly),
-    );
-    assert!(matches!(
-        &sent(&drain(&mut p))[..],
-        [Message::PrePrepare(_)]
-    ));
+    assert_eq!(drain(&mut p), dropped(DropReason::BadAuth));
+    let mac_only = client_request(&cfg, other, 1, b"w", false, ReqAuth::MacOnly);
+    p.handle_message(Time(3), &mac_only);
+    assert_eq!(outputs(drain(&mut p)), proposal_of(mac_only));
     // Installed with its key, it must sign.
     p.add_client(other, to_c, from_c, Some(rk.client_public[&other]));
     p.handle_message(
         Time(4),
         &client_request(&cfg, other, 2, b"w", false, ReqAuth::MacOnly),
     );
-    assert_eq!(
-        drain(&mut p),
-        vec![Action::Event(Event::Dropped(DropReason::BadAuth))]
-    );
+    assert_eq!(drain(&mut p), dropped(DropReason::BadAuth));
 }
 
 #[test]
@@ -235,10 +205,7 @@ fn a_request_signed_for_another_client_is_refused_without_blaming_it() {
     let mut p = replica(0, &cfg);
     drain(&mut p);
     p.handle_message(Time(1), &forged);
-    assert_eq!(
-        drain(&mut p),
-        vec![Action::Event(Event::Dropped(DropReason::BadAuth))]
-    );
+    assert_eq!(drain(&mut p), dropped(DropReason::BadAuth));
     assert!(!p.is_blacklisted(CLIENT));
 }
 
@@ -256,29 +223,8 @@ fn big_request_body_is_fetchable_by_a_replica_whose_mac_fails() {
         false,
         ReqAuth::SignedMacsSpoiled(0b10),
     );
-    let d = Frame::parse(&big, 1 << 20).unwrap().header.body_digest;
-    let batch = BatchBody {
-        requests: vec![],
-        big: vec![d],
-        nondet: vec![1],
-    };
-    let mut b = replica(1, &cfg);
-    drain(&mut b);
-    b.handle_message(
-        Time(1),
-        &from_replica(
-            &cfg,
-            0,
-            &Message::PrePrepare(PrePrepare {
-                view: 0,
-                seq: 1,
-                batch,
-            }),
-        ),
-    );
-    assert_eq!(prepares(&drain(&mut b)), 0, "no PREPARE without the body");
-    b.handle_message(Time(2), &big);
-    assert_eq!(prepares(&drain(&mut b)), 1);
+    let (out, bd) = body_after_pre_prepare(&cfg, &big);
+    assert_eq!(out, prepare_vote(0, 1, bd, 1, Some(1 + cfg.log_window)));
 }
 
 #[test]
@@ -289,75 +235,26 @@ fn superseded_big_body_named_by_a_batch_is_still_taken() {
     let cfg = config();
     let mut b = replica(1, &cfg);
     drain(&mut b);
-    let b1 = BatchBody {
-        requests: vec![request(&cfg, 2, b"w", false)],
-        big: vec![],
-        nondet: vec![1],
-    };
-    let d1 = batch_digest(&b1).unwrap();
-    b.handle_message(
-        Time(1),
-        &from_replica(
-            &cfg,
-            0,
-            &Message::PrePrepare(PrePrepare {
-                view: 0,
-                seq: 1,
-                batch: b1,
-            }),
-        ),
-    );
-    let vote = |j: ReplicaId, commit: bool| {
-        let (view, seq, digest, replica) = (0, 1, d1, j);
-        let m = if commit {
-            Message::Commit(Commit {
-                view,
-                seq,
-                digest,
-                replica,
-            })
-        } else {
-            Message::Prepare(Prepare {
-                view,
-                seq,
-                digest,
-                replica,
-            })
-        };
-        from_replica(&cfg, j, &m)
-    };
-    b.handle_message(Time(2), &vote(2, false));
-    b.handle_message(Time(3), &vote(0, true));
-    b.handle_message(Time(3), &vote(2, true));
+    let b1 = batch_of(request(&cfg, 2, b"w", false));
+    order_in_view_0(&cfg, &mut b, Time(1), 1, b1, true);
+    drain(&mut b);
     assert_eq!(b.last_executed(), 1);
     let big = request(&cfg, 1, &[b'w'; 100], false);
-    let d = Frame::parse(&big, 1 << 20).unwrap().header.body_digest;
-    let b2 = BatchBody {
-        requests: vec![],
-        big: vec![d],
-        nondet: vec![1],
-    };
-    b.handle_message(
-        Time(4),
-        &from_replica(
-            &cfg,
-            0,
-            &Message::PrePrepare(PrePrepare {
-                view: 0,
-                seq: 2,
-                batch: b2,
-            }),
-        ),
+    let (b2, _) = big_batch_of(&big);
+    let d2 = batch_digest(&b2).unwrap();
+    b.handle_message(Time(4), &from_replica(&cfg, 0, &pre_prepare_msg(0, 2, b2)));
+    assert_eq!(
+        outputs(drain(&mut b)),
+        vec![],
+        "no PREPARE without the body"
     );
-    drain(&mut b);
+    // The body alone: no reply (rid 1 is superseded) and no forwarding; seq 2 is within the
+    // vote horizon its PREPARE at seq 1 recorded.
     b.handle_message(Time(5), &big);
-    assert_eq!(prepares(&drain(&mut b)), 1);
+    assert_eq!(outputs(drain(&mut b)), prepare_vote(0, 2, d2, 1, None));
     // A stale request no batch needs is still refused.
     b.handle_message(Time(6), &request(&cfg, 1, &[b'v'; 100], false));
-    assert_eq!(
-        drain(&mut b),
-        vec![Action::Event(Event::Dropped(DropReason::Stale))]
-    );
+    assert_eq!(drain(&mut b), dropped(DropReason::Stale));
 }
 
 #[test]
@@ -373,17 +270,25 @@ fn big_request_the_primary_never_pre_prepares_is_forwarded_once() {
         drain(&mut b).is_empty(),
         "big bodies are not forwarded at once"
     );
-    let forwarded = |out: &[Action]| {
-        out.iter()
-            .filter(|a| matches!(a, Action::Send { to: 0, bytes } if **bytes == *big))
-            .count()
+    // The first STATUS tick notes it late, the second forwards the client's own frame (its
+    // authenticator covers the primary) before its STATUS, the third does not again.
+    let status = Out::Broadcast(status_msg(1, 0, true, 0, 0));
+    let tick = |b: &mut Replica<Counter>, k: u32| {
+        b.handle_timeout(Time(0) + k * cfg.status_interval);
+        drain(b)
     };
-    let mut total = 0;
-    let mut now = Time(0);
-    for _ in 0..3 {
-        now = now + cfg.status_interval;
-        b.handle_timeout(now);
-        total += forwarded(&drain(&mut b));
-    }
-    assert_eq!(total, 1);
+    assert_eq!(outputs(tick(&mut b, 1)), vec![status.clone()]);
+    let out = tick(&mut b, 2);
+    assert_eq!(
+        out[0],
+        Action::Send {
+            to: 0,
+            bytes: big.clone().into()
+        }
+    );
+    assert_eq!(
+        outputs(out),
+        vec![Out::Send(0, decode(&big)), status.clone()]
+    );
+    assert_eq!(outputs(tick(&mut b, 3)), vec![status]);
 }

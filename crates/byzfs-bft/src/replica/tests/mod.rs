@@ -20,7 +20,7 @@ use crate::crypto::TestKeys;
 use crate::message::*;
 use crate::wire::{encode, encode_with_body, Auth, Envelope, Frame, REPLIER_ALL};
 use cluster::Cluster;
-use view_change::{first_sent, view_change_with};
+use view_change::{moves_to_view_1, view_change_with};
 
 /// A counter service over `PartitionedState`: op `w…` increments and returns the count (and
 /// keeps whatever follows the `w` under a key of its own), op `r…` reads it (read-only).
@@ -213,7 +213,7 @@ fn from_replica(cfg: &Config, j: ReplicaId, msg: &Message) -> Vec<u8> {
 
 /// One action as a handler test states it: frames decoded into their messages, so a test
 /// compares a step's complete output with one `assert_eq!` (as openraft's engine tests do).
-#[derive(Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq)]
 enum Out {
     Persist(PersistRecord),
     Send(ReplicaId, Message),
@@ -239,11 +239,7 @@ fn outputs(actions: Vec<Action>) -> Vec<Out> {
 /// What a view-0 primary outputs when it orders `req` alone at seq 1: its promise (a driver
 /// need not sync it before the send), then the PRE-PREPARE.
 fn proposal_of(req: Vec<u8>) -> Vec<Out> {
-    let batch = BatchBody {
-        requests: vec![req],
-        big: vec![],
-        nondet: vec![1],
-    };
+    let batch = batch_of(req);
     let digest = batch_digest(&batch).unwrap();
     vec![
         Out::Persist(PersistRecord::Proposed {
@@ -251,28 +247,222 @@ fn proposal_of(req: Vec<u8>) -> Vec<Out> {
             seq: 1,
             digest,
         }),
-        Out::Broadcast(Message::PrePrepare(PrePrepare {
-            view: 0,
-            seq: 1,
-            batch,
-        })),
+        Out::Broadcast(pre_prepare_msg(0, 1, batch)),
     ]
+}
+
+/// The batch a correct primary proposes for the lone request `req` (the counter's choice is
+/// `[1]`, §1.13).
+fn batch_of(req: Vec<u8>) -> BatchBody {
+    BatchBody {
+        requests: vec![req],
+        big: vec![],
+        nondet: vec![1],
+    }
+}
+
+/// PRE-PREPARE of `batch` at `(view, seq)`.
+fn pre_prepare_msg(view: View, seq: Seq, batch: BatchBody) -> Message {
+    Message::PrePrepare(PrePrepare { view, seq, batch })
+}
+
+/// The batch that names big request `req` by its digest alone (§1.10), and that digest.
+fn big_batch_of(req: &[u8]) -> (BatchBody, Digest) {
+    let d = Frame::parse(req, usize::MAX).unwrap().header.body_digest;
+    let batch = BatchBody {
+        requests: vec![],
+        big: vec![d],
+        nondet: vec![1],
+    };
+    (batch, d)
+}
+
+/// A fresh backup 1 gets the view-0 primary's PRE-PREPARE at seq 1 of the batch that names
+/// big request `big` by digest, before the body: it waits for the body (§1.10
+/// `is_pp_complete`), sending nothing. Then `big` arrives. Returns that step's outputs and
+/// the batch digest.
+fn body_after_pre_prepare(cfg: &Config, big: &[u8]) -> (Vec<Out>, Digest) {
+    let mut b = replica(1, cfg);
+    drain(&mut b);
+    let (batch, _) = big_batch_of(big);
+    let bd = batch_digest(&batch).unwrap();
+    b.handle_message(
+        Time(1),
+        &from_replica(cfg, 0, &pre_prepare_msg(0, 1, batch)),
+    );
+    assert_eq!(
+        outputs(drain(&mut b)),
+        vec![],
+        "no PREPARE without the body"
+    );
+    b.handle_message(Time(2), big);
+    (outputs(drain(&mut b)), bd)
+}
+
+/// PREPARE of `replica` for `digest` at `(view, seq)`.
+fn prepare_msg(view: View, seq: Seq, digest: Digest, replica: ReplicaId) -> Message {
+    Message::Prepare(Prepare {
+        view,
+        seq,
+        digest,
+        replica,
+    })
+}
+
+/// COMMIT of `replica` for `digest` at `(view, seq)`.
+fn commit_msg(view: View, seq: Seq, digest: Digest, replica: ReplicaId) -> Message {
+    Message::Commit(Commit {
+        view,
+        seq,
+        digest,
+        replica,
+    })
+}
+
+/// What backup `me` outputs when it accepts the PRE-PREPARE of `digest` at `(view, seq)`
+/// (§1.5): `horizon`, when `seq` is above its durable vote horizon, a new one (a log window
+/// ahead, synced before the sends that follow); its vote (not synced, see
+/// `PersistRecord::Voted`); then its PREPARE.
+fn prepare_vote(
+    view: View,
+    seq: Seq,
+    digest: Digest,
+    me: ReplicaId,
+    horizon: Option<Seq>,
+) -> Vec<Out> {
+    let horizon = horizon.map(|h| Out::Persist(PersistRecord::VoteHorizon(h)));
+    horizon
+        .into_iter()
+        .chain([
+            Out::Persist(PersistRecord::Voted { view, seq, digest }),
+            Out::Broadcast(prepare_msg(view, seq, digest, me)),
+        ])
+        .collect()
+}
+
+/// What replica `me` outputs when `(view, seq)` prepares at it (`send_commit`, §1.5): its
+/// P-info, durable before the `replies` of the tentative execution it then runs (§1.7; 2f+1
+/// tentative replies acknowledge the write), then its COMMIT.
+fn commit_vote(view: View, seq: Seq, digest: Digest, me: ReplicaId, replies: Vec<Out>) -> Vec<Out> {
+    std::iter::once(Out::Persist(PersistRecord::Committed { view, seq, digest }))
+        .chain(replies)
+        .chain([Out::Broadcast(commit_msg(view, seq, digest, me))])
+        .collect()
+}
+
+/// The REPLY replica `replica` (in `view`) sends [`CLIENT`] for request `rid` whose result is
+/// the count `n`: the counter's results are 8 bytes, below `full_reply_threshold`, so every
+/// replica sends them in full (§1.12).
+fn reply_out(view: View, replica: ReplicaId, rid: RequestId, n: u64, tentative: bool) -> Out {
+    let result = n.to_le_bytes().to_vec();
+    Out::Client(
+        CLIENT,
+        Message::Reply(Reply {
+            view,
+            rid,
+            client: CLIENT,
+            replica,
+            tentative,
+            result_digest: Digest::of(&result),
+            result: Some(result),
+        }),
+    )
+}
+
+/// The whole output of a step that refuses its input for `why`: nothing but the
+/// [`Event::Dropped`] (compared as actions, events included, since [`outputs`] leaves events
+/// out).
+fn dropped(why: DropReason) -> Vec<Action> {
+    vec![Action::Event(Event::Dropped(why))]
+}
+
+/// Orders `batch` at backup 1 in view 0 at `seq`, all at `now`: the PRE-PREPARE, then the
+/// PREPARE of replica 2 that completes the prepared certificate (a tentative execution
+/// runs in that step), then, unless `commits` is false, the COMMITs of replicas 0 and 2 (a
+/// committed execution runs in the last step).
+fn order_in_view_0(
+    cfg: &Config,
+    b: &mut Replica<Counter>,
+    now: Time,
+    seq: Seq,
+    batch: BatchBody,
+    commits: bool,
+) {
+    let d = batch_digest(&batch).unwrap();
+    let pp = pre_prepare_msg(0, seq, batch);
+    b.handle_message(now, &from_replica(cfg, 0, &pp));
+    b.handle_message(now, &from_replica(cfg, 2, &prepare_msg(0, seq, d, 2)));
+    if commits {
+        deliver_commits(cfg, b, now, seq, d);
+    }
+}
+
+/// The COMMITs of replicas 0 and 2 for `d` at `(0, seq)`: with its own, backup 1's commit
+/// certificate.
+fn deliver_commits(cfg: &Config, b: &mut Replica<Counter>, now: Time, seq: Seq, d: Digest) {
+    for j in [0, 2] {
+        b.handle_message(now, &from_replica(cfg, j, &commit_msg(0, seq, d, j)));
+    }
+}
+
+/// STATUS of `replica` (§1.3) that asks for nothing: no missing batch or big request.
+fn status_of(
+    replica: ReplicaId,
+    view: View,
+    has_new_view: bool,
+    last_stable: Seq,
+    last_executed: Seq,
+) -> Status {
+    Status {
+        replica,
+        view,
+        has_new_view,
+        last_stable,
+        last_executed,
+        missing_batches: vec![],
+        missing_requests: vec![],
+    }
+}
+
+/// [`status_of`] as a message.
+fn status_msg(
+    replica: ReplicaId,
+    view: View,
+    has_new_view: bool,
+    last_stable: Seq,
+    last_executed: Seq,
+) -> Message {
+    Message::Status(status_of(
+        replica,
+        view,
+        has_new_view,
+        last_stable,
+        last_executed,
+    ))
+}
+
+/// Fires `r`'s timers in deadline order, one step per deadline, until `stop(r)` holds or the
+/// next deadline is after `end`. Every step but the last must output exactly `idle` (as a
+/// rule the periodic STATUS); returns the last step's time and outputs.
+fn fire_timers_until(
+    r: &mut Replica<Counter>,
+    end: Time,
+    stop: impl Fn(&Replica<Counter>) -> bool,
+    idle: &[Out],
+) -> (Time, Vec<Out>) {
+    let mut last: Option<(Time, Vec<Out>)> = None;
+    while let Some(now) = r.poll_timeout().filter(|&t| t <= end && !stop(r)) {
+        if let Some((at, out)) = &last {
+            assert_eq!(out.as_slice(), idle, "at {at:?}");
+        }
+        r.handle_timeout(now);
+        last = Some((now, outputs(drain(r))));
+    }
+    last.expect("a timer fired")
 }
 
 fn decode(bytes: &[u8]) -> Message {
     Frame::parse(bytes, 1 << 24).unwrap().decode().unwrap()
-}
-
-fn sent(actions: &[Action]) -> Vec<Message> {
-    actions
-        .iter()
-        .filter_map(|a| match a {
-            Action::Send { bytes, .. }
-            | Action::Broadcast { bytes }
-            | Action::SendClient { bytes, .. } => Some(decode(bytes)),
-            _ => None,
-        })
-        .collect()
 }
 
 use crate::wire::encode_body;

@@ -18,102 +18,43 @@ fn backup_prepares_then_commits_then_executes() {
     let cfg = config();
     let mut b = replica(1, &cfg);
     drain(&mut b);
-    let req = request(&cfg, 1, b"w", false);
-    let batch = BatchBody {
-        requests: vec![req],
-        big: vec![],
-        nondet: vec![1],
-    };
+    let batch = batch_of(request(&cfg, 1, b"w", false));
     let d = batch_digest(&batch).unwrap();
-    let pp = Message::PrePrepare(PrePrepare {
-        view: 0,
-        seq: 1,
-        batch,
-    });
+    let pp = pre_prepare_msg(0, 1, batch);
     b.handle_message(Time(10), &from_replica(&cfg, 0, &pp));
     // Its first vote records a horizon a log window ahead, then the vote, then the PREPARE.
     assert_eq!(
         outputs(drain(&mut b)),
-        vec![
-            Out::Persist(PersistRecord::VoteHorizon(1 + cfg.log_window)),
-            Out::Persist(PersistRecord::Voted {
-                view: 0,
-                seq: 1,
-                digest: d
-            }),
-            Out::Broadcast(Message::Prepare(Prepare {
-                view: 0,
-                seq: 1,
-                digest: d,
-                replica: 1
-            })),
-        ]
+        prepare_vote(0, 1, d, 1, Some(1 + cfg.log_window))
     );
 
     // One more PREPARE (from replica 2) completes the certificate (2f = 2 with our own).
-    b.handle_message(
-        Time(11),
-        &from_replica(
-            &cfg,
-            2,
-            &Message::Prepare(Prepare {
-                view: 0,
-                seq: 1,
-                digest: d,
-                replica: 2,
-            }),
-        ),
-    );
+    b.handle_message(Time(11), &from_replica(&cfg, 2, &prepare_msg(0, 1, d, 2)));
     // Persist P-info, then the tentative reply (it waits for the durable P-info), then COMMIT.
-    let result = 1u64.to_le_bytes().to_vec();
     assert_eq!(
         outputs(drain(&mut b)),
+        commit_vote(0, 1, d, 1, vec![reply_out(0, 1, 1, 1, true)])
+    );
+    assert_eq!((b.last_tentative(), b.last_executed()), (1, 0));
+
+    // Commits from 0 and 2 complete the commit certificate (2f+1 = 3 with our own). The
+    // batch ran tentatively already: committing it only marks the reply committed (§1.15
+    // `execute_committed`; a client short of 2f+1 tentative replies retransmits and gets
+    // the committed one), so the step outputs nothing but its events.
+    b.handle_message(Time(12), &from_replica(&cfg, 0, &commit_msg(0, 1, d, 0)));
+    assert_eq!(drain(&mut b), vec![], "2 COMMITs of 2f+1");
+    b.handle_message(Time(12), &from_replica(&cfg, 2, &commit_msg(0, 1, d, 2)));
+    assert_eq!(
+        drain(&mut b),
         vec![
-            Out::Persist(PersistRecord::Committed {
+            Action::Event(Event::CommittedLocal {
                 view: 0,
                 seq: 1,
                 digest: d
             }),
-            Out::Client(
-                CLIENT,
-                Message::Reply(Reply {
-                    view: 0,
-                    rid: 1,
-                    client: CLIENT,
-                    replica: 1,
-                    tentative: true,
-                    result_digest: Digest::of(&result),
-                    result: Some(result),
-                })
-            ),
-            Out::Broadcast(Message::Commit(Commit {
-                view: 0,
-                seq: 1,
-                digest: d,
-                replica: 1
-            })),
+            Action::Event(Event::Committed { seq: 1, digest: d }),
         ]
     );
-    assert_eq!((b.last_tentative(), b.last_executed()), (1, 0));
-
-    // Commits from 0 and 2 complete the commit certificate (2f+1 = 3 with our own).
-    for j in [0, 2] {
-        b.handle_message(
-            Time(12),
-            &from_replica(
-                &cfg,
-                j,
-                &Message::Commit(Commit {
-                    view: 0,
-                    seq: 1,
-                    digest: d,
-                    replica: j,
-                }),
-            ),
-        );
-    }
-    let out = drain(&mut b);
-    assert!(out.contains(&Action::Event(Event::Committed { seq: 1, digest: d })));
     assert_eq!(b.last_executed(), 1);
     assert_eq!(b.service().count(), 1, "executed exactly once");
 }
@@ -122,31 +63,17 @@ fn backup_prepares_then_commits_then_executes() {
 fn conflicting_pre_prepare_is_refused() {
     let cfg = config();
     let mut b = replica(1, &cfg);
-    let pp1 = Message::PrePrepare(PrePrepare {
-        view: 0,
-        seq: 1,
-        batch: BatchBody {
-            requests: vec![request(&cfg, 1, b"w", false)],
-            big: vec![],
-            nondet: vec![1],
-        },
-    });
-    let pp2 = Message::PrePrepare(PrePrepare {
-        view: 0,
-        seq: 1,
-        batch: BatchBody {
-            requests: vec![request(&cfg, 2, b"w", false)],
-            big: vec![],
-            nondet: vec![1],
-        },
-    });
+    let batch1 = batch_of(request(&cfg, 1, b"w", false));
+    let d1 = batch_digest(&batch1).unwrap();
+    let pp1 = pre_prepare_msg(0, 1, batch1);
+    let pp2 = pre_prepare_msg(0, 1, batch_of(request(&cfg, 2, b"w", false)));
     b.handle_message(Time(1), &from_replica(&cfg, 0, &pp1));
-    drain(&mut b);
-    b.handle_message(Time(2), &from_replica(&cfg, 0, &pp2));
     assert_eq!(
-        drain(&mut b),
-        vec![Action::Event(Event::Dropped(DropReason::Invalid))]
+        outputs(drain(&mut b)),
+        prepare_vote(0, 1, d1, 1, Some(1 + cfg.log_window))
     );
+    b.handle_message(Time(2), &from_replica(&cfg, 0, &pp2));
+    assert_eq!(drain(&mut b), dropped(DropReason::Invalid));
 }
 
 #[test]
@@ -161,47 +88,28 @@ fn pre_prepare_failing_nondet_is_accepted_once_f_plus_1_others_prepared_it() {
         nondet: vec![9],
     };
     let d = batch_digest(&batch).unwrap();
-    let pp = from_replica(
-        &cfg,
-        0,
-        &Message::PrePrepare(PrePrepare {
-            view: 0,
-            seq: 1,
-            batch,
-        }),
-    );
-    let prepare = |j: u32| {
-        from_replica(
-            &cfg,
-            j,
-            &Message::Prepare(Prepare {
-                view: 0,
-                seq: 1,
-                digest: d,
-                replica: j,
-            }),
-        )
-    };
+    let pp = from_replica(&cfg, 0, &pre_prepare_msg(0, 1, batch));
+    let prepare = |j: u32| from_replica(&cfg, j, &prepare_msg(0, 1, d, j));
     b.handle_message(Time(1), &prepare(1));
-    drain(&mut b);
+    assert_eq!(
+        drain(&mut b),
+        vec![],
+        "a PREPARE before its PRE-PREPARE is only kept"
+    );
     b.handle_message(Time(1), &pp);
     assert_eq!(
         drain(&mut b),
-        vec![Action::Event(Event::Dropped(DropReason::Nondet))],
+        dropped(DropReason::Nondet),
         "one PREPARE (f) is not enough"
     );
     b.handle_message(Time(1), &prepare(2));
-    drain(&mut b);
+    assert_eq!(drain(&mut b), vec![]);
     b.handle_message(Time(1), &pp);
-    let out = without_events(drain(&mut b));
-    assert!(
-        out.contains(&Action::Persist(PersistRecord::Voted {
-            view: 0,
-            seq: 1,
-            digest: d
-        })),
-        "{out:?}"
-    );
+    // Its PREPARE is the third of the certificate: it prepares, executes tentatively and
+    // commits in the same step.
+    let mut vote = prepare_vote(0, 1, d, 3, Some(1 + cfg.log_window));
+    vote.extend(commit_vote(0, 1, d, 3, vec![reply_out(0, 3, 1, 1, true)]));
+    assert_eq!(outputs(drain(&mut b)), vote);
     assert_eq!(b.last_tentative(), 1, "prepared and executed tentatively");
 }
 
@@ -209,90 +117,39 @@ fn pre_prepare_failing_nondet_is_accepted_once_f_plus_1_others_prepared_it() {
 fn pre_prepare_from_non_primary_or_bad_nondet_is_refused() {
     let cfg = config();
     let mut b = replica(1, &cfg);
-    let batch = BatchBody {
-        requests: vec![request(&cfg, 1, b"w", false)],
-        big: vec![],
-        nondet: vec![1],
-    };
+    let batch = batch_of(request(&cfg, 1, b"w", false));
     b.handle_message(
         Time(1),
-        &from_replica(
-            &cfg,
-            2,
-            &Message::PrePrepare(PrePrepare {
-                view: 0,
-                seq: 1,
-                batch: batch.clone(),
-            }),
-        ),
+        &from_replica(&cfg, 2, &pre_prepare_msg(0, 1, batch.clone())),
     );
-    assert_eq!(
-        drain(&mut b),
-        vec![Action::Event(Event::Dropped(DropReason::Invalid))]
-    );
+    assert_eq!(drain(&mut b), dropped(DropReason::Invalid));
     let bad = BatchBody {
         nondet: vec![9],
         ..batch
     };
-    b.handle_message(
-        Time(1),
-        &from_replica(
-            &cfg,
-            0,
-            &Message::PrePrepare(PrePrepare {
-                view: 0,
-                seq: 1,
-                batch: bad,
-            }),
-        ),
-    );
+    b.handle_message(Time(1), &from_replica(&cfg, 0, &pre_prepare_msg(0, 1, bad)));
     // Counted apart from other invalid messages: a replica catching up sees many old
     // time-based choices, which are not a primary's fault.
-    assert_eq!(
-        drain(&mut b),
-        vec![Action::Event(Event::Dropped(DropReason::Nondet))]
-    );
+    assert_eq!(drain(&mut b), dropped(DropReason::Nondet));
 }
 
 #[test]
 fn out_of_window_and_bad_mac_are_dropped_and_counted() {
     let cfg = config();
     let mut b = replica(1, &cfg);
-    let batch = BatchBody {
-        requests: vec![request(&cfg, 1, b"w", false)],
-        big: vec![],
-        nondet: vec![1],
-    };
+    let batch = batch_of(request(&cfg, 1, b"w", false));
     b.handle_message(
         Time(1),
-        &from_replica(
-            &cfg,
-            0,
-            &Message::PrePrepare(PrePrepare {
-                view: 0,
-                seq: 9,
-                batch,
-            }),
-        ),
+        &from_replica(&cfg, 0, &pre_prepare_msg(0, 9, batch)),
     );
-    assert_eq!(
-        drain(&mut b),
-        vec![Action::Event(Event::Dropped(DropReason::OutOfWindow))]
-    );
-    let mut bytes = from_replica(
-        &cfg,
-        2,
-        &Message::Prepare(Prepare {
-            view: 0,
-            seq: 1,
-            digest: Digest::ZERO,
-            replica: 2,
-        }),
-    );
+    assert_eq!(drain(&mut b), dropped(DropReason::OutOfWindow));
+    let mut bytes = from_replica(&cfg, 2, &prepare_msg(0, 1, Digest::ZERO, 2));
     let slot1 = bytes.len() - 3 * 16; // replica 1's MAC in the 4-entry authenticator
     bytes[slot1] ^= 0xFF;
     b.handle_message(Time(1), &bytes);
+    assert_eq!(drain(&mut b), dropped(DropReason::BadAuth));
     b.handle_message(Time(1), b"garbage");
+    assert_eq!(drain(&mut b), dropped(DropReason::Malformed));
     assert_eq!(b.stats().dropped[&DropReason::OutOfWindow], 1);
     assert_eq!(b.stats().dropped[&DropReason::BadAuth], 1);
     assert_eq!(b.stats().dropped[&DropReason::Malformed], 1);
@@ -305,55 +162,9 @@ fn prepare_claiming_another_sender_is_refused() {
     // Replica 2 signs a PREPARE that says it is from replica 3.
     b.handle_message(
         Time(1),
-        &from_replica(
-            &cfg,
-            2,
-            &Message::Prepare(Prepare {
-                view: 0,
-                seq: 1,
-                digest: Digest::ZERO,
-                replica: 3,
-            }),
-        ),
+        &from_replica(&cfg, 2, &prepare_msg(0, 1, Digest::ZERO, 3)),
     );
-    assert_eq!(
-        drain(&mut b),
-        vec![Action::Event(Event::Dropped(DropReason::Invalid))]
-    );
-}
-
-/// Runs `batch` through a backup at `seq` (view 0): PRE-PREPARE from the primary, PREPARE
-/// from replica 2, COMMITs from 0 and 2. Returns every action.
-pub(super) fn order_at_backup(
-    cfg: &Config,
-    b: &mut Replica<Counter>,
-    seq: Seq,
-    batch: BatchBody,
-) -> Vec<Action> {
-    let d = batch_digest(&batch).unwrap();
-    let pp = Message::PrePrepare(PrePrepare {
-        view: 0,
-        seq,
-        batch,
-    });
-    b.handle_message(Time(seq), &from_replica(cfg, 0, &pp));
-    let prepare = Message::Prepare(Prepare {
-        view: 0,
-        seq,
-        digest: d,
-        replica: 2,
-    });
-    b.handle_message(Time(seq), &from_replica(cfg, 2, &prepare));
-    for j in [0, 2] {
-        let commit = Message::Commit(Commit {
-            view: 0,
-            seq,
-            digest: d,
-            replica: j,
-        });
-        b.handle_message(Time(seq), &from_replica(cfg, j, &commit));
-    }
-    drain(b)
+    assert_eq!(drain(&mut b), dropped(DropReason::Invalid));
 }
 
 /// A faulty primary orders a big request a second time, by digest, after the backup executed
@@ -369,40 +180,29 @@ fn body_of_an_executed_request_is_kept_for_a_batch_that_names_it() {
     let mut op = b"w".to_vec();
     op.resize(cfg.big_request_threshold + 1, b'x');
     let req = request(&cfg, 1, &op, false);
-    let d = Frame::parse(&req, 1 << 24).unwrap().header.body_digest;
-    let inlined = BatchBody {
-        requests: vec![req.clone()],
-        big: vec![],
-        nondet: vec![1],
-    };
-    order_at_backup(&cfg, &mut b, 1, inlined);
+    let inlined = batch_of(req.clone());
+    order_in_view_0(&cfg, &mut b, Time(1), 1, inlined, true);
+    drain(&mut b);
     assert_eq!((b.last_executed(), b.service().count()), (1, 1));
 
-    let by_digest = BatchBody {
-        requests: vec![],
-        big: vec![d],
-        nondet: vec![1],
-    };
-    let pp = Message::PrePrepare(PrePrepare {
-        view: 0,
-        seq: 2,
-        batch: by_digest.clone(),
-    });
+    let (by_digest, _) = big_batch_of(&req);
+    let pp = pre_prepare_msg(0, 2, by_digest.clone());
     b.handle_message(Time(3), &from_replica(&cfg, 0, &pp));
-    let msgs = sent(&drain(&mut b));
-    assert!(
-        !msgs.iter().any(|m| matches!(m, Message::Prepare(_))),
-        "no PREPARE without the body: {msgs:?}"
+    assert_eq!(
+        outputs(drain(&mut b)),
+        vec![],
+        "no PREPARE without the body"
     );
-    // A peer answers our STATUS (missing request d) with the client's frame.
+    // A peer answers our STATUS (missing request d) with the client's frame. Only a body:
+    // no reply (the client did not ask), and the horizon recorded at seq 1 covers seq 2.
     b.handle_message(Time(4), &req);
-    let msgs = sent(&drain(&mut b));
-    assert!(
-        msgs.iter()
-            .any(|m| matches!(m, Message::Prepare(p) if p.seq == 2 && p.view == 0)),
-        "the relayed body completes the batch: {msgs:?}"
+    let bd = batch_digest(&by_digest).unwrap();
+    assert_eq!(
+        outputs(drain(&mut b)),
+        prepare_vote(0, 2, bd, 1, None),
+        "the relayed body completes the batch"
     );
-    order_at_backup(&cfg, &mut b, 2, by_digest);
+    order_in_view_0(&cfg, &mut b, Time(5), 2, by_digest, true);
     assert_eq!(b.last_executed(), 2);
     assert_eq!(b.service().count(), 1, "the request still executes once");
 }
@@ -410,41 +210,9 @@ fn body_of_an_executed_request_is_kept_for_a_batch_that_names_it() {
 #[test]
 fn big_request_body_after_pre_prepare_still_prepares() {
     let cfg = config();
-    let mut b = replica(1, &cfg);
-    drain(&mut b);
-    let big = request(&cfg, 1, &[b'w'; 100], false); // above the 64-byte SRT threshold
-    let d = Frame::parse(&big, 1 << 20).unwrap().header.body_digest;
-    let batch = BatchBody {
-        requests: vec![],
-        big: vec![d],
-        nondet: vec![1],
-    };
-    let bd = batch_digest(&batch).unwrap();
-    b.handle_message(
-        Time(1),
-        &from_replica(
-            &cfg,
-            0,
-            &Message::PrePrepare(PrePrepare {
-                view: 0,
-                seq: 1,
-                batch,
-            }),
-        ),
-    );
-    assert!(
-        sent(&drain(&mut b)).is_empty(),
-        "no PREPARE without the body"
-    );
-    b.handle_message(Time(2), &big);
-    let msgs = sent(&drain(&mut b));
-    assert_eq!(
-        msgs,
-        vec![Message::Prepare(Prepare {
-            view: 0,
-            seq: 1,
-            digest: bd,
-            replica: 1
-        })]
-    );
+    // Above the 64-byte SRT threshold, the client sends the body to every replica: not
+    // forwarded (§1.10), it completes the batch.
+    let big = request(&cfg, 1, &[b'w'; 100], false);
+    let (out, bd) = body_after_pre_prepare(&cfg, &big);
+    assert_eq!(out, prepare_vote(0, 1, bd, 1, Some(1 + cfg.log_window)));
 }

@@ -8,29 +8,18 @@ fn read_only_request_is_answered_without_ordering() {
     let mut b = replica(2, &cfg);
     drain(&mut b);
     b.handle_message(Time(1), &request(&cfg, 1, b"r", true));
-    let result = 0u64.to_le_bytes().to_vec();
     // One reply, marked tentative (the client needs 2f+1 of them), and nothing else.
+    assert_eq!(outputs(drain(&mut b)), vec![reply_out(0, 2, 1, 0, true)]);
+    // A write flagged read-only by a lying client is ordered, not executed locally: the
+    // backup forwards the client's frame to the primary, as any write (§1.5).
+    let lying = request(&cfg, 2, b"w", true);
+    b.handle_message(Time(1), &lying);
     assert_eq!(
-        outputs(drain(&mut b)),
-        vec![Out::Client(
-            CLIENT,
-            Message::Reply(Reply {
-                view: 0,
-                rid: 1,
-                client: CLIENT,
-                replica: 2,
-                tentative: true,
-                result_digest: Digest::of(&result),
-                result: Some(result),
-            })
-        )]
-    );
-    // A write flagged read-only by a lying client is ordered, not executed locally.
-    b.handle_message(Time(1), &request(&cfg, 2, b"w", true));
-    let msgs = sent(&drain(&mut b));
-    assert!(
-        msgs.iter().all(|m| !matches!(m, Message::Reply(_))),
-        "{msgs:?}"
+        drain(&mut b),
+        vec![Action::Send {
+            to: 0,
+            bytes: lying.into()
+        }]
     );
 }
 
@@ -46,30 +35,20 @@ fn unsigned_read_only_request_is_answered_on_its_mac_alone() {
         Time(1),
         &client_request(&cfg, CLIENT, 1, b"r", true, ReqAuth::MacOnly),
     );
-    let msgs = sent(&drain(&mut b));
-    assert!(
-        matches!(&msgs[..], [Message::Reply(r)] if r.tentative),
-        "{msgs:?}"
-    );
+    assert_eq!(outputs(drain(&mut b)), vec![reply_out(0, 2, 1, 0, true)]);
     assert_eq!(b.stats().client_signatures_verified, 0);
     // Not flagged read-only: a signing client's frame must be signed.
     b.handle_message(
         Time(1),
         &client_request(&cfg, CLIENT, 2, b"r", false, ReqAuth::MacOnly),
     );
-    assert_eq!(
-        drain(&mut b),
-        vec![Action::Event(Event::Dropped(DropReason::BadAuth))]
-    );
+    assert_eq!(drain(&mut b), dropped(DropReason::BadAuth));
     // A write flagged read-only without a signature cannot be ordered.
     b.handle_message(
         Time(1),
         &client_request(&cfg, CLIENT, 3, b"w", true, ReqAuth::MacOnly),
     );
-    assert_eq!(
-        drain(&mut b),
-        vec![Action::Event(Event::Dropped(DropReason::BadAuth))]
-    );
+    assert_eq!(drain(&mut b), dropped(DropReason::BadAuth));
     assert!(!b.is_blacklisted(CLIENT));
 }
 
@@ -85,72 +64,36 @@ fn read_only_waits_for_batches_this_replica_sent_commit_for() {
     cfg.tentative_execution = false;
     let mut b = replica(1, &cfg);
     drain(&mut b);
-    let batch = BatchBody {
-        requests: vec![request(&cfg, 1, b"w", false)],
-        big: vec![],
-        nondet: vec![1],
-    };
+    let batch = batch_of(request(&cfg, 1, b"w", false));
     let d = batch_digest(&batch).unwrap();
-    let pp = Message::PrePrepare(PrePrepare {
-        view: 0,
-        seq: 1,
-        batch,
-    });
+    let pp = pre_prepare_msg(0, 1, batch);
     b.handle_message(Time(1), &from_replica(&cfg, 0, &pp));
+    assert_eq!(
+        outputs(drain(&mut b)),
+        prepare_vote(0, 1, d, 1, Some(1 + cfg.log_window))
+    );
     // A read arriving while the batch is only pre-prepared is answered from the current state.
     b.handle_message(Time(2), &request(&cfg, 2, b"r", true));
-    let replies: Vec<Reply> = sent(&drain(&mut b))
-        .into_iter()
-        .filter_map(|m| match m {
-            Message::Reply(r) => Some(r),
-            _ => None,
-        })
-        .collect();
-    assert_eq!(replies.len(), 1, "{replies:?}");
-    assert_eq!(replies[0].result, Some(0u64.to_le_bytes().to_vec()));
+    assert_eq!(outputs(drain(&mut b)), vec![reply_out(0, 1, 2, 0, true)]);
 
-    let prepare = Message::Prepare(Prepare {
-        view: 0,
-        seq: 1,
-        digest: d,
-        replica: 2,
-    });
-    b.handle_message(Time(3), &from_replica(&cfg, 2, &prepare));
-    let msgs = sent(&drain(&mut b));
-    assert!(
-        msgs.iter()
-            .any(|m| matches!(m, Message::Commit(c) if c.seq == 1)),
-        "prepared: COMMIT sent {msgs:?}"
-    );
+    // Prepared: P-info and COMMIT, no tentative execution (so no reply).
+    b.handle_message(Time(3), &from_replica(&cfg, 2, &prepare_msg(0, 1, d, 2)));
+    assert_eq!(outputs(drain(&mut b)), commit_vote(0, 1, d, 1, vec![]));
     // COMMIT sent: the write may complete at a client from now on, so no read is answered
     // from the state without it.
     b.handle_message(Time(4), &request(&cfg, 3, b"r", true));
-    let msgs = sent(&drain(&mut b));
-    assert!(
-        msgs.iter().all(|m| !matches!(m, Message::Reply(_))),
-        "read answered from state older than a batch it sent COMMIT for: {msgs:?}"
-    );
-    for j in [0, 2] {
-        let commit = Message::Commit(Commit {
-            view: 0,
-            seq: 1,
-            digest: d,
-            replica: j,
-        });
-        b.handle_message(Time(5), &from_replica(&cfg, j, &commit));
-    }
-    assert_eq!(b.last_executed(), 1);
-    let reads: Vec<Reply> = sent(&drain(&mut b))
-        .into_iter()
-        .filter_map(|m| match m {
-            Message::Reply(r) if r.rid == 3 => Some(r),
-            _ => None,
-        })
-        .collect();
     assert_eq!(
-        reads.len(),
-        1,
-        "the queued read runs once the batch executes"
+        drain(&mut b),
+        vec![],
+        "read answered from state older than a batch it sent COMMIT for"
     );
-    assert_eq!(reads[0].result, Some(1u64.to_le_bytes().to_vec()));
+    b.handle_message(Time(5), &from_replica(&cfg, 0, &commit_msg(0, 1, d, 0)));
+    assert_eq!(drain(&mut b), vec![], "two COMMITs of 2f+1");
+    b.handle_message(Time(5), &from_replica(&cfg, 2, &commit_msg(0, 1, d, 2)));
+    assert_eq!(b.last_executed(), 1);
+    // The write's committed reply, then the queued read, which runs once the batch executes.
+    assert_eq!(
+        outputs(drain(&mut b)),
+        vec![reply_out(0, 1, 1, 1, false), reply_out(0, 1, 3, 1, true)]
+    );
 }

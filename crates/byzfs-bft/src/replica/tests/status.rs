@@ -34,31 +34,47 @@ fn missing_batch_of_a_collected_slot_is_not_asked_for() {
         picks: vec![lost],
     });
     t.handle_message(Time(1), &from_replica(&cfg, 1, &nv));
+    // It moves to view 1 as in any view change (the view durable, then its own VIEW-CHANGE)
+    // and installs the NEW-VIEW at once; it lacks the pick's body, so no PREPARE yet.
+    assert_eq!(outputs(drain(&mut t)), moves_to_view_1(2, ckpt0, None));
     assert!(t.has_new_view() && t.view() == 1);
-    let status = |t: &mut Replica<Counter>| {
-        t.send_status();
-        first_sent(&drain(t), |m| match m {
-            Message::Status(s) => Some(s),
-            _ => None,
-        })
-        .expect("STATUS")
-    };
-    assert_eq!(status(&mut t).missing_batches, vec![lost]);
+    t.send_status();
+    assert_eq!(
+        outputs(drain(&mut t)),
+        vec![Out::Broadcast(Message::Status(Status {
+            missing_batches: vec![lost],
+            ..status_of(2, 1, true, 0, 0)
+        }))]
+    );
 
     // f+1 stable claims for checkpoint 4: it fetches the state from the others.
-    for j in [0, 1] {
+    let stable_claim = |j: ReplicaId| {
         let cp = Message::Checkpoint(Checkpoint {
             seq: 4,
             digest: ckpt4,
             replica: j,
             stable: true,
         });
-        t.handle_message(Time(2), &from_replica(&cfg, j, &cp));
-    }
+        from_replica(&cfg, j, &cp)
+    };
+    t.handle_message(Time(2), &stable_claim(0));
+    assert_eq!(drain(&mut t), vec![], "one claim of f+1");
+    t.handle_message(Time(2), &stable_claim(1));
     assert!(t.is_fetching());
+    // The partition digests first, from one replier (§2.4).
+    let replier = t.fetch.as_ref().unwrap().replier;
+    let what = FetchWhat::StateMeta { seq: 4 };
+    let mut from_t = drain(&mut t);
+    assert_eq!(
+        outputs(from_t.clone()),
+        vec![Out::Send(
+            replier,
+            Message::Fetch(Fetch { replica: 2, what })
+        )]
+    );
     let mut to_t: Vec<Arc<[u8]>> = Vec::new();
     for _ in 0..100 {
-        for a in drain(&mut t) {
+        for a in std::mem::take(&mut from_t) {
             if let Action::Send { to, bytes } = a {
                 c.r[to as usize].handle_message(Time(3), &bytes);
                 for b in drain(&mut c.r[to as usize]) {
@@ -71,16 +87,18 @@ fn missing_batch_of_a_collected_slot_is_not_asked_for() {
         for bytes in std::mem::take(&mut to_t) {
             t.handle_message(Time(3), &bytes);
         }
+        from_t = drain(&mut t);
         if !t.is_fetching() {
             break;
         }
     }
     assert!(!t.is_fetching());
     assert_eq!((t.last_stable(), t.last_executed()), (4, 4));
+    // Seq 1 is below the stable checkpoint: its body is never needed again.
+    t.send_status();
     assert_eq!(
-        status(&mut t).missing_batches,
-        Vec::<Digest>::new(),
-        "seq 1 is below the stable checkpoint: its body is never needed again"
+        outputs(drain(&mut t)),
+        vec![Out::Broadcast(status_msg(2, 1, true, 4, 4))]
     );
 }
 
@@ -93,7 +111,7 @@ fn executed_big_request_named_again_is_stored_when_it_arrives() {
     let cfg = config();
     let mut c = Cluster::new(cfg.clone());
     let big = request(&cfg, 1, &[b'w'; 100], false); // above the 64-byte SRT threshold
-    let d = Frame::parse(&big, 1 << 20).unwrap().header.body_digest;
+    let (batch, d) = big_batch_of(&big);
     c.deliver_all(&big);
     for rid in 2..=4 {
         c.deliver_all(&request(&cfg, rid, b"w", false));
@@ -105,40 +123,21 @@ fn executed_big_request_named_again_is_stored_when_it_arrives() {
         "executed, below the checkpoint: collected"
     );
 
-    let batch = BatchBody {
-        requests: vec![],
-        big: vec![d],
-        nondet: vec![1],
-    };
     let bd = batch_digest(&batch).unwrap();
-    let pp = Message::PrePrepare(PrePrepare {
-        view: 0,
-        seq: 5,
-        batch,
-    });
+    let pp = pre_prepare_msg(0, 5, batch);
     b.handle_message(Time(1), &from_replica(&cfg, 0, &pp));
-    assert!(sent(&drain(b)).is_empty(), "no PREPARE without the body");
+    assert_eq!(outputs(drain(b)), vec![], "no PREPARE without the body");
     b.send_status();
-    let st = first_sent(&drain(b), |m| match m {
-        Message::Status(s) => Some(s),
-        _ => None,
-    })
-    .unwrap();
-    assert_eq!(st.missing_requests, vec![d]);
-
-    // A peer relays the client's frame.
-    b.handle_message(Time(2), &big);
-    let prepare = first_sent(&drain(b), |m| match m {
-        Message::Prepare(p) => Some(p),
-        _ => None,
-    });
     assert_eq!(
-        prepare,
-        Some(Prepare {
-            view: 0,
-            seq: 5,
-            digest: bd,
-            replica: 1
-        })
+        outputs(drain(b)),
+        vec![Out::Broadcast(Message::Status(Status {
+            missing_requests: vec![d],
+            ..status_of(1, 0, true, 4, 4)
+        }))]
     );
+
+    // A peer relays the client's frame: it completes the batch. No reply (the client did not
+    // ask); seq 5 is within the vote horizon its PREPARE at seq 1 recorded (1 + 8).
+    b.handle_message(Time(2), &big);
+    assert_eq!(outputs(drain(b)), prepare_vote(0, 5, bd, 1, None));
 }

@@ -126,15 +126,33 @@ fn a_chunk_with_a_false_total_is_refused_and_the_replier_replaced() {
         )
     };
     let chunk = c.cfg.state_chunk_bytes;
+    // Refused, the replier is replaced and every needed partition asked of the new one from
+    // its start (the old one may have lied about the chunks it sent).
+    let asked_of = |replier: ReplicaId| -> Vec<Out> {
+        f.needed
+            .iter()
+            .map(|&part| {
+                let what = FetchWhat::StatePart {
+                    seq,
+                    part,
+                    offset: 0,
+                };
+                Out::Send(replier, Message::Fetch(Fetch { replica: 3, what }))
+            })
+            .collect()
+    };
     let too_big = forge(f.replier, state_transfer::PARTITION_BYTES_MAX + 1, chunk);
     c.r[3].handle_message(c.now, &too_big);
-    assert_eq!(c.r[3].stats().dropped[&DropReason::Invalid], 1);
     let second = c.r[3].fetch.as_ref().unwrap().replier;
     assert_ne!(second, f.replier, "the lying replier was replaced");
+    assert_eq!(outputs(drain(&mut c.r[3])), asked_of(second));
+    assert_eq!(c.r[3].stats().dropped[&DropReason::Invalid], 1);
     // A drip of 100-byte chunks of a 1 MiB partition: refused too.
     c.r[3].handle_message(c.now, &forge(second, 1 << 20, 100));
+    let third = c.r[3].fetch.as_ref().unwrap().replier;
+    assert_ne!(third, second);
+    assert_eq!(outputs(drain(&mut c.r[3])), asked_of(third));
     assert_eq!(c.r[3].stats().dropped[&DropReason::Invalid], 2);
-    assert_ne!(c.r[3].fetch.as_ref().unwrap().replier, second);
     c.lose = None;
     c.advance(Duration::from_secs(2));
     assert_eq!(c.r[3].state_digest(), c.r[0].state_digest());

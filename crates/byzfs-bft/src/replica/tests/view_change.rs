@@ -22,31 +22,25 @@ fn backup_forwards_request_and_times_out_into_view_change() {
         deadline <= Time(0) + Duration::from_millis(150),
         "status timer first"
     );
-    // Run timers until the view-change timer fires.
-    let mut now = Time(0);
-    while b.view() == 0 {
-        now = b.poll_timeout().unwrap();
-        b.handle_timeout(now);
-    }
+    // Run timers until the view-change timer fires; until then only STATUS goes out.
+    let ckpt0 = b.checkpoints.own[&0];
+    let idle = [Out::Broadcast(status_msg(1, 0, true, 0, 0))];
+    let (now, out) = fire_timers_until(
+        &mut b,
+        Time(0) + Duration::from_secs(5),
+        |b| b.view() > 0,
+        &idle,
+    );
     assert!(now >= Time(0) + cfg.view_change_timeout);
     // The signature, deferred on receipt (the MAC vouched), was checked before blaming the
     // primary.
     assert_eq!(b.stats().client_signatures_deferred, 1);
     assert_eq!(b.stats().client_signatures_verified, 1);
-    let out = drain(&mut b);
-    assert!(out.contains(&Action::Persist(PersistRecord::View(1))));
-    let vc = sent(&out)
-        .into_iter()
-        .find_map(|m| {
-            if let Message::ViewChange(v) = m {
-                Some(v)
-            } else {
-                None
-            }
-        })
-        .unwrap();
-    assert_eq!((vc.view, vc.replica, vc.last_stable), (1, 1, 0));
-    assert_eq!(vc.checkpoints.len(), 1, "checkpoint 0");
+    // Its VIEW-CHANGE reports checkpoint 0 and nothing prepared (the primary never
+    // pre-prepared the request). Replica 1, primary of view 1,
+    // has only its own VIEW-CHANGE of the 2f+1 a NEW-VIEW needs.
+    assert_eq!(out, moves_to_view_1(1, ckpt0, None));
+    assert_eq!(b.view(), 1);
     assert!(!b.has_new_view());
 }
 
@@ -131,25 +125,17 @@ fn view_change_must_be_signed() {
         Auth::Authenticator(&keys.to_replica),
     );
     b.handle_message(Time(1), &bytes);
-    assert_eq!(
-        drain(&mut b),
-        vec![Action::Event(Event::Dropped(DropReason::BadAuth))]
-    );
+    assert_eq!(drain(&mut b), dropped(DropReason::BadAuth));
 }
 
-/// The first message of kind `pick` among the sent frames.
-pub(super) fn first_sent<T>(actions: &[Action], pick: impl Fn(Message) -> Option<T>) -> Option<T> {
-    sent(actions).into_iter().find_map(pick)
-}
-
-/// A VIEW-CHANGE for `view` from `j`, reporting `d` prepared at seq 1 in view 0.
-pub(super) fn view_change_with(
-    cfg: &Config,
+/// The VIEW-CHANGE for `view` of `j` at checkpoint 0 (`ckpt0`, its only one), reporting `d`
+/// prepared and pre-prepared at seq 1 in view 0 (P- and Q-info, §3.2), or nothing.
+pub(super) fn view_change_msg(
     view: View,
     j: ReplicaId,
     ckpt0: Digest,
     d: Option<Digest>,
-) -> Vec<u8> {
+) -> Message {
     let prepared = d
         .map(|digest| PreparedEntry {
             seq: 1,
@@ -166,18 +152,34 @@ pub(super) fn view_change_with(
         })
         .into_iter()
         .collect();
-    from_replica(
-        cfg,
-        j,
-        &Message::ViewChange(ViewChange {
-            view,
-            replica: j,
-            last_stable: 0,
-            checkpoints: vec![(0, ckpt0)],
-            prepared,
-            pre_prepared,
-        }),
-    )
+    Message::ViewChange(ViewChange {
+        view,
+        replica: j,
+        last_stable: 0,
+        checkpoints: vec![(0, ckpt0)],
+        prepared,
+        pre_prepared,
+    })
+}
+
+/// What replica `j` outputs as it moves from view 0 to view 1 (§3.2): the new view, durable
+/// before its signed [`view_change_msg`] (nothing prepared, or `d` at seq 1).
+pub(super) fn moves_to_view_1(j: ReplicaId, ckpt0: Digest, d: Option<Digest>) -> Vec<Out> {
+    vec![
+        Out::Persist(PersistRecord::View(1)),
+        Out::Broadcast(view_change_msg(1, j, ckpt0, d)),
+    ]
+}
+
+/// [`view_change_msg`] as replica `j` signs it.
+pub(super) fn view_change_with(
+    cfg: &Config,
+    view: View,
+    j: ReplicaId,
+    ckpt0: Digest,
+    d: Option<Digest>,
+) -> Vec<u8> {
+    from_replica(cfg, j, &view_change_msg(view, j, ckpt0, d))
 }
 
 /// The primary runs the view-change timer too (simulator: byzzfuzz 823 and 1173, crash 45).
@@ -194,60 +196,34 @@ fn primary_with_a_stuck_request_leaves_its_view() {
     cfg.tentative_execution = false;
     let mut p = replica(0, &cfg);
     drain(&mut p);
-    p.handle_message(Time(1), &request(&cfg, 1, b"w", false));
-    let pp = first_sent(&drain(&mut p), |m| match m {
-        Message::PrePrepare(pp) => Some(pp),
-        _ => None,
-    })
-    .expect("pre-prepare");
-    let d = batch_digest(&pp.batch).unwrap();
-    for j in [1, 2] {
-        let prepare = Message::Prepare(Prepare {
-            view: 0,
-            seq: 1,
-            digest: d,
-            replica: j,
-        });
-        p.handle_message(Time(2), &from_replica(&cfg, j, &prepare));
-    }
-    let commit = Message::Commit(Commit {
-        view: 0,
-        seq: 1,
-        digest: d,
-        replica: 1,
-    });
-    p.handle_message(Time(3), &from_replica(&cfg, 1, &commit));
+    let req = request(&cfg, 1, b"w", false);
+    p.handle_message(Time(1), &req);
+    assert_eq!(outputs(drain(&mut p)), proposal_of(req.clone()));
+    let d = batch_digest(&batch_of(req)).unwrap();
+    p.handle_message(Time(2), &from_replica(&cfg, 1, &prepare_msg(0, 1, d, 1)));
+    assert_eq!(drain(&mut p), vec![], "one PREPARE of 2f");
+    // Prepared: P-info, then COMMIT; no tentative execution, so no reply.
+    p.handle_message(Time(2), &from_replica(&cfg, 2, &prepare_msg(0, 1, d, 2)));
+    assert_eq!(outputs(drain(&mut p)), commit_vote(0, 1, d, 0, vec![]));
+    p.handle_message(Time(3), &from_replica(&cfg, 1, &commit_msg(0, 1, d, 1)));
+    assert_eq!(drain(&mut p), vec![], "two COMMITs of 2f+1");
     let ckpt0 = p.checkpoints.own[&0];
     p.handle_message(Time(4), &view_change_with(&cfg, 1, 2, ckpt0, Some(d)));
-    drain(&mut p);
-    assert_eq!(
-        (p.view(), p.last_executed()),
-        (0, 0),
-        "two COMMITs of 2f+1, one VIEW-CHANGE of f+1"
+    assert_eq!(drain(&mut p), vec![], "one VIEW-CHANGE of f+1");
+    assert_eq!((p.view(), p.last_executed()), (0, 0));
+    let idle = [Out::Broadcast(status_msg(0, 0, true, 0, 0))];
+    let (now, out) = fire_timers_until(
+        &mut p,
+        Time(0) + Duration::from_secs(5),
+        |p| p.view() > 0,
+        &idle,
     );
-    let mut out = Vec::new();
-    let mut now = Time(4);
-    while p.view() == 0 && now < Time(0) + Duration::from_secs(5) {
-        now = p.poll_timeout().unwrap();
-        p.handle_timeout(now);
-        out.extend(drain(&mut p));
-    }
     assert_eq!(p.view(), 1, "the primary gives up its stuck view");
     assert!(now <= Time(4) + cfg.view_change_timeout + Duration::from_millis(100));
-    let vc = first_sent(&out, |m| match m {
-        Message::ViewChange(vc) => Some(vc),
-        _ => None,
-    })
-    .expect("VIEW-CHANGE");
-    assert_eq!((vc.view, vc.replica), (1, 0));
-    assert_eq!(
-        vc.prepared,
-        vec![PreparedEntry {
-            seq: 1,
-            view: 0,
-            digest: d
-        }]
-    );
+    // Its VIEW-CHANGE carries the batch it prepared (P-info) and pre-prepared (Q-info): the
+    // second of the f+1 that move the others on. Two of 2f+1 for view 1: no timer for the
+    // NEW-VIEW yet, and replica 1, not it, builds the NEW-VIEW.
+    assert_eq!(out, moves_to_view_1(0, ckpt0, Some(d)));
 }
 
 #[test]
