@@ -110,7 +110,12 @@ fn invoke_once_as(link: &mut Link, cred: &Credentials, op: Op, ordered: bool) ->
     // poll reads no file: it would otherwise send them every few milliseconds while
     // delegations are held.
     if !matches!(op, Op::Recalls) {
-        if link.dirs.queued() {
+        // Writes held back for a file the queue makes go with it, after it.
+        let gathered_new = link
+            .gather
+            .pending_ino()
+            .is_some_and(|i| link.dirs.touches(i));
+        if link.dirs.must_precede(&op) || gathered_new {
             dirs::send_queue(link);
         }
         if let Some(p) = link.gather.take() {
@@ -126,6 +131,15 @@ fn invoke_once_as(link: &mut Link, cred: &Credentials, op: Op, ordered: bool) ->
         _ if op.is_read_only() || !link.dirs.any_held() => Vec::new(),
         _ => op.dirs_named(),
     };
+    // A hard link or a rename makes a file reachable from another directory.
+    match &op {
+        Op::Link { fh, .. } => link.dirs.not_mine(fh.ino),
+        Op::Rename { from_dir, .. } | Op::RenameNoReplace { from_dir, .. } => {
+            link.dirs.moved_from(&[*from_dir])
+        }
+        Op::Exchange { a_dir, b_dir, .. } => link.dirs.moved_from(&[*a_dir, *b_dir]),
+        _ => {}
+    }
     let sets_held = match &op {
         Op::SetAttr { fh, .. } if link.dirs.holds(fh.ino) => Some(*fh),
         _ => None,

@@ -9,7 +9,8 @@
 //! * **Answered early**, from the listing: `create`, `mkdir` and `symlink` of a new name
 //!   (with an inode number the mount reserved, `byzfs_fs::reserve`), `unlink` of a file and
 //!   `rmdir` of an empty directory made here since the mount got the directory (no other
-//!   mount can hold a handle of those) and not open, and `lookup` of a missing name. They
+//!   mount can hold a handle of those) and not open, and `lookup` of a missing name or of
+//!   one made there. They
 //!   are queued, in order, and sent as one `Op::Batch` (with the gathered writes of the same
 //!   caller, so a new small file is one round trip) before any other operation, at `close`,
 //!   `fsync` and `fsyncdir`, within [`gather::MAX_AGE`], when the queue is full, and when a
@@ -59,9 +60,6 @@ struct Held {
     attr: Attr,
     /// Every name but `.` and `..`, with what it names.
     names: HashMap<Vec<u8>, (FileHandle, FileType)>,
-    /// The entries made here since this mount got the directory: no other mount can hold
-    /// a handle of them, so removing them early is invisible to others until sent.
-    mine: HashSet<u64>,
     /// Something else changed the directory here: list it again before answering early.
     stale: bool,
 }
@@ -83,8 +81,17 @@ pub(crate) struct Dirs {
     contended: HashMap<u64, Instant>,
     /// Directories with more names than [`LIST_PAGES`] hold.
     too_big: HashSet<u64>,
+    /// What this mount made in held directories since it got them, by inode, with the
+    /// directory: no other mount can reach those (only through the directory, which it
+    /// would recall), so what this mount last saw of them is current, and removing them
+    /// early is invisible to others until sent. Dropped for a directory renamed out of or
+    /// given back, and for a file linked elsewhere, through the cluster.
+    mine: HashMap<u64, u64>,
     /// Directories not held where a creation or removal went to the cluster, and when.
     wanted: HashMap<u64, Instant>,
+    /// Inodes the queue makes, removes or changes names in: a read-only operation on
+    /// anything else need not wait for it.
+    touched: HashSet<u64>,
     /// Wakes the background thread when a delegation arrives.
     nudge: Option<Sender<()>>,
     /// Inodes whose attributes the kernel got from an early answer (this machine's
@@ -105,6 +112,8 @@ impl Dirs {
             contended: HashMap::new(),
             too_big: HashSet::new(),
             wanted: HashMap::new(),
+            mine: HashMap::new(),
+            touched: HashSet::new(),
             nudge,
             sent: Vec::new(),
         }
@@ -120,9 +129,27 @@ impl Dirs {
         self.held.contains_key(&ino)
     }
 
-    /// Whether operations wait in the queue.
-    pub(crate) fn queued(&self) -> bool {
-        !self.queue.is_empty()
+    /// Whether `op` must see the queue applied first: one that reads or changes anything
+    /// the queue touches (names in its directories, what it makes or removes), or whose
+    /// reach is wider than its handles (`statfs`, sweeps). Others commute with the queue:
+    /// it holds only creations and removals of entries no other operation can name yet.
+    pub(crate) fn must_precede(&self, op: &Op) -> bool {
+        if self.queue.is_empty() {
+            return false;
+        }
+        let Some(inos) = handles_of(op) else {
+            return true;
+        };
+        inos.iter().any(|i| self.touched.contains(i))
+            || op
+                .dirs_named()
+                .iter()
+                .any(|d| self.touched.contains(&d.ino))
+    }
+
+    /// Whether the queue makes, removes or changes names in `ino`.
+    pub(crate) fn touches(&self, ino: u64) -> bool {
+        self.touched.contains(&ino)
     }
 
     /// Whether the oldest queued operation is [`gather::MAX_AGE`] old.
@@ -144,6 +171,31 @@ impl Dirs {
     /// The attributes of held directory `ino` as this mount made them.
     pub(crate) fn attr(&self, ino: u64) -> Option<&Attr> {
         self.held.get(&ino).filter(|h| !h.stale).map(|h| &h.attr)
+    }
+
+    /// The entry `name` of held directory `dir` if this mount made it under the present
+    /// delegation: no other mount can have changed it, so what this mount last saw of it
+    /// is current.
+    pub(crate) fn made_here(&self, dir: FileHandle, name: &[u8]) -> Option<FileHandle> {
+        let h = self
+            .held
+            .get(&dir.ino)
+            .filter(|h| h.fh == dir && !h.stale)?;
+        let (fh, _) = h.names.get(name)?;
+        (self.mine.get(&fh.ino) == Some(&dir.ino)).then_some(*fh)
+    }
+
+    /// Whether this mount made `ino` in a directory it still holds (see [`Dirs::mine`]).
+    pub(crate) fn is_mine(&self, ino: u64) -> bool {
+        self.mine
+            .get(&ino)
+            .and_then(|d| self.held.get(d))
+            .is_some_and(|h| !h.stale)
+    }
+
+    /// `ino` may now be reachable from elsewhere (a hard link made through the cluster).
+    pub(crate) fn not_mine(&mut self, ino: u64) {
+        self.mine.remove(&ino);
     }
 
     /// Whether `name` is surely missing from directory `dir` (held, listed).
@@ -170,11 +222,18 @@ impl Dirs {
         }
     }
 
+    /// A rename out of (or an exchange in) `dirs` went through the cluster: what this mount
+    /// made there may now be reachable elsewhere.
+    pub(crate) fn moved_from(&mut self, dirs: &[FileHandle]) {
+        self.mine.retain(|_, d| !dirs.iter().any(|x| x.ino == *d));
+    }
+
     fn take_queue(&mut self) -> Option<(Credentials, Vec<Op>)> {
         if self.queue.is_empty() {
             return None;
         }
         self.oldest = None;
+        self.touched.clear();
         let cred = self.cred.take()?;
         Some((cred, std::mem::take(&mut self.queue)))
     }
@@ -184,12 +243,19 @@ impl Dirs {
             self.oldest = Some(Instant::now());
             self.cred = Some(cred.clone());
         }
-        self.queue.extend(ops);
+        for op in ops {
+            self.touched.extend(op.dirs_named().iter().map(|d| d.ino));
+            if let Op::MakeAt { at, .. } = &op {
+                self.touched.insert(at.ino);
+            }
+            self.queue.push(op);
+        }
     }
 
     /// Forgets every held directory (after a failed batch nothing here is sure).
     fn forget_all(&mut self) {
         self.held.clear();
+        self.mine.clear();
     }
 
     /// The lease lapsed: the replicas dropped every delegation of this session.
@@ -319,7 +385,6 @@ fn ensure(link: &mut Link, cred: &Credentials, dir: FileHandle) -> bool {
                     fh: dir,
                     attr,
                     names: HashMap::new(),
-                    mine: HashSet::new(),
                     stale: true,
                 },
             );
@@ -483,7 +548,8 @@ pub(crate) fn make_early(
     h.attr.mtime = now;
     h.attr.ctime = now;
     h.names.insert(name.to_vec(), (at, attr.kind));
-    h.mine.insert(at.ino);
+    link.dirs.mine.insert(at.ino, dir.ino);
+    let h = link.dirs.held.get_mut(&dir.ino)?;
     let dir_attr = h.attr.clone();
     let mut ops = vec![Op::MakeAt {
         at,
@@ -498,7 +564,6 @@ pub(crate) fn make_early(
                 fh: at,
                 attr: attr.clone(),
                 names: HashMap::new(),
-                mine: HashSet::new(),
                 stale: false,
             },
         );
@@ -525,10 +590,10 @@ pub(crate) fn remove_early(
     if !ensure(link, cred, dir) {
         return None;
     }
-    let h = link.dirs.held.get(&dir.ino)?;
-    let (fh, kind) = *h.names.get(name)?;
+    let (fh, kind) = *link.dirs.held.get(&dir.ino)?.names.get(name)?;
     // Another mount may hold a handle of an older entry and must see it go at once.
-    if (kind == FileType::Directory) != is_dir || open(fh.ino) || !h.mine.contains(&fh.ino) {
+    let mine = link.dirs.mine.get(&fh.ino) == Some(&dir.ino);
+    if (kind == FileType::Directory) != is_dir || open(fh.ino) || !mine {
         return None;
     }
     if is_dir {
@@ -545,13 +610,14 @@ pub(crate) fn remove_early(
     let h = link.dirs.held.get_mut(&dir.ino)?;
     let now = super::timestamp(std::time::SystemTime::now());
     h.names.remove(name);
-    h.mine.remove(&fh.ino);
     h.attr.mtime = now;
     h.attr.ctime = now;
     if is_dir {
         h.attr.nlink = h.attr.nlink.saturating_sub(1);
     }
     let dir_attr = h.attr.clone();
+    link.dirs.mine.remove(&fh.ino);
+    link.dirs.touched.insert(fh.ino);
     let op = if is_dir {
         Op::Rmdir {
             dir,
@@ -574,6 +640,7 @@ fn plain_name(name: &[u8]) -> bool {
 
 /// Sends the queue and gives `ino` back (asked for by another mount, or too big to hold).
 pub(crate) fn give_back(link: &mut Link, cred: &Credentials, ino: u64) {
+    link.dirs.mine.retain(|_, d| *d != ino);
     let fh = match link.dirs.held.remove(&ino) {
         Some(h) => h.fh,
         // Forgotten after a failed batch, but the replicas may still count it as held.
@@ -594,6 +661,7 @@ pub(crate) fn give_back(link: &mut Link, cred: &Credentials, ino: u64) {
 /// Sends the queue and gives every held directory back (at unmount), in batches.
 pub(crate) fn give_back_all(link: &mut Link, cred: &Credentials) {
     send_queue(link);
+    link.dirs.mine.clear();
     let all: Vec<FileHandle> = link.dirs.held.drain().map(|(_, h)| h.fh).collect();
     for chunk in all.chunks(MAX_BATCH) {
         let ops = chunk.iter().map(|&dir| Op::ReturnDir { dir }).collect();
@@ -601,4 +669,43 @@ pub(crate) fn give_back_all(link: &mut Link, cred: &Credentials) {
             tracing::debug!(%e, "cannot give directories back; they lapse");
         }
     }
+}
+
+/// The files `op` names by handle (its directories come from `Op::dirs_named`); `None` for
+/// an operation whose effects reach further.
+fn handles_of(op: &Op) -> Option<Vec<u64>> {
+    Some(match op {
+        Op::GetAttr { fh }
+        | Op::Access { fh, .. }
+        | Op::ReadLink { fh }
+        | Op::Read { fh, .. }
+        | Op::Write { fh, .. }
+        | Op::WriteGather { fh, .. }
+        | Op::WriteSetAttr { fh, .. }
+        | Op::SetAttr { fh, .. }
+        | Op::Allocate { fh, .. }
+        | Op::Fsync { fh }
+        | Op::GetXattr { fh, .. }
+        | Op::ListXattr { fh }
+        | Op::SetXattr { fh, .. }
+        | Op::RemoveXattr { fh, .. }
+        | Op::Punch { fh, .. }
+        | Op::Seek { fh, .. }
+        | Op::GetLk { fh, .. }
+        | Op::ReleaseLocks { fh, .. }
+        | Op::ReturnDelegation { fh, .. }
+        | Op::CancelWait { fh, .. } => vec![fh.ino],
+        Op::SetLk(r) | Op::SetLkWait(r) | Op::LockDelegate(r) => vec![r.fh.ino],
+        Op::CopyRange { from, to, .. } => vec![from.ino, to.ino],
+        Op::Reclaim { file } => file.iter().map(|f| f.ino).collect(),
+        // A change of names acts on entries it names by name (an `rmdir` of a directory
+        // the queue empties): it waits for the queue.
+        Op::Lookup { .. }
+        | Op::ReadDir { .. }
+        | Op::RenewLease
+        | Op::Recalls
+        | Op::ReserveInodes { .. } => Vec::new(),
+        Op::DelegateDir { dir } | Op::ReturnDir { dir } => vec![dir.ino],
+        _ => return None,
+    })
 }

@@ -67,6 +67,9 @@ impl Filesystem for ByzFuse {
         if missing {
             return reply.entry(&self.ttl, &negative_entry(), Generation(0));
         }
+        if let Some(a) = self.lookup_early(dir, &name) {
+            return reply.entry(&self.ttl, &self.attr_of(&a), Generation(a.fh.generation));
+        }
         match self.call(req, Op::Lookup { dir, name }) {
             Ok(Reply::Entry(a)) => {
                 reply.entry(&self.ttl, &file_attr(&a), Generation(a.fh.generation))
@@ -537,9 +540,9 @@ impl Filesystem for ByzFuse {
         let Ok(mut inner) = self.inner.lock() else {
             return reply.error(fuser::Errno::EIO);
         };
-        // What was answered early goes first, with this caller's gathered writes: the file
-        // (and its name) is then durable when `close` returns.
-        if inner.link.dirs.queued() {
+        // What was answered early of this file goes first, with this caller's gathered
+        // writes: the file (and its name) is then durable when `close` returns.
+        if inner.link.dirs.touches(ino.0) {
             dirs::send_queue(&mut inner.link);
         }
         if inner.link.gather.pending_ino() == Some(ino.0) {
@@ -970,12 +973,22 @@ impl Filesystem for ByzFuse {
     fn open(&self, req: &fuser::Request, ino: INodeNo, flags: OpenFlags, reply: fuser::ReplyOpen) {
         tracing::trace!(ino = ino.0, flags = flags.0, "open");
         let fh = fh!(self, ino, reply);
-        let before = self
-            .inner
-            .lock()
-            .ok()
-            .and_then(|i| i.link.stamps.get(&ino.0).copied());
-        let keep = match self.call(req, Op::GetAttr { fh }) {
+        let (before, mine) = match self.inner.lock() {
+            Ok(i) => (
+                i.link.stamps.get(&ino.0).copied(),
+                i.link.dirs.is_mine(ino.0),
+            ),
+            Err(_) => return reply.error(fuser::Errno::EIO),
+        };
+        // Made here, in a directory this mount still holds: no other mount can have
+        // changed it (`dirs.rs`), and the kernel's pages hold this mount's own writes.
+        let fetched = if mine {
+            None
+        } else {
+            Some(self.call(req, Op::GetAttr { fh }))
+        };
+        let keep = match fetched.unwrap_or(Ok(Reply::Done)) {
+            Ok(Reply::Done) => true,
             Ok(Reply::Attr(a)) => {
                 let now = Stamp::of(&a);
                 if before != Some(now) {

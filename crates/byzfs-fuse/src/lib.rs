@@ -457,6 +457,29 @@ impl ByzFuse {
         Some(a)
     }
 
+    /// Answers a `lookup` of an entry this mount made in a directory it holds, from the
+    /// attributes it last saw of it (`dirs.rs`), unless writes to it are held back.
+    fn lookup_early(&self, dir: FileHandle, name: &[u8]) -> Option<Attr> {
+        let mut inner = self.inner.lock().ok()?;
+        let fh = inner.link.dirs.made_here(dir, name)?;
+        if inner.link.gather.pending_ino() == Some(fh.ino) {
+            return None;
+        }
+        let a = inner
+            .link
+            .attrs
+            .last(fh.ino)
+            .filter(|a| a.fh == fh)?
+            .clone();
+        let k = inner.files.known.entry(fh.ino).or_insert(Known {
+            generation: fh.generation,
+            lookups: 0,
+        });
+        k.generation = fh.generation;
+        k.lookups += 1;
+        Some(a)
+    }
+
     /// Answers an `unlink` (`is_dir` false) or `rmdir` early if this mount holds `dir` and
     /// the entry is not open here (`dirs.rs`); whether it did.
     fn remove_early(

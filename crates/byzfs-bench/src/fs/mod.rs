@@ -57,6 +57,11 @@ pub struct CommonArgs {
     /// `on,off` measures both as two targets (`off`: `byzfs mount --strict`).
     #[arg(long, value_delimiter = ',', default_value = "on")]
     pub ro_lookups: Vec<OnOff>,
+    /// ByzFS and NO-REP mounts holding directory delegations (creations and removals
+    /// answered at once, sent in batches); `on,off` measures both (`off`: `byzfs mount
+    /// --no-dir-delegations`, targets labelled `…-nodeleg`).
+    #[arg(long, value_delimiter = ',', default_value = "on")]
+    pub dir_delegations: Vec<OnOff>,
     /// Where ByzFS and NO-REP replicas keep their state.
     #[arg(long, value_enum, default_value_t = Durability::Disk)]
     pub durability: Durability,

@@ -56,18 +56,26 @@ pub struct TargetSpec {
     pub durability: Durability,
     /// ByzFS and NO-REP: TCP only, no Unix sockets.
     pub tcp_only: bool,
+    /// ByzFS and NO-REP: the mount holds directory delegations.
+    pub dir_delegations: bool,
 }
 
 impl TargetSpec {
     /// The name used in tables, JSON rows and ratios: `byzfs`, `byzfs-ro`, `norep`, `local`,
     /// `passthrough`.
     pub fn label(&self) -> String {
-        match self.kind {
-            TargetKind::Byzfs if self.ro_lookups => "byzfs-ro".into(),
-            TargetKind::Byzfs => "byzfs".into(),
-            TargetKind::Norep => "norep".into(),
-            TargetKind::Local => "local".into(),
-            TargetKind::Passthrough => "passthrough".into(),
+        let base = match self.kind {
+            TargetKind::Byzfs if self.ro_lookups => "byzfs-ro",
+            TargetKind::Byzfs => "byzfs",
+            TargetKind::Norep => "norep",
+            TargetKind::Local => "local",
+            TargetKind::Passthrough => "passthrough",
+        };
+        let cluster = matches!(self.kind, TargetKind::Byzfs | TargetKind::Norep);
+        if cluster && !self.dir_delegations {
+            format!("{base}-nodeleg")
+        } else {
+            base.into()
         }
     }
 
@@ -80,15 +88,23 @@ impl TargetSpec {
             } else {
                 vec![false]
             };
+            let delegs: Vec<bool> = args
+                .dir_delegations
+                .iter()
+                .map(|&o| o == OnOff::On)
+                .collect();
             for ro_lookups in ros {
-                let spec = TargetSpec {
-                    kind,
-                    ro_lookups,
-                    durability: args.durability,
-                    tcp_only: args.tcp_only,
-                };
-                if !out.iter().any(|s: &TargetSpec| s.label() == spec.label()) {
-                    out.push(spec);
+                for &dir_delegations in &delegs {
+                    let spec = TargetSpec {
+                        kind,
+                        ro_lookups,
+                        durability: args.durability,
+                        tcp_only: args.tcp_only,
+                        dir_delegations,
+                    };
+                    if !out.iter().any(|s: &TargetSpec| s.label() == spec.label()) {
+                        out.push(spec);
+                    }
                 }
             }
         }
@@ -116,6 +132,7 @@ impl TargetSpec {
                 ro_lookups: self.ro_lookups,
                 durability: self.durability,
                 tcp_only: self.tcp_only,
+                dir_delegations: self.dir_delegations,
                 dir: inst.clone(),
             }),
         };
@@ -340,6 +357,8 @@ pub struct ClusterMountOptions {
     pub durability: Durability,
     /// No Unix sockets: every link over TCP.
     pub tcp_only: bool,
+    /// The mount holds directory delegations (else `--no-dir-delegations`).
+    pub dir_delegations: bool,
     /// A fresh, empty directory owned by this target (cluster files, logs, mount point).
     pub dir: PathBuf,
 }
@@ -399,6 +418,7 @@ pub fn mount_cluster(opts: &ClusterMountOptions) -> anyhow::Result<Mounted> {
             .arg("mount")
             .args((!opts.replicated).then_some("--unreplicated"))
             .args((opts.replicated && !opts.ro_lookups).then_some("--strict"))
+            .args((!opts.dir_delegations).then_some("--no-dir-delegations"))
             .arg("--config")
             .arg(servers.config_path())
             .arg(&mnt)
