@@ -3,14 +3,15 @@
 //!
 //! * **Asked for** at the second creation or removal in a directory within [`WANTED_WITHIN`]
 //!   (one alone does not pay for asking and listing), if the directory is not
-//!   [contended](CONTENDED_FOR) and lists in [`LIST_PAGES`] pages (8,192 names); a directory made
+//!   [contended](CONTENDED_FOR) and lists in [`LIST_PAGES`] pages (65,536 names); a directory made
 //!   here is asked for in the batch that makes it. While this mount holds a directory, no
 //!   other mount can read or change its names, so its listing, kept here, is exact.
 //! * **Answered early**, from the listing: `create`, `mkdir` and `symlink` of a new name
 //!   (with an inode number the mount reserved, `byzfs_fs::reserve`), `unlink` of a file and
 //!   `rmdir` of an empty directory made here since the mount got the directory (no other
 //!   mount can hold a handle of those) and not open, and `lookup` of a missing name or of
-//!   one made there. They
+//!   one made there, and renames within it of what is not a directory (over nothing, or over a
+//!   file it made). They
 //!   are queued, in order, and sent as one `Op::Batch` (with the gathered writes of the same
 //!   caller, so a new small file is one round trip) before any other operation, at `close`,
 //!   `fsync` and `fsyncdir`, within [`gather::MAX_AGE`], when the queue is full, and when a
@@ -42,7 +43,7 @@ const MAX_QUEUE: usize = MAX_BATCH - 1;
 const RESERVE: u32 = 1024;
 /// Listing pages a directory may take to be delegated here ([`MAX_READDIR_ENTRIES`] names
 /// each).
-const LIST_PAGES: usize = 16;
+const LIST_PAGES: usize = 128;
 /// Most directories held at once.
 const MAX_HELD: usize = 4096;
 /// A directory another mount asked back is not asked for again for this long.
@@ -631,6 +632,63 @@ pub(crate) fn remove_early(
     };
     link.dirs.push(cred, [op]);
     Some((fh.ino, dir_attr))
+}
+
+/// Answers a plain `rename` within one held directory early if it may: the source exists,
+/// and the target is missing, the source itself, or a file made here under the present
+/// delegation and not open (`open` says which are; another mount may hold a handle of an
+/// older file and must see it replaced at once). Directories are not moved early. Returns
+/// the replaced inode, if any, and the directory's attributes.
+pub(crate) fn rename_early(
+    link: &mut Link,
+    cred: &Credentials,
+    dir: FileHandle,
+    (from, to): (&[u8], &[u8]),
+    open: impl Fn(u64) -> bool,
+) -> Option<(Option<u64>, Attr)> {
+    if !link.dirs.enabled || !plain_name(from) || !plain_name(to) {
+        return None;
+    }
+    make_room(link, cred, 1);
+    if !ensure(link, cred, dir) {
+        return None;
+    }
+    let h = link.dirs.held.get(&dir.ino)?;
+    let (fh, kind) = *h.names.get(from)?;
+    if kind == FileType::Directory {
+        return None;
+    }
+    let replaced = match h.names.get(to) {
+        None => None,
+        Some(&(t, _)) if t == fh => None,
+        Some(&(t, tkind)) => {
+            let mine = link.dirs.mine.get(&t.ino) == Some(&dir.ino);
+            if tkind == FileType::Directory || !mine || open(t.ino) {
+                return None;
+            }
+            Some(t.ino)
+        }
+    };
+    let h = link.dirs.held.get_mut(&dir.ino)?;
+    let now = super::timestamp(std::time::SystemTime::now());
+    h.names.remove(from);
+    h.names.insert(to.to_vec(), (fh, kind));
+    h.attr.mtime = now;
+    h.attr.ctime = now;
+    let dir_attr = h.attr.clone();
+    if let Some(t) = replaced {
+        link.dirs.mine.remove(&t);
+        link.dirs.touched.insert(t);
+    }
+    link.dirs.touched.insert(fh.ino);
+    let op = Op::Rename {
+        from_dir: dir,
+        from_name: from.to_vec(),
+        to_dir: dir,
+        to_name: to.to_vec(),
+    };
+    link.dirs.push(cred, [op]);
+    Some((replaced, dir_attr))
 }
 
 /// A name the early answers handle: not `.` or `..`, within Linux's `NAME_MAX`.

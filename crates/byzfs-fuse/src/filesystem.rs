@@ -402,6 +402,11 @@ impl Filesystem for ByzFuse {
                 to_name,
             }
         } else if flags.is_empty() {
+            if from_dir == to_dir
+                && self.rename_early(&mut inner, &cred, from_dir, (&from_name, &to_name))
+            {
+                return reply.ok();
+            }
             // A file open here that the rename would replace is hidden first, as on unlink.
             if (from_dir, &from_name) != (to_dir, &to_name) {
                 if let Some(Err(e)) = hide_if_open(&mut inner, &cred, to_dir, &to_name) {

@@ -523,6 +523,29 @@ impl ByzFuse {
         }
     }
 
+    /// Answers a plain `rename` within one directory this mount holds early (`dirs.rs`);
+    /// whether it did.
+    fn rename_early(
+        &self,
+        inner: &mut Inner,
+        cred: &Credentials,
+        dir: FileHandle,
+        names: (&[u8], &[u8]),
+    ) -> bool {
+        let Inner { link, files, .. } = inner;
+        let open = |ino: u64| files.open.contains_key(&ino) || files.silly.contains_key(&ino);
+        let Some((replaced, d)) = dirs::rename_early(link, cred, dir, names, open) else {
+            return false;
+        };
+        let now = std::time::Instant::now();
+        if let Some(ino) = replaced {
+            link.attrs.forget(ino);
+            link.stamps.remove(&ino);
+        }
+        link.attrs.learn(&d, now);
+        true
+    }
+
     fn done(&self, req: &fuser::Request, op: Op, reply: ReplyEmpty) {
         match self.call(req, op) {
             Ok(_) => reply.ok(),

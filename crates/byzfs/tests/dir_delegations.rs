@@ -39,10 +39,17 @@ fn two_mounts_take_turns_on_one_directory_and_see_each_others_work() {
     fs::create_dir(a.join("sub")).unwrap();
     fs::write(a.join("sub/f"), b"from A").unwrap();
     std::os::unix::fs::symlink("sub/f", a.join("link")).unwrap();
-    // The symlink was not followed by a close: B's look recalls A's directory, which
+    // A write-then-rename (rsync, editors), answered at A, the second over a file A made.
+    for (tmp, content) in [(".v.1", "version 1"), (".v.2", "version 2")] {
+        fs::write(a.join(tmp), content).unwrap();
+        fs::rename(a.join(tmp), a.join("v")).unwrap();
+    }
+    // The last rename was not followed by a close: B's look recalls A's directory, which
     // sends it first.
-    assert_eq!(names(&b_dir), BTreeSet::from(["sub".into(), "link".into()]));
+    let want = ["sub", "link", "v"].map(String::from);
+    assert_eq!(names(&b_dir), BTreeSet::from(want));
     assert_eq!(fs::read(b_dir.join("link")).unwrap(), b"from A");
+    assert_eq!(fs::read(b_dir.join("v")).unwrap(), b"version 2");
     // B works there (the directory goes to B), then A sees B's work.
     fs::write(b_dir.join("sub/g"), b"from B").unwrap();
     fs::remove_file(b_dir.join("sub/f")).unwrap();
