@@ -1,4 +1,4 @@
-//! [`Op::Batch`](crate::Op::Batch): several operations as one, all or nothing, so a mount
+//! [`Op::Batch`]: several operations as one, all or nothing, so a mount
 //! that answered them early (docs/plans/27) sends them in one request: one agreement, one
 //! disk sync and one reply for all.
 //!

@@ -1,8 +1,8 @@
 //! Directory delegations (docs/plans/27): one client session keeps a directory's names
 //! itself, so that its mount answers creations, removals and renames in it at once and sends
-//! them later, many in one [`Op::Batch`](crate::Op::Batch).
+//! them later, many in one [`Op::Batch`].
 //!
-//! * **Grant.** [`Op::DelegateDir`](crate::Op::DelegateDir), which renews the caller's lease,
+//! * **Grant.** [`Op::DelegateDir`], which renews the caller's lease,
 //!   is granted unless another session holds the delegation: then that session is asked to
 //!   give it back (the directory joins its recall list, as for lock delegations:
 //!   [`crate::delegation`]) and the caller gets [`Reply::Recall`]. A delegation may be asked
@@ -15,11 +15,11 @@
 //! * **Validity.** As lock delegations: only while the holder's lease is current and was
 //!   granted under the lease's present epoch, so a session that dies holding one stops
 //!   blocking the others when its lease lapses (30 s of agreed time).
-//! * **Return.** [`Op::ReturnDir`](crate::Op::ReturnDir), after the holder sent what it
+//! * **Return.** [`Op::ReturnDir`], after the holder sent what it
 //!   answered early; the directory leaves its recall list.
 //!
-//! Records: `17 ‖ dir` → [`Delegation`] in the directory's partition. A removed directory's
-//! record goes with its inode.
+//! Records: `17 ‖ dir` → the holder and its lease epoch (as for lock delegations), in the
+//! directory's partition. A removed directory's record goes with its inode.
 
 use crate::delegation::Delegation;
 use crate::encoding::{decode, encode};

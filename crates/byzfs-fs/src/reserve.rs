@@ -3,8 +3,8 @@
 //! directory's delegation answers `create` at once).
 //!
 //! Inodes are never reused: `Superblock::next_ino` and `next_generation` only grow. An
-//! [`Op::ReserveInodes`](crate::Op::ReserveInodes) advances both by `count` and records the
-//! range for the sender's session (key `16 ‖ client`); [`Op::MakeAt`](crate::Op::MakeAt)
+//! [`Op::ReserveInodes`] advances both by `count` and records the
+//! range for the sender's session (key `16 ‖ client`); [`Op::MakeAt`]
 //! creates an entry with one of those handles. Within a range, handles are spent in
 //! increasing order: a `MakeAt` must name a handle above every one the session used before,
 //! so no handle is ever given to two files, even if a batch that used it failed (its number
@@ -20,7 +20,7 @@ use crate::op::{Op, Reply};
 use crate::store::Store;
 use serde::{Deserialize, Serialize};
 
-/// Most inode numbers one [`Op::ReserveInodes`](crate::Op::ReserveInodes) reserves.
+/// Most inode numbers one [`Op::ReserveInodes`] reserves.
 pub const MAX_RESERVE: u32 = 4096;
 /// Most ranges a session holds.
 pub const MAX_RANGES: usize = 2;
