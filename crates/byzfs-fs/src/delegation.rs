@@ -62,7 +62,13 @@ pub(crate) struct Delegation {
 impl<S: Store + ?Sized> Exec<'_, '_, S> {
     /// `ino`'s delegation, if its holder's lease still covers it.
     fn valid_delegation(&self, ino: u64) -> Res<Option<Delegation>> {
-        let Some(b) = self.txn.get(&key::delegation(ino))? else {
+        self.valid_record(&key::delegation(ino))
+    }
+
+    /// The delegation stored under `key` (a file's or a directory's), if its holder's lease
+    /// still covers it: current, and granted under its present epoch.
+    pub(crate) fn valid_record(&self, key: &[u8]) -> Res<Option<Delegation>> {
+        let Some(b) = self.txn.get(key)? else {
             return Ok(None);
         };
         let d: Delegation = decode(&b)?;

@@ -22,7 +22,7 @@
 //! directory's partition. A removed directory's record goes with its inode.
 
 use crate::delegation::Delegation;
-use crate::encoding::{decode, encode};
+use crate::encoding::encode;
 use crate::errno::{Errno, Res};
 use crate::exec::Exec;
 use crate::handle::FileHandle;
@@ -33,14 +33,9 @@ use crate::store::Store;
 impl<S: Store + ?Sized> Exec<'_, '_, S> {
     /// Who holds `ino`'s directory delegation, if the holder's lease still covers it.
     fn dir_holder(&self, ino: u64) -> Res<Option<u64>> {
-        let Some(b) = self.txn.get(&key::dir_delegation(ino))? else {
-            return Ok(None);
-        };
-        let d: Delegation = decode(&b)?;
-        let valid = self
-            .load_lease(d.client)?
-            .is_some_and(|l| l.epoch == d.epoch && self.current(l));
-        Ok(valid.then_some(d.client))
+        Ok(self
+            .valid_record(&key::dir_delegation(ino))?
+            .map(|d| d.client))
     }
 
     /// [`Reply::Recall`] if `op` names a directory another session holds, each such

@@ -872,13 +872,7 @@ impl Filesystem for ByzFuse {
             if let Ok(mut inner) = self.inner.lock() {
                 *inner.files.open.entry(a.fh.ino).or_default() += 1;
             }
-            return reply.created(
-                &self.ttl,
-                &file_attr(&a),
-                Generation(a.fh.generation),
-                fuser::FileHandle(0),
-                fuser::FopenFlags::empty(),
-            );
+            return self.created(&a, reply);
         }
         let op = Op::Create {
             dir,
@@ -891,13 +885,7 @@ impl Filesystem for ByzFuse {
                 if let Ok(mut inner) = self.inner.lock() {
                     *inner.files.open.entry(a.fh.ino).or_default() += 1;
                 }
-                reply.created(
-                    &self.ttl,
-                    &file_attr(&a),
-                    Generation(a.fh.generation),
-                    fuser::FileHandle(0),
-                    fuser::FopenFlags::empty(),
-                )
+                self.created(&a, reply)
             }
             Ok(_) => reply.error(fuser::Errno::EIO),
             Err(e) => reply.error(errno(e)),
@@ -953,13 +941,7 @@ impl Filesystem for ByzFuse {
                         inner.files.silly.insert(a.fh.ino, at);
                     }
                     // One link: the kernel drops it itself (`d_tmpfile`).
-                    return reply.created(
-                        &self.ttl,
-                        &file_attr(&a),
-                        Generation(a.fh.generation),
-                        fuser::FileHandle(0),
-                        fuser::FopenFlags::empty(),
-                    );
+                    return self.created(&a, reply);
                 }
                 Err(Errno::EEXIST) => continue,
                 Ok(_) => return reply.error(fuser::Errno::EIO),

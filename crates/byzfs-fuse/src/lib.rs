@@ -546,6 +546,17 @@ impl ByzFuse {
         true
     }
 
+    /// Answers a `create` (or `O_TMPFILE` open) with the new file, opened.
+    fn created(&self, a: &Attr, reply: ReplyCreate) {
+        reply.created(
+            &self.ttl,
+            &file_attr(a),
+            Generation(a.fh.generation),
+            fuser::FileHandle(0),
+            fuser::FopenFlags::empty(),
+        )
+    }
+
     fn done(&self, req: &fuser::Request, op: Op, reply: ReplyEmpty) {
         match self.call(req, op) {
             Ok(_) => reply.ok(),
