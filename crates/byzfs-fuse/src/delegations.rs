@@ -286,6 +286,7 @@ pub(super) fn poll(link: &mut Link, delegs: &mut Delegations, cred: &Credentials
     for ino in delegs.idle(now) {
         give_back(link, delegs, cred, ino, false);
     }
+    super::dirs::give_back_idle(link, cred);
 }
 
 /// Gives every delegation back (at unmount).

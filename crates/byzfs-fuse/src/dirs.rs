@@ -25,6 +25,8 @@
 //!   (`delegations::POLL_EVERY`), sends the queue, and gives the directory back. An
 //!   operation of this mount that meets another mount's delegation waits, giving back what
 //!   it is asked for itself meanwhile, and is sent again, ordered (see `cluster::invoke`).
+//! * **Given back** when another mount asks, after [`IDLE`] without an early answer, and at
+//!   unmount.
 //! * **A mount that dies** loses what it queued and had not made durable by `close` or
 //!   `fsync`, as with gathered writes; its delegations lapse with its lease.
 
@@ -48,6 +50,9 @@ const LIST_PAGES: usize = 128;
 const MAX_HELD: usize = 4096;
 /// A directory another mount asked back is not asked for again for this long.
 const CONTENDED_FOR: Duration = Duration::from_secs(5);
+/// A held directory this long without an early answer is given back (so the mount stops
+/// polling for recalls when it is done with its directories).
+const IDLE: Duration = Duration::from_secs(10);
 /// Two creations or removals in a directory this close together make the mount ask for it.
 const WANTED_WITHIN: Duration = Duration::from_secs(5);
 /// How long an operation that met another mount's delegation waits before it is sent again.
@@ -63,6 +68,8 @@ struct Held {
     names: HashMap<Vec<u8>, (FileHandle, FileType)>,
     /// Something else changed the directory here: list it again before answering early.
     stale: bool,
+    /// When it last answered early.
+    used: Instant,
 }
 
 /// The mount's directory delegations and its queue of early answers.
@@ -387,6 +394,7 @@ fn ensure(link: &mut Link, cred: &Credentials, dir: FileHandle) -> bool {
                     attr,
                     names: HashMap::new(),
                     stale: true,
+                    used: Instant::now(),
                 },
             );
             if let Some(n) = &link.dirs.nudge {
@@ -548,6 +556,7 @@ pub(crate) fn make_early(
     };
     h.attr.mtime = now;
     h.attr.ctime = now;
+    h.used = Instant::now();
     h.names.insert(name.to_vec(), (at, attr.kind));
     link.dirs.mine.insert(at.ino, dir.ino);
     let h = link.dirs.held.get_mut(&dir.ino)?;
@@ -566,6 +575,7 @@ pub(crate) fn make_early(
                 attr: attr.clone(),
                 names: HashMap::new(),
                 stale: false,
+                used: Instant::now(),
             },
         );
     }
@@ -611,6 +621,7 @@ pub(crate) fn remove_early(
     let h = link.dirs.held.get_mut(&dir.ino)?;
     let now = super::timestamp(std::time::SystemTime::now());
     h.names.remove(name);
+    h.used = Instant::now();
     h.attr.mtime = now;
     h.attr.ctime = now;
     if is_dir {
@@ -672,6 +683,7 @@ pub(crate) fn rename_early(
     let h = link.dirs.held.get_mut(&dir.ino)?;
     let now = super::timestamp(std::time::SystemTime::now());
     h.names.remove(from);
+    h.used = Instant::now();
     h.names.insert(to.to_vec(), (fh, kind));
     h.attr.mtime = now;
     h.attr.ctime = now;
@@ -713,6 +725,33 @@ pub(crate) fn give_back(link: &mut Link, cred: &Credentials, ino: u64) {
     match invoke(link, cred, Op::ReturnDir { dir: fh }) {
         Ok(_) | Err(Errno::ENOLCK | Errno::ESTALE) => {}
         Err(e) => tracing::debug!(ino, %e, "cannot give a directory back; it lapses"),
+    }
+}
+
+/// Gives back up to one batch of the directories idle for [`IDLE`] (from the background
+/// thread, which polls for recalls only while some are held).
+pub(crate) fn give_back_idle(link: &mut Link, cred: &Credentials) {
+    let now = Instant::now();
+    let idle: Vec<FileHandle> = link
+        .dirs
+        .held
+        .values()
+        .filter(|h| now.saturating_duration_since(h.used) >= IDLE && !link.dirs.touches(h.fh.ino))
+        .map(|h| h.fh)
+        .take(MAX_BATCH)
+        .collect();
+    if idle.is_empty() {
+        return;
+    }
+    for d in &idle {
+        link.dirs.held.remove(&d.ino);
+    }
+    link.dirs
+        .mine
+        .retain(|_, d| !idle.iter().any(|i| i.ino == *d));
+    let ops = idle.iter().map(|&dir| Op::ReturnDir { dir }).collect();
+    if let Err(e) = invoke(link, cred, Op::Batch(ops)) {
+        tracing::debug!(%e, "cannot give idle directories back; they lapse");
     }
 }
 
