@@ -1,6 +1,10 @@
 //! The sans-IO client (PROTOCOL.md §1.6, §1.8, §1.10, §1.12).
 //!
-//! A [`Client`] has at most one outstanding request. The driver:
+//! A [`Client`] has up to `Config::client_window` requests outstanding (PROTOCOL.md §1.6,
+//! "several requests in flight"); they run at the replicas in the order they were invoked
+//! (each names the earlier one it must follow, [`Request::after`]), each at most once. A
+//! read invoked while a read-write request is outstanding is ordered too (a read-only
+//! execution could run before that write). The driver:
 //!
 //! 1. calls [`Client::invoke`] to start a request, [`Client::handle_message`] for every frame
 //!    received from a replica and [`Client::handle_timeout`] when the deadline returned by
@@ -48,7 +52,16 @@ pub enum ClientAction {
         /// The frame.
         bytes: Arc<[u8]>,
     },
-    /// The outstanding request completed with this result.
+    /// A read-only request that got no certificate is sent again, ordered, under the new id
+    /// `rid` (PROTOCOL.md §1.8); it still completes under `issued`. For drivers that track
+    /// ids on the wire (the simulator's checkers); others ignore it.
+    Reissued {
+        /// The id [`Client::invoke`] returned.
+        issued: RequestId,
+        /// The id it is ordered under from now on.
+        rid: RequestId,
+    },
+    /// An outstanding request completed with this result.
     Completed {
         /// The request.
         rid: RequestId,
@@ -60,8 +73,8 @@ pub enum ClientAction {
 /// Why an invocation was refused.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum ClientError {
-    /// A request is already outstanding (one at a time per client).
-    #[error("a request is already outstanding")]
+    /// As many requests as the window allows are outstanding (`Config::client_window`).
+    #[error("the client's window of outstanding requests is full")]
     Busy,
     /// The operation exceeds the configured maximum size.
     #[error("operation too large")]
@@ -102,10 +115,14 @@ struct ReplySlot {
     full: Option<Vec<u8>>,
 }
 
-/// The outstanding request.
+/// An outstanding request.
 #[derive(Debug)]
 struct Outstanding {
     rid: RequestId,
+    /// The id [`Client::invoke`] returned: `rid` unless a read-only request fell back to an
+    /// ordered one, which goes under a new id (its first id was never ordered, and later
+    /// requests may already have counted it as done, [`Request::acked`]).
+    issued: RequestId,
     /// The serialised [`Request`] body, encoded once; its digest is `digest`.
     body: Vec<u8>,
     digest: Digest,
@@ -147,7 +164,8 @@ pub struct Client {
     /// anyone who orders it.
     view_known: bool,
     next_rid: RequestId,
-    out: Option<Outstanding>,
+    /// Outstanding requests by current id.
+    out: BTreeMap<RequestId, Outstanding>,
     actions: VecDeque<ClientAction>,
     stats: ClientStats,
     /// Moving average of read-only completion times, in microseconds (sets the hedge).
@@ -184,7 +202,7 @@ impl Client {
             view: 0,
             view_known: false,
             next_rid: 1,
-            out: None,
+            out: BTreeMap::new(),
             actions: VecDeque::new(),
             stats: ClientStats::default(),
             read_us: READ_US_INITIAL,
@@ -196,9 +214,44 @@ impl Client {
         self.view
     }
 
-    /// The outstanding request, if any.
-    pub fn outstanding(&self) -> Option<RequestId> {
-        self.out.as_ref().map(|o| o.rid)
+    /// How many requests are outstanding.
+    pub fn outstanding(&self) -> usize {
+        self.out.len()
+    }
+
+    /// Whether [`Client::invoke`] would accept a request now (the window has room).
+    pub fn can_invoke(&self, read_only: bool) -> bool {
+        let rid = self.next_rid;
+        let ordered = !self.sent_read_only(read_only);
+        (self.out.len() as u64) < self.config.client_window.max(1)
+            && (!ordered || rid.saturating_sub(self.acked()) <= self.config.client_window)
+    }
+
+    /// Whether a read invoked now goes as read-only: the optimisation is on and no ordered
+    /// request is outstanding (a read-only execution could run before it).
+    fn sent_read_only(&self, read_only: bool) -> bool {
+        read_only && self.config.read_only_optimisation && self.out.values().all(|o| o.read_only)
+    }
+
+    /// [`Request::acked`] for a request sent now: every id below the lowest outstanding
+    /// ordered request has completed or was read-only.
+    fn acked(&self) -> RequestId {
+        self.out
+            .values()
+            .filter(|o| !o.read_only)
+            .map(|o| o.rid.saturating_sub(1))
+            .min()
+            .unwrap_or(self.next_rid.saturating_sub(1))
+    }
+
+    /// [`Request::after`] for a request sent now: the newest outstanding ordered request.
+    fn after(&self) -> RequestId {
+        self.out
+            .values()
+            .filter(|o| !o.read_only)
+            .map(|o| o.rid)
+            .max()
+            .unwrap_or(0)
     }
 
     /// The id the next successful [`Client::invoke`] will return.
@@ -230,12 +283,14 @@ impl Client {
         op: Vec<u8>,
         read_only: bool,
     ) -> Result<RequestId, ClientError> {
-        if self.out.is_some() {
-            return Err(ClientError::Busy);
-        }
         if op.len() > self.config.op_bytes_max {
             return Err(ClientError::TooLarge);
         }
+        if !self.can_invoke(read_only) {
+            return Err(ClientError::Busy);
+        }
+        let read_only = self.sent_read_only(read_only);
+        let (acked, after) = (self.acked(), self.after());
         let rid = self.next_rid;
         // 2^64 requests never happen; saturating keeps the code panic-free regardless.
         self.next_rid = rid.saturating_add(1);
@@ -243,6 +298,8 @@ impl Client {
         let body = wire::encode_body(&Message::Request(Request {
             client: self.keys.me,
             rid,
+            acked,
+            after,
             op,
         }));
         let digest = Digest::of(&body);
@@ -251,6 +308,7 @@ impl Client {
         let rtimeout_us = micros(self.config.client_retransmit).clamp(1, max_us);
         let mut o = Outstanding {
             rid,
+            issued: rid,
             body,
             digest,
             read_only,
@@ -294,7 +352,7 @@ impl Client {
                 });
         }
         tracing::debug!(client = self.keys.me, rid, read_only, big, "request sent");
-        self.out = Some(o);
+        self.out.insert(rid, o);
         Ok(rid)
     }
 
@@ -304,8 +362,9 @@ impl Client {
         match self.check_reply(bytes) {
             Ok((j, reply)) => {
                 self.stats.replies_accepted += 1;
+                let rid = reply.rid;
                 self.record(j, reply);
-                self.try_complete(now);
+                self.try_complete(now, rid);
             }
             Err(reason) => {
                 tracing::debug!(client = self.keys.me, ?reason, "reply dropped");
@@ -318,15 +377,30 @@ impl Client {
         }
     }
 
-    /// Handles timer expiry: if the outstanding request's deadline has passed, retransmit it
-    /// to every replica with exponential back-off (PROTOCOL.md §1.6). After more than one
-    /// retransmission a read-only request falls back to an ordered one with a new designated
-    /// replier (§1.8); if a certificate is complete except for its full result, every replica
-    /// is asked for the full result (§1.12).
+    /// Handles timer expiry: every outstanding request whose deadline has passed is
+    /// retransmitted to every replica with exponential back-off (PROTOCOL.md §1.6). After
+    /// more than one retransmission a read-only request falls back to an ordered one with a
+    /// new designated replier (§1.8), under a new request id (see `Outstanding::issued`); if
+    /// a certificate is complete except for its full result, every replica is asked for the
+    /// full result (§1.12).
     pub fn handle_timeout(&mut self, now: Time) {
+        let due: Vec<RequestId> = self
+            .out
+            .iter()
+            .filter(|(_, o)| {
+                o.deadline <= now || o.hedge.as_ref().is_some_and(|(at, _)| *at <= now)
+            })
+            .map(|(rid, _)| *rid)
+            .collect();
+        for rid in due {
+            self.timeout_one(now, rid);
+        }
+    }
+
+    fn timeout_one(&mut self, now: Time, rid: RequestId) {
         let f = self.config.f as usize;
         let max_us = micros(self.config.client_retransmit_max).max(1);
-        let Some(o) = self.out.as_mut() else {
+        let Some(o) = self.out.get_mut(&rid) else {
             return;
         };
         if o.hedge.as_ref().is_some_and(|(at, _)| now >= *at) && now < o.deadline {
@@ -350,15 +424,7 @@ impl Client {
         o.retransmissions = o.retransmissions.saturating_add(1);
         self.stats.retransmissions += 1;
         let mut changed = false;
-        if o.read_only && o.retransmissions > 1 {
-            o.read_only = false;
-            self.stats.read_only_fallbacks += 1;
-            // Read-only replies cannot certify the ordered request (library `t_reps.clear()`).
-            o.replies.retain(|_, s| !s.tentative);
-            let n = self.config.n();
-            o.replier = random_replier(&mut self.rng, n, Some(o.replier));
-            changed = true;
-        }
+        let fall_back = o.read_only && o.retransmissions > 1;
         if o.replier != REPLIER_ALL && certified(o, f, false).is_some() {
             o.replier = REPLIER_ALL;
             changed = true;
@@ -367,6 +433,13 @@ impl Client {
         let jitter = self.rng.gen_range(0..t);
         o.rtimeout_us = t.saturating_add(jitter).clamp(1, max_us);
         o.deadline = Time::from_micros(now.as_micros().saturating_add(o.rtimeout_us));
+        if fall_back && self.can_invoke(false) {
+            self.fall_back(rid);
+            return;
+        }
+        let Some(o) = self.out.get_mut(&rid) else {
+            return;
+        };
         if changed {
             // Re-authenticate only: the body and its digest are reused as they are.
             let frame = build_frame(&self.config, &self.keys, o);
@@ -383,14 +456,57 @@ impl Client {
         );
     }
 
-    /// The next deadline: when the outstanding request is retransmitted (or, for a read
+    /// A read-only request that got no certificate goes again as an ordered request (§1.8)
+    /// under a new id: its first id was never ordered, and requests sent since may have
+    /// counted it as done ([`Request::acked`]), so the replicas could have dropped a result
+    /// under it. (If the window is full it stays read-only until the next timeout.)
+    fn fall_back(&mut self, old: RequestId) {
+        let (acked, after) = (self.acked(), self.after());
+        let Some(mut o) = self.out.remove(&old) else {
+            return;
+        };
+        let Some(op) = crate::message::RequestView::decode(&o.body).map(|r| r.op.to_vec()) else {
+            return;
+        };
+        let rid = self.next_rid;
+        self.next_rid = rid.saturating_add(1);
+        o.body = wire::encode_body(&Message::Request(Request {
+            client: self.keys.me,
+            rid,
+            acked,
+            after,
+            op,
+        }));
+        o.digest = Digest::of(&o.body);
+        o.rid = rid;
+        o.read_only = false;
+        // Read-only replies cannot certify the ordered request (library `t_reps.clear()`).
+        o.replies.clear();
+        o.replier = random_replier(&mut self.rng, self.config.n(), Some(o.replier));
+        o.frame = build_frame(&self.config, &self.keys, &o);
+        self.stats.read_only_fallbacks += 1;
+        self.actions.push_back(ClientAction::Reissued {
+            issued: o.issued,
+            rid,
+        });
+        self.actions.push_back(ClientAction::Broadcast {
+            bytes: o.frame.clone(),
+        });
+        tracing::debug!(client = self.keys.me, old, rid, "read-only request ordered");
+        self.out.insert(rid, o);
+    }
+
+    /// The next deadline: when an outstanding request is retransmitted (or, for a read
     /// sent to `2f+1` replicas, sent to the others).
     #[must_use]
     pub fn poll_timeout(&self) -> Option<Time> {
-        self.out.as_ref().map(|o| match &o.hedge {
-            Some((at, _)) => (*at).min(o.deadline),
-            None => o.deadline,
-        })
+        self.out
+            .values()
+            .map(|o| match &o.hedge {
+                Some((at, _)) => (*at).min(o.deadline),
+                None => o.deadline,
+            })
+            .min()
     }
 
     /// The `f` replicas a read-only request skips at first: the primary of the client's view
@@ -448,9 +564,8 @@ impl Client {
         if reply.client != self.keys.me || reply.replica != j {
             return Err(DropReason::Malformed);
         }
-        match &self.out {
-            Some(o) if o.rid == reply.rid => {}
-            _ => return Err(DropReason::Stale),
+        if !self.out.contains_key(&reply.rid) {
+            return Err(DropReason::Stale);
         }
         if let Some(result) = &reply.result {
             if Digest::of(result) != reply.result_digest {
@@ -465,7 +580,7 @@ impl Client {
     /// earlier reply). A digest-only reply keeps the full result already received for the same
     /// digest.
     fn record(&mut self, j: ReplicaId, reply: Reply) {
-        let Some(o) = self.out.as_mut() else {
+        let Some(o) = self.out.get_mut(&reply.rid) else {
             return;
         };
         let mut new = ReplySlot {
@@ -492,14 +607,14 @@ impl Client {
         }
     }
 
-    /// Completes the outstanding request if a certificate with a full result is complete,
-    /// and adopts the view of its replies.
-    fn try_complete(&mut self, now: Time) {
+    /// Completes request `rid` if a certificate with a full result is complete, and adopts
+    /// the view of its replies.
+    fn try_complete(&mut self, now: Time, rid: RequestId) {
         let f = self.config.f as usize;
-        let Some(d) = self.out.as_ref().and_then(|o| certified(o, f, true)) else {
+        let Some(d) = self.out.get(&rid).and_then(|o| certified(o, f, true)) else {
             return;
         };
-        let Some(o) = self.out.take() else {
+        let Some(o) = self.out.remove(&rid) else {
             return;
         };
         if o.read_only && o.retransmissions == 0 {
@@ -531,8 +646,10 @@ impl Client {
             view = self.view,
             "request completed"
         );
-        self.actions
-            .push_back(ClientAction::Completed { rid: o.rid, result });
+        self.actions.push_back(ClientAction::Completed {
+            rid: o.issued,
+            result,
+        });
     }
 }
 
@@ -947,6 +1064,8 @@ mod tests {
                 Message::Request(Request {
                     client: C,
                     rid,
+                    acked: rid - 1,
+                    after: 0,
                     op: b"op".to_vec()
                 })
             );
@@ -984,10 +1103,10 @@ mod tests {
                 h.deliver(j, &reply(j, rid, 0, false, b"ok", j == 0));
             }
             assert_eq!(h.completed(), None, "f={f}");
-            assert_eq!(h.client.outstanding(), Some(rid));
+            assert_eq!(h.client.outstanding(), 1);
             h.deliver(f, &reply(f, rid, 0, false, b"ok", false));
             assert_eq!(h.completed(), Some((rid, b"ok".to_vec())), "f={f}");
-            assert_eq!(h.client.outstanding(), None);
+            assert_eq!(h.client.outstanding(), 0);
             assert_eq!(h.client.poll_timeout(), None);
             assert_eq!(h.client.stats().replies_accepted, f as u64 + 1);
         }
@@ -1321,23 +1440,49 @@ mod tests {
             // Read-only frames carry MACs only; the ordered fallback is signed.
             assert_eq!(header(&one).auth, AuthKind::Authenticator);
             assert_eq!(h.client.stats().read_only_fallbacks, 0);
-            let (_, two) = h.retransmit();
+            let at = h.client.poll_timeout().unwrap();
+            h.client.handle_timeout(at);
+            let two = match h.actions().as_slice() {
+                [ClientAction::Reissued { issued, rid: new }, ClientAction::Broadcast { bytes }] => {
+                    assert_eq!((*issued, *new), (rid, rid + 1));
+                    bytes.clone()
+                }
+                other => panic!("{other:?}"),
+            };
             assert_eq!(header(&two).auth, AuthKind::SignedAuthenticator);
             assert_eq!(header(&two).flags & FLAG_READ_ONLY, 0);
             assert_ne!(header(&two).replier, first_replier);
             assert!((header(&two).replier as u32) < h.n());
-            assert_eq!(header(&two).body_digest, header(&one).body_digest);
+            // Ordered under a new id (the read's id was never ordered, and requests sent
+            // since may count it as done), which follows nothing outstanding.
+            let ordered = rid + 1;
+            assert_eq!(
+                Frame::parse(&two, 1 << 24).unwrap().decode().unwrap(),
+                Message::Request(Request {
+                    client: C,
+                    rid: ordered,
+                    acked: ordered - 1,
+                    after: 0,
+                    op: b"r".to_vec()
+                })
+            );
+            assert_eq!(h.client.next_rid(), ordered + 1);
             assert_eq!(h.client.stats().read_only_fallbacks, 1);
             let (_, three) = h.retransmit();
             assert_eq!(header(&three).flags & FLAG_READ_ONLY, 0);
+            assert_eq!(header(&three).body_digest, header(&two).body_digest);
             assert_eq!(h.client.stats().read_only_fallbacks, 1);
-            // The read-only reply was discarded at the fallback (library `t_reps.clear()`):
-            // 2f ordered tentative replies do not complete until replica 0 answers again.
+            // Replies to the read's id are stale now; the read-only reply was discarded at
+            // the fallback (library `t_reps.clear()`): 2f ordered tentative replies do not
+            // complete until replica 0 answers the ordered request too. The caller sees the
+            // id it was given.
+            h.deliver(1, &reply(1, rid, 0, true, b"new", true));
+            assert_eq!(h.client.stats().dropped_stale, 1);
             for j in 1..=2 * f {
-                h.deliver(j, &reply(j, rid, 0, true, b"new", true));
+                h.deliver(j, &reply(j, ordered, 0, true, b"new", true));
             }
             assert_eq!(h.completed(), None);
-            h.deliver(0, &reply(0, rid, 0, true, b"new", true));
+            h.deliver(0, &reply(0, ordered, 0, true, b"new", true));
             assert_eq!(h.completed(), Some((rid, b"new".to_vec())));
         }
     }
@@ -1385,6 +1530,7 @@ mod tests {
     #[test]
     fn busy_too_large_and_increasing_rids() {
         let mut h = Harness::new(1);
+        h.client.config.client_window = 1;
         assert_eq!(h.client.next_rid(), 1);
         let max = h.config.op_bytes_max;
         assert_eq!(
@@ -1393,7 +1539,7 @@ mod tests {
         );
         let rid = h.invoke(b"a", false);
         assert_eq!(rid, 1);
-        assert_eq!(h.client.outstanding(), Some(1));
+        assert_eq!(h.client.outstanding(), 1);
         assert_eq!(
             h.client.invoke(Time::ZERO, b"b".to_vec(), false),
             Err(ClientError::Busy)
@@ -1417,6 +1563,83 @@ mod tests {
         assert_eq!(h.client.next_rid(), 3);
     }
 
+    /// `(rid, acked, after, read-only flag)` of a request frame.
+    fn ids(bytes: &[u8]) -> (RequestId, RequestId, RequestId, bool) {
+        let frame = Frame::parse(bytes, 1 << 24).unwrap();
+        let ro = frame.header.flags & FLAG_READ_ONLY != 0;
+        match frame.decode().unwrap() {
+            Message::Request(r) => (r.rid, r.acked, r.after, ro),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    /// Several requests in flight (PROTOCOL.md §1.6): each follows the last, `acked` stays
+    /// below the oldest outstanding, the window bounds both the count and `rid - acked`,
+    /// and each completes on its own certificate.
+    #[test]
+    fn a_window_of_requests_each_following_the_last() {
+        let mut h = Harness::new(1);
+        h.client.config.client_window = 3;
+        h.learn_view(0);
+        let mut sent = Vec::new();
+        for op in [b"a", b"b", b"c"] {
+            let (_, s) = h.invoke_sends(op, false);
+            sent.push(ids(&s[0].1));
+        }
+        assert_eq!(
+            sent,
+            vec![(2, 1, 0, false), (3, 1, 2, false), (4, 1, 3, false)]
+        );
+        assert_eq!(h.client.outstanding(), 3);
+        assert_eq!(
+            h.client.invoke(Time::ZERO, b"d".to_vec(), false),
+            Err(ClientError::Busy)
+        );
+        // 3 completes first: a fourth may not go yet, its id would be 4 beyond `acked`.
+        for j in 0..2 {
+            h.deliver(j, &reply(j, 3, 0, false, b"ok", true));
+        }
+        assert_eq!(h.completed(), Some((3, b"ok".to_vec())));
+        assert!(!h.client.can_invoke(false));
+        for j in 0..2 {
+            h.deliver(j, &reply(j, 2, 0, false, b"ok", true));
+        }
+        assert_eq!(h.completed(), Some((2, b"ok".to_vec())));
+        let (_, s) = h.invoke_sends(b"d", false);
+        assert_eq!(ids(&s[0].1), (5, 3, 4, false));
+        // Each outstanding request is retransmitted on its own timer.
+        let at = h.client.poll_timeout().unwrap();
+        h.client.handle_timeout(at);
+        let again: Vec<_> = h
+            .actions()
+            .iter()
+            .map(|a| match a {
+                ClientAction::Broadcast { bytes } => ids(bytes),
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(again, vec![(4, 1, 3, false), (5, 3, 4, false)]);
+    }
+
+    /// A read goes read-only only when no ordered request is outstanding (it could run
+    /// before that write); a write follows no read-only request and counts it as done (it is
+    /// never ordered under its id).
+    #[test]
+    fn reads_and_writes_in_flight_together() {
+        let mut h = Harness::new(1);
+        h.client.config.read_only_to_quorum = false;
+        h.learn_view(0);
+        let one = |h: &mut Harness, op: &[u8], ro: bool| {
+            let rid = h.client.invoke(Time::ZERO, op.to_vec(), ro).unwrap();
+            let a = h.actions();
+            (rid, ids(&only_frame(&a)))
+        };
+        assert_eq!(one(&mut h, b"r", true), (2, (2, 1, 0, true)));
+        assert_eq!(one(&mut h, b"w", false), (3, (3, 2, 0, false)));
+        assert_eq!(one(&mut h, b"r2", true), (4, (4, 2, 3, false)));
+        assert_eq!(h.client.outstanding(), 3);
+    }
+
     /// Runs a fixed scenario and returns every action.
     fn trace(seed: u64) -> Vec<ClientAction> {
         let mut h = Harness::with_seed(2, seed);
@@ -1435,7 +1658,7 @@ mod tests {
                 h.client.handle_timeout(at);
                 out.extend(h.actions());
             }
-            let rid = h.client.outstanding().unwrap();
+            let rid = *h.client.out.keys().next().unwrap();
             for j in 0..3 {
                 h.deliver(j, &reply(j, rid, 0, false, b"ok", true));
             }

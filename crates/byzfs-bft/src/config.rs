@@ -47,6 +47,10 @@ pub struct Config {
     pub view_change_timeout_max: Duration,
     /// Period of STATUS messages (retransmission / negative acknowledgement).
     pub status_interval: Duration,
+    /// Most requests a client may have outstanding at once, and the most results the reply
+    /// cache keeps per client (PROTOCOL.md §1.6, "several requests in flight"). 1 is
+    /// PBFT's one request at a time.
+    pub client_window: u64,
     /// Client's first retransmission timeout.
     pub client_retransmit: Duration,
     /// Client's retransmission timeout cap.
@@ -79,6 +83,7 @@ impl Config {
             view_change_timeout: Duration::from_millis(5000),
             view_change_timeout_max: Duration::from_secs(60),
             status_interval: Duration::from_millis(150),
+            client_window: 16,
             client_retransmit: Duration::from_millis(150),
             client_retransmit_max: Duration::from_secs(5),
             message_bytes_max: 4 * 1024 * 1024,
@@ -133,6 +138,9 @@ impl Config {
         }
         if self.op_bytes_max + 64 * 1024 > self.message_bytes_max {
             return Err("message_bytes_max must exceed op_bytes_max by at least 64 KiB".into());
+        }
+        if self.client_window == 0 || self.client_window > 1024 {
+            return Err("client_window must be in 1..=1024".into());
         }
         if self.state_chunk_bytes == 0 || self.state_chunk_bytes > self.message_bytes_max / 2 {
             return Err("state_chunk_bytes must be in 1..=message_bytes_max/2".into());

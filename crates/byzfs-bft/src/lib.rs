@@ -34,6 +34,7 @@
 //!             ClientAction::Send { to, bytes } => to_replicas.push((to, bytes)),
 //!             ClientAction::Broadcast { bytes } => (0..4).for_each(|i| to_replicas.push((i, bytes.clone()))),
 //!             ClientAction::Completed { result: r, .. } => result = Some(r),
+//!             ClientAction::Reissued { .. } => {}
 //!         }
 //!     }
 //!     for (to, bytes) in std::mem::take(&mut to_replicas) {

@@ -39,11 +39,18 @@ pub enum Mutation {
     /// the view-change timer. Breaks no safety rule: a correct primary is voted out while
     /// every replica executes an expensive request. Applied by the simulator after each step.
     IgnoreBusyTime,
+    /// Execute a client's request although the earlier request it must follow
+    /// ([`crate::message::Request::after`]) has not run: a client's requests then run out of
+    /// its order.
+    ExecuteGaps,
+    /// Accept and execute requests however far their id is beyond the client's `acked`:
+    /// the reply cache then grows without bound.
+    IgnoreAckedBound,
 }
 
 impl Mutation {
     /// Every mutation.
-    pub const ALL: [Mutation; 10] = [
+    pub const ALL: [Mutation; 12] = [
         Mutation::CommitQuorum2f,
         Mutation::AcceptSecondPrePrepare,
         Mutation::NewViewLowestView,
@@ -54,6 +61,8 @@ impl Mutation {
         Mutation::VoteAfterUntrustedRestore,
         Mutation::ForgetVoteHorizon,
         Mutation::IgnoreBusyTime,
+        Mutation::ExecuteGaps,
+        Mutation::IgnoreAckedBound,
     ];
 
     /// Command-line name.
@@ -69,6 +78,8 @@ impl Mutation {
             Mutation::VoteAfterUntrustedRestore => "vote-after-untrusted-restore",
             Mutation::ForgetVoteHorizon => "forget-vote-horizon",
             Mutation::IgnoreBusyTime => "ignore-busy-time",
+            Mutation::ExecuteGaps => "execute-gaps",
+            Mutation::IgnoreAckedBound => "ignore-acked-bound",
         }
     }
 

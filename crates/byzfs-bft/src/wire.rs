@@ -210,7 +210,7 @@ impl<'a> Frame<'a> {
         Ok(match self.header.tag {
             Tag::Request => {
                 let r: Request = de(b)?;
-                if canonical_request_len(r.client, r.rid, r.op.len()) != b.len() {
+                if canonical_request_len(r.client, r.rid, r.acked, r.after, r.op.len()) != b.len() {
                     return Err(DecodeError::BadBody);
                 }
                 Message::Request(r)

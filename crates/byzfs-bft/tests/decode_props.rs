@@ -61,11 +61,20 @@ fn batch_body() -> impl Strategy<Value = BatchBody> {
 }
 
 fn request() -> impl Strategy<Value = Request> {
-    (any::<u64>(), any::<u64>(), bytes(128)).prop_map(|(client, rid, op)| Request {
-        client,
-        rid,
-        op,
-    })
+    (
+        any::<u64>(),
+        any::<u64>(),
+        any::<u64>(),
+        any::<u64>(),
+        bytes(128),
+    )
+        .prop_map(|(client, rid, acked, after, op)| Request {
+            client,
+            rid,
+            acked,
+            after,
+            op,
+        })
 }
 
 fn reply() -> impl Strategy<Value = Reply> {
@@ -657,11 +666,13 @@ fn body_encoding_is_canonical() {
     let msg = Message::Request(Request {
         client: 0,
         rid: 0,
+        acked: 0,
+        after: 0,
         op: vec![],
     });
     let canonical = wire::encode_body(&msg);
-    assert_eq!(canonical, [0, 0, 0]);
-    let overlong = [0x80, 0x00, 0, 0];
+    assert_eq!(canonical, [0, 0, 0, 0, 0]);
+    let overlong = [0x80, 0x00, 0, 0, 0, 0];
     let frame = wire::encode_with_body(
         Envelope::new(Principal::Client(0), 0),
         Tag::Request,

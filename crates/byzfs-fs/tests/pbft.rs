@@ -64,6 +64,7 @@ impl Cluster {
                     ClientAction::Completed { result: r, .. } => {
                         result = Some(decode_result(&r).expect("result decodes"));
                     }
+                    ClientAction::Reissued { .. } => {}
                 }
             }
             if in_flight.is_empty() {

@@ -71,6 +71,63 @@ async fn kv_puts_and_gets_over_tcp() {
     assert!(st.net.local_connections_accepted >= 3, "{:?}", st.net);
 }
 
+/// Several requests in flight (PROTOCOL.md §1.6): 40 appends and 4 reads submitted without
+/// waiting run in submission order (each append's result is the whole log so far), and
+/// their results are collected in any order.
+#[tokio::test]
+async fn a_window_of_requests_runs_in_the_order_submitted() {
+    use byzfs_bft::services::kv::{KvOp, KvResult};
+    let c = TestCluster::start();
+    let mut client = c.client().await;
+    let mut ids = Vec::new();
+    let mut most_in_flight = 0;
+    for i in 0..40u32 {
+        let op = KvOp::Append {
+            key: b"log".to_vec(),
+            value: format!("{i};").into_bytes(),
+        };
+        let id = tokio::time::timeout(OP_TIMEOUT, client.submit(op.encode(), false))
+            .await
+            .expect("submit timed out")
+            .expect("submit");
+        ids.push((Some(i), id));
+        if i % 10 == 9 {
+            // A read while writes are outstanding: ordered after them.
+            let get = KvOp::Get {
+                key: b"log".to_vec(),
+            };
+            let id = client.submit(get.encode(), true).await.expect("submit");
+            ids.push((None, id));
+        }
+        most_in_flight = most_in_flight.max(client.outstanding());
+    }
+    assert!(most_in_flight > 1, "one request at a time");
+    let log = |upto: u32| (0..=upto).map(|j| format!("{j};")).collect::<String>();
+    let mut last_append = 0;
+    let mut want = Vec::new();
+    for (append, _) in &ids {
+        if let Some(i) = append {
+            last_append = *i;
+        }
+        want.push(Some(KvResult::Value(Some(log(last_append).into_bytes()))));
+    }
+    let mut got = vec![None; ids.len()];
+    for (k, (_, id)) in ids.iter().enumerate().rev() {
+        let r = tokio::time::timeout(OP_TIMEOUT, client.wait(*id))
+            .await
+            .expect("wait timed out")
+            .expect("wait");
+        got[k] = KvResult::decode(&r);
+    }
+    assert_eq!(got, want);
+    let first = ids[0].1;
+    assert!(matches!(
+        client.wait(first).await,
+        Err(ClientError::UnknownRequest(id)) if id == first
+    ));
+    assert_eq!(client.outstanding(), 0);
+}
+
 #[tokio::test]
 async fn links_fall_back_to_tcp_when_the_local_sockets_cannot_be_opened() {
     // A regular file where each socket should be: no replica can listen there, and

@@ -100,6 +100,8 @@ async fn a_flood_from_one_address_is_dropped_counted_and_bounded() {
     let request = Message::Request(Request {
         client: id,
         rid: 1,
+        acked: 0,
+        after: 0,
         op: KvOp::Put {
             key: b"flood".to_vec(),
             value: vec![7; 512],

@@ -15,6 +15,7 @@ use byzfs_bft::{
     Client, ClientId, Config, PersistRecord, Replica, ReplicaId, ReplicaKeys, RequestId,
     StoreRecord, Time,
 };
+use std::collections::BTreeMap;
 
 /// A Byzantine replica's adversary state.
 pub struct Adversary {
@@ -94,8 +95,11 @@ pub struct ClientNode {
     pub client: Client,
     /// Its operation generator.
     pub workload: Workload,
-    /// The outstanding request: id, invocation time, operation.
-    pub outstanding: Option<(RequestId, Time, KvOp)>,
+    /// The outstanding requests by the id `invoke` returned: invocation time, operation.
+    pub outstanding: BTreeMap<RequestId, (Time, KvOp)>,
+    /// How many requests it keeps in flight (1 is one at a time; at most
+    /// `Config::client_window`).
+    pub window: usize,
     /// Operations completed.
     pub completed: u64,
     /// Operations invoked.

@@ -36,6 +36,8 @@ pub enum Purpose {
     TornLogs = 11,
     /// Execution cost of each request in `slow-execution` (one sub-stream per request).
     SlowExecution = 12,
+    /// Each correct client's window of requests in flight.
+    Windows = 13,
 }
 
 /// The stream for `purpose` under `seed`.

@@ -9,8 +9,8 @@ mod common;
 
 use byzfs_bft::mutation::Mutation;
 use byzfs_sim::checker::{
-    agreement, checkpoints, committed_prepared, durability, liveness, persist, prefix, prepared,
-    read_only, stable_view, Violation,
+    agreement, checkpoints, client_order, committed_prepared, durability, liveness, persist,
+    prefix, prepared, read_only, reply_cache, stable_view, Violation,
 };
 use byzfs_sim::run::{BUDGET, PANIC};
 use byzfs_sim::{run, Family, RunConfig};
@@ -61,33 +61,27 @@ const CASES: &[Case] = &[
     (
         Mutation::ReadOnlyOnTentative,
         Family::Normal,
-        &[13, 21],
+        &[8, 21],
         &[read_only::NAME],
     ),
     (
         Mutation::TrustProposalsAfterCrash,
         Family::Crash,
-        &[278, 493],
-        &[persist::NAME],
-    ),
-    (
-        Mutation::VoteAfterUntrustedRestore,
-        Family::TwinPowerCuts,
-        &[1828],
+        &[5, 334],
         &[persist::NAME],
     ),
     (
         // The directed family for this rule: 7 of seeds 0..200 catch it (1 of 3,000 above).
         Mutation::VoteAfterUntrustedRestore,
         Family::VoteCuts,
-        &[15, 29, 72],
+        &[29, 48, 75],
         &[persist::NAME],
     ),
     (
         // A driver that loses the vote horizon: restored backups abstain too little.
         Mutation::ForgetVoteHorizon,
         Family::VoteCuts,
-        &[15, 29],
+        &[29, 48],
         &[persist::NAME],
     ),
     (
@@ -98,6 +92,27 @@ const CASES: &[Case] = &[
         Family::SlowExecution,
         &[0, 2],
         &[stable_view::NAME],
+    ),
+    (
+        // A request run before the one it follows (lost or reordered on the way, or put
+        // first by a new primary): a client's writes run out of its order.
+        Mutation::ExecuteGaps,
+        Family::Net,
+        &[1, 8],
+        &[client_order::NAME],
+    ),
+    (
+        Mutation::ExecuteGaps,
+        Family::Twins,
+        &[6, 18],
+        &[client_order::NAME],
+    ),
+    (
+        // A faulty client's burst beyond its window runs: the reply cache outgrows it.
+        Mutation::IgnoreAckedBound,
+        Family::BadClients,
+        &[2, 22],
+        &[reply_cache::NAME],
     ),
 ];
 

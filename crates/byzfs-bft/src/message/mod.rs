@@ -72,6 +72,14 @@ pub struct Request {
     pub client: ClientId,
     /// Request id, strictly increasing per client.
     pub rid: RequestId,
+    /// Every request of this client with an id up to `acked` has completed at the client or
+    /// is a read-only request (never ordered under its id): replicas may drop the cached
+    /// results of those. `acked < rid` and `rid - acked <= Config::client_window`.
+    pub acked: RequestId,
+    /// The client's ordered request this one must follow: the highest id below `rid` still
+    /// outstanding when it was sent, or 0 if none was. It runs only after `after` has
+    /// (PROTOCOL.md §1.6, "several requests in flight").
+    pub after: RequestId,
     /// The operation, opaque to the library.
     pub op: Vec<u8>,
 }
@@ -351,6 +359,10 @@ pub struct RequestView<'a> {
     pub client: ClientId,
     /// Request id.
     pub rid: RequestId,
+    /// See [`Request::acked`].
+    pub acked: RequestId,
+    /// See [`Request::after`].
+    pub after: RequestId,
     /// The operation, borrowed from the frame.
     #[serde(borrow)]
     pub op: &'a [u8],
@@ -361,7 +373,10 @@ impl<'a> RequestView<'a> {
     /// request has exactly one digest).
     pub fn decode(body: &'a [u8]) -> Option<RequestView<'a>> {
         match postcard::take_from_bytes::<RequestView<'a>>(body) {
-            Ok((v, [])) if canonical_request_len(v.client, v.rid, v.op.len()) == body.len() => {
+            Ok((v, []))
+                if canonical_request_len(v.client, v.rid, v.acked, v.after, v.op.len())
+                    == body.len() =>
+            {
                 Some(v)
             }
             _ => None,
@@ -381,6 +396,17 @@ fn varint_len(mut x: u64) -> usize {
 
 /// The length of the canonical encoding of a request body. postcard accepts over-long varints
 /// when decoding; a body longer than this is a second encoding of the same request.
-pub fn canonical_request_len(client: ClientId, rid: RequestId, op_len: usize) -> usize {
-    varint_len(client) + varint_len(rid) + varint_len(op_len as u64) + op_len
+pub fn canonical_request_len(
+    client: ClientId,
+    rid: RequestId,
+    acked: RequestId,
+    after: RequestId,
+    op_len: usize,
+) -> usize {
+    varint_len(client)
+        + varint_len(rid)
+        + varint_len(acked)
+        + varint_len(after)
+        + varint_len(op_len as u64)
+        + op_len
 }

@@ -100,6 +100,9 @@ impl<S: Service> Replica<S> {
         for d in &b.big {
             self.proposed.remove(d);
         }
+        for id in self.batch_requests(b) {
+            self.proposed_ids.remove(&id);
+        }
     }
 
     /// Executes batch `n` (digest `d`): each request not already in the reply cache runs once.
@@ -136,13 +139,23 @@ impl<S: Service> Replica<S> {
                 continue;
             };
             let c = req.client;
-            if let Some((rid, seq)) = self.cached_rid(c) {
-                if req.rid <= rid {
-                    if req.rid == rid && !replay {
-                        self.resend_cached_reply(c, seq, f.header.replier);
-                    }
-                    continue;
+            let cached = reply_cache::entry(&self.lib, c);
+            if req.rid <= cached.last {
+                if !replay {
+                    self.resend_cached_reply(c, req.rid, f.header.replier);
                 }
+                continue;
+            }
+            if !self.request_in_window(req.rid, req.acked, req.after) {
+                continue;
+            }
+            if req.after > cached.last && !self.mutated(M::ExecuteGaps) {
+                // Its predecessor has not run (lost or reordered on the way to the primary):
+                // skipped here, identically everywhere; the client retransmits it (§1.6).
+                if !replay {
+                    self.stats.requests_out_of_order += 1;
+                }
+                continue;
             }
             let result = self.service.execute(c, req.op, &batch.nondet);
             if !replay {
@@ -154,7 +167,7 @@ impl<S: Service> Replica<S> {
                     progress_clients.push((c, req.rid));
                 }
             }
-            reply_cache::store(&mut self.lib, c, req.rid, n, result);
+            reply_cache::store(&mut self.lib, c, req.rid, req.acked, n, result);
             ran.push((c, req.rid));
         }
         if !replay {
@@ -199,6 +212,11 @@ impl<S: Service> Replica<S> {
                         self.requests.remove(&pd);
                     }
                 }
+                self.vc.progress();
+                self.restart_vtimer();
+            } else {
+                // An earlier request of a client with several in flight ran: progress too,
+                // or a steady window would look like a stalled primary (§1.6).
                 self.vc.progress();
                 self.restart_vtimer();
             }
@@ -348,15 +366,37 @@ impl<S: Service> Replica<S> {
         Some(digest)
     }
 
-    /// Answers a retransmitted request from the reply cache; committed iff its batch is.
-    pub(super) fn resend_cached_reply(&mut self, c: ClientId, seq: Seq, replier: u8) {
-        let Some((rid, _)) = self.cached_rid(c) else {
-            return;
-        };
-        let Some(result) = reply_cache::result(&self.lib, c).map(|r| r.to_vec()) else {
-            return;
+    /// Answers a retransmitted request from the reply cache, if its result is still kept;
+    /// committed iff its batch is.
+    pub(super) fn resend_cached_reply(&mut self, c: ClientId, rid: RequestId, replier: u8) -> bool {
+        let Some((seq, result)) =
+            reply_cache::result(&self.lib, c, rid).map(|(s, r)| (s, r.to_vec()))
+        else {
+            return false;
         };
         let tentative = seq > self.last_executed;
         self.send_reply(c, rid, &result, tentative, replier);
+        true
+    }
+
+    /// Whether a request's ids are well formed and within the client's window: `acked` and
+    /// `after` below `rid`, and `rid - acked <= client_window`, which bounds the reply cache
+    /// (`reply_cache`). Checked on receipt and again at execution (a faulty primary may
+    /// propose anything).
+    pub(super) fn request_in_window(
+        &self,
+        rid: RequestId,
+        acked: RequestId,
+        after: RequestId,
+    ) -> bool {
+        acked < rid
+            && after < rid
+            && (rid - acked <= self.config.client_window || self.mutated(M::IgnoreAckedBound))
+    }
+
+    /// How many results the reply cache keeps for client `c` (the simulator checks that it
+    /// never exceeds `Config::client_window`).
+    pub fn cached_results(&self, c: ClientId) -> usize {
+        reply_cache::cached(&self.lib, c)
     }
 }

@@ -65,6 +65,9 @@ const LOOSE_REQUESTS_MAX: usize = 65536;
 pub struct Stats {
     /// Requests executed in committed batches.
     pub requests_executed: u64,
+    /// Requests of committed batches skipped because the client's earlier request they
+    /// must follow had not run (PROTOCOL.md §1.6, "several requests in flight").
+    pub requests_out_of_order: u64,
     /// Read-only requests executed without ordering.
     pub read_only_executed: u64,
     /// Of those, answered while a batch had executed only tentatively (the service showed
@@ -119,6 +122,8 @@ pub(crate) struct StoredRequest {
     pub frame: Arc<[u8]>,
     pub client: ClientId,
     pub rid: RequestId,
+    /// The client's request this one must follow ([`crate::message::Request::after`]).
+    pub after: RequestId,
     pub digest: Digest,
     pub big: bool,
     /// Whether the frame's client signature was verified (or its client does not sign): a
@@ -178,6 +183,9 @@ pub struct Replica<S: Service> {
     queue: VecDeque<Digest>,
     /// Request digests already placed in a batch of an unexecuted slot (dedup).
     proposed: BTreeSet<Digest>,
+    /// The `(client, rid)` of the requests in `proposed` (a request whose predecessor is
+    /// neither here nor executed is kept back, §1.6).
+    proposed_ids: BTreeSet<(ClientId, RequestId)>,
     /// The newest unexecuted request per client (drives the view-change timer, primary too).
     pending: BTreeMap<ClientId, (RequestId, Digest)>,
     /// Read-only requests waiting until they can run (§1.8), with the `read_only_floor` at
@@ -276,6 +284,7 @@ impl<S: Service> Replica<S> {
             requests: BTreeMap::new(),
             queue: VecDeque::new(),
             proposed: BTreeSet::new(),
+            proposed_ids: BTreeSet::new(),
             pending: BTreeMap::new(),
             ro_queue: VecDeque::new(),
             blacklist: BTreeSet::new(),
@@ -723,6 +732,8 @@ pub(crate) enum MutationStub {
     TentativeBeforeCommitted,
     ReadOnlyOnTentative,
     VoteAfterUntrustedRestore,
+    ExecuteGaps,
+    IgnoreAckedBound,
 }
 
 /// The mutation type call sites name (`M::CommitQuorum2f`).

@@ -325,7 +325,7 @@ impl<S: Service> Replica<S> {
                 continue;
             }
             if let Some(b) = self.batches.get(&d).cloned() {
-                self.note_batch(d, (*b).clone());
+                self.note_batch_at(Some(seq), d, (*b).clone());
             } else {
                 self.missing_batches.insert(d);
             }

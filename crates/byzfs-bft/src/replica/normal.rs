@@ -5,10 +5,11 @@ use super::{Replica, StoredRequest, LOOSE_REQUESTS_MAX, M};
 use crate::action::{DropReason, Event, PersistRecord};
 use crate::batch::{batch_digest, null_digest};
 use crate::crypto::Digest;
-use crate::ids::{Principal, Seq};
+use crate::ids::{ClientId, Principal, RequestId, Seq};
 use crate::message::{BatchBody, Commit, Message, PrePrepare, Prepare, Request, RequestView};
 use crate::service::Service;
 use crate::wire::{AuthKind, Frame, HEADER_LEN};
+use std::collections::{BTreeSet, VecDeque};
 use std::sync::Arc;
 
 /// Most big-request digests in one batch.
@@ -49,20 +50,19 @@ impl<S: Service> Replica<S> {
         // log may still name its body, which we need to prepare and execute that batch (it
         // was ordered before the newer request executed): found by the simulator with a
         // faulty client sending stale request ids, where the body was refused forever.
+        if !self.request_in_window(req.rid, req.acked, req.after) {
+            return self.drop_input(DropReason::Invalid);
+        }
         let mut needed_body = false;
-        if let Some((rid, seq)) = self.cached_rid(c) {
-            if req.rid <= rid {
-                needed_body = big && self.body_needed(&frame.header.body_digest);
-                if !needed_body && req.rid < rid {
-                    return self.drop_input(DropReason::Stale);
+        if req.rid <= super::reply_cache::entry(&self.lib, c).last {
+            needed_body = big && self.body_needed(&frame.header.body_digest);
+            if !needed_body {
+                // Answered again if the result is still kept; otherwise the client has moved
+                // past it (its `acked`) and this is an old copy.
+                if mac_ok && self.resend_cached_reply(c, req.rid, frame.header.replier) {
+                    return;
                 }
-                if !needed_body {
-                    if mac_ok {
-                        self.resend_cached_reply(c, seq, frame.header.replier);
-                        return;
-                    }
-                    return self.drop_input(DropReason::Stale);
-                }
+                return self.drop_input(DropReason::Stale);
             }
         }
         let read_only_flag = frame.header.flags & 1 != 0;
@@ -92,6 +92,7 @@ impl<S: Service> Replica<S> {
             frame: Arc::from(bytes),
             client: c,
             rid: req.rid,
+            after: req.after,
             digest: frame.header.body_digest,
             big,
             sig_checked,
@@ -181,11 +182,15 @@ impl<S: Service> Replica<S> {
         true
     }
 
-    /// The primary assigns sequence numbers while the window allows (§1.9).
+    /// The primary assigns sequence numbers while the window allows (§1.9), never at or
+    /// below its stable checkpoint: a new primary whose checkpoint became stable after it
+    /// sent its VIEW-CHANGE can install a NEW-VIEW that ends below it (simulator: vote-cuts
+    /// 8, a twin), and a slot there is below its low-water mark.
     pub(super) fn try_send_pre_prepare(&mut self) {
         while self.is_primary()
             && self.has_new_view
             && self.fetch.is_none()
+            && self.seqno >= self.last_stable
             && !self.queue.is_empty()
             && self.seqno < self.last_executed + self.config.batch_window
             && self.seqno < self.last_stable + self.config.log_window
@@ -236,18 +241,35 @@ impl<S: Service> Replica<S> {
     }
 
     /// Takes queued requests into a batch: inline up to the byte bound, big ones by digest.
+    ///
+    /// A request whose predecessor ([`crate::message::Request::after`]) has neither run nor
+    /// been proposed (it is still on its way, or lost) is kept back in the queue: proposed
+    /// now, it would only be skipped at execution (§1.6), and its client would wait for a
+    /// retransmission timeout, which may by then have backed off beyond the view-change
+    /// timeout (simulator: slow-execution 103).
     fn build_batch(&mut self) -> Option<BatchBody> {
         let mut batch = BatchBody::default();
         let mut bytes = 0usize;
+        let mut in_batch: BTreeSet<(ClientId, RequestId, bool)> = BTreeSet::new();
+        let mut kept: VecDeque<Digest> = VecDeque::new();
         while let Some(&d) = self.queue.front() {
             let Some(r) = self.requests.get(&d) else {
                 self.queue.pop_front();
                 continue;
             };
-            let executed = self
-                .cached_rid(r.client)
-                .is_some_and(|(rid, _)| rid >= r.rid);
-            if executed || self.proposed.contains(&d) {
+            let last = self.cached_rid(r.client).map_or(0, |(rid, _)| rid);
+            if last >= r.rid || self.proposed.contains(&d) {
+                self.queue.pop_front();
+                continue;
+            }
+            // A batch runs its inlined requests first, then the big ones (`execute_batch`):
+            // an inlined request may not follow a big one of the same batch.
+            let ready = r.after <= last
+                || self.proposed_ids.contains(&(r.client, r.after))
+                || in_batch.contains(&(r.client, r.after, false))
+                || (r.big && in_batch.contains(&(r.client, r.after, true)));
+            if !ready {
+                kept.push_back(d);
                 self.queue.pop_front();
                 continue;
             }
@@ -264,20 +286,57 @@ impl<S: Service> Replica<S> {
                 bytes += len;
                 batch.requests.push(r.frame.to_vec());
             }
+            in_batch.insert((r.client, r.rid, r.big));
             self.queue.pop_front();
+        }
+        // Kept-back requests stay first, in their order, for the next batch.
+        while let Some(d) = kept.pop_back() {
+            self.queue.push_front(d);
         }
         (!batch.requests.is_empty() || !batch.big.is_empty()).then_some(batch)
     }
 
+    /// The `(client, rid)` of a request frame in a batch, or of a big request we hold.
+    fn request_id(&self, frame: Option<&[u8]>, d: &Digest) -> Option<(ClientId, RequestId)> {
+        match frame {
+            Some(bytes) => {
+                let f = Frame::parse(bytes, usize::MAX).ok()?;
+                RequestView::decode(f.body).map(|r| (r.client, r.rid))
+            }
+            None => self.requests.get(d).map(|r| (r.client, r.rid)),
+        }
+    }
+
     /// Stores a batch body and marks its requests as proposed.
     pub(super) fn note_batch(&mut self, digest: Digest, batch: BatchBody) {
+        self.note_batch_at(None, digest, batch);
+    }
+
+    /// [`Self::note_batch`] for a batch at `seq`: one this replica already executed (a
+    /// NEW-VIEW re-proposes it) leaves its requests unmarked, since no execution will unmark
+    /// them. A request it skipped there (its predecessor had not run, §1.6) must stay free to
+    /// be proposed again when the client retransmits it (simulator: partition 44).
+    pub(super) fn note_batch_at(&mut self, seq: Option<Seq>, digest: Digest, batch: BatchBody) {
+        if seq.is_some_and(|s| s <= self.last_executed) {
+            self.missing_batches.remove(&digest);
+            self.batches
+                .entry(digest)
+                .or_insert_with(|| Arc::new(batch));
+            return;
+        }
         for r in &batch.requests {
             if let Some(d) = request_digest(r) {
                 self.proposed.insert(d);
+                if let Some(id) = self.request_id(Some(r), &d) {
+                    self.proposed_ids.insert(id);
+                }
             }
         }
         for d in &batch.big {
             self.proposed.insert(*d);
+            if let Some(id) = self.request_id(None, d) {
+                self.proposed_ids.insert(id);
+            }
         }
         self.missing_batches.remove(&digest);
         self.batches
@@ -419,7 +478,7 @@ impl<S: Service> Replica<S> {
         batch: BatchBody,
         frame: Option<Arc<[u8]>>,
     ) {
-        self.note_batch(d, batch);
+        self.note_batch_at(Some(seq), d, batch);
         let slot = self.log.entry(seq).or_default();
         if slot.pre_prepare.as_ref().is_some_and(|a| a.digest != d) {
             // Only reachable under the AcceptSecondPrePrepare mutation: vote again.

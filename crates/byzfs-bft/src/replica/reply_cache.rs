@@ -1,48 +1,109 @@
 //! The per-client reply cache, kept inside the checkpointed library state so exactly-once
 //! survives rollback and state transfer (PROTOCOL.md §1.6 — mandatory).
 //!
-//! Two keys per client: `rr‖c` → (rid, seq) (checked on every request, so it stays small),
-//! `rv‖c` → the result (read only to answer a retransmission).
+//! A client may have up to `Config::client_window` requests outstanding, so the cache keeps
+//! the result of every executed request the client may still be waiting for: those above the
+//! highest `acked` it has sent ([`crate::message::Request::acked`]). Keys per client:
+//! `rr‖c` → (last executed rid, its batch's sequence number, floor), where floor is the
+//! highest `acked` seen; `rv‖c‖rid` → (sequence number, result) for each rid in
+//! `(floor, last]` that ran. A request is refused unless `rid - acked <= client_window`, so
+//! `last - floor <= client_window` and at most that many results are kept per client.
 
 use crate::ids::{ClientId, RequestId, Seq};
 use crate::state::PartitionedState;
 
+/// The largest `client_window` (`Config::validate`) times four.
+const SCAN_MAX: u64 = 4096;
+
 fn key(tag: &[u8; 2], c: ClientId) -> Vec<u8> {
-    let mut k = Vec::with_capacity(10);
+    let mut k = Vec::with_capacity(18);
     k.extend_from_slice(tag);
     k.extend_from_slice(&c.to_be_bytes());
     k
 }
 
+fn result_key(c: ClientId, rid: RequestId) -> Vec<u8> {
+    let mut k = key(b"rv", c);
+    k.extend_from_slice(&rid.to_be_bytes());
+    k
+}
+
+fn u64_at(v: &[u8], i: usize) -> Option<u64> {
+    let b: [u8; 8] = v.get(i..i + 8)?.try_into().ok()?;
+    Some(u64::from_le_bytes(b))
+}
+
+/// A client's entry: the last request executed, its batch, and the floor below which no
+/// result is kept.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Entry {
+    pub last: RequestId,
+    pub seq: Seq,
+    pub floor: RequestId,
+}
+
+/// The entry of `c` (all zero for a client that never executed anything).
+pub(crate) fn entry(lib: &PartitionedState, c: ClientId) -> Entry {
+    let Some(v) = lib.get(&key(b"rr", c)) else {
+        return Entry::default();
+    };
+    match (u64_at(v, 0), u64_at(v, 8), u64_at(v, 16)) {
+        (Some(last), Some(seq), Some(floor)) => Entry { last, seq, floor },
+        _ => Entry::default(),
+    }
+}
+
 /// The last request id executed for `c` and the sequence number of its batch.
 pub(crate) fn last(lib: &PartitionedState, c: ClientId) -> Option<(RequestId, Seq)> {
-    let v = lib.get(&key(b"rr", c))?;
-    if v.len() != 16 {
-        return None;
-    }
-    let mut a = [0u8; 8];
-    let mut b = [0u8; 8];
-    a.copy_from_slice(&v[..8]);
-    b.copy_from_slice(&v[8..]);
-    Some((u64::from_le_bytes(a), u64::from_le_bytes(b)))
+    let e = entry(lib, c);
+    (e.last > 0).then_some((e.last, e.seq))
 }
 
-/// The cached result for `c`.
-pub(crate) fn result(lib: &PartitionedState, c: ClientId) -> Option<&[u8]> {
-    lib.get(&key(b"rv", c))
+/// The cached result of `(c, rid)` and the sequence number of its batch, if `rid` ran and
+/// is still above the floor.
+pub(crate) fn result(lib: &PartitionedState, c: ClientId, rid: RequestId) -> Option<(Seq, &[u8])> {
+    let v = lib.get(&result_key(c, rid))?;
+    Some((u64_at(v, 0)?, v.get(8..)?))
 }
 
-/// Records the execution of `(c, rid)` at `seq` with `result`.
+/// How many results are cached for `c` (at most `client_window`; the simulator checks it).
+pub(crate) fn cached(lib: &PartitionedState, c: ClientId) -> usize {
+    let e = entry(lib, c);
+    let from = e.floor.max(e.last.saturating_sub(SCAN_MAX));
+    (from.saturating_add(1)..=e.last)
+        .filter(|&r| lib.get(&result_key(c, r)).is_some())
+        .count()
+}
+
+/// Records the execution of `(c, rid)` at `seq` with `result`, and drops the results the
+/// client no longer needs (`acked`). The caller has checked `acked < rid` and `rid > last`.
 pub(crate) fn store(
     lib: &mut PartitionedState,
     c: ClientId,
     rid: RequestId,
+    acked: RequestId,
     seq: Seq,
     result: Vec<u8>,
 ) {
-    let mut v = Vec::with_capacity(16);
+    let old = entry(lib, c);
+    let floor = old.floor.max(acked);
+    // Results live only in (old.floor, old.last], which the window bounds, so this loop is
+    // short even when a restarted client's ids jump. (`SCAN_MAX` only keeps a replica with
+    // the window check mutated away from looping for ever; the simulator then sees the
+    // cache grow.)
+    if floor > old.floor {
+        let from = old.floor.max(old.last.saturating_sub(SCAN_MAX));
+        for r in from.saturating_add(1)..=floor.min(old.last) {
+            lib.delete(&result_key(c, r));
+        }
+    }
+    let mut v = Vec::with_capacity(24);
     v.extend_from_slice(&rid.to_le_bytes());
     v.extend_from_slice(&seq.to_le_bytes());
+    v.extend_from_slice(&floor.to_le_bytes());
     lib.put(key(b"rr", c), v);
-    lib.put(key(b"rv", c), result);
+    let mut r = Vec::with_capacity(8 + result.len());
+    r.extend_from_slice(&seq.to_le_bytes());
+    r.extend_from_slice(&result);
+    lib.put(result_key(c, rid), r);
 }

@@ -327,6 +327,7 @@ impl<S: Service> Replica<S> {
             let stored = StoredRequest {
                 client: req.client,
                 rid: req.rid,
+                after: req.after,
                 digest: f.header.body_digest,
                 big: true,
                 frame: Arc::from(frame.as_slice()),

@@ -161,6 +161,7 @@ impl<S: Service> Replica<S> {
         self.vc.new_view_frame = None;
         self.queue.clear();
         self.proposed.clear();
+        self.proposed_ids.clear();
         self.late_big.clear();
         self.forwarded_big.clear();
         self.timers.stop(TimerKind::ViewChange);

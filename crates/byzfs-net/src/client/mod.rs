@@ -17,6 +17,7 @@ use crate::queue::{out_queue, OutQueue};
 use byzfs_bft::{Client, ClientAction, ClientId, MacKey, ReplicaId, RequestId};
 use core::time::Duration;
 use rand_core::{OsRng, RngCore as _};
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinSet;
@@ -80,9 +81,13 @@ pub enum ClientError {
         /// The limit.
         max: usize,
     },
-    /// A request is outstanding (cannot happen: `invoke` finishes any earlier one first).
-    #[error("a request is already outstanding")]
+    /// The window of outstanding requests is full (cannot happen: `invoke` and `submit`
+    /// wait for room first).
+    #[error("the client's window of outstanding requests is full")]
     Busy,
+    /// [`ByzClient::wait`] for an id that was not submitted or was collected already.
+    #[error("request {0} was not submitted, or its result was collected already")]
+    UnknownRequest(RequestId),
     /// Every link task ended (cannot happen while the client lives, unless one panicked).
     #[error("the client's connections are gone")]
     Closed,
@@ -194,9 +199,24 @@ impl Links {
 ///
 /// `invoke` retransmits (with the core client's back-off) until a reply certificate
 /// completes; it has no deadline of its own — wrap it in `tokio::time::timeout`. Dropping an
-/// `invoke` future leaves its request outstanding; the next `invoke` first waits for it to
-/// complete and discards its result. Links reconnect by themselves; dropping the client
-/// closes them.
+/// `invoke` future leaves its request outstanding; its result is discarded when it comes.
+/// Links reconnect by themselves; dropping the client closes them.
+///
+/// Several requests may be in flight (`Config::client_window`, PROTOCOL.md §1.6):
+/// [`ByzClient::submit`] sends one and returns its id at once, [`ByzClient::wait`] collects
+/// its result. They run at the replicas in the order they were submitted.
+///
+/// ```no_run
+/// # async fn f(client: &mut byzfs_net::ByzClient, ops: Vec<Vec<u8>>) -> Result<(), byzfs_net::ClientError> {
+/// let mut ids = Vec::new();
+/// for op in ops {
+///     ids.push(client.submit(op, false).await?); // waits only while the window is full
+/// }
+/// for id in ids {
+///     let _result = client.wait(id).await?;
+/// }
+/// # Ok(()) }
+/// ```
 pub struct ByzClient {
     id: ClientId,
     n: usize,
@@ -205,7 +225,19 @@ pub struct ByzClient {
     inbox: mpsc::Receiver<Vec<u8>>,
     links: Arc<Links>,
     clock: Clock,
+    /// Requests submitted and not yet collected by [`ByzClient::wait`], with the result once
+    /// it came.
+    submitted: BTreeMap<RequestId, Option<Vec<u8>>>,
     _tasks: JoinSet<()>,
+}
+
+/// What [`ByzClient::drive`] runs until.
+#[derive(Clone, Copy)]
+enum Until {
+    /// This request completed (its result is returned).
+    Done(RequestId),
+    /// The window has room for a request (read-only or not).
+    Room(bool),
 }
 
 impl ByzClient {
@@ -300,6 +332,7 @@ impl ByzClient {
             inbox,
             links,
             clock: Clock::new(),
+            submitted: BTreeMap::new(),
             _tasks: tasks,
         })
     }
@@ -327,13 +360,47 @@ impl ByzClient {
     /// Invokes `op` and returns its result once a reply certificate completes.
     /// `read_only` asks for the read-only optimisation (replicas decide for themselves).
     pub async fn invoke(&mut self, op: Vec<u8>, read_only: bool) -> Result<Vec<u8>, ClientError> {
-        if self.client.outstanding().is_some() {
-            // A dropped `invoke` left its request outstanding: finish it first.
-            self.drive(None).await?;
+        let rid = self.start(op, read_only).await?;
+        self.drive(Until::Done(rid)).await
+    }
+
+    /// Sends `op` without waiting for its result, and returns its id for
+    /// [`ByzClient::wait`]. Waits only while the window of outstanding requests is full.
+    /// Requests run at the replicas in the order they were submitted; a read submitted
+    /// while a write is outstanding is ordered after it.
+    pub async fn submit(&mut self, op: Vec<u8>, read_only: bool) -> Result<RequestId, ClientError> {
+        let rid = self.start(op, read_only).await?;
+        self.submitted.insert(rid, None);
+        Ok(rid)
+    }
+
+    /// The result of submitted request `rid`, once its reply certificate completes. An id
+    /// that was not submitted, or was collected already, is [`ClientError::UnknownRequest`].
+    pub async fn wait(&mut self, rid: RequestId) -> Result<Vec<u8>, ClientError> {
+        match self.submitted.get(&rid) {
+            None => return Err(ClientError::UnknownRequest(rid)),
+            Some(Some(_)) => {
+                return Ok(self.submitted.remove(&rid).flatten().unwrap_or_default());
+            }
+            Some(None) => {}
+        }
+        let result = self.drive(Until::Done(rid)).await?;
+        self.submitted.remove(&rid);
+        Ok(result)
+    }
+
+    /// How many requests are outstanding.
+    pub fn outstanding(&self) -> usize {
+        self.client.outstanding()
+    }
+
+    /// Starts a request once the window has room.
+    async fn start(&mut self, op: Vec<u8>, read_only: bool) -> Result<RequestId, ClientError> {
+        if !self.client.can_invoke(read_only) {
+            self.drive(Until::Room(read_only)).await?;
         }
         let len = op.len();
-        let rid = self
-            .client
+        self.client
             .invoke(self.clock.now(), op, read_only)
             .map_err(|e| match e {
                 byzfs_bft::ClientError::TooLarge => ClientError::TooLarge {
@@ -341,13 +408,13 @@ impl ByzClient {
                     max: self.links.cluster.bft.op_bytes_max,
                 },
                 byzfs_bft::ClientError::Busy => ClientError::Busy,
-            })?;
-        self.drive(Some(rid)).await
+            })
     }
 
-    /// Runs the client until request `want` completes (or, with `None`, until nothing is
-    /// outstanding).
-    async fn drive(&mut self, want: Option<RequestId>) -> Result<Vec<u8>, ClientError> {
+    /// Runs the client until `until` holds. Results of submitted requests that complete
+    /// meanwhile are kept for [`ByzClient::wait`]; others (of dropped `invoke` futures)
+    /// are discarded.
+    async fn drive(&mut self, until: Until) -> Result<Vec<u8>, ClientError> {
         let sleep = tokio::time::sleep(Duration::ZERO);
         tokio::pin!(sleep);
         loop {
@@ -359,16 +426,34 @@ impl ByzClient {
                             self.send(to, bytes.clone());
                         }
                     }
+                    ClientAction::Reissued { .. } => {}
                     ClientAction::Completed { rid, result } => {
-                        if want.is_none_or(|w| w == rid) {
+                        if matches!(until, Until::Done(w) if w == rid) {
                             return Ok(result);
+                        }
+                        if let Some(slot) = self.submitted.get_mut(&rid) {
+                            *slot = Some(result);
                         }
                     }
                 }
             }
+            match until {
+                Until::Room(ro) if self.client.can_invoke(ro) => return Ok(Vec::new()),
+                Until::Done(rid) if self.submitted.get(&rid).is_some_and(|r| r.is_some()) => {
+                    return Ok(self.submitted.remove(&rid).flatten().unwrap_or_default());
+                }
+                _ => {}
+            }
             let now = self.clock.now();
             match self.client.poll_timeout() {
-                None => return Ok(Vec::new()), // Nothing outstanding.
+                // Nothing outstanding: the request waited for completed already (a bug
+                // elsewhere) or never existed; either way nothing more will come.
+                None => {
+                    return Err(ClientError::UnknownRequest(match until {
+                        Until::Done(rid) => rid,
+                        Until::Room(_) => 0,
+                    }))
+                }
                 Some(t) if t <= now => {
                     self.client.handle_timeout(now);
                     continue;

@@ -112,6 +112,9 @@ impl UnreplicatedClient {
         let req = Message::Request(Request {
             client: self.id,
             rid,
+            // One request at a time: every earlier one has completed.
+            acked: rid.saturating_sub(1),
+            after: 0,
             op,
         });
         let auth = if self.macs {

@@ -309,6 +309,8 @@ mod tests {
         let req = byzfs_bft::message::Request {
             client,
             rid,
+            acked: rid - 1,
+            after: 0,
             op: op.encode(),
         };
         let env = Envelope::new(Principal::Client(client), 0);

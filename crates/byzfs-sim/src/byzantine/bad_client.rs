@@ -13,6 +13,10 @@
 //! * **MAC-only** requests without a signature;
 //! * **equivocation**: two validly signed requests with the same id and different operations,
 //!   one to the primary, the other to the backups;
+//! * **window abuse**: a burst of requests all acknowledging the same old id, some beyond
+//!   `Config::client_window` (refused; if they ran, the reply cache would grow without
+//!   bound — the reply-cache checker catches it), and requests that follow one never sent
+//!   (never run);
 //! * duplicates of the latest request, stale request ids with new operations, verbatim replays
 //!   of old requests, large requests (above the SRT threshold) with partial MACs, and some
 //!   valid requests too.
@@ -24,7 +28,7 @@ use crate::rng::SimRng;
 use byzfs_bft::crypto::{MAC_LEN, SIG_LEN};
 use byzfs_bft::message::{Message, Request};
 use byzfs_bft::wire::{encode, Auth, AuthKind, Envelope, Frame, REPLIER_ALL};
-use byzfs_bft::{ClientId, ClientKeys, Principal, ReplicaId, RequestId, TestKeys};
+use byzfs_bft::{ClientId, ClientKeys, Config, Principal, ReplicaId, RequestId, TestKeys};
 use rand::Rng;
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -69,6 +73,7 @@ pub struct BadClient {
     victim: ClientId,
     epoch: u32,
     n: usize,
+    window: u64,
     next_rid: RequestId,
     history: VecDeque<(Arc<[u8]>, RequestId, Vec<u8>)>,
 }
@@ -79,17 +84,18 @@ impl BadClient {
         id: ClientId,
         keys: ClientKeys,
         victim: ClientId,
-        epoch: u32,
-        n: usize,
+        config: &Config,
         rng: &mut SimRng,
     ) -> BadClient {
+        let n = config.n();
         BadClient {
             id,
             keys,
             wrong: TestKeys::new(rng.gen(), n).client(id),
             victim,
-            epoch,
+            epoch: config.epoch,
             n,
+            window: config.client_window,
             next_rid: 1,
             history: VecDeque::new(),
         }
@@ -119,6 +125,18 @@ impl BadClient {
         sig: Sig,
         good: &[bool],
     ) -> Arc<[u8]> {
+        self.frame_ids(client, (rid, rid.saturating_sub(1), 0), op, sig, good)
+    }
+
+    /// [`Self::frame`] with `(rid, acked, after)` chosen by the caller.
+    fn frame_ids(
+        &self,
+        client: ClientId,
+        (rid, acked, after): (RequestId, RequestId, RequestId),
+        op: &[u8],
+        sig: Sig,
+        good: &[bool],
+    ) -> Arc<[u8]> {
         let env = Envelope {
             sender: Principal::Client(client),
             epoch: self.epoch,
@@ -128,6 +146,8 @@ impl BadClient {
         let msg = Message::Request(Request {
             client,
             rid,
+            acked,
+            after,
             op: op.to_vec(),
         });
         let macs = &self.keys.to_replica;
@@ -176,7 +196,7 @@ impl BadClient {
             issued: Some((rid, op)),
             what,
         };
-        let choice = rng.gen_range(0..14);
+        let choice = rng.gen_range(0..16);
         let sends = match choice {
             0 => {
                 let (rid, op) = self.fresh(rng);
@@ -273,6 +293,24 @@ impl BadClient {
                 let b = self.frame(self.id, rid, &op, Sig::Good, &all_good);
                 vec![send(all.clone(), b, rid, op, "stale-rid")]
             }
+            14 => {
+                // Two more than the window, all acknowledging the id before the first.
+                let acked = self.next_rid - 1;
+                (0..self.window + 2)
+                    .map(|_| {
+                        let (rid, op) = self.fresh(rng);
+                        let b = self.frame_ids(self.id, (rid, acked, 0), &op, Sig::Good, &all_good);
+                        send(all.clone(), b, rid, op, "window-burst")
+                    })
+                    .collect()
+            }
+            15 => {
+                // Follows an id it never sends.
+                self.next_rid += 1;
+                let (rid, op) = self.fresh(rng);
+                let b = self.frame_ids(self.id, (rid, rid - 2, rid - 1), &op, Sig::Good, &all_good);
+                vec![send(all.clone(), b, rid, op, "gap")]
+            }
             11 if !self.history.is_empty() => {
                 let i = rng.gen_range(0..self.history.len());
                 let (b, rid, op) = self.history[i].clone();
@@ -308,7 +346,7 @@ mod tests {
     fn attacks_verify_only_where_intended() {
         let tk = TestKeys::new(3, 4);
         let mut rng = stream(1, Purpose::BadClients);
-        let mut c = BadClient::new(900, tk.client(900), 100, 0, 4, &mut rng);
+        let mut c = BadClient::new(900, tk.client(900), 100, &Config::new(1), &mut rng);
         let replicas: Vec<_> = (0..4u32).map(|r| tk.replica(r, [900, 100])).collect();
         let mut seen = std::collections::BTreeSet::new();
         for _ in 0..400 {
@@ -344,6 +382,17 @@ mod tests {
                     "valid" | "then-frame" | "equivocate" => {
                         assert_eq!((macs, sig), (vec![true; 4], true))
                     }
+                    "window-burst" | "gap" => {
+                        assert_eq!((macs, sig), (vec![true; 4], true));
+                        let Ok(Message::Request(r)) = f.decode() else {
+                            panic!("a request")
+                        };
+                        if s.what == "gap" {
+                            assert_eq!((r.acked, r.after), (r.rid - 2, r.rid - 1));
+                        } else {
+                            assert!(r.acked < r.rid && r.after == 0);
+                        }
+                    }
                     _ => {}
                 }
             }
@@ -359,6 +408,8 @@ mod tests {
             "mac-only",
             "equivocate",
             "valid",
+            "window-burst",
+            "gap",
         ] {
             assert!(seen.contains(what), "{what} never drawn");
         }

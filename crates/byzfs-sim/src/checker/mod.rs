@@ -6,6 +6,7 @@
 
 pub mod agreement;
 pub mod checkpoints;
+pub mod client_order;
 pub mod committed_prepared;
 pub mod durability;
 pub mod exactly_once;
@@ -15,6 +16,7 @@ pub mod persist;
 pub mod prefix;
 pub mod prepared;
 pub mod read_only;
+pub mod reply_cache;
 pub mod results;
 pub mod stable_view;
 pub mod view;
@@ -136,6 +138,8 @@ pub trait Observe {
     fn is_fetching(&self) -> bool;
     /// Digest of the live state.
     fn state_digest(&self) -> Digest;
+    /// How many results the reply cache keeps for client `c`.
+    fn cached_results(&self, c: ClientId) -> usize;
 }
 
 impl<S: Service> Observe for Replica<S> {
@@ -157,6 +161,9 @@ impl<S: Service> Observe for Replica<S> {
     fn state_digest(&self) -> Digest {
         Replica::state_digest(self)
     }
+    fn cached_results(&self, c: ClientId) -> usize {
+        Replica::cached_results(self, c)
+    }
 }
 
 /// Every online checker, fed by the simulator. Instances are network node indices of replica
@@ -173,6 +180,10 @@ pub struct Oracle {
     pub prefix: prefix::Prefix,
     /// INV-VALID (exactly once, issued by a client).
     pub exactly_once: exactly_once::ExactlyOnce,
+    /// INV-CLIENT-ORDER (a client's writes run in its order).
+    pub client_order: client_order::ClientOrder,
+    /// INV-REPLY-CACHE (at most a window of results per client).
+    pub reply_cache: reply_cache::ReplyCacheBound,
     /// Persist before send (§3.6 #11, STYLE.md §3).
     pub persist: persist::PersistBeforeSend,
     /// INV-REPLY and linearizability of read-only results.
@@ -209,6 +220,8 @@ impl Oracle {
             checkpoints: checkpoints::Checkpoints::default(),
             prefix: prefix::Prefix::default(),
             exactly_once: exactly_once::ExactlyOnce::default(),
+            client_order: client_order::ClientOrder::default(),
+            reply_cache: reply_cache::ReplyCacheBound::default(),
             persist: persist::PersistBeforeSend::new(max_frame),
             results: results::Results::new(read_only_opt),
             read_only: read_only::ReadOnlyCommitted::default(),
@@ -256,6 +269,8 @@ impl Oracle {
         if let Some(seq) = self.agreement.on_event(&mut self.sink, now, inst, ev) {
             if let Some(content) = self.agreement.history.content(seq) {
                 self.exactly_once
+                    .on_agreed(&mut self.sink, now, seq, content);
+                self.client_order
                     .on_agreed(&mut self.sink, now, seq, content);
             }
             self.results
@@ -305,6 +320,7 @@ impl Oracle {
         self.checkpoints
             .on_step_end(&mut self.sink, now, inst, r.last_executed());
         self.prefix.on_step_end(&mut self.sink, now, inst, r);
+        self.reply_cache.on_step_end(&mut self.sink, now, inst, r);
     }
 
     /// `inst` restarted, keeping its durable state or not.
@@ -319,6 +335,11 @@ impl Oracle {
     /// A client issued `(client, rid)` with `op` (`correct`: by a correct client).
     pub fn issue(&mut self, now: Time, client: ClientId, rid: RequestId, op: &[u8], correct: bool) {
         self.exactly_once.on_issue(client, rid);
+        self.reply_cache.on_issue(client);
+        if correct && KvOp::decode(op).is_some_and(|o| !matches!(o, KvOp::Get { .. } | KvOp::Time))
+        {
+            self.client_order.on_write(client, rid);
+        }
         self.results.issue(now, client, rid, op, correct);
     }
 
@@ -405,5 +426,8 @@ impl Observe for Stub {
     }
     fn state_digest(&self) -> Digest {
         self.digest
+    }
+    fn cached_results(&self, _: ClientId) -> usize {
+        0
     }
 }

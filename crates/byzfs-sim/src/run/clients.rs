@@ -21,6 +21,7 @@ impl Sim {
                     }
                 }
                 ClientAction::Completed { rid, result } => self.client_completed(idx, rid, result),
+                ClientAction::Reissued { issued, rid } => self.client_reissued(idx, issued, rid),
             }
         }
         let now = self.world.now;
@@ -54,11 +55,9 @@ impl Sim {
         }
         self.oracle.complete(self.world.now, id, rid, &result);
         let node = &mut self.world.clients[idx];
-        if node.outstanding.as_ref().is_some_and(|(r, _, _)| *r == rid) {
-            if let Some((_, _, op)) = node.outstanding.take() {
-                if let Some(res) = KvResult::decode(&result) {
-                    node.workload.observe(&op, &res);
-                }
+        if let Some((_, op)) = node.outstanding.remove(&rid) {
+            if let Some(res) = KvResult::decode(&result) {
+                node.workload.observe(&op, &res);
             }
             node.completed += 1;
             if !node.thinking {
@@ -73,6 +72,22 @@ impl Sim {
         }
     }
 
+    /// A read fell back to an ordered request under a new id: the checkers learn that the
+    /// client issued it (it completes under the old one).
+    fn client_reissued(&mut self, idx: usize, issued: u64, rid: u64) {
+        let node = &self.world.clients[idx];
+        let id = node.id;
+        if let Some((_, op)) = node.outstanding.get(&issued) {
+            let bytes = op.encode();
+            trace_line!(
+                self.trace,
+                self.world.now,
+                "reissue c{id} rid={issued} as rid={rid}"
+            );
+            self.oracle.issue(self.world.now, id, rid, &bytes, true);
+        }
+    }
+
     pub(super) fn think(&mut self, idx: usize) {
         let now = self.world.now;
         let phase = self.phases.phase;
@@ -80,7 +95,7 @@ impl Sim {
         let cap = self.plan.params.safety_ops_max;
         let node = &mut self.world.clients[idx];
         node.thinking = false;
-        if node.outstanding.is_some() {
+        if node.outstanding.len() >= node.window {
             return;
         }
         match phase {
@@ -98,7 +113,15 @@ impl Sim {
             Ok(rid) => {
                 node.invoked += 1;
                 let id = node.id;
-                node.outstanding = Some((rid, now, op));
+                node.outstanding.insert(rid, (now, op));
+                if node.outstanding.len() < node.window {
+                    // Room for more: the next one follows after its own think time.
+                    node.thinking = true;
+                    let t = node.workload.think_us(matches!(phase, Phase::Safety));
+                    self.world
+                        .queue
+                        .push(Time(now.as_micros() + t), Ev::Think { idx });
+                }
                 trace_line!(
                     self.trace,
                     now,

@@ -46,8 +46,8 @@ impl Sim {
         let new_ops = self.plan.params.liveness_new_ops;
         for idx in 0..self.world.clients.len() {
             let c = &mut self.world.clients[idx];
-            c.target = c.completed + u64::from(c.outstanding.is_some()) + new_ops;
-            if c.outstanding.is_none() && !c.thinking {
+            c.target = c.completed + c.outstanding.len() as u64 + new_ops;
+            if c.outstanding.len() < c.window && !c.thinking {
                 c.thinking = true;
                 self.world.queue.push(self.world.now, Ev::Think { idx });
             }
@@ -63,7 +63,7 @@ impl Sim {
                 client: c.id,
                 completed: c.completed,
                 target: c.target,
-                outstanding: c.outstanding.as_ref().map(|(r, t, _)| (*r, *t)),
+                outstanding: c.outstanding.iter().next().map(|(r, (t, _))| (*r, *t)),
                 refused: c.refused,
             })
             .collect()
@@ -119,7 +119,7 @@ impl Sim {
                 );
                 for idx in 0..self.world.clients.len() {
                     let c = &mut self.world.clients[idx];
-                    if c.outstanding.is_none() && !c.thinking {
+                    if c.outstanding.len() < c.window && !c.thinking {
                         c.thinking = true;
                         self.world.queue.push(self.world.now, Ev::Think { idx });
                     }
@@ -128,7 +128,7 @@ impl Sim {
             return;
         }
         self.phases.filler = false;
-        if self.world.clients.iter().any(|c| c.outstanding.is_some())
+        if self.world.clients.iter().any(|c| !c.outstanding.is_empty())
             || self.oracle.results.unplaced_writes() > 0
         {
             return;

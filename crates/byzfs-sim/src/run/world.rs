@@ -111,6 +111,9 @@ impl Sim {
         }
         let r_count = replicas.len();
         let mut client_seeds = stream(seed, Purpose::ClientSeeds);
+        // Half the clients keep one request in flight, the others two to four (PROTOCOL.md
+        // §1.6, "several requests in flight").
+        let mut windows = stream(seed, Purpose::Windows);
         let mut clients = Vec::new();
         let mut client_node = BTreeMap::new();
         for (i, &c) in correct_ids.iter().enumerate() {
@@ -123,7 +126,11 @@ impl Sim {
                     c,
                     substream(seed, Purpose::Workload, i as u64),
                 ),
-                outstanding: None,
+                outstanding: BTreeMap::new(),
+                window: match windows.gen_range(0..6u32) {
+                    0..=2 => 1,
+                    w => (w as usize).min(config.client_window as usize),
+                },
                 completed: 0,
                 invoked: 0,
                 refused: 0,
@@ -140,7 +147,7 @@ impl Sim {
             let victim = correct_ids.first().copied().unwrap_or(CLIENT_ID_BASE);
             bad.push((
                 BadClientNode {
-                    client: BadClient::new(c, keys.client(c), victim, config.epoch, n, &mut rng),
+                    client: BadClient::new(c, keys.client(c), victim, &config, &mut rng),
                     period_us,
                 },
                 rng,
@@ -162,6 +169,7 @@ impl Sim {
             config.read_only_optimisation,
         );
         oracle.stable_view.expected = plan.stable_view;
+        oracle.reply_cache.window = config.client_window;
         let net = Network::new(
             nodes,
             plan.params.net.clone(),

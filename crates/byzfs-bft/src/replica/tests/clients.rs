@@ -192,6 +192,8 @@ fn a_request_signed_for_another_client_is_refused_without_blaming_it() {
     let body = encode_body(&Message::Request(Request {
         client: CLIENT,
         rid: 1,
+        acked: 0,
+        after: 0,
         op: b"w".to_vec(),
     }));
     let env = Envelope::new(Principal::Client(CLIENT), 0);

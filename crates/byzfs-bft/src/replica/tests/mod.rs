@@ -12,6 +12,7 @@ mod restart;
 mod status;
 mod transfer;
 mod view_change;
+mod window;
 
 use super::*;
 use crate::action::{Action, Event, PersistRecord};
@@ -173,6 +174,8 @@ fn client_request(
     let body = encode_body(&Message::Request(Request {
         client,
         rid,
+        acked: rid - 1,
+        after: 0,
         op: op.to_vec(),
     }));
     let env = Envelope {
