@@ -63,6 +63,49 @@ pub struct Row {
     pub timeline_ops_per_100ms: Option<Vec<u64>>,
 }
 
+impl Row {
+    /// The row of point `p` measured for `system` (with the ByzFS `switches`, if any) on
+    /// operation `name` with `clients` clients; one run, no frames or batch sizes (the
+    /// caller fills in what it measured besides).
+    pub fn of_point(
+        bench: &'static str,
+        system: &crate::procs::System,
+        switches: Option<super::Switches>,
+        (name, read_only): (&str, bool),
+        clients: usize,
+        p: &super::stats::Point,
+    ) -> Row {
+        Row {
+            bench,
+            op: name.to_string(),
+            mode: super::table::mode_name(read_only),
+            system: system.name(),
+            clients,
+            throughput_ops_s: p.throughput_ops_s,
+            latency_us_p50: p.latency_us_p50,
+            latency_us_p99: p.latency_us_p99,
+            server_cpu_us_per_op: p.server_cpu_us_per_op,
+            latency_us_mean: p.latency_us_mean,
+            client_cpu_us_per_op: p.client_cpu_us_per_op,
+            ops: p.ops,
+            runs: 1,
+            latency_spread: 0.0,
+            batch_size_mean: None,
+            server_frames_per_op: None,
+            batching: switches.map(|w| w.batching),
+            srt: switches.map(|w| w.srt),
+            tentative: switches.map(|w| w.tentative),
+            read_only_opt: switches.map(|w| w.read_only),
+            durability: switches.map(|w| super::durability_name(w.disk)),
+            killed_primary_at_s: None,
+            new_view_after_s: None,
+            recovered_after_s: None,
+            throughput_before_kill_ops_s: None,
+            timeline_ops_per_100ms: None,
+        }
+    }
+}
+
 /// The file written by `--json`.
 #[derive(Serialize)]
 pub struct Report<'a> {

@@ -7,7 +7,7 @@
 use super::json::{self, Row};
 use super::load::{self, AnyClient, Length};
 use super::stats::{self, Point};
-use super::{durability_name, table, Common, WorkDir};
+use super::{table, Common, WorkDir};
 use crate::cpu;
 use crate::procs::{Launch, Servers, Service, System};
 use clap::Args;
@@ -142,32 +142,10 @@ async fn micro(a: MicroArgs) -> anyhow::Result<ExitCode> {
             let f = &frames[oi][si];
             let frames_per_op = (!f.is_empty()).then(|| f.iter().sum::<f64>() / f.len() as f64);
             rows.push(Row {
-                bench: "micro",
-                op: name.clone(),
-                mode: table::mode_name(op.read_only),
-                system: s.system.name(),
-                clients: 1,
-                throughput_ops_s: p.throughput_ops_s,
-                latency_us_p50: p.latency_us_p50,
-                latency_us_p99: p.latency_us_p99,
-                server_cpu_us_per_op: p.server_cpu_us_per_op,
-                latency_us_mean: p.latency_us_mean,
-                client_cpu_us_per_op: p.client_cpu_us_per_op,
-                ops: p.ops,
                 runs,
                 latency_spread: spread,
-                batch_size_mean: None,
                 server_frames_per_op: frames_per_op,
-                batching: s.switches.map(|w| w.batching),
-                srt: s.switches.map(|w| w.srt),
-                tentative: s.switches.map(|w| w.tentative),
-                read_only_opt: s.switches.map(|w| w.read_only),
-                durability: s.switches.map(|w| durability_name(w.disk)),
-                killed_primary_at_s: None,
-                new_view_after_s: None,
-                recovered_after_s: None,
-                throughput_before_kill_ops_s: None,
-                timeline_ops_per_100ms: None,
+                ..Row::of_point("micro", &s.system, s.switches, (name, op.read_only), 1, &p)
             });
         }
     }

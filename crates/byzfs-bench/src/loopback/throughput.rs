@@ -6,7 +6,7 @@
 use super::json::{self, Row};
 use super::load::{self, AnyClient, Length, NullOp};
 use super::stats::{self, Point};
-use super::{durability_name, table, Common, Switches, WorkDir};
+use super::{table, Common, Switches, WorkDir};
 use crate::cpu;
 use crate::plot;
 use crate::procs::{Launch, Servers, Service, System};
@@ -218,34 +218,14 @@ fn row(
     clients: usize,
     p: &Point,
 ) -> Row {
-    Row {
-        bench: "throughput",
-        op: name.to_string(),
-        mode: table::mode_name(op.read_only),
-        system: system.name(),
+    Row::of_point(
+        "throughput",
+        system,
+        *switches,
+        (name, op.read_only),
         clients,
-        throughput_ops_s: p.throughput_ops_s,
-        latency_us_p50: p.latency_us_p50,
-        latency_us_p99: p.latency_us_p99,
-        server_cpu_us_per_op: p.server_cpu_us_per_op,
-        latency_us_mean: p.latency_us_mean,
-        client_cpu_us_per_op: p.client_cpu_us_per_op,
-        ops: p.ops,
-        runs: 1,
-        latency_spread: 0.0,
-        batch_size_mean: None,
-        server_frames_per_op: None,
-        batching: switches.map(|w| w.batching),
-        srt: switches.map(|w| w.srt),
-        tentative: switches.map(|w| w.tentative),
-        read_only_opt: switches.map(|w| w.read_only),
-        durability: switches.map(|w| durability_name(w.disk)),
-        killed_primary_at_s: None,
-        new_view_after_s: None,
-        recovered_after_s: None,
-        throughput_before_kill_ops_s: None,
-        timeline_ops_per_100ms: None,
-    }
+        p,
+    )
 }
 
 /// What the kill-primary experiment observed.

@@ -397,7 +397,11 @@ impl<S: Service> Replica<S> {
                 .filter(|a| a.0 == view)
                 .map_or(0, |a| a.1);
             let seq = self.durable.horizon.max(self.last_stable).max(earlier);
-            self.persist(PersistRecord::AbstainUpTo { view, seq });
+            // Nothing to abstain from below sequence number 1 (a replica that never voted
+            // nor took a checkpoint): no record.
+            if seq > 0 {
+                self.persist(PersistRecord::AbstainUpTo { view, seq });
+            }
         }
         if self.has_new_view {
             self.rebuild_own_votes();

@@ -408,16 +408,13 @@ fn restore_keeps_promises_and_a_restored_primary_gives_up_its_view() {
 
 /// What restored primary `r` outputs as it gives up the view it restarted in (for
 /// `r.view()`), holding one promise there, `d` at `seq`: nothing vouches for its unsynced
-/// votes, but it wrote no `VoteHorizon`, so it abstains up to 0 only; then the new view,
-/// durable before its VIEW-CHANGE (§3.2), which reports `d` as pre-prepared (Q-info; no
-/// COMMIT record, so no P-info).
+/// votes, but it wrote no `VoteHorizon` and has no stable checkpoint, so there is nothing to
+/// abstain from (no `AbstainUpTo` record); then the new view, durable before its
+/// VIEW-CHANGE (§3.2), which reports `d` as pre-prepared (Q-info; no COMMIT record, so no
+/// P-info).
 fn gives_up_its_view(r: &Replica<Counter>, seq: Seq, d: Digest) -> Vec<Out> {
     let (view, given_up) = (r.view(), r.view() - 1);
     vec![
-        Out::Persist(PersistRecord::AbstainUpTo {
-            view: given_up,
-            seq: 0,
-        }),
         Out::Persist(PersistRecord::View(view)),
         Out::Broadcast(Message::ViewChange(ViewChange {
             view,
