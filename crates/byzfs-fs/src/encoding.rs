@@ -155,6 +155,8 @@ mod tests {
             Op::Batch(_) => 45,
             Op::DelegateDir { .. } => 46,
             Op::ReturnDir { .. } => 47,
+            Op::GroupPut { .. } => 48,
+            Op::GroupGet { .. } => 49,
         }
     }
 
@@ -320,6 +322,17 @@ mod tests {
             Op::Batch(vec![Op::Remove { dir: FH, name: n() }]),
             Op::DelegateDir { dir: FH },
             Op::ReturnDir { dir: FH },
+            Op::GroupPut {
+                group: [1; 16],
+                record: crate::crypt_group::GroupRecord {
+                    owner: [2; 32],
+                    version: 1,
+                    writer: [3; 32],
+                    lockboxes: vec![vec![4]],
+                },
+                signature: vec![5; 64],
+            },
+            Op::GroupGet { group: [1; 16] },
         ];
         let cases: Vec<(Op, u8)> = ops
             .into_iter()
@@ -440,6 +453,7 @@ mod tests {
                 19,
             ),
             (Reply::Batch(vec![Reply::Done]), 20),
+            (Reply::Group(None), 21),
         ]);
     }
 

@@ -221,6 +221,12 @@ impl<S: Store + ?Sized> Exec<'_, '_, S> {
             Op::Batch(ops) => self.batch(ops),
             Op::DelegateDir { dir } => self.delegate_dir(dir),
             Op::ReturnDir { dir } => self.return_dir(dir),
+            Op::GroupPut {
+                group,
+                record,
+                signature,
+            } => self.group_put(group, record, &signature),
+            Op::GroupGet { group } => self.group_get(group),
         }
     }
 

@@ -21,6 +21,7 @@
 //! | the replicas' capacity reports ([`crate::capacity`]) | `15` | `"p"` |
 //! | the inode numbers reserved for a client ([`crate::reserve`]) | `16 ‖ client` | `"c" ‖ client` |
 //! | who holds a directory's delegation ([`crate::dir_delegation`]) | `17 ‖ dir` | `"d" ‖ dir` (its entries') |
+//! | an encryption group's record ([`crate::crypt_group`]) | `18 ‖ group id` | `"k" ‖ group id` |
 //!
 //! Integers are big-endian so key order is numeric order. The placement bytes are the first 8
 //! bytes of a domain-separated BLAKE3 hash, so partitions fill evenly. Both records of a
@@ -51,6 +52,7 @@ const TAG_RECLAIM_QUEUE: u8 = 14;
 const TAG_CAPACITY: u8 = 15;
 const TAG_RESERVED: u8 = 16;
 const TAG_DIR_DELEGATION: u8 = 17;
+const TAG_CRYPT_GROUP: u8 = 18;
 
 /// The placement bytes of an object.
 fn placement(kind: u8, parts: &[u64]) -> [u8; PLACEMENT_BYTES] {
@@ -173,6 +175,16 @@ pub(crate) fn reserved(client: u64) -> Vec<u8> {
 /// Who holds directory `dir`'s delegation ([`crate::dir_delegation`]), beside its entries.
 pub(crate) fn dir_delegation(dir: u64) -> Vec<u8> {
     build(placement(b'd', &[dir]), TAG_DIR_DELEGATION, &[dir], &[])
+}
+
+/// Encryption group `group`'s record ([`crate::crypt_group`]).
+pub(crate) fn crypt_group(group: &[u8; 16]) -> Vec<u8> {
+    let (hi, lo) = group.split_at(8);
+    let parts = [
+        u64::from_be_bytes(hi.try_into().unwrap_or_default()),
+        u64::from_be_bytes(lo.try_into().unwrap_or_default()),
+    ];
+    build(placement(b'k', &parts), TAG_CRYPT_GROUP, &parts, &[])
 }
 
 /// A bound above every attribute key of `ino` (names are at most 255 bytes).

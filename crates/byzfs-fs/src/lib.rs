@@ -111,6 +111,7 @@
 pub mod attr;
 pub mod batch;
 pub mod capacity;
+pub mod crypt_group;
 pub mod data;
 pub mod deadlock;
 pub mod delegation;

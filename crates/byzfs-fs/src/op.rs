@@ -496,6 +496,24 @@ pub enum Op {
         /// The directory.
         dir: FileHandle,
     },
+    /// Creates or changes encryption group `group`'s record ([`crate::crypt_group`]):
+    /// `signature` by the group's owner over [`crate::crypt_group::signed_bytes`], the
+    /// version the next one (1 for a new group). `EACCES` for another signer, `ESTALE` for
+    /// another version, `EINVAL` for malformed keys or too many or too large lockboxes.
+    /// Reply: [`Reply::Done`].
+    GroupPut {
+        /// The group's id.
+        group: [u8; 16],
+        /// The new record.
+        record: crate::crypt_group::GroupRecord,
+        /// The owner's Ed25519 signature (64 bytes).
+        signature: Vec<u8>,
+    },
+    /// Encryption group `group`'s record. Reply: [`Reply::Group`].
+    GroupGet {
+        /// The group's id.
+        group: [u8; 16],
+    },
 }
 
 /// Most attribute changes one [`Op::WriteSetAttr`] may carry.
@@ -574,6 +592,8 @@ impl Op {
             Op::Batch(_) => "batch",
             Op::DelegateDir { .. } => "delegate_dir",
             Op::ReturnDir { .. } => "return_dir",
+            Op::GroupPut { .. } => "group_put",
+            Op::GroupGet { .. } => "group_get",
         }
     }
 
@@ -648,6 +668,7 @@ impl Op {
                 | Op::ListXattr { .. }
                 | Op::Recalls
                 | Op::Seek { .. }
+                | Op::GroupGet { .. }
         )
     }
 }
@@ -785,6 +806,8 @@ pub enum Reply {
     },
     /// The replies of an [`Op::Batch`]'s operations, in order.
     Batch(Vec<Reply>),
+    /// An encryption group's record ([`Op::GroupGet`]), if the group exists.
+    Group(Option<crate::crypt_group::GroupRecord>),
 }
 
 impl Reply {

@@ -487,6 +487,9 @@ fn all_kinds(
         },
         Op::DelegateDir { dir: big_dir },
         Op::ReturnDir { dir: big_dir },
+        // The largest record a group may have, then reading it back.
+        group_put_max(),
+        Op::GroupGet { group: [9; 16] },
         // Refused: not reserved (the one that is, is in the batch measured last).
         Op::MakeAt {
             at: FileHandle {
@@ -549,7 +552,9 @@ fn all_kinds(
             | Op::ReserveInodes { .. }
             | Op::MakeAt { .. }
             | Op::DelegateDir { .. }
-            | Op::ReturnDir { .. } => {}
+            | Op::ReturnDir { .. }
+            | Op::GroupPut { .. }
+            | Op::GroupGet { .. } => {}
             // Measured last, by `the_operations`.
             Op::Batch(_) => unreachable!("a batch is measured apart"),
         }
@@ -557,7 +562,7 @@ fn all_kinds(
     let kinds: std::collections::BTreeSet<&str> = ops.iter().map(Op::name).collect();
     assert_eq!(
         kinds.len(),
-        47,
+        49,
         "every kind of operation but the batch is measured here"
     );
     let _ = (empty_dir, small);
@@ -622,4 +627,28 @@ fn every_operation_does_bounded_work() {
     }
     println!("{}", table.join("\n"));
     assert!(over.is_empty(), "over the bound:\n{}", over.join("\n"));
+}
+
+/// A new group's record with the most lockboxes, each as large as allowed, signed by its
+/// owner.
+fn group_put_max() -> Op {
+    use byzfs_fs::crypt_group::{signed_bytes, GroupRecord, MAX_LOCKBOX, MAX_LOCKBOXES};
+    use ed25519_dalek::{Signer, SigningKey};
+    let owner = SigningKey::from_bytes(&[7; 32]);
+    let writer = SigningKey::from_bytes(&[8; 32]);
+    let record = GroupRecord {
+        owner: owner.verifying_key().to_bytes(),
+        version: 1,
+        writer: writer.verifying_key().to_bytes(),
+        lockboxes: vec![vec![0xAB; MAX_LOCKBOX]; MAX_LOCKBOXES],
+    };
+    let signature = owner
+        .sign(&signed_bytes(&[9; 16], &record))
+        .to_bytes()
+        .to_vec();
+    Op::GroupPut {
+        group: [9; 16],
+        record,
+        signature,
+    }
 }

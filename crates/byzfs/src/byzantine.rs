@@ -136,6 +136,19 @@ pub fn corrupt_fs_result(b: &[u8]) -> Vec<u8> {
             },
             count,
         }),
+        // An older key version with another writer key: a reader trusting this replica
+        // alone would accept a revoked writer's files.
+        Ok(Reply::Group(Some(mut g))) => {
+            g.version = g.version.saturating_sub(1);
+            g.writer[0] ^= 1;
+            Ok(Reply::Group(Some(g)))
+        }
+        Ok(Reply::Group(None)) => Ok(Reply::Group(Some(byzfs_fs::crypt_group::GroupRecord {
+            owner: [1; 32],
+            version: 1,
+            writer: [2; 32],
+            lockboxes: Vec::new(),
+        }))),
         // One member's reply told wrong, the rest as they were.
         Ok(Reply::Batch(mut replies)) => {
             if let Some(last) = replies.pop() {
