@@ -311,6 +311,8 @@ pub(crate) fn send_queue(link: &mut Link) {
     let mut touched: Vec<u64> = ops.iter().flat_map(Op::dirs_named).map(|d| d.ino).collect();
     touched.extend(ops.iter().filter_map(|op| match op {
         Op::MakeAt { at, .. } => Some(at.ino),
+        // Its `nlink` and `ctime` were answered here too.
+        Op::Link { fh, .. } => Some(fh.ino),
         _ => None,
     }));
     touched.sort_unstable();
@@ -701,6 +703,54 @@ pub(crate) fn rename_early(
     };
     link.dirs.push(cred, [op]);
     Some((replaced, dir_attr))
+}
+
+/// Answers `link` of file `fh` as `name` in `dir` early if it may: `dir` is held, `name`
+/// surely missing there, and `fh` a file (not a directory) this mount made under a
+/// delegation it still holds, so nobody else has its handle and `known`, the attributes
+/// this mount last gave the kernel, are its attributes. Once it has two names it is no
+/// longer "made here": removing either name then goes to the replicas at once, which count
+/// its links. Returns the file's attributes (`nlink + 1`) and the directory's.
+pub(crate) fn link_early(
+    link: &mut Link,
+    cred: &Credentials,
+    (fh, known): (FileHandle, Attr),
+    dir: FileHandle,
+    name: &[u8],
+) -> Option<(Attr, Attr)> {
+    if !link.dirs.enabled || !plain_name(name) || known.fh != fh {
+        return None;
+    }
+    if known.kind == FileType::Directory || !link.dirs.is_mine(fh.ino) {
+        return None;
+    }
+    make_room(link, cred, 1);
+    if !ensure(link, cred, dir) || !link.dirs.surely_missing(dir, name) {
+        return None;
+    }
+    // Making room or asking for `dir` may have sent the queue and lost the delegation.
+    if !link.dirs.is_mine(fh.ino) {
+        return None;
+    }
+    let now = super::timestamp(std::time::SystemTime::now());
+    let mut attr = known;
+    attr.nlink += 1;
+    attr.ctime = now;
+    let h = link.dirs.held.get_mut(&dir.ino).filter(|h| !h.stale)?;
+    h.names.insert(name.to_vec(), (fh, attr.kind));
+    h.used = Instant::now();
+    h.attr.mtime = now;
+    h.attr.ctime = now;
+    let dir_attr = h.attr.clone();
+    link.dirs.mine.remove(&fh.ino);
+    link.dirs.touched.insert(fh.ino);
+    let op = Op::Link {
+        fh,
+        dir,
+        name: name.to_vec(),
+    };
+    link.dirs.push(cred, [op]);
+    Some((attr, dir_attr))
 }
 
 /// A name the early answers handle: not `.` or `..`, within Linux's `NAME_MAX`.

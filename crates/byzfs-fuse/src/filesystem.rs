@@ -440,6 +440,9 @@ impl Filesystem for ByzFuse {
         let fh = fh!(self, ino, reply);
         let dir = fh!(self, newparent, reply);
         let name = newname.as_bytes().to_vec();
+        if let Some(a) = self.link_early(req, fh, dir, &name) {
+            return reply.entry(&self.ttl, &file_attr(&a), Generation(a.fh.generation));
+        }
         self.entry(req, Op::Link { fh, dir, name }, reply);
     }
 

@@ -457,6 +457,39 @@ impl ByzFuse {
         Some(a)
     }
 
+    /// Answers a `link` early if this mount holds `dir` and made the file under a delegation
+    /// it still holds (`dirs.rs`), unless writes to the file are held back (its size would
+    /// be this mount's guess): the file's attributes, which the kernel now holds another
+    /// reference to.
+    fn link_early(
+        &self,
+        req: &fuser::Request,
+        fh: FileHandle,
+        dir: FileHandle,
+        name: &[u8],
+    ) -> Option<Attr> {
+        let cred = self.credentials(req);
+        let mut inner = self.inner.lock().ok()?;
+        if inner.link.gather.pending_ino() == Some(fh.ino) {
+            return None;
+        }
+        let known = inner
+            .link
+            .attrs
+            .last(fh.ino)
+            .filter(|a| a.fh == fh)?
+            .clone();
+        let (a, d) = dirs::link_early(&mut inner.link, &cred, (fh, known), dir, name)?;
+        let now = std::time::Instant::now();
+        inner.link.attrs.learn(&a, now);
+        inner.link.attrs.learn(&d, now);
+        inner.link.stamps.insert(a.fh.ino, Stamp::of(&a));
+        if let Some(k) = inner.files.known.get_mut(&a.fh.ino) {
+            k.lookups += 1;
+        }
+        Some(a)
+    }
+
     /// Answers a `lookup` of an entry this mount made in a directory it holds, from the
     /// attributes it last saw of it (`dirs.rs`), unless writes to it are held back.
     fn lookup_early(&self, dir: FileHandle, name: &[u8]) -> Option<Attr> {

@@ -94,6 +94,55 @@ fn two_mounts_take_turns_on_one_directory_and_see_each_others_work() {
     errno(File::open(b_dir.join("sub/a00")), 2, "tree removed on A");
 }
 
+/// A hard link to a file the mount made in a directory it holds is answered there (the
+/// file then counts two links at once), sent with the rest, and counted by the replicas:
+/// another mount sees both names on one inode; removing one name goes to the replicas.
+#[test]
+fn a_hard_link_in_a_held_directory_is_answered_at_once_and_counted_by_the_replicas() {
+    use std::os::unix::fs::MetadataExt as _;
+    if skip_without_fuse() {
+        return;
+    }
+    let up = Up::start_mounted(&["--timeout-ms", "120000"]);
+    let a = up.mountpoint.clone().unwrap().join("links");
+    let dir = up.dir.path();
+    fs::create_dir(&a).unwrap();
+    for n in ["x", "y", "z"] {
+        fs::write(a.join(n), n).unwrap();
+    }
+    fs::hard_link(a.join("z"), a.join("z2")).unwrap();
+    let (z, z2) = (
+        fs::metadata(a.join("z")).unwrap(),
+        fs::metadata(a.join("z2")).unwrap(),
+    );
+    assert_eq!((z.ino(), z.nlink()), (z2.ino(), 2));
+    errno(
+        fs::hard_link(a.join("z"), a.join("x")),
+        17,
+        "the name exists",
+    );
+
+    let b = Mount::start(&up.config, &dir.join("mnt-b"), &dir.join("mount-b.log"));
+    let b_dir = b.mnt.join("links");
+    let want = ["x", "y", "z", "z2"].map(String::from);
+    assert_eq!(names(&b_dir), BTreeSet::from(want));
+    let (bz, bz2) = (
+        File::open(b_dir.join("z")).unwrap().metadata().unwrap(),
+        File::open(b_dir.join("z2")).unwrap().metadata().unwrap(),
+    );
+    assert_eq!((bz.ino(), bz.nlink(), bz2.ino()), (bz2.ino(), 2, z.ino()));
+    assert_eq!(fs::read(b_dir.join("z2")).unwrap(), b"z");
+    // One name goes; the other keeps the file, now with one link, seen by both mounts.
+    fs::remove_file(a.join("z")).unwrap();
+    let left = File::open(b_dir.join("z2")).unwrap().metadata().unwrap();
+    assert_eq!((left.ino(), left.nlink()), (z.ino(), 1));
+    // (B's cached entry for `z` may live out its TTL, as NFS's does; a listing is fresh.)
+    let want = ["x", "y", "z2"].map(String::from);
+    assert_eq!(names(&b_dir), BTreeSet::from(want));
+    let on_a = File::open(a.join("z2")).unwrap().metadata().unwrap();
+    assert_eq!(on_a.nlink(), 1);
+}
+
 #[test]
 fn a_killed_mount_loses_only_what_it_had_not_made_durable_and_nothing_half() {
     if skip_without_fuse() {
