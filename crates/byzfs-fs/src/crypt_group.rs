@@ -2,8 +2,8 @@
 //! for each group, its owner's public key, the current key version, that version's writer
 //! public key and the members' lockboxes. The replicas store and serve the record and check
 //! every change deterministically — signed by the owner, one version at a time — but never
-//! hold a key that opens a lockbox. (The writer check on encrypted files' operations, which
-//! uses `writer`, is the next step.)
+//! hold a key that opens a lockbox. The writer check on encrypted files' operations
+//! ([`crate::crypt_write`]) uses `writer`.
 //!
 //! A record changes only by [`crate::op::Op::GroupPut`] with the next version (1 for a new group),
 //! signed by the group's owner over [`signed_bytes`]: a replayed or stale change is
@@ -50,7 +50,7 @@ fn valid_key(k: &[u8; 32]) -> Res<VerifyingKey> {
 }
 
 impl<S: Store + ?Sized> Exec<'_, '_, S> {
-    fn group_record(&self, group: &[u8; 16]) -> Res<Option<GroupRecord>> {
+    pub(crate) fn group_record(&self, group: &[u8; 16]) -> Res<Option<GroupRecord>> {
         match self.txn.get(&key::crypt_group(group))? {
             Some(b) => Ok(Some(decode(&b)?)),
             None => Ok(None),

@@ -157,6 +157,10 @@ mod tests {
             Op::ReturnDir { .. } => 47,
             Op::GroupPut { .. } => 48,
             Op::GroupGet { .. } => 49,
+            Op::SetGroup { .. } => 50,
+            Op::Signed { .. } => 51,
+            Op::FileGroup { .. } => 52,
+            Op::WriterSeq => 53,
         }
     }
 
@@ -333,6 +337,21 @@ mod tests {
                 signature: vec![5; 64],
             },
             Op::GroupGet { group: [1; 16] },
+            Op::SetGroup {
+                dir: FH,
+                group: [1; 16],
+            },
+            Op::Signed {
+                seq: 1,
+                proofs: vec![crate::crypt_write::WriterProof {
+                    group: [1; 16],
+                    version: 1,
+                    signature: vec![2; 64],
+                }],
+                op: Box::new(Op::StatFs),
+            },
+            Op::FileGroup { fh: FH },
+            Op::WriterSeq,
         ];
         let cases: Vec<(Op, u8)> = ops
             .into_iter()
@@ -454,6 +473,8 @@ mod tests {
             ),
             (Reply::Batch(vec![Reply::Done]), 20),
             (Reply::Group(None), 21),
+            (Reply::FileGroup(None), 22),
+            (Reply::WriterSeq(1), 23),
         ]);
     }
 

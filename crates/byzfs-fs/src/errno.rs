@@ -69,6 +69,9 @@ impl Errno {
     pub const EOPNOTSUPP: Errno = Errno(95);
     /// Stale file handle: the inode no longer exists or has another generation.
     pub const ESTALE: Errno = Errno(116);
+    /// Key expired: a writer proof made with an older key version than its encryption
+    /// group's ([`crate::crypt_write`]).
+    pub const EKEYEXPIRED: Errno = Errno(127);
 
     /// The raw value, for `libc`-style APIs.
     pub fn raw(self) -> i32 {
@@ -102,6 +105,7 @@ impl Errno {
             Errno::ENODATA => "ENODATA",
             Errno::EOPNOTSUPP => "EOPNOTSUPP",
             Errno::ESTALE => "ESTALE",
+            Errno::EKEYEXPIRED => "EKEYEXPIRED",
             _ => "E?",
         }
     }
@@ -154,6 +158,7 @@ mod tests {
         assert_eq!(Errno::ENOENT.raw(), 2);
         assert_eq!(Errno::ENOTEMPTY.raw(), 39);
         assert_eq!(Errno::ESTALE.raw(), 116);
+        assert_eq!(Errno::EKEYEXPIRED.raw(), 127);
         assert_eq!(format!("{:?}", Errno::EISDIR), "EISDIR(21)");
         assert_eq!(Errno(999).name(), "E?");
     }

@@ -36,6 +36,9 @@ pub(crate) struct Exec<'t, 'a, S: Store + ?Sized> {
     /// The handle the next creation gets, reserved by the client ([`crate::reserve`]);
     /// `None`: the next free one.
     pub at: Option<FileHandle>,
+    /// Groups this operation needs a writer proof for whatever it writes
+    /// ([`crate::crypt_write`]): the group an [`Op::SetGroup`] joins.
+    pub proofs_needed: Vec<[u8; 16]>,
 }
 
 /// `ENOTDIR` unless `i` is a directory.
@@ -227,6 +230,11 @@ impl<S: Store + ?Sized> Exec<'_, '_, S> {
                 signature,
             } => self.group_put(group, record, &signature),
             Op::GroupGet { group } => self.group_get(group),
+            Op::SetGroup { dir, group } => self.set_group(dir, group),
+            Op::FileGroup { fh } => self.file_group(fh),
+            Op::WriterSeq => self.writer_seq(),
+            // Only a request's own operation may be signed (`run_checked`).
+            Op::Signed { .. } => Err(Errno::EINVAL.into()),
         }
     }
 
@@ -549,6 +557,7 @@ impl<S: Store + ?Sized> Exec<'_, '_, S> {
         d.ctime = self.now;
         self.save(dir.ino, &d);
         self.save(ino, &i);
+        self.inherit_group(dir.ino, ino)?;
         Ok(Reply::Made {
             entry: i.attr(ino),
             dir: d.attr(dir.ino),
@@ -583,6 +592,7 @@ impl<S: Store + ?Sized> Exec<'_, '_, S> {
         self.drop_locks(ino);
         self.sb.inodes = self.sb.inodes.saturating_sub(1);
         self.txn.delete(crate::key::inode(ino));
+        self.txn.delete(crate::key::crypt_file(ino));
         Ok(())
     }
 

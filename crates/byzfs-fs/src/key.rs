@@ -22,6 +22,8 @@
 //! | the inode numbers reserved for a client ([`crate::reserve`]) | `16 ‖ client` | `"c" ‖ client` |
 //! | who holds a directory's delegation ([`crate::dir_delegation`]) | `17 ‖ dir` | `"d" ‖ dir` (its entries') |
 //! | an encryption group's record ([`crate::crypt_group`]) | `18 ‖ group id` | `"k" ‖ group id` |
+//! | the encryption group of a file ([`crate::crypt_file`]) | `19 ‖ ino` | `"i" ‖ ino` (the inode's) |
+//! | a client's last writer-proof sequence number ([`crate::crypt_write`]) | `20 ‖ client` | `"c" ‖ client` |
 //!
 //! Integers are big-endian so key order is numeric order. The placement bytes are the first 8
 //! bytes of a domain-separated BLAKE3 hash, so partitions fill evenly. Both records of a
@@ -53,6 +55,8 @@ const TAG_CAPACITY: u8 = 15;
 const TAG_RESERVED: u8 = 16;
 const TAG_DIR_DELEGATION: u8 = 17;
 const TAG_CRYPT_GROUP: u8 = 18;
+const TAG_CRYPT_FILE: u8 = 19;
+const TAG_WRITER_SEQ: u8 = 20;
 
 /// The placement bytes of an object.
 fn placement(kind: u8, parts: &[u64]) -> [u8; PLACEMENT_BYTES] {
@@ -187,6 +191,32 @@ pub(crate) fn crypt_group(group: &[u8; 16]) -> Vec<u8> {
     build(placement(b'k', &parts), TAG_CRYPT_GROUP, &parts, &[])
 }
 
+/// The encryption group of `ino` ([`crate::crypt_file`]), in the inode's partition.
+pub(crate) fn crypt_file(ino: u64) -> Vec<u8> {
+    build(placement(b'i', &[ino]), TAG_CRYPT_FILE, &[ino], &[])
+}
+
+/// The last writer-proof sequence number client `client` used ([`crate::crypt_write`]).
+pub(crate) fn writer_seq(client: u64) -> Vec<u8> {
+    build(placement(b'c', &[client]), TAG_WRITER_SEQ, &[client], &[])
+}
+
+/// The inode whose attributes, entries, extended attributes, block map or group `key`
+/// holds, if it holds any of these: what a writer proof covers ([`crate::crypt_write`]).
+/// Records of locks, leases and delegations are not a file's content and give `None`; so
+/// do data blocks, which change only with their inode's size or times.
+pub(crate) fn file_of(key: &[u8]) -> Option<u64> {
+    let tag = *key.get(PLACEMENT_BYTES)?;
+    if !matches!(
+        tag,
+        TAG_INODE | TAG_ENTRY | TAG_NAME | TAG_XATTR | TAG_DATA | TAG_CRYPT_FILE
+    ) {
+        return None;
+    }
+    let field = key.get(PLACEMENT_BYTES + 1..PLACEMENT_BYTES + 9)?;
+    Some(u64::from_be_bytes(field.try_into().ok()?))
+}
+
 /// A bound above every attribute key of `ino` (names are at most 255 bytes).
 pub(crate) fn xattr_end(ino: u64) -> Vec<u8> {
     xattr(ino, &[0xFF; 256])
@@ -204,6 +234,39 @@ mod tests {
         assert_eq!(partition_of(&name(7, b"x"), 4096), p);
         assert!(entry(7, 2) < entry(7, 256));
         assert!(entry(7, u64::MAX - 1) < entry(7, u64::MAX));
+    }
+
+    #[test]
+    fn a_files_records_name_their_inode_and_others_do_not() {
+        for k in [
+            inode(5),
+            entry(5, 9),
+            name(5, b"n"),
+            xattr(5, b"user.a"),
+            data(5),
+            crypt_file(5),
+        ] {
+            assert_eq!(file_of(&k), Some(5));
+        }
+        for k in [
+            superblock(),
+            block(5, 0),
+            group(5, 0),
+            locks(5),
+            lease(5),
+            delegation(5),
+            recalls(5),
+            waits(5),
+            reclaim(5),
+            reclaim_queue(),
+            capacity_reports(),
+            reserved(5),
+            dir_delegation(5),
+            crypt_group(&[5; 16]),
+            writer_seq(5),
+        ] {
+            assert_eq!(file_of(&k), None);
+        }
     }
 
     #[test]

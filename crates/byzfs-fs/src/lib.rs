@@ -111,7 +111,9 @@
 pub mod attr;
 pub mod batch;
 pub mod capacity;
+pub mod crypt_file;
 pub mod crypt_group;
+pub mod crypt_write;
 pub mod data;
 pub mod deadlock;
 pub mod delegation;

@@ -514,6 +514,34 @@ pub enum Op {
         /// The group's id.
         group: [u8; 16],
     },
+    /// Empty directory `dir`, owned by the caller, joins encryption group `group`: what is
+    /// made in it from then on belongs to the group ([`crate::crypt_file`]). Needs a writer
+    /// proof for `group` ([`Op::Signed`]). `ENOTDIR`, `EPERM` (not the owner), `EEXIST`
+    /// (already in a group), `ENOTEMPTY`. Reply: [`Reply::Attr`].
+    SetGroup {
+        /// The directory.
+        dir: FileHandle,
+        /// The group's id.
+        group: [u8; 16],
+    },
+    /// `op` with writer proofs for the encryption groups whose files it changes
+    /// ([`crate::crypt_write`]); not inside a batch or another `Signed`.
+    Signed {
+        /// Greater than any the client used before (one per request; [`Op::WriterSeq`]).
+        seq: u64,
+        /// One proof per group, at most [`crate::crypt_write::MAX_PROOFS`].
+        proofs: Vec<crate::crypt_write::WriterProof>,
+        /// The operation.
+        op: Box<Op>,
+    },
+    /// The encryption group of `fh`, if any. Read-only. Reply: [`Reply::FileGroup`].
+    FileGroup {
+        /// The file.
+        fh: FileHandle,
+    },
+    /// The last writer-proof sequence number the calling client used. Read-only. Reply:
+    /// [`Reply::WriterSeq`].
+    WriterSeq,
 }
 
 /// Most attribute changes one [`Op::WriteSetAttr`] may carry.
@@ -594,6 +622,10 @@ impl Op {
             Op::ReturnDir { .. } => "return_dir",
             Op::GroupPut { .. } => "group_put",
             Op::GroupGet { .. } => "group_get",
+            Op::SetGroup { .. } => "set_group",
+            Op::Signed { .. } => "signed",
+            Op::FileGroup { .. } => "file_group",
+            Op::WriterSeq => "writer_seq",
         }
     }
 
@@ -629,6 +661,8 @@ impl Op {
             Op::Exchange { a_dir, b_dir, .. } => vec![*a_dir, *b_dir],
             Op::SetAttr { fh, .. } => vec![*fh],
             Op::MakeAt { make, .. } => make.dirs_named(),
+            Op::Signed { op, .. } => op.dirs_named(),
+            Op::SetGroup { dir, .. } => vec![*dir],
             Op::Batch(ops) => ops.iter().flat_map(Op::dirs_named).collect(),
             _ => Vec::new(),
         }
@@ -669,6 +703,8 @@ impl Op {
                 | Op::Recalls
                 | Op::Seek { .. }
                 | Op::GroupGet { .. }
+                | Op::FileGroup { .. }
+                | Op::WriterSeq
         )
     }
 }
@@ -808,6 +844,10 @@ pub enum Reply {
     Batch(Vec<Reply>),
     /// An encryption group's record ([`Op::GroupGet`]), if the group exists.
     Group(Option<crate::crypt_group::GroupRecord>),
+    /// A file's encryption group ([`Op::FileGroup`]), if it has one.
+    FileGroup(Option<[u8; 16]>),
+    /// The last writer-proof sequence number ([`Op::WriterSeq`]).
+    WriterSeq(u64),
 }
 
 impl Reply {

@@ -178,8 +178,9 @@ impl<S: Store> FileService<S> {
                 client,
                 budget: crate::reclaim::STEP_BLOCKS,
                 at: None,
+                proofs_needed: Vec::new(),
             }
-            .run(req.op),
+            .run_checked(req.op),
         };
         match outcome {
             Ok(reply) => {
@@ -272,6 +273,7 @@ impl<S: Store> FileService<S> {
                 client,
                 budget: 0,
                 at: None,
+                proofs_needed: Vec::new(),
             }
             .run(req.op)
         });

@@ -219,6 +219,12 @@ fn the_operations(b: &mut Bench) -> Vec<(&'static str, Op)> {
         name: names("empty"),
         mode: 0o755,
     });
+    // The directory the group operations join to a group.
+    let joins = b.entry(Op::Mkdir {
+        dir: root,
+        name: names("joins"),
+        mode: 0o755,
+    });
     let link = b.entry(Op::Symlink {
         dir: root,
         name: names("link"),
@@ -226,7 +232,9 @@ fn the_operations(b: &mut Bench) -> Vec<(&'static str, Op)> {
     });
     let small = b.file(root, "small");
     let one_mib = vec![7u8; MAX_IO as usize];
-    for op in all_kinds(root, big_dir, empty_dir, &big, attrs, link, small, &one_mib) {
+    for op in all_kinds(
+        root, big_dir, empty_dir, joins, &big, attrs, link, small, &one_mib,
+    ) {
         let name = op.name();
         ops.push((name, op));
     }
@@ -277,6 +285,7 @@ fn all_kinds(
     root: FileHandle,
     big_dir: FileHandle,
     empty_dir: FileHandle,
+    joins: FileHandle,
     big: &[FileHandle],
     attrs: FileHandle,
     link: FileHandle,
@@ -490,6 +499,25 @@ fn all_kinds(
         // The largest record a group may have, then reading it back.
         group_put_max(),
         Op::GroupGet { group: [9; 16] },
+        // Refused (no writer proof), then joined with one; then read back.
+        Op::SetGroup {
+            dir: joins,
+            group: [9; 16],
+        },
+        byzfs_fs::crypt_write::sign(
+            &ed25519_dalek::SigningKey::from_bytes(&[8; 32]),
+            &[[9; 16]],
+            1,
+            3,
+            1,
+            &Credentials::root(),
+            Op::SetGroup {
+                dir: joins,
+                group: [9; 16],
+            },
+        ),
+        Op::FileGroup { fh: joins },
+        Op::WriterSeq,
         // Refused: not reserved (the one that is, is in the batch measured last).
         Op::MakeAt {
             at: FileHandle {
@@ -554,7 +582,11 @@ fn all_kinds(
             | Op::DelegateDir { .. }
             | Op::ReturnDir { .. }
             | Op::GroupPut { .. }
-            | Op::GroupGet { .. } => {}
+            | Op::GroupGet { .. }
+            | Op::SetGroup { .. }
+            | Op::Signed { .. }
+            | Op::FileGroup { .. }
+            | Op::WriterSeq => {}
             // Measured last, by `the_operations`.
             Op::Batch(_) => unreachable!("a batch is measured apart"),
         }
@@ -562,7 +594,7 @@ fn all_kinds(
     let kinds: std::collections::BTreeSet<&str> = ops.iter().map(Op::name).collect();
     assert_eq!(
         kinds.len(),
-        49,
+        53,
         "every kind of operation but the batch is measured here"
     );
     let _ = (empty_dir, small);

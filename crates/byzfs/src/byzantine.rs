@@ -149,6 +149,12 @@ pub fn corrupt_fs_result(b: &[u8]) -> Vec<u8> {
             writer: [2; 32],
             lockboxes: Vec::new(),
         }))),
+        // A plain file told encrypted and the other way round: the mount would show
+        // ciphertext or refuse to decrypt.
+        Ok(Reply::FileGroup(Some(_))) => Ok(Reply::FileGroup(None)),
+        Ok(Reply::FileGroup(None)) => Ok(Reply::FileGroup(Some([3; 16]))),
+        // A used sequence number: the mount's next signed request would be refused.
+        Ok(Reply::WriterSeq(n)) => Ok(Reply::WriterSeq(n.wrapping_add(1))),
         // One member's reply told wrong, the rest as they were.
         Ok(Reply::Batch(mut replies)) => {
             if let Some(last) = replies.pop() {

@@ -98,6 +98,16 @@ impl<'a, S: Store + ?Sized> Txn<'a, S> {
         Ok(merged.into_iter().take(limit).collect())
     }
 
+    /// The keys this transaction wrote (or deleted), in key order.
+    pub fn written_keys(&self) -> impl Iterator<Item = &[u8]> {
+        self.writes.keys().map(Vec::as_slice)
+    }
+
+    /// The value of `key` in the store, before this transaction's writes.
+    pub fn get_before(&self, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
+        self.store.get(key)
+    }
+
     /// The buffered writes, for [`Store::apply`].
     pub fn into_writes(self) -> WriteSet {
         self.writes

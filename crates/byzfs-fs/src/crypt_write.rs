@@ -1,0 +1,244 @@
+//! Who may change an encrypted file (issue #28, docs/plans/28-encryption.md "What the
+//! replicas check"): only a holder of its group's current writer key. Every correct replica
+//! refuses, with the same errno, any change to a file of a group ([`crate::crypt_file`])
+//! that does not carry a valid [`WriterProof`] for that group.
+//!
+//! **What is checked.** An operation runs in its transaction as usual; then every inode
+//! whose attributes, entries, extended attributes, block map or group it changed
+//! ([`crate::key`]'s `file_of`) is looked up, before and after, and each group found needs a
+//! proof — as does the group a [`crate::op::Op::SetGroup`] joins. Checking the writes rather
+//! than listing, per operation, which files it changes means no operation, batch member or
+//! later addition can slip past. Not checked: lock and lease operations, delegations,
+//! inode reservations, capacity reports, group records (signed by their owner,
+//! [`crate::crypt_group`]) and the sweeps and reclaim steps that free what a dead client or
+//! a removal left ([`crate::orphan`], [`crate::reclaim`]) — none of them lets its sender
+//! choose a file's content, name or attributes.
+//!
+//! **A proof** ([`crate::op::Op::Signed`]) is an Ed25519 signature with the group's writer
+//! key of the key version the replicas hold, over [`signed_bytes`]: the group, the version,
+//! the client the replication library authenticated, a sequence number and the digest of
+//! the request's credentials and operation. Bound to the client, a proof is worthless to
+//! anyone else (a reader cannot send a writer's captured proof as its own); the sequence
+//! number, which must exceed the last one the client used (stored per client, `writer_seq`),
+//! makes it single-use even for a holder of the client's transport keys. (The plan first
+//! bound proofs to a per-inode change counter; a per-client number binds as tightly, lets
+//! one signature cover a batch that changes many files, and spares the mount guessing
+//! counters.) A request may carry up to [`MAX_PROOFS`] proofs, one per group it changes.
+//!
+//! **Errnos**, the same at every correct replica: no proof, an unknown group, a wrong
+//! signature or a used sequence number: `EACCES`; a proof made with an older key version
+//! than the group's (the mount re-reads the group and signs again; a removed writer can
+//! no longer open the new version): `EKEYEXPIRED`; more than [`MAX_PROOFS`] or none in an
+//! `Op::Signed`, or one nested in another: `EINVAL`.
+
+use crate::crypt_file::group_of;
+use crate::encoding::{decode, encode};
+use crate::errno::{Errno, Res};
+use crate::exec::Exec;
+use crate::key;
+use crate::op::{Credentials, Op, Reply};
+use crate::store::Store;
+use ed25519_dalek::{Signature, Signer, SigningKey, VerifyingKey};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeSet;
+
+/// Most proofs one request carries (each costs a signature check at every replica).
+pub const MAX_PROOFS: usize = 4;
+
+/// A writer's proof for one group, carried by [`crate::op::Op::Signed`].
+#[derive(Serialize, Deserialize, Clone, PartialEq, Eq, Debug)]
+pub struct WriterProof {
+    /// The group.
+    pub group: [u8; 16],
+    /// The key version whose writer key signed.
+    pub version: u32,
+    /// Ed25519 signature (64 bytes) over [`signed_bytes`].
+    pub signature: Vec<u8>,
+}
+
+/// The digest a proof binds: the request's credentials and operation (the operation inside
+/// [`crate::op::Op::Signed`]).
+pub fn request_digest(cred: &Credentials, op: &Op) -> [u8; 32] {
+    let mut h = blake3::Hasher::new_derive_key("byzfs 2026-11 writer proof request digest");
+    h.update(&encode(cred));
+    h.update(&encode(op));
+    *h.finalize().as_bytes()
+}
+
+/// What a writer signs.
+pub fn signed_bytes(
+    group: &[u8; 16],
+    version: u32,
+    client: u64,
+    seq: u64,
+    digest: &[u8; 32],
+) -> Vec<u8> {
+    let mut m = b"byzfs writer proof 2026-11\0".to_vec();
+    m.extend_from_slice(group);
+    m.extend_from_slice(&version.to_be_bytes());
+    m.extend_from_slice(&client.to_be_bytes());
+    m.extend_from_slice(&seq.to_be_bytes());
+    m.extend_from_slice(digest);
+    m
+}
+
+/// `op` as client `client` sends it with credentials `cred` and sequence number `seq`,
+/// signed with writer key `writer` (version `version`) for each of `groups`.
+///
+/// ```
+/// use byzfs_fs::crypt_write::sign;
+/// use byzfs_fs::{Credentials, FileHandle, Op};
+/// let writer = ed25519_dalek::SigningKey::from_bytes(&[7; 32]);
+/// let op = Op::GetAttr { fh: FileHandle::ROOT };
+/// match sign(&writer, &[[1; 16]], 3, 42, 5, &Credentials::root(), op.clone()) {
+///     Op::Signed { seq, proofs, op: inner } => {
+///         assert_eq!((seq, proofs.len(), proofs[0].version, *inner), (5, 1, 3, op));
+///     }
+///     other => panic!("{other:?}"),
+/// }
+/// ```
+pub fn sign(
+    writer: &SigningKey,
+    groups: &[[u8; 16]],
+    version: u32,
+    client: u64,
+    seq: u64,
+    cred: &Credentials,
+    op: Op,
+) -> Op {
+    let digest = request_digest(cred, &op);
+    let proofs = groups
+        .iter()
+        .map(|g| WriterProof {
+            group: *g,
+            version,
+            signature: writer
+                .sign(&signed_bytes(g, version, client, seq, &digest))
+                .to_bytes()
+                .to_vec(),
+        })
+        .collect();
+    Op::Signed {
+        seq,
+        proofs,
+        op: Box::new(op),
+    }
+}
+
+/// Whether `op` is outside the writer check (module documentation).
+fn unchecked(op: &Op) -> bool {
+    op.is_lock()
+        || op.is_read_only()
+        || matches!(
+            op,
+            Op::SweepOrphans { .. }
+                | Op::SweepDir { .. }
+                | Op::Reclaim { .. }
+                | Op::ReportCapacity { .. }
+                | Op::ReserveInodes { .. }
+                | Op::DelegateDir { .. }
+                | Op::ReturnDir { .. }
+                | Op::GroupPut { .. }
+        )
+}
+
+/// A signed request's parts, checked after its operation ran.
+struct Signed {
+    seq: u64,
+    proofs: Vec<WriterProof>,
+    digest: [u8; 32],
+}
+
+impl<S: Store + ?Sized> Exec<'_, '_, S> {
+    /// Runs a request's operation, [`crate::op::Op::Signed`] or not, then the writer check.
+    pub(crate) fn run_checked(&mut self, op: Op) -> Res<Reply> {
+        let (signed, op) = match op {
+            Op::Signed { seq, proofs, op } => {
+                if proofs.is_empty()
+                    || proofs.len() > MAX_PROOFS
+                    || matches!(*op, Op::Signed { .. })
+                {
+                    return Err(Errno::EINVAL.into());
+                }
+                let digest = request_digest(self.cred, &op);
+                (
+                    Some(Signed {
+                        seq,
+                        proofs,
+                        digest,
+                    }),
+                    *op,
+                )
+            }
+            op => (None, op),
+        };
+        let scan = !unchecked(&op);
+        let reply = self.run(op)?;
+        let mut need: BTreeSet<[u8; 16]> = self.proofs_needed.drain(..).collect();
+        if scan {
+            need.extend(self.groups_changed()?);
+        }
+        match signed {
+            None if need.is_empty() => Ok(reply),
+            None => Err(Errno::EACCES.into()),
+            Some(s) => {
+                self.check_proofs(s, need)?;
+                Ok(reply)
+            }
+        }
+    }
+
+    /// The groups of the files this operation's writes changed, before or after them.
+    fn groups_changed(&self) -> Res<BTreeSet<[u8; 16]>> {
+        let files: BTreeSet<u64> = self.txn.written_keys().filter_map(key::file_of).collect();
+        let mut groups = BTreeSet::new();
+        for ino in files {
+            if let Some(b) = self.txn.get_before(&key::crypt_file(ino))? {
+                groups.insert(decode(&b)?);
+            }
+            groups.extend(group_of(self.txn, ino)?);
+        }
+        Ok(groups)
+    }
+
+    /// Every proof valid, one for each group in `need`, and a fresh sequence number.
+    fn check_proofs(&mut self, s: Signed, mut need: BTreeSet<[u8; 16]>) -> Res<()> {
+        for p in &s.proofs {
+            let record = self.group_record(&p.group)?.ok_or(Errno::EACCES)?;
+            if p.version < record.version {
+                return Err(Errno::EKEYEXPIRED.into());
+            }
+            if p.version != record.version {
+                return Err(Errno::EACCES.into());
+            }
+            let writer = VerifyingKey::from_bytes(&record.writer).map_err(|_| Errno::EACCES)?;
+            let sig = Signature::from_slice(&p.signature).map_err(|_| Errno::EACCES)?;
+            let msg = signed_bytes(&p.group, p.version, self.client, s.seq, &s.digest);
+            writer
+                .verify_strict(&msg, &sig)
+                .map_err(|_| Errno::EACCES)?;
+            need.remove(&p.group);
+        }
+        if !need.is_empty() {
+            return Err(Errno::EACCES.into());
+        }
+        let last = match self.txn.get(&key::writer_seq(self.client))? {
+            Some(b) => decode::<u64>(&b)?,
+            None => 0,
+        };
+        if s.seq <= last {
+            return Err(Errno::EACCES.into());
+        }
+        self.txn.put(key::writer_seq(self.client), encode(&s.seq));
+        Ok(())
+    }
+
+    /// [`crate::op::Op::WriterSeq`]: the last sequence number the caller used (0: none).
+    pub(crate) fn writer_seq(&mut self) -> Res<Reply> {
+        let last = match self.txn.get(&key::writer_seq(self.client))? {
+            Some(b) => decode::<u64>(&b)?,
+            None => 0,
+        };
+        Ok(Reply::WriterSeq(last))
+    }
+}
