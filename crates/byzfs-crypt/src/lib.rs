@@ -8,6 +8,8 @@
 //! - [`header`]: a file's `(root, version, size, key version)`, signed by the group's writer
 //!   key (Ed25519).
 //! - [`lockbox`]: a group's keys sealed to one member's X25519 public key.
+//! - [`member`]: members' identities, the lockboxes of a group's record, and an owner's
+//!   keys derived from its identity alone.
 //! - [`regression`]: the group seed of each key version, a hash chain that lets members
 //!   derive older versions and no newer one (key regression, for lazy revocation).
 //! - [`names`]: directory entries' names under AES-256-SIV (deterministic, so lookups stay
@@ -27,6 +29,7 @@
 pub mod block;
 pub mod header;
 pub mod lockbox;
+pub mod member;
 pub mod merkle;
 pub mod names;
 pub mod regression;
@@ -53,6 +56,9 @@ pub enum CryptError {
         have: u32,
     },
     /// A name too long to encrypt within the file system's 255-byte limit.
+    /// The identity has no lockbox in the group's record.
+    #[error("not a member of the group")]
+    NotMember,
     #[error("name of {0} bytes is too long to encrypt (at most {max})", max = names::PLAIN_NAME_MAX)]
     NameTooLong(usize),
 }

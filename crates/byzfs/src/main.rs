@@ -9,6 +9,8 @@
 //! byzfs kv --config C [--key K] put KEY VALUE | get KEY | delete KEY | append KEY VALUE
 //! byzfs mount --config C [--key K] MOUNTPOINT   mount the file service (--service fs) with FUSE
 //! byzfs status --config C                    per replica: reachable, view, primary, …
+//! byzfs identity new|show FILE               a member identity for encrypted trees
+//! byzfs group --config C --identity F create NAME | add G --member K [--writer] | remove G --member K | list G
 //! byzfs unreplicated --config C [--no-macs]  the unreplicated baseline server
 //! byzfs bench micro|throughput [--json P]    benchmarks on loopback (PBFT Table 1, BFT Fig. 6-7)
 //! byzfs bench andrew|postmark|largefile      file-system benchmarks (ByzFS, NO-REP, local, bindfs)
@@ -21,6 +23,8 @@
 #[cfg(feature = "byzantine")]
 mod byzantine;
 mod capacity_report;
+mod group;
+mod identity;
 mod keygen;
 mod kv;
 mod logging;
@@ -62,6 +66,10 @@ enum Command {
     Bench(BenchCommand),
     /// Mount the file service of a cluster (replicas run with `--service fs`).
     Mount(mount::MountArgs),
+    /// Make or show a member identity for encrypted trees.
+    Identity(identity::IdentityArgs),
+    /// Create encryption groups and change their members.
+    Group(group::GroupArgs),
 }
 
 /// `byzfs bench …`: the loopback benchmarks and the file-system ones (`crates/byzfs-bench`).
@@ -92,6 +100,8 @@ fn main() -> ExitCode {
             byzfs_bench::fs::run_command(c)
         }
         Command::Mount(a) => mount::run(a),
+        Command::Identity(a) => identity::run(a),
+        Command::Group(a) => group::run(a),
     };
     match result {
         Ok(code) => code,

@@ -1,0 +1,313 @@
+//! Members of a group (docs/plans/28-encryption.md "Keys"): who a member is (an
+//! [`Identity`]: an X25519 key pair for lockboxes and an Ed25519 key pair for what it signs
+//! as a group's owner), how a group's keys reach members (one lockbox each, kept in the
+//! group's replicated record), and how an owner derives every version's keys from its
+//! identity alone, so it keeps no file per group.
+//!
+//! A lockbox as stored in the record: `member's X25519 public key (32) ‖ role (1: 0 reader,
+//! 1 writer) ‖` [`crate::lockbox`] of `version (4, big-endian) ‖ seed s_v (32) ‖ [writer
+//! secret key (32), writers only]`. The public prefix lets each member find its own and the
+//! owner list who is in; the replicas learn members' public keys and roles, not keys.
+//!
+//! ```
+//! use byzfs_crypt::member::{open_mine, seal_record, Identity, Role};
+//! let mut rng = rand_core::OsRng;
+//! let owner = Identity::generate(&mut rng);
+//! let bob = Identity::generate(&mut rng);
+//! let group = owner.group_id("team");
+//! let members = [(owner.member_key(), Role::Writer), (bob.member_key(), Role::Reader)];
+//! let (writer, boxes) = seal_record(&owner, &group, 1, &members, &mut rng).unwrap();
+//! let mine = open_mine(&bob, &boxes, 1, &writer).unwrap();
+//! assert_eq!((mine.keys.version(), mine.writer.is_some()), (1, false));
+//! ```
+
+use crate::lockbox;
+use crate::regression::{GroupKeys, Owner};
+use crate::CryptError;
+use ed25519_dalek::SigningKey;
+use rand_core::{CryptoRng, RngCore};
+use x25519_dalek::{PublicKey, StaticSecret};
+
+const GROUP_ID: &str = "byzfs-crypt 2026-11 group id from owner and name";
+const GROUP_HEAD: &str = "byzfs-crypt 2026-11 owner's chain head of a group";
+const WRITER: &str = "byzfs-crypt 2026-11 writer key of a group version";
+
+/// A member's secrets.
+#[derive(Clone)]
+pub struct Identity {
+    x25519: StaticSecret,
+    ed25519: SigningKey,
+}
+
+impl std::fmt::Debug for Identity {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Identity")
+            .field("member_key", &self.member_key())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Identity {
+    /// A new identity with random keys.
+    pub fn generate(rng: &mut (impl RngCore + CryptoRng)) -> Identity {
+        let mut e = [0u8; 32];
+        rng.fill_bytes(&mut e);
+        Identity {
+            x25519: StaticSecret::random_from_rng(&mut *rng),
+            ed25519: SigningKey::from_bytes(&e),
+        }
+    }
+
+    /// An identity from its two secret keys (X25519, Ed25519), as stored in its file.
+    pub fn from_secrets(x25519: [u8; 32], ed25519: [u8; 32]) -> Identity {
+        Identity {
+            x25519: StaticSecret::from(x25519),
+            ed25519: SigningKey::from_bytes(&ed25519),
+        }
+    }
+
+    /// The two secret keys (X25519, Ed25519), for the identity's file.
+    pub fn secrets(&self) -> ([u8; 32], [u8; 32]) {
+        (self.x25519.to_bytes(), self.ed25519.to_bytes())
+    }
+
+    /// What others add this member by: its X25519 public key.
+    pub fn member_key(&self) -> [u8; 32] {
+        PublicKey::from(&self.x25519).to_bytes()
+    }
+
+    /// The Ed25519 key it signs group records with as an owner.
+    pub fn signing_key(&self) -> &SigningKey {
+        &self.ed25519
+    }
+
+    /// Its Ed25519 public key: a group's `owner`.
+    pub fn owner_key(&self) -> [u8; 32] {
+        self.ed25519.verifying_key().to_bytes()
+    }
+
+    /// The id of the group this identity owns under `name` ([`group_id`]).
+    pub fn group_id(&self, name: &str) -> [u8; 16] {
+        group_id(&self.owner_key(), name)
+    }
+
+    /// The key chain of a group it owns, derived from its secret: no state per group.
+    pub fn owner_chain(&self, group: &[u8; 16]) -> Owner {
+        let mut h = blake3::Hasher::new_derive_key(GROUP_HEAD);
+        h.update(&self.ed25519.to_bytes());
+        h.update(group);
+        Owner::from_bytes(*h.finalize().as_bytes())
+    }
+}
+
+/// The id of the group owner `owner` (Ed25519 public key) names `name`: anyone who knows
+/// both computes it; nobody can make another owner's group id theirs.
+pub fn group_id(owner: &[u8; 32], name: &str) -> [u8; 16] {
+    let mut h = blake3::Hasher::new_derive_key(GROUP_ID);
+    h.update(owner);
+    h.update(name.as_bytes());
+    let mut id = [0u8; 16];
+    id.copy_from_slice(&h.finalize().as_bytes()[..16]);
+    id
+}
+
+/// What a member may do.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Role {
+    /// Reads: holds the seed (content and name keys).
+    Reader,
+    /// Reads and writes: also holds the version's writer key.
+    Writer,
+}
+
+/// A member's keys of one version, from its lockbox.
+pub struct MemberKeys {
+    /// The seed of the version (older versions derive from it).
+    pub keys: GroupKeys,
+    /// The version's writer key, for writers.
+    pub writer: Option<SigningKey>,
+}
+
+/// The writer key of version `version` of a group whose chain is `chain`: random-looking to
+/// anyone without the owner's secret, and not derivable from any seed.
+fn writer_key(chain: &Owner, version: u32) -> SigningKey {
+    let mut h = blake3::Hasher::new_derive_key(WRITER);
+    h.update(&chain.to_bytes());
+    h.update(&version.to_be_bytes());
+    SigningKey::from_bytes(h.finalize().as_bytes())
+}
+
+/// The record parts of version `version` of group `group` owned by `owner`: the writer
+/// public key, and one lockbox per member.
+pub fn seal_record(
+    owner: &Identity,
+    group: &[u8; 16],
+    version: u32,
+    members: &[([u8; 32], Role)],
+    rng: &mut (impl RngCore + CryptoRng),
+) -> Result<([u8; 32], Vec<Vec<u8>>), CryptError> {
+    let chain = owner.owner_chain(group);
+    let keys = chain.group_keys(version)?;
+    let writer = writer_key(&chain, version);
+    let (_, seed) = keys.to_parts();
+    let boxes = members
+        .iter()
+        .map(|(member, role)| {
+            let mut payload = version.to_be_bytes().to_vec();
+            payload.extend_from_slice(&seed);
+            if *role == Role::Writer {
+                payload.extend_from_slice(&writer.to_bytes());
+            }
+            let mut b = member.to_vec();
+            b.push(u8::from(*role == Role::Writer));
+            b.extend(lockbox::seal(&PublicKey::from(*member), &payload, rng));
+            b
+        })
+        .collect();
+    Ok((writer.verifying_key().to_bytes(), boxes))
+}
+
+/// The members the lockboxes name (malformed ones skipped).
+pub fn members_of(lockboxes: &[Vec<u8>]) -> Vec<([u8; 32], Role)> {
+    lockboxes
+        .iter()
+        .filter_map(|b| {
+            let member: [u8; 32] = b.get(..32)?.try_into().ok()?;
+            let role = match b.get(32)? {
+                0 => Role::Reader,
+                1 => Role::Writer,
+                _ => return None,
+            };
+            Some((member, role))
+        })
+        .collect()
+}
+
+/// Opens `me`'s lockbox among `lockboxes` of a record at `version` with writer public key
+/// `writer`: the keys must be of that version and a writer key must be that one.
+pub fn open_mine(
+    me: &Identity,
+    lockboxes: &[Vec<u8>],
+    version: u32,
+    writer: &[u8; 32],
+) -> Result<MemberKeys, CryptError> {
+    let mine = me.member_key();
+    let b = lockboxes
+        .iter()
+        .find(|b| b.get(..32) == Some(&mine[..]))
+        .ok_or(CryptError::NotMember)?;
+    let role = *b.get(32).ok_or(CryptError::Malformed("lockbox role"))?;
+    let payload = lockbox::open(&me.x25519, &b[33..])?;
+    let (head, rest) = payload.split_at(4.min(payload.len()));
+    let got = u32::from_be_bytes(
+        head.try_into()
+            .map_err(|_| CryptError::Malformed("lockbox payload"))?,
+    );
+    if got != version {
+        return Err(CryptError::Tampered("lockbox version"));
+    }
+    let (seed, writer_secret) = match (role, rest.len()) {
+        (0, 32) => (rest, None),
+        (1, 64) => (&rest[..32], Some(&rest[32..])),
+        _ => return Err(CryptError::Malformed("lockbox payload")),
+    };
+    let seed: [u8; 32] = seed
+        .try_into()
+        .map_err(|_| CryptError::Malformed("lockbox seed"))?;
+    let writer_key = match writer_secret {
+        None => None,
+        Some(s) => {
+            let s: [u8; 32] = s
+                .try_into()
+                .map_err(|_| CryptError::Malformed("lockbox writer key"))?;
+            let k = SigningKey::from_bytes(&s);
+            if k.verifying_key().to_bytes() != *writer {
+                return Err(CryptError::Tampered("lockbox writer key"));
+            }
+            Some(k)
+        }
+    };
+    Ok(MemberKeys {
+        keys: GroupKeys::from_parts(version, seed),
+        writer: writer_key,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand_core::OsRng;
+
+    #[test]
+    fn the_owner_derives_every_version_and_members_open_only_theirs() {
+        let owner = Identity::generate(&mut OsRng);
+        let (bob, carol) = (
+            Identity::generate(&mut OsRng),
+            Identity::generate(&mut OsRng),
+        );
+        let g = owner.group_id("team");
+        assert_eq!(g, group_id(&owner.owner_key(), "team"));
+        assert_ne!(g, owner.group_id("other"));
+        let members = [
+            (owner.member_key(), Role::Writer),
+            (bob.member_key(), Role::Reader),
+        ];
+        let (w1, v1) = seal_record(&owner, &g, 1, &members, &mut OsRng).unwrap();
+        assert_eq!(members_of(&v1), members.to_vec());
+        let o = open_mine(&owner, &v1, 1, &w1).unwrap();
+        let b = open_mine(&bob, &v1, 1, &w1).unwrap();
+        assert_eq!(o.keys, b.keys);
+        assert_eq!(o.writer.map(|k| k.verifying_key().to_bytes()), Some(w1));
+        assert!(b.writer.is_none());
+        assert_eq!(
+            open_mine(&carol, &v1, 1, &w1).err(),
+            Some(CryptError::NotMember)
+        );
+        // Bob removed: version 2, another writer key; its seed gives version 1's.
+        let (w2, v2) = seal_record(&owner, &g, 2, &members[..1], &mut OsRng).unwrap();
+        assert_ne!(w1, w2);
+        assert_eq!(
+            open_mine(&bob, &v2, 2, &w2).err(),
+            Some(CryptError::NotMember)
+        );
+        let o2 = open_mine(&owner, &v2, 2, &w2).unwrap();
+        assert_eq!(o2.keys.older(1).unwrap(), o.keys);
+        // The same identity reproduces the same keys: the owner keeps no state per group.
+        let again = Identity::from_secrets(owner.secrets().0, owner.secrets().1);
+        let (w2b, v2b) = seal_record(&again, &g, 2, &members[..1], &mut OsRng).unwrap();
+        assert_eq!(w2b, w2);
+        assert_eq!(open_mine(&owner, &v2b, 2, &w2).unwrap().keys, o2.keys);
+    }
+
+    #[test]
+    fn a_lockbox_that_does_not_fit_its_record_is_refused() {
+        let owner = Identity::generate(&mut OsRng);
+        let g = owner.group_id("team");
+        let me = [(owner.member_key(), Role::Writer)];
+        let (w1, v1) = seal_record(&owner, &g, 1, &me, &mut OsRng).unwrap();
+        let (w2, _) = seal_record(&owner, &g, 2, &me, &mut OsRng).unwrap();
+        // An old lockbox served as the current version's, or with another writer key.
+        assert_eq!(
+            open_mine(&owner, &v1, 2, &w2).err(),
+            Some(CryptError::Tampered("lockbox version"))
+        );
+        assert_eq!(
+            open_mine(&owner, &v1, 1, &w2).err(),
+            Some(CryptError::Tampered("lockbox writer key"))
+        );
+        // A flipped bit anywhere after the public prefix; a reader's role claimed writer.
+        for i in 33..v1[0].len() {
+            let mut t = v1.clone();
+            t[0][i] ^= 1;
+            assert!(open_mine(&owner, &t, 1, &w1).is_err(), "bit {i}");
+        }
+        let mut t = v1.clone();
+        t[0][32] = 0;
+        assert_eq!(
+            open_mine(&owner, &t, 1, &w1).err(),
+            Some(CryptError::Malformed("lockbox payload"))
+        );
+        t[0].truncate(40);
+        assert!(open_mine(&owner, &t, 1, &w1).is_err());
+    }
+}
