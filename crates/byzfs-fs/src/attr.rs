@@ -94,6 +94,10 @@ pub struct Attr {
     pub ctime: Timestamp,
     /// Device nodes: the device number (`st_rdev`); 0 otherwise.
     pub rdev: u64,
+    /// A file of an encryption group: its sealed header as the last [`crate::op::Op::Signed`]
+    /// that changed it set it ([`crate::crypt_file`]), opaque to the replicas; empty
+    /// otherwise.
+    pub crypt: Vec<u8>,
 }
 
 /// A new time for `setattr`.

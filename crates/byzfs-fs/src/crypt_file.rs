@@ -1,11 +1,16 @@
 //! Which files are encrypted (issue #28, docs/plans/28-encryption.md step 2): the
-//! encryption group of an inode, a record `crypt_file(ino)` beside the inode (a record of
-//! its own so inodes stored before it keep decoding).
+//! encryption group of an inode and its sealed header, a record `crypt_file(ino)` beside
+//! the inode (a record of its own so inodes stored before it keep decoding).
 //!
 //! A directory joins a group with [`crate::op::Op::SetGroup`] while it is empty; everything
 //! made in it afterwards belongs to the same group, and keeps it wherever it is moved or
 //! linked. The group decides who may change the file ([`crate::crypt_write`]); the replicas
 //! never learn a key, only the group's id.
+//!
+//! The **header** is what the mount keeps about a file beside its sealed blocks (its
+//! plaintext size, key version; `byzfs_crypt::file`), sealed: the replicas store it as an
+//! [`crate::op::Op::Signed`] sets it and return it in every [`crate::Attr`] of the file
+//! (`Attr::crypt`), so a `getattr` or `lookup` needs no second round trip.
 
 use crate::attr::FileType;
 use crate::encoding::{decode, encode};
@@ -13,14 +18,64 @@ use crate::errno::{Errno, Res};
 use crate::exec::Exec;
 use crate::handle::FileHandle;
 use crate::key;
-use crate::op::Reply;
+use crate::op::{Op, Reply};
 use crate::store::{Store, Txn};
+use serde::{Deserialize, Serialize};
 
-/// The group of `ino` as `txn` sees it, if it has one.
-pub(crate) fn group_of<S: Store + ?Sized>(txn: &Txn<'_, S>, ino: u64) -> Res<Option<[u8; 16]>> {
+/// Largest sealed header, in bytes.
+pub const MAX_HEADER: usize = 256;
+
+/// The record `crypt_file(ino)`.
+#[derive(Serialize, Deserialize, Clone, PartialEq, Eq, Debug)]
+pub(crate) struct CryptFile {
+    /// The file's group.
+    pub group: [u8; 16],
+    /// Its sealed header (empty until a writer sets one).
+    pub header: Vec<u8>,
+}
+
+/// The record of `ino` as `txn` sees it, if it is in a group.
+pub(crate) fn record_of<S: Store + ?Sized>(txn: &Txn<'_, S>, ino: u64) -> Res<Option<CryptFile>> {
     match txn.get(&key::crypt_file(ino))? {
         Some(b) => Ok(Some(decode(&b)?)),
         None => Ok(None),
+    }
+}
+
+/// The group of `ino` as `txn` sees it, if it has one.
+pub(crate) fn group_of<S: Store + ?Sized>(txn: &Txn<'_, S>, ino: u64) -> Res<Option<[u8; 16]>> {
+    Ok(record_of(txn, ino)?.map(|r| r.group))
+}
+
+/// Every attribute in `reply` with its file's header.
+fn fill(reply: &mut Reply, header: &mut impl FnMut(u64) -> Res<Vec<u8>>) -> Res<()> {
+    let mut one = |a: &mut crate::Attr| -> Res<()> {
+        a.crypt = header(a.fh.ino)?;
+        Ok(())
+    };
+    match reply {
+        Reply::Attr(a)
+        | Reply::Entry(a)
+        | Reply::Write { attr: a, .. }
+        | Reply::Delegated { attr: a, .. } => one(a),
+        Reply::Made { entry, dir } => {
+            one(entry)?;
+            one(dir)
+        }
+        Reply::Unlinked { dir, left, .. } => {
+            one(dir)?;
+            match left {
+                Some(a) => one(a),
+                None => Ok(()),
+            }
+        }
+        Reply::Batch(replies) => {
+            for r in replies {
+                fill(r, header)?;
+            }
+            Ok(())
+        }
+        _ => Ok(()),
     }
 }
 
@@ -42,7 +97,11 @@ impl<S: Store + ?Sized> Exec<'_, '_, S> {
         if d.entries > 0 {
             return Err(Errno::ENOTEMPTY.into());
         }
-        self.txn.put(key::crypt_file(dir.ino), encode(&group));
+        let rec = CryptFile {
+            group,
+            header: Vec::new(),
+        };
+        self.txn.put(key::crypt_file(dir.ino), encode(&rec));
         self.proofs_needed.push(group);
         d.ctime = self.now;
         self.save(dir.ino, &d);
@@ -57,9 +116,41 @@ impl<S: Store + ?Sized> Exec<'_, '_, S> {
 
     /// A new inode `ino` made in directory `dir` joins `dir`'s group.
     pub(crate) fn inherit_group(&mut self, dir: u64, ino: u64) -> Res<()> {
-        if let Some(g) = group_of(self.txn, dir)? {
-            self.txn.put(key::crypt_file(ino), encode(&g));
+        if let Some(group) = group_of(self.txn, dir)? {
+            let rec = CryptFile {
+                group,
+                header: Vec::new(),
+            };
+            self.txn.put(key::crypt_file(ino), encode(&rec));
         }
         Ok(())
+    }
+
+    /// Sets `fh`'s sealed header (a member of [`crate::op::Op::Signed`]'s `headers`): `EINVAL`
+    /// for a file in no group or a header over [`MAX_HEADER`] bytes.
+    pub(crate) fn set_header(&mut self, fh: FileHandle, header: Vec<u8>) -> Res<()> {
+        self.resolve(fh)?;
+        let mut rec = record_of(self.txn, fh.ino)?.ok_or(Errno::EINVAL)?;
+        if header.len() > MAX_HEADER {
+            return Err(Errno::EINVAL.into());
+        }
+        rec.header = header;
+        self.txn.put(key::crypt_file(fh.ino), encode(&rec));
+        Ok(())
+    }
+
+    /// Runs read-only `op`; its reply with headers ([`Self::with_headers`]).
+    pub(crate) fn run_read_only(&mut self, op: Op) -> Res<Reply> {
+        let reply = self.run(op)?;
+        self.with_headers(reply)
+    }
+
+    /// `reply` with the header of each file whose attributes it carries (`Attr::crypt`).
+    pub(crate) fn with_headers(&self, mut reply: Reply) -> Res<Reply> {
+        let txn = &*self.txn;
+        fill(&mut reply, &mut |ino| {
+            Ok(record_of(txn, ino)?.map(|r| r.header).unwrap_or_default())
+        })?;
+        Ok(reply)
     }
 }

@@ -31,10 +31,11 @@
 //! no longer open the new version): `EKEYEXPIRED`; more than [`MAX_PROOFS`] or none in an
 //! `Op::Signed`, or one nested in another: `EINVAL`.
 
-use crate::crypt_file::group_of;
+use crate::crypt_file::{group_of, CryptFile};
 use crate::encoding::{decode, encode};
 use crate::errno::{Errno, Res};
 use crate::exec::Exec;
+use crate::handle::FileHandle;
 use crate::key;
 use crate::op::{Credentials, Op, Reply};
 use crate::store::Store;
@@ -56,12 +57,13 @@ pub struct WriterProof {
     pub signature: Vec<u8>,
 }
 
-/// The digest a proof binds: the request's credentials and operation (the operation inside
-/// [`crate::op::Op::Signed`]).
-pub fn request_digest(cred: &Credentials, op: &Op) -> [u8; 32] {
+/// The digest a proof binds: the request's credentials, operation and headers (what
+/// [`crate::op::Op::Signed`] carries besides its proofs).
+pub fn request_digest(cred: &Credentials, op: &Op, headers: &[(FileHandle, Vec<u8>)]) -> [u8; 32] {
     let mut h = blake3::Hasher::new_derive_key("byzfs 2026-11 writer proof request digest");
     h.update(&encode(cred));
     h.update(&encode(op));
+    h.update(&encode(&headers));
     *h.finalize().as_bytes()
 }
 
@@ -83,7 +85,8 @@ pub fn signed_bytes(
 }
 
 /// `op` as client `client` sends it with credentials `cred` and sequence number `seq`,
-/// signed with writer key `writer` (version `version`) for each of `groups`.
+/// signed with writer key `writer` (version `version`) for each of `groups`, setting no
+/// header ([`sign_with_headers`]).
 ///
 /// ```
 /// use byzfs_fs::crypt_write::sign;
@@ -91,7 +94,7 @@ pub fn signed_bytes(
 /// let writer = ed25519_dalek::SigningKey::from_bytes(&[7; 32]);
 /// let op = Op::GetAttr { fh: FileHandle::ROOT };
 /// match sign(&writer, &[[1; 16]], 3, 42, 5, &Credentials::root(), op.clone()) {
-///     Op::Signed { seq, proofs, op: inner } => {
+///     Op::Signed { seq, proofs, op: inner, .. } => {
 ///         assert_eq!((seq, proofs.len(), proofs[0].version, *inner), (5, 1, 3, op));
 ///     }
 ///     other => panic!("{other:?}"),
@@ -106,7 +109,22 @@ pub fn sign(
     cred: &Credentials,
     op: Op,
 ) -> Op {
-    let digest = request_digest(cred, &op);
+    sign_with_headers(writer, groups, version, client, seq, cred, op, Vec::new())
+}
+
+/// As [`sign`], setting the sealed headers of `headers`' files after `op` ran.
+#[allow(clippy::too_many_arguments)]
+pub fn sign_with_headers(
+    writer: &SigningKey,
+    groups: &[[u8; 16]],
+    version: u32,
+    client: u64,
+    seq: u64,
+    cred: &Credentials,
+    op: Op,
+    headers: Vec<(FileHandle, Vec<u8>)>,
+) -> Op {
+    let digest = request_digest(cred, &op, &headers);
     let proofs = groups
         .iter()
         .map(|g| WriterProof {
@@ -122,6 +140,7 @@ pub fn sign(
         seq,
         proofs,
         op: Box::new(op),
+        headers,
     }
 }
 
@@ -152,15 +171,21 @@ struct Signed {
 impl<S: Store + ?Sized> Exec<'_, '_, S> {
     /// Runs a request's operation, [`crate::op::Op::Signed`] or not, then the writer check.
     pub(crate) fn run_checked(&mut self, op: Op) -> Res<Reply> {
-        let (signed, op) = match op {
-            Op::Signed { seq, proofs, op } => {
+        let (signed, op, headers) = match op {
+            Op::Signed {
+                seq,
+                proofs,
+                op,
+                headers,
+            } => {
                 if proofs.is_empty()
                     || proofs.len() > MAX_PROOFS
+                    || headers.len() > crate::batch::MAX_BATCH
                     || matches!(*op, Op::Signed { .. })
                 {
                     return Err(Errno::EINVAL.into());
                 }
-                let digest = request_digest(self.cred, &op);
+                let digest = request_digest(self.cred, &op, &headers);
                 (
                     Some(Signed {
                         seq,
@@ -168,24 +193,26 @@ impl<S: Store + ?Sized> Exec<'_, '_, S> {
                         digest,
                     }),
                     *op,
+                    headers,
                 )
             }
-            op => (None, op),
+            op => (None, op, Vec::new()),
         };
-        let scan = !unchecked(&op);
+        let scan = !unchecked(&op) || !headers.is_empty();
         let reply = self.run(op)?;
+        for (fh, header) in headers {
+            self.set_header(fh, header)?;
+        }
         let mut need: BTreeSet<[u8; 16]> = self.proofs_needed.drain(..).collect();
         if scan {
             need.extend(self.groups_changed()?);
         }
         match signed {
-            None if need.is_empty() => Ok(reply),
-            None => Err(Errno::EACCES.into()),
-            Some(s) => {
-                self.check_proofs(s, need)?;
-                Ok(reply)
-            }
+            None if need.is_empty() => {}
+            None => return Err(Errno::EACCES.into()),
+            Some(s) => self.check_proofs(s, need)?,
         }
+        self.with_headers(reply)
     }
 
     /// The groups of the files this operation's writes changed, before or after them.
@@ -194,7 +221,7 @@ impl<S: Store + ?Sized> Exec<'_, '_, S> {
         let mut groups = BTreeSet::new();
         for ino in files {
             if let Some(b) = self.txn.get_before(&key::crypt_file(ino))? {
-                groups.insert(decode(&b)?);
+                groups.insert(decode::<CryptFile>(&b)?.group);
             }
             groups.extend(group_of(self.txn, ino)?);
         }

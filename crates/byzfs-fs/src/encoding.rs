@@ -89,6 +89,7 @@ mod tests {
             mtime: T1,
             ctime: T1,
             rdev: 9,
+            crypt: vec![10],
         }
     }
 
@@ -349,6 +350,7 @@ mod tests {
                     signature: vec![2; 64],
                 }],
                 op: Box::new(Op::StatFs),
+                headers: vec![(FH, vec![3])],
             },
             Op::FileGroup { fh: FH },
             Op::WriterSeq,
@@ -664,9 +666,10 @@ mod tests {
                 "010201031a05060101020203010180030001040105010001010e08",
             ),
             (
+                // A wire format only (results are not stored here): `Attr::crypt` added.
                 "result ok",
                 encode_result(&Ok(Reply::Attr(attr()))),
-                "0000050600a40301020304050e080e080e0809",
+                "0000050600a40301020304050e080e080e0809010a",
             ),
             ("result err", encode_result(&Err(Errno::ENOENT)), "0104"),
             (

@@ -114,6 +114,7 @@ impl Inode {
             mtime: self.mtime,
             ctime: self.ctime,
             rdev: self.rdev,
+            crypt: Vec::new(),
         }
     }
 }

@@ -533,6 +533,10 @@ pub enum Op {
         proofs: Vec<crate::crypt_write::WriterProof>,
         /// The operation.
         op: Box<Op>,
+        /// Sealed headers to set once `op` ran (files of a group, at most
+        /// [`crate::crypt_file::MAX_HEADER`] bytes each, at most 64;
+        /// [`crate::crypt_file`]).
+        headers: Vec<(FileHandle, Vec<u8>)>,
     },
     /// The encryption group of `fh`, if any. Read-only. Reply: [`Reply::FileGroup`].
     FileGroup {

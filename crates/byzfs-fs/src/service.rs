@@ -275,7 +275,7 @@ impl<S: Store> FileService<S> {
                 at: None,
                 proofs_needed: Vec::new(),
             }
-            .run(req.op)
+            .run_read_only(req.op)
         });
         match outcome {
             Ok(r) => Ok(r),

@@ -512,6 +512,7 @@ fn proofs_that_do_not_fit_the_request_are_refused() {
         seq,
         proofs,
         op: Box::new(write("C")),
+        headers: vec![],
     };
     assert_eq!(w.fs.run(swapped), Err(Errno::EACCES));
     // Under other credentials than those signed (root's request, a user's proof).
@@ -523,6 +524,7 @@ fn proofs_that_do_not_fit_the_request_are_refused() {
         seq,
         mut proofs,
         op,
+        ..
     } = signed(CLIENT, 103, write("E"))
     else {
         unreachable!()
@@ -532,7 +534,8 @@ fn proofs_that_do_not_fit_the_request_are_refused() {
         w.fs.run(Op::Signed {
             seq,
             proofs: proofs.clone(),
-            op: op.clone()
+            op: op.clone(),
+            headers: vec![]
         }),
         Err(Errno::EACCES)
     );
@@ -540,7 +543,15 @@ fn proofs_that_do_not_fit_the_request_are_refused() {
         group: [7; 16],
         ..proofs[0].clone()
     };
-    assert_eq!(w.fs.run(Op::Signed { seq, proofs, op }), Err(Errno::EACCES));
+    assert_eq!(
+        w.fs.run(Op::Signed {
+            seq,
+            proofs,
+            op,
+            headers: vec![]
+        }),
+        Err(Errno::EACCES)
+    );
     assert_eq!(w.snapshot(), before);
     // Used once; then the same proof again, or an older number, is refused.
     let once = signed(CLIENT, 200, write("F"));
@@ -562,7 +573,8 @@ fn proofs_that_do_not_fit_the_request_are_refused() {
         w.fs.run(Op::Signed {
             seq: 301,
             proofs: vec![],
-            op: op.clone()
+            op: op.clone(),
+            headers: vec![]
         }),
         Err(Errno::EINVAL)
     );
@@ -574,7 +586,8 @@ fn proofs_that_do_not_fit_the_request_are_refused() {
         w.fs.run(Op::Signed {
             seq: 302,
             proofs: many,
-            op: op.clone()
+            op: op.clone(),
+            headers: vec![]
         }),
         Err(Errno::EINVAL)
     );
@@ -665,6 +678,7 @@ fn a_change_across_two_groups_needs_a_proof_for_each() {
         seq: w.seq,
         proofs: both,
         op: Box::new(mv),
+        headers: vec![],
     });
     assert_eq!(r, Ok(Reply::Done));
     // The file keeps its own group wherever it goes.
@@ -735,6 +749,92 @@ fn what_is_made_in_a_group_belongs_to_it_and_joining_has_rules() {
         .is_ok());
     assert_eq!(w.fs.records(), records);
     assert_eq!(group(&mut w, made.fh), Err(Errno::ESTALE));
+}
+
+#[test]
+fn a_writer_sets_headers_that_come_back_with_every_attribute() {
+    let mut w = World::new();
+    let (f, p, enc) = (w.f, w.p, w.enc);
+    let cred = w.fs.cred.clone();
+    let touch = Op::SetAttr {
+        fh: f,
+        set: SetAttr {
+            mode: Some(0o640),
+            ..SetAttr::default()
+        },
+    };
+    let with = |seq: u64, headers: Vec<(FileHandle, Vec<u8>)>| {
+        crypt_write::sign_with_headers(
+            &writer_v1(),
+            &[G],
+            1,
+            CLIENT,
+            seq,
+            &cred,
+            touch.clone(),
+            headers,
+        )
+    };
+    // Set with the change, returned in its reply and in every later attribute.
+    match w.fs.run(with(100, vec![(f, b"sealed-1".to_vec())])) {
+        Ok(Reply::Attr(a)) => assert_eq!(a.crypt, b"sealed-1"),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(w.fs.getattr(f).crypt, b"sealed-1");
+    assert_eq!(Fs::entry(w.fs.lookup(enc, "f")).crypt, b"sealed-1");
+    assert_eq!(w.fs.getattr(enc).crypt, b"");
+    assert_eq!(w.fs.getattr(p).crypt, b"");
+    // A proof for other headers, a plain file's, one too large, one without a proof.
+    let Op::Signed {
+        seq, proofs, op, ..
+    } = with(101, vec![(f, b"A".to_vec())])
+    else {
+        unreachable!()
+    };
+    let other = Op::Signed {
+        seq,
+        proofs,
+        op,
+        headers: vec![(f, b"B".to_vec())],
+    };
+    assert_eq!(w.fs.run(other), Err(Errno::EACCES));
+    assert_eq!(
+        w.fs.run(with(102, vec![(p, b"C".to_vec())])),
+        Err(Errno::EINVAL)
+    );
+    let big = vec![0; byzfs_fs::crypt_file::MAX_HEADER + 1];
+    assert_eq!(w.fs.run(with(103, vec![(f, big)])), Err(Errno::EINVAL));
+    let Op::Signed { op, .. } = with(104, vec![]) else {
+        unreachable!()
+    };
+    let unsigned_header = crypt_write::sign_with_headers(
+        &reader(),
+        &[G],
+        1,
+        CLIENT,
+        105,
+        &cred,
+        *op,
+        vec![(f, b"D".to_vec())],
+    );
+    assert_eq!(w.fs.run(unsigned_header), Err(Errno::EACCES));
+    // Headers alone, on an operation that changes nothing else, still need the writer.
+    let alone = |key: &SigningKey, seq| {
+        crypt_write::sign_with_headers(
+            key,
+            &[G],
+            1,
+            CLIENT,
+            seq,
+            &cred,
+            Op::Fsync { fh: f },
+            vec![(f, b"E".to_vec())],
+        )
+    };
+    assert_eq!(w.fs.run(alone(&reader(), 106)), Err(Errno::EACCES));
+    assert_eq!(w.fs.getattr(f).crypt, b"sealed-1");
+    assert!(w.fs.run(alone(&writer_v1(), 107)).is_ok());
+    assert_eq!(w.fs.getattr(f).crypt, b"E");
 }
 
 /// One step of the property test: a change from `changes`, sent with one kind of proof.

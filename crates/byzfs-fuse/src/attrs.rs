@@ -162,6 +162,7 @@ mod tests {
             mtime: Timestamp::default(),
             ctime: Timestamp::default(),
             rdev: 0,
+            crypt: Vec::new(),
         }
     }
 

@@ -522,6 +522,7 @@ pub(crate) fn make_early(
         mtime: now,
         ctime: now,
         rdev: 0,
+        crypt: Vec::new(),
     };
     let make = match what {
         Make::File => Op::Create {

@@ -240,6 +240,7 @@ mod tests {
             mtime: Timestamp::default(),
             ctime: Timestamp::default(),
             rdev: 0,
+            crypt: Vec::new(),
         }
     }
 

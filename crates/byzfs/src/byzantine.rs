@@ -77,6 +77,10 @@ fn corrupt_attr(a: &mut Attr) {
     a.atime = later(a.atime);
     a.mtime = later(a.mtime);
     a.ctime = later(a.ctime);
+    // An encrypted file's sealed header with every bit flipped: it must never open.
+    for b in &mut a.crypt {
+        *b = !*b;
+    }
 }
 
 /// A believable wrong file-service result.
@@ -268,6 +272,7 @@ mod tests {
             mtime: Timestamp::default(),
             ctime: Timestamp::default(),
             rdev: 0,
+            crypt: vec![1, 2],
         }
     }
 
