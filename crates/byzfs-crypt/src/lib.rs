@@ -4,6 +4,8 @@
 //!
 //! - [`block`]: 4 KiB blocks sealed with XChaCha20-Poly1305 under a per-file content key,
 //!   bound to their file, index and key version.
+//! - [`file`]: how an encrypted mount stores a file: sealed blocks with their key version,
+//!   a sealed header (the size), names, link targets and extended attributes.
 //! - [`merkle`]: a BLAKE3 Merkle tree over a file's sealed blocks, with proofs for one block.
 //! - [`header`]: a file's `(root, version, size, key version)`, signed by the group's writer
 //!   key (Ed25519).
@@ -27,6 +29,7 @@
 //! ```
 
 pub mod block;
+pub mod file;
 pub mod header;
 pub mod lockbox;
 pub mod member;

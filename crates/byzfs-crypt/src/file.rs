@@ -1,0 +1,463 @@
+//! How an encrypted mount stores a file of a group at the replicas (docs/plans/28-encryption.md
+//! "Data"): what each plaintext thing becomes.
+//!
+//! | plaintext | stored as |
+//! |---|---|
+//! | block `i` of a regular file (4096 bytes, the last one padded with zeros) | at offset `i × SEALED_BLOCK`: key version (4, big-endian) ‖ [`crate::block`] sealed under that version's content key of the file, bound to file and index; a hole (all zeros) stays a hole and reads as zeros |
+//! | the file's size | its [`Header`], sealed the same way at index [`HEADER_INDEX`], in the replicas' `Attr::crypt`; the stored size is whole sealed blocks, so the size leaks rounded up to 4 KiB |
+//! | a name in a directory | [`crate::names`] under the directory's name key of the key version its [`DirHeader`] names |
+//! | a symbolic link's target | base64url of key version ‖ XChaCha20-Poly1305 under the group's link key |
+//! | an extended attribute | name: `user.`/`trusted.` ‖ [`crate::names`] under the file's name key of version 1; value: key version ‖ XChaCha20-Poly1305 under the file's content key, bound to file and name |
+//!
+//! Nonces are random (192 bits) everywhere, so no rewrite repeats one.
+
+use crate::regression::GroupKeys;
+use crate::{block, names, CryptError};
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use base64::Engine as _;
+use chacha20poly1305::aead::{Aead, KeyInit, Payload};
+use chacha20poly1305::{XChaCha20Poly1305, XNonce};
+use rand_core::{CryptoRng, RngCore};
+
+/// Plaintext bytes per block.
+pub const BLOCK: u64 = block::BLOCK as u64;
+/// Stored bytes per block: key version, nonce, the block, tag.
+pub const SEALED_BLOCK: u64 = (4 + block::OVERHEAD + block::BLOCK) as u64;
+/// The block index a file's header is sealed at (no data block has it).
+pub const HEADER_INDEX: u64 = u64::MAX;
+/// Longest symbolic link target that seals within the 4095-byte limit on targets.
+pub const TARGET_MAX: usize = 3_000;
+/// Longest extended attribute value that seals within the 64 KiB limit on values.
+pub const XATTR_VALUE_MAX: usize = 65_536 - 64;
+
+/// A file's id for its keys: its inode number and generation.
+pub fn file_id(ino: u64, generation: u64) -> [u8; 16] {
+    let mut id = [0u8; 16];
+    id[..8].copy_from_slice(&ino.to_be_bytes());
+    id[8..].copy_from_slice(&generation.to_be_bytes());
+    id
+}
+
+/// The stored size of a file of `plain` bytes: whole sealed blocks.
+pub fn sealed_size(plain: u64) -> u64 {
+    plain.div_ceil(BLOCK).saturating_mul(SEALED_BLOCK)
+}
+
+/// The keys of `version` from `keys` (the newest a member holds).
+fn keys_of(keys: &GroupKeys, version: u32) -> Result<GroupKeys, CryptError> {
+    if version == keys.version() {
+        Ok(keys.clone())
+    } else {
+        keys.older(version)
+    }
+}
+
+fn split_version(sealed: &[u8]) -> Result<(u32, &[u8]), CryptError> {
+    if sealed.len() < 4 {
+        return Err(CryptError::Malformed("sealed data"));
+    }
+    let (v, rest) = sealed.split_at(4);
+    let v = u32::from_be_bytes([v[0], v[1], v[2], v[3]]);
+    Ok((v, rest))
+}
+
+/// Seals block `index` of `file` (`plain`: at most [`BLOCK`] bytes, padded with zeros)
+/// under the newest version of `keys`: [`SEALED_BLOCK`] bytes.
+pub fn seal_block(
+    keys: &GroupKeys,
+    file: &[u8; 16],
+    index: u64,
+    plain: &[u8],
+    rng: &mut (impl RngCore + CryptoRng),
+) -> Vec<u8> {
+    let mut padded = plain.to_vec();
+    padded.resize(block::BLOCK, 0);
+    let v = keys.version();
+    let mut out = v.to_be_bytes().to_vec();
+    out.extend(block::seal(
+        &keys.content_key(file),
+        file,
+        index,
+        v,
+        &padded,
+        rng,
+    ));
+    out
+}
+
+/// Opens stored block `index` of `file`: [`BLOCK`] bytes; a hole (all zeros) reads as
+/// zeros. A block of a newer key version than `keys` is `NoSuchVersion` (the member's
+/// keys are stale: read the group again).
+pub fn open_block(
+    keys: &GroupKeys,
+    file: &[u8; 16],
+    index: u64,
+    sealed: &[u8],
+) -> Result<Vec<u8>, CryptError> {
+    if sealed.len() as u64 != SEALED_BLOCK {
+        return Err(CryptError::Malformed("sealed block length"));
+    }
+    if sealed.iter().all(|&b| b == 0) {
+        return Ok(vec![0; block::BLOCK]);
+    }
+    let (v, rest) = split_version(sealed)?;
+    let k = keys_of(keys, v)?;
+    block::open(&k.content_key(file), file, index, v, rest)
+}
+
+/// What the header of a regular file holds.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
+pub struct Header {
+    /// The plaintext size.
+    pub size: u64,
+}
+
+/// Seals `h` for `file` under the newest version of `keys`.
+pub fn seal_header(
+    keys: &GroupKeys,
+    file: &[u8; 16],
+    h: Header,
+    rng: &mut (impl RngCore + CryptoRng),
+) -> Vec<u8> {
+    let mut plain = h.size.to_be_bytes().to_vec();
+    plain.extend_from_slice(&[0; 8]);
+    let v = keys.version();
+    let mut out = v.to_be_bytes().to_vec();
+    out.extend(block::seal(
+        &keys.content_key(file),
+        file,
+        HEADER_INDEX,
+        v,
+        &plain,
+        rng,
+    ));
+    out
+}
+
+/// Opens a file's sealed header; none (empty) is an empty file's.
+pub fn open_header(keys: &GroupKeys, file: &[u8; 16], sealed: &[u8]) -> Result<Header, CryptError> {
+    if sealed.is_empty() {
+        return Ok(Header::default());
+    }
+    let (v, rest) = split_version(sealed)?;
+    let k = keys_of(keys, v)?;
+    let plain = block::open(&k.content_key(file), file, HEADER_INDEX, v, rest)?;
+    let size: [u8; 8] = plain
+        .get(..8)
+        .and_then(|b| b.try_into().ok())
+        .ok_or(CryptError::Malformed("header"))?;
+    Ok(Header {
+        size: u64::from_be_bytes(size),
+    })
+}
+
+/// What the header of a directory holds: the key version of its names' key.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct DirHeader {
+    /// Names in the directory are sealed under this version's name key.
+    pub names: u32,
+}
+
+/// Seals a directory's header for `dir` under the newest version of `keys`.
+pub fn seal_dir_header(
+    keys: &GroupKeys,
+    dir: &[u8; 16],
+    h: DirHeader,
+    rng: &mut (impl RngCore + CryptoRng),
+) -> Vec<u8> {
+    seal_header(
+        keys,
+        dir,
+        Header {
+            size: u64::from(h.names),
+        },
+        rng,
+    )
+}
+
+/// Opens a directory's header; none (empty) means version 1.
+pub fn open_dir_header(
+    keys: &GroupKeys,
+    dir: &[u8; 16],
+    sealed: &[u8],
+) -> Result<DirHeader, CryptError> {
+    if sealed.is_empty() {
+        return Ok(DirHeader { names: 1 });
+    }
+    let h = open_header(keys, dir, sealed)?;
+    let names = u32::try_from(h.size).map_err(|_| CryptError::Malformed("directory header"))?;
+    Ok(DirHeader { names })
+}
+
+/// The stored name of `name` in directory `dir` whose header is `h`.
+pub fn seal_name(
+    keys: &GroupKeys,
+    dir: &[u8; 16],
+    h: DirHeader,
+    name: &[u8],
+) -> Result<Vec<u8>, CryptError> {
+    let k = keys_of(keys, h.names)?;
+    Ok(names::seal(&k.name_key(dir), name)?.into_bytes())
+}
+
+/// The plain name of stored name `entry` in directory `dir` whose header is `h`.
+pub fn open_name(
+    keys: &GroupKeys,
+    dir: &[u8; 16],
+    h: DirHeader,
+    entry: &[u8],
+) -> Result<Vec<u8>, CryptError> {
+    let k = keys_of(keys, h.names)?;
+    let text = std::str::from_utf8(entry).map_err(|_| CryptError::Malformed("name"))?;
+    names::open(&k.name_key(dir), text)
+}
+
+fn seal_bytes(
+    key: &[u8; 32],
+    aad: &[u8],
+    version: u32,
+    plain: &[u8],
+    rng: &mut (impl RngCore + CryptoRng),
+) -> Vec<u8> {
+    let mut nonce = [0u8; 24];
+    rng.fill_bytes(&mut nonce);
+    let sealed = XChaCha20Poly1305::new(key.into())
+        .encrypt(XNonce::from_slice(&nonce), Payload { msg: plain, aad })
+        // Refused only beyond 256 GiB.
+        .unwrap_or_default();
+    let mut out = version.to_be_bytes().to_vec();
+    out.extend_from_slice(&nonce);
+    out.extend(sealed);
+    out
+}
+
+fn open_bytes(
+    key: &[u8; 32],
+    aad: &[u8],
+    rest: &[u8],
+    what: &'static str,
+) -> Result<Vec<u8>, CryptError> {
+    if rest.len() < 24 + 16 {
+        return Err(CryptError::Malformed(what));
+    }
+    let (nonce, body) = rest.split_at(24);
+    XChaCha20Poly1305::new(key.into())
+        .decrypt(XNonce::from_slice(nonce), Payload { msg: body, aad })
+        .map_err(|_| CryptError::Tampered(what))
+}
+
+/// The id the group's link key derives from (a link's target is sealed before its inode
+/// exists, so it is bound to the group, not to the link).
+const LINKS: [u8; 16] = *b"byzfs-symlinks-1";
+
+/// The stored target of a symbolic link: base64url, at most 4095 bytes.
+pub fn seal_target(
+    keys: &GroupKeys,
+    target: &[u8],
+    rng: &mut (impl RngCore + CryptoRng),
+) -> Result<Vec<u8>, CryptError> {
+    if target.len() > TARGET_MAX {
+        return Err(CryptError::NameTooLong(target.len()));
+    }
+    let sealed = seal_bytes(
+        &keys.content_key(&LINKS),
+        b"byzfs-link1",
+        keys.version(),
+        target,
+        rng,
+    );
+    Ok(URL_SAFE_NO_PAD.encode(sealed).into_bytes())
+}
+
+/// The plain target of a stored one.
+pub fn open_target(keys: &GroupKeys, stored: &[u8]) -> Result<Vec<u8>, CryptError> {
+    let sealed = URL_SAFE_NO_PAD
+        .decode(stored)
+        .map_err(|_| CryptError::Malformed("link target encoding"))?;
+    let (v, rest) = split_version(&sealed)?;
+    let k = keys_of(keys, v)?;
+    open_bytes(&k.content_key(&LINKS), b"byzfs-link1", rest, "link target")
+}
+
+/// The plain length of a stored target of `stored` bytes (what `lstat` shows).
+pub fn target_len(stored: u64) -> u64 {
+    // base64 without padding: 4 characters per 3 bytes, 2 or 3 for a last 1 or 2.
+    let bytes = stored / 4 * 3 + (stored % 4).saturating_sub(1);
+    bytes.saturating_sub(4 + 24 + 16)
+}
+
+/// The stored name of extended attribute `name` (`namespace.rest`) of `file`; names
+/// without a namespace stay as they are (the replicas refuse them).
+pub fn seal_xattr_name(
+    keys: &GroupKeys,
+    file: &[u8; 16],
+    name: &[u8],
+) -> Result<Vec<u8>, CryptError> {
+    let Some(dot) = name.iter().position(|&b| b == b'.') else {
+        return Ok(name.to_vec());
+    };
+    let k = keys_of(keys, 1)?;
+    let mut out = name[..=dot].to_vec();
+    out.extend(names::seal(&k.name_key(file), &name[dot + 1..])?.into_bytes());
+    Ok(out)
+}
+
+/// The plain name of a stored extended attribute name.
+pub fn open_xattr_name(
+    keys: &GroupKeys,
+    file: &[u8; 16],
+    stored: &[u8],
+) -> Result<Vec<u8>, CryptError> {
+    let dot = stored
+        .iter()
+        .position(|&b| b == b'.')
+        .ok_or(CryptError::Malformed("attribute name"))?;
+    let k = keys_of(keys, 1)?;
+    let text = std::str::from_utf8(&stored[dot + 1..])
+        .map_err(|_| CryptError::Malformed("attribute name"))?;
+    let mut out = stored[..=dot].to_vec();
+    out.extend(names::open(&k.name_key(file), text)?);
+    Ok(out)
+}
+
+fn xattr_aad(file: &[u8; 16], stored_name: &[u8]) -> Vec<u8> {
+    let mut aad = b"byzfs-xattr1".to_vec();
+    aad.extend_from_slice(file);
+    aad.extend_from_slice(stored_name);
+    aad
+}
+
+/// The stored value of extended attribute `stored_name` of `file`.
+pub fn seal_xattr_value(
+    keys: &GroupKeys,
+    file: &[u8; 16],
+    stored_name: &[u8],
+    value: &[u8],
+    rng: &mut (impl RngCore + CryptoRng),
+) -> Result<Vec<u8>, CryptError> {
+    if value.len() > XATTR_VALUE_MAX {
+        return Err(CryptError::Malformed("attribute value too long"));
+    }
+    let aad = xattr_aad(file, stored_name);
+    Ok(seal_bytes(
+        &keys.content_key(file),
+        &aad,
+        keys.version(),
+        value,
+        rng,
+    ))
+}
+
+/// The plain value of a stored one.
+pub fn open_xattr_value(
+    keys: &GroupKeys,
+    file: &[u8; 16],
+    stored_name: &[u8],
+    stored: &[u8],
+) -> Result<Vec<u8>, CryptError> {
+    let (v, rest) = split_version(stored)?;
+    let k = keys_of(keys, v)?;
+    open_bytes(
+        &k.content_key(file),
+        &xattr_aad(file, stored_name),
+        rest,
+        "attribute value",
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::regression::Owner;
+    use rand_core::OsRng;
+
+    fn keys(v: u32) -> GroupKeys {
+        Owner::from_bytes([5; 32]).group_keys(v).unwrap()
+    }
+
+    #[test]
+    fn blocks_open_under_their_own_version_and_holes_read_as_zeros() {
+        let (f, g) = (file_id(7, 1), file_id(8, 1));
+        let s = seal_block(&keys(1), &f, 3, b"abc", &mut OsRng);
+        assert_eq!(s.len() as u64, SEALED_BLOCK);
+        let mut want = b"abc".to_vec();
+        want.resize(4096, 0);
+        // A member at version 2 opens a version-1 block; one at version 1 cannot open
+        // version 2's.
+        assert_eq!(open_block(&keys(2), &f, 3, &s), Ok(want));
+        let s2 = seal_block(&keys(2), &f, 3, b"new", &mut OsRng);
+        assert_eq!(
+            open_block(&keys(1), &f, 3, &s2),
+            Err(CryptError::NoSuchVersion { asked: 2, have: 1 })
+        );
+        assert_eq!(
+            open_block(&keys(1), &f, 3, &vec![0; SEALED_BLOCK as usize]),
+            Ok(vec![0; 4096])
+        );
+        // Moved to another index or file, a flipped bit, or cut short: refused.
+        assert!(open_block(&keys(2), &f, 4, &s).is_err());
+        assert!(open_block(&keys(2), &g, 3, &s).is_err());
+        let k2 = keys(2);
+        for i in 0..s.len() {
+            let mut t = s.clone();
+            t[i] ^= 0x10;
+            assert!(open_block(&k2, &f, 3, &t).is_err(), "bit at {i}");
+        }
+        assert!(open_block(&keys(2), &f, 3, &s[1..]).is_err());
+        assert_eq!(sealed_size(0), 0);
+        assert_eq!(sealed_size(1), SEALED_BLOCK);
+        assert_eq!(sealed_size(4096), SEALED_BLOCK);
+        assert_eq!(sealed_size(4097), 2 * SEALED_BLOCK);
+    }
+
+    #[test]
+    fn headers_names_targets_and_attributes_round_trip_and_refuse_tampering() {
+        let (k, f, d) = (keys(3), file_id(7, 1), file_id(2, 1));
+        let h = seal_header(&k, &f, Header { size: 12345 }, &mut OsRng);
+        assert_eq!(open_header(&k, &f, &h), Ok(Header { size: 12345 }));
+        assert_eq!(open_header(&k, &f, &[]), Ok(Header { size: 0 }));
+        assert!(
+            open_header(&k, &file_id(7, 2), &h).is_err(),
+            "another file's"
+        );
+        let dh = seal_dir_header(&k, &d, DirHeader { names: 2 }, &mut OsRng);
+        let dh = open_dir_header(&k, &d, &dh).unwrap();
+        assert_eq!(dh, DirHeader { names: 2 });
+        assert_eq!(open_dir_header(&k, &d, &[]), Ok(DirHeader { names: 1 }));
+        let n = seal_name(&k, &d, dh, b"notes.txt").unwrap();
+        assert_eq!(
+            n,
+            seal_name(&k, &d, dh, b"notes.txt").unwrap(),
+            "deterministic"
+        );
+        assert_ne!(
+            n,
+            seal_name(&k, &d, DirHeader { names: 3 }, b"notes.txt").unwrap()
+        );
+        assert_eq!(open_name(&k, &d, dh, &n), Ok(b"notes.txt".to_vec()));
+        assert!(open_name(&k, &file_id(3, 1), dh, &n).is_err());
+        let t = seal_target(&k, b"../some/where", &mut OsRng).unwrap();
+        assert!(!t.contains(&0) && !t.contains(&b'/'));
+        assert_eq!(target_len(t.len() as u64), 13);
+        assert_eq!(open_target(&keys(4), &t), Ok(b"../some/where".to_vec()));
+        assert!(seal_target(&k, &[b'a'; TARGET_MAX + 1], &mut OsRng).is_err());
+        let long = seal_target(&k, &[b'a'; TARGET_MAX], &mut OsRng).unwrap();
+        assert!(long.len() <= 4095);
+        assert_eq!(target_len(long.len() as u64), TARGET_MAX as u64);
+        let xn = seal_xattr_name(&k, &f, b"user.mime").unwrap();
+        assert!(xn.starts_with(b"user.") && !xn.ends_with(b"mime"));
+        assert_eq!(open_xattr_name(&k, &f, &xn), Ok(b"user.mime".to_vec()));
+        let xv = seal_xattr_value(&k, &f, &xn, b"text/plain", &mut OsRng).unwrap();
+        assert_eq!(
+            open_xattr_value(&k, &f, &xn, &xv),
+            Ok(b"text/plain".to_vec())
+        );
+        assert!(
+            open_xattr_value(&k, &f, b"user.other", &xv).is_err(),
+            "moved to another name"
+        );
+        let mut bad = xv.clone();
+        bad[10] ^= 1;
+        assert!(open_xattr_value(&k, &f, &xn, &bad).is_err());
+    }
+}
