@@ -127,9 +127,14 @@ impl<S: Store + ?Sized> Exec<'_, '_, S> {
     }
 
     /// Sets `fh`'s sealed header (a member of [`crate::op::Op::Signed`]'s `headers`): `EINVAL`
-    /// for a file in no group or a header over [`MAX_HEADER`] bytes.
+    /// for a file in no group or a header over [`MAX_HEADER`] bytes; nothing for a file
+    /// that no longer exists.
     pub(crate) fn set_header(&mut self, fh: FileHandle, header: Vec<u8>) -> Res<()> {
-        self.resolve(fh)?;
+        // A file the operation removed (a batch that writes a file, then removes it) has
+        // no header left to set.
+        if self.resolve(fh).is_err() {
+            return Ok(());
+        }
         let mut rec = record_of(self.txn, fh.ino)?.ok_or(Errno::EINVAL)?;
         if header.len() > MAX_HEADER {
             return Err(Errno::EINVAL.into());

@@ -8,7 +8,9 @@
 //! ([`crate::key`]'s `file_of`) is looked up, before and after, and each group found needs a
 //! proof — as does the group a [`crate::op::Op::SetGroup`] joins. Checking the writes rather
 //! than listing, per operation, which files it changes means no operation, batch member or
-//! later addition can slip past. Not checked: lock and lease operations, delegations,
+//! later addition can slip past. A directory of a group is delegated
+//! ([`crate::dir_delegation`]) only with a proof too, as its holder answers changes early.
+//! Not checked: lock and lease operations, file delegations, directories given back,
 //! inode reservations, capacity reports, group records (signed by their owner,
 //! [`crate::crypt_group`]) and the sweeps and reclaim steps that free what a dead client or
 //! a removal left ([`crate::orphan`], [`crate::reclaim`]) — none of them lets its sender
@@ -144,6 +146,12 @@ pub fn sign_with_headers(
     }
 }
 
+/// Whether the writer check looks at what `op` writes (module documentation): a client
+/// signs these when they may change a group's files.
+pub fn checked(op: &Op) -> bool {
+    !unchecked(op)
+}
+
 /// Whether `op` is outside the writer check (module documentation).
 fn unchecked(op: &Op) -> bool {
     op.is_lock()
@@ -155,7 +163,6 @@ fn unchecked(op: &Op) -> bool {
                 | Op::Reclaim { .. }
                 | Op::ReportCapacity { .. }
                 | Op::ReserveInodes { .. }
-                | Op::DelegateDir { .. }
                 | Op::ReturnDir { .. }
                 | Op::GroupPut { .. }
         )

@@ -60,6 +60,11 @@ impl<S: Store + ?Sized> Exec<'_, '_, S> {
         if !d.is_dir() {
             return Err(Errno::ENOTDIR.into());
         }
+        // The holder answers changes early: only a writer of an encrypted directory's group
+        // may hold it, or a reader's mount would answer changes the replicas then refuse.
+        if let Some(group) = crate::crypt_file::group_of(self.txn, dir.ino)? {
+            self.proofs_needed.push(group);
+        }
         if let Some(holder) = self.dir_holder(dir.ino)?.filter(|&h| h != self.client) {
             self.add_recall(holder, dir.ino)?;
             return Ok(Reply::Recall);

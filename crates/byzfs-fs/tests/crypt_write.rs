@@ -486,6 +486,26 @@ fn plain_files_need_no_proof_and_locks_and_reads_none() {
 }
 
 #[test]
+fn only_a_writer_holds_an_encrypted_directory() {
+    let mut w = World::new();
+    let (enc, plain) = (w.enc, w.plain);
+    // A reader's mount holding it would answer changes early that the replicas refuse.
+    assert_eq!(w.fs.run(Op::DelegateDir { dir: enc }), Err(Errno::EACCES));
+    assert_eq!(
+        w.signed(&reader(), 1, &[G], Op::DelegateDir { dir: enc }),
+        Err(Errno::EACCES)
+    );
+    assert!(matches!(
+        w.write_signed(Op::DelegateDir { dir: enc }),
+        Ok(Reply::Delegated { .. })
+    ));
+    assert!(matches!(
+        w.fs.run(Op::DelegateDir { dir: plain }),
+        Ok(Reply::Delegated { .. })
+    ));
+}
+
+#[test]
 fn proofs_that_do_not_fit_the_request_are_refused() {
     let mut w = World::new();
     let f = w.f;
@@ -835,6 +855,22 @@ fn a_writer_sets_headers_that_come_back_with_every_attribute() {
     assert_eq!(w.fs.getattr(f).crypt, b"sealed-1");
     assert!(w.fs.run(alone(&writer_v1(), 107)).is_ok());
     assert_eq!(w.fs.getattr(f).crypt, b"E");
+    // A header for a file the same request removes is not an error.
+    let gone = Op::Remove {
+        dir: enc,
+        name: b"f".to_vec(),
+    };
+    let op = crypt_write::sign_with_headers(
+        &writer_v1(),
+        &[G],
+        1,
+        CLIENT,
+        108,
+        &cred,
+        gone,
+        vec![(f, b"F".to_vec())],
+    );
+    assert!(matches!(w.fs.run(op), Ok(Reply::Unlinked { .. })));
 }
 
 /// One step of the property test: a change from `changes`, sent with one kind of proof.

@@ -42,6 +42,8 @@ pub(crate) struct Link {
     pub(crate) reclaim: reclaim::Reclaimer,
     /// Directory delegations and the operations answered early in them (`dirs.rs`).
     pub(crate) dirs: dirs::Dirs,
+    /// An encrypted mount's crypto layer (`crypt.rs`), between every operation and the wire.
+    pub(crate) crypt: Option<Box<crate::crypt::Crypt>>,
 }
 
 /// Runs `op` on the cluster with `cred` (no bookkeeping). Waits until the cluster answers,
@@ -146,10 +148,35 @@ fn invoke_once_as(link: &mut Link, cred: &Credentials, op: Op, ordered: bool) ->
     };
     // The flag is only a hint: replicas decide from the operation itself what is read-only.
     let read_only = op.is_read_only() && !link.strict && !ordered;
+    let effect = Effect::of(&op);
+    let result = match link.crypt.take() {
+        Some(mut crypt) => {
+            let r = crypt.call(link, cred, op, read_only);
+            link.crypt = Some(crypt);
+            r
+        }
+        None => transmit(link, cred, op, read_only),
+    };
+    link.attrs
+        .record(effect, &result, std::time::Instant::now());
+    if !changes_held.is_empty() {
+        link.dirs.changed_elsewhere(&changes_held);
+    }
+    if let Some(fh) = sets_held {
+        match &result {
+            Ok(Reply::Attr(a)) => link.dirs.set_attr(a),
+            _ => link.dirs.changed_elsewhere(&[fh]),
+        }
+    }
+    result
+}
+
+/// Sends `op` as it is and waits for its result, or up to the soft mount's timeout: the
+/// wire under [`invoke_once`] (and under the crypto layer, `crypt.rs`).
+pub(crate) fn transmit(link: &mut Link, cred: &Credentials, op: Op, read_only: bool) -> FsResult {
     let name = op.name();
     tracing::trace!(op = name, "send");
     let began = std::time::Instant::now();
-    let effect = Effect::of(&op);
     let bytes = Request::new(cred.clone(), op).encode();
     let timeout = link.timeout;
     let client = &mut link.client;
@@ -179,7 +206,7 @@ fn invoke_once_as(link: &mut Link, cred: &Credentials, op: Op, ordered: bool) ->
     let tally = link.sent.entry(name).or_default();
     tally.0 += 1;
     tally.1 += began.elapsed();
-    let result = match out {
+    match out {
         Some(Ok(b)) => decode_result(&b).unwrap_or(Err(Errno::EIO)),
         Some(Err(e)) => {
             tracing::warn!(op = name, error = %e, "invoke failed");
@@ -189,19 +216,7 @@ fn invoke_once_as(link: &mut Link, cred: &Credentials, op: Op, ordered: bool) ->
             tracing::warn!(op = name, "no reply within the soft mount's timeout: EIO");
             Err(Errno::EIO)
         }
-    };
-    link.attrs
-        .record(effect, &result, std::time::Instant::now());
-    if !changes_held.is_empty() {
-        link.dirs.changed_elsewhere(&changes_held);
     }
-    if let Some(fh) = sets_held {
-        match &result {
-            Ok(Reply::Attr(a)) => link.dirs.set_attr(a),
-            _ => link.dirs.changed_elsewhere(&[fh]),
-        }
-    }
-    result
 }
 
 /// Sends writes held back (`gather.rs`); a failure is kept for the file's next `close` or

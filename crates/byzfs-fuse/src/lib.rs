@@ -92,6 +92,10 @@
 mod attrs;
 mod cluster;
 mod convert;
+pub mod crypt;
+mod crypt_data;
+mod crypt_handles;
+mod crypt_tree;
 mod delegations;
 mod dirs;
 pub mod fsclient;

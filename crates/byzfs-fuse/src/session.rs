@@ -29,6 +29,9 @@ pub struct MountOptions {
     /// Hold directory delegations and answer creations and removals in them early
     /// (`dirs.rs`).
     pub delegate_dirs: bool,
+    /// Mount a group's encrypted tree with this identity (`crypt.rs`); `None`: the
+    /// cluster's plain tree.
+    pub encryption: Option<crate::crypt::Encryption>,
 }
 
 /// A mounted file system, served by a background thread.
@@ -189,16 +192,32 @@ pub fn mount(
         .enable_all()
         .build()
         .context("cannot start the mount's runtime")?;
-    let client = rt
+    let mut client = rt
         .block_on(FsClient::connect(&cluster, &cred, opts.unreplicated))
         .context("cannot connect to the cluster")?;
     let client_id = client.id();
+    let crypt = match &opts.encryption {
+        Some(enc) => Some(Box::new(crate::crypt_tree::start(
+            &rt,
+            &mut client,
+            enc,
+            client_id,
+            &crate::own_credentials(),
+        )?)),
+        None => None,
+    };
     let notifier = Arc::new(OnceLock::new());
-    let write_chunk = cluster
+    let mut write_chunk = cluster
         .bft
         .op_bytes_max
         .saturating_sub(WRITE_OVERHEAD)
         .clamp(4096, MAX_IO as usize);
+    if crypt.is_some() {
+        // Sealed, a write grows by 44 bytes a block and by the blocks it changes only in
+        // part (read and sealed whole): two more at most.
+        let sealed = byzfs_crypt::file::SEALED_BLOCK as usize;
+        write_chunk = (write_chunk / sealed).saturating_sub(2).max(1) * 4096;
+    }
     let (nudge_tx, nudge_rx) = std::sync::mpsc::channel();
     let fs = ByzFuse {
         write_chunk,
@@ -217,6 +236,7 @@ pub fn mount(
                 opened: HashMap::new(),
                 reclaim: reclaim::Reclaimer::new(Some(nudge_tx.clone())),
                 dirs: dirs::Dirs::new(opts.delegate_dirs, Some(nudge_tx.clone())),
+                crypt,
             },
             files: Files {
                 known: HashMap::from([(

@@ -71,7 +71,7 @@ enum GroupCommand {
 }
 
 /// A group argument: 32 hex digits are an id; anything else a name you own.
-fn group_of(arg: &str, me: &Identity) -> [u8; 16] {
+pub fn group_of(arg: &str, me: &Identity) -> [u8; 16] {
     match hex::decode(arg)
         .ok()
         .and_then(|b| <[u8; 16]>::try_from(b).ok())
@@ -149,6 +149,24 @@ impl Cluster {
             Err(e) => bail!("refused by the cluster: {e:?}"),
         }
     }
+}
+
+/// Makes `me`'s group `name` unless it exists (`byzfs up --encrypt`); its id.
+pub async fn ensure(
+    cluster: &ClusterConfig,
+    cred: &ClientCredential,
+    me: &Identity,
+    name: &str,
+) -> anyhow::Result<[u8; 16]> {
+    let mut c = Cluster {
+        client: ByzClient::connect(cluster, cred).await?,
+    };
+    let group = me.group_id(name);
+    if c.get(group).await?.is_none() {
+        c.put(me, group, 1, &[(me.member_key(), Role::Writer)])
+            .await?;
+    }
+    Ok(group)
 }
 
 /// The record of `group` as its owner `me` changes it.

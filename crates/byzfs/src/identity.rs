@@ -97,7 +97,7 @@ pub fn load(path: &Path) -> anyhow::Result<Identity> {
     Ok(id)
 }
 
-fn write_new(path: &Path, id: &Identity, force: bool) -> anyhow::Result<()> {
+pub fn write_new(path: &Path, id: &Identity, force: bool) -> anyhow::Result<()> {
     let (x, e) = id.secrets();
     let f = IdentityFile {
         member_key: hex::encode(id.member_key()),

@@ -40,8 +40,42 @@ pub struct MountArgs {
     sync_writes: bool,
     #[command(flatten)]
     cache: CacheArgs,
+    #[command(flatten)]
+    encrypt: EncryptArgs,
     /// Where to mount.
     mountpoint: PathBuf,
+}
+
+/// An encrypted mount (issue #28): `byzfs mount --identity FILE [--group G]`.
+#[derive(Args, Debug, Clone)]
+pub struct EncryptArgs {
+    /// Mount a group's encrypted tree as this identity (`byzfs identity new`): names,
+    /// contents, link targets and extended attributes are sealed before they leave this
+    /// machine, and only the group's writers can change anything in it.
+    #[arg(long, value_name = "FILE")]
+    identity: Option<PathBuf>,
+    /// With --identity: the group, by a name your identity owns or by its 32-hex-digit id
+    /// (default: your group named `default`).
+    #[arg(long, requires = "identity")]
+    group: Option<String>,
+    /// Mount the plain tree even though --identity is given.
+    #[arg(long)]
+    plaintext: bool,
+}
+
+impl EncryptArgs {
+    /// What to mount encrypted, if anything.
+    pub fn encryption(&self) -> anyhow::Result<Option<byzfs_fuse::crypt::Encryption>> {
+        let Some(path) = &self.identity else {
+            return Ok(None);
+        };
+        if self.plaintext {
+            return Ok(None);
+        }
+        let identity = crate::identity::load(path)?;
+        let group = crate::group::group_of(self.group.as_deref().unwrap_or("default"), &identity);
+        Ok(Some(byzfs_fuse::crypt::Encryption { identity, group }))
+    }
 }
 
 pub fn run(a: MountArgs) -> anyhow::Result<ExitCode> {
@@ -56,6 +90,7 @@ pub fn run(a: MountArgs) -> anyhow::Result<ExitCode> {
         sync_writes: a.sync_writes,
         cache_timeout: a.cache.timeout(),
         delegate_dirs: !a.cache.no_dir_delegations,
+        encryption: a.encrypt.encryption()?,
     };
     let mounted = mount(&a.config, a.key.as_deref(), &a.mountpoint, &opts)?;
     eprintln!(

@@ -51,6 +51,10 @@ pub struct UpArgs {
     /// answers.
     #[arg(long, default_value_t = 0, requires = "mount")]
     timeout_ms: u64,
+    /// With --mount: mount an encrypted tree, as the identity `identity.id` in the cluster
+    /// directory (made if missing) and its group `default` (made if missing).
+    #[arg(long, requires = "mount")]
+    encrypt: bool,
     /// With --mount: see `byzfs mount --help`.
     #[command(flatten)]
     cache: crate::mount::CacheArgs,
@@ -234,6 +238,11 @@ pub fn run(mut a: UpArgs) -> anyhow::Result<ExitCode> {
                 sync_writes: false,
                 cache_timeout: a.cache.timeout(),
                 delegate_dirs: !a.cache.no_dir_delegations,
+                encryption: if a.encrypt {
+                    Some(rt.block_on(encryption(&config_path, &cluster))?)
+                } else {
+                    None
+                },
             };
             Some(byzfs_fuse::mount(&config_path, None, mnt, &opts)?)
         }
@@ -241,6 +250,25 @@ pub fn run(mut a: UpArgs) -> anyhow::Result<ExitCode> {
     };
     print_summary(&children, &cluster, &a, service, &config_path);
     rt.block_on(supervise(&mut children, mounted, &a))
+}
+
+/// `up --encrypt`: the identity `identity.id` beside the cluster file and its group
+/// `default`, each made if missing.
+async fn encryption(
+    config_path: &std::path::Path,
+    cluster: &ClusterConfig,
+) -> anyhow::Result<byzfs_fuse::crypt::Encryption> {
+    let dir = config_path.parent().unwrap_or_else(|| ".".as_ref());
+    let path = dir.join("identity.id");
+    if !path.exists() {
+        let id = byzfs_crypt::member::Identity::generate(&mut rand_core::OsRng);
+        crate::identity::write_new(&path, &id, false)?;
+    }
+    let identity = crate::identity::load(&path)?;
+    let key = byzfs_net::keygen::client_key_path(dir, byzfs_net::keygen::DEFAULT_CLIENT);
+    let cred = byzfs_net::ClientCredential::load(&key, cluster)?;
+    let group = crate::group::ensure(cluster, &cred, &identity, "default").await?;
+    Ok(byzfs_fuse::crypt::Encryption { identity, group })
 }
 
 /// Waits until every replica answers a status request.

@@ -65,6 +65,18 @@ fn outcomes(log: &str) -> Vec<(String, String)> {
 
 #[test]
 fn go_fuse_posixtest_passes_over_the_mount() {
+    run_suite_over(&["--durability", "memory"]);
+}
+
+/// The same over an encrypted mount (`byzfs up --encrypt`, issue #28): every name, byte,
+/// link target and attribute goes through the crypto layer.
+#[test]
+fn go_fuse_posixtest_passes_over_an_encrypted_mount() {
+    run_suite_over(&["--durability", "memory", "--encrypt"]);
+}
+
+/// Builds the suite and runs it over `byzfs up --mount` with `args`.
+fn run_suite_over(args: &[&str]) {
     if skip_without_fuse() {
         return;
     }
@@ -76,7 +88,7 @@ fn go_fuse_posixtest_passes_over_the_mount() {
     let bin = work.path().join("posixtest.test");
     build_suite(&go, &bin);
 
-    let up = Up::start_mounted(&["--durability", "memory"]);
+    let up = Up::start_mounted(args);
     let dir = up.mountpoint.as_ref().unwrap().join("posix");
     std::fs::create_dir(&dir).unwrap();
     let run = Command::new(&bin)

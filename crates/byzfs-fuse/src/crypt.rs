@@ -1,0 +1,660 @@
+//! The crypto layer of an encrypted mount (issue #28, docs/plans/28-encryption.md): between
+//! every operation the mount sends and the wire, it turns plaintext into what the replicas
+//! store (`byzfs_crypt::file`) and back, so the rest of the mount — gathered writes,
+//! delegations, early answers, locks — works on plaintext as before.
+//!
+//! * **The tree.** An encrypted mount shows one group's tree, the directory `g-<group id>`
+//!   at the cluster's root (made and joined to the group by the first writer that mounts
+//!   it). The mount's root stands for it (`crypt_handles.rs`).
+//! * **Names** of entries are sealed under their directory's name key of the key version
+//!   the directory's header names (set when this layer makes the directory); link
+//!   targets, extended attributes' names and values are sealed too.
+//! * **Contents** are stored in sealed blocks; a write of part of a block reads the block,
+//!   opens it and seals it again whole (`crypt_data.rs`). The plaintext size is in the
+//!   file's sealed header, which the replicas return with every attribute.
+//! * **Writers** sign every operation that may change the tree (`Op::Signed`) with the
+//!   group's current writer key; a reader's mount sends them unsigned and every replica
+//!   refuses them (`EACCES`). A proof made with an older key version (`EKEYEXPIRED`: the
+//!   owner changed the group) makes the layer read the group again and try once more.
+//! * **Not done here:** `copy_file_range` and punching holes answer `EOPNOTSUPP` (the
+//!   kernel and `cp` copy through reads and writes then), `SEEK_DATA`/`SEEK_HOLE`
+//!   `ENOSYS` (the kernel then treats the file as all data).
+
+use crate::cluster::{transmit, Link};
+use crate::crypt_handles::map_op;
+use byzfs_crypt::file::{self, DirHeader};
+use byzfs_crypt::member::{open_mine, Identity};
+use byzfs_crypt::regression::GroupKeys;
+use byzfs_crypt::CryptError;
+use byzfs_fs::crypt_write::{checked, sign_with_headers};
+use byzfs_fs::{Attr, Credentials, Errno, FileHandle, FileType, FsResult, Op, Reply};
+use ed25519_dalek::SigningKey;
+use std::collections::{BTreeMap, HashMap};
+
+/// `ENOSYS`: the kernel stops asking (`lseek` then works on its own).
+const ENOSYS: Errno = Errno(38);
+
+/// What `byzfs mount --identity` gives the mount: who it is and which group's tree.
+#[derive(Clone, Debug)]
+pub struct Encryption {
+    /// The member's identity.
+    pub identity: Identity,
+    /// The group whose tree is mounted.
+    pub group: [u8; 16],
+}
+
+/// The name of group `group`'s tree at the cluster's root.
+pub fn tree_name(group: &[u8; 16]) -> Vec<u8> {
+    format!("g-{}", hex::encode(group)).into_bytes()
+}
+
+/// What a reply needs to become plaintext again, per operation sent.
+pub(crate) enum Shape {
+    /// Attributes only.
+    Plain,
+    /// A write of this many plaintext bytes.
+    Wrote(u32),
+    /// A directory listing of this (real) directory.
+    Listing(FileHandle),
+    /// An extended attribute's value: the file and the attribute's stored name.
+    XattrValue(FileHandle, Vec<u8>),
+    /// A list of extended attribute names of this file.
+    XattrNames(FileHandle),
+    /// A link's target.
+    Target,
+    /// A batch's members.
+    Batch(Vec<Shape>),
+}
+
+/// The crypto layer's state.
+pub(crate) struct Crypt {
+    pub(crate) identity: Identity,
+    pub(crate) group: [u8; 16],
+    /// The newest keys this member holds.
+    pub(crate) keys: GroupKeys,
+    /// The writer key of `keys`' version, for writers.
+    pub(crate) writer: Option<SigningKey>,
+    /// The tree's directory, which the mount's root stands for.
+    pub(crate) top: FileHandle,
+    /// This mount's client id (proofs are bound to it).
+    pub(crate) client: u64,
+    /// The last writer-proof sequence number used.
+    pub(crate) seq: u64,
+    /// Plaintext sizes of regular files, from their headers.
+    pub(crate) sizes: HashMap<u64, u64>,
+    /// Name-key versions of directories, from their headers.
+    pub(crate) dirs: HashMap<u64, DirHeader>,
+    /// Plaintext blocks sealed in the request being built, by (inode, index): a batch may
+    /// write a block the replicas do not have yet.
+    pub(crate) overlay: BTreeMap<(u64, u64), Vec<u8>>,
+}
+
+/// What a failure of the crypto is to the caller.
+pub(crate) fn crypt_errno(e: &CryptError) -> Errno {
+    match e {
+        CryptError::NameTooLong(_) => Errno::ENAMETOOLONG,
+        other => {
+            tracing::warn!(error = %other, "refused data from the cluster or a bad name: EIO");
+            Errno::EIO
+        }
+    }
+}
+
+impl Crypt {
+    /// The real handle of `fh` (the root stands for the tree).
+    fn out(&self, fh: FileHandle) -> FileHandle {
+        if fh == FileHandle::ROOT {
+            self.top
+        } else {
+            fh
+        }
+    }
+
+    /// The handle the mount knows `fh` by.
+    fn back(&self, fh: FileHandle) -> FileHandle {
+        if fh == self.top {
+            FileHandle::ROOT
+        } else {
+            fh
+        }
+    }
+
+    /// Runs plaintext `op` through the layer.
+    pub(crate) fn call(
+        &mut self,
+        link: &mut Link,
+        cred: &Credentials,
+        op: Op,
+        read_only: bool,
+    ) -> FsResult {
+        let op = map_op(op, &|h| self.out(h));
+        let r = self.call_mapped(link, cred, op.clone(), read_only);
+        self.overlay.clear();
+        if r == Err(Errno::EKEYEXPIRED) && self.refresh(link)? {
+            let again = self.call_mapped(link, cred, op, read_only);
+            self.overlay.clear();
+            return again;
+        }
+        r
+    }
+
+    fn call_mapped(
+        &mut self,
+        link: &mut Link,
+        cred: &Credentials,
+        op: Op,
+        read_only: bool,
+    ) -> FsResult {
+        match op {
+            Op::Read { fh, offset, count } => self.read(link, cred, fh, offset, count, read_only),
+            Op::CopyRange { .. } | Op::Punch { .. } => Err(Errno::EOPNOTSUPP),
+            Op::Seek { .. } => Err(ENOSYS),
+            Op::Mkdir { .. } => {
+                let mut headers = Vec::new();
+                let (sealed, shape) = self.seal(link, cred, op, &mut headers)?;
+                let r = self.send(link, cred, sealed, headers, read_only)?;
+                let r = self.open(link, r, &shape)?;
+                if let Reply::Made { entry, .. } = &r {
+                    // Its names' key version, set at once (a directory without a header
+                    // uses version 1's).
+                    let made = entry.fh;
+                    self.set_dir_header(link, cred, made);
+                }
+                Ok(r)
+            }
+            other => {
+                let mut headers = Vec::new();
+                let (sealed, shape) = match self.seal(link, cred, other, &mut headers) {
+                    Ok(s) => s,
+                    Err(e) => {
+                        self.sizes.clear();
+                        return Err(e);
+                    }
+                };
+                let r = match self.send(link, cred, sealed, headers, read_only) {
+                    Ok(r) => r,
+                    Err(e) => {
+                        // Sizes were updated as the request was built.
+                        self.sizes.clear();
+                        return Err(e);
+                    }
+                };
+                self.open(link, r, &shape)
+            }
+        }
+    }
+
+    /// Sends a sealed operation, signed (with `headers`) if it may change the tree and this
+    /// member writes.
+    fn send(
+        &mut self,
+        link: &mut Link,
+        cred: &Credentials,
+        op: Op,
+        headers: Vec<(FileHandle, Vec<u8>)>,
+        read_only: bool,
+    ) -> FsResult {
+        let signed = match &self.writer {
+            Some(w) if checked(&op) || !headers.is_empty() => {
+                self.seq += 1;
+                sign_with_headers(
+                    w,
+                    &[self.group],
+                    self.keys.version(),
+                    self.client,
+                    self.seq,
+                    cred,
+                    op,
+                    headers,
+                )
+            }
+            _ => op,
+        };
+        transmit(link, cred, signed, read_only)
+    }
+
+    /// Sends a directory's header (its names' key version: the current one).
+    fn set_dir_header(&mut self, link: &mut Link, cred: &Credentials, dir: FileHandle) {
+        let h = DirHeader {
+            names: self.keys.version(),
+        };
+        let sealed = file::seal_dir_header(
+            &self.keys,
+            &file::file_id(dir.ino, dir.generation),
+            h,
+            &mut rand_core::OsRng,
+        );
+        match self.send(
+            link,
+            cred,
+            Op::Fsync { fh: dir },
+            vec![(dir, sealed)],
+            false,
+        ) {
+            Ok(_) => {
+                self.dirs.insert(dir.ino, h);
+            }
+            Err(e) => tracing::warn!(%e, ino = dir.ino, "cannot set a new directory's header"),
+        }
+    }
+
+    /// Reads the group again; whether the keys changed.
+    pub(crate) fn refresh(&mut self, link: &mut Link) -> Result<bool, Errno> {
+        let cred = crate::own_credentials();
+        let record = match transmit(link, &cred, Op::GroupGet { group: self.group }, true)? {
+            Reply::Group(Some(r)) => r,
+            _ => return Err(Errno::EIO),
+        };
+        if record.version <= self.keys.version() {
+            return Ok(false);
+        }
+        match open_mine(
+            &self.identity,
+            &record.lockboxes,
+            record.version,
+            &record.writer,
+        ) {
+            Ok(k) => {
+                tracing::info!(version = record.version, "the group changed: new keys");
+                self.keys = k.keys;
+                self.writer = k.writer;
+                Ok(true)
+            }
+            Err(CryptError::NotMember) => {
+                tracing::warn!("removed from the group: reading what was written before only");
+                self.writer = None;
+                Ok(false)
+            }
+            Err(e) => Err(crypt_errno(&e)),
+        }
+    }
+
+    /// A directory's header, from the cache or the cluster.
+    fn dir_header(
+        &mut self,
+        link: &mut Link,
+        cred: &Credentials,
+        dir: FileHandle,
+    ) -> Result<DirHeader, Errno> {
+        if let Some(h) = self.dirs.get(&dir.ino) {
+            return Ok(*h);
+        }
+        let r = transmit(link, cred, Op::GetAttr { fh: dir }, !link.strict)?;
+        self.open(link, r, &Shape::Plain)?;
+        self.dirs.get(&dir.ino).copied().ok_or(Errno::ENOTDIR)
+    }
+
+    /// A regular file's plaintext size, from the cache or the cluster.
+    pub(crate) fn size_of(
+        &mut self,
+        link: &mut Link,
+        cred: &Credentials,
+        fh: FileHandle,
+    ) -> Result<u64, Errno> {
+        if let Some(s) = self.sizes.get(&fh.ino) {
+            return Ok(*s);
+        }
+        let r = transmit(link, cred, Op::GetAttr { fh }, !link.strict)?;
+        self.open(link, r, &Shape::Plain)?;
+        self.sizes.get(&fh.ino).copied().ok_or(Errno::EISDIR)
+    }
+
+    /// The stored name of `name` in `dir` (`.` and `..` as they are).
+    fn name(
+        &mut self,
+        link: &mut Link,
+        cred: &Credentials,
+        dir: FileHandle,
+        name: Vec<u8>,
+    ) -> Result<Vec<u8>, Errno> {
+        if name == b"." || name == b".." {
+            return Ok(name);
+        }
+        let h = self.dir_header(link, cred, dir)?;
+        file::seal_name(
+            &self.keys,
+            &file::file_id(dir.ino, dir.generation),
+            h,
+            &name,
+        )
+        .map_err(|e| crypt_errno(&e))
+    }
+
+    /// `op` as the replicas store it, with the headers to set and how to open its reply.
+    fn seal(
+        &mut self,
+        link: &mut Link,
+        cred: &Credentials,
+        op: Op,
+        headers: &mut Vec<(FileHandle, Vec<u8>)>,
+    ) -> Result<(Op, Shape), Errno> {
+        let rng = &mut rand_core::OsRng;
+        Ok(match op {
+            Op::Lookup { dir, name } => {
+                let name = self.name(link, cred, dir, name)?;
+                (Op::Lookup { dir, name }, Shape::Plain)
+            }
+            Op::Create {
+                dir,
+                name,
+                mode,
+                exclusive,
+            } => {
+                let name = self.name(link, cred, dir, name)?;
+                let op = Op::Create {
+                    dir,
+                    name,
+                    mode,
+                    exclusive,
+                };
+                (op, Shape::Plain)
+            }
+            Op::Mkdir { dir, name, mode } => {
+                let name = self.name(link, cred, dir, name)?;
+                (Op::Mkdir { dir, name, mode }, Shape::Plain)
+            }
+            Op::Symlink { dir, name, target } => {
+                let name = self.name(link, cred, dir, name)?;
+                let target =
+                    file::seal_target(&self.keys, &target, rng).map_err(|e| crypt_errno(&e))?;
+                (Op::Symlink { dir, name, target }, Shape::Plain)
+            }
+            Op::Mknod {
+                dir,
+                name,
+                kind,
+                mode,
+            } => {
+                let name = self.name(link, cred, dir, name)?;
+                let op = Op::Mknod {
+                    dir,
+                    name,
+                    kind,
+                    mode,
+                };
+                (op, Shape::Plain)
+            }
+            Op::Remove { dir, name } => {
+                let name = self.name(link, cred, dir, name)?;
+                (Op::Remove { dir, name }, Shape::Plain)
+            }
+            Op::Rmdir { dir, name } => {
+                let name = self.name(link, cred, dir, name)?;
+                (Op::Rmdir { dir, name }, Shape::Plain)
+            }
+            Op::Rename {
+                from_dir,
+                from_name,
+                to_dir,
+                to_name,
+            } => {
+                let from_name = self.name(link, cred, from_dir, from_name)?;
+                let to_name = self.name(link, cred, to_dir, to_name)?;
+                let op = Op::Rename {
+                    from_dir,
+                    from_name,
+                    to_dir,
+                    to_name,
+                };
+                (op, Shape::Plain)
+            }
+            Op::RenameNoReplace {
+                from_dir,
+                from_name,
+                to_dir,
+                to_name,
+            } => {
+                let from_name = self.name(link, cred, from_dir, from_name)?;
+                let to_name = self.name(link, cred, to_dir, to_name)?;
+                let op = Op::RenameNoReplace {
+                    from_dir,
+                    from_name,
+                    to_dir,
+                    to_name,
+                };
+                (op, Shape::Plain)
+            }
+            Op::Exchange {
+                a_dir,
+                a_name,
+                b_dir,
+                b_name,
+            } => {
+                let a_name = self.name(link, cred, a_dir, a_name)?;
+                let b_name = self.name(link, cred, b_dir, b_name)?;
+                let op = Op::Exchange {
+                    a_dir,
+                    a_name,
+                    b_dir,
+                    b_name,
+                };
+                (op, Shape::Plain)
+            }
+            Op::Link { fh, dir, name } => {
+                let name = self.name(link, cred, dir, name)?;
+                (Op::Link { fh, dir, name }, Shape::Plain)
+            }
+            Op::ReadDir { dir, .. } => (op, Shape::Listing(dir)),
+            Op::ReadLink { .. } => (op, Shape::Target),
+            Op::GetXattr { fh, name } => {
+                let name = self.xattr_name(fh, &name)?;
+                let shape = Shape::XattrValue(fh, name.clone());
+                (Op::GetXattr { fh, name }, shape)
+            }
+            Op::ListXattr { fh } => (op, Shape::XattrNames(fh)),
+            Op::SetXattr {
+                fh,
+                name,
+                value,
+                how,
+            } => {
+                let name = self.xattr_name(fh, &name)?;
+                let id = file::file_id(fh.ino, fh.generation);
+                let value = file::seal_xattr_value(&self.keys, &id, &name, &value, rng)
+                    .map_err(|_| Errno::E2BIG)?;
+                let op = Op::SetXattr {
+                    fh,
+                    name,
+                    value,
+                    how,
+                };
+                (op, Shape::Plain)
+            }
+            Op::RemoveXattr { fh, name } => {
+                let name = self.xattr_name(fh, &name)?;
+                (Op::RemoveXattr { fh, name }, Shape::Plain)
+            }
+            Op::Write { fh, offset, data } => {
+                let n = u32::try_from(data.len()).map_err(|_| Errno::EINVAL)?;
+                let extents = vec![byzfs_fs::Extent { offset, data }];
+                let op = self.seal_content(link, cred, fh, extents, Vec::new(), headers)?;
+                (op, Shape::Wrote(n))
+            }
+            Op::WriteGather { fh, extents } => {
+                let n: usize = extents.iter().map(|e| e.data.len()).sum();
+                let n = u32::try_from(n).map_err(|_| Errno::EINVAL)?;
+                let op = self.seal_content(link, cred, fh, extents, Vec::new(), headers)?;
+                (op, Shape::Wrote(n))
+            }
+            Op::WriteSetAttr { fh, extents, sets } => {
+                let op = self.seal_content(link, cred, fh, extents, sets, headers)?;
+                (op, Shape::Plain)
+            }
+            Op::SetAttr { fh, set } if set.size.is_some() => {
+                let op = self.seal_content(link, cred, fh, Vec::new(), vec![set], headers)?;
+                (op, Shape::Plain)
+            }
+            Op::Allocate { fh, end } => {
+                let op = self.seal_allocate(link, cred, fh, end, headers)?;
+                (op, Shape::Plain)
+            }
+            Op::MakeAt { at, make } => {
+                let is_dir = matches!(*make, Op::Mkdir { .. });
+                let is_file = matches!(*make, Op::Create { .. });
+                let (make, shape) = self.seal(link, cred, *make, headers)?;
+                if is_dir {
+                    let h = DirHeader {
+                        names: self.keys.version(),
+                    };
+                    let id = file::file_id(at.ino, at.generation);
+                    headers.push((at, file::seal_dir_header(&self.keys, &id, h, rng)));
+                    self.dirs.insert(at.ino, h);
+                }
+                if is_file {
+                    self.sizes.insert(at.ino, 0);
+                }
+                let op = Op::MakeAt {
+                    at,
+                    make: Box::new(make),
+                };
+                (op, shape)
+            }
+            Op::Batch(ops) => {
+                let mut sealed = Vec::with_capacity(ops.len());
+                let mut shapes = Vec::with_capacity(ops.len());
+                for op in ops {
+                    let (o, s) = self.seal(link, cred, op, headers)?;
+                    sealed.push(o);
+                    shapes.push(s);
+                }
+                (Op::Batch(sealed), Shape::Batch(shapes))
+            }
+            Op::CopyRange { .. } | Op::Punch { .. } => return Err(Errno::EOPNOTSUPP),
+            Op::Seek { .. } => return Err(ENOSYS),
+            other => (other, Shape::Plain),
+        })
+    }
+
+    fn xattr_name(&self, fh: FileHandle, name: &[u8]) -> Result<Vec<u8>, Errno> {
+        let id = file::file_id(fh.ino, fh.generation);
+        file::seal_xattr_name(&self.keys, &id, name).map_err(|e| match e {
+            CryptError::NameTooLong(_) => Errno::ERANGE,
+            other => crypt_errno(&other),
+        })
+    }
+
+    /// A reply as the mount expects it: plaintext sizes, names, targets and values.
+    pub(crate) fn open(&mut self, link: &mut Link, r: Reply, shape: &Shape) -> FsResult {
+        Ok(match (r, shape) {
+            (Reply::Attr(a), _) => Reply::Attr(self.attr(link, a)?),
+            (Reply::Entry(a), _) => Reply::Entry(self.attr(link, a)?),
+            (Reply::Write { count, attr }, s) => Reply::Write {
+                count: match s {
+                    Shape::Wrote(n) => *n,
+                    _ => count,
+                },
+                attr: self.attr(link, attr)?,
+            },
+            (Reply::Made { entry, dir }, _) => Reply::Made {
+                entry: self.attr(link, entry)?,
+                dir: self.attr(link, dir)?,
+            },
+            (Reply::Unlinked { dir, ino, left }, _) => Reply::Unlinked {
+                dir: self.attr(link, dir)?,
+                ino,
+                left: match left {
+                    Some(a) => Some(self.attr(link, a)?),
+                    None => None,
+                },
+            },
+            (Reply::Delegated { lapsed, attr, mine }, _) => Reply::Delegated {
+                lapsed,
+                attr: self.attr(link, attr)?,
+                mine,
+            },
+            (Reply::ReadDir { entries, eof }, Shape::Listing(dir)) => {
+                let id = file::file_id(dir.ino, dir.generation);
+                let h = self
+                    .dirs
+                    .get(&dir.ino)
+                    .copied()
+                    .unwrap_or(DirHeader { names: 1 });
+                let mut out = Vec::with_capacity(entries.len());
+                for mut e in entries {
+                    if e.name != b"." && e.name != b".." {
+                        match file::open_name(&self.keys, &id, h, &e.name) {
+                            Ok(n) => e.name = n,
+                            Err(err) => {
+                                tracing::warn!(error = %err, dir = dir.ino, "an entry whose name does not open: not listed");
+                                continue;
+                            }
+                        }
+                    }
+                    e.fh = self.back(e.fh);
+                    out.push(e);
+                }
+                Reply::ReadDir { entries: out, eof }
+            }
+            (Reply::ReadLink(t), _) => {
+                Reply::ReadLink(file::open_target(&self.keys, &t).map_err(|e| crypt_errno(&e))?)
+            }
+            (Reply::Xattr(v), Shape::XattrValue(fh, name)) => {
+                let id = file::file_id(fh.ino, fh.generation);
+                let v = file::open_xattr_value(&self.keys, &id, name, &v)
+                    .map_err(|e| crypt_errno(&e))?;
+                Reply::Xattr(v)
+            }
+            (Reply::Xattr(list), Shape::XattrNames(fh)) => {
+                let id = file::file_id(fh.ino, fh.generation);
+                let mut out = Vec::new();
+                for n in list.split(|&b| b == 0).filter(|n| !n.is_empty()) {
+                    match file::open_xattr_name(&self.keys, &id, n) {
+                        Ok(p) => {
+                            out.extend(p);
+                            out.push(0);
+                        }
+                        Err(e) => {
+                            tracing::warn!(error = %e, "an attribute name that does not open: not listed")
+                        }
+                    }
+                }
+                Reply::Xattr(out)
+            }
+            (Reply::Batch(replies), Shape::Batch(shapes)) => {
+                let mut out = Vec::with_capacity(replies.len());
+                for (r, s) in replies.into_iter().zip(shapes) {
+                    out.push(self.open(link, r, s)?);
+                }
+                Reply::Batch(out)
+            }
+            (other, _) => other,
+        })
+    }
+
+    /// Attributes as the mount shows them: the root for the tree, plaintext sizes.
+    fn attr(&mut self, link: &mut Link, mut a: Attr) -> Result<Attr, Errno> {
+        let id = file::file_id(a.fh.ino, a.fh.generation);
+        match a.kind {
+            FileType::Regular => {
+                let h = match file::open_header(&self.keys, &id, &a.crypt) {
+                    Err(CryptError::NoSuchVersion { .. }) if self.refresh(link)? => {
+                        file::open_header(&self.keys, &id, &a.crypt)
+                    }
+                    other => other,
+                }
+                .map_err(|e| crypt_errno(&e))?;
+                if a.crypt.is_empty() && a.size > 0 {
+                    tracing::warn!(ino = a.fh.ino, "a file with data but no header: EIO");
+                    return Err(Errno::EIO);
+                }
+                a.size = h.size;
+                self.sizes.insert(a.fh.ino, h.size);
+            }
+            FileType::Directory => {
+                let h = match file::open_dir_header(&self.keys, &id, &a.crypt) {
+                    Err(CryptError::NoSuchVersion { .. }) if self.refresh(link)? => {
+                        file::open_dir_header(&self.keys, &id, &a.crypt)
+                    }
+                    other => other,
+                }
+                .map_err(|e| crypt_errno(&e))?;
+                self.dirs.insert(a.fh.ino, h);
+            }
+            FileType::Symlink => a.size = file::target_len(a.size),
+            _ => {}
+        }
+        a.crypt = Vec::new();
+        a.fh = self.back(a.fh);
+        Ok(a)
+    }
+}

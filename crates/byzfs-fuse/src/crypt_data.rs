@@ -1,0 +1,272 @@
+//! An encrypted mount's file contents (`crypt.rs`): reads open whole sealed blocks and
+//! return the bytes asked for; writes, truncations and `fallocate` seal whole blocks,
+//! reading and opening first the blocks they change only in part, and set the file's
+//! sealed header when its size changes (in the same signed request).
+//!
+//! A block's bytes past the file's size are always zeros (a truncation seals its new last
+//! block again with zeros past the size), so growing a file needs no block rewritten, and
+//! blocks never written are holes that read as zeros.
+
+use crate::cluster::{transmit, Link};
+use crate::crypt::{crypt_errno, Crypt};
+use byzfs_crypt::file::{self, Header, BLOCK, SEALED_BLOCK};
+use byzfs_crypt::CryptError;
+use byzfs_fs::op::MAX_IO;
+use byzfs_fs::{Credentials, Errno, Extent, FileHandle, FsResult, Op, Reply, SetAttr};
+use std::collections::btree_map::{BTreeMap, Entry};
+
+/// Most sealed blocks one `Op::Read` asks for.
+const READ_BLOCKS: u64 = MAX_IO as u64 / SEALED_BLOCK;
+
+impl Crypt {
+    /// [`Op::Read`] of plaintext `offset..offset + count`.
+    pub(crate) fn read(
+        &mut self,
+        link: &mut Link,
+        cred: &Credentials,
+        fh: FileHandle,
+        offset: u64,
+        count: u32,
+        read_only: bool,
+    ) -> FsResult {
+        let size = self.size_of(link, cred, fh)?;
+        if offset >= size || count == 0 {
+            return Ok(Reply::Read {
+                data: Vec::new(),
+                eof: offset >= size,
+            });
+        }
+        let end = size.min(offset.saturating_add(u64::from(count)));
+        let (first, last) = (offset / BLOCK, (end - 1) / BLOCK);
+        let plain = self.read_blocks(link, cred, fh, first, last, read_only)?;
+        let from = usize::try_from(offset - first * BLOCK).map_err(|_| Errno::EINVAL)?;
+        let to = usize::try_from(end - first * BLOCK)
+            .map_err(|_| Errno::EINVAL)?
+            .min(plain.len());
+        let data = plain.get(from.min(to)..to).unwrap_or_default().to_vec();
+        let eof = offset + data.len() as u64 >= size;
+        Ok(Reply::Read { data, eof })
+    }
+
+    /// The plaintext of blocks `first..=last`, shorter if the stored file ends before.
+    fn read_blocks(
+        &mut self,
+        link: &mut Link,
+        cred: &Credentials,
+        fh: FileHandle,
+        first: u64,
+        last: u64,
+        read_only: bool,
+    ) -> Result<Vec<u8>, Errno> {
+        let id = file::file_id(fh.ino, fh.generation);
+        let mut out = Vec::new();
+        let mut at = first;
+        while at <= last {
+            let n = (last - at + 1).min(READ_BLOCKS);
+            let op = Op::Read {
+                fh,
+                offset: at * SEALED_BLOCK,
+                // `n <= READ_BLOCKS`, so this is at most `MAX_IO`.
+                count: (n * SEALED_BLOCK) as u32,
+            };
+            let data = match transmit(link, cred, op, read_only)? {
+                Reply::Read { data, .. } => data,
+                _ => return Err(Errno::EIO),
+            };
+            let sealed_len = SEALED_BLOCK as usize;
+            for (i, sealed) in data.chunks(sealed_len).enumerate() {
+                if sealed.len() < sealed_len {
+                    tracing::warn!(ino = fh.ino, "a stored file cut inside a block: EIO");
+                    return Err(Errno::EIO);
+                }
+                let index = at + i as u64;
+                let plain = match file::open_block(&self.keys, &id, index, sealed) {
+                    Err(CryptError::NoSuchVersion { .. }) if self.refresh(link)? => {
+                        file::open_block(&self.keys, &id, index, sealed)
+                    }
+                    other => other,
+                }
+                .map_err(|e| crypt_errno(&e))?;
+                out.extend(plain);
+            }
+            if (data.len() as u64) < n * SEALED_BLOCK {
+                break;
+            }
+            at += n;
+        }
+        Ok(out)
+    }
+
+    /// The plaintext of block `index` of `fh` before this request: from the request's own
+    /// earlier writes, the replicas, or zeros past the size `size` it had.
+    fn old_block(
+        &mut self,
+        link: &mut Link,
+        cred: &Credentials,
+        fh: FileHandle,
+        index: u64,
+        size: u64,
+    ) -> Result<Vec<u8>, Errno> {
+        if let Some(b) = self.overlay.get(&(fh.ino, index)) {
+            return Ok(b.clone());
+        }
+        if index * BLOCK >= size {
+            return Ok(vec![0; BLOCK as usize]);
+        }
+        let mut b = self.read_blocks(link, cred, fh, index, index, !link.strict)?;
+        b.resize(BLOCK as usize, 0);
+        Ok(b)
+    }
+
+    /// Writes `extents`, then `sets` (truncations among them), of `fh`, sealed: the
+    /// operation to send; the new header, if the size changes, added to `headers`.
+    pub(crate) fn seal_content(
+        &mut self,
+        link: &mut Link,
+        cred: &Credentials,
+        fh: FileHandle,
+        extents: Vec<Extent>,
+        sets: Vec<SetAttr>,
+        headers: &mut Vec<(FileHandle, Vec<u8>)>,
+    ) -> Result<Op, Errno> {
+        let before = self.size_of(link, cred, fh)?;
+        let mut size = before;
+        let mut blocks: BTreeMap<u64, Vec<u8>> = BTreeMap::new();
+        for e in &extents {
+            if e.data.is_empty() {
+                continue;
+            }
+            let end = e
+                .offset
+                .checked_add(e.data.len() as u64)
+                .ok_or(Errno::EFBIG)?;
+            for index in e.offset / BLOCK..=(end - 1) / BLOCK {
+                let (b_start, b_end) = (index * BLOCK, (index + 1) * BLOCK);
+                if let Entry::Vacant(v) = blocks.entry(index) {
+                    // Old bytes are needed where this write leaves a part of the block
+                    // that held data.
+                    let keeps = e.offset > b_start || end < b_end.min(before);
+                    let old = if keeps {
+                        self.old_block(link, cred, fh, index, before)?
+                    } else {
+                        vec![0; BLOCK as usize]
+                    };
+                    v.insert(old);
+                }
+                let b = blocks.get_mut(&index).ok_or(Errno::EIO)?;
+                let from = e.offset.max(b_start);
+                let to = end.min(b_end);
+                let src = &e.data[(from - e.offset) as usize..(to - e.offset) as usize];
+                b[(from - b_start) as usize..(to - b_start) as usize].copy_from_slice(src);
+            }
+            size = size.max(end);
+        }
+        let mut sealed_sets = Vec::with_capacity(sets.len());
+        for set in sets {
+            if let Some(s) = set.size {
+                if s < size {
+                    let keep = s.div_ceil(BLOCK);
+                    blocks.retain(|i, _| *i < keep);
+                    if s % BLOCK != 0 {
+                        let k = s / BLOCK;
+                        if let Entry::Vacant(v) = blocks.entry(k) {
+                            v.insert(self.old_block(link, cred, fh, k, before)?);
+                        }
+                        if let Some(b) = blocks.get_mut(&k) {
+                            b[(s % BLOCK) as usize..].fill(0);
+                        }
+                    }
+                }
+                size = s;
+                sealed_sets.push(SetAttr {
+                    size: Some(file::sealed_size(s)),
+                    ..set
+                });
+            } else {
+                sealed_sets.push(set);
+            }
+        }
+        // Seal the blocks within the final size, in runs of consecutive blocks.
+        let id = file::file_id(fh.ino, fh.generation);
+        let keep = size.div_ceil(BLOCK);
+        let mut sealed: Vec<Extent> = Vec::new();
+        let mut next = None;
+        for (index, plain) in blocks.into_iter().filter(|(i, _)| *i < keep) {
+            let s = file::seal_block(&self.keys, &id, index, &plain, &mut rand_core::OsRng);
+            match sealed.last_mut() {
+                Some(last) if next == Some(index) => last.data.extend(s),
+                _ => sealed.push(Extent {
+                    offset: index * SEALED_BLOCK,
+                    data: s,
+                }),
+            }
+            next = Some(index + 1);
+            self.overlay.insert((fh.ino, index), plain);
+        }
+        if size != before {
+            let h = file::seal_header(&self.keys, &id, Header { size }, &mut rand_core::OsRng);
+            headers.push((fh, h));
+        }
+        self.sizes.insert(fh.ino, size);
+        Ok(match (sealed.len(), sealed_sets.is_empty()) {
+            (0, true) => Op::Write {
+                fh,
+                offset: 0,
+                data: Vec::new(),
+            },
+            (1, true) => {
+                let e = sealed.remove(0);
+                Op::Write {
+                    fh,
+                    offset: e.offset,
+                    data: e.data,
+                }
+            }
+            (_, true) => Op::WriteGather {
+                fh,
+                extents: sealed,
+            },
+            (0, false) if sealed_sets.len() == 1 => Op::SetAttr {
+                fh,
+                set: sealed_sets.remove(0),
+            },
+            (n, false) => Op::WriteSetAttr {
+                fh,
+                extents: if n == 0 {
+                    vec![Extent {
+                        offset: 0,
+                        data: Vec::new(),
+                    }]
+                } else {
+                    sealed
+                },
+                sets: sealed_sets,
+            },
+        })
+    }
+
+    /// [`Op::Allocate`] to plaintext `end`.
+    pub(crate) fn seal_allocate(
+        &mut self,
+        link: &mut Link,
+        cred: &Credentials,
+        fh: FileHandle,
+        end: u64,
+        headers: &mut Vec<(FileHandle, Vec<u8>)>,
+    ) -> Result<Op, Errno> {
+        let before = self.size_of(link, cred, fh)?;
+        if end > before {
+            let id = file::file_id(fh.ino, fh.generation);
+            let h = Header { size: end };
+            headers.push((
+                fh,
+                file::seal_header(&self.keys, &id, h, &mut rand_core::OsRng),
+            ));
+            self.sizes.insert(fh.ino, end);
+        }
+        Ok(Op::Allocate {
+            fh,
+            end: file::sealed_size(end),
+        })
+    }
+}
