@@ -445,3 +445,34 @@ fn a_removed_writer_is_refused_and_what_it_wrote_stays_readable() {
         "new"
     );
 }
+
+/// A replica that flips every byte of what it answers — read data, sealed headers,
+/// names, link targets, attribute values — never gets a flipped byte to the application
+/// of an encrypted mount: the reply vote outvotes it, and what would pass the vote would
+/// not open. Needs the test-only feature `byzantine` (`scripts/test.sh` turns it on).
+#[cfg(feature = "byzantine")]
+#[test]
+fn a_replica_that_tampers_with_every_reply_changes_nothing_read() {
+    if skip_without_fuse() {
+        return;
+    }
+    let _serial = common::serial();
+    let mut extra = vec![Vec::new(); 4];
+    extra[0] = vec!["--byzantine".to_string(), "lie-replies".to_string()];
+    let procs = Procs::with("memory", "fs", extra);
+    let keys = tempfile::tempdir().unwrap();
+    let (owner, _) = identity(keys.path(), "owner.id");
+    group(&procs, &owner, &["create", "team"]);
+    let w = mount_as(&procs, &owner, "team", "writer");
+    assert_eq!(fill(&w.mnt), want_tree());
+    drop(w);
+    // A fresh mount: nothing cached, every byte read from the replicas again.
+    let again = mount_as(&procs, &owner, "team", "again");
+    assert_eq!(read_tree(&again.mnt), want_tree());
+    drop(again);
+    let log = std::fs::read_to_string(procs.dir.path().join("replica-0.log")).unwrap();
+    assert!(
+        log.contains("TEST-ONLY fault injection"),
+        "replica 0 ran as a liar"
+    );
+}

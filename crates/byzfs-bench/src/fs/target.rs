@@ -5,6 +5,8 @@
 //!   cost of going through FUSE at all, with no replication and no network.
 //! - `norep`, `byzfs`: servers started by the benchmarks' one launcher (`crate::procs`) and
 //!   mounted through FUSE by `byzfs mount` ([`mount_cluster`]).
+//! - `byzfs-encrypted`: ByzFS mounted encrypted (`byzfs mount --identity`, issue #28): a
+//!   fresh identity and group `default`, every name and byte sealed in the mount.
 //!
 //! Every target is a [`Mounted`]: a directory plus a guard that unmounts and stops what was
 //! started, and removes the backing store, when dropped, so every error path cleans up.
@@ -30,6 +32,8 @@ const STOP_TIMEOUT: Duration = Duration::from_secs(15);
 pub enum TargetKind {
     /// ByzFS: the replicated file service mounted through FUSE.
     Byzfs,
+    /// ByzFS mounted encrypted (a group's tree, sealed in the mount).
+    ByzfsEncrypted,
     /// NO-REP: the same file service and FUSE client, one unreplicated server.
     Norep,
     /// Local disk.
@@ -67,11 +71,15 @@ impl TargetSpec {
         let base = match self.kind {
             TargetKind::Byzfs if self.ro_lookups => "byzfs-ro",
             TargetKind::Byzfs => "byzfs",
+            TargetKind::ByzfsEncrypted => "byzfs-encrypted",
             TargetKind::Norep => "norep",
             TargetKind::Local => "local",
             TargetKind::Passthrough => "passthrough",
         };
-        let cluster = matches!(self.kind, TargetKind::Byzfs | TargetKind::Norep);
+        let cluster = matches!(
+            self.kind,
+            TargetKind::Byzfs | TargetKind::ByzfsEncrypted | TargetKind::Norep
+        );
         if cluster && !self.dir_delegations {
             format!("{base}-nodeleg")
         } else {
@@ -83,10 +91,11 @@ impl TargetSpec {
     pub fn from_args(args: &CommonArgs) -> Vec<TargetSpec> {
         let mut out = Vec::new();
         for &kind in &args.targets {
-            let ros: Vec<bool> = if kind == TargetKind::Byzfs {
-                args.ro_lookups.iter().map(|&o| o == OnOff::On).collect()
-            } else {
-                vec![false]
+            let ros: Vec<bool> = match kind {
+                TargetKind::Byzfs => args.ro_lookups.iter().map(|&o| o == OnOff::On).collect(),
+                // As a user mounts it: read-only lookups.
+                TargetKind::ByzfsEncrypted => vec![true],
+                _ => vec![false],
             };
             let delegs: Vec<bool> = args
                 .dir_delegations
@@ -127,14 +136,17 @@ impl TargetSpec {
                 })
             }
             TargetKind::Passthrough => start_bindfs(&inst),
-            TargetKind::Byzfs | TargetKind::Norep => mount_cluster(&ClusterMountOptions {
-                replicated: self.kind == TargetKind::Byzfs,
-                ro_lookups: self.ro_lookups,
-                durability: self.durability,
-                tcp_only: self.tcp_only,
-                dir_delegations: self.dir_delegations,
-                dir: inst.clone(),
-            }),
+            TargetKind::Byzfs | TargetKind::ByzfsEncrypted | TargetKind::Norep => {
+                mount_cluster(&ClusterMountOptions {
+                    replicated: self.kind != TargetKind::Norep,
+                    encrypted: self.kind == TargetKind::ByzfsEncrypted,
+                    ro_lookups: self.ro_lookups,
+                    durability: self.durability,
+                    tcp_only: self.tcp_only,
+                    dir_delegations: self.dir_delegations,
+                    dir: inst.clone(),
+                })
+            }
         };
         if mounted.is_err() {
             let _ = fs::remove_dir_all(&inst);
@@ -351,6 +363,8 @@ pub struct ClusterMountOptions {
     /// `true`: ByzFS (3f+1 replicas, f = 1); `false`: NO-REP (one unreplicated server, same
     /// file service and FUSE client).
     pub replicated: bool,
+    /// Mounted encrypted: a fresh identity and its group `default` (ByzFS only).
+    pub encrypted: bool,
     /// Read-only optimisation for lookups (ByzFS only).
     pub ro_lookups: bool,
     /// Where servers keep their state.
@@ -412,10 +426,17 @@ pub fn mount_cluster(opts: &ClusterMountOptions) -> anyhow::Result<Mounted> {
         unreachable!("built just above")
     };
     let mount_log = opts.dir.join("mount.log");
+    let mut encrypt = Vec::new();
+    if opts.encrypted {
+        let identity = opts.dir.join("identity.id");
+        setup_encryption(servers.config_path(), &identity)?;
+        encrypt = vec!["--identity".into(), identity.into_os_string()];
+    }
     let logf = fs::File::create(&mount_log)?;
     let m = mount.insert(
         Command::new(&exe)
             .arg("mount")
+            .args(&encrypt)
             .args((!opts.replicated).then_some("--unreplicated"))
             .args((opts.replicated && !opts.ro_lookups).then_some("--strict"))
             .args((!opts.dir_delegations).then_some("--no-dir-delegations"))
@@ -435,6 +456,41 @@ pub fn mount_cluster(opts: &ClusterMountOptions) -> anyhow::Result<Mounted> {
     mounted.servers.push(mount_pid);
     mounted.fuse = vec![mount_pid];
     Ok(mounted)
+}
+
+/// A new identity at `identity` and its group `default` on the cluster of `config`, with
+/// this binary's `byzfs identity new` and `byzfs group create` (as a user would).
+fn setup_encryption(config: &Path, identity: &Path) -> anyhow::Result<()> {
+    let byzfs = std::env::current_exe().context("locating the byzfs binary")?;
+    for args in [
+        vec![
+            "identity".into(),
+            "new".into(),
+            identity.as_os_str().to_owned(),
+        ],
+        vec![
+            "group".into(),
+            "--config".into(),
+            config.as_os_str().to_owned(),
+            "--identity".into(),
+            identity.as_os_str().to_owned(),
+            "create".into(),
+            "default".into(),
+        ],
+    ] {
+        let out = Command::new(&byzfs)
+            .args(&args)
+            .output()
+            .context("running byzfs")?;
+        if !out.status.success() {
+            bail!(
+                "byzfs {:?}: {}",
+                args,
+                String::from_utf8_lossy(&out.stderr).trim()
+            );
+        }
+    }
+    Ok(())
 }
 
 /// SIGTERM, wait up to [`STOP_TIMEOUT`], then SIGKILL.
