@@ -8,6 +8,10 @@
 //!   wrong size, mode, owner, link count and times, directory listings with renamed entries,
 //!   success turned into an error and the reverse. Its state and its votes stay correct, so
 //!   only the client's reply voting stands between the lie and the application.
+//! * `stale-replies`: a rollback. Every file's attributes are answered with the first ones
+//!   this replica reported for it — an old size, old times, an old sealed header of an
+//!   encrypted file — correctly MACed; everything else is told as it is. Its state and
+//!   votes stay correct.
 
 use byzfs_fs::{decode_result, encode_result, Attr, Errno, FileHandle, FsResult, Reply, Timestamp};
 use byzfs_net::LieToClients;
@@ -18,11 +22,16 @@ use clap::ValueEnum;
 pub enum Byzantine {
     /// Send clients wrong results (data and attributes) with valid MACs.
     LieReplies,
+    /// Send clients each file's first attributes for ever (a rollback), with valid MACs.
+    StaleReplies,
 }
 
 /// The liar `chosen` asks for (`None`: an honest replica); says so in the log.
 pub fn chosen(chosen: Option<Byzantine>, service: &str, replica: u32) -> Option<LieToClients> {
-    let liar = chosen.map(|Byzantine::LieReplies| liar(service));
+    let liar = chosen.map(|b| match b {
+        Byzantine::LieReplies => liar(service),
+        Byzantine::StaleReplies => stale(),
+    });
     if liar.is_some() {
         tracing::warn!(
             replica,
@@ -53,6 +62,52 @@ pub fn liar(service: &str) -> LieToClients {
         LieToClients::new(corrupt_fs_result)
     } else {
         LieToClients::new(corrupt_bytes)
+    }
+}
+
+/// The `stale-replies` liar: each file's attributes as first reported (file service).
+pub fn stale() -> LieToClients {
+    let first: std::sync::Mutex<std::collections::HashMap<FileHandle, Attr>> =
+        std::sync::Mutex::default();
+    LieToClients::new(move |b: &[u8]| {
+        let Some(Ok(mut reply)) = decode_result(b) else {
+            return b.to_vec();
+        };
+        let Ok(mut first) = first.lock() else {
+            return b.to_vec();
+        };
+        roll_back(&mut reply, &mut first);
+        encode_result(&Ok(reply))
+    })
+}
+
+/// Every attribute in `reply` replaced by the first one `first` holds for its file (which
+/// records those it has not seen).
+fn roll_back(reply: &mut Reply, first: &mut std::collections::HashMap<FileHandle, Attr>) {
+    let mut one = |a: &mut Attr| {
+        *a = first.entry(a.fh).or_insert_with(|| a.clone()).clone();
+    };
+    match reply {
+        Reply::Attr(a)
+        | Reply::Entry(a)
+        | Reply::Write { attr: a, .. }
+        | Reply::Delegated { attr: a, .. } => one(a),
+        Reply::Made { entry, dir } => {
+            one(entry);
+            one(dir);
+        }
+        Reply::Unlinked { dir, left, .. } => {
+            one(dir);
+            if let Some(a) = left {
+                one(a);
+            }
+        }
+        Reply::Batch(replies) => {
+            for r in replies {
+                roll_back(r, first);
+            }
+        }
+        _ => {}
     }
 }
 
@@ -274,6 +329,29 @@ mod tests {
             rdev: 0,
             crypt: vec![1, 2],
         }
+    }
+
+    #[test]
+    fn the_stale_liar_answers_each_files_first_attributes_for_ever() {
+        let liar = stale();
+        let told = |a: Attr| decode_result(&(liar.corrupt)(&encode_result(&Ok(Reply::Attr(a)))));
+        let first = attr();
+        let mut later = attr();
+        later.size = 99;
+        later.crypt = vec![9];
+        assert_eq!(told(first.clone()), Some(Ok(Reply::Attr(first.clone()))));
+        assert_eq!(told(later.clone()), Some(Ok(Reply::Attr(first.clone()))));
+        let mut other = later.clone();
+        other.fh = FileHandle {
+            ino: 5,
+            generation: 1,
+        };
+        assert_eq!(told(other.clone()), Some(Ok(Reply::Attr(other))));
+        let read = encode_result(&Ok(Reply::Read {
+            data: vec![1],
+            eof: true,
+        }));
+        assert_eq!((liar.corrupt)(&read), read);
     }
 
     #[test]

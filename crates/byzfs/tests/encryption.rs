@@ -476,3 +476,90 @@ fn a_replica_that_tampers_with_every_reply_changes_nothing_read() {
         "replica 0 ran as a liar"
     );
 }
+
+/// A replica that rolls every file's attributes back to the first it reported (an old
+/// size and an old sealed header of an encrypted file) is outvoted: a fresh mount reads
+/// the latest contents, size and all. Needs the test-only feature `byzantine`.
+#[cfg(feature = "byzantine")]
+#[test]
+fn a_replica_that_rolls_headers_back_is_outvoted() {
+    if skip_without_fuse() {
+        return;
+    }
+    let _serial = common::serial();
+    let mut extra = vec![Vec::new(); 4];
+    extra[1] = vec!["--byzantine".to_string(), "stale-replies".to_string()];
+    let procs = Procs::with("memory", "fs", extra);
+    let keys = tempfile::tempdir().unwrap();
+    let (owner, _) = identity(keys.path(), "owner.id");
+    group(&procs, &owner, &["create", "team"]);
+    let w = mount_as(&procs, &owner, "team", "writer");
+    let f = w.mnt.join("f");
+    std::fs::write(&f, "first").unwrap();
+    assert_eq!(std::fs::metadata(&f).unwrap().len(), 5);
+    for (i, more) in [
+        "-second",
+        "-third, longer than a block: ",
+        &"x".repeat(5000),
+    ]
+    .iter()
+    .enumerate()
+    {
+        let mut h = std::fs::OpenOptions::new().append(true).open(&f).unwrap();
+        h.write_all(more.as_bytes()).unwrap();
+        h.sync_all().unwrap();
+        drop(h);
+        let fresh = mount_as(&procs, &owner, "team", &format!("fresh-{i}"));
+        let got = std::fs::read_to_string(fresh.mnt.join("f")).unwrap();
+        assert!(got.ends_with(more), "read {} bytes", got.len());
+        assert_eq!(
+            std::fs::metadata(fresh.mnt.join("f")).unwrap().len() as usize,
+            got.len()
+        );
+    }
+    let want = format!(
+        "first-second-third, longer than a block: {}",
+        "x".repeat(5000)
+    );
+    assert_eq!(std::fs::read_to_string(&f).unwrap(), want);
+}
+
+/// The same rollback by `f + 1` replicas answering alike: the client takes the first `f + 1`
+/// matching replies, so the old size gets through whenever theirs come first — what the
+/// reply quorum cannot stop, and what writer-signed roots are for (not built yet,
+/// docs/plans/28-encryption.md). The test shows the attack, so the one above can fail.
+#[cfg(feature = "byzantine")]
+#[test]
+fn f_plus_one_replicas_rolling_back_alike_are_believed() {
+    if skip_without_fuse() {
+        return;
+    }
+    let _serial = common::serial();
+    let mut extra = vec![Vec::new(); 4];
+    extra[1] = vec!["--byzantine".to_string(), "stale-replies".to_string()];
+    extra[2] = extra[1].clone();
+    let procs = Procs::with("memory", "fs", extra);
+    let keys = tempfile::tempdir().unwrap();
+    let (owner, _) = identity(keys.path(), "owner.id");
+    group(&procs, &owner, &["create", "team"]);
+    let w = mount_as(&procs, &owner, "team", "writer");
+    std::fs::write(w.mnt.join("f"), "").unwrap();
+    std::fs::metadata(w.mnt.join("f")).unwrap();
+    let mut h = std::fs::OpenOptions::new()
+        .append(true)
+        .open(w.mnt.join("f"))
+        .unwrap();
+    h.write_all(b"written after the liars first saw the file")
+        .unwrap();
+    h.sync_all().unwrap();
+    drop(h);
+    let mut rolled_back = 0;
+    for i in 0..20 {
+        let fresh = mount_as(&procs, &owner, "team", &format!("fresh-{i}"));
+        if std::fs::metadata(fresh.mnt.join("f")).unwrap().len() == 0 {
+            rolled_back += 1;
+        }
+    }
+    eprintln!("{rolled_back} of 20 fresh mounts saw the rolled-back size");
+    assert!(rolled_back > 0, "f + 1 liars never got through");
+}
