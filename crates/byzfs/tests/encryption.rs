@@ -563,3 +563,186 @@ fn f_plus_one_replicas_rolling_back_alike_are_believed() {
     eprintln!("{rolled_back} of 20 fresh mounts saw the rolled-back size");
     assert!(rolled_back > 0, "f + 1 liars never got through");
 }
+
+/// The identity file's secrets (hex fields of `byzfs identity new`'s TOML).
+fn load_identity(path: &Path) -> byzfs_crypt::member::Identity {
+    let text = std::fs::read_to_string(path).unwrap();
+    let field = |name: &str| -> [u8; 32] {
+        let line = text
+            .lines()
+            .find(|l| l.starts_with(&format!("{name} = ")))
+            .unwrap();
+        let hex_text = line.split('"').nth(1).unwrap();
+        let bytes: Vec<u8> = (0..hex_text.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&hex_text[i..i + 2], 16).unwrap())
+            .collect();
+        bytes.try_into().unwrap()
+    };
+    byzfs_crypt::member::Identity::from_secrets(field("x25519_secret"), field("ed25519_secret"))
+}
+
+/// Writes sent straight to the replicas over the network, with valid MACs and a missing,
+/// forged, replayed or misplaced writer proof, are refused by every replica alike: each
+/// gets `EACCES`, and all four replicas' states stay equal and unchanged.
+#[test]
+fn forged_writes_sent_straight_to_the_replicas_are_refused_alike() {
+    use byzfs_fs::crypt_write::sign;
+    use byzfs_fs::{decode_result, Credentials, Errno, Op, Reply, Request};
+    if skip_without_fuse() {
+        return;
+    }
+    let _serial = common::serial();
+    let procs = Procs::with("memory", "fs", vec![Vec::new(); 4]);
+    let keys = tempfile::tempdir().unwrap();
+    let (owner, _) = identity(keys.path(), "owner.id");
+    let created = group(&procs, &owner, &["create", "team"]);
+    let id = created.trim().rsplit(' ').next().unwrap().to_string();
+    let w = mount_as(&procs, &owner, "team", "writer");
+    std::fs::write(w.mnt.join("f"), "the owner's").unwrap();
+    drop(w);
+
+    let rt = common::rt();
+    let mut client = rt
+        .block_on(byzfs_net::ByzClient::connect(
+            &procs.cluster,
+            &procs.credential(),
+        ))
+        .unwrap();
+    let me = client.id();
+    let cred = Credentials::root();
+    let mut call = |op: Op| -> Result<Reply, Errno> {
+        let ro = op.is_read_only();
+        let out = rt
+            .block_on(client.invoke(Request::new(cred.clone(), op).encode(), ro))
+            .unwrap();
+        decode_result(&out).unwrap()
+    };
+    let top = match call(Op::Lookup {
+        dir: byzfs_fs::FileHandle::ROOT,
+        name: format!("g-{id}").into_bytes(),
+    }) {
+        Ok(Reply::Entry(a)) => a.fh,
+        other => panic!("{other:?}"),
+    };
+    let f = match call(Op::ReadDir {
+        dir: top,
+        cookie: 0,
+        max_entries: 16,
+    }) {
+        Ok(Reply::ReadDir { entries, .. }) => {
+            entries
+                .into_iter()
+                .find(|e| e.name != b"." && e.name != b"..")
+                .unwrap()
+                .fh
+        }
+        other => panic!("{other:?}"),
+    };
+    // The owner's writer key, from its lockbox (the test plays the owner's own machine).
+    let record = match call(Op::GroupGet {
+        group: byzfs_crypt::member::group_id(&load_identity(&owner).owner_key(), "team"),
+    }) {
+        Ok(Reply::Group(Some(r))) => r,
+        other => panic!("{other:?}"),
+    };
+    let mine = byzfs_crypt::member::open_mine(
+        &load_identity(&owner),
+        &record.lockboxes,
+        record.version,
+        &record.writer,
+    )
+    .unwrap();
+    let writer = mine.writer.unwrap();
+    let group_id = byzfs_crypt::member::group_id(&load_identity(&owner).owner_key(), "team");
+    let junk = || Op::Write {
+        fh: f,
+        offset: 0,
+        data: b"forged".to_vec(),
+    };
+    let before = procs.wait_until("the replicas agree", |s| {
+        s.iter().all(|x| x.state_digest == s[0].state_digest)
+    });
+    let stranger = ed25519_dalek::SigningKey::from_bytes(&[42; 32]);
+    // A proof the writer made and used: its sequence number cannot serve again.
+    let used = 1 << 43;
+    let fine = sign(
+        &writer,
+        &[group_id],
+        record.version,
+        me,
+        used,
+        &cred,
+        Op::Fsync { fh: f },
+    );
+    assert_eq!(call(fine), Ok(Reply::Done));
+    let forged = [
+        ("no proof", junk()),
+        (
+            "a stranger's key",
+            sign(
+                &stranger,
+                &[group_id],
+                record.version,
+                me,
+                1 << 40,
+                &cred,
+                junk(),
+            ),
+        ),
+        (
+            "another client's proof",
+            sign(
+                &writer,
+                &[group_id],
+                record.version,
+                me + 1,
+                1 << 41,
+                &cred,
+                junk(),
+            ),
+        ),
+        (
+            "a used sequence number",
+            sign(
+                &writer,
+                &[group_id],
+                record.version,
+                me,
+                used,
+                &cred,
+                junk(),
+            ),
+        ),
+        (
+            "a proof for another group",
+            sign(
+                &writer,
+                &[[7; 16]],
+                record.version,
+                me,
+                1 << 42,
+                &cred,
+                junk(),
+            ),
+        ),
+    ];
+    for (what, op) in forged {
+        assert_eq!(call(op), Err(Errno::EACCES), "{what}");
+    }
+    // Executed and refused everywhere: the replicas moved on (the agreed clock) in step.
+    let after = procs.wait_until("the replicas agree again", |s| {
+        s.iter().all(|x| {
+            x.state_digest == s[0].state_digest && x.last_executed > before[0].last_executed
+        })
+    });
+    assert!(after
+        .iter()
+        .all(|s| s.state_digest == after[0].state_digest));
+    // And the file is as the owner wrote it (a fresh mount reads it).
+    let check = mount_as(&procs, &owner, "team", "check");
+    assert_eq!(
+        std::fs::read_to_string(check.mnt.join("f")).unwrap(),
+        "the owner's"
+    );
+}
