@@ -16,6 +16,10 @@
 //!   group's current writer key; a reader's mount sends them unsigned and every replica
 //!   refuses them (`EACCES`). A proof made with an older key version (`EKEYEXPIRED`: the
 //!   owner changed the group) makes the layer read the group again and try once more.
+//! * **Hidden files** (open files removed, `O_TMPFILE`) go to the cluster root's orphan
+//!   directory under their plain hidden names, as a plain mount's do (the name tells only
+//!   the mount's session and the inode), so the replicas' sweep clears what a dead
+//!   encrypted mount hid there (`byzfs_fs::orphan`); the files stay sealed.
 //! * **Not done here:** `copy_file_range` and punching holes answer `EOPNOTSUPP` (the
 //!   kernel and `cp` copy through reads and writes then), `SEEK_DATA`/`SEEK_HOLE`
 //!   `ENOSYS` (the kernel then treats the file as all data).
@@ -87,6 +91,8 @@ pub(crate) struct Crypt {
     /// Plaintext blocks sealed in the request being built, by (inode, index): a batch may
     /// write a block the replicas do not have yet.
     pub(crate) overlay: BTreeMap<(u64, u64), Vec<u8>>,
+    /// The cluster root's orphan directory, once looked up: names in it are plain.
+    pub(crate) orphans: Option<FileHandle>,
 }
 
 /// What a failure of the crypto is to the caller.
@@ -127,6 +133,9 @@ impl Crypt {
         op: Op,
         read_only: bool,
     ) -> FsResult {
+        if let Some(r) = self.orphan_dir(link, cred, &op, read_only) {
+            return r;
+        }
         let op = map_op(op, &|h| self.out(h));
         let r = self.call_mapped(link, cred, op.clone(), read_only);
         self.overlay.clear();
@@ -182,6 +191,41 @@ impl Crypt {
                 self.open(link, r, &shape)
             }
         }
+    }
+
+    /// A lookup or creation of the orphan directory at the mount's root: at the cluster's
+    /// root, as a plain mount's (module documentation). `None` for any other operation.
+    fn orphan_dir(
+        &mut self,
+        link: &mut Link,
+        cred: &Credentials,
+        op: &Op,
+        read_only: bool,
+    ) -> Option<FsResult> {
+        let (Op::Lookup { dir, name } | Op::Mkdir { dir, name, .. }) = op else {
+            return None;
+        };
+        if *dir != FileHandle::ROOT || name != byzfs_fs::orphan::ORPHAN_DIR {
+            return None;
+        }
+        let r = transmit(link, cred, op.clone(), read_only);
+        Some(match r {
+            Ok(Reply::Entry(a)) => {
+                self.orphans = Some(a.fh);
+                Ok(Reply::Entry(a))
+            }
+            Ok(Reply::Made { entry, .. }) => {
+                self.orphans = Some(entry.fh);
+                // The tree's attributes stand for the root's, not the cluster root's.
+                let top = transmit(link, cred, Op::GetAttr { fh: self.top }, !link.strict);
+                match top {
+                    Ok(Reply::Attr(a)) => self.attr(link, a).map(|dir| Reply::Made { entry, dir }),
+                    Ok(_) => Err(Errno::EIO),
+                    Err(e) => Err(e),
+                }
+            }
+            other => other,
+        })
     }
 
     /// Sends a sealed operation, signed (with `headers`) if it may change the tree and this
@@ -307,7 +351,7 @@ impl Crypt {
         dir: FileHandle,
         name: Vec<u8>,
     ) -> Result<Vec<u8>, Errno> {
-        if name == b"." || name == b".." {
+        if name == b"." || name == b".." || Some(dir) == self.orphans {
             return Ok(name);
         }
         let h = self.dir_header(link, cred, dir)?;
@@ -570,8 +614,9 @@ impl Crypt {
                     .copied()
                     .unwrap_or(DirHeader { names: 1 });
                 let mut out = Vec::with_capacity(entries.len());
+                let plain = Some(*dir) == self.orphans;
                 for mut e in entries {
-                    if e.name != b"." && e.name != b".." {
+                    if e.name != b"." && e.name != b".." && !plain {
                         match file::open_name(&self.keys, &id, h, &e.name) {
                             Ok(n) => e.name = n,
                             Err(err) => {

@@ -68,6 +68,7 @@ pub(crate) fn start(
         sizes: HashMap::new(),
         dirs: HashMap::new(),
         overlay: BTreeMap::new(),
+        orphans: None,
     };
     let name = tree_name(&enc.group);
     let lookup = |client: &mut FsClient| {

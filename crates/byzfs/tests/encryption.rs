@@ -746,3 +746,58 @@ fn forged_writes_sent_straight_to_the_replicas_are_refused_alike() {
         "the owner's"
     );
 }
+
+/// A file an encrypted mount removes while it is open waits in the cluster root's orphan
+/// directory under a plain hidden name, as a plain mount's does, so the replicas' sweep
+/// can clear it if the mount dies; its contents stay sealed, and the directory it left
+/// lists as empty.
+#[test]
+fn files_removed_while_open_wait_sealed_in_the_shared_orphan_directory() {
+    if skip_without_fuse() {
+        return;
+    }
+    let _serial = common::serial();
+    let procs = Procs::with("memory", "fs", vec![Vec::new(); 4]);
+    let keys = tempfile::tempdir().unwrap();
+    let (owner, _) = identity(keys.path(), "owner.id");
+    group(&procs, &owner, &["create", "team"]);
+    let w = mount_as(&procs, &owner, "team", "writer");
+    std::fs::create_dir(w.mnt.join("d")).unwrap();
+    std::fs::write(w.mnt.join(format!("d/{CANARY}")), CANARY).unwrap();
+    let mut open = std::fs::File::open(w.mnt.join(format!("d/{CANARY}"))).unwrap();
+    std::fs::remove_file(w.mnt.join(format!("d/{CANARY}"))).unwrap();
+    assert_eq!(std::fs::read_dir(w.mnt.join("d")).unwrap().count(), 0);
+    std::fs::remove_dir(w.mnt.join("d")).unwrap();
+    let mut text = String::new();
+    open.read_to_string(&mut text).unwrap();
+    assert_eq!(text, CANARY, "still readable while open");
+    let plain_mnt = procs.dir.path().join("plain");
+    let log = std::env::temp_dir().join(format!(
+        "byzfs-encryption-orphans-{}.log",
+        std::process::id()
+    ));
+    let p = Mount::start(&procs.config(), &plain_mnt, &log);
+    let hidden: Vec<String> = std::fs::read_dir(plain_mnt.join(".byzfs-orphans"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    assert_eq!(hidden.len(), 1, "{hidden:?}");
+    assert!(hidden[0].starts_with(".byzfs-silly-"), "{hidden:?}");
+    let sealed = std::fs::read(plain_mnt.join(".byzfs-orphans").join(&hidden[0])).unwrap();
+    assert!(!sealed.windows(CANARY.len()).any(|x| x == CANARY.as_bytes()));
+    // Removed at its last close.
+    drop(open);
+    let start = std::time::Instant::now();
+    while std::fs::read_dir(plain_mnt.join(".byzfs-orphans"))
+        .unwrap()
+        .count()
+        > 0
+    {
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(30),
+            "the hidden file stayed"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    drop(p);
+}
