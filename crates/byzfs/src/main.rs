@@ -14,6 +14,7 @@
 //! byzfs unreplicated --config C [--no-macs]  the unreplicated baseline server
 //! byzfs bench micro|throughput [--json P]    benchmarks on loopback (PBFT Table 1, BFT Fig. 6-7)
 //! byzfs bench andrew|postmark|largefile      file-system benchmarks (ByzFS, NO-REP, local, bindfs)
+//! byzfs bench crypt                          the cost of each step of an encrypted mount
 //! ```
 //!
 //! Errors print as one line, `error: …`, and exit non-zero.
@@ -79,6 +80,8 @@ enum BenchCommand {
     Loopback(byzfs_bench::loopback::BenchCommand),
     #[command(flatten)]
     Fs(byzfs_bench::fs::FsbenchCommand),
+    /// The cost of each cryptographic step of an encrypted mount (one thread).
+    Crypt(byzfs_bench::crypt::CryptArgs),
 }
 
 fn main() -> ExitCode {
@@ -95,6 +98,7 @@ fn main() -> ExitCode {
             logging::init("warn");
             byzfs_bench::loopback::run(c)
         }
+        Command::Bench(BenchCommand::Crypt(a)) => byzfs_bench::crypt::run(a),
         Command::Bench(BenchCommand::Fs(c)) => {
             logging::init("warn");
             byzfs_bench::fs::run_command(c)
