@@ -364,6 +364,20 @@ impl Crypt {
         .map_err(|e| crypt_errno(&e))
     }
 
+    /// The stored names of a rename's or an exchange's two `(directory, name)`.
+    fn two_names(
+        &mut self,
+        link: &mut Link,
+        cred: &Credentials,
+        a: (FileHandle, Vec<u8>),
+        b: (FileHandle, Vec<u8>),
+    ) -> Result<(Vec<u8>, Vec<u8>), Errno> {
+        Ok((
+            self.name(link, cred, a.0, a.1)?,
+            self.name(link, cred, b.0, b.1)?,
+        ))
+    }
+
     /// `op` as the replicas store it, with the headers to set and how to open its reply.
     fn seal(
         &mut self,
@@ -432,8 +446,8 @@ impl Crypt {
                 to_dir,
                 to_name,
             } => {
-                let from_name = self.name(link, cred, from_dir, from_name)?;
-                let to_name = self.name(link, cred, to_dir, to_name)?;
+                let (from_name, to_name) =
+                    self.two_names(link, cred, (from_dir, from_name), (to_dir, to_name))?;
                 let op = Op::Rename {
                     from_dir,
                     from_name,
@@ -448,8 +462,8 @@ impl Crypt {
                 to_dir,
                 to_name,
             } => {
-                let from_name = self.name(link, cred, from_dir, from_name)?;
-                let to_name = self.name(link, cred, to_dir, to_name)?;
+                let (from_name, to_name) =
+                    self.two_names(link, cred, (from_dir, from_name), (to_dir, to_name))?;
                 let op = Op::RenameNoReplace {
                     from_dir,
                     from_name,
@@ -464,8 +478,8 @@ impl Crypt {
                 b_dir,
                 b_name,
             } => {
-                let a_name = self.name(link, cred, a_dir, a_name)?;
-                let b_name = self.name(link, cred, b_dir, b_name)?;
+                let (a_name, b_name) =
+                    self.two_names(link, cred, (a_dir, a_name), (b_dir, b_name))?;
                 let op = Op::Exchange {
                     a_dir,
                     a_name,

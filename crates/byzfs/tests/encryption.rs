@@ -76,6 +76,32 @@ fn mount_as(procs: &Procs, id: &Path, group: &str, name: &str) -> Mount {
     )
 }
 
+/// Four `--service fs` replicas in `mode`, replica `i` with `extra[i]`; an owner's
+/// identity (in the returned directory) and its group `team`.
+fn cluster_with_team(
+    mode: &'static str,
+    extra: Vec<Vec<String>>,
+) -> (Procs, tempfile::TempDir, PathBuf) {
+    let procs = Procs::with(mode, "fs", extra);
+    let keys = tempfile::tempdir().unwrap();
+    let (owner, _) = identity(keys.path(), "owner.id");
+    group(&procs, &owner, &["create", "team"]);
+    (procs, keys, owner)
+}
+
+/// `--byzantine how` for replicas `ids`, the others honest.
+fn liars(ids: &[usize], how: &str) -> Vec<Vec<String>> {
+    (0..4)
+        .map(|i| {
+            if ids.contains(&i) {
+                vec!["--byzantine".to_string(), how.to_string()]
+            } else {
+                Vec::new()
+            }
+        })
+        .collect()
+}
+
 /// Every file under `root`, recursively.
 fn files_under(root: &Path, out: &mut Vec<PathBuf>) {
     for e in std::fs::read_dir(root).unwrap().flatten() {
@@ -457,12 +483,7 @@ fn a_replica_that_tampers_with_every_reply_changes_nothing_read() {
         return;
     }
     let _serial = common::serial();
-    let mut extra = vec![Vec::new(); 4];
-    extra[0] = vec!["--byzantine".to_string(), "lie-replies".to_string()];
-    let procs = Procs::with("memory", "fs", extra);
-    let keys = tempfile::tempdir().unwrap();
-    let (owner, _) = identity(keys.path(), "owner.id");
-    group(&procs, &owner, &["create", "team"]);
+    let (procs, _keys, owner) = cluster_with_team("memory", liars(&[0], "lie-replies"));
     let w = mount_as(&procs, &owner, "team", "writer");
     assert_eq!(fill(&w.mnt), want_tree());
     drop(w);
@@ -487,12 +508,7 @@ fn a_replica_that_rolls_headers_back_is_outvoted() {
         return;
     }
     let _serial = common::serial();
-    let mut extra = vec![Vec::new(); 4];
-    extra[1] = vec!["--byzantine".to_string(), "stale-replies".to_string()];
-    let procs = Procs::with("memory", "fs", extra);
-    let keys = tempfile::tempdir().unwrap();
-    let (owner, _) = identity(keys.path(), "owner.id");
-    group(&procs, &owner, &["create", "team"]);
+    let (procs, _keys, owner) = cluster_with_team("memory", liars(&[1], "stale-replies"));
     let w = mount_as(&procs, &owner, "team", "writer");
     let f = w.mnt.join("f");
     std::fs::write(&f, "first").unwrap();
@@ -535,13 +551,7 @@ fn f_plus_one_replicas_rolling_back_alike_are_believed() {
         return;
     }
     let _serial = common::serial();
-    let mut extra = vec![Vec::new(); 4];
-    extra[1] = vec!["--byzantine".to_string(), "stale-replies".to_string()];
-    extra[2] = extra[1].clone();
-    let procs = Procs::with("memory", "fs", extra);
-    let keys = tempfile::tempdir().unwrap();
-    let (owner, _) = identity(keys.path(), "owner.id");
-    group(&procs, &owner, &["create", "team"]);
+    let (procs, _keys, owner) = cluster_with_team("memory", liars(&[1, 2], "stale-replies"));
     let w = mount_as(&procs, &owner, "team", "writer");
     std::fs::write(w.mnt.join("f"), "").unwrap();
     std::fs::metadata(w.mnt.join("f")).unwrap();
@@ -562,6 +572,15 @@ fn f_plus_one_replicas_rolling_back_alike_are_believed() {
     }
     eprintln!("{rolled_back} of 20 fresh mounts saw the rolled-back size");
     assert!(rolled_back > 0, "f + 1 liars never got through");
+}
+
+/// The id of `owner`'s group `team`, in hex.
+fn hex_id(owner: &byzfs_crypt::member::Identity) -> String {
+    owner
+        .group_id("team")
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }
 
 /// The identity file's secrets (hex fields of `byzfs identity new`'s TOML).
@@ -593,11 +612,8 @@ fn forged_writes_sent_straight_to_the_replicas_are_refused_alike() {
         return;
     }
     let _serial = common::serial();
-    let procs = Procs::with("memory", "fs", vec![Vec::new(); 4]);
-    let keys = tempfile::tempdir().unwrap();
-    let (owner, _) = identity(keys.path(), "owner.id");
-    let created = group(&procs, &owner, &["create", "team"]);
-    let id = created.trim().rsplit(' ').next().unwrap().to_string();
+    let (procs, _keys, owner) = cluster_with_team("memory", liars(&[], ""));
+    let id = hex_id(&load_identity(&owner));
     let w = mount_as(&procs, &owner, "team", "writer");
     std::fs::write(w.mnt.join("f"), "the owner's").unwrap();
     drop(w);
@@ -757,10 +773,7 @@ fn files_removed_while_open_wait_sealed_in_the_shared_orphan_directory() {
         return;
     }
     let _serial = common::serial();
-    let procs = Procs::with("memory", "fs", vec![Vec::new(); 4]);
-    let keys = tempfile::tempdir().unwrap();
-    let (owner, _) = identity(keys.path(), "owner.id");
-    group(&procs, &owner, &["create", "team"]);
+    let (procs, _keys, owner) = cluster_with_team("memory", liars(&[], ""));
     let w = mount_as(&procs, &owner, "team", "writer");
     std::fs::create_dir(w.mnt.join("d")).unwrap();
     std::fs::write(w.mnt.join(format!("d/{CANARY}")), CANARY).unwrap();
