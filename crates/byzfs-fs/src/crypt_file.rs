@@ -47,38 +47,6 @@ pub(crate) fn group_of<S: Store + ?Sized>(txn: &Txn<'_, S>, ino: u64) -> Res<Opt
     Ok(record_of(txn, ino)?.map(|r| r.group))
 }
 
-/// Every attribute in `reply` with its file's header.
-fn fill(reply: &mut Reply, header: &mut impl FnMut(u64) -> Res<Vec<u8>>) -> Res<()> {
-    let mut one = |a: &mut crate::Attr| -> Res<()> {
-        a.crypt = header(a.fh.ino)?;
-        Ok(())
-    };
-    match reply {
-        Reply::Attr(a)
-        | Reply::Entry(a)
-        | Reply::Write { attr: a, .. }
-        | Reply::Delegated { attr: a, .. } => one(a),
-        Reply::Made { entry, dir } => {
-            one(entry)?;
-            one(dir)
-        }
-        Reply::Unlinked { dir, left, .. } => {
-            one(dir)?;
-            match left {
-                Some(a) => one(a),
-                None => Ok(()),
-            }
-        }
-        Reply::Batch(replies) => {
-            for r in replies {
-                fill(r, header)?;
-            }
-            Ok(())
-        }
-        _ => Ok(()),
-    }
-}
-
 impl<S: Store + ?Sized> Exec<'_, '_, S> {
     /// [`crate::op::Op::SetGroup`]: empty directory `dir`, owned by the caller (or the
     /// caller root), joins `group`. The operation needs a writer proof for `group`
@@ -152,10 +120,14 @@ impl<S: Store + ?Sized> Exec<'_, '_, S> {
 
     /// `reply` with the header of each file whose attributes it carries (`Attr::crypt`).
     pub(crate) fn with_headers(&self, mut reply: Reply) -> Res<Reply> {
-        let txn = &*self.txn;
-        fill(&mut reply, &mut |ino| {
-            Ok(record_of(txn, ino)?.map(|r| r.header).unwrap_or_default())
-        })?;
-        Ok(reply)
+        let mut failed = None;
+        reply.for_each_attr_mut(&mut |a| match record_of(self.txn, a.fh.ino) {
+            Ok(r) => a.crypt = r.map(|r| r.header).unwrap_or_default(),
+            Err(e) => failed = Some(e),
+        });
+        match failed {
+            Some(e) => Err(e),
+            None => Ok(reply),
+        }
     }
 }

@@ -855,6 +855,32 @@ pub enum Reply {
 }
 
 impl Reply {
+    /// Calls `f` on every file's attributes the reply carries (a batch's members' too).
+    pub fn for_each_attr_mut(&mut self, f: &mut impl FnMut(&mut Attr)) {
+        match self {
+            Reply::Attr(a)
+            | Reply::Entry(a)
+            | Reply::Write { attr: a, .. }
+            | Reply::Delegated { attr: a, .. } => f(a),
+            Reply::Made { entry, dir } => {
+                f(entry);
+                f(dir);
+            }
+            Reply::Unlinked { dir, left, .. } => {
+                f(dir);
+                if let Some(a) = left {
+                    f(a);
+                }
+            }
+            Reply::Batch(replies) => {
+                for r in replies {
+                    r.for_each_attr_mut(f);
+                }
+            }
+            _ => {}
+        }
+    }
+
     /// The attributes of the entry an entry-giving reply names: [`Reply::Entry`] or
     /// [`Reply::Made`].
     pub fn entry(&self) -> Option<&Attr> {

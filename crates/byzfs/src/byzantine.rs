@@ -76,39 +76,12 @@ pub fn stale() -> LieToClients {
         let Ok(mut first) = first.lock() else {
             return b.to_vec();
         };
-        roll_back(&mut reply, &mut first);
+        // Each attribute replaced by the first held for its file (recording new ones).
+        reply.for_each_attr_mut(&mut |a| {
+            *a = first.entry(a.fh).or_insert_with(|| a.clone()).clone();
+        });
         encode_result(&Ok(reply))
     })
-}
-
-/// Every attribute in `reply` replaced by the first one `first` holds for its file (which
-/// records those it has not seen).
-fn roll_back(reply: &mut Reply, first: &mut std::collections::HashMap<FileHandle, Attr>) {
-    let mut one = |a: &mut Attr| {
-        *a = first.entry(a.fh).or_insert_with(|| a.clone()).clone();
-    };
-    match reply {
-        Reply::Attr(a)
-        | Reply::Entry(a)
-        | Reply::Write { attr: a, .. }
-        | Reply::Delegated { attr: a, .. } => one(a),
-        Reply::Made { entry, dir } => {
-            one(entry);
-            one(dir);
-        }
-        Reply::Unlinked { dir, left, .. } => {
-            one(dir);
-            if let Some(a) = left {
-                one(a);
-            }
-        }
-        Reply::Batch(replies) => {
-            for r in replies {
-                roll_back(r, first);
-            }
-        }
-        _ => {}
-    }
 }
 
 fn corrupt_bytes(b: &[u8]) -> Vec<u8> {
