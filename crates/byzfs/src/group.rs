@@ -11,7 +11,6 @@ use byzfs_crypt::member::{self, Identity, Role};
 use byzfs_fs::crypt_group::{signed_bytes, GroupRecord};
 use byzfs_fs::{decode_result, Credentials, Errno, Op, Reply, Request};
 use byzfs_net::cluster::ClusterConfig;
-use byzfs_net::keygen::{client_key_path, DEFAULT_CLIENT};
 use byzfs_net::{ByzClient, ClientCredential};
 use clap::{Args, Subcommand};
 use ed25519_dalek::Signer as _;
@@ -185,14 +184,7 @@ fn owned(record: Option<GroupRecord>, me: &Identity, arg: &str) -> anyhow::Resul
 pub fn run(a: GroupArgs) -> anyhow::Result<ExitCode> {
     crate::logging::init("warn");
     let me = crate::identity::load(&a.identity)?;
-    let cluster = ClusterConfig::load(&a.config)?;
-    let key = a.key.clone().unwrap_or_else(|| {
-        client_key_path(
-            a.config.parent().unwrap_or_else(|| ".".as_ref()),
-            DEFAULT_CLIENT,
-        )
-    });
-    let cred = ClientCredential::load(&key, &cluster)?;
+    let (cluster, cred) = crate::kv::cluster_and_credential(&a.config, a.key.as_deref())?;
     let timeout = Duration::from_millis(a.timeout_ms);
     byzfs_net::signals::runtime()?.block_on(async {
         let work = async {

@@ -38,16 +38,26 @@ enum KvCommand {
     Append { key: String, value: String },
 }
 
-pub fn run(a: KvArgs) -> anyhow::Result<ExitCode> {
-    crate::logging::init("warn");
-    let cluster = ClusterConfig::load(&a.config)?;
-    let key = a.key.clone().unwrap_or_else(|| {
+/// The cluster of `config` and the client credential `key` (default: client-1.key beside
+/// the config), as `kv` and `group` take them.
+pub(crate) fn cluster_and_credential(
+    config: &std::path::Path,
+    key: Option<&std::path::Path>,
+) -> anyhow::Result<(ClusterConfig, ClientCredential)> {
+    let cluster = ClusterConfig::load(config)?;
+    let key = key.map(std::path::Path::to_path_buf).unwrap_or_else(|| {
         client_key_path(
-            a.config.parent().unwrap_or_else(|| ".".as_ref()),
+            config.parent().unwrap_or_else(|| ".".as_ref()),
             DEFAULT_CLIENT,
         )
     });
     let cred = ClientCredential::load(&key, &cluster)?;
+    Ok((cluster, cred))
+}
+
+pub fn run(a: KvArgs) -> anyhow::Result<ExitCode> {
+    crate::logging::init("warn");
+    let (cluster, cred) = cluster_and_credential(&a.config, a.key.as_deref())?;
     let (op, read_only) = match &a.op {
         KvCommand::Put { key, value } => (
             KvOp::Put {
