@@ -5,6 +5,8 @@
 //! ByzzFuzz found an agreement violation in an implementation whose votes matched on `(v, n)`
 //! alone (PROTOCOL.md §5.2).
 
+pub mod bytes;
+
 use crate::crypto::Digest;
 use crate::ids::{ClientId, ReplicaId, RequestId, Seq, View};
 use serde::{Deserialize, Serialize};
@@ -81,6 +83,7 @@ pub struct Request {
     /// (PROTOCOL.md §1.6, "several requests in flight").
     pub after: RequestId,
     /// The operation, opaque to the library.
+    #[serde(with = "bytes")]
     pub op: Vec<u8>,
 }
 
@@ -100,6 +103,7 @@ pub struct Reply {
     /// Digest of the result.
     pub result_digest: Digest,
     /// The full result, or `None` for a digest-only reply (PROTOCOL.md §1.12).
+    #[serde(with = "bytes::opt")]
     pub result: Option<Vec<u8>>,
 }
 
@@ -108,10 +112,12 @@ pub struct Reply {
 pub struct BatchBody {
     /// Inlined client requests, as the complete authenticated frames the clients sent, so
     /// that backups can check each client's MAC themselves (PROTOCOL.md §1.14).
+    #[serde(with = "bytes::list")]
     pub requests: Vec<Vec<u8>>,
     /// Digests of big requests sent by clients to every replica (SRT, §1.10).
     pub big: Vec<Digest>,
     /// Non-deterministic choices proposed by the primary (§1.13); empty for a null batch.
+    #[serde(with = "bytes")]
     pub nondet: Vec<u8>,
 }
 
@@ -213,6 +219,7 @@ pub struct NewView {
     /// The new view.
     pub view: View,
     /// The complete, signed VIEW-CHANGE frames (at least `2f+1`, distinct senders).
+    #[serde(with = "bytes::list")]
     pub view_changes: Vec<Vec<u8>>,
     /// The chosen checkpoint `min` and its digest.
     pub min: Seq,
@@ -308,6 +315,7 @@ pub struct StatePart {
     /// Length of the partition's whole encoding.
     pub total: u64,
     /// The chunk.
+    #[serde(with = "bytes")]
     pub data: Vec<u8>,
 }
 
