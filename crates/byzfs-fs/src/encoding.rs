@@ -162,6 +162,7 @@ mod tests {
             Op::Signed { .. } => 51,
             Op::FileGroup { .. } => 52,
             Op::WriterSeq => 53,
+            Op::ReadGather { .. } => 54,
         }
     }
 
@@ -354,6 +355,10 @@ mod tests {
             },
             Op::FileGroup { fh: FH },
             Op::WriterSeq,
+            Op::ReadGather {
+                fh: FH,
+                ranges: vec![(1, 2)],
+            },
         ];
         let cases: Vec<(Op, u8)> = ops
             .into_iter()

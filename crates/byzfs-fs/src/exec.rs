@@ -13,8 +13,8 @@ use crate::errno::{Errno, Res};
 use crate::handle::FileHandle;
 use crate::inode::{self, Inode, Superblock};
 use crate::op::{
-    Credentials, DirEntry, Extent, Op, Reply, SpecialKind, MAX_IO, MAX_READDIR_ENTRIES,
-    MAX_SETATTRS, R_OK, W_OK, X_OK,
+    Credentials, DirEntry, Extent, Op, Reply, SpecialKind, MAX_GATHER_READS, MAX_IO,
+    MAX_READDIR_ENTRIES, MAX_SETATTRS, R_OK, W_OK, X_OK,
 };
 use crate::perm;
 use crate::store::{Store, Txn};
@@ -100,6 +100,23 @@ impl<S: Store + ?Sized> Exec<'_, '_, S> {
                 let id = self.data_rec(fh.ino)?.id;
                 let (data, eof) = data::read(self.txn, id, &i, offset, count)?;
                 Ok(Reply::Read { data, eof })
+            }
+            Op::ReadGather { fh, ranges } => {
+                let i = self.resolve(fh)?;
+                need_regular(&i)?;
+                perm::check_io(self.cred, &i, R_OK)?;
+                let total: u64 = ranges.iter().map(|&(_, c)| u64::from(c)).sum();
+                if ranges.is_empty() || ranges.len() > MAX_GATHER_READS || total > u64::from(MAX_IO)
+                {
+                    return Err(Errno::EINVAL.into());
+                }
+                let id = self.data_rec(fh.ino)?.id;
+                let mut replies = Vec::with_capacity(ranges.len());
+                for (offset, count) in ranges {
+                    let (data, eof) = data::read(self.txn, id, &i, offset, u64::from(count))?;
+                    replies.push(Reply::Read { data, eof });
+                }
+                Ok(Reply::Batch(replies))
             }
             Op::Write { fh, offset, data } => self.write(fh, offset, &data),
             Op::WriteGather { fh, extents } => self.write_gather(fh, &extents),

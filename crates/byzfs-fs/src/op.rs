@@ -14,6 +14,7 @@ use crate::delegation::Returned;
 use crate::errno::Errno;
 use crate::handle::FileHandle;
 use crate::lock::{LockInfo, LockKind, LockReq};
+use byzfs_bft::message::bytes;
 use serde::{Deserialize, Serialize};
 
 /// Largest `data` of one [`Op::Write`] and largest `count` of one [`Op::Read`] (1 MiB).
@@ -546,7 +547,20 @@ pub enum Op {
     /// The last writer-proof sequence number the calling client used. Read-only. Reply:
     /// [`Reply::WriterSeq`].
     WriterSeq,
+    /// Several reads of one file in one request: 1 to [`MAX_GATHER_READS`] ranges of
+    /// `(offset, count)`, at most [`MAX_IO`] bytes in all (`EINVAL` otherwise). An encrypted
+    /// mount reads a block's metadata and its data, which lie apart, with one of these.
+    /// Read-only. Reply: [`Reply::Batch`] of one [`Reply::Read`] per range.
+    ReadGather {
+        /// The file.
+        fh: FileHandle,
+        /// `(offset, count)` of each read, in the order of the replies.
+        ranges: Vec<(u64, u32)>,
+    },
 }
+
+/// Most ranges one [`Op::ReadGather`] may carry.
+pub const MAX_GATHER_READS: usize = 16;
 
 /// Most attribute changes one [`Op::WriteSetAttr`] may carry.
 pub const MAX_SETATTRS: usize = 16;
@@ -630,6 +644,7 @@ impl Op {
             Op::Signed { .. } => "signed",
             Op::FileGroup { .. } => "file_group",
             Op::WriterSeq => "writer_seq",
+            Op::ReadGather { .. } => "read_gather",
         }
     }
 
@@ -709,6 +724,7 @@ impl Op {
                 | Op::GroupGet { .. }
                 | Op::FileGroup { .. }
                 | Op::WriterSeq
+                | Op::ReadGather { .. }
         )
     }
 }
@@ -893,49 +909,6 @@ impl Reply {
 
 /// The result of a request.
 pub type FsResult = Result<Reply, Errno>;
-
-/// Byte strings encoded with `serialize_bytes`: in postcard exactly the encoding of a
-/// `Vec<u8>` (varint length, then the bytes), but one call instead of one per byte, which
-/// matters for 1 MiB reads and writes.
-mod bytes {
-    use serde::de::{Deserializer, SeqAccess, Visitor};
-    use serde::Serializer;
-    use std::fmt;
-
-    pub fn serialize<S: Serializer>(v: &[u8], s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_bytes(v)
-    }
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
-        d.deserialize_byte_buf(BytesVisitor)
-    }
-
-    struct BytesVisitor;
-
-    impl<'de> Visitor<'de> for BytesVisitor {
-        type Value = Vec<u8>;
-
-        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-            f.write_str("a byte string")
-        }
-
-        fn visit_bytes<E>(self, v: &[u8]) -> Result<Vec<u8>, E> {
-            Ok(v.to_vec())
-        }
-
-        fn visit_byte_buf<E>(self, v: Vec<u8>) -> Result<Vec<u8>, E> {
-            Ok(v)
-        }
-
-        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<u8>, A::Error> {
-            let mut out = Vec::new();
-            while let Some(b) = seq.next_element()? {
-                out.push(b);
-            }
-            Ok(out)
-        }
-    }
-}
 
 /// Postcard encoding of `v`.
 fn encode<T: Serialize>(v: &T) -> Vec<u8> {

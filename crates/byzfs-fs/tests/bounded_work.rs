@@ -518,6 +518,18 @@ fn all_kinds(
         ),
         Op::FileGroup { fh: joins },
         Op::WriterSeq,
+        // The most ranges and bytes one may ask for, across a big file's groups.
+        Op::ReadGather {
+            fh: big[1],
+            ranges: (0..byzfs_fs::op::MAX_GATHER_READS as u64)
+                .map(|k| {
+                    (
+                        k * (3 << 20),
+                        MAX_IO / byzfs_fs::op::MAX_GATHER_READS as u32,
+                    )
+                })
+                .collect(),
+        },
         // Refused: not reserved (the one that is, is in the batch measured last).
         Op::MakeAt {
             at: FileHandle {
@@ -586,7 +598,8 @@ fn all_kinds(
             | Op::SetGroup { .. }
             | Op::Signed { .. }
             | Op::FileGroup { .. }
-            | Op::WriterSeq => {}
+            | Op::WriterSeq
+            | Op::ReadGather { .. } => {}
             // Measured last, by `the_operations`.
             Op::Batch(_) => unreachable!("a batch is measured apart"),
         }
@@ -594,7 +607,7 @@ fn all_kinds(
     let kinds: std::collections::BTreeSet<&str> = ops.iter().map(Op::name).collect();
     assert_eq!(
         kinds.len(),
-        53,
+        54,
         "every kind of operation but the batch is measured here"
     );
     let _ = (empty_dir, small);

@@ -310,6 +310,50 @@ fn write_setattr_applies_writes_then_changes_in_order_or_none() {
 }
 
 #[test]
+fn read_gather_reads_each_range_as_a_read_would() {
+    let mut fs = Fs::new();
+    let f = fs.create(ROOT, "g");
+    fs.write(f.fh, 0, b"hello world").unwrap();
+    fs.write(f.fh, 3 * BLOCK_SIZE, b"far").unwrap();
+    let end = 3 * BLOCK_SIZE + 3;
+    let mut gather = |ranges: Vec<(u64, u32)>| fs.run(Op::ReadGather { fh: f.fh, ranges });
+    let read = |data: &[u8], eof: bool| Reply::Read {
+        data: data.to_vec(),
+        eof,
+    };
+    assert_eq!(
+        gather(vec![
+            (6, 5),
+            (end - 3, 10),
+            (0, 2),
+            (BLOCK_SIZE, 4),
+            (end, 1)
+        ]),
+        Ok(Reply::Batch(vec![
+            read(b"world", false),
+            read(b"far", true),
+            read(b"he", false),
+            read(&[0; 4], false),
+            read(b"", true),
+        ]))
+    );
+    assert_eq!(gather(vec![]), err(Errno::EINVAL));
+    let max = byzfs_fs::op::MAX_GATHER_READS;
+    assert_eq!(gather(vec![(0, 1); max + 1]), err(Errno::EINVAL));
+    assert!(gather(vec![(0, 1); max]).is_ok());
+    assert_eq!(gather(vec![(0, MAX_IO), (0, 1)]), err(Errno::EINVAL));
+    assert!(gather(vec![(0, MAX_IO - 1), (0, 1)]).is_ok());
+    assert_eq!(fs.read(f.fh, 0, 5), b"hello", "reads change nothing");
+    assert_eq!(
+        fs.run(Op::ReadGather {
+            fh: ROOT,
+            ranges: vec![(0, 1)]
+        }),
+        err(Errno::EISDIR)
+    );
+}
+
+#[test]
 fn efbig_and_io_limits() {
     let mut fs = Fs::new();
     let f = fs.create(ROOT, "f");

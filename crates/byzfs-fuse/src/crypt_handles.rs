@@ -177,6 +177,7 @@ pub(crate) fn map_op(op: Op, f: &impl Fn(FileHandle) -> FileHandle) -> Op {
             offset,
             hole,
         },
+        Op::ReadGather { fh, ranges } => Op::ReadGather { fh: f(fh), ranges },
         Op::MakeAt { at, make } => Op::MakeAt {
             at: f(at),
             make: Box::new(map_op(*make, f)),

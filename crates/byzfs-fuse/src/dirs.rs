@@ -839,6 +839,7 @@ fn handles_of(op: &Op) -> Option<Vec<u64>> {
         | Op::RemoveXattr { fh, .. }
         | Op::Punch { fh, .. }
         | Op::Seek { fh, .. }
+        | Op::ReadGather { fh, .. }
         | Op::GetLk { fh, .. }
         | Op::ReleaseLocks { fh, .. }
         | Op::ReturnDelegation { fh, .. }
