@@ -8,8 +8,8 @@
 //! version)` would repeat at every rewrite under one key version (docs/plans/28-encryption.md).
 
 use crate::CryptError;
-use chacha20poly1305::aead::{Aead, KeyInit, Payload};
-use chacha20poly1305::{XChaCha20Poly1305, XNonce};
+use chacha20poly1305::aead::{Aead, AeadInPlace, KeyInit, Payload};
+use chacha20poly1305::{Tag, XChaCha20Poly1305, XNonce};
 use rand_core::{CryptoRng, RngCore};
 
 /// Plaintext bytes per block; a file's last block may be shorter.
@@ -83,6 +83,54 @@ pub fn open(
         .map_err(|_| CryptError::Tampered("block"))
 }
 
+/// Seals `buf` (at most [`BLOCK`] bytes: block `index` of `file`, key version `version`)
+/// in place, under `key`: the ciphertext is as long as the plaintext, and the nonce and
+/// tag are returned apart, so a file's sealed blocks keep its blocks' alignment
+/// ([`crate::file`]).
+pub fn seal_detached(
+    key: &[u8; 32],
+    file: &[u8; 16],
+    index: u64,
+    version: u32,
+    buf: &mut [u8],
+    rng: &mut (impl RngCore + CryptoRng),
+) -> ([u8; 24], [u8; 16]) {
+    debug_assert!(buf.len() <= BLOCK);
+    let mut nonce = [0u8; 24];
+    rng.fill_bytes(&mut nonce);
+    let cipher = XChaCha20Poly1305::new(key.into());
+    let tag = cipher
+        .encrypt_in_place_detached(XNonce::from_slice(&nonce), &aad(file, index, version), buf)
+        // XChaCha20-Poly1305 refuses only messages beyond 256 GiB.
+        .map(|t| t.into())
+        .unwrap_or_default();
+    (nonce, tag)
+}
+
+/// Opens, in place, what [`seal_detached`] sealed; `buf` is left as it was if it fails.
+pub fn open_detached(
+    key: &[u8; 32],
+    file: &[u8; 16],
+    index: u64,
+    version: u32,
+    nonce: &[u8; 24],
+    tag: &[u8; 16],
+    buf: &mut [u8],
+) -> Result<(), CryptError> {
+    if buf.len() > BLOCK {
+        return Err(CryptError::Malformed("sealed block length"));
+    }
+    let cipher = XChaCha20Poly1305::new(key.into());
+    cipher
+        .decrypt_in_place_detached(
+            XNonce::from_slice(nonce),
+            &aad(file, index, version),
+            buf,
+            Tag::from_slice(tag),
+        )
+        .map_err(|_| CryptError::Tampered("block"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -117,5 +165,53 @@ mod tests {
         // An empty block (a file's empty tail) seals and opens too.
         let empty = seal(&key, &file, 0, 1, b"", &mut OsRng);
         assert_eq!(open(&key, &file, 0, 1, &empty), Ok(Vec::new()));
+    }
+
+    #[test]
+    fn a_detached_block_keeps_its_length_and_opens_only_unchanged() {
+        let (key, file) = ([3u8; 32], [9u8; 16]);
+        let plain = vec![0x5a; BLOCK];
+        let mut buf = plain.clone();
+        let (nonce, tag) = seal_detached(&key, &file, 7, 2, &mut buf, &mut OsRng);
+        assert_eq!(buf.len(), BLOCK);
+        assert_ne!(buf, plain);
+        let sealed = buf.clone();
+        assert_eq!(
+            open_detached(&key, &file, 7, 2, &nonce, &tag, &mut buf),
+            Ok(())
+        );
+        assert_eq!(buf, plain);
+        let refused = Err(CryptError::Tampered("block"));
+        let try_open = |k: &[u8; 32], f: &[u8; 16], i, v, n: &[u8; 24], t: &[u8; 16], b: &[u8]| {
+            let mut out = b.to_vec();
+            let r = open_detached(k, f, i, v, n, t, &mut out);
+            assert!(r.is_ok() || out == b, "left as it was on failure");
+            r
+        };
+        assert_eq!(
+            try_open(&[4; 32], &file, 7, 2, &nonce, &tag, &sealed),
+            refused
+        );
+        assert_eq!(
+            try_open(&key, &[8; 16], 7, 2, &nonce, &tag, &sealed),
+            refused
+        );
+        assert_eq!(try_open(&key, &file, 6, 2, &nonce, &tag, &sealed), refused);
+        assert_eq!(try_open(&key, &file, 7, 1, &nonce, &tag, &sealed), refused);
+        let mut n2 = nonce;
+        n2[0] ^= 1;
+        assert_eq!(try_open(&key, &file, 7, 2, &n2, &tag, &sealed), refused);
+        let mut t2 = tag;
+        t2[15] ^= 1;
+        assert_eq!(try_open(&key, &file, 7, 2, &nonce, &t2, &sealed), refused);
+        for i in [0, 100, BLOCK - 1] {
+            let mut b = sealed.clone();
+            b[i] ^= 1;
+            assert_eq!(
+                try_open(&key, &file, 7, 2, &nonce, &tag, &b),
+                refused,
+                "bit {i}"
+            );
+        }
     }
 }

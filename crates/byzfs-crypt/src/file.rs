@@ -3,8 +3,8 @@
 //!
 //! | plaintext | stored as |
 //! |---|---|
-//! | block `i` of a regular file (4096 bytes, the last one padded with zeros) | at offset `i × SEALED_BLOCK`: key version (4, big-endian) ‖ [`crate::block`] sealed under that version's content key of the file, bound to file and index; a hole (all zeros) stays a hole and reads as zeros |
-//! | the file's size | its [`Header`], sealed the same way at index [`HEADER_INDEX`], in the replicas' `Attr::crypt`; the stored size is whole sealed blocks, so the size leaks rounded up to 4 KiB |
+//! | block `i` of a regular file (4096 bytes, the last one padded with zeros) | its data: 4096 bytes of XChaCha20 ciphertext ([`crate::block::seal_detached`], under the content key of the newest key version, bound to file, index and version) at [`data_offset`], a multiple of 4096 (so whole-block writes stay whole blocks at the replicas); its entry: key version ‖ nonce ‖ tag ‖ [`leaf`] at [`entry_offset`], 256 entries before each chunk of 256 blocks. A hole (entry and data all zeros) stays a hole and reads as zeros |
+//! | the file's size | its [`Header`], sealed the same way at index [`HEADER_INDEX`], in the replicas' `Attr::crypt`; the stored size ends with the last block's data ([`sealed_size`]), so the size leaks rounded up to 4 KiB |
 //! | a name in a directory | [`crate::names`] under the directory's name key of the key version its [`DirHeader`] names |
 //! | a symbolic link's target | base64url of key version ‖ XChaCha20-Poly1305 under the group's link key |
 //! | an extended attribute | name: `user.`/`trusted.` ‖ [`crate::names`] under the file's name key of version 1; value: key version ‖ XChaCha20-Poly1305 under the file's content key, bound to file and name |
@@ -21,8 +21,22 @@ use rand_core::{CryptoRng, RngCore};
 
 /// Plaintext bytes per block.
 pub const BLOCK: u64 = block::BLOCK as u64;
-/// Stored bytes per block: key version, nonce, the block, tag.
-pub const SEALED_BLOCK: u64 = (4 + block::OVERHEAD + block::BLOCK) as u64;
+/// Blocks per chunk (1 MiB): a chunk's blocks' metadata entries lie together before its
+/// data.
+pub const CHUNK_BLOCKS: u64 = 256;
+/// Bytes of one block's metadata entry: key version (4, big-endian) ‖ nonce (24) ‖ tag
+/// (16) ‖ leaf (32, [`leaf`]); all zeros for a hole.
+pub const ENTRY: usize = 4 + 24 + 16 + 32;
+/// The replicas' block size (`byzfs_fs::data::BLOCK_SIZE`, checked by the mount's tests):
+/// chunks and their data start at multiples of it, so a write of whole replica blocks
+/// needs no read at the replicas.
+pub const STORE_BLOCK: u64 = 16 * 1024;
+/// Stored 4 KiB blocks a chunk's metadata takes: 256 entries (19,456 bytes), rounded up
+/// to whole replica blocks (32 KiB).
+pub const META_BLOCKS: u64 =
+    (CHUNK_BLOCKS * ENTRY as u64).div_ceil(STORE_BLOCK) * (STORE_BLOCK / BLOCK);
+/// Stored bytes per chunk: its metadata, then its blocks.
+pub const CHUNK_SPAN: u64 = (META_BLOCKS + CHUNK_BLOCKS) * BLOCK;
 /// The block index a file's header is sealed at (no data block has it).
 pub const HEADER_INDEX: u64 = u64::MAX;
 /// Longest symbolic link target that seals within the 4095-byte limit on targets.
@@ -38,9 +52,23 @@ pub fn file_id(ino: u64, generation: u64) -> [u8; 16] {
     id
 }
 
-/// The stored size of a file of `plain` bytes: whole sealed blocks.
+/// Where block `index`'s metadata entry is stored.
+pub fn entry_offset(index: u64) -> u64 {
+    (index / CHUNK_BLOCKS) * CHUNK_SPAN + (index % CHUNK_BLOCKS) * ENTRY as u64
+}
+
+/// Where block `index`'s sealed data is stored: at a multiple of [`BLOCK`], so a write of
+/// whole blocks covers whole blocks of the replicas' store.
+pub fn data_offset(index: u64) -> u64 {
+    (index / CHUNK_BLOCKS) * CHUNK_SPAN + (META_BLOCKS + index % CHUNK_BLOCKS) * BLOCK
+}
+
+/// The stored size of a file of `plain` bytes: to the end of its last block's data.
 pub fn sealed_size(plain: u64) -> u64 {
-    plain.div_ceil(BLOCK).saturating_mul(SEALED_BLOCK)
+    match plain.checked_sub(1) {
+        None => 0,
+        Some(last) => data_offset(last / BLOCK) + BLOCK,
+    }
 }
 
 /// The keys of `version` from `keys` (the newest a member holds).
@@ -61,48 +89,82 @@ fn split_version(sealed: &[u8]) -> Result<(u32, &[u8]), CryptError> {
     Ok((v, rest))
 }
 
+/// A block as stored: its data where [`data_offset`] says, its entry where
+/// [`entry_offset`] says.
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub struct SealedBlock {
+    /// [`BLOCK`] bytes of ciphertext.
+    pub data: Vec<u8>,
+    /// Its metadata entry.
+    pub entry: [u8; ENTRY],
+}
+
+/// The leaf of a block: BLAKE3 over its entry's first 44 bytes and its data, the leaf a
+/// Merkle tree over the file's blocks is built from (docs/plans/28-encryption.md "Data").
+pub fn leaf(head: &[u8], data: &[u8]) -> [u8; 32] {
+    let mut h = blake3::Hasher::new_derive_key("byzfs-crypt 2026-11 block leaf");
+    h.update(head);
+    h.update(data);
+    *h.finalize().as_bytes()
+}
+
 /// Seals block `index` of `file` (`plain`: at most [`BLOCK`] bytes, padded with zeros)
-/// under the newest version of `keys`: [`SEALED_BLOCK`] bytes.
+/// under the newest version of `keys`.
 pub fn seal_block(
     keys: &GroupKeys,
     file: &[u8; 16],
     index: u64,
     plain: &[u8],
     rng: &mut (impl RngCore + CryptoRng),
-) -> Vec<u8> {
-    let mut padded = plain.to_vec();
-    padded.resize(block::BLOCK, 0);
+) -> SealedBlock {
+    let mut data = plain.to_vec();
+    data.resize(block::BLOCK, 0);
     let v = keys.version();
-    let mut out = v.to_be_bytes().to_vec();
-    out.extend(block::seal(
-        &keys.content_key(file),
-        file,
-        index,
-        v,
-        &padded,
-        rng,
-    ));
-    out
+    let (nonce, tag) =
+        block::seal_detached(&keys.content_key(file), file, index, v, &mut data, rng);
+    let mut entry = [0u8; ENTRY];
+    entry[..4].copy_from_slice(&v.to_be_bytes());
+    entry[4..28].copy_from_slice(&nonce);
+    entry[28..44].copy_from_slice(&tag);
+    let l = leaf(&entry[..44], &data);
+    entry[44..].copy_from_slice(&l);
+    SealedBlock { data, entry }
 }
 
-/// Opens stored block `index` of `file`: [`BLOCK`] bytes; a hole (all zeros) reads as
-/// zeros. A block of a newer key version than `keys` is `NoSuchVersion` (the member's
-/// keys are stale: read the group again).
+/// Opens stored block `index` of `file` from its `data` and `entry`: [`BLOCK`] bytes. A
+/// hole (entry and data all zeros) reads as zeros; data without an entry, a leaf that does
+/// not match, or a block that does not open is refused. A block of a newer key version
+/// than `keys` is `NoSuchVersion` (the member's keys are stale: read the group again).
 pub fn open_block(
     keys: &GroupKeys,
     file: &[u8; 16],
     index: u64,
-    sealed: &[u8],
+    data: &[u8],
+    entry: &[u8],
 ) -> Result<Vec<u8>, CryptError> {
-    if sealed.len() as u64 != SEALED_BLOCK {
+    if data.len() as u64 != BLOCK || entry.len() != ENTRY {
         return Err(CryptError::Malformed("sealed block length"));
     }
-    if sealed.iter().all(|&b| b == 0) {
-        return Ok(vec![0; block::BLOCK]);
+    if entry.iter().all(|&b| b == 0) {
+        if data.iter().all(|&b| b == 0) {
+            return Ok(vec![0; block::BLOCK]);
+        }
+        return Err(CryptError::Tampered("block data without its entry"));
     }
-    let (v, rest) = split_version(sealed)?;
+    if leaf(&entry[..44], data) != entry[44..] {
+        return Err(CryptError::Tampered("block leaf"));
+    }
+    let (v, rest) = split_version(entry)?;
     let k = keys_of(keys, v)?;
-    block::open(&k.content_key(file), file, index, v, rest)
+    let nonce: [u8; 24] = rest[..24]
+        .try_into()
+        .map_err(|_| CryptError::Malformed("entry"))?;
+    let tag: [u8; 16] = rest[24..40]
+        .try_into()
+        .map_err(|_| CryptError::Malformed("entry"))?;
+    let mut out = data.to_vec();
+    block::open_detached(&k.content_key(file), file, index, v, &nonce, &tag, &mut out)?;
+    Ok(out)
 }
 
 /// What the header of a regular file holds.
@@ -379,35 +441,82 @@ mod tests {
     fn blocks_open_under_their_own_version_and_holes_read_as_zeros() {
         let (f, g) = (file_id(7, 1), file_id(8, 1));
         let s = seal_block(&keys(1), &f, 3, b"abc", &mut OsRng);
-        assert_eq!(s.len() as u64, SEALED_BLOCK);
+        assert_eq!(s.data.len() as u64, BLOCK);
         let mut want = b"abc".to_vec();
         want.resize(4096, 0);
         // A member at version 2 opens a version-1 block; one at version 1 cannot open
         // version 2's.
-        assert_eq!(open_block(&keys(2), &f, 3, &s), Ok(want));
+        assert_eq!(open_block(&keys(2), &f, 3, &s.data, &s.entry), Ok(want));
         let s2 = seal_block(&keys(2), &f, 3, b"new", &mut OsRng);
         assert_eq!(
-            open_block(&keys(1), &f, 3, &s2),
+            open_block(&keys(1), &f, 3, &s2.data, &s2.entry),
             Err(CryptError::NoSuchVersion { asked: 2, have: 1 })
         );
+        let zeros = vec![0; BLOCK as usize];
         assert_eq!(
-            open_block(&keys(1), &f, 3, &vec![0; SEALED_BLOCK as usize]),
-            Ok(vec![0; 4096])
+            open_block(&keys(1), &f, 3, &zeros, &[0; ENTRY]),
+            Ok(zeros.clone())
         );
-        // Moved to another index or file, a flipped bit, or cut short: refused.
-        assert!(open_block(&keys(2), &f, 4, &s).is_err());
-        assert!(open_block(&keys(2), &g, 3, &s).is_err());
+        assert_eq!(
+            open_block(&keys(1), &f, 3, &s.data, &[0; ENTRY]),
+            Err(CryptError::Tampered("block data without its entry"))
+        );
+        // Moved to another index or file, a flipped bit anywhere, or cut short: refused.
         let k2 = keys(2);
-        for i in 0..s.len() {
-            let mut t = s.clone();
+        assert!(open_block(&k2, &f, 4, &s.data, &s.entry).is_err());
+        assert!(open_block(&k2, &g, 3, &s.data, &s.entry).is_err());
+        for i in 0..s.data.len() {
+            let mut t = s.data.clone();
             t[i] ^= 0x10;
-            assert!(open_block(&k2, &f, 3, &t).is_err(), "bit at {i}");
+            assert!(
+                open_block(&k2, &f, 3, &t, &s.entry).is_err(),
+                "data bit {i}"
+            );
         }
-        assert!(open_block(&keys(2), &f, 3, &s[1..]).is_err());
+        for i in 0..ENTRY {
+            let mut e = s.entry;
+            e[i] ^= 0x10;
+            assert!(
+                open_block(&k2, &f, 3, &s.data, &e).is_err(),
+                "entry bit {i}"
+            );
+        }
+        // Data changed without its entry: caught by the leaf before the block is opened.
+        // (A holder of the content key can compute a leaf too: what stops a reader is the
+        // writer-signed root over the leaves, docs/plans/28-encryption.md "Data".)
+        let mut forged = s.data.clone();
+        forged[0] ^= 1;
+        assert_eq!(
+            open_block(&k2, &f, 3, &forged, &s.entry),
+            Err(CryptError::Tampered("block leaf"))
+        );
+        assert!(open_block(&k2, &f, 3, &s.data[1..], &s.entry).is_err());
+        assert!(open_block(&k2, &f, 3, &s.data, &s.entry[1..]).is_err());
+    }
+
+    #[test]
+    fn the_layout_keeps_data_aligned_and_entries_before_their_chunk() {
+        assert_eq!((META_BLOCKS, CHUNK_SPAN), (8, 264 * 4096));
+        assert_eq!((entry_offset(0), data_offset(0)), (0, 8 * 4096));
+        assert_eq!((entry_offset(1), data_offset(1)), (76, 9 * 4096));
+        assert_eq!(entry_offset(255), 255 * 76);
+        assert_eq!(data_offset(255), 263 * 4096);
+        assert_eq!(entry_offset(256), CHUNK_SPAN);
+        assert_eq!(data_offset(256), CHUNK_SPAN + 8 * 4096);
+        for i in [0, 1, 4, 255, 256, 1 << 30] {
+            // Four plaintext blocks from a multiple of four fill one replica block.
+            let first = i / 4 * 4;
+            assert_eq!(data_offset(first) % STORE_BLOCK, 0, "aligned: {i}");
+            assert_eq!(data_offset(first + 3), data_offset(first) + 3 * BLOCK);
+            let chunk = (i / CHUNK_BLOCKS) * CHUNK_SPAN;
+            assert!(entry_offset(i) + ENTRY as u64 <= chunk + META_BLOCKS * BLOCK);
+        }
         assert_eq!(sealed_size(0), 0);
-        assert_eq!(sealed_size(1), SEALED_BLOCK);
-        assert_eq!(sealed_size(4096), SEALED_BLOCK);
-        assert_eq!(sealed_size(4097), 2 * SEALED_BLOCK);
+        assert_eq!(sealed_size(1), 9 * 4096);
+        assert_eq!(sealed_size(4096), 9 * 4096);
+        assert_eq!(sealed_size(4097), 10 * 4096);
+        assert_eq!(sealed_size(256 * 4096), CHUNK_SPAN);
+        assert_eq!(sealed_size(256 * 4096 + 1), CHUNK_SPAN + 9 * 4096);
     }
 
     #[test]

@@ -9,14 +9,17 @@
 
 use crate::cluster::{transmit, Link};
 use crate::crypt::{crypt_errno, Crypt};
-use byzfs_crypt::file::{self, Header, BLOCK, SEALED_BLOCK};
+use byzfs_crypt::file::{self, Header, BLOCK, CHUNK_BLOCKS, ENTRY};
 use byzfs_crypt::CryptError;
 use byzfs_fs::op::MAX_IO;
 use byzfs_fs::{Credentials, Errno, Extent, FileHandle, FsResult, Op, Reply, SetAttr};
 use std::collections::btree_map::{BTreeMap, Entry};
 
-/// Most sealed blocks one `Op::Read` asks for.
-const READ_BLOCKS: u64 = MAX_IO as u64 / SEALED_BLOCK;
+// The layout lines chunks up with the replicas' blocks (`byzfs_crypt::file::STORE_BLOCK`).
+const _: () = assert!(file::STORE_BLOCK == byzfs_fs::data::BLOCK_SIZE);
+
+/// Most blocks one `Op::ReadGather` asks for (with their entries, within `MAX_IO`).
+const READ_BLOCKS: u64 = MAX_IO as u64 / (BLOCK + ENTRY as u64);
 
 impl Crypt {
     /// [`Op::Read`] of plaintext `offset..offset + count`.
@@ -62,34 +65,53 @@ impl Crypt {
         let mut out = Vec::new();
         let mut at = first;
         while at <= last {
-            let n = (last - at + 1).min(READ_BLOCKS);
-            let op = Op::Read {
+            // One request per run of blocks within a chunk: their entries and their data
+            // lie in two ranges.
+            let chunk_end = (at / CHUNK_BLOCKS + 1) * CHUNK_BLOCKS;
+            let n = (last - at + 1).min(READ_BLOCKS).min(chunk_end - at);
+            // `n <= READ_BLOCKS`, so both counts are within `MAX_IO`.
+            let op = Op::ReadGather {
                 fh,
-                offset: at * SEALED_BLOCK,
-                // `n <= READ_BLOCKS`, so this is at most `MAX_IO`.
-                count: (n * SEALED_BLOCK) as u32,
+                ranges: vec![
+                    (file::entry_offset(at), (n * ENTRY as u64) as u32),
+                    (file::data_offset(at), (n * BLOCK) as u32),
+                ],
             };
-            let data = match transmit(link, cred, op, read_only)? {
-                Reply::Read { data, .. } => data,
+            let (entries, data) = match transmit(link, cred, op, read_only)? {
+                Reply::Batch(r) => match <[Reply; 2]>::try_from(r) {
+                    Ok([Reply::Read { data: e, .. }, Reply::Read { data: d, .. }]) => (e, d),
+                    _ => return Err(Errno::EIO),
+                },
                 _ => return Err(Errno::EIO),
             };
-            let sealed_len = SEALED_BLOCK as usize;
-            for (i, sealed) in data.chunks(sealed_len).enumerate() {
-                if sealed.len() < sealed_len {
-                    tracing::warn!(ino = fh.ino, "a stored file cut inside a block: EIO");
-                    return Err(Errno::EIO);
-                }
-                let index = at + i as u64;
-                let plain = match file::open_block(&self.keys, &id, index, sealed) {
+            // Blocks past the stored end are past the file's size: the caller asked for
+            // blocks below it, so a shorter answer is a cut file.
+            let whole = (data.len() as u64 / BLOCK).min((entries.len() / ENTRY) as u64);
+            if whole == 0 {
+                tracing::warn!(
+                    ino = fh.ino,
+                    index = at,
+                    "a stored file cut inside a block: EIO"
+                );
+                return Err(Errno::EIO);
+            }
+            for i in 0..whole {
+                let index = at + i;
+                let e = &entries[i as usize * ENTRY..(i as usize + 1) * ENTRY];
+                let d = &data[(i * BLOCK) as usize..((i + 1) * BLOCK) as usize];
+                let plain = match file::open_block(&self.keys, &id, index, d, e) {
                     Err(CryptError::NoSuchVersion { .. }) if self.refresh(link)? => {
-                        file::open_block(&self.keys, &id, index, sealed)
+                        file::open_block(&self.keys, &id, index, d, e)
                     }
                     other => other,
                 }
-                .map_err(|e| crypt_errno(&e))?;
+                .map_err(|err| {
+                    tracing::warn!(ino = fh.ino, index, %err, "a block that does not open: EIO");
+                    crypt_errno(&err)
+                })?;
                 out.extend(plain);
             }
-            if (data.len() as u64) < n * SEALED_BLOCK {
+            if whole < n {
                 break;
             }
             at += n;
@@ -162,8 +184,11 @@ impl Crypt {
             size = size.max(end);
         }
         let mut sealed_sets = Vec::with_capacity(sets.len());
+        // The lowest size a truncation leaves, for the entries to clear.
+        let mut low = before;
         for set in sets {
             if let Some(s) = set.size {
+                low = low.min(s);
                 if s < size {
                     let keep = s.div_ceil(BLOCK);
                     blocks.retain(|i, _| *i < keep);
@@ -186,22 +211,45 @@ impl Crypt {
                 sealed_sets.push(set);
             }
         }
-        // Seal the blocks within the final size, in runs of consecutive blocks.
+        // Seal the blocks within the final size, in runs of consecutive blocks of one
+        // chunk: one extent of data and one of entries each.
         let id = file::file_id(fh.ino, fh.generation);
         let keep = size.div_ceil(BLOCK);
         let mut sealed: Vec<Extent> = Vec::new();
         let mut next = None;
         for (index, plain) in blocks.into_iter().filter(|(i, _)| *i < keep) {
-            let s = file::seal_block(&self.keys, &id, index, &plain, &mut rand_core::OsRng);
-            match sealed.last_mut() {
-                Some(last) if next == Some(index) => last.data.extend(s),
-                _ => sealed.push(Extent {
-                    offset: index * SEALED_BLOCK,
-                    data: s,
-                }),
+            let b = file::seal_block(&self.keys, &id, index, &plain, &mut rand_core::OsRng);
+            let run_goes_on = next == Some(index) && index % CHUNK_BLOCKS != 0;
+            match sealed.len() {
+                n if run_goes_on && n >= 2 => {
+                    sealed[n - 2].data.extend(b.entry);
+                    sealed[n - 1].data.extend(b.data);
+                }
+                _ => {
+                    sealed.push(Extent {
+                        offset: file::entry_offset(index),
+                        data: b.entry.to_vec(),
+                    });
+                    sealed.push(Extent {
+                        offset: file::data_offset(index),
+                        data: b.data,
+                    });
+                }
             }
             next = Some(index + 1);
             self.overlay.insert((fh.ino, index), plain);
+        }
+        // A file cut inside a chunk clears the entries after its new end in that chunk,
+        // which stay below the stored size (the data after it is cut); sealed blocks are
+        // all below the cut.
+        let (cut, had) = (low.div_ceil(BLOCK), before.div_ceil(BLOCK));
+        if cut < had && cut % CHUNK_BLOCKS != 0 {
+            let chunk_end = (cut / CHUNK_BLOCKS + 1) * CHUNK_BLOCKS;
+            let clear = chunk_end.min(had) - cut;
+            sealed.push(Extent {
+                offset: file::entry_offset(cut),
+                data: vec![0; clear as usize * ENTRY],
+            });
         }
         if size != before {
             let h = file::seal_header(&self.keys, &id, Header { size }, &mut rand_core::OsRng);

@@ -213,10 +213,12 @@ pub fn mount(
         .saturating_sub(WRITE_OVERHEAD)
         .clamp(4096, MAX_IO as usize);
     if crypt.is_some() {
-        // Sealed, a write grows by 44 bytes a block and by the blocks it changes only in
-        // part (read and sealed whole): two more at most.
-        let sealed = byzfs_crypt::file::SEALED_BLOCK as usize;
-        write_chunk = (write_chunk / sealed).saturating_sub(2).max(1) * 4096;
+        // Sealed, a write carries a 76-byte entry beside each block, the blocks it changes
+        // only in part (read and sealed whole: two more at most), and, for a truncation,
+        // the entries it clears after the new end (a chunk's at most).
+        use byzfs_crypt::file::{CHUNK_BLOCKS, ENTRY};
+        let room = write_chunk.saturating_sub(CHUNK_BLOCKS as usize * ENTRY);
+        write_chunk = (room / (4096 + ENTRY)).saturating_sub(2).max(1) * 4096;
     }
     let (nudge_tx, nudge_rx) = std::sync::mpsc::channel();
     let fs = ByzFuse {
