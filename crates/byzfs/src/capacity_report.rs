@@ -76,18 +76,26 @@ impl Reporter {
         Ok(())
     }
 
-    /// The capacity this replica's disk could hold now.
-    fn measure(&self) -> u64 {
+    /// The capacity this replica's disk could hold now; `None` if its directory cannot
+    /// be measured (a report of no room would stop every write in the cluster).
+    fn measure(&self) -> Option<u64> {
+        nix::sys::statvfs::statvfs(&self.dir).ok()?;
         let free = byzfs_net::keygen::free_disk(&self.dir);
         let held = byzfs_net::storage::disk_bytes(&self.dir);
-        FsLimits::capacity_of_disk(free / self.sharers.max(1) + held)
+        Some(FsLimits::capacity_of_disk(
+            free / self.sharers.max(1) + held,
+        ))
     }
 
     async fn run(self) {
         let mut client: Option<ByzClient> = None;
         let mut last: Option<u64> = None;
         loop {
-            let now = self.measure();
+            let Some(now) = self.measure() else {
+                tracing::warn!(replica = self.id, dir = %self.dir.display(), "cannot measure the data directory's disk; no capacity report");
+                tokio::time::sleep(RETRY).await;
+                continue;
+            };
             let wait = if due(last, now) {
                 match tokio::time::timeout(REPORT_TIMEOUT, self.report(&mut client, now)).await {
                     Ok(Ok(agreed)) => {

@@ -142,8 +142,6 @@ pub fn run(a: ReplicaArgs) -> anyhow::Result<ExitCode> {
             if let Some((uid, gid)) = a.fs_root_owner {
                 (cfg.root_uid, cfg.root_gid) = (uid, gid);
             }
-            // `df` and ENOSPC never promise more than the disks hold (`capacity_report`).
-            crate::capacity_report::Reporter::new(&cluster, &secret, &data_dir(&a))?.spawn()?;
             // Replicas take turns compacting their stores (`Compaction`): at most one
             // pauses for it at a time.
             let turn = Compaction {
@@ -152,6 +150,11 @@ pub fn run(a: ReplicaArgs) -> anyhow::Result<ExitCode> {
                 index: u64::from(a.id),
             };
             let fs = file_service(&data_dir(&a), cfg, stored, turn)?;
+            // `df` and ENOSPC never promise more than the disks hold (`capacity_report`).
+            // Started once the store's directory exists: measured before, a disk that
+            // cannot be found reported no room, and two such reports made the cluster
+            // answer ENOSPC to everything until the next report, 30 s later.
+            crate::capacity_report::Reporter::new(&cluster, &secret, &data_dir(&a))?.spawn()?;
             serve(cluster, secret, fs, durability, &a)
         }
     }
