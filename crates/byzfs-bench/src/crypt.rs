@@ -5,9 +5,12 @@
 //! `--millis` and timed as a whole.
 
 use anyhow::Context as _;
-use byzfs_crypt::file::{self, DirHeader, Header};
+use byzfs_crypt::file::{self, DirHeader};
+use byzfs_crypt::header::{self, FileHeader, WriterKey};
 use byzfs_crypt::lockbox;
+use byzfs_crypt::member::{writer_cert, Identity};
 use byzfs_crypt::regression::Owner;
+use byzfs_crypt::tree;
 use byzfs_fs::crypt_write::{request_digest, signed_bytes};
 use byzfs_fs::{Credentials, FileHandle, Op};
 use clap::Args;
@@ -58,7 +61,23 @@ pub fn run(a: CryptArgs) -> anyhow::Result<ExitCode> {
     let id = file::file_id(42, 7);
     let plain = vec![0x5au8; 4096];
     let sealed = file::seal_block(&keys, &id, 9, &plain, &mut OsRng);
-    let header = file::seal_header(&keys, &id, Header { size: 123_456 }, &mut OsRng);
+    let me = Identity::generate(&mut OsRng);
+    let group = me.group_id("bench");
+    let writer_key = SigningKey::from_bytes(&[5; 32]);
+    let cert = writer_cert(&me, &group, 3, &writer_key.verifying_key().to_bytes());
+    let wk = WriterKey {
+        key: &writer_key,
+        cert: &cert,
+    };
+    let fh = FileHeader {
+        key_version: 3,
+        version: 7,
+        root: [1; 32],
+        size: 123_456,
+    };
+    let header = header::seal(&keys, &group, &id, &fh, &wk, &mut OsRng);
+    let owner_key = me.owner_key();
+    let region = vec![0x42u8; tree::REGION];
     let dir = DirHeader { names: 3 };
     let name = b"a-typical-file-name.c".to_vec();
     let sealed_name = file::seal_name(&keys, &id, dir, &name)?;
@@ -72,7 +91,7 @@ pub fn run(a: CryptArgs) -> anyhow::Result<ExitCode> {
         data: vec![1; 1 << 20],
     };
     let cred = Credentials::root();
-    let digest = request_digest(&cred, &write, &[]);
+    let digest = request_digest(&cred, &write, &[], &[]);
     let msg = signed_bytes(&[1; 16], 3, 5, 6, &digest);
     let signature = writer.sign(&msg);
     let member = x25519_dalek::StaticSecret::random_from_rng(OsRng);
@@ -105,22 +124,24 @@ pub fn run(a: CryptArgs) -> anyhow::Result<ExitCode> {
         }),
     );
     add(
-        "seal a file header (mount)",
+        "seal and sign a file header (mount, per change)",
         0,
         time(d, || {
-            black_box(file::seal_header(
-                &keys,
-                &id,
-                Header { size: 1 },
-                &mut OsRng,
-            ));
+            black_box(header::seal(&keys, &group, &id, &fh, &wk, &mut OsRng));
         }),
     );
     add(
-        "open a file header (mount)",
+        "check and open a file header (mount, per new header)",
         0,
         time(d, || {
-            black_box(file::open_header(&keys, &id, &header).ok());
+            black_box(header::open(&keys, &group, &owner_key, &id, &header).ok());
+        }),
+    );
+    add(
+        "hash a chunk's entries (mount, per 1 MiB changed or read)",
+        tree::REGION,
+        time(d, || {
+            black_box(tree::chunk_hash(&id, 3, &region));
         }),
     );
     add(
@@ -141,7 +162,7 @@ pub fn run(a: CryptArgs) -> anyhow::Result<ExitCode> {
         "digest a 1 MiB write (mount and each replica)",
         1 << 20,
         time(d, || {
-            black_box(request_digest(&cred, &write, &[]));
+            black_box(request_digest(&cred, &write, &[], &[]));
         }),
     );
     add(

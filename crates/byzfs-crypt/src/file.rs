@@ -12,7 +12,7 @@
 //! Nonces are random (192 bits) everywhere, so no rewrite repeats one.
 
 use crate::regression::GroupKeys;
-use crate::{block, names, CryptError};
+use crate::{block, names, tree, CryptError};
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine as _;
 use chacha20poly1305::aead::{Aead, KeyInit, Payload};
@@ -62,6 +62,22 @@ pub fn entry_offset(index: u64) -> u64 {
 pub fn data_offset(index: u64) -> u64 {
     (index / CHUNK_BLOCKS) * CHUNK_SPAN + (META_BLOCKS + index % CHUNK_BLOCKS) * BLOCK
 }
+
+/// Where the hash of chunk `c` is stored (its *slot*, [`crate::tree`]): in the spare room
+/// after the entries of the first chunk of its group.
+pub fn slot_offset(c: u64) -> u64 {
+    let g = tree::GROUP_CHUNKS;
+    (c / g * g) * CHUNK_SPAN + tree::REGION as u64 + (c % g) * 32
+}
+
+/// Where the hash of group `g` is stored: in the spare room of chunk 1, which starts no
+/// group (a file of one group stores no group hash).
+pub fn group_offset(g: u64) -> u64 {
+    CHUNK_SPAN + tree::REGION as u64 + g * 32
+}
+
+/// The largest plaintext size of an encrypted file ([`tree::MAX_GROUPS`] groups).
+pub const MAX_SIZE: u64 = tree::MAX_GROUPS * tree::GROUP_CHUNKS * CHUNK_BLOCKS * BLOCK;
 
 /// The stored size of a file of `plain` bytes: to the end of its last block's data.
 pub fn sealed_size(plain: u64) -> u64 {
@@ -517,6 +533,13 @@ mod tests {
         assert_eq!(sealed_size(4097), 10 * 4096);
         assert_eq!(sealed_size(256 * 4096), CHUNK_SPAN);
         assert_eq!(sealed_size(256 * 4096 + 1), CHUNK_SPAN + 9 * 4096);
+        // Slots and the group list fill each chunk's spare room and meet nothing else.
+        assert_eq!(slot_offset(0), 19_456);
+        assert_eq!(slot_offset(415) + 32, 8 * 4096);
+        assert_eq!(slot_offset(416), 416 * CHUNK_SPAN + 19_456);
+        assert_eq!(group_offset(0), CHUNK_SPAN + 19_456);
+        assert_eq!(group_offset(415) + 32, CHUNK_SPAN + 8 * 4096);
+        assert_eq!(MAX_SIZE, (416 * 416) << 20);
     }
 
     #[test]

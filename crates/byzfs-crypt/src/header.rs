@@ -1,120 +1,215 @@
-//! A file's header: `(file id, file version, plaintext size, key version, Merkle root)`,
-//! signed with the group's writer key of that key version (Ed25519). Readers check the
-//! signature, then blocks against the root ([`crate::merkle`]); the replicas keep the
-//! header in replicated state, so a reader that takes it from a reply certificate gets the
-//! latest one (freshness, which Plutus's signature alone cannot give).
+//! A regular file's header, what the replicas keep beside it and return in every `Attr`
+//! (docs/plans/28-encryption.md "Data", "Freshness"): its key version, a version that grows
+//! at every change, the root of its tree ([`crate::tree`]) and its size, sealed; signed by
+//! the group's writer key of that key version, with the owner's certificate of that key
+//! ([`crate::member::writer_cert`]). A reader checks certificate and signature with the
+//! owner's public key alone, then each block it reads against the root, so a holder of the
+//! read keys cannot make a block or a size another reader accepts (Plutus's
+//! writer-signed hashes); which header is current comes from a reply quorum (the BFT
+//! layer: freshness, which a signature alone cannot give).
+//!
+//! | bytes | what |
+//! |---|---|
+//! | 0..4 | key version `v` (big-endian) |
+//! | 4..12 | file version (big-endian) |
+//! | 12..44 | root |
+//! | 44..92 | the size: nonce ‖ XChaCha20-Poly1305 of 8 bytes, under `v`'s content key of the file, bound to the file and [`crate::file::HEADER_INDEX`] |
+//! | 92..124 | writer public key of `v` |
+//! | 124..188 | the owner's certificate of it |
+//! | 188..252 | the writer's signature over a context, the group, the file and bytes 0..188 |
 
-use crate::merkle::Hash;
-use crate::CryptError;
-use ed25519_dalek::{Signature, Signer, SigningKey, Verifier, VerifyingKey};
+use crate::member::verify_writer_cert;
+use crate::regression::GroupKeys;
+use crate::tree::Hash;
+use crate::{block, CryptError};
+use ed25519_dalek::{Signature, Signer, SigningKey, VerifyingKey};
+use rand_core::{CryptoRng, RngCore};
 
-/// Encoded header length.
-pub const HEADER_LEN: usize = 16 + 8 + 8 + 4 + 32;
-/// Encoded signed header length.
-pub const SIGNED_LEN: usize = HEADER_LEN + 64;
+/// Encoded length of a signed header.
+pub const SIGNED_LEN: usize = 252;
+const BODY: usize = 188;
 
 /// What a writer signs about a file.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FileHeader {
-    /// The file's random id (binds blocks and keys to it).
-    pub file: [u8; 16],
-    /// Incremented at every write that changes the root.
-    pub version: u64,
-    /// Plaintext size in bytes (the replicas see whole blocks only).
-    pub size: u64,
-    /// The group key version the blocks were sealed under.
+    /// The key version the header is sealed and signed under (the writer's).
     pub key_version: u32,
-    /// Merkle root over the sealed blocks.
+    /// One more than the header it replaces (0 for a file never written).
+    pub version: u64,
+    /// The root of the file's tree ([`crate::tree::root`]).
     pub root: Hash,
+    /// The plaintext size in bytes.
+    pub size: u64,
 }
 
-impl FileHeader {
-    fn encode(&self) -> [u8; HEADER_LEN] {
-        let mut b = [0u8; HEADER_LEN];
-        b[..16].copy_from_slice(&self.file);
-        b[16..24].copy_from_slice(&self.version.to_le_bytes());
-        b[24..32].copy_from_slice(&self.size.to_le_bytes());
-        b[32..36].copy_from_slice(&self.key_version.to_le_bytes());
-        b[36..].copy_from_slice(&self.root);
-        b
-    }
-
-    fn decode(b: &[u8]) -> Option<FileHeader> {
-        Some(FileHeader {
-            file: b.get(..16)?.try_into().ok()?,
-            version: u64::from_le_bytes(b.get(16..24)?.try_into().ok()?),
-            size: u64::from_le_bytes(b.get(24..32)?.try_into().ok()?),
-            key_version: u32::from_le_bytes(b.get(32..36)?.try_into().ok()?),
-            root: b.get(36..HEADER_LEN)?.try_into().ok()?,
-        })
-    }
-
-    /// The header signed by `writer`, encoded ([`SIGNED_LEN`] bytes).
-    pub fn sign(&self, writer: &SigningKey) -> Vec<u8> {
-        let body = self.encode();
-        let sig = writer.sign(&with_context(&body));
-        let mut out = Vec::with_capacity(SIGNED_LEN);
-        out.extend_from_slice(&body);
-        out.extend_from_slice(&sig.to_bytes());
-        out
-    }
-
-    /// Decodes a signed header and checks its signature under `writer`.
-    pub fn verify(signed: &[u8], writer: &VerifyingKey) -> Result<FileHeader, CryptError> {
-        if signed.len() != SIGNED_LEN {
-            return Err(CryptError::Malformed("signed header length"));
-        }
-        let (body, sig) = signed.split_at(HEADER_LEN);
-        let sig = Signature::from_slice(sig).map_err(|_| CryptError::Malformed("signature"))?;
-        writer
-            .verify(&with_context(body), &sig)
-            .map_err(|_| CryptError::BadSignature("file header"))?;
-        FileHeader::decode(body).ok_or(CryptError::Malformed("header"))
-    }
+/// A writer's key of one version and the owner's certificate of it.
+pub struct WriterKey<'a> {
+    /// The signing key.
+    pub key: &'a SigningKey,
+    /// [`crate::member::writer_cert`] of its public key.
+    pub cert: &'a [u8; 64],
 }
 
-/// Signatures are over a context string and the header, so a header signature can never be
-/// taken for another signed object of the system.
-fn with_context(body: &[u8]) -> Vec<u8> {
+fn signed_message(group: &[u8; 16], file: &[u8; 16], body: &[u8]) -> Vec<u8> {
     let mut m = b"byzfs-crypt 2026-11 file header\0".to_vec();
+    m.extend_from_slice(group);
+    m.extend_from_slice(file);
     m.extend_from_slice(body);
     m
+}
+
+fn keys_of(keys: &GroupKeys, v: u32) -> Result<GroupKeys, CryptError> {
+    if v == keys.version() {
+        Ok(keys.clone())
+    } else {
+        keys.older(v)
+    }
+}
+
+/// `h` of `file` in group `group`, sealed under the newest version of `keys` (its
+/// `key_version` is that version) and signed by `writer`: [`SIGNED_LEN`] bytes.
+pub fn seal(
+    keys: &GroupKeys,
+    group: &[u8; 16],
+    file: &[u8; 16],
+    h: &FileHeader,
+    writer: &WriterKey<'_>,
+    rng: &mut (impl RngCore + CryptoRng),
+) -> Vec<u8> {
+    let v = keys.version();
+    let mut out = Vec::with_capacity(SIGNED_LEN);
+    out.extend_from_slice(&v.to_be_bytes());
+    out.extend_from_slice(&h.version.to_be_bytes());
+    out.extend_from_slice(&h.root);
+    out.extend(block::seal(
+        &keys.content_key(file),
+        file,
+        crate::file::HEADER_INDEX,
+        v,
+        &h.size.to_be_bytes(),
+        rng,
+    ));
+    out.extend_from_slice(&writer.key.verifying_key().to_bytes());
+    out.extend_from_slice(writer.cert);
+    let sig = writer.key.sign(&signed_message(group, file, &out));
+    out.extend_from_slice(&sig.to_bytes());
+    out
+}
+
+/// Opens `file`'s header `signed` of group `group` owned by `owner`: `None` for a file
+/// never written (no header). Refused unless the owner certified the writer key of its
+/// version, that key signed it for this group and file, and its size opens.
+pub fn open(
+    keys: &GroupKeys,
+    group: &[u8; 16],
+    owner: &[u8; 32],
+    file: &[u8; 16],
+    signed: &[u8],
+) -> Result<Option<FileHeader>, CryptError> {
+    if signed.is_empty() {
+        return Ok(None);
+    }
+    if signed.len() != SIGNED_LEN {
+        return Err(CryptError::Malformed("file header length"));
+    }
+    let field = |r: std::ops::Range<usize>| &signed[r];
+    let v = u32::from_be_bytes(field(0..4).try_into().unwrap_or_default());
+    let writer: [u8; 32] = field(92..124).try_into().unwrap_or_default();
+    let cert: [u8; 64] = field(124..188).try_into().unwrap_or([0; 64]);
+    let sig: [u8; 64] = field(188..252).try_into().unwrap_or([0; 64]);
+    verify_writer_cert(owner, group, v, &writer, &cert)?;
+    VerifyingKey::from_bytes(&writer)
+        .map_err(|_| CryptError::Malformed("writer key"))?
+        .verify_strict(
+            &signed_message(group, file, field(0..BODY)),
+            &Signature::from_bytes(&sig),
+        )
+        .map_err(|_| CryptError::BadSignature("file header"))?;
+    let k = keys_of(keys, v)?;
+    let size = block::open(
+        &k.content_key(file),
+        file,
+        crate::file::HEADER_INDEX,
+        v,
+        field(44..92),
+    )?;
+    Ok(Some(FileHeader {
+        key_version: v,
+        version: u64::from_be_bytes(field(4..12).try_into().unwrap_or_default()),
+        root: field(12..44).try_into().unwrap_or_default(),
+        size: u64::from_be_bytes(
+            size.as_slice()
+                .try_into()
+                .map_err(|_| CryptError::Malformed("file header size"))?,
+        ),
+    }))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::member::{open_mine, seal_record, Identity, Role};
     use rand_core::OsRng;
 
     #[test]
-    fn a_header_verifies_only_under_its_writer_and_unchanged() {
-        let writer = SigningKey::generate(&mut OsRng);
-        let h = FileHeader {
-            file: [1; 16],
-            version: 3,
-            size: 10_000,
-            key_version: 2,
-            root: [7; 32],
+    fn a_header_opens_only_as_its_writer_signed_it() {
+        let owner = Identity::generate(&mut OsRng);
+        let bob = Identity::generate(&mut OsRng);
+        let g = owner.group_id("team");
+        let members = [
+            (owner.member_key(), Role::Writer),
+            (bob.member_key(), Role::Reader),
+        ];
+        let (w1, boxes) = seal_record(&owner, &g, 1, &members, &mut OsRng).unwrap();
+        let mine = open_mine(&owner, &boxes, 1, &w1).unwrap();
+        let (key, cert) = mine.writer.unwrap();
+        let reader = open_mine(&bob, &boxes, 1, &w1).unwrap().keys;
+        let w = WriterKey {
+            key: &key,
+            cert: &cert,
         };
-        let s = h.sign(&writer);
+        let f = [5; 16];
+        let h = FileHeader {
+            key_version: 1,
+            version: 9,
+            root: [3; 32],
+            size: 12_345,
+        };
+        let s = seal(&mine.keys, &g, &f, &h, &w, &mut OsRng);
         assert_eq!(s.len(), SIGNED_LEN);
-        assert_eq!(FileHeader::verify(&s, &writer.verifying_key()), Ok(h));
-        let other = SigningKey::generate(&mut OsRng).verifying_key();
-        assert_eq!(
-            FileHeader::verify(&s, &other),
-            Err(CryptError::BadSignature("file header"))
-        );
-        for i in [0, 20, 40, HEADER_LEN + 3] {
+        let ok = owner.owner_key();
+        assert_eq!(open(&reader, &g, &ok, &f, &s), Ok(Some(h)));
+        assert_eq!(open(&reader, &g, &ok, &f, &[]), Ok(None));
+        // Another file, group or owner; any bit flipped; cut short.
+        assert!(open(&reader, &g, &ok, &[6; 16], &s).is_err());
+        assert!(open(&reader, &[0; 16], &ok, &f, &s).is_err());
+        assert!(open(&reader, &g, &bob.owner_key(), &f, &s).is_err());
+        for i in 0..s.len() {
             let mut t = s.clone();
             t[i] ^= 1;
-            assert!(
-                FileHeader::verify(&t, &writer.verifying_key()).is_err(),
-                "byte {i}"
-            );
+            assert!(open(&reader, &g, &ok, &f, &t).is_err(), "bit {i}");
         }
         assert_eq!(
-            FileHeader::verify(&s[1..], &writer.verifying_key()),
-            Err(CryptError::Malformed("signed header length"))
+            open(&reader, &g, &ok, &f, &s[1..]),
+            Err(CryptError::Malformed("file header length"))
+        );
+        // A reader holds the content key, not a writer key: a header it signs with a key
+        // of its own fails the certificate.
+        let forger = SigningKey::from_bytes(&[8; 32]);
+        let forged = seal(
+            &reader,
+            &g,
+            &f,
+            &FileHeader { size: 1, ..h },
+            &WriterKey {
+                key: &forger,
+                cert: &cert,
+            },
+            &mut OsRng,
+        );
+        assert_eq!(
+            open(&reader, &g, &ok, &f, &forged),
+            Err(CryptError::BadSignature("writer certificate"))
         );
     }
 }

@@ -4,11 +4,12 @@
 //!
 //! - [`block`]: 4 KiB blocks sealed with XChaCha20-Poly1305 under a per-file content key,
 //!   bound to their file, index and key version.
-//! - [`file`]: how an encrypted mount stores a file: sealed blocks with their key version,
-//!   a sealed header (the size), names, link targets and extended attributes.
-//! - [`merkle`]: a BLAKE3 Merkle tree over a file's sealed blocks, with proofs for one block.
-//! - [`header`]: a file's `(root, version, size, key version)`, signed by the group's writer
-//!   key (Ed25519).
+//! - [`file`]: how an encrypted mount stores a file: sealed blocks and their entries, the
+//!   tree's nodes, names, link targets and extended attributes.
+//! - [`tree`]: the BLAKE3 Merkle tree over a file's blocks (chunks, groups, root), whose
+//!   nodes live beside the blocks.
+//! - [`header`]: a file's `(key version, file version, root, sealed size)`, signed by the
+//!   group's writer key of that version (Ed25519), with the owner's certificate of that key.
 //! - [`lockbox`]: a group's keys sealed to one member's X25519 public key.
 //! - [`member`]: members' identities, the lockboxes of a group's record, and an owner's
 //!   keys derived from its identity alone.
@@ -33,9 +34,9 @@ pub mod file;
 pub mod header;
 pub mod lockbox;
 pub mod member;
-pub mod merkle;
 pub mod names;
 pub mod regression;
+pub mod tree;
 
 /// Why sealed data was refused. Nothing this crate refuses is ever returned as plaintext.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]

@@ -6,8 +6,14 @@
 //!
 //! A lockbox as stored in the record: `member's X25519 public key (32) ‖ role (1: 0 reader,
 //! 1 writer) ‖` [`crate::lockbox`] of `version (4, big-endian) ‖ seed s_v (32) ‖ [writer
-//! secret key (32), writers only]`. The public prefix lets each member find its own and the
-//! owner list who is in; the replicas learn members' public keys and roles, not keys.
+//! secret key (32) ‖ writer certificate (64), writers only]`. The public prefix lets each
+//! member find its own and the owner list who is in; the replicas learn members' public
+//! keys and roles, not keys.
+//!
+//! A **writer certificate** is the owner's Ed25519 signature over the group, a version and
+//! that version's writer public key ([`writer_cert`]). Writers put it in every file header
+//! they sign ([`crate::header`]), so a reader checks a header of any key version with the
+//! owner's public key alone: the group's record holds the current writer key only.
 //!
 //! ```
 //! use byzfs_crypt::member::{open_mine, seal_record, Identity, Role};
@@ -24,7 +30,7 @@
 use crate::lockbox;
 use crate::regression::{GroupKeys, Owner};
 use crate::CryptError;
-use ed25519_dalek::SigningKey;
+use ed25519_dalek::{Signature, Signer, SigningKey, VerifyingKey};
 use rand_core::{CryptoRng, RngCore};
 use x25519_dalek::{PublicKey, StaticSecret};
 
@@ -124,8 +130,46 @@ pub enum Role {
 pub struct MemberKeys {
     /// The seed of the version (older versions derive from it).
     pub keys: GroupKeys,
-    /// The version's writer key, for writers.
-    pub writer: Option<SigningKey>,
+    /// The version's writer key and its certificate ([`writer_cert`]), for writers.
+    pub writer: Option<(SigningKey, [u8; 64])>,
+}
+
+fn cert_bytes(group: &[u8; 16], version: u32, writer: &[u8; 32]) -> Vec<u8> {
+    let mut m = b"byzfs-crypt 2026-11 writer certificate\0".to_vec();
+    m.extend_from_slice(group);
+    m.extend_from_slice(&version.to_be_bytes());
+    m.extend_from_slice(writer);
+    m
+}
+
+/// The owner's certificate that `writer` is the writer key of `version` of `group`.
+pub fn writer_cert(
+    owner: &Identity,
+    group: &[u8; 16],
+    version: u32,
+    writer: &[u8; 32],
+) -> [u8; 64] {
+    owner
+        .ed25519
+        .sign(&cert_bytes(group, version, writer))
+        .to_bytes()
+}
+
+/// Checks a [`writer_cert`] under the owner's public key `owner`.
+pub fn verify_writer_cert(
+    owner: &[u8; 32],
+    group: &[u8; 16],
+    version: u32,
+    writer: &[u8; 32],
+    cert: &[u8; 64],
+) -> Result<(), CryptError> {
+    let owner = VerifyingKey::from_bytes(owner).map_err(|_| CryptError::Malformed("owner key"))?;
+    owner
+        .verify_strict(
+            &cert_bytes(group, version, writer),
+            &Signature::from_bytes(cert),
+        )
+        .map_err(|_| CryptError::BadSignature("writer certificate"))
 }
 
 /// The writer key of version `version` of a group whose chain is `chain`: random-looking to
@@ -157,6 +201,8 @@ pub fn seal_record(
             payload.extend_from_slice(&seed);
             if *role == Role::Writer {
                 payload.extend_from_slice(&writer.to_bytes());
+                let public = writer.verifying_key().to_bytes();
+                payload.extend_from_slice(&writer_cert(owner, group, version, &public));
             }
             let mut b = member.to_vec();
             b.push(u8::from(*role == Role::Writer));
@@ -208,7 +254,7 @@ pub fn open_mine(
     }
     let (seed, writer_secret) = match (role, rest.len()) {
         (0, 32) => (rest, None),
-        (1, 64) => (&rest[..32], Some(&rest[32..])),
+        (1, 128) => (&rest[..32], Some(&rest[32..])),
         _ => return Err(CryptError::Malformed("lockbox payload")),
     };
     let seed: [u8; 32] = seed
@@ -217,14 +263,18 @@ pub fn open_mine(
     let writer_key = match writer_secret {
         None => None,
         Some(s) => {
-            let s: [u8; 32] = s
+            let (secret, cert) = s.split_at(32);
+            let secret: [u8; 32] = secret
                 .try_into()
                 .map_err(|_| CryptError::Malformed("lockbox writer key"))?;
-            let k = SigningKey::from_bytes(&s);
+            let cert: [u8; 64] = cert
+                .try_into()
+                .map_err(|_| CryptError::Malformed("lockbox writer certificate"))?;
+            let k = SigningKey::from_bytes(&secret);
             if k.verifying_key().to_bytes() != *writer {
                 return Err(CryptError::Tampered("lockbox writer key"));
             }
-            Some(k)
+            Some((k, cert))
         }
     };
     Ok(MemberKeys {
@@ -257,7 +307,16 @@ mod tests {
         let o = open_mine(&owner, &v1, 1, &w1).unwrap();
         let b = open_mine(&bob, &v1, 1, &w1).unwrap();
         assert_eq!(o.keys, b.keys);
-        assert_eq!(o.writer.map(|k| k.verifying_key().to_bytes()), Some(w1));
+        let (wk, cert) = o.writer.unwrap();
+        assert_eq!(wk.verifying_key().to_bytes(), w1);
+        // The certificate holds for this group, version and key only.
+        let ok = owner.owner_key();
+        assert_eq!(verify_writer_cert(&ok, &g, 1, &w1, &cert), Ok(()));
+        let bad = Err(CryptError::BadSignature("writer certificate"));
+        assert_eq!(verify_writer_cert(&ok, &g, 2, &w1, &cert), bad);
+        assert_eq!(verify_writer_cert(&ok, &[0; 16], 1, &w1, &cert), bad);
+        assert_eq!(verify_writer_cert(&ok, &g, 1, &[9; 32], &cert), bad);
+        assert_eq!(verify_writer_cert(&bob.owner_key(), &g, 1, &w1, &cert), bad);
         assert!(b.writer.is_none());
         assert_eq!(
             open_mine(&carol, &v1, 1, &w1).err(),

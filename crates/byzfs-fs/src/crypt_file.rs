@@ -112,6 +112,19 @@ impl<S: Store + ?Sized> Exec<'_, '_, S> {
         Ok(())
     }
 
+    /// `ESTALE` unless `fh` is in a group and has header `header`
+    /// ([`crate::op::Op::Signed`]'s `expect`); nothing for a file that no longer exists
+    /// (the operation removed it, or failed).
+    pub(crate) fn expect_header(&mut self, fh: FileHandle, header: &[u8]) -> Res<()> {
+        if self.resolve(fh).is_err() {
+            return Ok(());
+        }
+        match record_of(self.txn, fh.ino)? {
+            Some(r) if r.header == header => Ok(()),
+            _ => Err(Errno::ESTALE.into()),
+        }
+    }
+
     /// Runs read-only `op`; its reply with headers ([`Self::with_headers`]).
     pub(crate) fn run_read_only(&mut self, op: Op) -> Res<Reply> {
         let reply = self.run(op)?;

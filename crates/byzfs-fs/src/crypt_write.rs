@@ -59,13 +59,19 @@ pub struct WriterProof {
     pub signature: Vec<u8>,
 }
 
-/// The digest a proof binds: the request's credentials, operation and headers (what
-/// [`crate::op::Op::Signed`] carries besides its proofs).
-pub fn request_digest(cred: &Credentials, op: &Op, headers: &[(FileHandle, Vec<u8>)]) -> [u8; 32] {
+/// The digest a proof binds: the request's credentials, operation, headers and expected
+/// headers (what [`crate::op::Op::Signed`] carries besides its proofs).
+pub fn request_digest(
+    cred: &Credentials,
+    op: &Op,
+    headers: &[(FileHandle, Vec<u8>)],
+    expect: &[(FileHandle, Vec<u8>)],
+) -> [u8; 32] {
     let mut h = blake3::Hasher::new_derive_key("byzfs 2026-11 writer proof request digest");
     h.update(&encode(cred));
     h.update(&encode(op));
     h.update(&encode(&headers));
+    h.update(&encode(&expect));
     *h.finalize().as_bytes()
 }
 
@@ -111,10 +117,21 @@ pub fn sign(
     cred: &Credentials,
     op: Op,
 ) -> Op {
-    sign_with_headers(writer, groups, version, client, seq, cred, op, Vec::new())
+    sign_with_headers(
+        writer,
+        groups,
+        version,
+        client,
+        seq,
+        cred,
+        op,
+        Vec::new(),
+        Vec::new(),
+    )
 }
 
-/// As [`sign`], setting the sealed headers of `headers`' files after `op` ran.
+/// As [`sign`], setting the sealed headers of `headers`' files after `op` ran, if the
+/// files' headers are those of `expect` before.
 #[allow(clippy::too_many_arguments)]
 pub fn sign_with_headers(
     writer: &SigningKey,
@@ -125,8 +142,9 @@ pub fn sign_with_headers(
     cred: &Credentials,
     op: Op,
     headers: Vec<(FileHandle, Vec<u8>)>,
+    expect: Vec<(FileHandle, Vec<u8>)>,
 ) -> Op {
-    let digest = request_digest(cred, &op, &headers);
+    let digest = request_digest(cred, &op, &headers, &expect);
     let proofs = groups
         .iter()
         .map(|g| WriterProof {
@@ -143,6 +161,7 @@ pub fn sign_with_headers(
         proofs,
         op: Box::new(op),
         headers,
+        expect,
     }
 }
 
@@ -184,15 +203,17 @@ impl<S: Store + ?Sized> Exec<'_, '_, S> {
                 proofs,
                 op,
                 headers,
+                expect,
             } => {
                 if proofs.is_empty()
                     || proofs.len() > MAX_PROOFS
                     || headers.len() > crate::batch::MAX_BATCH
+                    || expect.len() > crate::batch::MAX_BATCH
                     || matches!(*op, Op::Signed { .. })
                 {
                     return Err(Errno::EINVAL.into());
                 }
-                let digest = request_digest(self.cred, &op, &headers);
+                let digest = request_digest(self.cred, &op, &headers, &expect);
                 (
                     Some(Signed {
                         seq,
@@ -200,13 +221,19 @@ impl<S: Store + ?Sized> Exec<'_, '_, S> {
                         digest,
                     }),
                     *op,
-                    headers,
+                    (headers, expect),
                 )
             }
-            op => (None, op, Vec::new()),
+            op => (None, op, (Vec::new(), Vec::new())),
         };
+        let (headers, expect) = headers;
         let scan = !unchecked(&op) || !headers.is_empty();
         let reply = self.run(op)?;
+        // After the operation (it may make the file; it never sets a header), before
+        // the headers are set: the same as before it for every file it did not make.
+        for (fh, header) in &expect {
+            self.expect_header(*fh, header)?;
+        }
         for (fh, header) in headers {
             self.set_header(fh, header)?;
         }

@@ -352,6 +352,7 @@ mod tests {
                 }],
                 op: Box::new(Op::StatFs),
                 headers: vec![(FH, vec![3])],
+                expect: vec![(FH, vec![4])],
             },
             Op::FileGroup { fh: FH },
             Op::WriterSeq,

@@ -538,6 +538,10 @@ pub enum Op {
         /// [`crate::crypt_file::MAX_HEADER`] bytes each, at most 64;
         /// [`crate::crypt_file`]).
         headers: Vec<(FileHandle, Vec<u8>)>,
+        /// The headers files must have before `op` runs, at most 64: `ESTALE` and nothing
+        /// done if one has another (a writer builds each file's new header on the tree
+        /// its old one names, and another writer may have changed it since).
+        expect: Vec<(FileHandle, Vec<u8>)>,
     },
     /// The encryption group of `fh`, if any. Read-only. Reply: [`Reply::FileGroup`].
     FileGroup {

@@ -533,6 +533,7 @@ fn proofs_that_do_not_fit_the_request_are_refused() {
         proofs,
         op: Box::new(write("C")),
         headers: vec![],
+        expect: vec![],
     };
     assert_eq!(w.fs.run(swapped), Err(Errno::EACCES));
     // Under other credentials than those signed (root's request, a user's proof).
@@ -555,7 +556,8 @@ fn proofs_that_do_not_fit_the_request_are_refused() {
             seq,
             proofs: proofs.clone(),
             op: op.clone(),
-            headers: vec![]
+            headers: vec![],
+            expect: vec![],
         }),
         Err(Errno::EACCES)
     );
@@ -568,7 +570,8 @@ fn proofs_that_do_not_fit_the_request_are_refused() {
             seq,
             proofs,
             op,
-            headers: vec![]
+            headers: vec![],
+            expect: vec![],
         }),
         Err(Errno::EACCES)
     );
@@ -594,7 +597,8 @@ fn proofs_that_do_not_fit_the_request_are_refused() {
             seq: 301,
             proofs: vec![],
             op: op.clone(),
-            headers: vec![]
+            headers: vec![],
+            expect: vec![],
         }),
         Err(Errno::EINVAL)
     );
@@ -607,7 +611,8 @@ fn proofs_that_do_not_fit_the_request_are_refused() {
             seq: 302,
             proofs: many,
             op: op.clone(),
-            headers: vec![]
+            headers: vec![],
+            expect: vec![],
         }),
         Err(Errno::EINVAL)
     );
@@ -699,6 +704,7 @@ fn a_change_across_two_groups_needs_a_proof_for_each() {
         proofs: both,
         op: Box::new(mv),
         headers: vec![],
+        expect: vec![],
     });
     assert_eq!(r, Ok(Reply::Done));
     // The file keeps its own group wherever it goes.
@@ -793,6 +799,7 @@ fn a_writer_sets_headers_that_come_back_with_every_attribute() {
             &cred,
             touch.clone(),
             headers,
+            Vec::new(),
         )
     };
     // Set with the change, returned in its reply and in every later attribute.
@@ -816,6 +823,7 @@ fn a_writer_sets_headers_that_come_back_with_every_attribute() {
         proofs,
         op,
         headers: vec![(f, b"B".to_vec())],
+        expect: vec![],
     };
     assert_eq!(w.fs.run(other), Err(Errno::EACCES));
     assert_eq!(
@@ -836,6 +844,7 @@ fn a_writer_sets_headers_that_come_back_with_every_attribute() {
         &cred,
         *op,
         vec![(f, b"D".to_vec())],
+        Vec::new(),
     );
     assert_eq!(w.fs.run(unsigned_header), Err(Errno::EACCES));
     // Headers alone, on an operation that changes nothing else, still need the writer.
@@ -849,12 +858,59 @@ fn a_writer_sets_headers_that_come_back_with_every_attribute() {
             &cred,
             Op::Fsync { fh: f },
             vec![(f, b"E".to_vec())],
+            Vec::new(),
         )
     };
     assert_eq!(w.fs.run(alone(&reader(), 106)), Err(Errno::EACCES));
     assert_eq!(w.fs.getattr(f).crypt, b"sealed-1");
     assert!(w.fs.run(alone(&writer_v1(), 107)).is_ok());
     assert_eq!(w.fs.getattr(f).crypt, b"E");
+    // Built on a header another writer replaced since: ESTALE, nothing done; on the
+    // current one: done. A plain file has no header to expect.
+    let on = |seq, expect: Vec<(FileHandle, Vec<u8>)>, set: &[u8]| {
+        crypt_write::sign_with_headers(
+            &writer_v1(),
+            &[G],
+            1,
+            CLIENT,
+            seq,
+            &cred,
+            touch.clone(),
+            vec![(f, set.to_vec())],
+            expect,
+        )
+    };
+    let before = w.snapshot();
+    assert_eq!(
+        w.fs.run(on(110, vec![(f, b"sealed-1".to_vec())], b"X")),
+        Err(Errno::ESTALE)
+    );
+    assert_eq!(
+        w.fs.run(on(111, vec![(p, Vec::new())], b"X")),
+        Err(Errno::ESTALE)
+    );
+    assert_eq!(w.snapshot(), before);
+    assert!(w.fs.run(on(112, vec![(f, b"E".to_vec())], b"Y")).is_ok());
+    assert_eq!(w.fs.getattr(f).crypt, b"Y");
+    // The expectation is part of what the proof covers.
+    let Op::Signed {
+        seq,
+        proofs,
+        op,
+        headers,
+        ..
+    } = on(113, vec![(f, b"Y".to_vec())], b"Z")
+    else {
+        unreachable!()
+    };
+    let moved = Op::Signed {
+        seq,
+        proofs,
+        op,
+        headers,
+        expect: vec![],
+    };
+    assert_eq!(w.fs.run(moved), Err(Errno::EACCES));
     // A header for a file the same request removes is not an error.
     let gone = Op::Remove {
         dir: enc,
@@ -865,10 +921,11 @@ fn a_writer_sets_headers_that_come_back_with_every_attribute() {
         &[G],
         1,
         CLIENT,
-        108,
+        120,
         &cred,
         gone,
         vec![(f, b"F".to_vec())],
+        Vec::new(),
     );
     assert!(matches!(w.fs.run(op), Ok(Reply::Unlinked { .. })));
 }

@@ -26,6 +26,7 @@
 
 use crate::cluster::{transmit, Link};
 use crate::crypt_handles::map_op;
+use crate::crypt_nodes::FileNodes;
 use byzfs_crypt::file::{self, DirHeader};
 use byzfs_crypt::member::{open_mine, Identity};
 use byzfs_crypt::regression::GroupKeys;
@@ -76,8 +77,10 @@ pub(crate) struct Crypt {
     pub(crate) group: [u8; 16],
     /// The newest keys this member holds.
     pub(crate) keys: GroupKeys,
-    /// The writer key of `keys`' version, for writers.
-    pub(crate) writer: Option<SigningKey>,
+    /// The writer key of `keys`' version and the owner's certificate of it, for writers.
+    pub(crate) writer: Option<(SigningKey, [u8; 64])>,
+    /// The group owner's public key (checks writer certificates).
+    pub(crate) owner: [u8; 32],
     /// The tree's directory, which the mount's root stands for.
     pub(crate) top: FileHandle,
     /// This mount's client id (proofs are bound to it).
@@ -86,6 +89,12 @@ pub(crate) struct Crypt {
     pub(crate) seq: u64,
     /// Plaintext sizes of regular files, from their headers.
     pub(crate) sizes: HashMap<u64, u64>,
+    /// Regular files' checked headers and tree nodes (`crypt_nodes.rs`).
+    pub(crate) files: HashMap<u64, FileNodes>,
+    /// What the request being built makes of them, kept once the replicas accept it.
+    pub(crate) pending: HashMap<u64, FileNodes>,
+    /// The headers the request being built expects its files to have.
+    pub(crate) expect: Vec<(FileHandle, Vec<u8>)>,
     /// Name-key versions of directories, from their headers.
     pub(crate) dirs: HashMap<u64, DirHeader>,
     /// Plaintext blocks sealed in the request being built, by (inode, index): a batch may
@@ -137,12 +146,44 @@ impl Crypt {
             return r;
         }
         let op = map_op(op, &|h| self.out(h));
-        let r = self.call_mapped(link, cred, op.clone(), read_only);
+        let r = self.call_settled(link, cred, op.clone(), read_only);
+        let retry = match r {
+            Err(Errno::EKEYEXPIRED) => self.refresh(link)?,
+            // Another writer changed a file since this mount read its header: build the
+            // change again on the new one (`Op::Signed`'s `expect`).
+            Err(Errno::ESTALE) if self.writer.is_some() => {
+                self.files.clear();
+                self.sizes.clear();
+                true
+            }
+            _ => false,
+        };
+        if retry {
+            return self.call_settled(link, cred, op, read_only);
+        }
+        r
+    }
+
+    /// [`Self::call_mapped`], then what it made of files' nodes kept if it succeeded, or
+    /// those files forgotten if not.
+    fn call_settled(
+        &mut self,
+        link: &mut Link,
+        cred: &Credentials,
+        op: Op,
+        read_only: bool,
+    ) -> FsResult {
+        let r = self.call_mapped(link, cred, op, read_only);
         self.overlay.clear();
-        if r == Err(Errno::EKEYEXPIRED) && self.refresh(link)? {
-            let again = self.call_mapped(link, cred, op, read_only);
-            self.overlay.clear();
-            return again;
+        self.expect.clear();
+        let pending = std::mem::take(&mut self.pending);
+        for (ino, nodes) in pending {
+            if r.is_ok() {
+                self.files.insert(ino, nodes);
+            } else {
+                self.files.remove(&ino);
+                self.sizes.remove(&ino);
+            }
         }
         r
     }
@@ -238,8 +279,9 @@ impl Crypt {
         headers: Vec<(FileHandle, Vec<u8>)>,
         read_only: bool,
     ) -> FsResult {
+        let expect = std::mem::take(&mut self.expect);
         let signed = match &self.writer {
-            Some(w) if checked(&op) || !headers.is_empty() => {
+            Some((w, _)) if checked(&op) || !headers.is_empty() => {
                 self.seq += 1;
                 sign_with_headers(
                     w,
@@ -250,6 +292,7 @@ impl Crypt {
                     cred,
                     op,
                     headers,
+                    expect,
                 )
             }
             _ => op,
@@ -302,6 +345,7 @@ impl Crypt {
                 tracing::info!(version = record.version, "the group changed: new keys");
                 self.keys = k.keys;
                 self.writer = k.writer;
+                self.owner = record.owner;
                 Ok(true)
             }
             Err(CryptError::NotMember) => {
@@ -560,6 +604,7 @@ impl Crypt {
                 }
                 if is_file {
                     self.sizes.insert(at.ino, 0);
+                    self.files.insert(at.ino, FileNodes::empty());
                 }
                 let op = Op::MakeAt {
                     at,
@@ -685,19 +730,25 @@ impl Crypt {
         let id = file::file_id(a.fh.ino, a.fh.generation);
         match a.kind {
             FileType::Regular => {
-                let h = match file::open_header(&self.keys, &id, &a.crypt) {
-                    Err(CryptError::NoSuchVersion { .. }) if self.refresh(link)? => {
-                        file::open_header(&self.keys, &id, &a.crypt)
+                let size = match self.take_header(a.fh, &a.crypt) {
+                    Err(Errno::EKEYEXPIRED) if self.refresh(link)? => {
+                        self.take_header(a.fh, &a.crypt)
                     }
                     other => other,
                 }
-                .map_err(|e| crypt_errno(&e))?;
+                .map_err(|e| {
+                    if e == Errno::EKEYEXPIRED {
+                        Errno::EIO
+                    } else {
+                        e
+                    }
+                })?;
                 if a.crypt.is_empty() && a.size > 0 {
                     tracing::warn!(ino = a.fh.ino, "a file with data but no header: EIO");
                     return Err(Errno::EIO);
                 }
-                a.size = h.size;
-                self.sizes.insert(a.fh.ino, h.size);
+                a.size = size;
+                self.sizes.insert(a.fh.ino, size);
             }
             FileType::Directory => {
                 let h = match file::open_dir_header(&self.keys, &id, &a.crypt) {

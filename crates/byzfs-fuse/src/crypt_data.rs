@@ -7,13 +7,16 @@
 //! block again with zeros past the size), so growing a file needs no block rewritten, and
 //! blocks never written are holes that read as zeros.
 
-use crate::cluster::{transmit, Link};
+use crate::cluster::Link;
 use crate::crypt::{crypt_errno, Crypt};
-use byzfs_crypt::file::{self, Header, BLOCK, CHUNK_BLOCKS, ENTRY};
+use crate::crypt_nodes::FileNodes;
+use byzfs_crypt::file::{self, BLOCK, CHUNK_BLOCKS, ENTRY};
+use byzfs_crypt::header::{FileHeader, WriterKey};
 use byzfs_crypt::CryptError;
 use byzfs_fs::op::MAX_IO;
 use byzfs_fs::{Credentials, Errno, Extent, FileHandle, FsResult, Op, Reply, SetAttr};
 use std::collections::btree_map::{BTreeMap, Entry};
+use std::collections::BTreeSet;
 
 // The layout lines chunks up with the replicas' blocks (`byzfs_crypt::file::STORE_BLOCK`).
 const _: () = assert!(file::STORE_BLOCK == byzfs_fs::data::BLOCK_SIZE);
@@ -65,28 +68,17 @@ impl Crypt {
         let mut out = Vec::new();
         let mut at = first;
         while at <= last {
-            // One request per run of blocks within a chunk: their entries and their data
-            // lie in two ranges.
+            // One request per run of blocks within a chunk: the data, and the nodes that
+            // check it unless kept (`crypt_nodes.rs`).
             let chunk_end = (at / CHUNK_BLOCKS + 1) * CHUNK_BLOCKS;
             let n = (last - at + 1).min(READ_BLOCKS).min(chunk_end - at);
-            // `n <= READ_BLOCKS`, so both counts are within `MAX_IO`.
-            let op = Op::ReadGather {
-                fh,
-                ranges: vec![
-                    (file::entry_offset(at), (n * ENTRY as u64) as u32),
-                    (file::data_offset(at), (n * BLOCK) as u32),
-                ],
-            };
-            let (entries, data) = match transmit(link, cred, op, read_only)? {
-                Reply::Batch(r) => match <[Reply; 2]>::try_from(r) {
-                    Ok([Reply::Read { data: e, .. }, Reply::Read { data: d, .. }]) => (e, d),
-                    _ => return Err(Errno::EIO),
-                },
-                _ => return Err(Errno::EIO),
-            };
+            let chunk = BTreeSet::from([at / CHUNK_BLOCKS]);
+            // `n <= READ_BLOCKS`, so the count is within `MAX_IO`.
+            let range = (file::data_offset(at), (n * BLOCK) as u32);
+            let data = self.load_nodes(link, cred, fh, &chunk, Some(range), read_only)?;
             // Blocks past the stored end are past the file's size: the caller asked for
             // blocks below it, so a shorter answer is a cut file.
-            let whole = (data.len() as u64 / BLOCK).min((entries.len() / ENTRY) as u64);
+            let whole = data.len() as u64 / BLOCK;
             if whole == 0 {
                 tracing::warn!(
                     ino = fh.ino,
@@ -95,17 +87,31 @@ impl Crypt {
                 );
                 return Err(Errno::EIO);
             }
+            let nodes = self.files.get(&fh.ino).ok_or(Errno::EIO)?;
+            let mut opened = Vec::with_capacity(whole as usize);
             for i in 0..whole {
                 let index = at + i;
-                let e = &entries[i as usize * ENTRY..(i as usize + 1) * ENTRY];
+                let e = nodes.entry(index).ok_or(Errno::EIO)?;
                 let d = &data[(i * BLOCK) as usize..((i + 1) * BLOCK) as usize];
-                let plain = match file::open_block(&self.keys, &id, index, d, e) {
-                    Err(CryptError::NoSuchVersion { .. }) if self.refresh(link)? => {
-                        file::open_block(&self.keys, &id, index, d, e)
-                    }
-                    other => other,
-                }
-                .map_err(|err| {
+                opened.push(file::open_block(&self.keys, &id, index, d, e));
+            }
+            if opened
+                .iter()
+                .any(|r| matches!(r, Err(CryptError::NoSuchVersion { .. })))
+                && self.refresh(link)?
+            {
+                let nodes = self.files.get(&fh.ino).ok_or(Errno::EIO)?;
+                opened = (0..whole)
+                    .map(|i| {
+                        let e = nodes.entry(at + i).unwrap_or_default();
+                        let d = &data[(i * BLOCK) as usize..((i + 1) * BLOCK) as usize];
+                        file::open_block(&self.keys, &id, at + i, d, e)
+                    })
+                    .collect();
+            }
+            for (i, plain) in opened.into_iter().enumerate() {
+                let plain = plain.map_err(|err| {
+                    let index = at + i as u64;
                     tracing::warn!(ino = fh.ino, index, %err, "a block that does not open: EIO");
                     crypt_errno(&err)
                 })?;
@@ -216,9 +222,11 @@ impl Crypt {
         let id = file::file_id(fh.ino, fh.generation);
         let keep = size.div_ceil(BLOCK);
         let mut sealed: Vec<Extent> = Vec::new();
+        let mut entries = Vec::new();
         let mut next = None;
         for (index, plain) in blocks.into_iter().filter(|(i, _)| *i < keep) {
             let b = file::seal_block(&self.keys, &id, index, &plain, &mut rand_core::OsRng);
+            entries.push((index, b.entry));
             let run_goes_on = next == Some(index) && index % CHUNK_BLOCKS != 0;
             match sealed.len() {
                 n if run_goes_on && n >= 2 => {
@@ -251,11 +259,7 @@ impl Crypt {
                 data: vec![0; clear as usize * ENTRY],
             });
         }
-        if size != before {
-            let h = file::seal_header(&self.keys, &id, Header { size }, &mut rand_core::OsRng);
-            headers.push((fh, h));
-        }
-        self.sizes.insert(fh.ino, size);
+        self.seal_change(link, cred, fh, &entries, low, size, &mut sealed, headers)?;
         Ok(match (sealed.len(), sealed_sets.is_empty()) {
             (0, true) => Op::Write {
                 fh,
@@ -304,17 +308,99 @@ impl Crypt {
     ) -> Result<Op, Errno> {
         let before = self.size_of(link, cred, fh)?;
         if end > before {
-            let id = file::file_id(fh.ino, fh.generation);
-            let h = Header { size: end };
-            headers.push((
-                fh,
-                file::seal_header(&self.keys, &id, h, &mut rand_core::OsRng),
-            ));
-            self.sizes.insert(fh.ino, end);
+            let mut none = Vec::new();
+            self.seal_change(link, cred, fh, &[], before, end, &mut none, headers)?;
         }
         Ok(Op::Allocate {
             fh,
             end: file::sealed_size(end),
         })
+    }
+
+    /// A change to `fh` that sealed `entries`, cut it to `low` bytes at the least and
+    /// leaves it at `size`: the tree nodes it changes appended to `extents`, its new
+    /// header to `headers` (expecting the header the replicas hold, the first time in a
+    /// request), and the nodes it leaves kept as pending (`crypt.rs`).
+    #[allow(clippy::too_many_arguments)]
+    fn seal_change(
+        &mut self,
+        link: &mut Link,
+        cred: &Credentials,
+        fh: FileHandle,
+        entries: &[(u64, [u8; ENTRY])],
+        low: u64,
+        size: u64,
+        extents: &mut Vec<Extent>,
+        headers: &mut Vec<(FileHandle, Vec<u8>)>,
+    ) -> Result<(), Errno> {
+        // A reader cannot sign a header: the replicas refuse its changes alike.
+        let Some((key, cert)) = self.writer.clone() else {
+            return Err(Errno::EACCES);
+        };
+        let id = file::file_id(fh.ino, fh.generation);
+        let committed = self.nodes(link, cred, fh)?.clone();
+        let base_size = self
+            .pending
+            .get(&fh.ino)
+            .map_or(committed.size(), FileNodes::size);
+        if entries.is_empty() && low >= base_size && size == base_size {
+            // Nothing changes (an empty write): the header stays.
+            return Ok(());
+        }
+        let mut chunks: BTreeSet<u64> = entries.iter().map(|(i, _)| i / CHUNK_BLOCKS).collect();
+        if low < base_size {
+            let keep = low.div_ceil(BLOCK);
+            chunks.insert(keep / CHUNK_BLOCKS);
+            chunks.extend(keep.checked_sub(1).map(|k| k / CHUNK_BLOCKS));
+        }
+        // What this request has not changed yet is as the replicas hold it.
+        let pending = self.pending.get(&fh.ino);
+        chunks.retain(|c| pending.is_none_or(|p| !p.regions.contains_key(c)));
+        self.load_nodes(link, cred, fh, &chunks, None, !link.strict)?;
+        let committed = self.files.get(&fh.ino).cloned().unwrap_or_default();
+        let mut base = self
+            .pending
+            .get(&fh.ino)
+            .cloned()
+            .unwrap_or_else(|| committed.clone());
+        let n = byzfs_crypt::tree::chunks_of(base.size());
+        for (c, r) in committed.regions.iter().filter(|(c, _)| **c < n) {
+            base.regions.entry(*c).or_insert_with(|| r.clone());
+        }
+        for (g, sl) in &committed.slots {
+            base.slots.entry(*g).or_insert_with(|| sl.clone());
+        }
+        if base.groups.is_none() {
+            base.groups = committed.groups.clone();
+        }
+        let (mut next, root, tree) = base.change(&id, entries, low, size);
+        extents.extend(tree);
+        let header = FileHeader {
+            key_version: self.keys.version(),
+            version: base.header.map_or(1, |h| h.version + 1),
+            root,
+            size,
+        };
+        let writer = WriterKey {
+            key: &key,
+            cert: &cert,
+        };
+        let raw = byzfs_crypt::header::seal(
+            &self.keys,
+            &self.group,
+            &id,
+            &header,
+            &writer,
+            &mut rand_core::OsRng,
+        );
+        if !self.pending.contains_key(&fh.ino) {
+            self.expect.push((fh, committed.raw.clone()));
+        }
+        next.raw = raw.clone();
+        next.header = Some(header);
+        self.pending.insert(fh.ino, next);
+        headers.push((fh, raw));
+        self.sizes.insert(fh.ino, size);
+        Ok(())
     }
 }

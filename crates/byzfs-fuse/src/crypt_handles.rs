@@ -192,11 +192,13 @@ pub(crate) fn map_op(op: Op, f: &impl Fn(FileHandle) -> FileHandle) -> Op {
             proofs,
             op,
             headers,
+            expect,
         } => Op::Signed {
             seq,
             proofs,
             op: Box::new(map_op(*op, f)),
             headers: headers.into_iter().map(|(h, b)| (f(h), b)).collect(),
+            expect: expect.into_iter().map(|(h, b)| (f(h), b)).collect(),
         },
         other @ (Op::StatFs
         | Op::RenewLease

@@ -62,10 +62,14 @@ pub(crate) fn start(
         group: enc.group,
         keys: mine.keys,
         writer: mine.writer,
+        owner: record.owner,
         top: FileHandle::ROOT,
         client: client_id,
         seq,
         sizes: HashMap::new(),
+        files: HashMap::new(),
+        pending: HashMap::new(),
+        expect: Vec::new(),
         dirs: HashMap::new(),
         overlay: BTreeMap::new(),
         orphans: None,
@@ -119,7 +123,7 @@ pub(crate) fn start(
         ),
         Ok(Reply::FileGroup(None)) => {
             // Made above (or by a writer that stopped half-way): join it, with its header.
-            let Some(w) = &crypt.writer else {
+            let Some((w, _)) = &crypt.writer else {
                 bail!(
                     "group {g}'s tree is not joined to the group yet: a writer must mount it first"
                 );
@@ -142,6 +146,7 @@ pub(crate) fn start(
                     group: enc.group,
                 },
                 vec![(top.fh, header)],
+                Vec::new(),
             );
             match call(rt, client, cred, op)? {
                 Ok(_) => {}

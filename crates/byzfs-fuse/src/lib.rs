@@ -95,6 +95,7 @@ mod convert;
 pub mod crypt;
 mod crypt_data;
 mod crypt_handles;
+mod crypt_nodes;
 mod crypt_tree;
 mod delegations;
 mod dirs;

@@ -55,6 +55,11 @@ fn group(procs: &Procs, id: &Path, rest: &[&str]) -> String {
 
 /// An encrypted mount of `group` as `id` at `dir/name`.
 fn mount_as(procs: &Procs, id: &Path, group: &str, name: &str) -> Mount {
+    mount_with(procs, id, group, name, &[])
+}
+
+/// [`mount_as`] with more `byzfs mount` flags.
+fn mount_with(procs: &Procs, id: &Path, group: &str, name: &str, more: &[&str]) -> Mount {
     let mnt = procs.dir.path().join(name);
     // The mount's own log stays out of the cluster's directory (it is the client's).
     let log = std::env::temp_dir().join(format!(
@@ -66,13 +71,17 @@ fn mount_as(procs: &Procs, id: &Path, group: &str, name: &str) -> Mount {
         &mnt,
         &log,
         &[
-            "--timeout-ms",
-            "120000",
-            "--identity",
-            id.to_str().unwrap(),
-            "--group",
-            group,
-        ],
+            &[
+                "--timeout-ms",
+                "120000",
+                "--identity",
+                id.to_str().unwrap(),
+                "--group",
+                group,
+            ],
+            more,
+        ]
+        .concat(),
     )
 }
 
@@ -472,6 +481,53 @@ fn a_removed_writer_is_refused_and_what_it_wrote_stays_readable() {
     );
 }
 
+/// Two writers change one file in turns, each in blocks the other changed just before:
+/// the second builds its change on a header the first has replaced, the replicas refuse
+/// it (`ESTALE`, `Op::Signed`'s `expect`), and its mount builds it again on the new
+/// header — nothing either wrote is lost, and both read every byte back.
+#[test]
+fn two_writers_taking_turns_on_one_file_lose_nothing() {
+    if skip_without_fuse() {
+        return;
+    }
+    let _serial = common::serial();
+    let procs = Procs::with("memory", "fs", vec![Vec::new(); 4]);
+    let keys = tempfile::tempdir().unwrap();
+    let (owner, _) = identity(keys.path(), "owner.id");
+    let (bob, bob_key) = identity(keys.path(), "bob.id");
+    let created = group(&procs, &owner, &["create", "team"]);
+    let id = created.trim().rsplit(' ').next().unwrap().to_string();
+    group(
+        &procs,
+        &owner,
+        &["add", "team", "--member", &bob_key, "--writer"],
+    );
+    let o = mount_as(&procs, &owner, "team", "owner");
+    let b = mount_as(&procs, &bob, &id, "bob");
+    std::fs::write(o.mnt.join("shared"), b"").unwrap();
+    let mut want = Vec::new();
+    for round in 0..12u8 {
+        let m = if round % 2 == 0 { &o.mnt } else { &b.mnt };
+        // 5,000 bytes: each round shares a block with the one before.
+        let bytes = vec![b'a' + round; 5_000];
+        let f = std::fs::OpenOptions::new()
+            .write(true)
+            .open(m.join("shared"))
+            .unwrap();
+        std::os::unix::fs::FileExt::write_all_at(&f, &bytes, want.len() as u64).unwrap();
+        f.sync_all().unwrap();
+        drop(f);
+        want.extend_from_slice(&bytes);
+    }
+    for m in [&o.mnt, &b.mnt] {
+        assert!(
+            std::fs::read(m.join("shared")).unwrap() == want,
+            "every round's bytes, read at {}",
+            m.display()
+        );
+    }
+}
+
 /// A replica that flips every byte of what it answers — read data, sealed headers,
 /// names, link targets, attribute values — never gets a flipped byte to the application
 /// of an encrypted mount: the reply vote outvotes it, and what would pass the vote would
@@ -541,9 +597,10 @@ fn a_replica_that_rolls_headers_back_is_outvoted() {
 }
 
 /// The same rollback by `f + 1` replicas answering alike: the client takes the first `f + 1`
-/// matching replies, so the old size gets through whenever theirs come first — what the
-/// reply quorum cannot stop, and what writer-signed roots are for (not built yet,
-/// docs/plans/28-encryption.md). The test shows the attack, so the one above can fail.
+/// matching replies, so the old header (validly signed, once current) gets through
+/// whenever theirs come first — what neither the reply quorum nor a writer's signature can
+/// stop (docs/plans/28-encryption.md "Freshness"). The test shows the attack, so the one
+/// above can fail.
 #[cfg(feature = "byzantine")]
 #[test]
 fn f_plus_one_replicas_rolling_back_alike_are_believed() {
@@ -551,7 +608,18 @@ fn f_plus_one_replicas_rolling_back_alike_are_believed() {
         return;
     }
     let _serial = common::serial();
-    let (procs, _keys, owner) = cluster_with_team("memory", liars(&[1, 2], "stale-replies"));
+    // Colluding liars agree on a lie only where each sends the full result: a test liar's
+    // digest-only reply carries a digest of its own (`byzfs_net` `liar.rs`), and a
+    // lookup's reply, with its 252-byte signed header, is over the default threshold.
+    let procs = Procs::with_protocol(
+        "memory",
+        "fs",
+        liars(&[1, 2], "stale-replies"),
+        &[("full_reply_threshold", "4096")],
+    );
+    let keys = tempfile::tempdir().unwrap();
+    let (owner, _) = identity(keys.path(), "owner.id");
+    group(&procs, &owner, &["create", "team"]);
     let w = mount_as(&procs, &owner, "team", "writer");
     std::fs::write(w.mnt.join("f"), "").unwrap();
     std::fs::metadata(w.mnt.join("f")).unwrap();
@@ -563,14 +631,25 @@ fn f_plus_one_replicas_rolling_back_alike_are_believed() {
         .unwrap();
     h.sync_all().unwrap();
     drop(h);
+    // Fresh mounts that cache no attribute and order every read (`--strict`: the first
+    // `f + 1` matching replies decide, with no read-only try first): every `stat` asks
+    // the replicas again.
     let mut rolled_back = 0;
-    for i in 0..20 {
-        let fresh = mount_as(&procs, &owner, "team", &format!("fresh-{i}"));
-        if std::fs::metadata(fresh.mnt.join("f")).unwrap().len() == 0 {
-            rolled_back += 1;
+    for i in 0..3 {
+        let fresh = mount_with(
+            &procs,
+            &owner,
+            "team",
+            &format!("fresh-{i}"),
+            &["--cache-timeout", "0", "--strict"],
+        );
+        for _ in 0..10 {
+            if std::fs::metadata(fresh.mnt.join("f")).unwrap().len() == 0 {
+                rolled_back += 1;
+            }
         }
     }
-    eprintln!("{rolled_back} of 20 fresh mounts saw the rolled-back size");
+    eprintln!("{rolled_back} of 30 looks at the file saw the rolled-back size");
     assert!(rolled_back > 0, "f + 1 liars never got through");
 }
 
@@ -669,7 +748,7 @@ fn forged_writes_sent_straight_to_the_replicas_are_refused_alike() {
         &record.writer,
     )
     .unwrap();
-    let writer = mine.writer.unwrap();
+    let (writer, _) = mine.writer.unwrap();
     let group_id = byzfs_crypt::member::group_id(&load_identity(&owner).owner_key(), "team");
     let junk = || Op::Write {
         fh: f,
