@@ -86,12 +86,18 @@ impl FileNodes {
             .filter(|&&c| c < n)
             .map(|c| c / GROUP_CHUNKS)
             .collect();
-        if self.groups.is_none() && ng == 1 {
+        if self.groups.is_none() && ng == 1 && n > 1 {
             // The one group's hash comes from its slots.
             groups.insert(0);
         }
+        let mut chunks = chunks.clone();
+        if self.groups.is_none() && n == 1 {
+            // A file of one chunk stores no slot: its root comes from the chunk's entries.
+            chunks.insert(0);
+        }
+        let chunks = &chunks;
         for g in groups {
-            if !self.slots.contains_key(&g) {
+            if !self.slots.contains_key(&g) && n > 1 {
                 out.push(Node::Slots(g));
             }
         }
@@ -128,6 +134,15 @@ impl FileNodes {
         if self.groups.is_none() {
             let groups = match got.remove(&Node::Groups) {
                 Some(b) => hashes(&padded(b, tree::groups_of(n) as usize * 32)),
+                None if n == 1 => {
+                    let region = got
+                        .get(&Node::Region(0))
+                        .map(|b| padded(b.clone(), REGION))
+                        .unwrap_or_else(|| vec![0; REGION]);
+                    let slots = vec![tree::chunk_hash(id, 0, &region)];
+                    self.slots.insert(0, slots.clone());
+                    vec![tree::group_hash(id, 0, &slots)]
+                }
                 None => {
                     let b = got.get(&Node::Slots(0)).cloned().unwrap_or_default();
                     let slots = hashes(&padded(b, group_len(0, n) as usize * 32));
@@ -239,6 +254,18 @@ impl FileNodes {
                 next.slots.remove(&g);
             } else {
                 next.slots.insert(g, slots);
+            }
+        }
+        // A file of one chunk stores no slot (its root comes from the chunk's entries);
+        // grown past one, it stores its first group's slots whole, over whatever an
+        // earlier, longer life of the file left there.
+        if new_n <= 1 {
+            stored.clear();
+        } else if old_n <= 1 {
+            let mut slots = next.slots.get(&0).cloned().unwrap_or_default();
+            slots.resize(group_len(0, new_n) as usize, [0; 32]);
+            for (c, h) in slots.iter().enumerate() {
+                stored.insert(c as u64, *h);
             }
         }
         let mut extents: Vec<Extent> = Vec::new();
@@ -385,7 +412,12 @@ impl Crypt {
     /// Opens attribute header `raw` of regular file `fh`: its checked nodes, kept (anew
     /// if the header changed).
     pub(crate) fn take_header(&mut self, fh: FileHandle, raw: &[u8]) -> Result<u64, Errno> {
-        if let Some(n) = self.files.get(&fh.ino) {
+        // A header seen before, or the one this request sets (signed here), is not
+        // checked again.
+        for n in [self.files.get(&fh.ino), self.pending.get(&fh.ino)]
+            .into_iter()
+            .flatten()
+        {
             if n.raw == raw {
                 return Ok(n.size());
             }
