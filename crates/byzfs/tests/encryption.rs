@@ -424,6 +424,9 @@ fn replicas_never_see_a_name_or_a_byte_and_readers_change_nothing() {
     );
 }
 
+/// Revocation: a removed writer's next write is refused; current members read what it
+/// wrote; what is written afterwards, and its own file once rewritten, move to the new
+/// key version, which its mount cannot open; a new mount of it is refused.
 #[test]
 fn a_removed_writer_is_refused_and_what_it_wrote_stays_readable() {
     if skip_without_fuse() {
@@ -478,6 +481,28 @@ fn a_removed_writer_is_refused_and_what_it_wrote_stays_readable() {
     assert_eq!(
         std::fs::read_to_string(o.mnt.join("by-owner")).unwrap(),
         "new"
+    );
+    // Bob's mount, still holding version 2's keys, opens neither what was written after
+    // his removal nor his own file once rewritten: both moved to version 3 (their
+    // headers are signed and sealed under it), which he cannot derive.
+    for name in ["by-owner", "by-bob"] {
+        let e = errno(std::fs::read(b.mnt.join(name)));
+        assert_eq!(e, libc::EIO, "{name}");
+    }
+    // A new mount of his is refused at once.
+    std::fs::create_dir_all(procs.dir.path().join("bob-again")).unwrap();
+    let refused = Command::new(BIN)
+        .args(["mount", "--config"])
+        .arg(procs.config())
+        .args(["--identity", bob.to_str().unwrap(), "--group", &id])
+        .arg(procs.dir.path().join("bob-again"))
+        .output()
+        .unwrap();
+    assert!(!refused.status.success());
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("not a member"),
+        "{}",
+        String::from_utf8_lossy(&refused.stderr)
     );
 }
 
