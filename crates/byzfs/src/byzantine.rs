@@ -8,6 +8,8 @@
 //!   wrong size, mode, owner, link count and times, directory listings with renamed entries,
 //!   success turned into an error and the reverse. Its state and its votes stay correct, so
 //!   only the client's reply voting stands between the lie and the application.
+//! * `old-snapshot`: every read answered as the first identical one was, by the service
+//!   itself (`old_snapshot.rs`), so the lie is consistent and its digests agree.
 //! * `stale-replies`: a rollback. Every file's attributes are answered with the first ones
 //!   this replica reported for it — an old size, old times, an old sealed header of an
 //!   encrypted file — correctly MACed; everything else is told as it is. Its state and
@@ -24,13 +26,18 @@ pub enum Byzantine {
     LieReplies,
     /// Send clients each file's first attributes for ever (a rollback), with valid MACs.
     StaleReplies,
+    /// Answer every read as the first identical one (an old snapshot, consistent in itself;
+    /// file service only: `old_snapshot.rs`).
+    OldSnapshot,
 }
 
 /// The liar `chosen` asks for (`None`: an honest replica); says so in the log.
 pub fn chosen(chosen: Option<Byzantine>, service: &str, replica: u32) -> Option<LieToClients> {
-    let liar = chosen.map(|b| match b {
-        Byzantine::LieReplies => liar(service),
-        Byzantine::StaleReplies => stale(),
+    let liar = chosen.and_then(|b| match b {
+        Byzantine::LieReplies => Some(liar(service)),
+        Byzantine::StaleReplies => Some(stale()),
+        // Lies in the service's results, not in the replies (`old_snapshot.rs`).
+        Byzantine::OldSnapshot => None,
     });
     if liar.is_some() {
         tracing::warn!(

@@ -30,6 +30,8 @@ mod keygen;
 mod kv;
 mod logging;
 mod mount;
+#[cfg(feature = "byzantine")]
+mod old_snapshot;
 mod replica;
 mod status;
 mod unreplicated;

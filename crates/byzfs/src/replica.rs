@@ -155,6 +155,15 @@ pub fn run(a: ReplicaArgs) -> anyhow::Result<ExitCode> {
             // cannot be found reported no room, and two such reports made the cluster
             // answer ENOSPC to everything until the next report, 30 s later.
             crate::capacity_report::Reporter::new(&cluster, &secret, &data_dir(&a))?.spawn()?;
+            #[cfg(feature = "byzantine")]
+            if a.byzantine == Some(crate::byzantine::Byzantine::OldSnapshot) {
+                tracing::warn!(
+                    replica = a.id,
+                    "TEST-ONLY fault injection: this replica answers reads from an old snapshot"
+                );
+                let liar = crate::old_snapshot::OldSnapshot::new(fs);
+                return serve(cluster, secret, liar, durability, &a);
+            }
             serve(cluster, secret, fs, durability, &a)
         }
     }

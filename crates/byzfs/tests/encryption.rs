@@ -678,6 +678,72 @@ fn f_plus_one_replicas_rolling_back_alike_are_believed() {
     assert!(rolled_back > 0, "f + 1 liars never got through");
 }
 
+/// `bytes` written to `path` and synced: at the replicas when this returns.
+#[cfg(feature = "byzantine")]
+fn write_synced(path: &Path, bytes: &[u8]) {
+    let mut f = std::fs::File::create(path).unwrap();
+    f.write_all(bytes).unwrap();
+    f.sync_all().unwrap();
+}
+
+/// One fresh mount's read of `name`: the bytes, or the errno.
+#[cfg(feature = "byzantine")]
+fn fresh_read(procs: &Procs, owner: &Path, i: usize, name: &str) -> Result<Vec<u8>, i32> {
+    let fresh = mount_with(
+        procs,
+        owner,
+        "team",
+        &format!("fresh-{i}"),
+        &["--cache-timeout", "0", "--strict"],
+    );
+    std::fs::read(fresh.mnt.join(name)).map_err(|e| e.raw_os_error().unwrap_or(-1))
+}
+
+/// Replicas answering reads from an old snapshot of the files, consistent in itself (old
+/// signed header, old blocks, old tree nodes; `--byzantine old-snapshot`): one is
+/// outvoted and every read returns the latest data; two (`f + 1`) get the old version
+/// through to some reads — whole and as it was, never a mix of versions, which the signed
+/// root would refuse — the rollback only more than `f` liars can make.
+#[cfg(feature = "byzantine")]
+#[test]
+fn old_snapshots_are_outvoted_and_only_f_plus_one_roll_a_file_back_whole() {
+    if skip_without_fuse() {
+        return;
+    }
+    let _serial = common::serial();
+    let (one, two) = (vec![b'1'; 10_000], vec![b'2'; 10_000]);
+    for liar_ids in [&[1][..], &[1, 2][..]] {
+        let (procs, _keys, owner) = cluster_with_team("memory", liars(liar_ids, "old-snapshot"));
+        let w = mount_as(&procs, &owner, "team", "writer");
+        write_synced(&w.mnt.join("doc"), &one);
+        // The liars see the file once as it is now...
+        assert_eq!(fresh_read(&procs, &owner, 100, "doc"), Ok(one.clone()));
+        // ...and it changes.
+        write_synced(&w.mnt.join("doc"), &two);
+        let reads: Vec<_> = (0..20)
+            .map(|i| fresh_read(&procs, &owner, i, "doc"))
+            .collect();
+        let old = reads.iter().filter(|r| **r == Ok(one.clone())).count();
+        let new = reads.iter().filter(|r| **r == Ok(two.clone())).count();
+        eprintln!(
+            "{} liar(s): {old} old, {new} new, {} refused of 20 reads",
+            liar_ids.len(),
+            20 - old - new
+        );
+        if liar_ids.len() == 1 {
+            assert_eq!(new, 20, "one liar is outvoted: {reads:?}");
+        } else {
+            assert!(
+                reads
+                    .iter()
+                    .all(|r| matches!(r, Ok(b) if *b == one || *b == two) || *r == Err(libc::EIO)),
+                "a version whole, or EIO: {reads:?}"
+            );
+            assert!(old > 0, "f + 1 liars never got the old version through");
+        }
+    }
+}
+
 /// The id of `owner`'s group `team`, in hex.
 fn hex_id(owner: &byzfs_crypt::member::Identity) -> String {
     owner
