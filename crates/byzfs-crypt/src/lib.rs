@@ -1,10 +1,10 @@
 //! ByzFS's client-side cryptography: the Plutus layer of issue #28, on modern primitives
-//! (design: `docs/plans/28-encryption.md`). The replicas never hold any key this crate
+//! (design: `docs/ARCHITECTURE.md "Encryption"`). The replicas never hold any key this crate
 //! makes; they store what it seals.
 //!
 //! - [`block`]: 4 KiB blocks sealed with XChaCha20-Poly1305 under a per-file content key,
 //!   bound to their file, index and key version.
-//! - [`file`]: how an encrypted mount stores a file: sealed blocks and their entries, the
+//! - [`file`](mod@file): how an encrypted mount stores a file: sealed blocks and their entries, the
 //!   tree's nodes, names, link targets and extended attributes.
 //! - [`tree`]: the BLAKE3 Merkle tree over a file's blocks (chunks, groups, root), whose
 //!   nodes live beside the blocks.

@@ -1,4 +1,4 @@
-//! Encryption groups' replicated records (issue #28, docs/plans/28-encryption.md step 2):
+//! Encryption groups' replicated records (issue #28, docs/ARCHITECTURE.md "Encryption"):
 //! for each group, its owner's public key, the current key version, that version's writer
 //! public key and the members' lockboxes. The replicas store and serve the record and check
 //! every change deterministically — signed by the owner, one version at a time — but never

@@ -1,11 +1,11 @@
-//! Who may change an encrypted file (issue #28, docs/plans/28-encryption.md "What the
+//! Who may change an encrypted file (issue #28, docs/ARCHITECTURE.md "Encryption", "What the
 //! replicas check"): only a holder of its group's current writer key. Every correct replica
 //! refuses, with the same errno, any change to a file of a group ([`crate::crypt_file`])
 //! that does not carry a valid [`WriterProof`] for that group.
 //!
 //! **What is checked.** An operation runs in its transaction as usual; then every inode
 //! whose attributes, entries, extended attributes, block map or group it changed
-//! ([`crate::key`]'s `file_of`) is looked up, before and after, and each group found needs a
+//! (`key::file_of`) is looked up, before and after, and each group found needs a
 //! proof — as does the group a [`crate::op::Op::SetGroup`] joins. Checking the writes rather
 //! than listing, per operation, which files it changes means no operation, batch member or
 //! later addition can slip past. A directory of a group is delegated

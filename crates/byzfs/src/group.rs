@@ -1,5 +1,5 @@
 //! `byzfs group create|add|remove|list`: encryption groups (issue #28,
-//! docs/plans/28-encryption.md). A group's record — its owner, key version, writer public
+//! docs/ARCHITECTURE.md "Encryption"). A group's record — its owner, key version, writer public
 //! key and one lockbox per member — is replicated state (`byzfs_fs::crypt_group`); this
 //! command builds each new version from the owner's identity alone
 //! (`byzfs_crypt::member`) and sends it signed. Every change is a new key version with a
