@@ -424,6 +424,48 @@ fn replicas_never_see_a_name_or_a_byte_and_readers_change_nothing() {
     );
 }
 
+/// A `memory` cluster, its owner's group `team` with Bob as a second writer, and both
+/// mounted.
+struct TwoWriters {
+    // Field order is drop order: the mounts go before the cluster.
+    o: Mount,
+    b: Mount,
+    procs: Procs,
+    _keys: tempfile::TempDir,
+    owner: PathBuf,
+    bob: PathBuf,
+    bob_key: String,
+    id: String,
+}
+
+impl TwoWriters {
+    fn start() -> TwoWriters {
+        let procs = Procs::with("memory", "fs", vec![Vec::new(); 4]);
+        let keys = tempfile::tempdir().unwrap();
+        let (owner, _) = identity(keys.path(), "owner.id");
+        let (bob, bob_key) = identity(keys.path(), "bob.id");
+        let created = group(&procs, &owner, &["create", "team"]);
+        let id = created.trim().rsplit(' ').next().unwrap().to_string();
+        group(
+            &procs,
+            &owner,
+            &["add", "team", "--member", &bob_key, "--writer"],
+        );
+        let o = mount_as(&procs, &owner, "team", "owner");
+        let b = mount_as(&procs, &bob, &id, "bob");
+        TwoWriters {
+            o,
+            b,
+            procs,
+            _keys: keys,
+            owner,
+            bob,
+            bob_key,
+            id,
+        }
+    }
+}
+
 /// Revocation: a removed writer's next write is refused; current members read what it
 /// wrote; what is written afterwards, and its own file once rewritten, move to the new
 /// key version, which its mount cannot open; a new mount of it is refused.
@@ -433,26 +475,23 @@ fn a_removed_writer_is_refused_and_what_it_wrote_stays_readable() {
         return;
     }
     let _serial = common::serial();
-    let procs = Procs::with("memory", "fs", vec![Vec::new(); 4]);
-    let keys = tempfile::tempdir().unwrap();
-    let (owner, _) = identity(keys.path(), "owner.id");
-    let (bob, bob_key) = identity(keys.path(), "bob.id");
-    let created = group(&procs, &owner, &["create", "team"]);
-    let id = created.trim().rsplit(' ').next().unwrap().to_string();
-    group(
-        &procs,
-        &owner,
-        &["add", "team", "--member", &bob_key, "--writer"],
+    let t = TwoWriters::start();
+    let (procs, owner, bob, bob_key, id, o, b) = (
+        &t.procs,
+        &t.owner,
+        &t.bob,
+        t.bob_key.as_str(),
+        t.id.as_str(),
+        &t.o,
+        &t.b,
     );
-    let o = mount_as(&procs, &owner, "team", "owner");
-    let b = mount_as(&procs, &bob, &id, "bob");
     std::fs::write(b.mnt.join("by-bob"), "bob's").unwrap();
     assert_eq!(
         std::fs::read_to_string(o.mnt.join("by-bob")).unwrap(),
         "bob's"
     );
     // Bob removed: version 3, whose keys he cannot open.
-    group(&procs, &owner, &["remove", "team", "--member", &bob_key]);
+    group(procs, owner, &["remove", "team", "--member", bob_key]);
     // His mount may still hold the tree's delegation and answer the creation itself: the
     // refusal then comes with `fsync`.
     let e = errno(
@@ -494,7 +533,7 @@ fn a_removed_writer_is_refused_and_what_it_wrote_stays_readable() {
     let refused = Command::new(BIN)
         .args(["mount", "--config"])
         .arg(procs.config())
-        .args(["--identity", bob.to_str().unwrap(), "--group", &id])
+        .args(["--identity", bob.to_str().unwrap(), "--group", id])
         .arg(procs.dir.path().join("bob-again"))
         .output()
         .unwrap();
@@ -516,19 +555,8 @@ fn two_writers_taking_turns_on_one_file_lose_nothing() {
         return;
     }
     let _serial = common::serial();
-    let procs = Procs::with("memory", "fs", vec![Vec::new(); 4]);
-    let keys = tempfile::tempdir().unwrap();
-    let (owner, _) = identity(keys.path(), "owner.id");
-    let (bob, bob_key) = identity(keys.path(), "bob.id");
-    let created = group(&procs, &owner, &["create", "team"]);
-    let id = created.trim().rsplit(' ').next().unwrap().to_string();
-    group(
-        &procs,
-        &owner,
-        &["add", "team", "--member", &bob_key, "--writer"],
-    );
-    let o = mount_as(&procs, &owner, "team", "owner");
-    let b = mount_as(&procs, &bob, &id, "bob");
+    let t = TwoWriters::start();
+    let (o, b) = (&t.o, &t.b);
     std::fs::write(o.mnt.join("shared"), b"").unwrap();
     let mut want = Vec::new();
     for round in 0..12u8 {
