@@ -39,6 +39,12 @@ use std::collections::{BTreeMap, HashMap};
 /// `ENOSYS`: the kernel stops asking (`lseek` then works on its own).
 const ENOSYS: Errno = Errno(38);
 
+/// Data that does not fit the nodes kept for its file (`crypt_nodes.rs`), found before
+/// anything was sent: the file may have changed since its header was read (another
+/// mount wrote it), so [`Crypt::call`] reads the header again and tries once more; what
+/// still does not fit is `EIO`. Never leaves the layer.
+pub(crate) const MISFIT: Errno = Errno(74);
+
 /// What `byzfs mount --identity` gives the mount: who it is and which group's tree.
 #[derive(Clone, Debug)]
 pub struct Encryption {
@@ -150,18 +156,22 @@ impl Crypt {
         let retry = match r {
             Err(Errno::EKEYEXPIRED) => self.refresh(link)?,
             // Another writer changed a file since this mount read its header: build the
-            // change again on the new one (`Op::Signed`'s `expect`).
-            Err(Errno::ESTALE) if self.writer.is_some() => {
-                self.files.clear();
-                self.sizes.clear();
-                true
-            }
+            // change again on the new one (`Op::Signed`'s `expect`), or read again.
+            Err(Errno::ESTALE) if self.writer.is_some() => true,
+            Err(MISFIT) => true,
             _ => false,
         };
-        if retry {
-            return self.call_settled(link, cred, op, read_only);
+        if !retry {
+            return r;
         }
-        r
+        if matches!(r, Err(Errno::ESTALE) | Err(MISFIT)) {
+            self.files.clear();
+            self.sizes.clear();
+        }
+        match self.call_settled(link, cred, op, read_only) {
+            Err(MISFIT) => Err(Errno::EIO),
+            other => other,
+        }
     }
 
     /// [`Self::call_mapped`], then what it made of files' nodes kept if it succeeded, or

@@ -8,7 +8,7 @@
 //! blocks never written are holes that read as zeros.
 
 use crate::cluster::Link;
-use crate::crypt::{crypt_errno, Crypt};
+use crate::crypt::{crypt_errno, Crypt, MISFIT};
 use crate::crypt_nodes::FileNodes;
 use byzfs_crypt::file::{self, BLOCK, CHUNK_BLOCKS, ENTRY};
 use byzfs_crypt::header::{FileHeader, WriterKey};
@@ -112,8 +112,11 @@ impl Crypt {
             for (i, plain) in opened.into_iter().enumerate() {
                 let plain = plain.map_err(|err| {
                     let index = at + i as u64;
-                    tracing::warn!(ino = fh.ino, index, %err, "a block that does not open: EIO");
-                    crypt_errno(&err)
+                    tracing::warn!(ino = fh.ino, index, %err, "a block that does not open");
+                    match err {
+                        CryptError::Tampered(_) | CryptError::Malformed(_) => MISFIT,
+                        err => crypt_errno(&err),
+                    }
                 })?;
                 out.extend(plain);
             }

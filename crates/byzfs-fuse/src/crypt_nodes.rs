@@ -7,7 +7,7 @@
 //! kept ones (`FileNodes::change`) and writes only what changed, with the new header.
 
 use crate::cluster::{transmit, Link};
-use crate::crypt::{crypt_errno, Crypt};
+use crate::crypt::{crypt_errno, Crypt, MISFIT};
 use byzfs_crypt::file::{self, BLOCK, CHUNK_BLOCKS, ENTRY};
 use byzfs_crypt::header::FileHeader;
 use byzfs_crypt::tree::{self, Hash, GROUP_CHUNKS, REGION};
@@ -322,9 +322,9 @@ fn mismatch(id: &[u8; 16], what: &str) -> Errno {
     tracing::warn!(
         file = hex::encode(id),
         node = what,
-        "a tree node that does not match the signed root: EIO"
+        "a tree node that does not match the signed root"
     );
-    Errno::EIO
+    MISFIT
 }
 
 impl Crypt {
@@ -577,18 +577,13 @@ mod tests {
                     let mut bad = good.clone();
                     bad[k].1[at] ^= 1;
                     let mut n = fresh();
-                    assert_eq!(
-                        n.check(&id, bad),
-                        Err(Errno::EIO),
-                        "{:?} byte {at}",
-                        good[k].0
-                    );
+                    assert_eq!(n.check(&id, bad), Err(MISFIT), "{:?} byte {at}", good[k].0);
                     assert!(n.regions.is_empty(), "nothing kept");
                 }
             }
             // Another file's nodes, or the nodes under an older root.
             let mut n = fresh();
-            assert_eq!(n.check(&[5; 16], good.clone()), Err(Errno::EIO));
+            assert_eq!(n.check(&[5; 16], good.clone()), Err(MISFIT));
             let old = FileHeader {
                 root: [9; 32],
                 ..header
@@ -597,7 +592,7 @@ mod tests {
                 header: Some(old),
                 ..FileNodes::empty()
             };
-            assert_eq!(n.check(&id, good), Err(Errno::EIO));
+            assert_eq!(n.check(&id, good), Err(MISFIT));
         }
     }
 }
