@@ -466,6 +466,44 @@ impl TwoWriters {
     }
 }
 
+/// A mount whose kept tree nodes are older than the file (another mount rewrote it while
+/// this one's kernel still trusted its cached attributes) reads the header again when the
+/// blocks do not fit, instead of answering `EIO`.
+#[test]
+fn a_mount_with_old_nodes_reads_the_new_header_when_blocks_do_not_fit() {
+    if skip_without_fuse() {
+        return;
+    }
+    let _serial = common::serial();
+    let t = TwoWriters::start();
+    let late = mount_with(
+        &t.procs,
+        &t.owner,
+        "team",
+        "late",
+        &["--cache-timeout", "600"],
+    );
+    let (one, two) = (vec![b'1'; 9_000], vec![b'2'; 9_000]);
+    std::fs::write(t.o.mnt.join("doc"), &one).unwrap();
+    // Held open: no new open asks for the attributes again.
+    let held = std::fs::File::open(late.mnt.join("doc")).unwrap();
+    let mut got = vec![0; 9_000];
+    std::os::unix::fs::FileExt::read_exact_at(&held, &mut got, 0).unwrap();
+    assert_eq!(got, one);
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(t.o.mnt.join("doc"))
+        .unwrap();
+    f.write_all(&two).unwrap();
+    f.sync_all().unwrap();
+    drop(f);
+    // The late mount's kernel keeps the attributes; its page cache goes, so the read
+    // reaches the mount, which still holds the old header's nodes.
+    std::fs::write("/proc/sys/vm/drop_caches", "1").unwrap();
+    std::os::unix::fs::FileExt::read_exact_at(&held, &mut got, 0).unwrap();
+    assert_eq!(got, two);
+}
+
 /// Revocation: a removed writer's next write is refused; current members read what it
 /// wrote; what is written afterwards, and its own file once rewritten, move to the new
 /// key version, which its mount cannot open; a new mount of it is refused.
