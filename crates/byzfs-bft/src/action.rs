@@ -294,12 +294,14 @@ pub enum Event {
         /// State digest.
         digest: Digest,
     },
-    /// A checkpoint became stable (`2f+1` matching, own included).
+    /// A checkpoint became stable.
     CheckpointStable {
         /// Sequence number.
         seq: Seq,
         /// State digest.
         digest: Digest,
+        /// What proved it stable.
+        via: StableVia,
     },
     /// A view change started: the replica sent VIEW-CHANGE for `view`.
     ViewChangeStarted {
@@ -395,4 +397,15 @@ mod tests {
             );
         }
     }
+}
+
+/// What made a checkpoint stable at a replica ([`Event::CheckpointStable`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum StableVia {
+    /// `2f+1` matching CHECKPOINTs, its own included (§2.2).
+    Quorum,
+    /// The NEW-VIEW it installed starts at that checkpoint (§3.4).
+    NewView,
+    /// A state transfer installed it (§2.4).
+    Transfer,
 }

@@ -74,7 +74,9 @@ pub mod time;
 pub mod wire;
 pub mod write_tracker;
 
-pub use action::{Action, CheckpointImage, DropReason, Event, PersistRecord, StoreRecord};
+pub use action::{
+    Action, CheckpointImage, DropReason, Event, PersistRecord, StableVia, StoreRecord,
+};
 pub use client::{Client, ClientAction, ClientError};
 pub use config::Config;
 pub use crypto::{ClientKeys, Digest, MacKey, ReplicaKeys, TestKeys};

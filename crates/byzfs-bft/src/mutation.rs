@@ -46,11 +46,20 @@ pub enum Mutation {
     /// Accept and execute requests however far their id is beyond the client's `acked`:
     /// the reply cache then grows without bound.
     IgnoreAckedBound,
+    /// Join a higher view on one other replica's VIEW-CHANGE instead of `f+1` (§3.2): a
+    /// faulty replica alone then drives everyone through views without end.
+    JoinViewOnOneVc,
+    /// Accept replica-to-replica frames without checking their MAC or signature (the
+    /// authentication kind is still checked): a faulty replica can speak for the others.
+    SkipReplicaAuth,
+    /// A checkpoint is stable on `2f` matching CHECKPOINTs, its own included, instead of
+    /// `2f+1` (§2.2).
+    StableCheckpointWeak,
 }
 
 impl Mutation {
     /// Every mutation.
-    pub const ALL: [Mutation; 12] = [
+    pub const ALL: [Mutation; 15] = [
         Mutation::CommitQuorum2f,
         Mutation::AcceptSecondPrePrepare,
         Mutation::NewViewLowestView,
@@ -63,6 +72,9 @@ impl Mutation {
         Mutation::IgnoreBusyTime,
         Mutation::ExecuteGaps,
         Mutation::IgnoreAckedBound,
+        Mutation::JoinViewOnOneVc,
+        Mutation::SkipReplicaAuth,
+        Mutation::StableCheckpointWeak,
     ];
 
     /// Command-line name.
@@ -80,6 +92,9 @@ impl Mutation {
             Mutation::IgnoreBusyTime => "ignore-busy-time",
             Mutation::ExecuteGaps => "execute-gaps",
             Mutation::IgnoreAckedBound => "ignore-acked-bound",
+            Mutation::JoinViewOnOneVc => "join-view-on-one-vc",
+            Mutation::SkipReplicaAuth => "skip-replica-auth",
+            Mutation::StableCheckpointWeak => "stable-checkpoint-weak",
         }
     }
 

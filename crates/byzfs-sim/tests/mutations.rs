@@ -9,8 +9,9 @@ mod common;
 
 use byzfs_bft::mutation::Mutation;
 use byzfs_sim::checker::{
-    agreement, checkpoints, client_order, committed_prepared, durability, liveness, persist,
-    prefix, prepared, read_only, reply_cache, stable_view, Violation,
+    agreement, authentic, checkpoints, client_order, committed_prepared, durability, liveness,
+    persist, prefix, prepared, read_only, reply_cache, stable_quorum, stable_view, view_jump,
+    Violation,
 };
 use byzfs_sim::run::{BUDGET, PANIC};
 use byzfs_sim::{run, Family, RunConfig};
@@ -113,6 +114,29 @@ const CASES: &[Case] = &[
         Family::BadClients,
         &[2, 4],
         &[reply_cache::NAME],
+    ),
+    (
+        // One spammer's VIEW-CHANGE for a far view moves a correct replica there (200 of
+        // seeds 0..200 of vc-spam caught).
+        Mutation::JoinViewOnOneVc,
+        Family::VcSpam,
+        &[0, 1],
+        &[view_jump::NAME],
+    ),
+    (
+        // Forged votes, checkpoints and view changes count (200 of 200 of impersonator;
+        // with the `authentic` checker off, committed-prepared and view-jump catch it too).
+        Mutation::SkipReplicaAuth,
+        Family::Impersonator,
+        &[0, 1],
+        &[authentic::NAME],
+    ),
+    (
+        // Stable on 2f CHECKPOINTs (200 of 200 of normal caught).
+        Mutation::StableCheckpointWeak,
+        Family::Normal,
+        &[0, 1],
+        &[stable_quorum::NAME],
     ),
 ];
 

@@ -165,6 +165,16 @@ fn slow_execution() {
 }
 
 #[test]
+fn vc_spam() {
+    family(Family::VcSpam);
+}
+
+#[test]
+fn impersonator() {
+    family(Family::Impersonator);
+}
+
+#[test]
 fn every_family_has_a_test() {
     // Keep this list in sync with the tests above.
     let tested = [
@@ -194,6 +204,8 @@ fn every_family_has_a_test() {
         "byzantine-clocks",
         "vote-cuts",
         "slow-execution",
+        "vc-spam",
+        "impersonator",
     ];
     let all: Vec<&str> = byzfs_sim::FAMILIES.iter().map(|f| f.name()).collect();
     assert_eq!(all, tested);

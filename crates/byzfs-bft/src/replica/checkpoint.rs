@@ -1,7 +1,7 @@
 //! Checkpoints, stability and garbage collection (PROTOCOL.md §2.1, §2.2).
 
-use super::Replica;
-use crate::action::{DropReason, Event};
+use super::{Replica, M};
+use crate::action::{DropReason, Event, StableVia};
 use crate::crypto::Digest;
 use crate::ids::{ReplicaId, Seq};
 use crate::message::{Checkpoint, Message};
@@ -100,13 +100,18 @@ impl<S: Service> Replica<S> {
             .votes
             .get(&seq)
             .map_or(0, |v| v.values().filter(|&&d| d == own).count());
-        if matching + 1 >= self.config.quorum() && seq > self.last_stable {
-            self.mark_stable(seq);
+        let quorum = if self.mutated(M::StableCheckpointWeak) {
+            self.config.quorum() - 1
+        } else {
+            self.config.quorum()
+        };
+        if matching + 1 >= quorum && seq > self.last_stable {
+            self.mark_stable(seq, StableVia::Quorum);
         }
     }
 
     /// The checkpoint at `seq` is stable: advance `h`, discard what it covers (§2.2).
-    pub(super) fn mark_stable(&mut self, seq: Seq) {
+    pub(super) fn mark_stable(&mut self, seq: Seq, via: StableVia) {
         let Some(&d) = self.checkpoints.own.get(&seq) else {
             return;
         };
@@ -131,7 +136,11 @@ impl<S: Service> Replica<S> {
         self.checkpoints.stable_frame = Some(frame);
         self.collect_garbage();
         self.stats.checkpoints_stable += 1;
-        self.event(Event::CheckpointStable { seq, digest: d });
+        self.event(Event::CheckpointStable {
+            seq,
+            digest: d,
+            via,
+        });
         self.try_send_pre_prepare();
     }
 

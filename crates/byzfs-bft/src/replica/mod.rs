@@ -734,6 +734,9 @@ pub(crate) enum MutationStub {
     VoteAfterUntrustedRestore,
     ExecuteGaps,
     IgnoreAckedBound,
+    JoinViewOnOneVc,
+    SkipReplicaAuth,
+    StableCheckpointWeak,
 }
 
 /// The mutation type call sites name (`M::CommitQuorum2f`).

@@ -17,7 +17,7 @@ use super::log::Accepted;
 use super::timers::TimerKind;
 use super::view_change::StoredVc;
 use super::{AuthChoice, Replica, M};
-use crate::action::{DropReason, Event, PersistRecord};
+use crate::action::{DropReason, Event, PersistRecord, StableVia};
 use crate::batch::null_digest;
 use crate::crypto::Digest;
 use crate::ids::{ClientId, Principal, ReplicaId, RequestId, Seq, View};
@@ -297,7 +297,7 @@ impl<S: Service> Replica<S> {
         self.raise_read_only_floor(max - 1);
         if dec.min > self.last_stable && self.checkpoints.own.get(&dec.min) == Some(&dec.min_digest)
         {
-            self.mark_stable(dec.min);
+            self.mark_stable(dec.min, StableVia::NewView);
         }
         if dec.min > self.last_stable
             && self.certified_checkpoint().is_none_or(|(s, _)| s < dec.min)

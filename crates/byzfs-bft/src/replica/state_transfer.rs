@@ -18,7 +18,7 @@
 
 use super::timers::TimerKind;
 use super::{Replica, LIB_PARTITIONS};
-use crate::action::{DropReason, Event};
+use crate::action::{DropReason, Event, StableVia};
 use crate::crypto::Digest;
 use crate::ids::{ReplicaId, Seq};
 use crate::message::{BatchData, Fetch, FetchWhat, Message, StateMeta, StatePart};
@@ -351,7 +351,7 @@ impl<S: Service> Replica<S> {
         self.checkpoints.own.clear();
         self.checkpoints.set_own(f.seq, digest);
         if f.seq > self.last_stable {
-            self.mark_stable(f.seq);
+            self.mark_stable(f.seq, StableVia::Transfer);
         }
         // Forget requests the transferred reply cache shows as executed.
         let lib = &self.lib;

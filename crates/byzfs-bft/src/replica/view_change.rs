@@ -4,7 +4,7 @@
 
 use super::log::PP_INFO_MAX;
 use super::timers::TimerKind;
-use super::{AuthChoice, Replica};
+use super::{AuthChoice, Replica, M};
 use crate::action::{DropReason, Event, PersistRecord};
 use crate::crypto::Digest;
 use crate::ids::{ClientId, ReplicaId, RequestId, View};
@@ -271,7 +271,11 @@ impl<S: Service> Replica<S> {
             .map(|(_, s)| s.vc.view)
             .collect();
         views.sort_unstable_by(|a, b| b.cmp(a));
-        let weak = self.config.weak();
+        let weak = if self.mutated(M::JoinViewOnOneVc) {
+            1
+        } else {
+            self.config.weak()
+        };
         if let Some(&target) = views.get(weak - 1) {
             if target > self.view {
                 return self.start_view_change(target);

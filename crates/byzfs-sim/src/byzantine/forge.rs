@@ -62,6 +62,42 @@ impl Forger {
         };
         encode(env, msg, auth).into()
     }
+
+    /// A new message from this replica, signed (VIEW-CHANGE, NEW-VIEW).
+    pub fn sign(&self, epoch: u32, msg: &Message) -> Arc<[u8]> {
+        encode(
+            Envelope::new(Principal::Replica(self.keys.me), epoch),
+            msg,
+            Auth::Signature(&self.keys.signing),
+        )
+        .into()
+    }
+
+    /// `msg` under replica `as_`'s name, for `to`: the header says `as_`, the authentication
+    /// has the kind `kind` but is made with this replica's own keys (or is absent for
+    /// [`AuthKind::None`]) — all a faulty replica can do, and never valid.
+    pub fn impersonate(
+        &self,
+        as_: ReplicaId,
+        epoch: u32,
+        msg: &Message,
+        kind: AuthKind,
+        to: Dest,
+    ) -> Arc<[u8]> {
+        let env = Envelope::new(Principal::Replica(as_), epoch);
+        let auth = match (kind, to) {
+            (AuthKind::Authenticator | AuthKind::SignedAuthenticator, _) => {
+                Auth::Authenticator(&self.keys.to_replica)
+            }
+            (AuthKind::Mac, Dest::Replica(j)) => match self.keys.to_replica.get(j as usize) {
+                Some(k) => Auth::Mac(k),
+                None => Auth::None,
+            },
+            (AuthKind::Signature, _) => Auth::Signature(&self.keys.signing),
+            _ => Auth::None,
+        };
+        encode(env, msg, auth).into()
+    }
 }
 
 #[cfg(test)]
@@ -69,6 +105,31 @@ mod tests {
     use super::*;
     use byzfs_bft::message::Prepare;
     use byzfs_bft::{Digest, TestKeys};
+
+    #[test]
+    fn impersonated_frames_never_verify() {
+        let tk = TestKeys::new(5, 4);
+        let fg = Forger::new(tk.replica(1, [9]), 1 << 20);
+        let p = Message::Prepare(Prepare {
+            view: 0,
+            seq: 1,
+            digest: Digest::ZERO,
+            replica: 3,
+        });
+        let r2 = tk.replica(2, []);
+        for kind in [AuthKind::Authenticator, AuthKind::Mac, AuthKind::Signature] {
+            let forged = fg.impersonate(3, 0, &p, kind, Dest::Replica(2));
+            let f = Frame::parse(&forged, 1 << 20).expect("parses");
+            assert_eq!(f.header.sender, Principal::Replica(3));
+            assert_eq!(f.header.auth, kind);
+            let ok = match kind {
+                AuthKind::Authenticator => f.verify_mac(&r2.from_replica[3], 2),
+                AuthKind::Mac => f.verify_mac(&r2.from_replica[3], 0),
+                _ => f.verify_signature(&r2.replica_public[3]),
+            };
+            assert!(!ok, "{kind:?}");
+        }
+    }
 
     #[test]
     fn resealed_frames_verify_for_their_receiver() {

@@ -10,10 +10,12 @@ pub mod eager_voter;
 pub mod equivocate;
 pub mod forge;
 pub mod garbage;
+pub mod impersonator;
 pub mod lying_replies;
 pub mod slow_primary;
 pub mod time_warp;
 pub mod vc_lies;
+pub mod vc_spam;
 
 use crate::rng::SimRng;
 use byzfs_bft::{ClientId, Config, ReplicaId, Time, View};
@@ -99,6 +101,10 @@ pub enum StrategyKind {
     EquivocateBridge,
     /// [`time_warp::TimeWarp`].
     TimeWarp,
+    /// [`vc_spam::VcSpam`].
+    VcSpam,
+    /// [`impersonator::Impersonator`].
+    Impersonator,
 }
 
 impl StrategyKind {
@@ -116,6 +122,8 @@ impl StrategyKind {
                 Box::new(equivocate::Equivocate::with_bridge(0.9, 20_000))
             }
             StrategyKind::TimeWarp => Box::new(time_warp::TimeWarp::new()),
+            StrategyKind::VcSpam => Box::new(vc_spam::VcSpam::new()),
+            StrategyKind::Impersonator => Box::new(impersonator::Impersonator::new()),
         }
     }
 }

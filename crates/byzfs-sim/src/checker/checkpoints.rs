@@ -48,7 +48,7 @@ impl Checkpoints {
             Event::CheckpointTaken { seq, digest } => {
                 self.pending.entry(inst).or_default().insert(seq, digest);
             }
-            Event::CheckpointStable { seq, digest } => {
+            Event::CheckpointStable { seq, digest, .. } => {
                 self.compare(sink, now, inst, seq, digest, "holds stable")
             }
             Event::StateTransferred { seq, digest } => {
@@ -87,6 +87,7 @@ impl Checkpoints {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use byzfs_bft::StableVia;
 
     fn d(b: u8) -> Digest {
         Digest([b; 32])
@@ -103,6 +104,7 @@ mod tests {
             &Event::CheckpointStable {
                 seq: 4,
                 digest: d(1),
+                via: StableVia::Quorum,
             },
         );
         c.on_event(
@@ -112,6 +114,7 @@ mod tests {
             &Event::CheckpointStable {
                 seq: 4,
                 digest: d(1),
+                via: StableVia::Quorum,
             },
         );
         assert!(!s.any());
@@ -122,6 +125,7 @@ mod tests {
             &Event::CheckpointStable {
                 seq: 4,
                 digest: d(2),
+                via: StableVia::Quorum,
             },
         );
         assert_eq!(s.violations().len(), 1);
@@ -138,6 +142,7 @@ mod tests {
             &Event::CheckpointStable {
                 seq: 8,
                 digest: d(1),
+                via: StableVia::Quorum,
             },
         );
         // Replica 1 checkpoints tentative state at 8, rolls back to 4: ignored.
@@ -181,6 +186,7 @@ mod tests {
             &Event::CheckpointStable {
                 seq: 16,
                 digest: d(1),
+                via: StableVia::Quorum,
             },
         );
         c.on_event(

@@ -5,6 +5,7 @@
 //! replicas restarted without their disk are faulty.
 
 pub mod agreement;
+pub mod authentic;
 pub mod checkpoints;
 pub mod client_order;
 pub mod committed_prepared;
@@ -18,12 +19,17 @@ pub mod prepared;
 pub mod read_only;
 pub mod reply_cache;
 pub mod results;
+pub mod stable_quorum;
 pub mod stable_view;
 pub mod view;
+pub mod view_jump;
 
 use crate::kv::KvOp;
+use byzfs_bft::message::{Message, Tag};
+use byzfs_bft::wire::Frame;
 use byzfs_bft::{
-    ClientId, Digest, Event, PersistRecord, Replica, RequestId, Seq, Service, Time, View,
+    ClientId, Digest, Event, PersistRecord, Principal, Replica, ReplicaId, RequestId, Seq, Service,
+    Time, View,
 };
 use std::fmt;
 
@@ -198,6 +204,13 @@ pub struct Oracle {
     pub committed_prepared: committed_prepared::CommittedPrepared,
     /// No view change in a run that promises none (off unless the plan says so).
     pub stable_view: stable_view::StableView,
+    /// Forged frames are dropped.
+    pub authentic: authentic::Authentic,
+    /// The `f+1` join rule, seen from outside.
+    pub view_jump: view_jump::ViewJump,
+    /// Stable on `2f+1` CHECKPOINTs really sent.
+    pub stable_quorum: stable_quorum::StableQuorum,
+    max_frame: usize,
 }
 
 impl Oracle {
@@ -229,6 +242,10 @@ impl Oracle {
             prepared: prepared::Prepared::default(),
             committed_prepared: committed_prepared::CommittedPrepared::new(f),
             stable_view: stable_view::StableView::default(),
+            authentic: authentic::Authentic::default(),
+            view_jump: view_jump::ViewJump::default(),
+            stable_quorum: stable_quorum::StableQuorum::new(f),
+            max_frame,
         }
     }
 
@@ -259,6 +276,9 @@ impl Oracle {
     pub fn persist(&mut self, inst: usize, rec: PersistRecord) {
         self.persist.record(inst, rec);
         self.view.on_persist(inst, rec);
+        if let PersistRecord::View(v) = rec {
+            self.view_jump.on_persist(inst, v);
+        }
     }
 
     /// An `Event` action of `inst`.
@@ -302,6 +322,45 @@ impl Oracle {
         self.committed_prepared
             .on_event(&mut self.sink, now, inst, ev, &self.prepared);
         self.stable_view.on_event(&mut self.sink, now, inst, ev);
+        self.view_jump.on_event(&mut self.sink, now, inst, ev);
+        self.stable_quorum.on_event(&mut self.sink, now, inst, ev);
+        if let Event::Dropped(_) = ev {
+            self.authentic.on_dropped(inst);
+        }
+    }
+
+    /// An instance (correct or not) of replica `id` put `bytes` on the network.
+    pub fn emit(&mut self, id: ReplicaId, bytes: &[u8]) {
+        self.authentic.on_emit(id, bytes);
+    }
+
+    /// `bytes` reaches instance `inst`, which takes it in its next step.
+    pub fn deliver(&mut self, inst: usize, bytes: &[u8]) {
+        if !self.is_correct(inst) {
+            return;
+        }
+        if let Some(j) = self.authentic.forged(bytes) {
+            let what = match Frame::parse(bytes, self.max_frame).map(|f| (f.header, f.decode())) {
+                Ok((h, Ok(m))) => format!("{:?} as r{j} ({:?}) {m:?}", h.tag, h.auth),
+                Ok((h, Err(_))) => format!("{:?} as r{j} (undecodable)", h.tag),
+                Err(e) => format!("as r{j}, unparsable: {e:?}"),
+            };
+            self.authentic.expect_drop(inst, what);
+            return;
+        }
+        let Ok(frame) = Frame::parse(bytes, self.max_frame) else {
+            return;
+        };
+        if frame.header.tag != Tag::Checkpoint {
+            return;
+        }
+        if let (Principal::Replica(j), Ok(Message::Checkpoint(c))) =
+            (frame.header.sender, frame.decode())
+        {
+            if c.replica == j {
+                self.stable_quorum.on_vote(inst, j, c.seq, c.digest);
+            }
+        }
     }
 
     /// A frame `inst` sends (replica to replica or client).
@@ -317,6 +376,8 @@ impl Oracle {
             return;
         }
         self.view.on_step_end(&mut self.sink, now, inst, r.view());
+        self.view_jump.on_step_end(inst, r.view());
+        self.authentic.on_step_end(&mut self.sink, now, inst);
         self.checkpoints
             .on_step_end(&mut self.sink, now, inst, r.last_executed());
         self.prefix.on_step_end(&mut self.sink, now, inst, r);
@@ -327,6 +388,8 @@ impl Oracle {
     pub fn restart(&mut self, inst: usize, with_state: bool) {
         self.persist.on_restart(inst, with_state);
         self.view.on_restart(inst, with_state);
+        self.authentic.on_restart(inst);
+        self.view_jump.on_restart(inst, with_state);
         self.agreement.on_restart(inst);
         self.checkpoints.on_restart(inst);
         self.prefix.on_restart(inst);

@@ -155,6 +155,7 @@ impl Sim {
         }
         if self.world.replicas[inst].adversary.is_none() {
             self.oracle.send(self.world.now, inst, &bytes);
+            self.oracle.emit(self.world.replicas[inst].id, &bytes);
             for &d in dests {
                 self.transmit(inst, d, &bytes);
             }
@@ -194,7 +195,9 @@ impl Sim {
                 );
             }
         }
+        let id = self.world.replicas[inst].id;
         for o in outs {
+            self.oracle.emit(id, &o.bytes);
             if o.delay_us > 0 {
                 self.world.queue.push(
                     Time(self.world.now.as_micros() + o.delay_us),

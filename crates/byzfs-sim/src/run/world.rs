@@ -370,6 +370,7 @@ impl Sim {
             if let Some(adv) = self.world.replicas[to].adversary.as_mut() {
                 adv.strategy.on_receive(&bytes);
             }
+            self.oracle.deliver(to, &bytes);
             self.step_replica(to, Input::Message(&bytes));
         } else if to < r_count + self.world.clients.len() {
             let idx = to - r_count;

@@ -103,6 +103,14 @@ pub enum Family {
     /// timeouts) at every replica, which takes no input meanwhile: no correct replica may
     /// start a view change (checker `stable-view`).
     SlowExecution,
+    /// A replica sending signed VIEW-CHANGEs for ever higher views (often view 0's primary),
+    /// while the primary is now and then cut off so views rotate: no correct replica may
+    /// follow it alone (checker `view-jump`), and the liveness phase must complete.
+    VcSpam,
+    /// Up to `f` replicas sending PREPAREs, COMMITs, CHECKPOINTs and VIEW-CHANGEs under other
+    /// replicas' names with their own keys or none, over a light network with the primary
+    /// now and then cut off: no correct replica may take one (checker `authentic`).
+    Impersonator,
 }
 
 /// A family's fault plan: `(faults stream, parameters, plan, n, f)`.
@@ -120,7 +128,7 @@ pub struct Spec {
 }
 
 /// Every family, in `all`'s order (`all` runs `TABLE[seed % len]`).
-pub const TABLE: [Spec; 26] = [
+pub const TABLE: [Spec; 28] = [
     Spec {
         family: Family::Normal,
         name: "normal",
@@ -250,6 +258,16 @@ pub const TABLE: [Spec; 26] = [
         family: Family::SlowExecution,
         name: "slow-execution",
         plan: slow_execution,
+    },
+    Spec {
+        family: Family::VcSpam,
+        name: "vc-spam",
+        plan: vc_spam,
+    },
+    Spec {
+        family: Family::Impersonator,
+        name: "impersonator",
+        plan: impersonator,
     },
 ];
 
@@ -732,4 +750,42 @@ fn slow_execution(r: &mut SimRng, params: &mut Params, plan: &mut Plan, _n: usiz
     // step's `now`, and one that waits in a busy backup's inbox arrives old.
     plan.clock_tolerance = Duration::from_secs(30);
     plan.stable_view = true;
+}
+
+/// [`Family::VcSpam`].
+fn vc_spam(r: &mut SimRng, params: &mut Params, plan: &mut Plan, n: usize, _f: usize) {
+    let id = byzantine(r, n, Some((0, 0.5)));
+    byz(plan, id, StrategyKind::VcSpam);
+    if r.gen_bool(0.5) {
+        params.net = light_net(r);
+    }
+    let episodes = r.gen_range(0..=3);
+    partitions(
+        r,
+        params,
+        episodes,
+        &[Shape::IsolatePrimary, Shape::IsolatePrimaryFully],
+        &mut plan.faults,
+    );
+}
+
+/// [`Family::Impersonator`].
+fn impersonator(r: &mut SimRng, params: &mut Params, plan: &mut Plan, n: usize, f: usize) {
+    for _ in 0..r.gen_range(1..=f) {
+        let id = byzantine(r, n, Some((0, 0.4)));
+        if plan.roles[id as usize].is_correct() {
+            byz(plan, id, StrategyKind::Impersonator);
+        }
+    }
+    if r.gen_bool(0.5) {
+        params.net = light_net(r);
+    }
+    let episodes = r.gen_range(0..=3);
+    partitions(
+        r,
+        params,
+        episodes,
+        &[Shape::IsolatePrimary, Shape::IsolatePrimaryFully],
+        &mut plan.faults,
+    );
 }
