@@ -55,11 +55,18 @@ pub enum Mutation {
     /// A checkpoint is stable on `2f` matching CHECKPOINTs, its own included, instead of
     /// `2f+1` (§2.2).
     StableCheckpointWeak,
+    /// A backup installs a NEW-VIEW whose VIEW-CHANGEs are genuine without recomputing the
+    /// decision from them (§3.4): it takes the new primary's picks and checkpoint on trust.
+    TrustNewView,
+    /// Rule A2 of the decision (§3.4) counts one VIEW-CHANGE that reports the batch
+    /// pre-prepared in the candidate's view or later, instead of `f+1`: one faulty replica's
+    /// claim of a higher-view certificate wins.
+    NewViewA2One,
 }
 
 impl Mutation {
     /// Every mutation.
-    pub const ALL: [Mutation; 15] = [
+    pub const ALL: [Mutation; 17] = [
         Mutation::CommitQuorum2f,
         Mutation::AcceptSecondPrePrepare,
         Mutation::NewViewLowestView,
@@ -75,6 +82,8 @@ impl Mutation {
         Mutation::JoinViewOnOneVc,
         Mutation::SkipReplicaAuth,
         Mutation::StableCheckpointWeak,
+        Mutation::TrustNewView,
+        Mutation::NewViewA2One,
     ];
 
     /// Command-line name.
@@ -95,6 +104,8 @@ impl Mutation {
             Mutation::JoinViewOnOneVc => "join-view-on-one-vc",
             Mutation::SkipReplicaAuth => "skip-replica-auth",
             Mutation::StableCheckpointWeak => "stable-checkpoint-weak",
+            Mutation::TrustNewView => "trust-new-view",
+            Mutation::NewViewA2One => "newview-a2-one",
         }
     }
 

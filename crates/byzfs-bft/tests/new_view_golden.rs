@@ -18,7 +18,7 @@
 
 use byzfs_bft::batch::null_digest;
 use byzfs_bft::message::{PrePreparedEntry, PreparedEntry, ViewChange};
-use byzfs_bft::replica::new_view::{decide, Decision};
+use byzfs_bft::replica::new_view::{decide, Broken, Decision};
 use byzfs_bft::{Digest, Seq, View};
 use std::path::Path;
 
@@ -125,7 +125,10 @@ fn run(text: &str) -> (String, String) {
         }
     }
     let refs: Vec<&ViewChange> = vcs.iter().collect();
-    (expect, expect_line(&decide(&refs, f, window, false)))
+    (
+        expect,
+        expect_line(&decide(&refs, f, window, Broken::default())),
+    )
 }
 
 #[test]

@@ -138,6 +138,23 @@ const CASES: &[Case] = &[
         &[0, 1],
         &[stable_quorum::NAME],
     ),
+    (
+        // The lying primary's NEW-VIEW re-proposes another batch (the null one, or a
+        // variant of its equivocation) where one committed (32 of 200 of lying-primary
+        // caught by a safety checker; most of the rest stall).
+        Mutation::TrustNewView,
+        Family::LyingPrimary,
+        &[102, 105],
+        &[agreement::NAME, prefix::NAME],
+    ),
+    (
+        // The lying primary's VIEW-CHANGE claims its variant prepared in a higher view; one
+        // claim passes A2 (2 of 200, 6 of 600: it needs a failed view in between).
+        Mutation::NewViewA2One,
+        Family::LyingPrimary,
+        &[163, 176],
+        &[agreement::NAME, prefix::NAME],
+    ),
 ];
 
 #[test]

@@ -175,6 +175,11 @@ fn impersonator() {
 }
 
 #[test]
+fn lying_primary() {
+    family(Family::LyingPrimary);
+}
+
+#[test]
 fn every_family_has_a_test() {
     // Keep this list in sync with the tests above.
     let tested = [
@@ -206,6 +211,7 @@ fn every_family_has_a_test() {
         "slow-execution",
         "vc-spam",
         "impersonator",
+        "lying-primary",
     ];
     let all: Vec<&str> = byzfs_sim::FAMILIES.iter().map(|f| f.name()).collect();
     assert_eq!(all, tested);

@@ -737,6 +737,8 @@ pub(crate) enum MutationStub {
     JoinViewOnOneVc,
     SkipReplicaAuth,
     StableCheckpointWeak,
+    TrustNewView,
+    NewViewA2One,
 }
 
 /// The mutation type call sites name (`M::CommitQuorum2f`).

@@ -38,16 +38,21 @@ pub struct Decision {
     pub picks: Vec<Digest>,
 }
 
+/// Deliberately broken rules of the decision (mutation testing only; all off by default).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Broken {
+    /// Prepared entries with the lowest view first, without rule A1.
+    pub lowest_view_first: bool,
+    /// Rule A2 satisfied by one VIEW-CHANGE instead of `f+1`.
+    pub a2_one: bool,
+}
+
 /// Runs the decision over `vcs` (distinct senders, all for the same view). `log_window` is
-/// `L`; `lowest_view_first` is the deliberately broken rule (mutation testing only).
-pub fn decide(
-    vcs: &[&ViewChange],
-    f: usize,
-    log_window: u64,
-    lowest_view_first: bool,
-) -> Option<Decision> {
+/// `L`; `broken` switches deliberately broken rules on (mutation testing only).
+pub fn decide(vcs: &[&ViewChange], f: usize, log_window: u64, broken: Broken) -> Option<Decision> {
     let quorum = 2 * f + 1;
     let weak = f + 1;
+    let a2_weak = if broken.a2_one { 1 } else { weak };
     // 1. The checkpoint.
     let mut cands: BTreeSet<(Seq, Digest)> = BTreeSet::new();
     for m in vcs {
@@ -77,7 +82,13 @@ pub fn decide(
     // 3. Each sequence number.
     let mut picks = Vec::with_capacity((top - min) as usize);
     for n in min + 1..=top {
-        picks.push(decide_seq(vcs, n, quorum, weak, lowest_view_first)?);
+        picks.push(decide_seq(
+            vcs,
+            n,
+            quorum,
+            a2_weak,
+            broken.lowest_view_first,
+        )?);
     }
     Some(Decision {
         min,
@@ -159,12 +170,7 @@ impl<S: Service> Replica<S> {
             return;
         }
         let vcs: Vec<&ViewChange> = set.iter().map(|s| &s.vc).collect();
-        let Some(dec) = decide(
-            &vcs,
-            self.f(),
-            self.config.log_window,
-            self.mutated(M::NewViewLowestView),
-        ) else {
+        let Some(dec) = decide(&vcs, self.f(), self.config.log_window, self.broken_rules()) else {
             return;
         };
         let frames: Vec<Vec<u8>> = set.iter().map(|s| s.frame.to_vec()).collect();
@@ -275,14 +281,24 @@ impl<S: Service> Replica<S> {
             }
         }
         let refs: Vec<&ViewChange> = vcs.values().collect();
-        let dec = decide(
-            &refs,
-            self.f(),
-            self.config.log_window,
-            self.mutated(M::NewViewLowestView),
-        )?;
+        if self.mutated(M::TrustNewView) {
+            return Some(Decision {
+                min: nv.min,
+                min_digest: nv.min_digest,
+                picks: nv.picks.clone(),
+            });
+        }
+        let dec = decide(&refs, self.f(), self.config.log_window, self.broken_rules())?;
         (dec.min == nv.min && dec.min_digest == nv.min_digest && dec.picks == nv.picks)
             .then_some(dec)
+    }
+
+    /// The decision's broken rules this replica runs with (none outside mutation testing).
+    fn broken_rules(&self) -> Broken {
+        Broken {
+            lowest_view_first: self.mutated(M::NewViewLowestView),
+            a2_one: self.mutated(M::NewViewA2One),
+        }
     }
 
     /// `process_new_view` (§3.4): leave limbo, install the chosen checkpoint (fetching state if
@@ -407,7 +423,7 @@ mod tests {
     #[test]
     fn empty_logs_choose_checkpoint_and_nothing() {
         let (a, b, c) = (vc(0, 0, &[], &[]), vc(1, 0, &[], &[]), vc(2, 0, &[], &[]));
-        let dec = decide(&[&a, &b, &c], 1, 256, false).unwrap();
+        let dec = decide(&[&a, &b, &c], 1, 256, Broken::default()).unwrap();
         assert_eq!(
             dec,
             Decision {
@@ -424,7 +440,7 @@ mod tests {
         let a = vc(0, 0, &[(2, 1, 7)], &[(2, 1, 7)]);
         let b = vc(1, 0, &[(2, 1, 7)], &[(2, 1, 7)]);
         let c = vc(2, 0, &[], &[]);
-        let dec = decide(&[&a, &b, &c], 1, 256, false).unwrap();
+        let dec = decide(&[&a, &b, &c], 1, 256, Broken::default()).unwrap();
         assert_eq!(dec.picks, vec![null_digest(), d(7)]);
     }
 
@@ -435,9 +451,18 @@ mod tests {
         let b = vc(1, 0, &[(1, 3, 8)], &[(1, 3, 8)]);
         let c = vc(2, 0, &[], &[(1, 3, 8)]);
         let e = vc(3, 0, &[], &[(1, 1, 7)]);
-        let good = decide(&[&a, &b, &c, &e], 1, 256, false).unwrap();
+        let good = decide(&[&a, &b, &c, &e], 1, 256, Broken::default()).unwrap();
         assert_eq!(good.picks, vec![d(8)]);
-        let bad = decide(&[&a, &b, &c, &e], 1, 256, true).unwrap();
+        let bad = decide(
+            &[&a, &b, &c, &e],
+            1,
+            256,
+            Broken {
+                lowest_view_first: true,
+                ..Broken::default()
+            },
+        )
+        .unwrap();
         assert_eq!(
             bad.picks,
             vec![d(7)],
@@ -452,10 +477,12 @@ mod tests {
         let liar = vc(0, 0, &[(1, 2, 9)], &[(1, 2, 9)]);
         let b = vc(1, 0, &[], &[]);
         let c = vc(2, 0, &[], &[]);
-        assert!(decide(&[&liar, &b, &c], 1, 256, false).is_none());
+        assert!(decide(&[&liar, &b, &c], 1, 256, Broken::default()).is_none());
         let e = vc(3, 0, &[], &[]);
         assert_eq!(
-            decide(&[&liar, &b, &c, &e], 1, 256, false).unwrap().picks,
+            decide(&[&liar, &b, &c, &e], 1, 256, Broken::default())
+                .unwrap()
+                .picks,
             vec![null_digest()]
         );
     }
@@ -467,13 +494,18 @@ mod tests {
         liar.checkpoints.push((128, d(1)));
         let b = vc(1, 0, &[], &[]);
         let c = vc(2, 0, &[], &[]);
-        assert_eq!(decide(&[&liar, &b, &c], 1, 256, false).unwrap().min, 0);
+        assert_eq!(
+            decide(&[&liar, &b, &c], 1, 256, Broken::default())
+                .unwrap()
+                .min,
+            0
+        );
         // Two replicas at stable 128 and one at 0: C1 holds for 128 (all ≤ 128), C2 holds.
         let x = vc(0, 128, &[], &[]);
         let y = vc(1, 128, &[], &[]);
         let mut z = vc(2, 0, &[], &[]);
         z.checkpoints.push((128, d(100 + 128)));
-        let dec = decide(&[&x, &y, &z], 1, 256, false).unwrap();
+        let dec = decide(&[&x, &y, &z], 1, 256, Broken::default()).unwrap();
         assert_eq!((dec.min, dec.min_digest), (128, d(228)));
     }
 }

@@ -117,6 +117,14 @@ impl Equivocate {
             .expect("decision present")
     }
 
+    /// The variant batches it pre-prepared to victims or a bridge at the same slot:
+    /// `(seq, view, variant digest)`.
+    pub fn variants(&self) -> impl Iterator<Item = (Seq, View, Digest)> + '_ {
+        self.decisions
+            .iter()
+            .filter_map(|(&(view, seq), d)| d.digests.map(|(_, new)| (seq, view, new)))
+    }
+
     /// The altered batch of `pp` under `variant` (same slot).
     fn alter(pp: &PrePrepare, variant: Variant) -> PrePrepare {
         let mut alt = pp.clone();

@@ -11,6 +11,7 @@ pub mod equivocate;
 pub mod forge;
 pub mod garbage;
 pub mod impersonator;
+pub mod lying_primary;
 pub mod lying_replies;
 pub mod slow_primary;
 pub mod time_warp;
@@ -105,6 +106,8 @@ pub enum StrategyKind {
     VcSpam,
     /// [`impersonator::Impersonator`].
     Impersonator,
+    /// [`lying_primary::LyingPrimary`].
+    LyingPrimary,
 }
 
 impl StrategyKind {
@@ -124,6 +127,7 @@ impl StrategyKind {
             StrategyKind::TimeWarp => Box::new(time_warp::TimeWarp::new()),
             StrategyKind::VcSpam => Box::new(vc_spam::VcSpam::new()),
             StrategyKind::Impersonator => Box::new(impersonator::Impersonator::new()),
+            StrategyKind::LyingPrimary => Box::new(lying_primary::LyingPrimary::new()),
         }
     }
 }

@@ -111,6 +111,10 @@ pub enum Family {
     /// replicas' names with their own keys or none, over a light network with the primary
     /// now and then cut off: no correct replica may take one (checker `authentic`).
     Impersonator,
+    /// A replica that equivocates while it leads, claims its variant batches prepared in
+    /// its VIEW-CHANGEs, and sends everyone the same wrong NEW-VIEW when it leads a new
+    /// view; primaries are cut off now and then so views rotate onto it.
+    LyingPrimary,
 }
 
 /// A family's fault plan: `(faults stream, parameters, plan, n, f)`.
@@ -128,7 +132,7 @@ pub struct Spec {
 }
 
 /// Every family, in `all`'s order (`all` runs `TABLE[seed % len]`).
-pub const TABLE: [Spec; 28] = [
+pub const TABLE: [Spec; 29] = [
     Spec {
         family: Family::Normal,
         name: "normal",
@@ -268,6 +272,11 @@ pub const TABLE: [Spec; 28] = [
         family: Family::Impersonator,
         name: "impersonator",
         plan: impersonator,
+    },
+    Spec {
+        family: Family::LyingPrimary,
+        name: "lying-primary",
+        plan: lying_primary,
     },
 ];
 
@@ -781,6 +790,24 @@ fn impersonator(r: &mut SimRng, params: &mut Params, plan: &mut Plan, n: usize, 
         params.net = light_net(r);
     }
     let episodes = r.gen_range(0..=3);
+    partitions(
+        r,
+        params,
+        episodes,
+        &[Shape::IsolatePrimary, Shape::IsolatePrimaryFully],
+        &mut plan.faults,
+    );
+}
+
+/// [`Family::LyingPrimary`].
+fn lying_primary(r: &mut SimRng, params: &mut Params, plan: &mut Plan, n: usize, _f: usize) {
+    let id = byzantine(r, n, Some((0, 0.5)));
+    byz(plan, id, StrategyKind::LyingPrimary);
+    params.net = NetFaults {
+        jitter_us: r.gen_range(0..=5_000),
+        ..NetFaults::benign()
+    };
+    let episodes = r.gen_range(2..=6);
     partitions(
         r,
         params,
