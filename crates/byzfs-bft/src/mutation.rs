@@ -62,11 +62,20 @@ pub enum Mutation {
     /// pre-prepared in the candidate's view or later, instead of `f+1`: one faulty replica's
     /// claim of a higher-view certificate wins.
     NewViewA2One,
+    /// A lagging replica fetches a checkpoint one replica claims stable, instead of one
+    /// `f+1` claim (§2.4): a faulty replica's made-up checkpoint gets installed.
+    TrustOneStableClaim,
+    /// A fetcher takes a replier's partition digests without checking that they hash to
+    /// the agreed checkpoint digest (§2.4): a faulty replier's shadow state gets installed.
+    SkipStateMetaCheck,
+    /// Answer read-only requests from the committed state without waiting for the batches
+    /// this replica already sent COMMIT for (the read-only floor, §1.8).
+    IgnoreReadOnlyFloor,
 }
 
 impl Mutation {
     /// Every mutation.
-    pub const ALL: [Mutation; 17] = [
+    pub const ALL: [Mutation; 20] = [
         Mutation::CommitQuorum2f,
         Mutation::AcceptSecondPrePrepare,
         Mutation::NewViewLowestView,
@@ -84,6 +93,9 @@ impl Mutation {
         Mutation::StableCheckpointWeak,
         Mutation::TrustNewView,
         Mutation::NewViewA2One,
+        Mutation::TrustOneStableClaim,
+        Mutation::SkipStateMetaCheck,
+        Mutation::IgnoreReadOnlyFloor,
     ];
 
     /// Command-line name.
@@ -106,6 +118,9 @@ impl Mutation {
             Mutation::StableCheckpointWeak => "stable-checkpoint-weak",
             Mutation::TrustNewView => "trust-new-view",
             Mutation::NewViewA2One => "newview-a2-one",
+            Mutation::TrustOneStableClaim => "trust-one-stable-claim",
+            Mutation::SkipStateMetaCheck => "skip-state-meta-check",
+            Mutation::IgnoreReadOnlyFloor => "ignore-read-only-floor",
         }
     }
 

@@ -10,8 +10,8 @@ mod common;
 use byzfs_bft::mutation::Mutation;
 use byzfs_sim::checker::{
     agreement, authentic, checkpoints, client_order, committed_prepared, durability, liveness,
-    persist, prefix, prepared, read_only, reply_cache, stable_quorum, stable_view, view_jump,
-    Violation,
+    persist, prefix, prepared, read_floor, read_only, reply_cache, stable_quorum, stable_view,
+    view_jump, Violation,
 };
 use byzfs_sim::run::{BUDGET, PANIC};
 use byzfs_sim::{run, Family, RunConfig};
@@ -154,6 +154,29 @@ const CASES: &[Case] = &[
         Family::LyingPrimary,
         &[163, 176],
         &[agreement::NAME, prefix::NAME],
+    ),
+    (
+        // A lagging replica fetches the liar's made-up stable checkpoint and installs its
+        // shadow state.
+        Mutation::TrustOneStableClaim,
+        Family::LyingState,
+        &[0, 1],
+        &[checkpoints::NAME, prefix::NAME],
+    ),
+    (
+        // A fetcher of the agreed checkpoint takes the liar's partition digests and
+        // installs its shadow state.
+        Mutation::SkipStateMetaCheck,
+        Family::LyingState,
+        &[0, 1],
+        &[checkpoints::NAME, prefix::NAME],
+    ),
+    (
+        // Reads answered from before the replica's own COMMITs.
+        Mutation::IgnoreReadOnlyFloor,
+        Family::ReadRace,
+        &[0, 1],
+        &[read_floor::NAME],
     ),
 ];
 

@@ -180,6 +180,16 @@ fn lying_primary() {
 }
 
 #[test]
+fn lying_state() {
+    family(Family::LyingState);
+}
+
+#[test]
+fn read_race() {
+    family(Family::ReadRace);
+}
+
+#[test]
 fn every_family_has_a_test() {
     // Keep this list in sync with the tests above.
     let tested = [
@@ -212,6 +222,8 @@ fn every_family_has_a_test() {
         "vc-spam",
         "impersonator",
         "lying-primary",
+        "lying-state",
+        "read-race",
     ];
     let all: Vec<&str> = byzfs_sim::FAMILIES.iter().map(|f| f.name()).collect();
     assert_eq!(all, tested);

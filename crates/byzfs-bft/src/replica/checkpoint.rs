@@ -198,7 +198,11 @@ impl<S: Service> Replica<S> {
                 *counts.entry((s, d)).or_insert(0) += 1;
             }
         }
-        let weak = self.config.weak();
+        let weak = if self.mutated(M::TrustOneStableClaim) {
+            1
+        } else {
+            self.config.weak()
+        };
         if let Some((&(s, d), _)) = counts.iter().rev().find(|(_, &c)| c >= weak) {
             self.start_fetch(s, d);
         }

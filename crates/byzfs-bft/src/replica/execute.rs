@@ -278,6 +278,11 @@ impl<S: Service> Replica<S> {
     /// the result after `last_tentative`, which the floor may require. Answering from the
     /// tentative state as such is unsafe (ARCHITECTURE.md Deviations 6a has the counterexample).
     fn try_read_only(&mut self, floor: Seq, r: &StoredRequest) -> bool {
+        let floor = if self.mutated(M::IgnoreReadOnlyFloor) {
+            0
+        } else {
+            floor
+        };
         if self.fetch.is_some() || !self.has_new_view || self.last_tentative < floor {
             return false;
         }

@@ -500,6 +500,13 @@ impl<S: Service> Replica<S> {
     pub fn stable_digest(&self) -> Option<Digest> {
         self.checkpoints.own.get(&self.last_stable).copied()
     }
+    /// The partition digests of held checkpoint `seq` — the service's, then the library's —
+    /// as a STATE-META for it carries them; their [`root_digest`] is the checkpoint digest.
+    pub fn checkpoint_digests(&self, seq: Seq) -> Option<Vec<Digest>> {
+        let mut parts = self.service.checkpoint_partition_digests(seq)?;
+        parts.extend(self.lib.checkpoint_digests(seq)?);
+        Some(parts)
+    }
     /// The service.
     pub fn service(&self) -> &S {
         &self.service
@@ -739,6 +746,9 @@ pub(crate) enum MutationStub {
     StableCheckpointWeak,
     TrustNewView,
     NewViewA2One,
+    TrustOneStableClaim,
+    SkipStateMetaCheck,
+    IgnoreReadOnlyFloor,
 }
 
 /// The mutation type call sites name (`M::CommitQuorum2f`).

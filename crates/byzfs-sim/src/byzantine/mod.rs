@@ -13,13 +13,15 @@ pub mod garbage;
 pub mod impersonator;
 pub mod lying_primary;
 pub mod lying_replies;
+pub mod lying_state;
 pub mod slow_primary;
 pub mod time_warp;
 pub mod vc_lies;
 pub mod vc_spam;
 
+use crate::kv::KvService;
 use crate::rng::SimRng;
-use byzfs_bft::{ClientId, Config, ReplicaId, Time, View};
+use byzfs_bft::{ClientId, Config, Replica, ReplicaId, Time, View};
 use forge::Forger;
 use std::sync::Arc;
 
@@ -66,6 +68,8 @@ pub struct Ctx<'a> {
     pub forger: &'a Forger,
     /// The strategy's random stream.
     pub rng: &'a mut SimRng,
+    /// The replica itself, read-only (what it holds: its checkpoints).
+    pub replica: Option<&'a Replica<KvService>>,
 }
 
 /// A Byzantine behaviour.
@@ -108,6 +112,8 @@ pub enum StrategyKind {
     Impersonator,
     /// [`lying_primary::LyingPrimary`].
     LyingPrimary,
+    /// [`lying_state::LyingState`].
+    LyingState,
 }
 
 impl StrategyKind {
@@ -128,6 +134,7 @@ impl StrategyKind {
             StrategyKind::VcSpam => Box::new(vc_spam::VcSpam::new()),
             StrategyKind::Impersonator => Box::new(impersonator::Impersonator::new()),
             StrategyKind::LyingPrimary => Box::new(lying_primary::LyingPrimary::new()),
+            StrategyKind::LyingState => Box::new(lying_state::LyingState::new()),
         }
     }
 }

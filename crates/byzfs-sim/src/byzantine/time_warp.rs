@@ -148,6 +148,7 @@ mod tests {
                 config: &config,
                 forger: &forger,
                 rng: &mut rng,
+                replica: None,
             };
             let mut shown = Vec::new();
             for to in 1..4 {

@@ -16,6 +16,7 @@ pub mod liveness;
 pub mod persist;
 pub mod prefix;
 pub mod prepared;
+pub mod read_floor;
 pub mod read_only;
 pub mod reply_cache;
 pub mod results;
@@ -25,6 +26,7 @@ pub mod view;
 pub mod view_jump;
 
 use crate::kv::KvOp;
+use byzfs_bft::client::FLAG_READ_ONLY;
 use byzfs_bft::message::{Message, Tag};
 use byzfs_bft::wire::Frame;
 use byzfs_bft::{
@@ -210,6 +212,8 @@ pub struct Oracle {
     pub view_jump: view_jump::ViewJump,
     /// Stable on `2f+1` CHECKPOINTs really sent.
     pub stable_quorum: stable_quorum::StableQuorum,
+    /// Reads see what the replica already sent COMMIT for.
+    pub read_floor: read_floor::ReadFloor,
     max_frame: usize,
 }
 
@@ -245,6 +249,7 @@ impl Oracle {
             authentic: authentic::Authentic::default(),
             view_jump: view_jump::ViewJump::default(),
             stable_quorum: stable_quorum::StableQuorum::new(f),
+            read_floor: read_floor::ReadFloor::default(),
             max_frame,
         }
     }
@@ -315,6 +320,14 @@ impl Oracle {
                 result_digest,
             );
             self.read_only.check(&mut self.sink, &self.results);
+            self.read_floor.on_answer(
+                &mut self.sink,
+                now,
+                inst,
+                (client, rid),
+                committed,
+                on_tentative,
+            );
         }
         self.checkpoints.on_event(&mut self.sink, now, inst, ev);
         self.view.on_event(&mut self.sink, now, inst, ev);
@@ -348,25 +361,39 @@ impl Oracle {
             self.authentic.expect_drop(inst, what);
             return;
         }
+        let tag = bytes.get(3).copied();
+        let read_only = bytes.get(5).is_some_and(|f| f & FLAG_READ_ONLY != 0);
+        let wanted =
+            tag == Some(Tag::Checkpoint as u8) || (tag == Some(Tag::Request as u8) && read_only);
+        if !wanted {
+            return;
+        }
         let Ok(frame) = Frame::parse(bytes, self.max_frame) else {
             return;
         };
-        if frame.header.tag != Tag::Checkpoint {
-            return;
-        }
-        if let (Principal::Replica(j), Ok(Message::Checkpoint(c))) =
-            (frame.header.sender, frame.decode())
-        {
-            if c.replica == j {
+        match (frame.header.sender, frame.decode()) {
+            (Principal::Replica(j), Ok(Message::Checkpoint(c))) if c.replica == j => {
                 self.stable_quorum.on_vote(inst, j, c.seq, c.digest);
             }
+            (Principal::Client(c), Ok(Message::Request(r))) if r.client == c => {
+                self.read_floor.on_read(inst, c, r.rid);
+            }
+            _ => {}
         }
     }
 
     /// A frame `inst` sends (replica to replica or client).
     pub fn send(&mut self, now: Time, inst: usize, bytes: &[u8]) {
-        if self.is_correct(inst) {
-            self.persist.check_send(&mut self.sink, now, inst, bytes);
+        if !self.is_correct(inst) {
+            return;
+        }
+        self.persist.check_send(&mut self.sink, now, inst, bytes);
+        if bytes.get(3) == Some(&(Tag::Commit as u8)) {
+            if let Ok(Message::Commit(c)) =
+                Frame::parse(bytes, self.max_frame).and_then(|f| f.decode())
+            {
+                self.read_floor.on_commit_sent(inst, c.seq);
+            }
         }
     }
 
@@ -390,6 +417,7 @@ impl Oracle {
         self.view.on_restart(inst, with_state);
         self.authentic.on_restart(inst);
         self.view_jump.on_restart(inst, with_state);
+        self.read_floor.on_restart(inst);
         self.agreement.on_restart(inst);
         self.checkpoints.on_restart(inst);
         self.prefix.on_restart(inst);

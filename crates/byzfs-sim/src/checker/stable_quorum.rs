@@ -1,7 +1,10 @@
 //! A checkpoint a correct replica calls stable on its own count was taken by `2f+1`
 //! replicas (PROTOCOL.md §2.2): it holds matching CHECKPOINTs from `2f` others that really
-//! sent them, plus its own. Stability reached through a NEW-VIEW or a state transfer rests on
-//! other evidence (`f+1` claims) and is judged by the `checkpoints` checker instead.
+//! sent them, plus its own. Its own is counted without looking: a replica restored from its
+//! disk holds checkpoints whose `CheckpointTaken` a crash cut off (clock-power-cuts 2919
+//! with 7 replicas), and whether its own digest matches is the `checkpoints` checker's
+//! business. Stability reached through a NEW-VIEW or a state transfer rests on other
+//! evidence (`f+1` claims) and is judged by `checkpoints` too.
 
 use super::Sink;
 use byzfs_bft::{Digest, Event, ReplicaId, Seq, StableVia, Time};
@@ -14,8 +17,8 @@ pub const NAME: &str = "stable-quorum";
 #[derive(Clone, Debug)]
 pub struct StableQuorum {
     quorum: usize,
-    /// Per correct instance: who is known to have sent it a CHECKPOINT for `(seq, digest)`
-    /// (itself included once it took the checkpoint).
+    /// Per correct instance: the other replicas known to have sent it a CHECKPOINT for
+    /// `(seq, digest)`.
     votes: BTreeMap<usize, BTreeMap<(Seq, Digest), BTreeSet<ReplicaId>>>,
 }
 
@@ -30,6 +33,9 @@ impl StableQuorum {
 
     /// Correct `inst` received a genuine CHECKPOINT of replica `from`.
     pub fn on_vote(&mut self, inst: usize, from: ReplicaId, seq: Seq, digest: Digest) {
+        if from as usize == inst {
+            return;
+        }
         self.votes
             .entry(inst)
             .or_default()
@@ -38,30 +44,25 @@ impl StableQuorum {
             .insert(from);
     }
 
-    /// An event of correct `inst`, which is replica `inst` (correct instances are their ids).
+    /// An event of correct `inst`.
     pub fn on_event(&mut self, sink: &mut Sink, now: Time, inst: usize, ev: &Event) {
-        match *ev {
-            Event::CheckpointTaken { seq, digest } => {
-                self.on_vote(inst, inst as ReplicaId, seq, digest);
-            }
-            Event::CheckpointStable { seq, digest, via } => {
-                let votes = self.votes.entry(inst).or_default();
-                let count = votes.get(&(seq, digest)).map_or(0, BTreeSet::len);
-                if via == StableVia::Quorum && count < self.quorum {
-                    sink.report(
-                        NAME,
-                        now,
-                        format!(
-                            "r{inst} holds checkpoint {seq} stable on {count} replicas' \
-                             CHECKPOINTs, fewer than {}",
-                            self.quorum
-                        ),
-                    );
-                }
-                *votes = votes.split_off(&(seq + 1, Digest::ZERO));
-            }
-            _ => {}
+        let Event::CheckpointStable { seq, digest, via } = *ev else {
+            return;
+        };
+        let votes = self.votes.entry(inst).or_default();
+        let count = 1 + votes.get(&(seq, digest)).map_or(0, BTreeSet::len);
+        if via == StableVia::Quorum && count < self.quorum {
+            sink.report(
+                NAME,
+                now,
+                format!(
+                    "r{inst} holds checkpoint {seq} stable on {count} replicas' \
+                     CHECKPOINTs, fewer than {}",
+                    self.quorum
+                ),
+            );
         }
+        *votes = votes.split_off(&(seq + 1, Digest::ZERO));
     }
 }
 

@@ -187,6 +187,7 @@ impl Sim {
                 config: &self.config,
                 forger: &adv.forger,
                 rng: &mut adv.rng,
+                replica: Some(&node.replica),
             };
             for &d in dests {
                 outs.extend(

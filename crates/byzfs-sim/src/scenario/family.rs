@@ -115,6 +115,15 @@ pub enum Family {
     /// its VIEW-CHANGEs, and sends everyone the same wrong NEW-VIEW when it leads a new
     /// view; primaries are cut off now and then so views rotate onto it.
     LyingPrimary,
+    /// A replica claiming every checkpoint it takes stable with a made-up digest and
+    /// serving a shadow state consistent with it, while correct replicas fall behind the
+    /// stable checkpoint in turn and must fetch state (checkpoints every 4 batches).
+    LyingState,
+    /// Read-only requests racing commits at the same objects: two or three hot keys, the
+    /// read-only optimisation on, jitter and slow links between replicas, so replicas have
+    /// sent COMMIT for batches they have not executed when reads reach them (checker
+    /// `read-floor`).
+    ReadRace,
 }
 
 /// A family's fault plan: `(faults stream, parameters, plan, n, f)`.
@@ -132,7 +141,7 @@ pub struct Spec {
 }
 
 /// Every family, in `all`'s order (`all` runs `TABLE[seed % len]`).
-pub const TABLE: [Spec; 29] = [
+pub const TABLE: [Spec; 31] = [
     Spec {
         family: Family::Normal,
         name: "normal",
@@ -277,6 +286,16 @@ pub const TABLE: [Spec; 29] = [
         family: Family::LyingPrimary,
         name: "lying-primary",
         plan: lying_primary,
+    },
+    Spec {
+        family: Family::LyingState,
+        name: "lying-state",
+        plan: lying_state,
+    },
+    Spec {
+        family: Family::ReadRace,
+        name: "read-race",
+        plan: read_race,
     },
 ];
 
@@ -815,4 +834,34 @@ fn lying_primary(r: &mut SimRng, params: &mut Params, plan: &mut Plan, n: usize,
         &[Shape::IsolatePrimary, Shape::IsolatePrimaryFully],
         &mut plan.faults,
     );
+}
+
+/// [`Family::LyingState`].
+fn lying_state(r: &mut SimRng, params: &mut Params, plan: &mut Plan, n: usize, _f: usize) {
+    params.config.checkpoint_interval = 4;
+    params.config.log_window = 8;
+    params.config.batch_window = params.config.batch_window.min(4);
+    params.workload.think_max_us = params.workload.think_max_us.min(5 * MS);
+    let liar = byzantine(r, n, None);
+    byz(plan, liar, StrategyKind::LyingState);
+    // Correct replicas cut off in turn, long enough to fall behind the stable checkpoint.
+    let correct: Vec<ReplicaId> = (0..n as ReplicaId).filter(|&i| i != liar).collect();
+    let mut at = r.gen_range(200 * MS..=S);
+    while at + S < params.safety_us {
+        let dur_us = r.gen_range(S..=3 * S);
+        let replica = correct[r.gen_range(0..correct.len())];
+        plan.faults.push((at, Fault::Isolate { replica, dur_us }));
+        at += dur_us + r.gen_range(300 * MS..=2 * S);
+    }
+}
+
+/// [`Family::ReadRace`].
+fn read_race(r: &mut SimRng, params: &mut Params, plan: &mut Plan, _n: usize, _f: usize) {
+    params.config.read_only_optimisation = true;
+    params.workload.keys = r.gen_range(2..=3);
+    params.net = NetFaults {
+        jitter_us: r.gen_range(1_000..=10_000),
+        ..NetFaults::benign()
+    };
+    slow_links(r, params, 30, &mut plan.faults);
 }
