@@ -106,16 +106,20 @@ mod tests {
     use byzfs_bft::message::Prepare;
     use byzfs_bft::{Digest, TestKeys};
 
+    fn prepare(replica: ReplicaId) -> Message {
+        Message::Prepare(Prepare {
+            view: 0,
+            seq: 1,
+            digest: Digest::ZERO,
+            replica,
+        })
+    }
+
     #[test]
     fn impersonated_frames_never_verify() {
         let tk = TestKeys::new(5, 4);
         let fg = Forger::new(tk.replica(1, [9]), 1 << 20);
-        let p = Message::Prepare(Prepare {
-            view: 0,
-            seq: 1,
-            digest: Digest::ZERO,
-            replica: 3,
-        });
+        let p = prepare(3);
         let r2 = tk.replica(2, []);
         for kind in [AuthKind::Authenticator, AuthKind::Mac, AuthKind::Signature] {
             let forged = fg.impersonate(3, 0, &p, kind, Dest::Replica(2));
@@ -135,12 +139,7 @@ mod tests {
     fn resealed_frames_verify_for_their_receiver() {
         let tk = TestKeys::new(5, 4);
         let fg = Forger::new(tk.replica(1, [9]), 1 << 20);
-        let p = Message::Prepare(Prepare {
-            view: 0,
-            seq: 1,
-            digest: Digest::ZERO,
-            replica: 1,
-        });
+        let p = prepare(1);
         let orig = encode(
             Envelope::new(Principal::Replica(1), 0),
             &p,

@@ -335,6 +335,24 @@ impl Family {
     }
 }
 
+/// Cuts the primary off (partly or fully) in a number of episodes drawn from `episodes`,
+/// so views rotate (onto a faulty replica too).
+fn rotate_primaries(
+    r: &mut SimRng,
+    params: &mut Params,
+    plan: &mut Plan,
+    episodes: std::ops::RangeInclusive<usize>,
+) {
+    let episodes = r.gen_range(episodes);
+    partitions(
+        r,
+        params,
+        episodes,
+        &[Shape::IsolatePrimary, Shape::IsolatePrimaryFully],
+        &mut plan.faults,
+    );
+}
+
 /// Makes replica `id` Byzantine with strategy `kind`.
 fn byz(plan: &mut Plan, id: ReplicaId, kind: StrategyKind) {
     plan.roles[id as usize] = Role::Byzantine;
@@ -462,14 +480,7 @@ fn lying_replies(r: &mut SimRng, _params: &mut Params, plan: &mut Plan, n: usize
 fn vc_lies(r: &mut SimRng, params: &mut Params, plan: &mut Plan, n: usize, _f: usize) {
     let id = byzantine(r, n, Some((1, 0.6)));
     byz(plan, id, StrategyKind::VcLies);
-    let episodes = r.gen_range(2..=4);
-    partitions(
-        r,
-        params,
-        episodes,
-        &[Shape::IsolatePrimary, Shape::IsolatePrimaryFully],
-        &mut plan.faults,
-    );
+    rotate_primaries(r, params, plan, 2..=4);
 }
 
 /// [`Family::Twins`].
@@ -787,14 +798,7 @@ fn vc_spam(r: &mut SimRng, params: &mut Params, plan: &mut Plan, n: usize, _f: u
     if r.gen_bool(0.5) {
         params.net = light_net(r);
     }
-    let episodes = r.gen_range(0..=3);
-    partitions(
-        r,
-        params,
-        episodes,
-        &[Shape::IsolatePrimary, Shape::IsolatePrimaryFully],
-        &mut plan.faults,
-    );
+    rotate_primaries(r, params, plan, 0..=3);
 }
 
 /// [`Family::Impersonator`].
@@ -808,14 +812,7 @@ fn impersonator(r: &mut SimRng, params: &mut Params, plan: &mut Plan, n: usize, 
     if r.gen_bool(0.5) {
         params.net = light_net(r);
     }
-    let episodes = r.gen_range(0..=3);
-    partitions(
-        r,
-        params,
-        episodes,
-        &[Shape::IsolatePrimary, Shape::IsolatePrimaryFully],
-        &mut plan.faults,
-    );
+    rotate_primaries(r, params, plan, 0..=3);
 }
 
 /// [`Family::LyingPrimary`].
@@ -826,14 +823,7 @@ fn lying_primary(r: &mut SimRng, params: &mut Params, plan: &mut Plan, n: usize,
         jitter_us: r.gen_range(0..=5_000),
         ..NetFaults::benign()
     };
-    let episodes = r.gen_range(2..=6);
-    partitions(
-        r,
-        params,
-        episodes,
-        &[Shape::IsolatePrimary, Shape::IsolatePrimaryFully],
-        &mut plan.faults,
-    );
+    rotate_primaries(r, params, plan, 2..=6);
 }
 
 /// [`Family::LyingState`].
