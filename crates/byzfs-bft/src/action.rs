@@ -363,6 +363,9 @@ pub enum DropReason {
     /// usually, a time-based choice older than the tolerance, retransmitted to a replica
     /// that is catching up after a restart (accepted once `f+1` PREPAREs vouch for it).
     Nondet,
+    /// A request from a client that already has as many requests stored at this replica as
+    /// it may (two `client_window`s; see `replica::request_store`): refused until some run.
+    ClientQuota,
 }
 
 #[cfg(test)]

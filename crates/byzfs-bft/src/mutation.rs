@@ -71,11 +71,14 @@ pub enum Mutation {
     /// Answer read-only requests from the committed state without waiting for the batches
     /// this replica already sent COMMIT for (the read-only floor, §1.8).
     IgnoreReadOnlyFloor,
+    /// Store every request a client sends within its claimed window, however many: a
+    /// faulty client's requests that never run then pile up at every replica.
+    NoClientQuota,
 }
 
 impl Mutation {
     /// Every mutation.
-    pub const ALL: [Mutation; 20] = [
+    pub const ALL: [Mutation; 21] = [
         Mutation::CommitQuorum2f,
         Mutation::AcceptSecondPrePrepare,
         Mutation::NewViewLowestView,
@@ -96,6 +99,7 @@ impl Mutation {
         Mutation::TrustOneStableClaim,
         Mutation::SkipStateMetaCheck,
         Mutation::IgnoreReadOnlyFloor,
+        Mutation::NoClientQuota,
     ];
 
     /// Command-line name.
@@ -121,6 +125,7 @@ impl Mutation {
             Mutation::TrustOneStableClaim => "trust-one-stable-claim",
             Mutation::SkipStateMetaCheck => "skip-state-meta-check",
             Mutation::IgnoreReadOnlyFloor => "ignore-read-only-floor",
+            Mutation::NoClientQuota => "no-client-quota",
         }
     }
 

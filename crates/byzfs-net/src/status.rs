@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// Every core drop reason (exported even when zero, so each series exists from the start).
-pub const DROP_REASONS: [DropReason; 8] = [
+pub const DROP_REASONS: [DropReason; 9] = [
     DropReason::Malformed,
     DropReason::BadAuth,
     DropReason::WrongEpoch,
@@ -18,6 +18,7 @@ pub const DROP_REASONS: [DropReason; 8] = [
     DropReason::Stale,
     DropReason::QueueFull,
     DropReason::Nondet,
+    DropReason::ClientQuota,
 ];
 
 /// Metric label of a core drop reason.
@@ -31,6 +32,7 @@ pub fn drop_reason_name(r: DropReason) -> &'static str {
         DropReason::Stale => "stale",
         DropReason::QueueFull => "queue_full",
         DropReason::Nondet => "nondet",
+        DropReason::ClientQuota => "client_quota",
     }
 }
 

@@ -10,8 +10,8 @@ mod common;
 use byzfs_bft::mutation::Mutation;
 use byzfs_sim::checker::{
     agreement, authentic, checkpoints, client_order, committed_prepared, durability, liveness,
-    persist, prefix, prepared, read_floor, read_only, reply_cache, stable_quorum, stable_view,
-    view_jump, Violation,
+    persist, prefix, prepared, read_floor, read_only, reply_cache, request_store, stable_quorum,
+    stable_view, view_jump, Violation,
 };
 use byzfs_sim::run::{BUDGET, PANIC};
 use byzfs_sim::{run, Family, RunConfig};
@@ -72,10 +72,10 @@ const CASES: &[Case] = &[
         &[persist::NAME],
     ),
     (
-        // The directed family for this rule: 2 of seeds 0..200 catch it, 6 of 200..500.
+        // The directed family for this rule: 6 of seeds 0..200 catch it.
         Mutation::VoteAfterUntrustedRestore,
         Family::VoteCuts,
-        &[12, 29, 213],
+        &[12, 29, 219],
         &[persist::NAME],
     ),
     (
@@ -112,7 +112,7 @@ const CASES: &[Case] = &[
         // A faulty client's burst beyond its window runs: the reply cache outgrows it.
         Mutation::IgnoreAckedBound,
         Family::BadClients,
-        &[2, 4],
+        &[2, 27],
         &[reply_cache::NAME],
     ),
     (
@@ -177,6 +177,14 @@ const CASES: &[Case] = &[
         Family::ReadRace,
         &[0, 1],
         &[read_floor::NAME],
+    ),
+    (
+        // A faulty client's piles of requests that follow one never sent are all stored
+        // (200 of 200 of bad-clients).
+        Mutation::NoClientQuota,
+        Family::BadClients,
+        &[0, 1],
+        &[request_store::NAME],
     ),
 ];
 

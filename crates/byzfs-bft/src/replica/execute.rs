@@ -204,22 +204,26 @@ impl<S: Service> Replica<S> {
     /// A client's request executed: forget it as pending and restart the view-change timer
     /// if others still wait (§3.1).
     fn request_done(&mut self, c: ClientId, rid: RequestId) {
-        if let Some(&(prid, pd)) = self.pending.get(&c) {
-            if prid <= rid {
+        match self.pending.get(&c).copied() {
+            Some((prid, pd)) if prid <= rid => {
                 self.pending.remove(&c);
                 if let Some(r) = self.requests.get(&pd) {
                     if !r.big {
                         self.requests.remove(&pd);
                     }
                 }
+                self.time_next_ready(c);
                 self.vc.progress();
                 self.restart_vtimer();
-            } else {
+            }
+            Some(_) => {
                 // An earlier request of a client with several in flight ran: progress too,
                 // or a steady window would look like a stalled primary (§1.6).
                 self.vc.progress();
                 self.restart_vtimer();
             }
+            // Its requests stored here may have waited for this one.
+            None => self.time_next_ready(c),
         }
     }
 
@@ -397,6 +401,26 @@ impl<S: Service> Replica<S> {
         acked < rid
             && after < rid
             && (rid - acked <= self.config.client_window || self.mutated(M::IgnoreAckedBound))
+    }
+
+    /// Whether a request of client `c` that must follow `after` can run here now: `after` ran
+    /// (ids run in the client's order, so the reply cache's last id tells).
+    pub(super) fn request_ready(&self, c: ClientId, after: RequestId) -> bool {
+        after <= reply_cache::last(&self.lib, c).map_or(0, |(rid, _)| rid)
+    }
+
+    /// Times the newest stored request of client `c` that became ready (see `on_request`).
+    fn time_next_ready(&mut self, c: ClientId) {
+        let last = reply_cache::last(&self.lib, c).map_or(0, |(rid, _)| rid);
+        let next = self
+            .requests
+            .after(c, last)
+            .filter(|r| r.after <= last)
+            .map(|r| (r.rid, r.digest))
+            .max();
+        if let Some((rid, d)) = next {
+            self.add_pending(c, rid, d);
+        }
     }
 
     /// How many results the reply cache keeps for client `c` (the simulator checks that it

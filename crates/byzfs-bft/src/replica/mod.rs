@@ -21,6 +21,7 @@ mod log;
 pub mod new_view;
 mod normal;
 mod reply_cache;
+mod request_store;
 mod restart;
 mod state_transfer;
 mod status;
@@ -178,7 +179,7 @@ pub struct Replica<S: Service> {
 
     // Requests.
     /// Request bodies by request digest.
-    requests: BTreeMap<Digest, StoredRequest>,
+    requests: request_store::RequestStore,
     /// Primary: requests waiting for a sequence number, in arrival order.
     queue: VecDeque<Digest>,
     /// Request digests already placed in a batch of an unexecuted slot (dedup).
@@ -281,7 +282,7 @@ impl<S: Service> Replica<S> {
             executed: BTreeMap::new(),
             batches: BTreeMap::new(),
             missing_batches: BTreeSet::new(),
-            requests: BTreeMap::new(),
+            requests: request_store::RequestStore::default(),
             queue: VecDeque::new(),
             proposed: BTreeSet::new(),
             proposed_ids: BTreeSet::new(),
@@ -506,6 +507,21 @@ impl<S: Service> Replica<S> {
         let mut parts = self.service.checkpoint_partition_digests(seq)?;
         parts.extend(self.lib.checkpoint_digests(seq)?);
         Some(parts)
+    }
+    /// How many requests of client `c` count against its share of the request store
+    /// (`replica::request_store`): those stored that cannot run here yet — the request they
+    /// follow has not run — and are not bodies a logged batch names (the simulator checks
+    /// the share).
+    pub fn stored_requests(&self, c: ClientId) -> usize {
+        let last = reply_cache::last(&self.lib, c).map_or(0, |(rid, _)| rid);
+        self.requests
+            .after(c, last)
+            .filter(|r| r.after > last && !(r.big && self.body_in_log(&r.digest)))
+            .count()
+    }
+    /// Requests a client may have stored here: [`request_store::STORED_PER_WINDOW`] windows.
+    fn client_share(&self) -> usize {
+        request_store::STORED_PER_WINDOW * self.config.client_window as usize
     }
     /// The service.
     pub fn service(&self) -> &S {
@@ -749,6 +765,7 @@ pub(crate) enum MutationStub {
     TrustOneStableClaim,
     SkipStateMetaCheck,
     IgnoreReadOnlyFloor,
+    NoClientQuota,
 }
 
 /// The mutation type call sites name (`M::CommitQuorum2f`).

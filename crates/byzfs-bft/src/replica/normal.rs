@@ -99,8 +99,8 @@ impl<S: Service> Replica<S> {
         };
         if needed_body {
             // Only the body: it is not queued, forwarded or waited for.
-            if !self.store_request(stored) {
-                return self.drop_input(DropReason::QueueFull);
+            if let Err(why) = self.store_request(stored, false) {
+                return self.drop_input(why);
             }
             return self.on_body_arrived(frame.header.body_digest);
         }
@@ -108,15 +108,25 @@ impl<S: Service> Replica<S> {
             return self.on_read_only(stored);
         }
         let first_receipt = !self.requests.contains_key(&stored.digest);
-        if !self.store_request(stored.clone()) {
-            return self.drop_input(DropReason::QueueFull);
+        // Only a request that cannot run yet counts against its client's share; a body a
+        // logged batch names is stored whatever the share: the batch cannot run without it
+        // (a quota on it stalled bad-clients 0 for good).
+        let exempt =
+            self.request_ready(c, stored.after) || (stored.big && self.body_in_log(&stored.digest));
+        let quota = !exempt;
+        if let Err(why) = self.store_request(stored.clone(), quota) {
+            return self.drop_input(why);
         }
         if stored.big {
             // Its pre-prepare may have arrived first and be waiting for this body.
             self.on_body_arrived(stored.digest);
         }
-        // Primary and backups alike run the view-change timer for it (see `restart_vtimer`).
-        self.add_pending(c, stored.rid, stored.digest);
+        // Primary and backups alike run the view-change timer for it (see `restart_vtimer`)
+        // once it can run: a request whose predecessor has not run here is timed when that
+        // one has (`request_done`), so one that follows a request never sent frames no one.
+        if self.request_ready(c, stored.after) {
+            self.add_pending(c, stored.rid, stored.digest);
+        }
         if self.is_primary() {
             if !self.proposed.contains(&stored.digest) && !self.queue.contains(&stored.digest) {
                 self.queue.push_back(stored.digest);
@@ -165,21 +175,32 @@ impl<S: Service> Replica<S> {
         })
     }
 
-    /// Keeps the newest request per client (and big bodies referenced by the log). Returns
-    /// false if the store is full.
-    pub(super) fn store_request(&mut self, r: StoredRequest) -> bool {
+    /// Stores a client's request (or a big body a logged batch needs: not `quota`, then).
+    /// Refused if the store is full, or with `quota` if the client already has its share
+    /// stored (`Replica::client_share`).
+    pub(super) fn store_request(
+        &mut self,
+        r: StoredRequest,
+        quota: bool,
+    ) -> Result<(), DropReason> {
         if let Some(held) = self.requests.get_mut(&r.digest) {
             // A verified copy replaces one whose signature was deferred (same body).
             if r.sig_checked && !held.sig_checked {
                 *held = r;
             }
-            return true;
+            return Ok(());
         }
         if self.requests.len() >= LOOSE_REQUESTS_MAX {
-            return false;
+            return Err(DropReason::QueueFull);
+        }
+        if quota
+            && self.stored_requests(r.client) >= self.client_share()
+            && !self.mutated(M::NoClientQuota)
+        {
+            return Err(DropReason::ClientQuota);
         }
         self.requests.insert(r.digest, r);
-        true
+        Ok(())
     }
 
     /// The primary assigns sequence numbers while the window allows (§1.9), never at or

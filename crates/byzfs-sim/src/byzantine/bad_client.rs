@@ -16,7 +16,8 @@
 //! * **window abuse**: a burst of requests all acknowledging the same old id, some beyond
 //!   `Config::client_window` (refused; if they ran, the reply cache would grow without
 //!   bound — the reply-cache checker catches it), and requests that follow one never sent
-//!   (never run);
+//!   (never run), alone or four windows at once (stored, they would fill the replicas'
+//!   request stores: the request-store checker);
 //! * duplicates of the latest request, stale request ids with new operations, verbatim replays
 //!   of old requests, large requests (above the SRT threshold) with partial MACs, and some
 //!   valid requests too.
@@ -304,6 +305,19 @@ impl BadClient {
                     })
                     .collect()
             }
+            15 if rng.gen_bool(0.25) => {
+                // A pile: four windows of requests, each following an id it never sends.
+                // None ever runs; stored, they would fill every replica's request store.
+                (0..4 * self.window)
+                    .map(|_| {
+                        self.next_rid += 1;
+                        let (rid, op) = self.fresh(rng);
+                        let ids = (rid, rid - 2, rid - 1);
+                        let b = self.frame_ids(self.id, ids, &op, Sig::Good, &all_good);
+                        send(all.clone(), b, rid, op, "gap-pile")
+                    })
+                    .collect()
+            }
             15 => {
                 // Follows an id it never sends.
                 self.next_rid += 1;
@@ -382,12 +396,12 @@ mod tests {
                     "valid" | "then-frame" | "equivocate" => {
                         assert_eq!((macs, sig), (vec![true; 4], true))
                     }
-                    "window-burst" | "gap" => {
+                    "window-burst" | "gap" | "gap-pile" => {
                         assert_eq!((macs, sig), (vec![true; 4], true));
                         let Ok(Message::Request(r)) = f.decode() else {
                             panic!("a request")
                         };
-                        if s.what == "gap" {
+                        if s.what != "window-burst" {
                             assert_eq!((r.acked, r.after), (r.rid - 2, r.rid - 1));
                         } else {
                             assert!(r.acked < r.rid && r.after == 0);
@@ -410,6 +424,7 @@ mod tests {
             "valid",
             "window-burst",
             "gap",
+            "gap-pile",
         ] {
             assert!(seen.contains(what), "{what} never drawn");
         }

@@ -19,6 +19,7 @@ pub mod prepared;
 pub mod read_floor;
 pub mod read_only;
 pub mod reply_cache;
+pub mod request_store;
 pub mod results;
 pub mod stable_quorum;
 pub mod stable_view;
@@ -148,6 +149,8 @@ pub trait Observe {
     fn state_digest(&self) -> Digest;
     /// How many results the reply cache keeps for client `c`.
     fn cached_results(&self, c: ClientId) -> usize;
+    /// How many requests of client `c` the replica stores.
+    fn stored_requests(&self, c: ClientId) -> usize;
 }
 
 impl<S: Service> Observe for Replica<S> {
@@ -172,6 +175,9 @@ impl<S: Service> Observe for Replica<S> {
     fn cached_results(&self, c: ClientId) -> usize {
         Replica::cached_results(self, c)
     }
+    fn stored_requests(&self, c: ClientId) -> usize {
+        Replica::stored_requests(self, c)
+    }
 }
 
 /// Every online checker, fed by the simulator. Instances are network node indices of replica
@@ -192,6 +198,8 @@ pub struct Oracle {
     pub client_order: client_order::ClientOrder,
     /// INV-REPLY-CACHE (at most a window of results per client).
     pub reply_cache: reply_cache::ReplyCacheBound,
+    /// At most two windows of stored requests per client.
+    pub request_store: request_store::RequestStoreBound,
     /// Persist before send (§3.6 #11, STYLE.md §3).
     pub persist: persist::PersistBeforeSend,
     /// INV-REPLY and linearizability of read-only results.
@@ -239,6 +247,7 @@ impl Oracle {
             exactly_once: exactly_once::ExactlyOnce::default(),
             client_order: client_order::ClientOrder::default(),
             reply_cache: reply_cache::ReplyCacheBound::default(),
+            request_store: request_store::RequestStoreBound::default(),
             persist: persist::PersistBeforeSend::new(max_frame),
             results: results::Results::new(read_only_opt),
             read_only: read_only::ReadOnlyCommitted::default(),
@@ -339,6 +348,7 @@ impl Oracle {
         self.stable_quorum.on_event(&mut self.sink, now, inst, ev);
         if let Event::Dropped(_) = ev {
             self.authentic.on_dropped(inst);
+            self.request_store.on_dropped(inst);
         }
     }
 
@@ -363,8 +373,7 @@ impl Oracle {
         }
         let tag = bytes.get(3).copied();
         let read_only = bytes.get(5).is_some_and(|f| f & FLAG_READ_ONLY != 0);
-        let wanted =
-            tag == Some(Tag::Checkpoint as u8) || (tag == Some(Tag::Request as u8) && read_only);
+        let wanted = tag == Some(Tag::Checkpoint as u8) || tag == Some(Tag::Request as u8);
         if !wanted {
             return;
         }
@@ -376,7 +385,11 @@ impl Oracle {
                 self.stable_quorum.on_vote(inst, j, c.seq, c.digest);
             }
             (Principal::Client(c), Ok(Message::Request(r))) if r.client == c => {
-                self.read_floor.on_read(inst, c, r.rid);
+                if read_only {
+                    self.read_floor.on_read(inst, c, r.rid);
+                } else {
+                    self.request_store.on_request(inst, c);
+                }
             }
             _ => {}
         }
@@ -409,6 +422,7 @@ impl Oracle {
             .on_step_end(&mut self.sink, now, inst, r.last_executed());
         self.prefix.on_step_end(&mut self.sink, now, inst, r);
         self.reply_cache.on_step_end(&mut self.sink, now, inst, r);
+        self.request_store.on_step_end(&mut self.sink, now, inst, r);
     }
 
     /// `inst` restarted, keeping its durable state or not.
@@ -418,6 +432,7 @@ impl Oracle {
         self.authentic.on_restart(inst);
         self.view_jump.on_restart(inst, with_state);
         self.read_floor.on_restart(inst);
+        self.request_store.on_restart(inst);
         self.agreement.on_restart(inst);
         self.checkpoints.on_restart(inst);
         self.prefix.on_restart(inst);
@@ -427,6 +442,7 @@ impl Oracle {
     pub fn issue(&mut self, now: Time, client: ClientId, rid: RequestId, op: &[u8], correct: bool) {
         self.exactly_once.on_issue(client, rid);
         self.reply_cache.on_issue(client);
+        self.request_store.on_issue(client);
         if correct && KvOp::decode(op).is_some_and(|o| !matches!(o, KvOp::Get { .. } | KvOp::Time))
         {
             self.client_order.on_write(client, rid);
@@ -497,6 +513,8 @@ pub struct Stub {
     pub fetching: bool,
     /// State digest.
     pub digest: Digest,
+    /// Stored requests that cannot run yet, for any client.
+    pub stored: usize,
 }
 
 impl Observe for Stub {
@@ -520,5 +538,8 @@ impl Observe for Stub {
     }
     fn cached_results(&self, _: ClientId) -> usize {
         0
+    }
+    fn stored_requests(&self, _: ClientId) -> usize {
+        self.stored
     }
 }

@@ -170,6 +170,7 @@ impl Sim {
         );
         oracle.stable_view.expected = plan.stable_view;
         oracle.reply_cache.window = config.client_window;
+        oracle.request_store.share = 2 * config.client_window as usize;
         let net = Network::new(
             nodes,
             plan.params.net.clone(),

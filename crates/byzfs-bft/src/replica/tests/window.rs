@@ -119,3 +119,45 @@ fn a_request_beyond_the_window_is_refused_on_receipt_and_skipped_in_a_batch() {
     );
     assert_eq!(b.stats().requests_executed, 1);
 }
+
+#[test]
+fn a_request_is_timed_only_once_the_one_it_follows_has_run() {
+    // Request 2 follows request 1, which this backup has not seen: it is stored and
+    // forwarded, but no view-change timer runs for it (a faulty client's request that
+    // follows one it never sends would otherwise frame every primary). Once 1 runs (in a
+    // batch), 2 can run, and its timer starts.
+    let cfg = config();
+    let mut b = replica(1, &cfg);
+    drain(&mut b);
+    b.handle_message(Time(1), &windowed(&cfg, 2, 1, 1));
+    drain(&mut b);
+    assert!(!b.timers.is_set(TimerKind::ViewChange));
+    assert!(b.pending.is_empty());
+    replies(&cfg, &mut b, 1, vec![windowed(&cfg, 1, 0, 0)]);
+    assert!(b.timers.is_set(TimerKind::ViewChange));
+    assert_eq!(b.pending.get(&CLIENT).map(|&(rid, _)| rid), Some(2));
+}
+
+#[test]
+fn a_client_gets_two_windows_of_requests_that_cannot_run_then_is_refused() {
+    // Each request follows an id the client never sends: none can ever run. The store takes
+    // two windows of them, then refuses the client (counted), and still takes a request of
+    // that client that can run.
+    let cfg = config();
+    let w = cfg.client_window;
+    let mut b = replica(1, &cfg);
+    drain(&mut b);
+    for k in 1..=2 * w {
+        let rid = 2 * k;
+        b.handle_message(Time(k), &windowed(&cfg, rid, rid - 1, rid - 1));
+        drain(&mut b);
+    }
+    assert_eq!(b.stored_requests(CLIENT), 2 * w as usize);
+    let rid = 2 * (2 * w + 1);
+    b.handle_message(Time(100), &windowed(&cfg, rid, rid - 1, rid - 1));
+    assert_eq!(drain(&mut b), dropped(DropReason::ClientQuota));
+    b.handle_message(Time(101), &windowed(&cfg, rid + 1, rid, 0));
+    drain(&mut b);
+    assert_eq!(b.requests.len(), 2 * w as usize + 1);
+    assert_eq!(b.stats().dropped.get(&DropReason::ClientQuota), Some(&1));
+}
