@@ -140,7 +140,7 @@ const CASES: &[Case] = &[
     ),
     (
         // The lying primary's NEW-VIEW re-proposes another batch (the null one, or a
-        // variant of its equivocation) where one committed (32 of 200 of lying-primary
+        // variant of its equivocation) where one committed (33 of 200 of lying-primary
         // caught by a safety checker; most of the rest stall).
         Mutation::TrustNewView,
         Family::LyingPrimary,

@@ -9,8 +9,9 @@
 //!   where the other batch committed;
 //! * as a new primary, it sends every backup the same wrong NEW-VIEW (one lie per view): a
 //!   pick replaced by the null batch or by one of its variants, the last pick dropped or an
-//!   extra null pick added, or a wrong checkpoint digest. The VIEW-CHANGEs inside are the
-//!   real, signed ones, so only a backup's own recomputation of the decision can tell.
+//!   extra null pick added, or a wrong checkpoint (its digest, or one interval off). The
+//!   VIEW-CHANGEs inside are the real, signed ones, so only a backup's own recomputation of
+//!   the decision can tell.
 //!
 //! Everything is signed with its own key, the same to every receiver.
 
@@ -100,7 +101,16 @@ impl LyingPrimary {
                 nv.picks.pop();
             }
             8 => nv.picks.push(null_digest()),
-            _ => nv.min_digest = Digest(ctx.rng.gen()),
+            // A wrong checkpoint: its digest, or the checkpoint one interval off.
+            _ if ctx.rng.gen_bool(0.5) => nv.min_digest = Digest(ctx.rng.gen()),
+            _ => {
+                let k = ctx.config.checkpoint_interval;
+                nv.min = if nv.min >= k && ctx.rng.gen_bool(0.5) {
+                    nv.min - k
+                } else {
+                    nv.min + k
+                };
+            }
         }
         nv
     }
