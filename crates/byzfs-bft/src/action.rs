@@ -308,6 +308,16 @@ pub enum Event {
         /// The new view.
         view: View,
     },
+    /// This backup found the primary of `view` too slow under load and votes it out
+    /// (`replica/monitor.rs`); a [`Event::ViewChangeStarted`] follows.
+    PrimaryTooSlow {
+        /// The view whose primary was judged.
+        view: View,
+        /// Work executed in the judged period (requests, plus one per 4 KiB of operation).
+        units: u64,
+        /// What the period had to reach.
+        required: u64,
+    },
     /// A NEW-VIEW was installed.
     ViewInstalled {
         /// The view.

@@ -62,6 +62,77 @@ pub struct Config {
     /// Largest chunk of a partition in one STATE-PART message (a larger partition travels
     /// in several); at most `message_bytes_max / 2`.
     pub state_chunk_bytes: usize,
+    /// The backups' watch on the primary's throughput (Aardvark; ARCHITECTURE.md
+    /// "Defences under attack").
+    #[serde(default)]
+    pub monitor: MonitorConfig,
+}
+
+/// How backups judge the primary's throughput (Aardvark, PROTOCOL.md §5.3 measure 4;
+/// `replica/monitor.rs`). Every `period` a backup counts the work executed in the view (one
+/// unit per request plus one per 4 KiB of its operation). It judges the primary only after
+/// `grace` in the view, and only while the load demands more: a client's request has waited
+/// at this backup at least `patience` with none of that client's requests running (clients
+/// retransmit to every replica when the primary is slow; large requests reach every replica
+/// at once). Then the period's work must reach `percent` % of the best period of the last
+/// `views` views (this one included), raised by `raise_percent` % for each judged period of
+/// the view, and at least `floor_per_s` units per second; a backup that sees less starts a
+/// view change. The raise makes views end regularly under sustained demand, so a primary
+/// that stays just above the bar cannot keep its view for ever.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct MonitorConfig {
+    /// Whether backups judge the primary's throughput at all.
+    pub enabled: bool,
+    /// Length of one measured period.
+    pub period: Duration,
+    /// Time after a view is installed before its primary is judged.
+    pub grace: Duration,
+    /// How long a client's request must wait at a backup before the load counts as
+    /// demanding more than the primary gives.
+    pub patience: Duration,
+    /// Share of the recent best period the primary must reach, in percent (1..=100).
+    pub percent: u32,
+    /// Increase of the bar for each judged period of a view, in percent (0 for none).
+    pub raise_percent: u32,
+    /// Views whose best period sets the bar (at least 1: the current one).
+    pub views: u32,
+    /// Least work per second demanded of a primary whatever the history (0 for none).
+    pub floor_per_s: u64,
+}
+
+impl Default for MonitorConfig {
+    fn default() -> Self {
+        MonitorConfig {
+            enabled: true,
+            period: Duration::from_millis(500),
+            grace: Duration::from_secs(2),
+            patience: Duration::from_millis(500),
+            percent: 90,
+            raise_percent: 1,
+            views: 5,
+            floor_per_s: 0,
+        }
+    }
+}
+
+impl MonitorConfig {
+    /// Checks the parameters.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.period.is_zero() {
+            return Err("monitor.period must be positive".into());
+        }
+        if self.percent == 0 || self.percent > 100 {
+            return Err("monitor.percent must be in 1..=100".into());
+        }
+        if self.raise_percent > 100 {
+            return Err("monitor.raise_percent must be in 0..=100".into());
+        }
+        if self.views == 0 || self.views > 1000 {
+            return Err("monitor.views must be in 1..=1000".into());
+        }
+        Ok(())
+    }
 }
 
 impl Config {
@@ -89,6 +160,7 @@ impl Config {
             message_bytes_max: 4 * 1024 * 1024,
             op_bytes_max: 1024 * 1024,
             state_chunk_bytes: 1024 * 1024,
+            monitor: MonitorConfig::default(),
         }
     }
 
@@ -145,6 +217,6 @@ impl Config {
         if self.state_chunk_bytes == 0 || self.state_chunk_bytes > self.message_bytes_max / 2 {
             return Err("state_chunk_bytes must be in 1..=message_bytes_max/2".into());
         }
-        Ok(())
+        self.monitor.validate()
     }
 }

@@ -74,11 +74,15 @@ pub enum Mutation {
     /// Store every request a client sends within its claimed window, however many: a
     /// faulty client's requests that never run then pile up at every replica.
     NoClientQuota,
+    /// Backups never vote a primary out for its throughput (`replica/monitor.rs`): a primary
+    /// that holds every batch just under the view-change timeout keeps its view for ever.
+    /// Breaks no safety rule (a liveness one, like `IgnoreBusyTime`).
+    NoPrimaryMonitor,
 }
 
 impl Mutation {
     /// Every mutation.
-    pub const ALL: [Mutation; 21] = [
+    pub const ALL: [Mutation; 22] = [
         Mutation::CommitQuorum2f,
         Mutation::AcceptSecondPrePrepare,
         Mutation::NewViewLowestView,
@@ -100,6 +104,7 @@ impl Mutation {
         Mutation::SkipStateMetaCheck,
         Mutation::IgnoreReadOnlyFloor,
         Mutation::NoClientQuota,
+        Mutation::NoPrimaryMonitor,
     ];
 
     /// Command-line name.
@@ -126,6 +131,7 @@ impl Mutation {
             Mutation::SkipStateMetaCheck => "skip-state-meta-check",
             Mutation::IgnoreReadOnlyFloor => "ignore-read-only-floor",
             Mutation::NoClientQuota => "no-client-quota",
+            Mutation::NoPrimaryMonitor => "no-primary-monitor",
         }
     }
 

@@ -43,6 +43,14 @@ pub struct ProtocolParams {
     pub message_bytes_max: usize,
     pub op_bytes_max: usize,
     pub state_chunk_bytes: usize,
+    pub monitor_enabled: bool,
+    pub monitor_period_ms: u64,
+    pub monitor_grace_ms: u64,
+    pub monitor_patience_ms: u64,
+    pub monitor_percent: u32,
+    pub monitor_raise_percent: u32,
+    pub monitor_views: u32,
+    pub monitor_floor_per_s: u64,
 }
 
 fn millis(d: Duration) -> u64 {
@@ -77,6 +85,14 @@ impl ProtocolParams {
             message_bytes_max: c.message_bytes_max,
             op_bytes_max: c.op_bytes_max,
             state_chunk_bytes: c.state_chunk_bytes,
+            monitor_enabled: c.monitor.enabled,
+            monitor_period_ms: millis(c.monitor.period),
+            monitor_grace_ms: millis(c.monitor.grace),
+            monitor_patience_ms: millis(c.monitor.patience),
+            monitor_percent: c.monitor.percent,
+            monitor_raise_percent: c.monitor.raise_percent,
+            monitor_views: c.monitor.views,
+            monitor_floor_per_s: c.monitor.floor_per_s,
         }
     }
 
@@ -103,6 +119,16 @@ impl ProtocolParams {
             message_bytes_max: self.message_bytes_max,
             op_bytes_max: self.op_bytes_max,
             state_chunk_bytes: self.state_chunk_bytes,
+            monitor: byzfs_bft::MonitorConfig {
+                enabled: self.monitor_enabled,
+                period: Duration::from_millis(self.monitor_period_ms),
+                grace: Duration::from_millis(self.monitor_grace_ms),
+                patience: Duration::from_millis(self.monitor_patience_ms),
+                percent: self.monitor_percent,
+                raise_percent: self.monitor_raise_percent,
+                views: self.monitor_views,
+                floor_per_s: self.monitor_floor_per_s,
+            },
         }
     }
 }

@@ -66,6 +66,8 @@ pub struct CoreCounters {
     pub rollbacks: u64,
     #[serde(default)]
     pub busy_steps: u64,
+    #[serde(default)]
+    pub monitor_complaints: u64,
     pub dropped: BTreeMap<String, u64>,
 }
 
@@ -90,6 +92,7 @@ impl From<&Stats> for CoreCounters {
             state_parts_fetched: s.state_parts_fetched,
             rollbacks: s.rollbacks,
             busy_steps: s.busy_steps,
+            monitor_complaints: s.monitor_complaints,
             dropped: DROP_REASONS
                 .iter()
                 .chain(s.dropped.keys())

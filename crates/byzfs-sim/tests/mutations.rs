@@ -1,5 +1,6 @@
 //! Each deliberately broken rule (`--mutation NAME`) must be caught by an oracle *safety*
-//! checker — or, for `ignore-busy-time`, which breaks a liveness rule, by stable-view — and
+//! checker — or, for `ignore-busy-time` and `no-primary-monitor`, which break liveness
+//! rules, by stable-view and slow-view — and
 //! the very same runs must pass without it. The seeds below were found by the
 //! sweeps recorded in the crate README (mutation table); each is an ordinary seed of a general
 //! scenario family, not a hand-made trace. Fast: the mutated runs stop at the first violation.
@@ -10,8 +11,8 @@ mod common;
 use byzfs_bft::mutation::Mutation;
 use byzfs_sim::checker::{
     agreement, authentic, checkpoints, client_order, committed_prepared, durability, liveness,
-    persist, prefix, prepared, read_floor, read_only, reply_cache, request_store, stable_quorum,
-    stable_view, view_jump, Violation,
+    persist, prefix, prepared, read_floor, read_only, reply_cache, request_store, slow_view,
+    stable_quorum, stable_view, view_jump, Violation,
 };
 use byzfs_sim::run::{BUDGET, PANIC};
 use byzfs_sim::{run, Family, RunConfig};
@@ -144,7 +145,7 @@ const CASES: &[Case] = &[
         // caught by a safety checker; most of the rest stall).
         Mutation::TrustNewView,
         Family::LyingPrimary,
-        &[102, 105],
+        &[17, 32],
         &[agreement::NAME, prefix::NAME],
     ),
     (
@@ -185,6 +186,14 @@ const CASES: &[Case] = &[
         Family::BadClients,
         &[0, 1],
         &[request_store::NAME],
+    ),
+    (
+        // A liveness rule: the slow primary holds every batch under the timeout and keeps
+        // its view (slow-view, 250 of 300 of slow-primary).
+        Mutation::NoPrimaryMonitor,
+        Family::SlowPrimary,
+        &[0, 1],
+        &[slow_view::NAME],
     ),
 ];
 

@@ -127,6 +127,21 @@ pub fn run(a: StatusArgs) -> anyhow::Result<ExitCode> {
     for line in &h.notes {
         say!(o, "{line}");
     }
+    for (id, s) in results
+        .iter()
+        .filter_map(|(id, r)| Some((id, r.as_ref().ok()?)))
+    {
+        // ARCHITECTURE.md "Defences under attack": each is a view change this replica
+        // started because the primary's throughput fell short under load.
+        if s.core.monitor_complaints > 0 {
+            say!(
+                o,
+                "replica {id}: voted out a primary too slow under load {} time(s) (of {} view changes it started)",
+                s.core.monitor_complaints,
+                s.core.view_changes
+            );
+        }
+    }
     let in_step = h.in_step.len();
     match h.view {
         Some(v) if in_step >= quorum => say!(

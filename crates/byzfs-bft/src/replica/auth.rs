@@ -179,6 +179,7 @@ impl<S: Service> Replica<S> {
             }
             if self.pending.get(&c).is_some_and(|&(_, pd)| pd == d) {
                 self.pending.remove(&c);
+                self.monitor_served(c);
             }
         }
         ok

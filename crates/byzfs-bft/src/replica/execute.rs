@@ -157,6 +157,9 @@ impl<S: Service> Replica<S> {
                 }
                 continue;
             }
+            if !replay {
+                self.monitor_executed(1 + (req.op.len() / super::monitor::UNIT_BYTES) as u64);
+            }
             let result = self.service.execute(c, req.op, &batch.nondet);
             if !replay {
                 self.send_reply(c, req.rid, &result, tentative, f.header.replier);
@@ -207,6 +210,7 @@ impl<S: Service> Replica<S> {
         match self.pending.get(&c).copied() {
             Some((prid, pd)) if prid <= rid => {
                 self.pending.remove(&c);
+                self.monitor_served(c);
                 if let Some(r) = self.requests.get(&pd) {
                     if !r.big {
                         self.requests.remove(&pd);
@@ -219,6 +223,7 @@ impl<S: Service> Replica<S> {
             Some(_) => {
                 // An earlier request of a client with several in flight ran: progress too,
                 // or a steady window would look like a stalled primary (§1.6).
+                self.monitor_served(c);
                 self.vc.progress();
                 self.restart_vtimer();
             }

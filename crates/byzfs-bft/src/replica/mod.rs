@@ -18,6 +18,7 @@ mod checkpoint;
 mod durable;
 mod execute;
 mod log;
+mod monitor;
 pub mod new_view;
 mod normal;
 mod reply_cache;
@@ -104,6 +105,9 @@ pub struct Stats {
     pub state_parts_fetched: u64,
     /// Tentative executions rolled back.
     pub rollbacks: u64,
+    /// View changes this replica started because the primary's throughput fell short
+    /// under load (`replica/monitor.rs`).
+    pub monitor_complaints: u64,
     /// Steps the driver reported as having kept the replica busy ([`Replica::busy_for`]).
     pub busy_steps: u64,
     /// Inputs dropped, by reason.
@@ -225,6 +229,8 @@ pub struct Replica<S: Service> {
     stored_batches: BTreeMap<Digest, Seq>,
     /// Partition digests (service, then library) of the last stored checkpoint image.
     stored_parts: Vec<Digest>,
+    /// The watch on the primary's throughput.
+    monitor: monitor::Monitor,
 }
 
 impl<S: Service> Replica<S> {
@@ -245,6 +251,7 @@ impl<S: Service> Replica<S> {
         r.checkpoints.set_own(0, digest);
         r.timers
             .set(TimerKind::Status, now + r.config.status_interval);
+        r.monitor_view_start();
         r
     }
 
@@ -301,6 +308,7 @@ impl<S: Service> Replica<S> {
             store_state: false,
             stored_batches: BTreeMap::new(),
             stored_parts: Vec::new(),
+            monitor: monitor::Monitor::default(),
             config,
         }
     }
@@ -373,6 +381,7 @@ impl<S: Service> Replica<S> {
                 }
                 TimerKind::ViewChange => self.on_view_change_timeout(),
                 TimerKind::Fetch => self.on_fetch_timeout(),
+                TimerKind::Monitor => self.on_monitor_timeout(),
             }
         }
         self.check_invariants();
@@ -407,6 +416,7 @@ impl<S: Service> Replica<S> {
         }
         self.stats.busy_steps += 1;
         self.push_back_vtimer(busy);
+        self.monitor_busy();
     }
 
     /// The earliest deadline at which `handle_timeout` must be called.
@@ -766,6 +776,7 @@ pub(crate) enum MutationStub {
     SkipStateMetaCheck,
     IgnoreReadOnlyFloor,
     NoClientQuota,
+    NoPrimaryMonitor,
 }
 
 /// The mutation type call sites name (`M::CommitQuorum2f`).

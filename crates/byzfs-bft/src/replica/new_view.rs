@@ -307,6 +307,7 @@ impl<S: Service> Replica<S> {
         let v = self.view;
         self.has_new_view = true;
         self.timers.stop(TimerKind::ViewChange);
+        self.monitor_view_start();
         let max = dec.min + dec.picks.len() as u64 + 1;
         self.low_bound = dec.min;
         self.seqno = max - 1;

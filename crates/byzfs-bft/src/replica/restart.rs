@@ -385,6 +385,7 @@ impl<S: Service> Replica<S> {
         self.seqno = self.seqno.max(highest_vote);
         self.timers
             .set(TimerKind::Status, now + self.config.status_interval);
+        self.monitor_view_start();
         if !proposals_durable {
             // Some unsynced `Voted` records may be lost, all at or below the durable horizon
             // (or the stable checkpoint, if higher, as before any horizon was written): no

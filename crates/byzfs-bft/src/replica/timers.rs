@@ -11,14 +11,21 @@ pub(crate) enum TimerKind {
     ViewChange = 1,
     /// State-transfer retry (rotate the replier).
     Fetch = 2,
+    /// End of a period of the primary's throughput watch ([`super::monitor`]).
+    Monitor = 3,
 }
 
-const ALL: [TimerKind; 3] = [TimerKind::Status, TimerKind::ViewChange, TimerKind::Fetch];
+const ALL: [TimerKind; 4] = [
+    TimerKind::Status,
+    TimerKind::ViewChange,
+    TimerKind::Fetch,
+    TimerKind::Monitor,
+];
 
 /// Deadlines by kind.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Timers {
-    at: [Option<Time>; 3],
+    at: [Option<Time>; 4],
 }
 
 impl Timers {

@@ -64,6 +64,7 @@ impl<S: Service> Replica<S> {
             return;
         }
         self.pending.insert(c, (rid, d));
+        self.monitor_waiting(c);
         if !self.timers.is_set(TimerKind::ViewChange) {
             self.restart_vtimer();
         }

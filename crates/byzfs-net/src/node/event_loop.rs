@@ -463,6 +463,18 @@ impl<S: Service> EventLoop<S> {
             Event::CheckpointStable { seq, .. } => {
                 tracing::debug!(replica = me, view, seq, "checkpoint stable")
             }
+            Event::PrimaryTooSlow {
+                view: judged,
+                units,
+                required,
+            } => tracing::warn!(
+                replica = me,
+                view = judged,
+                primary = self.replica.primary(),
+                units,
+                required,
+                "the primary's throughput fell short under load; voting it out"
+            ),
             Event::ViewChangeStarted { view: to } => {
                 tracing::info!(replica = me, view, to, "view change started")
             }

@@ -21,6 +21,7 @@ pub mod read_only;
 pub mod reply_cache;
 pub mod request_store;
 pub mod results;
+pub mod slow_view;
 pub mod stable_quorum;
 pub mod stable_view;
 pub mod view;
@@ -222,6 +223,8 @@ pub struct Oracle {
     pub stable_quorum: stable_quorum::StableQuorum,
     /// Reads see what the replica already sent COMMIT for.
     pub read_floor: read_floor::ReadFloor,
+    /// A slow primary's view ends under load (off unless the plan says so).
+    pub slow_view: slow_view::SlowView,
     max_frame: usize,
 }
 
@@ -259,6 +262,7 @@ impl Oracle {
             view_jump: view_jump::ViewJump::default(),
             stable_quorum: stable_quorum::StableQuorum::new(f),
             read_floor: read_floor::ReadFloor::default(),
+            slow_view: slow_view::SlowView::default(),
             max_frame,
         }
     }
@@ -417,6 +421,8 @@ impl Oracle {
         }
         self.view.on_step_end(&mut self.sink, now, inst, r.view());
         self.view_jump.on_step_end(inst, r.view());
+        self.slow_view
+            .on_step_end(&mut self.sink, now, inst, r.view());
         self.authentic.on_step_end(&mut self.sink, now, inst);
         self.checkpoints
             .on_step_end(&mut self.sink, now, inst, r.last_executed());
@@ -448,12 +454,16 @@ impl Oracle {
             self.client_order.on_write(client, rid);
         }
         self.results.issue(now, client, rid, op, correct);
+        if correct {
+            self.slow_view.on_issue(now);
+        }
     }
 
     /// A correct client accepted `result` for `(client, rid)`.
     pub fn complete(&mut self, now: Time, client: ClientId, rid: RequestId, result: &[u8]) {
         self.results
             .accept(&mut self.sink, now, client, rid, result);
+        self.slow_view.on_complete(now);
     }
 
     /// End-of-run checks of the results (read-only linearizability). Durability and liveness

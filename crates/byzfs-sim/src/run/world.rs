@@ -169,6 +169,7 @@ impl Sim {
             config.read_only_optimisation,
         );
         oracle.stable_view.expected = plan.stable_view;
+        oracle.slow_view.watch = plan.slow_watch();
         oracle.reply_cache.window = config.client_window;
         oracle.request_store.share = 2 * config.client_window as usize;
         let net = Network::new(

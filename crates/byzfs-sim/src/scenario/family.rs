@@ -458,10 +458,18 @@ fn equivocate(r: &mut SimRng, _params: &mut Params, plan: &mut Plan, n: usize, _
     byz(plan, id, StrategyKind::Equivocate);
 }
 
-/// [`Family::SlowPrimary`].
-fn slow_primary(r: &mut SimRng, _params: &mut Params, plan: &mut Plan, n: usize, _f: usize) {
+/// [`Family::SlowPrimary`]. `T` = 500 ms, so the held batches (450 ms) outlast the clients'
+/// first retransmission (100–150 ms) and the backups see the clients wait; the throughput
+/// watch measures short periods, so the `slow-view` checker's bound fits in the run.
+fn slow_primary(r: &mut SimRng, params: &mut Params, plan: &mut Plan, n: usize, _f: usize) {
     let id = byzantine(r, n, Some((0, 0.8)));
     byz(plan, id, StrategyKind::SlowPrimary);
+    let c = &mut params.config;
+    c.view_change_timeout = Duration::from_millis(500);
+    c.view_change_timeout_max = Duration::from_millis(16 * 500);
+    c.monitor.period = Duration::from_millis(150);
+    c.monitor.grace = Duration::from_secs(1);
+    c.monitor.patience = Duration::from_millis(100);
 }
 
 /// [`Family::Garbage`].

@@ -106,6 +106,36 @@ impl SlowExecution {
 }
 
 impl Plan {
+    /// What the `slow-view` checker holds the run to: in the `slow-primary` family with the
+    /// throughput watch on, the slow primary's views end within the grace, the patience, the
+    /// periods the raised bar needs to pass `100/percent` of the primary's own best (its
+    /// first view has no better history), four more periods and two timeouts (the view
+    /// change itself).
+    pub fn slow_watch(&self) -> Option<crate::checker::slow_view::Watch> {
+        let c = &self.params.config;
+        let m = &c.monitor;
+        if self.family != Family::SlowPrimary || !m.enabled || m.raise_percent == 0 {
+            return None;
+        }
+        let (primary, _) = self
+            .byzantine
+            .iter()
+            .find(|(_, k)| *k == StrategyKind::SlowPrimary)?;
+        let need =
+            (100.0 / f64::from(m.percent)).ln() / (1.0 + f64::from(m.raise_percent) / 100.0).ln();
+        let periods = need.ceil() as u64 + 4;
+        let us = |d: Duration| d.as_micros() as u64;
+        Some(crate::checker::slow_view::Watch {
+            primary: *primary,
+            n: c.n(),
+            weak: c.weak(),
+            bound_us: us(m.grace)
+                + us(m.patience)
+                + periods * us(m.period)
+                + 2 * us(c.view_change_timeout),
+        })
+    }
+
     /// Replicas counted against `f`: Byzantine, twinned, amnesiac, clock-faulty.
     pub fn faulty(&self) -> usize {
         self.roles.iter().filter(|r| !r.is_correct()).count() + self.clock_faulty.len()

@@ -2,7 +2,7 @@
 
 #![allow(dead_code)]
 
-use byzfs_sim::checker::{durability, liveness, stable_view, Violation};
+use byzfs_sim::checker::{durability, liveness, slow_view, stable_view, Violation};
 use byzfs_sim::run::BUDGET;
 
 /// Seeds per family (override with `BYZFS_SIM_SEEDS`).
@@ -25,7 +25,14 @@ pub fn tolerated(v: &Violation) -> bool {
 }
 
 /// Liveness, durability (which needs a converged run), stable-view (a view change where
-/// none was due) and event-budget violations.
+/// none was due), slow-view (a slow primary's view that lasted) and event-budget violations.
 pub fn liveness_class(v: &Violation) -> bool {
-    [liveness::NAME, durability::NAME, stable_view::NAME, BUDGET].contains(&v.checker)
+    [
+        liveness::NAME,
+        durability::NAME,
+        stable_view::NAME,
+        slow_view::NAME,
+        BUDGET,
+    ]
+    .contains(&v.checker)
 }

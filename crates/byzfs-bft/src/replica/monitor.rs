@@ -1,0 +1,192 @@
+//! The backups' watch on the primary's throughput (Aardvark, PROTOCOL.md §5.3 measure 4;
+//! parameters in [`crate::MonitorConfig`]).
+//!
+//! The view-change timer (§3.1) only replaces a primary that stops: it restarts whenever a
+//! request executes, so a primary that holds every batch just under the timeout keeps its
+//! view for ever at a few batches per timeout. Here each backup counts the work executed in
+//! each `period` of the view (one unit per request, plus one per 4 KiB of its operation, so a
+//! load of large writes is not mistaken for a slow primary of small ones) and, after the
+//! view's `grace`, votes the primary out when a period falls short of the bar: `percent` % of
+//! the best period of the last `views` views, raised by `raise_percent` % per judged period,
+//! and at least the floor.
+//!
+//! Only while the load demands more: a client's request has waited at this backup for
+//! `patience` with none of that client's requests running since. A backup holds a client's
+//! small request only when the client retransmitted it to every replica (its reply was
+//! late), and large ones as soon as they are sent; so an idle or lightly loaded cluster, or a
+//! load that simply shrank, is never judged. Periods in which the driver reported this
+//! replica busy ([`Replica::busy_for`]) are not judged either: its own slowness is not the
+//! primary's. A backup's complaint is a VIEW-CHANGE like a timeout's, and moves no one alone
+//! (the `f+1` join rule).
+
+use super::timers::TimerKind;
+use super::Replica;
+use crate::action::Event;
+use crate::ids::{ClientId, View};
+use crate::service::Service;
+use crate::time::Time;
+use std::collections::{BTreeMap, VecDeque};
+
+/// Bytes of an operation worth one more unit of work.
+pub(crate) const UNIT_BYTES: usize = 4096;
+
+/// A backup's measurements of the primaries' throughput.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Monitor {
+    /// The view being measured and when this replica installed it.
+    view: View,
+    view_start: Time,
+    /// Start of the current period and the work executed in it.
+    period_start: Time,
+    units: u64,
+    /// The driver reported this replica busy during the period.
+    busy: bool,
+    /// Best period of the current view, and of each of the views before it (newest last).
+    best: u64,
+    history: VecDeque<u64>,
+    /// Periods of this view judged so far (each raises the bar).
+    judged: u32,
+    /// Since when each client with a request pending here has waited with none of its
+    /// requests running (the demand test).
+    waiting_since: BTreeMap<ClientId, Time>,
+}
+
+/// The outcome of one judged period, for the event and the log.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Verdict {
+    pub units: u64,
+    pub required: u64,
+}
+
+impl Monitor {
+    /// The bar for the next judged period: the recent best, scaled, raised, floored (in
+    /// units; a replica's own judgement, so floating point needs no agreement).
+    fn required(&self, c: &crate::MonitorConfig, period_us: u64) -> f64 {
+        let best = self.history.iter().copied().chain([self.best]).max();
+        let raise = (1.0 + f64::from(c.raise_percent) / 100.0).powi(self.judged.min(10_000) as i32);
+        let bar = best.unwrap_or(0) as f64 * f64::from(c.percent) / 100.0 * raise;
+        let floor = c.floor_per_s as f64 * period_us as f64 / 1e6;
+        bar.max(floor)
+    }
+}
+
+impl<S: Service> Replica<S> {
+    /// Starts measuring the current view (at construction, restart and each installed view).
+    pub(super) fn monitor_view_start(&mut self) {
+        let m = &mut self.monitor;
+        if m.view != self.view {
+            m.history.push_back(m.best);
+            while m.history.len() > self.config.monitor.views.saturating_sub(1) as usize {
+                m.history.pop_front();
+            }
+            m.best = 0;
+        }
+        m.view = self.view;
+        m.view_start = self.now;
+        m.period_start = self.now;
+        m.units = 0;
+        m.busy = false;
+        m.judged = 0;
+        if self.config.monitor.enabled {
+            self.timers
+                .set(TimerKind::Monitor, self.now + self.config.monitor.period);
+        }
+    }
+
+    /// Work executed in this view (`units` of [`UNIT_BYTES`]).
+    pub(super) fn monitor_executed(&mut self, units: u64) {
+        self.monitor.units = self.monitor.units.saturating_add(units);
+    }
+
+    /// The driver reported a long step.
+    pub(super) fn monitor_busy(&mut self) {
+        self.monitor.busy = true;
+    }
+
+    /// Client `c` has a request pending here: it waits from now unless it already did.
+    pub(super) fn monitor_waiting(&mut self, c: ClientId) {
+        let now = self.now;
+        self.monitor.waiting_since.entry(c).or_insert(now);
+    }
+
+    /// A request of `c` ran (its wait starts again if more are pending) or none is pending.
+    pub(super) fn monitor_served(&mut self, c: ClientId) {
+        if self.pending.contains_key(&c) {
+            let now = self.now;
+            self.monitor.waiting_since.insert(c, now);
+        } else {
+            self.monitor.waiting_since.remove(&c);
+        }
+    }
+
+    /// The end of a period: judge it, then start the next.
+    pub(super) fn on_monitor_timeout(&mut self) {
+        let c = self.config.monitor.clone();
+        let now = self.now;
+        let period_us = now
+            .as_micros()
+            .saturating_sub(self.monitor.period_start.as_micros());
+        let verdict = self.judge(&c, now, period_us);
+        let m = &mut self.monitor;
+        m.best = m.best.max(m.units);
+        m.period_start = now;
+        m.units = 0;
+        m.busy = false;
+        if c.enabled {
+            self.timers.set(TimerKind::Monitor, now + c.period);
+        }
+        if let Some(v) = verdict {
+            if !self.pending_signatures_checked() {
+                // Only requests a faulty client signed badly waited: no one to blame.
+                return;
+            }
+            self.stats.monitor_complaints += 1;
+            tracing::info!(
+                replica = self.me,
+                view = self.view,
+                units = v.units,
+                required = v.required,
+                "the primary's throughput fell short under load; voting it out"
+            );
+            self.event(Event::PrimaryTooSlow {
+                view: self.view,
+                units: v.units,
+                required: v.required,
+            });
+            self.start_view_change(self.view + 1);
+        }
+    }
+
+    /// Whether the period just ended condemns the primary.
+    fn judge(&mut self, c: &crate::MonitorConfig, now: Time, period_us: u64) -> Option<Verdict> {
+        let m = &self.monitor;
+        let judged = c.enabled
+            && self.has_new_view
+            && self.fetch.is_none()
+            && self.primary() != self.me
+            && m.view == self.view
+            && !m.busy
+            && now.as_micros() >= m.view_start.as_micros() + c.grace.as_micros() as u64
+            // A period cut short (a view installed mid-way) says little.
+            && period_us >= c.period.as_micros() as u64;
+        if !judged {
+            return None;
+        }
+        let patience = c.patience.as_micros() as u64;
+        let demand = self.monitor.waiting_since.iter().any(|(cl, t)| {
+            self.pending.contains_key(cl) && t.as_micros() + patience <= now.as_micros()
+        });
+        if !demand {
+            return None;
+        }
+        let required = self.monitor.required(c, period_us);
+        self.monitor.judged = self.monitor.judged.saturating_add(1);
+        let units = self.monitor.units;
+        ((units as f64) < required && !self.mutated(super::M::NoPrimaryMonitor)).then_some(
+            Verdict {
+                units,
+                required: required.ceil() as u64,
+            },
+        )
+    }
+}

@@ -1,0 +1,247 @@
+//! The backups' watch on the primary's throughput (`replica/monitor.rs`, Aardvark,
+//! PROTOCOL.md §5.3 measure 4): a backup votes out a primary that orders too little while a
+//! client waits, and only then.
+
+use super::*;
+
+/// A second client: it waits at the backup while `CLIENT`'s requests keep running.
+const OTHER: ClientId = CLIENT + 1;
+
+/// Backup 1 in view 0 with room for a long run: `T` = 5 s, checkpoints far apart.
+fn backup(tune: impl Fn(&mut Config)) -> (Config, Replica<Counter>) {
+    let mut cfg = config();
+    cfg.checkpoint_interval = 128;
+    cfg.log_window = 256;
+    cfg.view_change_timeout = Duration::from_secs(5);
+    tune(&mut cfg);
+    let keys = TestKeys::new(1, cfg.n());
+    let mut b = Replica::new(
+        cfg.clone(),
+        keys.replica(1, [CLIENT, OTHER]),
+        Counter::new(),
+        1,
+        Time::ZERO,
+    );
+    drain(&mut b);
+    (cfg, b)
+}
+
+/// Drives the backup: fires its timers up to each input's time, then delivers the input;
+/// returns every event it emitted.
+struct Run {
+    cfg: Config,
+    b: Replica<Counter>,
+    seq: Seq,
+    rid: RequestId,
+    events: Vec<Event>,
+}
+
+impl Run {
+    fn new(tune: impl Fn(&mut Config)) -> Run {
+        let (cfg, b) = backup(tune);
+        Run {
+            cfg,
+            b,
+            seq: 0,
+            rid: 0,
+            events: Vec::new(),
+        }
+    }
+
+    fn until(&mut self, t: Time) {
+        while let Some(at) = self.b.poll_timeout().filter(|&at| at <= t) {
+            self.b.handle_timeout(at);
+            self.collect();
+        }
+    }
+
+    fn collect(&mut self) {
+        for a in drain(&mut self.b) {
+            if let Action::Event(e) = a {
+                self.events.push(e);
+            }
+        }
+    }
+
+    /// `CLIENT`'s next `count` requests, ordered in one committed batch at `ms`.
+    fn batch(&mut self, ms: u64, count: u64) {
+        let now = Time::ZERO + Duration::from_millis(ms);
+        self.until(now);
+        if self.b.view() != 0 {
+            return;
+        }
+        let requests = (0..count)
+            .map(|_| {
+                self.rid += 1;
+                request(&self.cfg, self.rid, b"w", false)
+            })
+            .collect();
+        self.seq += 1;
+        let batch = BatchBody {
+            requests,
+            big: vec![],
+            nondet: vec![1],
+        };
+        order_in_view_0(&self.cfg, &mut self.b, now, self.seq, batch, true);
+        self.collect();
+    }
+
+    /// `OTHER` retransmits its request `rid` to the backup at `ms` (its reply is late).
+    fn other_waits(&mut self, ms: u64, rid: RequestId) -> Vec<u8> {
+        let now = Time::ZERO + Duration::from_millis(ms);
+        self.until(now);
+        let req = client_request(&self.cfg, OTHER, rid, b"o", false, ReqAuth::Signed);
+        self.b.handle_message(now, &req);
+        self.collect();
+        req
+    }
+
+    /// The primary finally orders `req` at `ms`.
+    fn order(&mut self, ms: u64, req: Vec<u8>) {
+        let now = Time::ZERO + Duration::from_millis(ms);
+        self.until(now);
+        if self.b.view() != 0 {
+            return;
+        }
+        self.seq += 1;
+        order_in_view_0(&self.cfg, &mut self.b, now, self.seq, batch_of(req), true);
+        self.collect();
+    }
+
+    /// Three seconds of a fast primary: five requests every 100 ms (25 units a period).
+    fn fast_start(&mut self) {
+        for i in 0..30 {
+            self.batch(i * 100, 5);
+        }
+    }
+
+    fn slow_verdicts(&self) -> Vec<&Event> {
+        self.events
+            .iter()
+            .filter(|e| matches!(e, Event::PrimaryTooSlow { .. }))
+            .collect()
+    }
+}
+
+/// The attack the view-change timer cannot see: after a fast start the primary holds each
+/// batch just under `T` (4 s of 5), so every request executes before the timer runs out and
+/// the timer restarts. The backup, with a client waiting, votes it out at the first period
+/// the client waited through: 0 units against 90 % of the best period (25).
+#[test]
+fn a_backup_votes_out_a_primary_that_holds_every_batch_under_the_timeout() {
+    let mut r = Run::new(|_| {});
+    r.fast_start();
+    let req = r.other_waits(3000, 1);
+    r.order(7000, req);
+    r.until(Time::ZERO + Duration::from_secs(20));
+    assert_eq!(
+        r.slow_verdicts(),
+        vec![&Event::PrimaryTooSlow {
+            view: 0,
+            units: 0,
+            required: 23,
+        }]
+    );
+    assert_eq!((r.b.view(), r.b.stats().monitor_complaints), (1, 1));
+    assert_eq!(
+        r.b.last_executed(),
+        30,
+        "the held batch never ran in view 0"
+    );
+}
+
+/// Without the watch the same primary keeps its view: each held batch executes before the
+/// view-change timer expires (PROTOCOL.md §5.3: throughput falls by orders of magnitude).
+#[test]
+fn without_the_watch_the_slow_primary_keeps_its_view() {
+    let mut r = Run::new(|c| c.monitor.enabled = false);
+    r.fast_start();
+    let mut ms = 3000;
+    for rid in 1..=4 {
+        let req = r.other_waits(ms, rid);
+        ms += 4000;
+        r.order(ms, req);
+    }
+    r.until(Time::ZERO + Duration::from_secs(20));
+    assert!(r.slow_verdicts().is_empty());
+    assert_eq!((r.b.view(), r.b.stats().view_changes), (0, 0));
+    assert_eq!(r.b.last_executed(), 34, "one request per 4 s");
+}
+
+/// A load that shrinks is not a slow primary: after the fast start a client sends one
+/// request a second, each ordered within 100 ms; no request waits a whole `patience`.
+#[test]
+fn a_lighter_load_served_promptly_is_not_judged() {
+    let mut r = Run::new(|_| {});
+    r.fast_start();
+    for rid in 1..=15 {
+        let ms = 2000 + rid * 1000;
+        let req = r.other_waits(ms, rid);
+        r.order(ms + 100, req);
+    }
+    r.until(Time::ZERO + Duration::from_secs(20));
+    assert!(r.slow_verdicts().is_empty());
+    assert_eq!((r.b.view(), r.b.stats().monitor_complaints), (0, 0));
+    assert_eq!(r.b.last_executed(), 45);
+}
+
+/// A backup that reported its own steps as long (`busy_for`) does not judge that period:
+/// its slowness is not the primary's.
+#[test]
+fn a_busy_backup_does_not_judge_the_period() {
+    let mut r = Run::new(|_| {});
+    r.fast_start();
+    let _held = r.other_waits(3000, 1);
+    for ms in (3100..20_000).step_by(400) {
+        r.until(Time::ZERO + Duration::from_millis(ms));
+        r.b.busy_for(Duration::from_millis(60));
+    }
+    assert!(r.slow_verdicts().is_empty());
+    assert_eq!(r.b.stats().monitor_complaints, 0);
+}
+
+/// The raise (Aardvark's regular view changes): a primary that keeps its pace while a client
+/// waits is judged against a bar raised 5 % a period, so even a steady primary's view ends
+/// (25 units a period: 22.5 × 1.05³ = 26.0 at the fourth judged period, 4.5 s).
+#[test]
+fn under_sustained_demand_the_raised_bar_ends_even_a_steady_view() {
+    let mut r = Run::new(|c| c.monitor.raise_percent = 5);
+    r.fast_start();
+    let _waiting = r.other_waits(1400, 1);
+    for i in 30..100 {
+        r.batch(i * 100, 5);
+    }
+    assert_eq!(
+        r.slow_verdicts(),
+        vec![&Event::PrimaryTooSlow {
+            view: 0,
+            units: 25,
+            required: 27,
+        }]
+    );
+    assert_eq!(r.b.view(), 1);
+}
+
+/// The floor: with no history (a fresh backup), a primary that orders nothing while a client
+/// waits is still voted out once the bar is at least `floor_per_s`.
+#[test]
+fn the_floor_holds_without_history() {
+    let mut r = Run::new(|c| c.monitor.floor_per_s = 10);
+    let _held = r.other_waits(100, 1);
+    r.until(Time::ZERO + Duration::from_millis(4900));
+    assert_eq!(
+        r.slow_verdicts(),
+        vec![&Event::PrimaryTooSlow {
+            view: 0,
+            units: 0,
+            required: 5,
+        }]
+    );
+    let mut r = Run::new(|_| {});
+    let _held = r.other_waits(100, 1);
+    r.until(Time::ZERO + Duration::from_millis(4900));
+    assert!(
+        r.slow_verdicts().is_empty(),
+        "no history, no floor: only the timer"
+    );
+}
