@@ -1,6 +1,7 @@
 //! Incoming connections: the handshake (acceptor side), then a read loop into the inbox.
 //! A replica link is read-only from here; a client link also carries replies back.
 
+use super::inbox::{InboxTx, LaneTx, Source};
 pub(super) use super::listen::Listeners;
 use super::{Inbound, Shared};
 use crate::cert::{session_client_id, ClientCert};
@@ -21,7 +22,7 @@ use std::net::IpAddr;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use tokio::io::{AsyncRead, BufReader, BufWriter};
-use tokio::sync::{mpsc, Semaphore};
+use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
 /// Read buffer of an established connection.
@@ -38,11 +39,7 @@ enum Origin {
 /// Accepts connections until the node stops; each runs in its own task, at most
 /// `connections_max` at a time and `connections_per_address_max` from one origin (extra
 /// connections are closed and counted).
-pub(super) async fn accept_loop(
-    listeners: Listeners,
-    shared: Arc<Shared>,
-    inbox: mpsc::Sender<Inbound>,
-) {
+pub(super) async fn accept_loop(listeners: Listeners, shared: Arc<Shared>, inbox: InboxTx) {
     let limit = Arc::new(Semaphore::new(shared.options.connections_max));
     let mut per_origin: HashMap<Origin, usize> = HashMap::new();
     let mut conns = JoinSet::new();
@@ -190,7 +187,7 @@ fn admit(shared: &Shared, nonce: &[u8; NONCE_LEN], hello: HelloMsg) -> Result<Ad
     }
 }
 
-async fn serve(stream: Stream, addr: &str, shared: &Shared, inbox: &mpsc::Sender<Inbound>) {
+async fn serve(stream: Stream, addr: &str, shared: &Shared, inbox: &InboxTx) {
     let me = shared.me;
     let (mut rd, mut wr) = stream.into_split();
     let mut nonce = [0u8; NONCE_LEN];
@@ -266,7 +263,7 @@ async fn serve(stream: Stream, addr: &str, shared: &Shared, inbox: &mpsc::Sender
                 }
             };
             tokio::select! {
-                _ = read_loop(&mut rd, shared, inbox, Link::Replica) => {}
+                _ = read_loop(&mut rd, shared, inbox.lane(Source::Replica(from)), Link::Replica) => {}
                 _ = superseded => {}
             }
             drop(wr);
@@ -284,8 +281,10 @@ async fn serve(stream: Stream, addr: &str, shared: &Shared, inbox: &mpsc::Sender
                 queue,
                 conn,
             };
-            // The event loop installs the keys before it sees any frame of this connection.
-            if inbox.send(up).await.is_err() {
+            // The event loop installs the keys before it sees any frame of this connection
+            // (the same lane).
+            let lane = inbox.lane(Source::Clients);
+            if lane.send(up).await.is_err() {
                 return;
             }
             if write_msg(&mut wr, &Welcome::Accepted).await.is_ok() {
@@ -294,11 +293,11 @@ async fn serve(stream: Stream, addr: &str, shared: &Shared, inbox: &mpsc::Sender
                 let mut rd = BufReader::with_capacity(READ_BUFFER, rd);
                 let mut wr = BufWriter::with_capacity(READ_BUFFER, wr);
                 tokio::select! {
-                    _ = read_loop(&mut rd, shared, inbox, Link::Client) => {}
+                    _ = read_loop(&mut rd, shared, lane, Link::Client) => {}
                     _ = out.write_to(&mut wr, &shared.counters) => {}
                 }
             }
-            let _ = inbox.send(Inbound::ClientDown { client, conn }).await;
+            let _ = lane.send(Inbound::ClientDown { client, conn }).await;
             tracing::debug!(replica = me, client, "client disconnected");
         }
     }
@@ -312,15 +311,11 @@ enum Link {
     Client,
 }
 
-/// Reads frames into the inbox. Each frame first takes its size from the inbox's byte budget,
-/// so a fast sender waits (TCP pushes back) instead of growing memory. Replica links may also
-/// carry client introductions (`crate::intro`), checked here, off the event loop.
-async fn read_loop<R: AsyncRead + Unpin>(
-    rd: &mut R,
-    shared: &Shared,
-    inbox: &mpsc::Sender<Inbound>,
-    link: Link,
-) {
+/// Reads frames into the connection's lane of the inbox. Each frame first takes its size from
+/// the lane's byte budget, so a fast sender waits (TCP pushes back) instead of growing memory
+/// or taking the other lanes' share. Replica links may also carry client introductions
+/// (`crate::intro`), checked here, off the event loop.
+async fn read_loop<R: AsyncRead + Unpin>(rd: &mut R, shared: &Shared, inbox: &LaneTx, link: Link) {
     let max = match link {
         Link::Replica => shared.cluster.bft.message_bytes_max,
         Link::Client => client_frame_max(shared),
@@ -346,12 +341,7 @@ async fn read_loop<R: AsyncRead + Unpin>(
             Ok(f) => {
                 Counters::add(&shared.counters.frames_in, 1);
                 Counters::add(&shared.counters.bytes_in, f.len() as u64);
-                let whole = shared
-                    .options
-                    .inbox_bytes
-                    .clamp(1, tokio::sync::Semaphore::MAX_PERMITS);
-                let cost = u32::try_from(f.len().clamp(1, whole)).unwrap_or(u32::MAX);
-                let Ok(budget) = shared.inbox_bytes.clone().acquire_many_owned(cost).await else {
+                let Some(budget) = inbox.budget(f.len()).await else {
                     return; // closed: the node is stopping
                 };
                 let from_client = link == Link::Client;

@@ -31,7 +31,7 @@ use byzfs_bft::{
 use core::future::Future;
 use std::collections::HashMap;
 use std::sync::Arc;
-use tokio::sync::{mpsc, watch};
+use tokio::sync::watch;
 use tokio::time::MissedTickBehavior;
 
 /// Least time between two progress-triggered status publications.
@@ -70,7 +70,7 @@ pub(super) struct EventLoop<S: Service> {
     /// ([`super::NodeOptions::lie_to_clients`]) to re-authenticate its lies.
     #[cfg(feature = "byzantine")]
     liar_keys: HashMap<ClientId, byzfs_bft::MacKey>,
-    inbox: mpsc::Receiver<Inbound>,
+    inbox: super::inbox::Inbox,
     durability: Box<dyn Durability>,
     status_tx: watch::Sender<NodeStatus>,
     clock: Clock,
@@ -98,7 +98,7 @@ impl<S: Service> EventLoop<S> {
         replica: Replica<S>,
         shared: Arc<Shared>,
         peers: Vec<Option<OutQueue>>,
-        inbox: mpsc::Receiver<Inbound>,
+        inbox: super::inbox::Inbox,
         durability: Box<dyn Durability>,
         status_tx: watch::Sender<NodeStatus>,
         clock: Clock,
@@ -147,7 +147,7 @@ impl<S: Service> EventLoop<S> {
             if std::mem::take(&mut self.inbox_first) {
                 // After a long core call, what arrived meanwhile first; the deadlines that
                 // expired meanwhile on the next turn, whatever this one takes.
-                if let Ok(input) = self.inbox.try_recv() {
+                if let Some(input) = self.inbox.try_next() {
                     self.input_turn(input)?;
                     self.inbox_first = false;
                     continue;
@@ -172,7 +172,7 @@ impl<S: Service> EventLoop<S> {
             // Unbiased: under a constant stream of inputs the ticks still get their turn.
             tokio::select! {
                 _ = &mut shutdown => break,
-                input = self.inbox.recv() => {
+                input = self.inbox.next() => {
                     let Some(input) = input else { break };
                     self.input_turn(input)?;
                 }
@@ -197,9 +197,9 @@ impl<S: Service> EventLoop<S> {
         let turn = std::time::Instant::now();
         self.on_input(first);
         for _ in 1..self.shared.options.turn_inputs_max {
-            match self.inbox.try_recv() {
-                Ok(input) => self.on_input(input),
-                Err(_) => break,
+            match self.inbox.try_next() {
+                Some(input) => self.on_input(input),
+                None => break,
             }
         }
         self.drain()?;

@@ -3,8 +3,9 @@
 //!
 //! Tasks of one node:
 //! * the **accept loop** and one task per incoming connection: handshake, then read frames
-//!   into the inbox (bounded; readers wait when it is full, so TCP pushes back and readers
-//!   share the inbox first come, first served);
+//!   into the inbox (`inbox`: a lane per peer replica and one for all clients, each
+//!   bounded; readers wait when their lane is full, so TCP pushes back, and the event loop
+//!   serves the lanes in turn);
 //! * one **peer link** per other replica: dial with back-off, handshake, then write frames
 //!   from its bounded queue;
 //! * the **event loop** (`event_loop`), the only owner of the replica: inbox frames →
@@ -14,6 +15,7 @@
 
 mod accept;
 mod event_loop;
+mod inbox;
 #[cfg(feature = "byzantine")]
 mod liar;
 mod listen;
@@ -59,9 +61,11 @@ pub struct NodeOptions {
     pub client_queue_frames: usize,
     /// Bytes queued per client connection.
     pub client_queue_bytes: usize,
-    /// Frames waiting for the event loop, from all connections together.
+    /// Frames waiting for the event loop in each lane of the inbox (one lane per peer
+    /// replica, one for all clients; `inbox.rs`).
     pub inbox_frames: usize,
-    /// Bytes of those frames: a flood of large frames cannot fill memory.
+    /// Bytes of the frames waiting in the whole inbox, split evenly between its lanes: a
+    /// flood of large frames cannot fill memory, nor take another lane's share.
     pub inbox_bytes: usize,
     /// Inputs handled before the actions are drained (group commit across inputs).
     pub turn_inputs_max: usize,
@@ -179,8 +183,6 @@ pub(crate) struct Shared {
     pub inbound_gen: Vec<watch::Sender<u64>>,
     pub peers_up: Vec<AtomicBool>,
     pub next_conn: AtomicU64,
-    /// Bytes of frames in the inbox (`NodeOptions::inbox_bytes` permits).
-    pub inbox_bytes: Arc<tokio::sync::Semaphore>,
     /// The introduction frame of every client connected to us, by client (with its
     /// connection number): a peer link that comes up sends them all first, so a peer that
     /// restarted (and forgot every introduction) can again authenticate the requests we
@@ -209,11 +211,7 @@ impl Shared {
             hello_in.push(kdf::replica_hello_key(&shared, &salt, r.id, me));
             hello_out.push(kdf::replica_hello_key(&shared, &salt, me, r.id));
         }
-        let inbox_bytes = options
-            .inbox_bytes
-            .clamp(1, tokio::sync::Semaphore::MAX_PERMITS);
         Arc::new(Shared {
-            inbox_bytes: Arc::new(tokio::sync::Semaphore::new(inbox_bytes)),
             cluster,
             me,
             x25519: secret.x25519.clone(),
@@ -338,7 +336,8 @@ impl<S: Service> ReplicaNode<S> {
             self.options.clone(),
             self.status_rx.clone(),
         );
-        let (inbox_tx, inbox_rx) = tokio::sync::mpsc::channel(self.options.inbox_frames.max(1));
+        let (inbox_tx, inbox_rx) =
+            inbox::inbox(n, self.options.inbox_frames, self.options.inbox_bytes);
         let mut tasks = tokio::task::JoinSet::new();
         tasks.spawn(accept::accept_loop(listeners, shared.clone(), inbox_tx));
         let mut peers = Vec::with_capacity(n);

@@ -35,7 +35,7 @@ use core::future::Future;
 use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
 use std::sync::Arc;
-use tokio::sync::{mpsc, watch};
+use tokio::sync::watch;
 
 /// Request flag bit: read-only (same as the core's).
 const FLAG_READ_ONLY: u8 = 1;
@@ -148,7 +148,9 @@ impl<S: Service> UnreplicatedNode<S> {
         }
         self.status_tx
             .send_modify(|s| s.durability = log.mode().to_string());
-        let (inbox_tx, inbox) = mpsc::channel(self.options.inbox_frames.max(1));
+        // Clients only: one lane.
+        let (inbox_tx, inbox) =
+            super::inbox::inbox(1, self.options.inbox_frames, self.options.inbox_bytes);
         let mut tasks = tokio::task::JoinSet::new();
         tasks.spawn(accept::accept_loop(listeners, shared.clone(), inbox_tx));
         tracing::info!(macs = self.macs, "unreplicated server started");
@@ -196,7 +198,7 @@ struct Server<S: Service> {
 impl<S: Service> Server<S> {
     async fn run(
         &mut self,
-        mut inbox: mpsc::Receiver<Inbound>,
+        mut inbox: super::inbox::Inbox,
         shutdown: impl Future<Output = ()>,
     ) -> Result<(), NodeError> {
         tokio::pin!(shutdown);
@@ -205,13 +207,13 @@ impl<S: Service> Server<S> {
         loop {
             tokio::select! {
                 _ = &mut shutdown => break,
-                input = inbox.recv() => {
+                input = inbox.next() => {
                     let Some(input) = input else { break };
                     self.on_input(input);
                     for _ in 1..self.shared.options.turn_inputs_max {
-                        match inbox.try_recv() {
-                            Ok(input) => self.on_input(input),
-                            Err(_) => break,
+                        match inbox.try_next() {
+                            Some(input) => self.on_input(input),
+                            None => break,
                         }
                     }
                     self.end_turn()?;
