@@ -5,7 +5,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-docs/bench}
 mkdir -p "$out"
-cargo build --release -p byzfs
+# With the test-only feature `byzantine`: `bench attack` starts a replica with `--attack`.
+# The fault-free code paths are the release build's (the feature only adds the attacks).
+cargo build --release -p byzfs --features byzfs/byzantine
 bin=${CARGO_TARGET_DIR:-target}/release/byzfs
 run() { echo "+ byzfs $*"; "$bin" "$@"; }
 
@@ -30,3 +32,5 @@ run bench throughput --op 0/0 --mode rw --clients 10 --systems byzfs --duration 
 run bench throughput --op 0/0 --mode rw --clients 10 --systems byzfs --duration 8 --warmup 1 \
     --kill-primary-after 4 --view-change-timeout-ms 1000 \
     --json "$out/kill-primary-1s.json" | tee "$out/kill-primary-1s.txt"
+# Issue #29: 0/0 throughput at 50 clients, fault-free and under each of Aardvark's attacks.
+run bench attack --json "$out/attack.json" --svg "$out/attack.svg" | tee "$out/attack.txt"

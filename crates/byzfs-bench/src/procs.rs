@@ -78,6 +78,8 @@ pub struct Launch {
     /// No Unix sockets: every link over TCP.
     pub tcp_only: bool,
     pub service: Service,
+    /// Extra arguments for some replicas (`byzfs bench attack`'s Byzantine one).
+    pub replica_args: Vec<(u32, Vec<String>)>,
 }
 
 struct Proc {
@@ -145,6 +147,9 @@ impl Servers {
                         .arg(dir.join("data").join(format!("replica-{id}")));
                     if launch.service == Service::Fs {
                         cmd.arg("--fs-root-owner").arg(owner()?);
+                    }
+                    for (_, args) in launch.replica_args.iter().filter(|(r, _)| *r == id) {
+                        cmd.args(args);
                     }
                 }
                 System::Unreplicated | System::UnreplicatedMac => {
@@ -242,6 +247,14 @@ impl Servers {
             .filter(|p| !p.killed)
             .filter_map(|p| i32::try_from(p.child.id()).ok())
             .collect()
+    }
+
+    /// Process id of live server `id`.
+    pub fn pid_of(&self, id: u32) -> Option<i32> {
+        self.procs
+            .iter()
+            .find(|p| p.id == id && !p.killed)
+            .and_then(|p| i32::try_from(p.child.id()).ok())
     }
 
     /// Total CPU time (user + system) the live server processes have used so far.

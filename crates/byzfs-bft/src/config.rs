@@ -76,8 +76,8 @@ pub struct Config {
 /// retransmit to every replica when the primary is slow; large requests reach every replica
 /// at once). Then the period's work must reach `percent` % of the best period of the last
 /// `views` views (this one included), raised by `raise_percent` % for each judged period of
-/// the view, and at least `floor_per_s` units per second; a backup that sees less starts a
-/// view change. The raise makes views end regularly under sustained demand, so a primary
+/// the view, and at least `floor_per_s` units per second (the floor alone during the grace);
+/// a backup that sees less starts a view change. The raise makes views end regularly under sustained demand, so a primary
 /// that stays just above the bar cannot keep its view for ever.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
@@ -97,7 +97,8 @@ pub struct MonitorConfig {
     pub raise_percent: u32,
     /// Views whose best period sets the bar (at least 1: the current one).
     pub views: u32,
-    /// Least work per second demanded of a primary whatever the history (0 for none).
+    /// Least work per second demanded of a primary whatever the history, also during the
+    /// grace (Aardvark's heartbeat; 0 for none).
     pub floor_per_s: u64,
 }
 
@@ -111,7 +112,7 @@ impl Default for MonitorConfig {
             percent: 90,
             raise_percent: 1,
             views: 5,
-            floor_per_s: 0,
+            floor_per_s: 4,
         }
     }
 }

@@ -168,6 +168,11 @@ pub fn session_client_id(client: ClientId, session: u64) -> Option<ClientId> {
         .then_some(client << SESSION_BITS | session)
 }
 
+/// The certificate id of protocol client id `client` (its session bits dropped).
+pub fn certificate_of(client: ClientId) -> ClientId {
+    client >> SESSION_BITS
+}
+
 /// A new session number: 40 random bits (see the module docs).
 pub fn new_session() -> u64 {
     OsRng.next_u64() & ((1u64 << SESSION_BITS) - 1)

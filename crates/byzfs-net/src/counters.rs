@@ -26,11 +26,18 @@ pub enum NetDrop {
     /// A client introduction from a peer replica that did not parse or whose certificate
     /// did not verify.
     BadIntro,
+    /// A frame on a client's own connection from a client this replica blacklisted (a good
+    /// MAC over a bad signature proved it faulty): dropped before the core sees it
+    /// (Aardvark's first step, ARCHITECTURE.md "Defences under attack").
+    BlacklistedClient,
+    /// A frame, connection or handshake of a source shed for flooding useless frames
+    /// (`node/shed.rs`).
+    Shed,
 }
 
 impl NetDrop {
     /// Every reason, in order.
-    pub const ALL: [NetDrop; 7] = [
+    pub const ALL: [NetDrop; 9] = [
         NetDrop::Oversized,
         NetDrop::BadHandshake,
         NetDrop::HandshakeTimeout,
@@ -38,6 +45,8 @@ impl NetDrop {
         NetDrop::QueueFull,
         NetDrop::NoClientConnection,
         NetDrop::BadIntro,
+        NetDrop::BlacklistedClient,
+        NetDrop::Shed,
     ];
 
     /// Metric label.
@@ -50,6 +59,8 @@ impl NetDrop {
             NetDrop::QueueFull => "queue_full",
             NetDrop::NoClientConnection => "no_client_connection",
             NetDrop::BadIntro => "bad_intro",
+            NetDrop::BlacklistedClient => "blacklisted_client",
+            NetDrop::Shed => "shed",
         }
     }
 }

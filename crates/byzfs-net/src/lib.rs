@@ -38,6 +38,6 @@ pub use cluster::ClusterConfig;
 pub use error::SetupError;
 pub use keyfile::{AdminSecret, ClientCredential, ReplicaSecret};
 #[cfg(feature = "byzantine")]
-pub use node::{LieToClients, LiesTold};
+pub use node::{LieToClients, LiesTold, ReplicaAttack};
 pub use node::{NodeError, NodeHandle, NodeOptions, ReplicaNode};
 pub use status::NodeStatus;

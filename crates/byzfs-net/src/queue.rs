@@ -39,6 +39,12 @@ pub(crate) fn out_queue(frames_max: usize, bytes_max: usize) -> (OutQueue, OutRx
 }
 
 impl OutQueue {
+    /// Whether the connection writer is gone (the node is stopping).
+    #[cfg(feature = "byzantine")]
+    pub fn is_closed(&self) -> bool {
+        self.tx.is_closed()
+    }
+
     /// Queues `frame`, or drops and counts it if the queue is full or its writer is gone.
     pub fn push(&self, frame: Arc<[u8]>, counters: &Counters) -> bool {
         let len = frame.len();

@@ -145,15 +145,15 @@ const CASES: &[Case] = &[
         // caught by a safety checker; most of the rest stall).
         Mutation::TrustNewView,
         Family::LyingPrimary,
-        &[17, 32],
+        &[102, 107],
         &[agreement::NAME, prefix::NAME],
     ),
     (
         // The lying primary's VIEW-CHANGE claims its variant prepared in a higher view; one
-        // claim passes A2 (2 of 200, 6 of 600: it needs a failed view in between).
+        // claim passes A2 (1 of 200, 7 of 600: it needs a failed view in between).
         Mutation::NewViewA2One,
         Family::LyingPrimary,
-        &[163, 176],
+        &[176, 263],
         &[agreement::NAME, prefix::NAME],
     ),
     (

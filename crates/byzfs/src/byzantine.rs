@@ -10,6 +10,9 @@
 //!   only the client's reply voting stands between the lie and the application.
 //! * `old-snapshot`: every read answered as the first identical one was, by the service
 //!   itself (`old_snapshot.rs`), so the lie is consistent and its digests agree.
+//! * `--attack MODE` (a separate flag): attacks on the cluster's throughput for `byzfs bench
+//!   attack` ([`byzfs_net::ReplicaAttack`]): a slow or equivocating primary, floods of
+//!   garbage or of replayed old frames, view-change spam.
 //! * `stale-replies`: a rollback. Every file's attributes are answered with the first ones
 //!   this replica reported for it — an old size, old times, an old sealed header of an
 //!   encrypted file — correctly MACed; everything else is told as it is. Its state and
@@ -29,6 +32,34 @@ pub enum Byzantine {
     /// Answer every read as the first identical one (an old snapshot, consistent in itself;
     /// file service only: `old_snapshot.rs`).
     OldSnapshot,
+}
+
+/// An attack on the cluster's throughput (test-only; `byzfs bench attack`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Attack {
+    /// As primary, hold every PRE-PREPARE for 90 % of the view-change timeout.
+    SlowPrimary,
+    /// As primary, send half the backups a different PRE-PREPARE for each slot.
+    Equivocate,
+    /// Flood the other replicas with garbage frames.
+    Garbage,
+    /// Flood the other replicas with replays of old, genuine frames.
+    Replay,
+    /// Send the other replicas signed VIEW-CHANGEs for ever higher views.
+    VcSpam,
+}
+
+impl Attack {
+    /// The runtime's attack.
+    pub fn runtime(self) -> byzfs_net::ReplicaAttack {
+        match self {
+            Attack::SlowPrimary => byzfs_net::ReplicaAttack::SlowPrimary,
+            Attack::Equivocate => byzfs_net::ReplicaAttack::Equivocate,
+            Attack::Garbage => byzfs_net::ReplicaAttack::Garbage,
+            Attack::Replay => byzfs_net::ReplicaAttack::Replay,
+            Attack::VcSpam => byzfs_net::ReplicaAttack::ViewChangeSpam,
+        }
+    }
 }
 
 /// The liar `chosen` asks for (`None`: an honest replica); says so in the log.

@@ -13,6 +13,7 @@
 //! byzfs group --config C --identity F create NAME | add G --member K [--writer] | remove G --member K | list G
 //! byzfs unreplicated --config C [--no-macs]  the unreplicated baseline server
 //! byzfs bench micro|throughput [--json P]    benchmarks on loopback (PBFT Table 1, BFT Fig. 6-7)
+//! byzfs bench attack [--json P]              throughput under Aardvark's attacks (test builds)
 //! byzfs bench andrew|postmark|largefile      file-system benchmarks (ByzFS, NO-REP, local, bindfs)
 //! byzfs bench crypt                          the cost of each step of an encrypted mount
 //! ```
@@ -98,7 +99,17 @@ fn main() -> ExitCode {
         Command::Unreplicated(a) => unreplicated::run(a),
         Command::Bench(BenchCommand::Loopback(c)) => {
             logging::init("warn");
-            byzfs_bench::loopback::run(c)
+            if matches!(c, byzfs_bench::loopback::BenchCommand::Attack(_))
+                && !cfg!(feature = "byzantine")
+            {
+                Err(anyhow::anyhow!(
+                    "`byzfs bench attack` starts replicas in a test-only Byzantine mode, which \
+                     this build lacks: build with `cargo build --release --features \
+                     byzfs/byzantine` (or run `bash scripts/bench.sh`)"
+                ))
+            } else {
+                byzfs_bench::loopback::run(c)
+            }
         }
         Command::Bench(BenchCommand::Crypt(a)) => byzfs_bench::crypt::run(a),
         Command::Bench(BenchCommand::Fs(c)) => {

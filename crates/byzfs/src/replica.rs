@@ -95,6 +95,12 @@ pub struct ReplicaArgs {
     #[cfg(feature = "byzantine")]
     #[arg(long, value_enum, hide = true)]
     byzantine: Option<crate::byzantine::Byzantine>,
+    /// TEST-ONLY fault injection: make this replica attack the others' throughput (see
+    /// `byzfs_net::ReplicaAttack`; `byzfs bench attack`; only in builds with the feature
+    /// `byzantine`).
+    #[cfg(feature = "byzantine")]
+    #[arg(long, value_enum, hide = true)]
+    attack: Option<crate::byzantine::Attack>,
 }
 
 /// Parses `UID:GID`.
@@ -245,6 +251,8 @@ fn serve<S: Service>(
         .with_options(NodeOptions {
             #[cfg(feature = "byzantine")]
             lie_to_clients: liar.clone(),
+            #[cfg(feature = "byzantine")]
+            attack: a.attack.map(crate::byzantine::Attack::runtime),
             ..NodeOptions::default()
         });
     let addr = node.bind()?;

@@ -404,6 +404,7 @@ pub fn mount_cluster(opts: &ClusterMountOptions) -> anyhow::Result<Mounted> {
         disk: opts.durability == Durability::Disk,
         tcp_only: opts.tcp_only,
         service: Service::Fs,
+        replica_args: Vec::new(),
     };
     let cdir = opts.dir.join("cluster");
     fs::create_dir_all(&cdir)?;

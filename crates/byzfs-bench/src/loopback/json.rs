@@ -108,11 +108,11 @@ impl Row {
 
 /// The file written by `--json`.
 #[derive(Serialize)]
-pub struct Report<'a> {
+pub struct Report<'a, R = Row> {
     pub bench: &'static str,
     pub command: String,
     pub machine: Machine,
-    pub rows: &'a [Row],
+    pub rows: &'a [R],
 }
 
 /// Where it ran.
@@ -162,7 +162,7 @@ impl Machine {
     }
 }
 
-pub fn write(path: &Path, bench: &'static str, rows: &[Row]) -> anyhow::Result<()> {
+pub fn write<R: Serialize>(path: &Path, bench: &'static str, rows: &[R]) -> anyhow::Result<()> {
     let report = Report {
         bench,
         command: std::env::args().collect::<Vec<_>>().join(" "),

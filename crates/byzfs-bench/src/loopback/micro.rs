@@ -70,6 +70,7 @@ async fn micro(a: MicroArgs) -> anyhow::Result<ExitCode> {
                     disk: switches.is_some_and(|w| w.disk),
                     tcp_only: c.tcp_only,
                     service: Service::Null,
+                    replica_args: Vec::new(),
                 },
             )
             .await?;

@@ -5,10 +5,14 @@
 //!   read-write and read-only, ByzFS vs unreplicated with and without MACs.
 //! * `bench throughput` — BFT library Figures 6–7: throughput and latency vs clients, with
 //!   the protocol switches on or off; `--kill-primary-after` measures recovery.
+//! * `bench attack` — Aardvark's Table 1: throughput at 50 clients, fault-free and under
+//!   each attack (a Byzantine replica's `--attack` mode, or faulty clients).
 //!
 //! One file per concept: `procs` (processes), `load` (clients), `stats`, `table`, `json`,
 //! `plot`; `micro` and `throughput` put them together.
 
+mod attack;
+mod faulty_client;
 pub(crate) mod json;
 mod load;
 mod micro;
@@ -29,12 +33,15 @@ pub enum BenchCommand {
     Micro(Box<micro::MicroArgs>),
     /// Throughput and latency vs number of clients (BFT library Figures 6-7).
     Throughput(Box<throughput::ThroughputArgs>),
+    /// Throughput under Aardvark's attacks (needs a build with the feature `byzantine`).
+    Attack(Box<attack::AttackArgs>),
 }
 
 pub fn run(c: BenchCommand) -> anyhow::Result<ExitCode> {
     match c {
         BenchCommand::Micro(a) => micro::run(*a),
         BenchCommand::Throughput(a) => throughput::run(*a),
+        BenchCommand::Attack(a) => attack::run(*a),
     }
 }
 

@@ -111,6 +111,7 @@ async fn throughput(a: ThroughputArgs) -> anyhow::Result<ExitCode> {
                                 disk: switches.is_some_and(|w| w.disk),
                                 tcp_only: c.tcp_only,
                                 service: Service::Null,
+                                replica_args: Vec::new(),
                             },
                         )
                         .await?,

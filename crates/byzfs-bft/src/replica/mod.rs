@@ -105,6 +105,9 @@ pub struct Stats {
     pub state_parts_fetched: u64,
     /// Tentative executions rolled back.
     pub rollbacks: u64,
+    /// Inputs dropped, all reasons together (the sum of `dropped`; a driver compares it
+    /// around a call to tell whether the input was of any use).
+    pub inputs_dropped: u64,
     /// View changes this replica started because the primary's throughput fell short
     /// under load (`replica/monitor.rs`).
     pub monitor_complaints: u64,
@@ -201,7 +204,9 @@ pub struct Replica<S: Service> {
     late_big: BTreeSet<Digest>,
     forwarded_big: BTreeSet<Digest>,
     /// Clients proven faulty to this replica (a good MAC over a bad signature, §5.3). Their
-    /// MAC alone no longer authenticates anything: each of their requests needs its signature.
+    /// frames on their own connections are dropped unheard by the runtime
+    /// ([`Replica::is_blacklisted`]); here their MAC alone no longer authenticates anything:
+    /// each of their requests (forwarded, or in a batch) needs its signature.
     blacklist: BTreeSet<ClientId>,
 
     // Checkpoints.
@@ -591,6 +596,7 @@ impl<S: Service> Replica<S> {
 
     fn drop_input(&mut self, why: DropReason) {
         *self.stats.dropped.entry(why).or_insert(0) += 1;
+        self.stats.inputs_dropped += 1;
         tracing::debug!(replica = self.me, ?why, "dropped input");
         self.out.push_back(Action::Event(Event::Dropped(why)));
     }

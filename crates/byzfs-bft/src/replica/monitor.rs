@@ -61,11 +61,16 @@ pub(crate) struct Verdict {
 impl Monitor {
     /// The bar for the next judged period: the recent best, scaled, raised, floored (in
     /// units; a replica's own judgement, so floating point needs no agreement).
-    fn required(&self, c: &crate::MonitorConfig, period_us: u64) -> f64 {
+    /// During the grace only the floor holds (Aardvark's heartbeat: a primary must keep
+    /// ordering while clients wait, even in its first seconds).
+    fn required(&self, c: &crate::MonitorConfig, period_us: u64, in_grace: bool) -> f64 {
+        let floor = c.floor_per_s as f64 * period_us as f64 / 1e6;
+        if in_grace {
+            return floor;
+        }
         let best = self.history.iter().copied().chain([self.best]).max();
         let raise = (1.0 + f64::from(c.raise_percent) / 100.0).powi(self.judged.min(10_000) as i32);
         let bar = best.unwrap_or(0) as f64 * f64::from(c.percent) / 100.0 * raise;
-        let floor = c.floor_per_s as f64 * period_us as f64 / 1e6;
         bar.max(floor)
     }
 }
@@ -136,10 +141,6 @@ impl<S: Service> Replica<S> {
             self.timers.set(TimerKind::Monitor, now + c.period);
         }
         if let Some(v) = verdict {
-            if !self.pending_signatures_checked() {
-                // Only requests a faulty client signed badly waited: no one to blame.
-                return;
-            }
             self.stats.monitor_complaints += 1;
             tracing::info!(
                 replica = self.me,
@@ -166,21 +167,42 @@ impl<S: Service> Replica<S> {
             && self.primary() != self.me
             && m.view == self.view
             && !m.busy
-            && now.as_micros() >= m.view_start.as_micros() + c.grace.as_micros() as u64
             // A period cut short (a view installed mid-way) says little.
             && period_us >= c.period.as_micros() as u64;
-        if !judged {
+        let in_grace = now.as_micros() < m.view_start.as_micros() + c.grace.as_micros() as u64;
+        if !judged || (in_grace && c.floor_per_s == 0) {
             return None;
         }
         let patience = c.patience.as_micros() as u64;
-        let demand = self.monitor.waiting_since.iter().any(|(cl, t)| {
-            self.pending.contains_key(cl) && t.as_micros() + patience <= now.as_micros()
-        });
+        let waited: Vec<ClientId> = self
+            .monitor
+            .waiting_since
+            .iter()
+            .filter(|(_, t)| t.as_micros() + patience <= now.as_micros())
+            .map(|(&cl, _)| cl)
+            .collect();
+        // Only a correct client's wait is demand: a request whose deferred signature fails
+        // (checked now, at most once per client and period) blacklists its client and leaves
+        // `pending` — a faulty client cannot frame the primary by waiting (§5.3).
+        let mut demand = false;
+        for cl in waited {
+            let Some(&(_, d)) = self.pending.get(&cl) else {
+                self.monitor.waiting_since.remove(&cl);
+                continue;
+            };
+            if self.signature_checked(d) && self.pending.contains_key(&cl) {
+                demand = true;
+                break;
+            }
+            self.monitor_served(cl);
+        }
         if !demand {
             return None;
         }
-        let required = self.monitor.required(c, period_us);
-        self.monitor.judged = self.monitor.judged.saturating_add(1);
+        let required = self.monitor.required(c, period_us, in_grace);
+        if !in_grace {
+            self.monitor.judged = self.monitor.judged.saturating_add(1);
+        }
         let units = self.monitor.units;
         ((units as f64) < required && !self.mutated(super::M::NoPrimaryMonitor)).then_some(
             Verdict {

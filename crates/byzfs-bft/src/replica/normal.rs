@@ -133,6 +133,15 @@ impl<S: Service> Replica<S> {
             }
             self.try_send_pre_prepare();
         } else if !stored.big && first_receipt {
+            // A backup gets a small request only when its client retransmits it to every
+            // replica: its signature is checked before it goes on, so a faulty client's
+            // badly signed flood is stopped (and the client blacklisted) at the first frame
+            // rather than passed on to the primary at every backup (`bench attack`,
+            // bad-signatures).
+            if !self.signature_checked(stored.digest) {
+                self.restart_vtimer();
+                return self.drop_input(DropReason::BadAuth);
+            }
             // Forward the client's own frame once: its authenticator covers the primary too.
             // (Forwarding every copy loops between two replicas that disagree on the view,
             // each sending to the other as "primary"; simulator: twins 1746.)

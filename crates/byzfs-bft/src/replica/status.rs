@@ -106,6 +106,11 @@ impl<S: Service> Replica<S> {
             .copied()
             .collect();
         for d in due {
+            // Checked before it goes on, as a forwarded small request is (`on_request`): a
+            // faulty client's badly signed bodies are not passed to the primary.
+            if !self.signature_checked(d) {
+                continue;
+            }
             if let Some(frame) = self.requests.get(&d).map(|r| r.frame.clone()) {
                 self.forwarded_big.insert(d);
                 self.send_frame(primary, frame);

@@ -3,6 +3,7 @@
 
 use super::inbox::{InboxTx, LaneTx, Source};
 pub(super) use super::listen::Listeners;
+use super::shed::Origin as FrameOrigin;
 use super::{Inbound, Shared};
 use crate::cert::{session_client_id, ClientCert};
 use crate::counters::{Counters, NetDrop};
@@ -162,7 +163,12 @@ fn admit(shared: &Shared, nonce: &[u8; NONCE_LEN], hello: HelloMsg) -> Result<Ad
                     .hello_in
                     .get(from as usize)
                     .is_some_and(|k| k.verify(&replica_proof_data(nonce, from, shared.me), &proof));
-            if ok {
+            if ok && shared.peer_shed(from) {
+                shared.counters.dropped(NetDrop::Shed);
+                Err(format!(
+                    "replica {from}: shed for flooding; try again later"
+                ))
+            } else if ok {
                 Ok(Admit::Replica(from))
             } else {
                 Err(format!("replica {from}: bad handshake proof (wrong keys?)"))
@@ -175,6 +181,10 @@ fn admit(shared: &Shared, nonce: &[u8; NONCE_LEN], hello: HelloMsg) -> Result<Ad
         } => {
             let cert_id = cert.client;
             let admission = client_admission(shared, cert, session)?;
+            if shared.client_shed(admission.client) {
+                shared.counters.dropped(NetDrop::Shed);
+                return Err("this session is shed for flooding; try again later".into());
+            }
             let key = kdf::client_hello_key(&admission.secret, &shared.salt, cert_id, shared.me);
             let data = client_proof_data(nonce, cert_id, session, shared.me);
             if !key.verify(&data, &proof) {
@@ -263,7 +273,7 @@ async fn serve(stream: Stream, addr: &str, shared: &Shared, inbox: &InboxTx) {
                 }
             };
             tokio::select! {
-                _ = read_loop(&mut rd, shared, inbox.lane(Source::Replica(from)), Link::Replica) => {}
+                _ = read_loop(&mut rd, shared, inbox.lane(Source::Replica(from)), FrameOrigin::Replica(from)) => {}
                 _ = superseded => {}
             }
             drop(wr);
@@ -293,7 +303,7 @@ async fn serve(stream: Stream, addr: &str, shared: &Shared, inbox: &InboxTx) {
                 let mut rd = BufReader::with_capacity(READ_BUFFER, rd);
                 let mut wr = BufWriter::with_capacity(READ_BUFFER, wr);
                 tokio::select! {
-                    _ = read_loop(&mut rd, shared, lane, Link::Client) => {}
+                    _ = read_loop(&mut rd, shared, lane, FrameOrigin::Client { client, conn }) => {}
                     _ = out.write_to(&mut wr, &shared.counters) => {}
                 }
             }
@@ -303,26 +313,25 @@ async fn serve(stream: Stream, addr: &str, shared: &Shared, inbox: &InboxTx) {
     }
 }
 
-/// Reads frames into the inbox until the connection ends or sends an oversized frame.
-/// Who is at the other end of an established connection.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Link {
-    Replica,
-    Client,
-}
-
 /// Reads frames into the connection's lane of the inbox. Each frame first takes its size from
 /// the lane's byte budget, so a fast sender waits (TCP pushes back) instead of growing memory
 /// or taking the other lanes' share. Replica links may also carry client introductions
 /// (`crate::intro`), checked here, off the event loop.
-async fn read_loop<R: AsyncRead + Unpin>(rd: &mut R, shared: &Shared, inbox: &LaneTx, link: Link) {
-    let max = match link {
-        Link::Replica => shared.cluster.bft.message_bytes_max,
-        Link::Client => client_frame_max(shared),
+async fn read_loop<R: AsyncRead + Unpin>(
+    rd: &mut R,
+    shared: &Shared,
+    inbox: &LaneTx,
+    origin: FrameOrigin,
+) {
+    let replica_link = matches!(origin, FrameOrigin::Replica(_));
+    let max = if replica_link {
+        shared.cluster.bft.message_bytes_max
+    } else {
+        client_frame_max(shared)
     };
     loop {
         match read_frame(rd, max).await {
-            Ok(f) if link == Link::Replica && ClientIntro::is_intro(&f) => {
+            Ok(f) if replica_link && ClientIntro::is_intro(&f) => {
                 let known = ClientIntro::decode(&f)
                     .ok_or_else(|| "malformed".to_string())
                     .and_then(|i| client_admission(shared, i.cert, i.session));
@@ -344,12 +353,7 @@ async fn read_loop<R: AsyncRead + Unpin>(rd: &mut R, shared: &Shared, inbox: &La
                 let Some(budget) = inbox.budget(f.len()).await else {
                     return; // closed: the node is stopping
                 };
-                let from_client = link == Link::Client;
-                if inbox
-                    .send(Inbound::Frame(f, budget, from_client))
-                    .await
-                    .is_err()
-                {
+                if inbox.send(Inbound::Frame(f, budget, origin)).await.is_err() {
                     return;
                 }
             }

@@ -19,6 +19,7 @@
 //! expired meanwhile — once: the turn after it checks the deadlines first again.
 
 use super::metrics::Metrics;
+use super::shed::Origin;
 use super::{Inbound, NodeError, Shared};
 use crate::clock::Clock;
 use crate::counters::NetDrop;
@@ -70,6 +71,11 @@ pub(super) struct EventLoop<S: Service> {
     /// ([`super::NodeOptions::lie_to_clients`]) to re-authenticate its lies.
     #[cfg(feature = "byzantine")]
     liar_keys: HashMap<ClientId, byzfs_bft::MacKey>,
+    /// Flood protection's tallies (`shed.rs`).
+    shedder: super::shed::Shedder,
+    /// A test attacker's state ([`super::NodeOptions::attack`]).
+    #[cfg(feature = "byzantine")]
+    attacker: Option<super::attack::Attacker>,
     inbox: super::inbox::Inbox,
     durability: Box<dyn Durability>,
     status_tx: watch::Sender<NodeStatus>,
@@ -112,6 +118,9 @@ impl<S: Service> EventLoop<S> {
             arrivals: HashMap::new(),
             #[cfg(feature = "byzantine")]
             liar_keys: HashMap::new(),
+            shedder: super::shed::Shedder::default(),
+            #[cfg(feature = "byzantine")]
+            attacker: None,
             inbox,
             durability,
             status_tx,
@@ -130,6 +139,42 @@ impl<S: Service> EventLoop<S> {
 
     fn me(&self) -> ReplicaId {
         self.replica.id()
+    }
+
+    /// Makes this replica a test attacker ([`super::NodeOptions::attack`]).
+    #[cfg(feature = "byzantine")]
+    pub fn set_attacker(&mut self, attacker: Option<super::attack::Attacker>) {
+        self.attacker = attacker;
+    }
+
+    /// A test attacker's sends to the peers (`true` if it took `a` over).
+    #[cfg(feature = "byzantine")]
+    fn attack(&mut self, a: &Action) -> bool {
+        let Some(att) = self.attacker.as_mut() else {
+            return false;
+        };
+        let (to, bytes) = match a {
+            Action::Send { to, bytes } => (Some(*to), bytes.clone()),
+            Action::Broadcast { bytes } => (None, bytes.clone()),
+            _ => return false,
+        };
+        let counters = &self.shared.counters;
+        let outs = att.outgoing(to, bytes, self.replica.view(), &self.peers, counters);
+        for o in outs {
+            let Some(Some(q)) = self.peers.get(o.to as usize) else {
+                continue;
+            };
+            if o.delay.is_zero() {
+                q.push(o.bytes, counters);
+            } else {
+                let (q, counters) = (q.clone(), counters.clone());
+                tokio::spawn(async move {
+                    tokio::time::sleep(o.delay).await;
+                    q.push(o.bytes, &counters);
+                });
+            }
+        }
+        true
     }
 
     pub async fn run(mut self, shutdown: impl Future<Output = ()>) -> Result<(), NodeError> {
@@ -184,6 +229,14 @@ impl<S: Service> EventLoop<S> {
                 }
             }
         }
+        #[cfg(feature = "byzantine")]
+        if let Some(att) = &self.attacker {
+            tracing::info!(
+                replica = self.me(),
+                acts = att.acts,
+                "byzantine test mode: attack acts"
+            );
+        }
         // Nothing more will be committed or sent: the next start may trust its records.
         self.durability.close().map_err(NodeError::Storage)?;
         self.publish_status(true);
@@ -226,7 +279,13 @@ impl<S: Service> EventLoop<S> {
 
     fn on_input(&mut self, input: Inbound) {
         match input {
-            Inbound::Frame(bytes, _budget, from_client) => {
+            Inbound::Frame(bytes, _budget, origin) => {
+                let arrived = std::time::Instant::now();
+                if self.shedder.is_shed(origin, arrived) {
+                    self.shared.counters.dropped(NetDrop::Shed);
+                    return;
+                }
+                let from_client = matches!(origin, Origin::Client { .. });
                 if tracing::enabled!(tracing::Level::TRACE) {
                     trace_frame(
                         self.me(),
@@ -238,11 +297,21 @@ impl<S: Service> EventLoop<S> {
                 // A request a peer forwards (a client's first requests go to every replica)
                 // may arrive after this replica answered it: not a new request to time.
                 if from_client {
+                    // A client proven faulty is not heard on its own connection (copies
+                    // forwarded by peers still reach the core, which checks their signatures:
+                    // `Replica::is_blacklisted`).
+                    if sender_client(&bytes).is_some_and(|c| self.replica.is_blacklisted(c)) {
+                        self.shared.counters.dropped(NetDrop::BlacklistedClient);
+                        self.note_useless(origin, true, arrived);
+                        return;
+                    }
                     self.note_request_arrival(&bytes);
                 }
-                let started = std::time::Instant::now();
+                let drops = self.replica.stats().inputs_dropped;
                 self.replica.handle_message(self.clock.now(), &bytes);
-                self.core_call_took(started);
+                let useless = self.replica.stats().inputs_dropped > drops;
+                self.core_call_took(arrived);
+                self.note_useless(origin, useless, arrived);
             }
             Inbound::ClientUp {
                 admission,
@@ -277,6 +346,67 @@ impl<S: Service> EventLoop<S> {
         }
     }
 
+    /// Counts a frame of `origin` for flood protection (`shed.rs`) and sheds the source when
+    /// it crosses the bar: a peer's inbound link closes and its handshakes are refused, a
+    /// client session's connection closes and it is refused, for the back-off.
+    fn note_useless(&mut self, origin: Origin, useless: bool, now: std::time::Instant) {
+        let Some(backoff) = self.shedder.note(origin, useless, now) else {
+            return;
+        };
+        self.shared.counters.dropped(NetDrop::Shed);
+        let until = now + backoff;
+        match origin {
+            Origin::Replica(j) => {
+                tracing::warn!(
+                    replica = self.me(),
+                    peer = j,
+                    backoff_s = backoff.as_secs(),
+                    "peer floods useless frames; shedding its link"
+                );
+                if let Ok(mut s) = self.shared.shed.lock() {
+                    s.peers.insert(j, until);
+                }
+                // A newer generation closes the current inbound link (`accept.rs`).
+                if let Some(g) = self.shared.inbound_gen.get(j as usize) {
+                    g.send_modify(|g| *g += 1);
+                }
+            }
+            Origin::Client { client, conn } => {
+                tracing::warn!(
+                    replica = self.me(),
+                    client,
+                    backoff_s = backoff.as_secs(),
+                    "client floods useless frames; shedding its session"
+                );
+                let cert = crate::cert::certificate_of(client);
+                let cert_backoff = self.shedder.cert_strike(cert, now);
+                if let Ok(mut s) = self.shared.shed.lock() {
+                    s.clients.retain(|_, t| *t > now);
+                    s.clients.insert(client, until);
+                    if let Some(b) = cert_backoff {
+                        s.certs.insert(cert, now + b);
+                    }
+                }
+                // Dropping its queue's sender ends the connection's writer, and with it the
+                // connection (`accept.rs`).
+                if self.clients.get(&client).is_some_and(|c| c.conn == conn) {
+                    self.clients.remove(&client);
+                }
+                if let Some(b) = cert_backoff {
+                    tracing::warn!(
+                        replica = self.me(),
+                        certificate = cert,
+                        backoff_s = b.as_secs(),
+                        "sessions of one client certificate keep flooding; shedding the certificate"
+                    );
+                    self.clients
+                        .retain(|&c, _| crate::cert::certificate_of(c) != cert);
+                }
+            }
+        }
+        self.shedder.prune(now);
+    }
+
     fn install_client(&mut self, a: super::accept::ClientAdmission) {
         #[cfg(feature = "byzantine")]
         if self.shared.options.lie_to_clients.is_some() {
@@ -290,13 +420,9 @@ impl<S: Service> EventLoop<S> {
     /// without authenticating it: only the timing is affected, and only for that client;
     /// one request per client is timed at a time, so the bookkeeping is bounded).
     fn note_request_arrival(&mut self, bytes: &[u8]) {
-        let Some(h) = bytes.get(..16) else { return };
-        if h[3] != byzfs_bft::message::Tag::Request as u8 || h[4] != 1 {
+        let Some(id) = sender_client(bytes) else {
             return;
-        }
-        let mut id = [0u8; 8];
-        id.copy_from_slice(&h[8..16]);
-        let id = u64::from_le_bytes(id);
+        };
         if self.clients.contains_key(&id) {
             self.arrivals
                 .entry(id)
@@ -374,6 +500,10 @@ impl<S: Service> EventLoop<S> {
             {
                 trace_frame(self.me(), "out", bytes, usize::MAX);
             }
+        }
+        #[cfg(feature = "byzantine")]
+        if self.attack(&a) {
+            return;
         }
         let counters = &self.shared.counters;
         if let Action::Send { bytes, .. }
@@ -562,6 +692,17 @@ impl<S: Service> EventLoop<S> {
         };
         self.status_tx.send_replace(status);
     }
+}
+
+/// The client a REQUEST frame's header names (unauthenticated), if it is one.
+fn sender_client(bytes: &[u8]) -> Option<ClientId> {
+    let h = bytes.get(..16)?;
+    if h[3] != byzfs_bft::message::Tag::Request as u8 || h[4] != 1 {
+        return None;
+    }
+    let mut id = [0u8; 8];
+    id.copy_from_slice(&h[8..16]);
+    Some(u64::from_le_bytes(id))
 }
 
 /// Logs a frame's header at trace level (debugging aid; parsing hashes the body).

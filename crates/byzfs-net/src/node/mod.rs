@@ -14,6 +14,8 @@
 //! No protocol logic lives here: the runtime moves bytes and performs actions.
 
 mod accept;
+#[cfg(feature = "byzantine")]
+mod attack;
 mod event_loop;
 mod inbox;
 #[cfg(feature = "byzantine")]
@@ -22,6 +24,7 @@ mod listen;
 mod metrics;
 mod oplog;
 mod peer;
+mod shed;
 mod unreplicated;
 
 pub use metrics::BATCH_SIZE as BATCH_SIZE_METRIC;
@@ -47,6 +50,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use tokio::sync::{oneshot, watch};
 
+#[cfg(feature = "byzantine")]
+pub use attack::ReplicaAttack;
 #[cfg(feature = "byzantine")]
 pub use liar::{CorruptResult, LieToClients, LiesTold};
 
@@ -88,6 +93,11 @@ pub struct NodeOptions {
     /// its clients. See [`LieToClients`].
     #[cfg(feature = "byzantine")]
     pub lie_to_clients: Option<LieToClients>,
+    /// **Test-only fault injection** (`None` in normal operation; only with the feature
+    /// `byzantine`): makes this replica attack the others' throughput. See
+    /// [`ReplicaAttack`].
+    #[cfg(feature = "byzantine")]
+    pub attack: Option<ReplicaAttack>,
 }
 
 impl Default for NodeOptions {
@@ -109,6 +119,8 @@ impl Default for NodeOptions {
             metrics_interval: Duration::from_secs(1),
             #[cfg(feature = "byzantine")]
             lie_to_clients: None,
+            #[cfg(feature = "byzantine")]
+            attack: None,
         }
     }
 }
@@ -148,9 +160,10 @@ pub enum NodeError {
 /// Inputs of the event loop.
 pub(crate) enum Inbound {
     /// A frame from some connection (the core authenticates it), with its share of the
-    /// inbox's byte budget (released when the event loop is done with it) and whether it
-    /// came on a client's connection (not a peer's, which may forward a client's request).
-    Frame(Vec<u8>, tokio::sync::OwnedSemaphorePermit, bool),
+    /// inbox's byte budget (released when the event loop is done with it) and where it
+    /// came from: a client's own connection, or a peer's (which may forward a client's
+    /// request).
+    Frame(Vec<u8>, tokio::sync::OwnedSemaphorePermit, shed::Origin),
     /// A client connection passed the handshake.
     ClientUp {
         admission: accept::ClientAdmission,
@@ -189,6 +202,39 @@ pub(crate) struct Shared {
     /// forward or pre-prepare — found by the kill-and-restart test on the mount, where a
     /// restarted replica could not accept a big request's body and stayed behind.
     pub intros: std::sync::Mutex<Intros>,
+    /// Sources shed for flooding (`shed.rs`), until when: their handshakes are refused.
+    pub shed: std::sync::Mutex<Shed>,
+}
+
+/// Peers and client sessions refused until the instants given.
+#[derive(Debug, Default)]
+pub(crate) struct Shed {
+    pub peers: std::collections::HashMap<ReplicaId, std::time::Instant>,
+    /// Client sessions.
+    pub clients: std::collections::HashMap<ClientId, std::time::Instant>,
+    /// Client certificates (every session of them).
+    pub certs: std::collections::HashMap<ClientId, std::time::Instant>,
+}
+
+impl Shared {
+    /// Whether peer `j` is shed now.
+    pub fn peer_shed(&self, j: ReplicaId) -> bool {
+        self.shed.lock().is_ok_and(|s| {
+            s.peers
+                .get(&j)
+                .is_some_and(|&t| t > std::time::Instant::now())
+        })
+    }
+
+    /// Whether client session `c`, or its certificate, is shed now.
+    pub fn client_shed(&self, c: ClientId) -> bool {
+        let now = std::time::Instant::now();
+        let cert = crate::cert::certificate_of(c);
+        self.shed.lock().is_ok_and(|s| {
+            s.clients.get(&c).is_some_and(|&t| t > now)
+                || s.certs.get(&cert).is_some_and(|&t| t > now)
+        })
+    }
 }
 
 impl Shared {
@@ -225,6 +271,7 @@ impl Shared {
             peers_up: (0..n).map(|_| AtomicBool::new(false)).collect(),
             next_conn: AtomicU64::new(1),
             intros: std::sync::Mutex::new(std::collections::BTreeMap::new()),
+            shed: std::sync::Mutex::default(),
         })
     }
 
@@ -354,6 +401,16 @@ impl<S: Service> ReplicaNode<S> {
             peers.push(Some(q));
         }
         let clock = crate::clock::Clock::new();
+        #[cfg(feature = "byzantine")]
+        let attacker = self.options.attack.map(|kind| {
+            attack::Attacker::new(
+                kind,
+                self.keys.clone(),
+                cluster.bft.epoch,
+                n,
+                cluster.bft.view_change_timeout,
+            )
+        });
         let replica = match self.durability.take_loaded() {
             Some(stored) => byzfs_bft::Replica::restore(
                 cluster.bft.clone(),
@@ -381,7 +438,8 @@ impl<S: Service> ReplicaNode<S> {
             durability = self.durability.name(),
             "replica started"
         );
-        let ev = event_loop::EventLoop::new(
+        #[allow(unused_mut)]
+        let mut ev = event_loop::EventLoop::new(
             replica,
             shared,
             peers,
@@ -390,6 +448,8 @@ impl<S: Service> ReplicaNode<S> {
             self.status_tx,
             clock,
         );
+        #[cfg(feature = "byzantine")]
+        ev.set_attacker(attacker);
         let result = ev.run(shutdown).await;
         tasks.shutdown().await;
         tracing::info!(replica = me, "replica stopped");

@@ -222,22 +222,25 @@ fn under_sustained_demand_the_raised_bar_ends_even_a_steady_view() {
     assert_eq!(r.b.view(), 1);
 }
 
-/// The floor: with no history (a fresh backup), a primary that orders nothing while a client
-/// waits is still voted out once the bar is at least `floor_per_s`.
+/// The floor, Aardvark's heartbeat: with no history (a fresh backup), even during the
+/// grace, a primary that orders nothing while a client waits is voted out at the first full
+/// period the client waited through (`floor_per_s` = 4: 2 units a period). Without a floor
+/// only the view-change timer would.
 #[test]
-fn the_floor_holds_without_history() {
-    let mut r = Run::new(|c| c.monitor.floor_per_s = 10);
+fn the_floor_holds_without_history_and_during_the_grace() {
+    let mut r = Run::new(|_| {});
     let _held = r.other_waits(100, 1);
-    r.until(Time::ZERO + Duration::from_millis(4900));
+    r.until(Time::ZERO + Duration::from_millis(1000));
     assert_eq!(
         r.slow_verdicts(),
         vec![&Event::PrimaryTooSlow {
             view: 0,
             units: 0,
-            required: 5,
+            required: 2,
         }]
     );
-    let mut r = Run::new(|_| {});
+    assert_eq!(r.b.view(), 1);
+    let mut r = Run::new(|c| c.monitor.floor_per_s = 0);
     let _held = r.other_waits(100, 1);
     r.until(Time::ZERO + Duration::from_millis(4900));
     assert!(

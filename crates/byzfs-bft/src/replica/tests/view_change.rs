@@ -63,16 +63,18 @@ fn view_change_after_primary_crash_keeps_committed_requests() {
     }
 }
 
-/// Backups defer the signature of a request their MAC vouches for. A new primary checks it
-/// before proposing what it holds: a badly signed request is never ordered (a backup whose MAC
-/// failed could not authenticate it), and its client is blacklisted.
+/// Backups defer the signature of a big request their MAC vouches for (sent to every replica,
+/// never forwarded). A new primary checks it before proposing what it holds: a badly signed
+/// request is never ordered (a backup whose MAC failed could not authenticate it), and its
+/// client is blacklisted.
 #[test]
 fn a_new_primary_proposes_a_deferred_request_only_if_its_signature_verifies() {
     let mut c = Cluster::new(config());
     c.down[0] = true;
-    let bad = client_request(&c.cfg, CLIENT, 1, b"w", false, ReqAuth::BadSignature);
+    let big = [b'w'; 100];
+    let bad = client_request(&c.cfg, CLIENT, 1, &big, false, ReqAuth::BadSignature);
     c.deliver_all(&bad);
-    let good = client_request(&c.cfg, CLIENT, 2, b"w", false, ReqAuth::Signed);
+    let good = client_request(&c.cfg, CLIENT, 2, &big, false, ReqAuth::Signed);
     c.deliver_all(&good);
     for i in 1..4 {
         assert_eq!(c.r[i].stats().client_signatures_deferred, 2, "replica {i}");
