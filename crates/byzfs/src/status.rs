@@ -141,6 +141,15 @@ pub fn run(a: StatusArgs) -> anyhow::Result<ExitCode> {
                 s.core.view_changes
             );
         }
+        // Flood protection (`byzfs-net/src/node/shed.rs`) and blacklisted clients.
+        let net = |r: &str| s.net.dropped.get(r).copied().unwrap_or(0);
+        let (shed, blacklisted) = (net("shed"), net("blacklisted_client"));
+        if shed > 0 || blacklisted > 0 {
+            say!(
+                o,
+                "replica {id}: dropped {shed} frame(s) or handshake(s) of sources shed for flooding, {blacklisted} frame(s) of blacklisted clients (the log names them)"
+            );
+        }
     }
     let in_step = h.in_step.len();
     match h.view {
