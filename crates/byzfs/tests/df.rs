@@ -116,11 +116,17 @@ fn df_follows_the_replicas_disks_and_enospc_comes_before_they_fill() {
         "the configured capacity is the large disk's"
     );
     assert!(total >= 8 * MIB, "df shows {total} bytes");
+    // Each small replica's reporter logs once it has read the agreed capacity back, which
+    // may come a moment after the agreed value already reached the mount's `df`.
     for i in SMALL_REPLICAS {
-        assert!(
-            procs.log(i).contains("reported this disk's capacity"),
-            "replica {i}"
-        );
+        while !procs.log(i).contains("reported this disk's capacity") {
+            assert!(
+                start.elapsed() < Duration::from_secs(90),
+                "replica {i} never logged its report:\n{}",
+                tail(&procs.log(i))
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
     }
 
     // Writing until ENOSPC stops about where df said it would.
