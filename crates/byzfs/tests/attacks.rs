@@ -96,10 +96,9 @@ fn a_flooding_backup_is_shed_and_the_cluster_keeps_serving() {
         correct(all, 1).all(|s| s.net.dropped.get("shed").copied().unwrap_or(0) > 0)
     });
     for s in correct(&all, 1) {
-        let useless: u64 = ["malformed", "bad_auth"]
-            .iter()
-            .map(|r| s.core.dropped.get(*r).copied().unwrap_or(0))
-            .sum();
+        // Every reason counts: garbage with a real header may fail as `malformed`,
+        // `bad_auth`, `wrong_epoch`, `invalid`, ...
+        let useless: u64 = s.core.dropped.values().sum();
         assert!(
             useless >= 2_000,
             "replica {} shed the flooder after only {useless} useless frames",
