@@ -18,14 +18,23 @@
 //! replica busy ([`Replica::busy_for`]) are not judged either: its own slowness is not the
 //! primary's. A backup's complaint is a VIEW-CHANGE like a timeout's, and moves no one alone
 //! (the `f+1` join rule).
+//!
+//! Nor does a backup judge a period in which it lags: when `f+1` replicas sent it
+//! authenticated PRE-PREPAREs, PREPAREs or COMMITs of this view above its log window, at
+//! least one correct replica is past a checkpoint this backup lacks, so the primary is
+//! ordering and this backup executes nothing only because it is behind (a replica restarted
+//! without its data, before its state transfer; `crates/byzfs/tests/faults.rs`
+//! `replica_restarted_without_its_data_rejoins_by_state_transfer`). Its vote would put it
+//! alone in a higher view, out of step with the others until they change view too. A faulty
+//! primary alone cannot silence the watch this way: `f+1` senders include a correct one.
 
 use super::timers::TimerKind;
 use super::Replica;
 use crate::action::Event;
-use crate::ids::{ClientId, View};
+use crate::ids::{ClientId, ReplicaId, Seq, View};
 use crate::service::Service;
 use crate::time::Time;
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 /// Bytes of an operation worth one more unit of work.
 pub(crate) const UNIT_BYTES: usize = 4096;
@@ -41,6 +50,9 @@ pub(crate) struct Monitor {
     units: u64,
     /// The driver reported this replica busy during the period.
     busy: bool,
+    /// Replicas that sent this view's agreement messages above this replica's window during
+    /// the period (it lags once they are `f+1`).
+    ahead: BTreeSet<ReplicaId>,
     /// Best period of the current view, and of each of the views before it (newest last).
     best: u64,
     history: VecDeque<u64>,
@@ -91,6 +103,7 @@ impl<S: Service> Replica<S> {
         m.period_start = self.now;
         m.units = 0;
         m.busy = false;
+        m.ahead.clear();
         m.judged = 0;
         if self.config.monitor.enabled {
             self.timers
@@ -106,6 +119,14 @@ impl<S: Service> Replica<S> {
     /// The driver reported a long step.
     pub(super) fn monitor_busy(&mut self) {
         self.monitor.busy = true;
+    }
+
+    /// Replica `j` sent an authenticated agreement message for `(view, seq)` that this
+    /// replica dropped as out of its window.
+    pub(super) fn monitor_out_of_window(&mut self, j: ReplicaId, view: View, seq: Seq) {
+        if view == self.view && seq > self.last_stable + self.config.log_window {
+            self.monitor.ahead.insert(j);
+        }
     }
 
     /// Client `c` has a request pending here: it waits from now unless it already did.
@@ -137,6 +158,7 @@ impl<S: Service> Replica<S> {
         m.period_start = now;
         m.units = 0;
         m.busy = false;
+        m.ahead.clear();
         if c.enabled {
             self.timers.set(TimerKind::Monitor, now + c.period);
         }
@@ -167,6 +189,7 @@ impl<S: Service> Replica<S> {
             && self.primary() != self.me
             && m.view == self.view
             && !m.busy
+            && m.ahead.len() <= self.f()
             // A period cut short (a view installed mid-way) says little.
             && period_us >= c.period.as_micros() as u64;
         let in_grace = now.as_micros() < m.view_start.as_micros() + c.grace.as_micros() as u64;

@@ -248,3 +248,32 @@ fn the_floor_holds_without_history_and_during_the_grace() {
         "no history, no floor: only the timer"
     );
 }
+
+/// A backup that lags does not judge: while `f+1` replicas send it this view's PREPAREs and
+/// COMMITs above its log window (it missed a checkpoint; a replica restarted without its
+/// data), it executes nothing because it is behind, not because the primary is slow. Its
+/// vote would leave it alone in a higher view (`crates/byzfs/tests/faults.rs`
+/// `replica_restarted_without_its_data_rejoins_by_state_transfer`). One replica ahead (a
+/// faulty primary's claim) does not silence the watch.
+#[test]
+fn a_lagging_backup_does_not_judge_the_primary() {
+    let ahead = |senders: &[ReplicaId]| {
+        let mut r = Run::new(|_| {});
+        let _held = r.other_waits(100, 1);
+        let above = r.cfg.log_window + 10;
+        for ms in (150..3000).step_by(50) {
+            let now = Time::ZERO + Duration::from_millis(ms);
+            r.until(now);
+            for &j in senders {
+                let d = Digest::of(&ms.to_le_bytes());
+                let m = commit_msg(0, above + ms, d, j);
+                r.b.handle_message(now, &from_replica(&r.cfg, j, &m));
+                r.collect();
+            }
+        }
+        r.until(Time::ZERO + Duration::from_millis(3000));
+        (r.slow_verdicts().len(), r.b.view())
+    };
+    assert_eq!(ahead(&[2, 3]), (0, 0), "f+1 replicas ahead: it lags");
+    assert_eq!(ahead(&[2]), (1, 1), "one replica ahead proves nothing");
+}
