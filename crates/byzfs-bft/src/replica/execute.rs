@@ -116,6 +116,8 @@ impl<S: Service> Replica<S> {
         if !replay {
             self.store_batch(n, d);
         }
+        // Counted for the throughput watch already if it committed ahead of a gap.
+        let credited = !replay && self.monitor_take_credit(n);
         let mut ran: Vec<(ClientId, RequestId)> = Vec::new();
         let big_frames: Vec<Arc<[u8]>> = batch
             .big
@@ -157,7 +159,7 @@ impl<S: Service> Replica<S> {
                 }
                 continue;
             }
-            if !replay {
+            if !replay && !credited {
                 self.monitor_executed(1 + (req.op.len() / super::monitor::UNIT_BYTES) as u64);
             }
             let result = self.service.execute(c, req.op, &batch.nondet);

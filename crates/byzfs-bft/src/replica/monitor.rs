@@ -19,19 +19,22 @@
 //! primary's. A backup's complaint is a VIEW-CHANGE like a timeout's, and moves no one alone
 //! (the `f+1` join rule).
 //!
-//! Nor does a backup judge a period in which it lags: when `f+1` replicas sent it
-//! authenticated PRE-PREPAREs, PREPAREs or COMMITs of this view above its log window, at
-//! least one correct replica is past a checkpoint this backup lacks, so the primary is
-//! ordering and this backup executes nothing only because it is behind (a replica restarted
-//! without its data, before its state transfer; `crates/byzfs/tests/faults.rs`
-//! `replica_restarted_without_its_data_rejoins_by_state_transfer`). Its vote would put it
-//! alone in a higher view, out of step with the others until they change view too. A faulty
-//! primary alone cannot silence the watch this way: `f+1` senders include a correct one.
+//! A backup that lags behind a gap (a replica restarted without its data, in the middle of
+//! its window) commits batches it cannot run yet: their work is credited to the primary when
+//! they commit, not when they run (each batch once, so a primary that leaves a gap gains
+//! nothing by it). Nor does a backup judge while it lags: when `f+1` replicas' STATUS
+//! (§1.3) report more than `batch_window` batches executed beyond its own, at least one
+//! correct replica is ahead by more than the primary keeps in flight, so the primary is
+//! ordering and this backup is behind (`crates/byzfs/tests/faults.rs`
+//! `replica_restarted_without_its_data_rejoins_by_state_transfer`: its vote put it alone in a
+//! higher view, out of step until the others change view too). A faulty primary cannot
+//! silence the watch this way: `f+1` reports include a correct replica's.
 
 use super::timers::TimerKind;
 use super::Replica;
 use crate::action::Event;
-use crate::ids::{ClientId, ReplicaId, Seq, View};
+use crate::crypto::Digest;
+use crate::ids::{ClientId, Seq, View};
 use crate::service::Service;
 use crate::time::Time;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -50,14 +53,13 @@ pub(crate) struct Monitor {
     units: u64,
     /// The driver reported this replica busy during the period.
     busy: bool,
-    /// Replicas that sent this view's agreement messages above this replica's window during
-    /// the period (it lags once they are `f+1`).
-    ahead: BTreeSet<ReplicaId>,
     /// Best period of the current view, and of each of the views before it (newest last).
     best: u64,
     history: VecDeque<u64>,
     /// Periods of this view judged so far (each raises the bar).
     judged: u32,
+    /// Batches whose work was credited when they committed here, ahead of a gap.
+    credited: BTreeSet<Seq>,
     /// Since when each client with a request pending here has waited with none of its
     /// requests running (the demand test).
     waiting_since: BTreeMap<ClientId, Time>,
@@ -103,7 +105,6 @@ impl<S: Service> Replica<S> {
         m.period_start = self.now;
         m.units = 0;
         m.busy = false;
-        m.ahead.clear();
         m.judged = 0;
         if self.config.monitor.enabled {
             self.timers
@@ -121,12 +122,33 @@ impl<S: Service> Replica<S> {
         self.monitor.busy = true;
     }
 
-    /// Replica `j` sent an authenticated agreement message for `(view, seq)` that this
-    /// replica dropped as out of its window.
-    pub(super) fn monitor_out_of_window(&mut self, j: ReplicaId, view: View, seq: Seq) {
-        if view == self.view && seq > self.last_stable + self.config.log_window {
-            self.monitor.ahead.insert(j);
+    /// Batch `seq` (digest `d`) committed here. If this replica cannot run it yet (an
+    /// earlier batch is missing), the primary's work is credited now.
+    pub(super) fn monitor_committed(&mut self, seq: Seq, d: Digest) {
+        if seq <= self.last_tentative.max(self.last_executed) + 1 {
+            return;
         }
+        let Some(b) = self.batches.get(&d) else {
+            return;
+        };
+        let units: u64 = b
+            .requests
+            .iter()
+            .map(|r| r.len())
+            .chain(
+                b.big
+                    .iter()
+                    .map(|bd| self.requests.get(bd).map_or(0, |r| r.frame.len())),
+            )
+            .map(|len| 1 + (len / UNIT_BYTES) as u64)
+            .sum();
+        self.monitor.units = self.monitor.units.saturating_add(units);
+        self.monitor.credited.insert(seq);
+    }
+
+    /// Whether batch `seq`'s work was credited at its commit (it then counts no more).
+    pub(super) fn monitor_take_credit(&mut self, seq: Seq) -> bool {
+        self.monitor.credited.remove(&seq)
     }
 
     /// Client `c` has a request pending here: it waits from now unless it already did.
@@ -158,7 +180,8 @@ impl<S: Service> Replica<S> {
         m.period_start = now;
         m.units = 0;
         m.busy = false;
-        m.ahead.clear();
+        let done = self.last_executed;
+        m.credited.retain(|&s| s > done);
         if c.enabled {
             self.timers.set(TimerKind::Monitor, now + c.period);
         }
@@ -180,6 +203,18 @@ impl<S: Service> Replica<S> {
         }
     }
 
+    /// Whether `f+1` other replicas reported executing more than `batch_window` batches
+    /// beyond this one (their latest STATUS).
+    fn lags(&self) -> bool {
+        let mine = self.last_executed.saturating_add(self.config.batch_window);
+        let ahead = self
+            .peer_executed
+            .iter()
+            .filter(|&(&j, &e)| j != self.me && e > mine)
+            .count();
+        ahead > self.f()
+    }
+
     /// Whether the period just ended condemns the primary.
     fn judge(&mut self, c: &crate::MonitorConfig, now: Time, period_us: u64) -> Option<Verdict> {
         let m = &self.monitor;
@@ -189,7 +224,7 @@ impl<S: Service> Replica<S> {
             && self.primary() != self.me
             && m.view == self.view
             && !m.busy
-            && m.ahead.len() <= self.f()
+            && !self.lags()
             // A period cut short (a view installed mid-way) says little.
             && period_us >= c.period.as_micros() as u64;
         let in_grace = now.as_micros() < m.view_start.as_micros() + c.grace.as_micros() as u64;

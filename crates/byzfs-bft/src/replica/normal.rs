@@ -388,7 +388,6 @@ impl<S: Service> Replica<S> {
             return self.drop_input(DropReason::OutOfWindow);
         }
         if !self.in_window(pp.seq) || pp.seq <= self.low_bound {
-            self.monitor_out_of_window(j, pp.view, pp.seq);
             return self.drop_input(DropReason::OutOfWindow);
         }
         let Some(d) = self.validate_batch(&pp.batch, pp.seq, false) else {
@@ -591,7 +590,6 @@ impl<S: Service> Replica<S> {
             return self.drop_input(DropReason::OutOfWindow);
         }
         if !self.in_window(p.seq) || p.seq <= self.low_bound {
-            self.monitor_out_of_window(p.replica, p.view, p.seq);
             return self.drop_input(DropReason::OutOfWindow);
         }
         if p.replica == self.primary() {
@@ -721,6 +719,7 @@ impl<S: Service> Replica<S> {
             seq,
             digest: d,
         });
+        self.monitor_committed(seq, d);
     }
 
     /// §1.5 "On COMMIT".
@@ -729,7 +728,6 @@ impl<S: Service> Replica<S> {
             return self.drop_input(DropReason::OutOfWindow);
         }
         if !self.in_window(c.seq) || c.seq <= self.low_bound {
-            self.monitor_out_of_window(c.replica, c.view, c.seq);
             return self.drop_input(DropReason::OutOfWindow);
         }
         let slot = self.log.entry(c.seq).or_default();
