@@ -4,6 +4,7 @@
 #   git              tests run git on a mount
 #   fuse3            FUSE mounts (fusermount3); /dev/fuse must exist too
 #   bindfs, postmark the file-system benchmarks' passthrough target and PostMark
+#   iproute2         ip and tc: the sites harness's namespaces, links and shaping (#30)
 #   golang-go        builds go-fuse's POSIX conformance suite (tests/posix.rs), unless a Go
 #                    toolchain is already there (/usr/local/go counts)
 #
@@ -21,6 +22,8 @@ if [ "${1:-all}" = all ]; then
     need git git
     need bindfs bindfs
     need postmark postmark
+    need ip iproute2
+    need tc iproute2
     [ -x /usr/local/go/bin/go ] || need go golang-go
 fi
 [ "${#want[@]}" -eq 0 ] && exit 0

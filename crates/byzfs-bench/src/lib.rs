@@ -5,7 +5,9 @@
 //!   loopback, beside the unreplicated baselines (issue #3, the seeds' Figures 6 and 7);
 //! * [`fs`]: `andrew`, `postmark` and `largefile` on mounts of ByzFS, NO-REP, a FUSE
 //!   passthrough (bindfs) and the local disk (issues #4 and #25);
-//! * [`crypt`]: the cost of each cryptographic step of an encrypted mount (issue #28).
+//! * [`crypt`]: the cost of each cryptographic step of an encrypted mount (issue #28);
+//! * [`sites`]: the sites-on-one-machine harness (`--sites PROFILE`) and `bench sites`, its
+//!   check (issue #30).
 //!
 //! Each starts what it needs, prints a table and writes JSON rows (and SVG plots); the
 //! commands and current results are in docs/BENCHMARKS.md.
@@ -16,3 +18,4 @@ pub mod fs;
 pub mod loopback;
 pub mod plot;
 pub(crate) mod procs;
+pub mod sites;

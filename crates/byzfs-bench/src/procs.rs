@@ -21,6 +21,8 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::cpu;
+use crate::sites::{Node, Sites};
+use std::sync::Arc;
 
 /// How long servers get to become reachable.
 const READY_TIMEOUT: Duration = Duration::from_secs(20);
@@ -80,7 +82,13 @@ pub struct Launch {
     pub service: Service,
     /// Extra arguments for some replicas (`byzfs bench attack`'s Byzantine one).
     pub replica_args: Vec<(u32, Vec<String>)>,
+    /// Run each server in its node's namespace of these sites, on its node's address
+    /// (issue #30); `None`: all on loopback.
+    pub sites: Option<Arc<Sites>>,
 }
+
+/// The port every server listens on at its own address of a site harness.
+pub const SITES_PORT: u16 = 7000;
 
 struct Proc {
     id: u32,
@@ -96,6 +104,8 @@ pub struct Servers {
     pub credential: ClientCredential,
     config: PathBuf,
     procs: Vec<Proc>,
+    /// Kept until the processes have stopped (dropped after `Drop::drop`).
+    sites: Option<Arc<Sites>>,
 }
 
 impl Servers {
@@ -103,8 +113,31 @@ impl Servers {
     /// parameters; the cluster file is [`Servers::config_path`]) and starts `system` on it.
     pub async fn start(system: System, dir: &Path, launch: &Launch) -> anyhow::Result<Servers> {
         let disk = launch.disk;
-        let mut opts = KeygenOptions::local(4, "127.0.0.1", 0)?;
-        opts.local_sockets = !launch.tcp_only;
+        let mut opts = match &launch.sites {
+            None => {
+                let mut o = KeygenOptions::local(4, "127.0.0.1", 0)?;
+                o.local_sockets = !launch.tcp_only;
+                o
+            }
+            Some(sites) => {
+                // Each replica at its own site; NO-REP (which serves as replica 0) at the
+                // server's.
+                let node = |i: u32| match (system, i) {
+                    (System::Byzfs, _) | (_, 1..) => Node::Replica(i),
+                    (_, 0) => Node::Server,
+                };
+                let hosts: Vec<String> = (0..4)
+                    .map(|i| format!("{}:{SITES_PORT}", sites.addr(node(i))))
+                    .collect();
+                let mut o = KeygenOptions::hosts(&hosts)?;
+                // One disk shared by four replicas, as on loopback.
+                o.fs = Some(byzfs_net::cluster::FsLimits::fitting(
+                    byzfs_net::keygen::free_disk(dir),
+                    4,
+                ));
+                o
+            }
+        };
         opts.protocol = launch.protocol.clone();
         keygen(dir, &opts)?;
         let config = dir.join(CLUSTER_FILE);
@@ -124,6 +157,7 @@ impl Servers {
             credential,
             config: config.clone(),
             procs: Vec::new(),
+            sites: launch.sites.clone(),
         };
         let service = match launch.service {
             Service::Null => "null",
@@ -179,6 +213,13 @@ impl Servers {
                 .stdout(file.try_clone()?)
                 .stderr(file)
                 .process_group(0);
+            if let Some(sites) = &launch.sites {
+                let node = match system {
+                    System::Byzfs => Node::Replica(id),
+                    _ => Node::Server,
+                };
+                sites.enter(node, &mut cmd)?;
+            }
             let child = cmd
                 .spawn()
                 .with_context(|| format!("cannot start {} {id}", system.name()))?;
@@ -233,6 +274,11 @@ impl Servers {
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
+    }
+
+    /// The sites the servers run at, if any.
+    pub fn sites(&self) -> Option<&Arc<Sites>> {
+        self.sites.as_ref()
     }
 
     /// The cluster file the servers were started with (clients and mounts use it).

@@ -68,6 +68,42 @@ impl KeygenOptions {
     }
 }
 
+impl KeygenOptions {
+    /// One replica per address (`host:port`, in replica order), as an operator deploys
+    /// across machines: each replica listens on its own host; Unix sockets only if every
+    /// host is this machine's loopback.
+    pub fn hosts(addresses: &[String]) -> Result<Self, SetupError> {
+        check_replicas(addresses.len())?;
+        let mut seen = std::collections::BTreeSet::new();
+        for a in addresses {
+            let port = a.rsplit_once(':').and_then(|(h, p)| {
+                (!h.is_empty()).then_some(())?;
+                p.parse::<u16>().ok().filter(|&p| p != 0)
+            });
+            if port.is_none() {
+                return Err(SetupError::Usage(format!(
+                    "{a:?} is not host:port (such as 10.0.0.1:7000, replica-a.example.org:7000 \
+                     or [2001:db8::1]:7000)"
+                )));
+            }
+            if !seen.insert(a.as_str()) {
+                return Err(SetupError::Usage(format!(
+                    "{a:?} is given twice; every replica needs an address of its own"
+                )));
+            }
+        }
+        Ok(KeygenOptions {
+            addresses: addresses.to_vec(),
+            clients: vec![DEFAULT_CLIENT],
+            protocol: Config::new(1),
+            local_sockets: addresses
+                .iter()
+                .all(|a| a.rsplit_once(':').is_some_and(|(h, _)| is_loopback(h))),
+            fs: None,
+        })
+    }
+}
+
 /// Whether `host` names this machine's loopback interface (every replica then shares the
 /// host, so Unix sockets reach them).
 fn is_loopback(host: &str) -> bool {

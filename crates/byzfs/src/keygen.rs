@@ -22,6 +22,15 @@ pub struct KeygenArgs {
     /// Host the replicas listen on.
     #[arg(long, default_value = "127.0.0.1")]
     host: String,
+    /// Each replica's own address, in replica order (`host:port`, comma-separated; as many
+    /// as replicas, 3f+1): for a cluster across machines (docs/DEPLOY.md). Replaces
+    /// --replicas, --host and --base-port.
+    #[arg(long, value_delimiter = ',', conflicts_with_all = ["replicas", "host", "base_port", "hosts_file"])]
+    hosts: Vec<String>,
+    /// A TOML file with the replicas' addresses, `hosts = ["a:7000", "b:7000", …]`, in
+    /// replica order (as --hosts).
+    #[arg(long, conflicts_with_all = ["replicas", "host", "base_port"])]
+    hosts_file: Option<PathBuf>,
     /// Give the replicas no Unix sockets, so that every link uses TCP even on one host
     /// (by default each replica also listens on `DIR/replica-<id>.sock` when --host is a
     /// loopback address, and local peers and clients connect there).
@@ -36,6 +45,25 @@ pub struct KeygenArgs {
     /// The most inodes (files, directories, links). Default: one per 512 bytes of capacity.
     #[arg(long)]
     fs_inodes: Option<u64>,
+}
+
+/// The `hosts` list of a TOML file.
+fn hosts_file(p: &std::path::Path) -> anyhow::Result<Vec<String>> {
+    #[derive(serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Hosts {
+        hosts: Vec<String>,
+    }
+    let text =
+        std::fs::read_to_string(p).with_context(|| format!("cannot read {}", p.display()))?;
+    let h: Hosts = toml::from_str(&text).map_err(|e| {
+        anyhow::anyhow!(
+            "{} is not a hosts file ({}); write `hosts = [\"a:7000\", \"b:7000\", \"c:7000\", \"d:7000\"]`",
+            p.display(),
+            e.message().trim()
+        )
+    })?;
+    Ok(h.hosts)
 }
 
 /// `N`, `NK`, `NM`, `NG` or `NT` (powers of 1024) as bytes.
@@ -64,7 +92,15 @@ fn parse_size(s: &str) -> Result<u64, String> {
 }
 
 pub fn keygen(a: KeygenArgs) -> anyhow::Result<ExitCode> {
-    let mut opts = KeygenOptions::local(a.replicas, &a.host, a.base_port)?;
+    let hosts = match &a.hosts_file {
+        Some(p) => hosts_file(p)?,
+        None => a.hosts.clone(),
+    };
+    let mut opts = if hosts.is_empty() {
+        KeygenOptions::local(a.replicas, &a.host, a.base_port)?
+    } else {
+        KeygenOptions::hosts(&hosts)?
+    };
     opts.local_sockets &= !a.tcp_only;
     if a.fs_capacity.is_some() || a.fs_inodes.is_some() {
         let capacity_bytes = a
@@ -104,6 +140,14 @@ pub fn keygen(a: KeygenArgs) -> anyhow::Result<ExitCode> {
         .first()
         .map(|p| p.display().to_string())
         .unwrap_or_default();
+    if !hosts.is_empty() {
+        println!(
+            "\ncopy {} and replica-i.key (only its own) to the machine of replica i ({}); \
+             docs/DEPLOY.md has the rest",
+            g.config.display(),
+            hosts.join(", ")
+        );
+    }
     println!(
         "\nstart replica i with: byzfs replica --config {} --id i --key {}\n\
          then try:             byzfs kv --config {} --key {client} put hello world",

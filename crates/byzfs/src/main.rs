@@ -16,6 +16,7 @@
 //! byzfs bench attack [--json P]              throughput under Aardvark's attacks (test builds)
 //! byzfs bench andrew|postmark|largefile      file-system benchmarks (ByzFS, NO-REP, local, bindfs)
 //! byzfs bench crypt                          the cost of each step of an encrypted mount
+//! byzfs bench sites --sites wan               check the sites harness's links (root)
 //! ```
 //!
 //! Errors print as one line, `error: …`, and exit non-zero.
@@ -85,6 +86,8 @@ enum BenchCommand {
     Fs(byzfs_bench::fs::FsbenchCommand),
     /// The cost of each cryptographic step of an encrypted mount (one thread).
     Crypt(byzfs_bench::crypt::CryptArgs),
+    /// Sites on one machine (root): measures each site link of the profiles (rate, round trip).
+    Sites(byzfs_bench::sites::check::SitesArgs),
 }
 
 fn main() -> ExitCode {
@@ -112,6 +115,7 @@ fn main() -> ExitCode {
             }
         }
         Command::Bench(BenchCommand::Crypt(a)) => byzfs_bench::crypt::run(a),
+        Command::Bench(BenchCommand::Sites(a)) => byzfs_bench::sites::check::run(a),
         Command::Bench(BenchCommand::Fs(c)) => {
             logging::init("warn");
             byzfs_bench::fs::run_command(c)

@@ -450,3 +450,101 @@ fn replicas_export_latency_histograms() {
         assert!(body.contains(needle), "{needle} missing from:\n{body}");
     }
 }
+
+/// `byzfs keygen --hosts` (and `--hosts-file`): each replica at its own address, as across
+/// machines (docs/DEPLOY.md); no Unix sockets; bad lists refused in one line.
+#[test]
+fn keygen_takes_each_replicas_own_host() {
+    let dir = tempfile::tempdir().unwrap();
+    let out_dir = dir.path().join("c");
+    let hosts = "10.0.0.1:7000,10.0.0.2:7000,replica-c.example.org:7001,[2001:db8::4]:7000";
+    let out = byzfs(&[
+        "keygen",
+        "--out",
+        out_dir.to_str().unwrap(),
+        "--hosts",
+        hosts,
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains("and replica-i.key (only its own) to the machine of replica i"),
+        "{}",
+        text(&out.stdout)
+    );
+    let cfg = std::fs::read_to_string(out_dir.join("cluster.toml")).unwrap();
+    let addresses: Vec<&str> = cfg
+        .lines()
+        .filter_map(|l| l.strip_prefix("address = "))
+        .collect();
+    assert_eq!(
+        addresses,
+        [
+            "\"10.0.0.1:7000\"",
+            "\"10.0.0.2:7000\"",
+            "\"replica-c.example.org:7001\"",
+            "\"[2001:db8::4]:7000\""
+        ]
+    );
+    assert!(!cfg.contains("local_socket"), "{cfg}");
+
+    let file = dir.path().join("hosts.toml");
+    std::fs::write(
+        &file,
+        "hosts = [\"a:7000\", \"b:7000\", \"c:7000\", \"d:7000\"]\n",
+    )
+    .unwrap();
+    let out2 = dir.path().join("c2");
+    let out = byzfs(&[
+        "keygen",
+        "--out",
+        out2.to_str().unwrap(),
+        "--hosts-file",
+        file.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let cfg = std::fs::read_to_string(out2.join("cluster.toml")).unwrap();
+    assert!(cfg.contains("address = \"d:7000\""), "{cfg}");
+
+    let o = |n: &str| dir.path().join(n).to_str().unwrap().to_string();
+    refuses(
+        &[
+            "keygen",
+            "--out",
+            &o("x1"),
+            "--hosts",
+            "a:7000,b:7000,c:7000",
+        ],
+        "not 3f+1",
+    );
+    refuses(
+        &[
+            "keygen",
+            "--out",
+            &o("x2"),
+            "--hosts",
+            "a:7000,b:7000,c:7000,a:7000",
+        ],
+        "\"a:7000\" is given twice",
+    );
+    refuses(
+        &[
+            "keygen",
+            "--out",
+            &o("x3"),
+            "--hosts",
+            "a:7000,b,c:7000,d:7000",
+        ],
+        "\"b\" is not host:port",
+    );
+    std::fs::write(&file, "hosts = \"a:7000\"\n").unwrap();
+    refuses(
+        &[
+            "keygen",
+            "--out",
+            &o("x4"),
+            "--hosts-file",
+            file.to_str().unwrap(),
+        ],
+        "is not a hosts file",
+    );
+}

@@ -69,6 +69,12 @@ pub struct CommonArgs {
     /// (`byzfs up --tcp-only`, `byzfs keygen --tcp-only`).
     #[arg(long)]
     pub tcp_only: bool,
+    /// Runs ByzFS and NO-REP across sites on this machine (needs root): each replica, the
+    /// mount and the NO-REP server in a network namespace of its own, joined by shaped,
+    /// delayed links (profiles: lan, wan, slow-5, slow-1, each also with -apart; README
+    /// "Sites on one machine"). Local and passthrough targets have no network and ignore it.
+    #[arg(long, value_parser = crate::sites::Profile::parse)]
+    pub sites: Option<crate::sites::Profile>,
     /// Runs per target; tables show the median, `--json` every run.
     #[arg(long, default_value_t = 1)]
     pub runs: u32,

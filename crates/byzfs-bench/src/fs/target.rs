@@ -62,6 +62,8 @@ pub struct TargetSpec {
     pub tcp_only: bool,
     /// ByzFS and NO-REP: the mount holds directory delegations.
     pub dir_delegations: bool,
+    /// ByzFS and NO-REP: across these sites (`None`: on loopback).
+    pub sites: Option<crate::sites::Profile>,
 }
 
 impl TargetSpec {
@@ -110,6 +112,7 @@ impl TargetSpec {
                         durability: args.durability,
                         tcp_only: args.tcp_only,
                         dir_delegations,
+                        sites: args.sites.clone(),
                     };
                     if !out.iter().any(|s: &TargetSpec| s.label() == spec.label()) {
                         out.push(spec);
@@ -145,6 +148,7 @@ impl TargetSpec {
                     tcp_only: self.tcp_only,
                     dir_delegations: self.dir_delegations,
                     dir: inst.clone(),
+                    sites: self.sites.clone(),
                 })
             }
         };
@@ -375,6 +379,8 @@ pub struct ClusterMountOptions {
     pub dir_delegations: bool,
     /// A fresh, empty directory owned by this target (cluster files, logs, mount point).
     pub dir: PathBuf,
+    /// Servers and mount each in their node's namespace of these sites (`None`: loopback).
+    pub sites: Option<crate::sites::Profile>,
 }
 
 /// The ByzFS and NO-REP targets: starts the servers with the benchmarks' one launcher
@@ -405,6 +411,10 @@ pub fn mount_cluster(opts: &ClusterMountOptions) -> anyhow::Result<Mounted> {
         tcp_only: opts.tcp_only,
         service: Service::Fs,
         replica_args: Vec::new(),
+        sites: match &opts.sites {
+            Some(p) => Some(std::sync::Arc::new(crate::sites::Sites::start(p)?)),
+            None => None,
+        },
     };
     let cdir = opts.dir.join("cluster");
     fs::create_dir_all(&cdir)?;
@@ -434,9 +444,12 @@ pub fn mount_cluster(opts: &ClusterMountOptions) -> anyhow::Result<Mounted> {
         encrypt = vec!["--identity".into(), identity.into_os_string()];
     }
     let logf = fs::File::create(&mount_log)?;
+    let mut cmd = Command::new(&exe);
+    if let Some(sites) = servers.sites() {
+        sites.enter(crate::sites::Node::Client, &mut cmd)?;
+    }
     let m = mount.insert(
-        Command::new(&exe)
-            .arg("mount")
+        cmd.arg("mount")
             .args(&encrypt)
             .args((!opts.replicated).then_some("--unreplicated"))
             .args((opts.replicated && !opts.ro_lookups).then_some("--strict"))

@@ -250,6 +250,7 @@ async fn one(a: &AttackArgs, work: &WorkDir, attack: Attack) -> anyhow::Result<A
             tcp_only: false,
             service: Service::Null,
             replica_args,
+            sites: None,
         },
     )
     .await?;

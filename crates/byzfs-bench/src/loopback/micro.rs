@@ -71,6 +71,7 @@ async fn micro(a: MicroArgs) -> anyhow::Result<ExitCode> {
                     tcp_only: c.tcp_only,
                     service: Service::Null,
                     replica_args: Vec::new(),
+                    sites: None,
                 },
             )
             .await?;

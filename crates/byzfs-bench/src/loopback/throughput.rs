@@ -112,6 +112,7 @@ async fn throughput(a: ThroughputArgs) -> anyhow::Result<ExitCode> {
                                 tcp_only: c.tcp_only,
                                 service: Service::Null,
                                 replica_args: Vec::new(),
+                                sites: None,
                             },
                         )
                         .await?,
