@@ -28,13 +28,16 @@
 //! ordering and this backup is behind (`crates/byzfs/tests/faults.rs`
 //! `replica_restarted_without_its_data_rejoins_by_state_transfer`: its vote put it alone in a
 //! higher view, out of step until the others change view too). A faulty primary cannot
-//! silence the watch this way: `f+1` reports include a correct replica's.
+//! silence the watch this way: `f+1` reports include a correct replica's. And a backup judges
+//! a period only if it heard the STATUS of `2f` other replicas in it: one that just started
+//! (its peers still reconnecting) or is cut off knows nothing of what the primary ordered,
+//! and a primary it cannot reach is the view-change timer's business.
 
 use super::timers::TimerKind;
 use super::Replica;
 use crate::action::Event;
 use crate::crypto::Digest;
-use crate::ids::{ClientId, Seq, View};
+use crate::ids::{ClientId, ReplicaId, Seq, View};
 use crate::service::Service;
 use crate::time::Time;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -60,6 +63,8 @@ pub(crate) struct Monitor {
     judged: u32,
     /// Batches whose work was credited when they committed here, ahead of a gap.
     credited: BTreeSet<Seq>,
+    /// Replicas whose STATUS arrived during the period.
+    heard: BTreeSet<ReplicaId>,
     /// Since when each client with a request pending here has waited with none of its
     /// requests running (the demand test).
     waiting_since: BTreeMap<ClientId, Time>,
@@ -146,6 +151,13 @@ impl<S: Service> Replica<S> {
         self.monitor.credited.insert(seq);
     }
 
+    /// Replica `j`'s STATUS arrived.
+    pub(super) fn monitor_heard(&mut self, j: ReplicaId) {
+        if j != self.me {
+            self.monitor.heard.insert(j);
+        }
+    }
+
     /// Whether batch `seq`'s work was credited at its commit (it then counts no more).
     pub(super) fn monitor_take_credit(&mut self, seq: Seq) -> bool {
         self.monitor.credited.remove(&seq)
@@ -176,6 +188,7 @@ impl<S: Service> Replica<S> {
             .saturating_sub(self.monitor.period_start.as_micros());
         let verdict = self.judge(&c, now, period_us);
         let m = &mut self.monitor;
+        m.heard.clear();
         m.best = m.best.max(m.units);
         m.period_start = now;
         m.units = 0;
@@ -224,6 +237,7 @@ impl<S: Service> Replica<S> {
             && self.primary() != self.me
             && m.view == self.view
             && !m.busy
+            && m.heard.len() >= 2 * self.f()
             && !self.lags()
             // A period cut short (a view installed mid-way) says little.
             && period_us >= c.period.as_micros() as u64;

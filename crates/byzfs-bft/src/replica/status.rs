@@ -142,6 +142,7 @@ impl<S: Service> Replica<S> {
         // Resend normal-case messages only to a peer that made no progress since its last
         // STATUS: in-flight slots are normal under load and need no retransmission.
         let stuck = self.peer_executed.insert(j, m.last_executed) == Some(m.last_executed);
+        self.monitor_heard(j);
         self.peer_views.insert(j, (m.view, m.has_new_view));
         self.time_out_a_view_no_one_installed();
         if m.view == self.view && m.has_new_view && self.has_new_view && stuck {
