@@ -17,6 +17,7 @@
 //! byzfs bench andrew|postmark|largefile      file-system benchmarks (ByzFS, NO-REP, local, bindfs)
 //! byzfs bench crypt                          the cost of each step of an encrypted mount
 //! byzfs bench sites --sites wan               check the sites harness's links (root)
+//! byzfs bench bandwidth                      bytes on the wire per update (root)
 //! ```
 //!
 //! Errors print as one line, `error: …`, and exit non-zero.
@@ -88,6 +89,9 @@ enum BenchCommand {
     Crypt(byzfs_bench::crypt::CryptArgs),
     /// Sites on one machine (root): measures each site link of the profiles (rate, round trip).
     Sites(byzfs_bench::sites::check::SitesArgs),
+    /// Bytes on the wire per file-system update, ByzFS and NO-REP across sites (root;
+    /// Pangaea's Table 3).
+    Bandwidth(byzfs_bench::sites::bandwidth::BandwidthArgs),
 }
 
 fn main() -> ExitCode {
@@ -116,6 +120,10 @@ fn main() -> ExitCode {
         }
         Command::Bench(BenchCommand::Crypt(a)) => byzfs_bench::crypt::run(a),
         Command::Bench(BenchCommand::Sites(a)) => byzfs_bench::sites::check::run(a),
+        Command::Bench(BenchCommand::Bandwidth(a)) => {
+            logging::init("warn");
+            byzfs_bench::sites::bandwidth::run(a)
+        }
         Command::Bench(BenchCommand::Fs(c)) => {
             logging::init("warn");
             byzfs_bench::fs::run_command(c)

@@ -548,3 +548,63 @@ fn keygen_takes_each_replicas_own_host() {
         "is not a hosts file",
     );
 }
+
+/// The systemd unit shipped in `deploy/` (docs/DEPLOY.md) starts a replica: its `ExecStart`,
+/// with the instance `0` and its paths moved under a temporary directory, runs and listens.
+#[test]
+fn the_shipped_systemd_unit_starts_a_replica() {
+    let unit = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/byzfs-replica@.service"),
+    )
+    .unwrap();
+    let exec = unit
+        .lines()
+        .find_map(|l| l.strip_prefix("ExecStart="))
+        .expect("an ExecStart line");
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let ports = byzfs_net::keygen::free_ports(4).unwrap();
+    let hosts: Vec<String> = ports.iter().map(|p| format!("127.0.0.1:{p}")).collect();
+    let etc = d.join("etc");
+    let out = byzfs(&[
+        "keygen",
+        "--out",
+        etc.to_str().unwrap(),
+        "--hosts",
+        &hosts.join(","),
+        "--fs-capacity",
+        "1G",
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let args: Vec<String> = exec
+        .split_whitespace()
+        .map(|a| {
+            a.replace("%i", "0")
+                .replace("/etc/byzfs", etc.to_str().unwrap())
+                .replace("/var/lib/byzfs", d.join("lib").to_str().unwrap())
+                .replace("127.0.0.1:9100", "127.0.0.1:0")
+        })
+        .collect();
+    assert_eq!(args[0], "/usr/local/bin/byzfs");
+    let log = d.join("replica.log");
+    let mut child = Command::new(BIN)
+        .args(&args[1..])
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    let started = loop {
+        let l = std::fs::read_to_string(&log).unwrap_or_default();
+        if l.contains("replica started") || start.elapsed() > TIMEOUT {
+            break l;
+        }
+        if let Ok(Some(status)) = child.try_wait() {
+            panic!("the unit's replica exited ({status}):\n{l}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(started.contains("replica started replica=0"), "{started}");
+    assert!(started.contains("durability=\"disk\""), "{started}");
+}

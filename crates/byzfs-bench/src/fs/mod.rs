@@ -23,7 +23,7 @@ mod diskio;
 mod largefile;
 mod postmark;
 mod report;
-mod target;
+pub(crate) mod target;
 
 use clap::{Args, Subcommand};
 use std::path::PathBuf;

@@ -188,6 +188,16 @@ enum Guard {
     },
 }
 
+impl Mounted {
+    /// The sites a ByzFS or NO-REP target runs across, if it was started with some.
+    pub fn sites(&self) -> Option<std::sync::Arc<crate::sites::Sites>> {
+        match &self.guard {
+            Guard::Cluster { servers, .. } => servers.sites().cloned(),
+            _ => None,
+        }
+    }
+}
+
 impl Drop for Mounted {
     fn drop(&mut self) {
         match &mut self.guard {

@@ -20,6 +20,7 @@
 //!
 //! The namespaces cannot be left behind ([`netns`]): they die with the harness.
 
+pub mod bandwidth;
 pub mod check;
 pub mod delay;
 pub mod netns;
@@ -300,6 +301,19 @@ impl Sites {
     /// namespace's `/proc/thread-self/net/dev`.
     pub fn link_bytes(&self, node: Node) -> anyhow::Result<(u64, u64)> {
         self.ns(node)?.in_ns(|| device_bytes("eth0"))?
+    }
+
+    /// Bytes that crossed between sites: the sum over the sites' access links of what the
+    /// hub delivered into each (every transmission between two sites once).
+    pub fn between_sites_bytes(&self) -> anyhow::Result<u64> {
+        let n = self.routers.len();
+        self.hub.in_ns(move || -> anyhow::Result<u64> {
+            let mut sum = 0;
+            for s in 0..n {
+                sum += device_bytes(&format!("s{s}"))?.1;
+            }
+            Ok(sum)
+        })?
     }
 
     /// Bytes the delay stage carried between sites (empty for `lan`).
