@@ -48,7 +48,7 @@ pub fn check(sites: &Sites, seconds: f64) -> anyhow::Result<Vec<LinkCheck>> {
             .with_context(|| format!("cannot listen at {}", to.name()))?;
         let addr = listener.local_addr()?;
         let server = std::thread::spawn(move || serve(listener));
-        let (rtt, _) = sites.in_node(from, move || client(addr, seconds))??;
+        let rtt = sites.in_node(from, move || client(addr, seconds))??;
         let (bytes, elapsed) = server
             .join()
             .map_err(|_| anyhow::anyhow!("the measuring server panicked"))??;
@@ -90,7 +90,7 @@ fn serve(l: TcpListener) -> anyhow::Result<(u64, Duration)> {
 }
 
 /// The median of 20 one-byte round trips, then `seconds` of streaming.
-fn client(addr: SocketAddr, seconds: f64) -> anyhow::Result<(Duration, ())> {
+fn client(addr: SocketAddr, seconds: f64) -> anyhow::Result<Duration> {
     let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(10))
         .with_context(|| format!("cannot connect to {addr}"))?;
     s.set_nodelay(true)?;
@@ -111,7 +111,7 @@ fn client(addr: SocketAddr, seconds: f64) -> anyhow::Result<(Duration, ())> {
     s.shutdown(std::net::Shutdown::Write)?;
     // Wait for the receiver to see EOF (it closes after counting).
     let _ = s.read(&mut b);
-    Ok((rtts[rtts.len() / 2], ()))
+    Ok(rtts[rtts.len() / 2])
 }
 
 /// `byzfs bench sites`.

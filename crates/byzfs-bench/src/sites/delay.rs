@@ -5,13 +5,12 @@
 //! site into a TUN device (`ip rule iif … lookup`); this stage reads each packet, holds it
 //! for the delay between its source and destination sites, and writes it back into the TUN,
 //! whence the hub's main table routes it to the destination site. Packets between one pair
-//! of sites keep their order (one delay per pair, released in deadline order). It also
-//! counts the bytes it carried per pair of sites.
+//! of sites keep their order (one delay per pair, released in deadline order).
 
 use super::netns::{join, Netns};
 use super::profile::Profile;
 use anyhow::Context as _;
-use std::collections::{BTreeMap, BinaryHeap};
+use std::collections::BinaryHeap;
 use std::fs::File;
 use std::io::{Read as _, Write as _};
 use std::os::fd::{AsRawFd as _, FromRawFd as _};
@@ -54,14 +53,10 @@ struct Queue {
     stop: bool,
 }
 
-/// Bytes (IP packets, headers included) the stage carried, by (source site, destination site).
-pub type PairBytes = BTreeMap<(usize, usize), u64>;
-
 /// The running stage; dropping it stops its threads.
 pub struct DelayStage {
     queue: Arc<(Mutex<Queue>, Condvar)>,
     stop: Arc<AtomicBool>,
-    bytes: Arc<Mutex<PairBytes>>,
     threads: Vec<JoinHandle<()>>,
 }
 
@@ -112,14 +107,13 @@ impl DelayStage {
         let mut out = unsafe { File::from_raw_fd(fd) };
         let queue: Arc<(Mutex<Queue>, Condvar)> = Arc::default();
         let stop = Arc::new(AtomicBool::new(false));
-        let bytes: Arc<Mutex<PairBytes>> = Arc::default();
         let sites = profile.sites();
         let delays: Vec<Vec<Duration>> = (0..sites)
             .map(|a| (0..sites).map(|b| profile.delay(a, b)).collect())
             .collect();
 
         let reader = {
-            let (queue, stop, bytes) = (queue.clone(), stop.clone(), bytes.clone());
+            let (queue, stop) = (queue.clone(), stop.clone());
             let mut tun = tun;
             std::thread::Builder::new()
                 .name("sites-delay-in".into())
@@ -145,11 +139,6 @@ impl DelayStage {
                         let delay = pair
                             .and_then(|(a, b)| delays.get(a).and_then(|d| d.get(b)).copied())
                             .unwrap_or_default();
-                        if let Some(p) = pair {
-                            if let Ok(mut b) = bytes.lock() {
-                                *b.entry(p).or_default() += n as u64;
-                            }
-                        }
                         order += 1;
                         let (lock, cv) = &*queue;
                         if let Ok(mut q) = lock.lock() {
@@ -205,14 +194,8 @@ impl DelayStage {
         Ok(DelayStage {
             queue,
             stop,
-            bytes,
             threads: vec![reader, writer],
         })
-    }
-
-    /// Bytes carried so far, by pair of sites.
-    pub fn bytes(&self) -> PairBytes {
-        self.bytes.lock().map(|b| b.clone()).unwrap_or_default()
     }
 }
 

@@ -315,16 +315,6 @@ impl Sites {
             Ok(sum)
         })?
     }
-
-    /// Bytes the delay stage carried between sites (empty for `lan`).
-    pub fn wan_bytes(&self) -> delay::PairBytes {
-        self.stage.as_ref().map(|s| s.bytes()).unwrap_or_default()
-    }
-
-    /// The prefix this harness holds (`10.P.0.0/16`).
-    pub fn prefix(&self) -> u8 {
-        self.prefix
-    }
 }
 
 impl std::fmt::Debug for Sites {
