@@ -87,6 +87,11 @@ pub struct ReplicaArgs {
     /// Serve Prometheus metrics on this address (e.g. 127.0.0.1:9100).
     #[arg(long)]
     metrics: Option<SocketAddr>,
+    /// Listen on this address instead of the one the cluster file gives this replica: for a
+    /// host behind NAT, whose public address is not its own (`0.0.0.0:7000`). Peers and
+    /// clients still dial the cluster file's address.
+    #[arg(long)]
+    listen: Option<SocketAddr>,
     /// Stop when stdin closes (set by `byzfs up` so replicas never outlive it).
     #[arg(long, hide = true)]
     exit_with_parent: bool,
@@ -253,6 +258,7 @@ fn serve<S: Service>(
             lie_to_clients: liar.clone(),
             #[cfg(feature = "byzantine")]
             attack: a.attack.map(crate::byzantine::Attack::runtime),
+            listen: a.listen.map(|l| l.to_string()),
             ..NodeOptions::default()
         });
     let addr = node.bind()?;

@@ -608,3 +608,43 @@ fn the_shipped_systemd_unit_starts_a_replica() {
     assert!(started.contains("replica started replica=0"), "{started}");
     assert!(started.contains("durability=\"disk\""), "{started}");
 }
+
+/// A replica whose cluster-file address is not this host's (behind NAT) cannot listen there
+/// and says how to fix it; `--listen` binds another address instead (docs/DEPLOY.md).
+#[test]
+fn replica_listens_elsewhere_with_listen() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    // TEST-NET-3 addresses: no host here has them.
+    let hosts = "203.0.113.1:7000,203.0.113.2:7000,203.0.113.3:7000,203.0.113.4:7000";
+    let out = byzfs(&["keygen", "--out", d.to_str().unwrap(), "--hosts", hosts]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let config = d.join("cluster.toml");
+    let config = config.to_str().unwrap();
+    refuses(
+        &["replica", "--config", config, "--id", "0", "--data", d.join("x").to_str().unwrap()],
+        "behind NAT: `byzfs replica --listen 0.0.0.0:PORT`",
+    );
+    let log = d.join("replica.log");
+    let mut child = Command::new(BIN)
+        .args(["replica", "--config", config, "--id", "0", "--listen", "127.0.0.1:0"])
+        .arg("--data")
+        .arg(d.join("data"))
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    let l = loop {
+        let l = std::fs::read_to_string(&log).unwrap_or_default();
+        if l.contains("replica started") || start.elapsed() > TIMEOUT {
+            break l;
+        }
+        if let Ok(Some(status)) = child.try_wait() {
+            panic!("the replica exited ({status}):\n{l}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(l.contains("listening replica=0 addr=127.0.0.1:"), "{l}");
+}

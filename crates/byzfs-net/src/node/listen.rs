@@ -47,19 +47,24 @@ impl Bound {
         }
     }
 
-    /// Binds `me`'s TCP address unless already bound, and its Unix socket if it has one
+    /// Binds `listen`, else `me`'s TCP address, unless already bound, and its Unix socket if it has one
     /// (once; a failure there is logged and the node serves over TCP only). Returns the
     /// TCP listener's local address (the port the OS chose, for port 0).
-    pub fn bind(&mut self, me: &ReplicaInfo) -> Result<SocketAddr, NodeError> {
+    pub fn bind(
+        &mut self,
+        me: &ReplicaInfo,
+        listen: Option<&str>,
+    ) -> Result<SocketAddr, NodeError> {
+        let at = listen.unwrap_or(&me.address);
         let bind_err = |error| NodeError::Bind {
-            addr: me.address.clone(),
+            addr: at.to_string(),
             error,
         };
         let l = match &mut self.tcp {
             Some(l) => l,
             None => self
                 .tcp
-                .insert(std::net::TcpListener::bind(&me.address).map_err(bind_err)?),
+                .insert(std::net::TcpListener::bind(at).map_err(bind_err)?),
         };
         l.set_nonblocking(true).map_err(bind_err)?;
         let addr = l.local_addr().map_err(bind_err)?;

@@ -88,6 +88,10 @@ pub struct NodeOptions {
     pub status_interval: Duration,
     /// How often metrics are exported.
     pub metrics_interval: Duration,
+    /// Listen here instead of at the replica's address in the cluster file (a host behind
+    /// NAT, whose public address is not its own: `0.0.0.0:7000`). Peers and clients still
+    /// dial the cluster file's address.
+    pub listen: Option<String>,
     /// **Test-only fault injection** (`None` in normal operation; only with the feature
     /// `byzantine`, which release builds lack): makes this replica a Byzantine liar towards
     /// its clients. See [`LieToClients`].
@@ -117,6 +121,7 @@ impl Default for NodeOptions {
             reconnect_max: Duration::from_secs(2),
             status_interval: Duration::from_millis(100),
             metrics_interval: Duration::from_secs(1),
+            listen: None,
             #[cfg(feature = "byzantine")]
             lie_to_clients: None,
             #[cfg(feature = "byzantine")]
@@ -129,7 +134,10 @@ impl Default for NodeOptions {
 #[derive(Debug, thiserror::Error)]
 pub enum NodeError {
     /// The listening socket could not be opened.
-    #[error("cannot listen on {addr}: {error}; is another replica running there?")]
+    #[error(
+        "cannot listen on {addr}: {error}; is another replica running there, or is that \
+         address not this host's (behind NAT: `byzfs replica --listen 0.0.0.0:PORT`)?"
+    )]
     Bind {
         /// The address.
         addr: String,
@@ -363,8 +371,10 @@ impl<S: Service> ReplicaNode<S> {
     /// Binds the configured address now (if no listener was given) and returns it, so an
     /// address conflict is reported before the replica starts.
     pub fn bind(&mut self) -> Result<SocketAddr, NodeError> {
-        self.listeners
-            .bind(&self.cluster.replicas[self.secret.id as usize])
+        self.listeners.bind(
+            &self.cluster.replicas[self.secret.id as usize],
+            self.options.listen.as_deref(),
+        )
     }
 
     /// Runs the replica until `shutdown` completes (or a durability failure). Must be called

@@ -114,7 +114,7 @@ impl<S: Service> UnreplicatedNode<S> {
     /// Binds replica 0's address now (if not yet bound) and returns it.
     pub fn bind(&mut self) -> Result<SocketAddr, NodeError> {
         // A loaded `ClusterConfig` lists 3f+1 >= 4 replicas, so replica 0 exists.
-        self.listeners.bind(&self.cluster.replicas[0])
+        self.listeners.bind(&self.cluster.replicas[0], None)
     }
 
     /// Serves until `shutdown` completes. Must run inside a tokio runtime with I/O and time
