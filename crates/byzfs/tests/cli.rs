@@ -622,12 +622,28 @@ fn replica_listens_elsewhere_with_listen() {
     let config = d.join("cluster.toml");
     let config = config.to_str().unwrap();
     refuses(
-        &["replica", "--config", config, "--id", "0", "--data", d.join("x").to_str().unwrap()],
+        &[
+            "replica",
+            "--config",
+            config,
+            "--id",
+            "0",
+            "--data",
+            d.join("x").to_str().unwrap(),
+        ],
         "behind NAT: `byzfs replica --listen 0.0.0.0:PORT`",
     );
     let log = d.join("replica.log");
     let mut child = Command::new(BIN)
-        .args(["replica", "--config", config, "--id", "0", "--listen", "127.0.0.1:0"])
+        .args([
+            "replica",
+            "--config",
+            config,
+            "--id",
+            "0",
+            "--listen",
+            "127.0.0.1:0",
+        ])
         .arg("--data")
         .arg(d.join("data"))
         .stderr(std::fs::File::create(&log).unwrap())
