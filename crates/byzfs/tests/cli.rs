@@ -587,24 +587,12 @@ fn the_shipped_systemd_unit_starts_a_replica() {
         .collect();
     assert_eq!(args[0], "/usr/local/bin/byzfs");
     let log = d.join("replica.log");
-    let mut child = Command::new(BIN)
+    let child = Command::new(BIN)
         .args(&args[1..])
         .stderr(std::fs::File::create(&log).unwrap())
         .spawn()
         .unwrap();
-    let start = Instant::now();
-    let started = loop {
-        let l = std::fs::read_to_string(&log).unwrap_or_default();
-        if l.contains("replica started") || start.elapsed() > TIMEOUT {
-            break l;
-        }
-        if let Ok(Some(status)) = child.try_wait() {
-            panic!("the unit's replica exited ({status}):\n{l}");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    let _ = child.kill();
-    let _ = child.wait();
+    let started = started_log(child, &log);
     assert!(started.contains("replica started replica=0"), "{started}");
     assert!(started.contains("durability=\"disk\""), "{started}");
 }
@@ -634,7 +622,7 @@ fn replica_listens_elsewhere_with_listen() {
         "behind NAT: `byzfs replica --listen 0.0.0.0:PORT`",
     );
     let log = d.join("replica.log");
-    let mut child = Command::new(BIN)
+    let child = Command::new(BIN)
         .args([
             "replica",
             "--config",
@@ -649,9 +637,18 @@ fn replica_listens_elsewhere_with_listen() {
         .stderr(std::fs::File::create(&log).unwrap())
         .spawn()
         .unwrap();
+    let l = started_log(child, &log);
+    assert!(l.contains("listening replica=0 addr=127.0.0.1:"), "{l}");
+}
+
+/// The log of a lone replica started with its stderr in `log`, once it says `replica
+/// started` (or after [`TIMEOUT`]); the replica is then killed. A replica that exits first
+/// fails the test with its log. (It logs the line when it starts serving; there is no other
+/// event to wait on.)
+fn started_log(mut child: std::process::Child, log: &Path) -> String {
     let start = Instant::now();
     let l = loop {
-        let l = std::fs::read_to_string(&log).unwrap_or_default();
+        let l = std::fs::read_to_string(log).unwrap_or_default();
         if l.contains("replica started") || start.elapsed() > TIMEOUT {
             break l;
         }
@@ -662,5 +659,5 @@ fn replica_listens_elsewhere_with_listen() {
     };
     let _ = child.kill();
     let _ = child.wait();
-    assert!(l.contains("listening replica=0 addr=127.0.0.1:"), "{l}");
+    l
 }
