@@ -36,6 +36,10 @@ use std::sync::Arc;
 
 /// Request header flag: the operation is read-only (PROTOCOL.md §1.8).
 pub const FLAG_READ_ONLY: u8 = 0x01;
+/// Request header flag: a big request's body sent to the primary only, which relays it to
+/// every backup (PROTOCOL.md §1.10, "each body once"). Retransmissions, which go to every
+/// replica, do not carry it.
+pub const FLAG_RELAY: u8 = 0x02;
 
 /// Output of the client state machine.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -126,8 +130,12 @@ struct Outstanding {
     /// The serialised [`Request`] body, encoded once; its digest is `digest`.
     body: Vec<u8>,
     digest: Digest,
-    /// Sent to every replica from the first transmission on (read-only or big).
+    /// Sent to every replica from the first transmission on (read-only, or big while the
+    /// view is unknown).
     read_only: bool,
+    /// A big request's first transmission, to the primary only, for it to relay
+    /// ([`FLAG_RELAY`]); cleared (and the frame rebuilt) at the first retransmission.
+    relay: bool,
     replier: u8,
     /// The current frame; rebuilt (MACs only) when `read_only` or `replier` change.
     frame: Arc<[u8]>,
@@ -312,6 +320,7 @@ impl Client {
             body,
             digest,
             read_only,
+            relay: big && !read_only && self.view_known && self.config.relay_big_requests,
             replier,
             frame: Arc::from(Vec::new()),
             retransmissions: 0,
@@ -342,7 +351,7 @@ impl Client {
             self.stats.read_only_to_quorum += 1;
         } else {
             self.actions
-                .push_back(if read_only || big || !self.view_known {
+                .push_back(if read_only || (big && !o.relay) || !self.view_known {
                     ClientAction::Broadcast { bytes }
                 } else {
                     ClientAction::Send {
@@ -440,6 +449,11 @@ impl Client {
         let Some(o) = self.out.get_mut(&rid) else {
             return;
         };
+        if o.relay {
+            // The fallback for a first receiver that kept the body: everyone gets it now.
+            o.relay = false;
+            changed = true;
+        }
         if changed {
             // Re-authenticate only: the body and its digest are reused as they are.
             let frame = build_frame(&self.config, &self.keys, o);
@@ -668,7 +682,7 @@ fn build_frame(config: &Config, keys: &ClientKeys, o: &Outstanding) -> Arc<[u8]>
     let env = Envelope {
         sender: Principal::Client(keys.me),
         epoch: config.epoch,
-        flags: if o.read_only { FLAG_READ_ONLY } else { 0 },
+        flags: if o.read_only { FLAG_READ_ONLY } else { 0 } | if o.relay { FLAG_RELAY } else { 0 },
         replier: o.replier,
     };
     Arc::from(wire::encode_with_body(
@@ -944,6 +958,55 @@ mod tests {
                 [ClientAction::Send { to: 1, .. }] => {}
                 other => panic!("f={f}: {other:?}"),
             }
+        }
+    }
+
+    /// A big read-write request goes once, to the primary, flagged for it to relay
+    /// (PROTOCOL.md §1.10 "each body once"); its retransmission goes to everyone, the same
+    /// body unflagged. A read-only one, or any while the view is unknown or relaying is off,
+    /// goes to everyone from the start.
+    #[test]
+    fn a_big_request_goes_to_the_primary_alone_until_it_is_retransmitted() {
+        for f in [1, 2] {
+            let mut h = Harness::new(f);
+            h.learn_view(1);
+            let big = vec![9u8; h.config.big_request_threshold + 1];
+            let (_, sent) = h.invoke_sends(&big, false);
+            let [(1, first)] = sent.as_slice() else {
+                panic!("f={f}: {sent:?}");
+            };
+            assert_eq!(header(first).flags, FLAG_RELAY);
+            let (_, again) = h.retransmit();
+            assert_eq!(header(&again).flags, 0);
+            assert_eq!(body(&again), body(first));
+            assert_eq!(header(&again).body_digest, header(first).body_digest);
+            // Later retransmissions stay unflagged.
+            let (_, third) = h.retransmit();
+            assert_eq!(header(&third).flags, 0);
+
+            let mut off = Harness::new(f);
+            off.client.config.relay_big_requests = false;
+            off.learn_view(1);
+            off.client.invoke(Time::ZERO, big.clone(), false).unwrap();
+            let a = off.actions();
+            assert!(
+                matches!(a.as_slice(), [ClientAction::Broadcast { .. }]),
+                "f={f}: {a:?}"
+            );
+            assert_eq!(header(&only_frame(&a)).flags, 0);
+
+            let mut ro = Harness::new(f);
+            ro.learn_view(1);
+            ro.client.config.read_only_to_quorum = false;
+            let mut op = big.clone();
+            op[0] = b'r';
+            ro.client.invoke(Time::ZERO, op, true).unwrap();
+            let a = ro.actions();
+            assert!(
+                matches!(a.as_slice(), [ClientAction::Broadcast { .. }]),
+                "f={f}: {a:?}"
+            );
+            assert_eq!(header(&only_frame(&a)).flags, FLAG_READ_ONLY);
         }
     }
 

@@ -24,9 +24,14 @@ pub struct Config {
     pub batch_window: u64,
     /// Largest batch the primary builds, in bytes of inlined requests.
     pub batch_bytes_max: usize,
-    /// Requests whose operation is larger than this are sent by the client to every replica
-    /// and ordered by digest only (separate request transmission). `usize::MAX` disables it.
+    /// Requests whose operation is larger than this are ordered by digest only, their bodies
+    /// sent apart from the batches (separate request transmission). `usize::MAX` disables it.
     pub big_request_threshold: usize,
+    /// Whether a client sends a big read-write request's body to the primary only, which
+    /// relays it once to each backup (PROTOCOL.md §1.10 "each body once"), instead of to
+    /// every replica: the client's uplink carries it once, not `3f+1` times. Its first
+    /// retransmission goes to every replica either way.
+    pub relay_big_requests: bool,
     /// Results at most this large are sent in full by every replica, not only the designated
     /// replier.
     pub full_reply_threshold: usize,
@@ -148,6 +153,7 @@ impl Config {
             batch_window: 1,
             batch_bytes_max: 64 * 1024,
             big_request_threshold: 1024,
+            relay_big_requests: true,
             full_reply_threshold: 256,
             tentative_execution: true,
             read_only_optimisation: true,

@@ -68,6 +68,8 @@ pub struct CoreCounters {
     pub busy_steps: u64,
     #[serde(default)]
     pub monitor_complaints: u64,
+    #[serde(default)]
+    pub bodies_relayed: u64,
     pub dropped: BTreeMap<String, u64>,
 }
 
@@ -93,6 +95,7 @@ impl From<&Stats> for CoreCounters {
             rollbacks: s.rollbacks,
             busy_steps: s.busy_steps,
             monitor_complaints: s.monitor_complaints,
+            bodies_relayed: s.bodies_relayed,
             dropped: DROP_REASONS
                 .iter()
                 .chain(s.dropped.keys())

@@ -190,6 +190,11 @@ fn read_race() {
 }
 
 #[test]
+fn first_receiver() {
+    family(Family::FirstReceiver);
+}
+
+#[test]
 fn every_family_has_a_test() {
     // Keep this list in sync with the tests above.
     let tested = [
@@ -224,6 +229,7 @@ fn every_family_has_a_test() {
         "lying-primary",
         "lying-state",
         "read-race",
+        "first-receiver",
     ];
     let all: Vec<&str> = byzfs_sim::FAMILIES.iter().map(|f| f.name()).collect();
     assert_eq!(all, tested);
@@ -234,7 +240,8 @@ fn every_family_has_a_test() {
 /// point). Twin-power-cuts 821 and 2715 were real: a correct replica restarted in view `v`
 /// installed a second NEW-VIEW for `v` from the twinned primary and prepared a second batch
 /// at a slot where it had prepared another before the crash (the check
-/// `new_view_contradicts_promises`).
+/// `new_view_contradicts_promises`). Slow-execution 985 was liveness: a PRE-PREPARE dropped
+/// 223 µs before the window moved over it came back too late (`Replica::hold_ahead`).
 #[test]
 fn regression_seeds_from_the_sweeps() {
     let mut failures = Vec::new();
@@ -243,6 +250,7 @@ fn regression_seeds_from_the_sweeps() {
         (Family::Net, 3316),
         (Family::TwinPowerCuts, 821),
         (Family::TwinPowerCuts, 2715),
+        (Family::SlowExecution, 985),
     ] {
         let report = run(&RunConfig::new(seed, family)).expect("plan");
         for v in &report.violations {

@@ -149,6 +149,7 @@ impl TargetSpec {
                     dir_delegations: self.dir_delegations,
                     dir: inst.clone(),
                     sites: self.sites.clone(),
+                    relay_big_requests: true,
                 })
             }
         };
@@ -391,6 +392,9 @@ pub struct ClusterMountOptions {
     pub dir: PathBuf,
     /// Servers and mount each in their node's namespace of these sites (`None`: loopback).
     pub sites: Option<crate::sites::Profile>,
+    /// `[protocol] relay_big_requests`: a big body goes to the primary alone, which relays
+    /// it (`false`: the client sends it to every replica).
+    pub relay_big_requests: bool,
 }
 
 /// The ByzFS and NO-REP targets: starts the servers with the benchmarks' one launcher
@@ -415,8 +419,10 @@ pub fn mount_cluster(opts: &ClusterMountOptions) -> anyhow::Result<Mounted> {
     } else {
         System::UnreplicatedMac
     };
+    let mut protocol = byzfs_bft::Config::new(1);
+    protocol.relay_big_requests = opts.relay_big_requests;
     let launch = Launch {
-        protocol: byzfs_bft::Config::new(1),
+        protocol,
         disk: opts.durability == Durability::Disk,
         tcp_only: opts.tcp_only,
         service: Service::Fs,

@@ -41,8 +41,9 @@ const SETTLE: Duration = Duration::from_millis(700);
 /// `byzfs bench bandwidth`.
 #[derive(clap::Args, Debug)]
 pub struct BandwidthArgs {
-    /// Systems: byzfs, norep.
-    #[arg(long, value_delimiter = ',', default_value = "byzfs,norep")]
+    /// Systems: byzfs, byzfs-all (big bodies sent by the client to every replica, as
+    /// before issue #30: `relay_big_requests = false`), norep.
+    #[arg(long, value_delimiter = ',', default_value = "byzfs,byzfs-all,norep")]
     pub targets: Vec<String>,
     /// The site profile (bytes do not depend on delay; `lan` is quickest).
     #[arg(long, default_value = "lan", value_parser = Profile::parse)]
@@ -139,7 +140,7 @@ fn run_op(dir: &Path, name: &str, size: u64) -> anyhow::Result<()> {
 /// Measures every operation `runs` times on one mounted target.
 fn measure(target: &str, m: &Mounted, profile: &Profile, runs: usize) -> anyhow::Result<Vec<Row>> {
     let sites = m.sites().context("the target runs without sites")?;
-    let replicated = target == "byzfs";
+    let replicated = target != "norep";
     let servers: Vec<Node> = if replicated {
         (0..super::profile::REPLICAS).map(Node::Replica).collect()
     } else {
@@ -218,10 +219,11 @@ pub fn run(a: BandwidthArgs) -> anyhow::Result<std::process::ExitCode> {
     };
     let mut rows = Vec::new();
     for target in &a.targets {
-        let replicated = match target.as_str() {
-            "byzfs" => true,
-            "norep" => false,
-            t => anyhow::bail!("unknown target {t:?}; use byzfs or norep"),
+        let (replicated, relay) = match target.as_str() {
+            "byzfs" => (true, true),
+            "byzfs-all" => (true, false),
+            "norep" => (false, true),
+            t => anyhow::bail!("unknown target {t:?}; use byzfs, byzfs-all or norep"),
         };
         let dir = work.path().join(target);
         std::fs::create_dir_all(&dir)?;
@@ -234,6 +236,7 @@ pub fn run(a: BandwidthArgs) -> anyhow::Result<std::process::ExitCode> {
             dir_delegations: true,
             dir: dir.clone(),
             sites: Some(a.sites.clone()),
+            relay_big_requests: relay,
         })?;
         rows.extend(measure(target, &m, &a.sites, a.runs.max(1))?);
     }
@@ -249,7 +252,7 @@ pub fn run(a: BandwidthArgs) -> anyhow::Result<std::process::ExitCode> {
 
 fn print_table(rows: &[Row]) {
     println!(
-        "{:<8} {:<11} {:>10} {:>10} {:>10} {:>10} {:>10} {:>9} {:>8} {:>9}",
+        "{:<9} {:<11} {:>10} {:>10} {:>10} {:>10} {:>10} {:>9} {:>8} {:>9}",
         "target",
         "op",
         "total",
@@ -264,7 +267,7 @@ fn print_table(rows: &[Row]) {
     for r in rows {
         let f = |x: Option<f64>| x.map(|v| format!("{v:.3}")).unwrap_or_else(|| "-".into());
         println!(
-            "{:<8} {:<11} {:>10} {:>10} {:>10} {:>10} {:>10} {:>9} {:>8} {:>9}",
+            "{:<9} {:<11} {:>10} {:>10} {:>10} {:>10} {:>10} {:>9} {:>8} {:>9}",
             r.target,
             r.op,
             human(r.total_bytes),

@@ -120,6 +120,9 @@ pub struct Stats {
     /// Client request signatures a backup did not check on receipt: its MAC vouched for the
     /// request and the backup neither orders nor vouches for it (see `on_request`).
     pub client_signatures_deferred: u64,
+    /// Big request bodies this replica relayed to every backup as primary, for a client that
+    /// sent them to it alone (`Config::relay_big_requests`).
+    pub bodies_relayed: u64,
     /// Clients blacklisted: a request whose MAC verified carried a bad signature.
     pub clients_blacklisted: u64,
 }
@@ -203,6 +206,10 @@ pub struct Replica<S: Service> {
     /// already forwarded to the primary in this view (see `forward_late_big_requests`).
     late_big: BTreeSet<Digest>,
     forwarded_big: BTreeSet<Digest>,
+    /// Normal-case frames of our view just above the log window (within one checkpoint
+    /// interval), by slot, sender and tag, handled once the window reaches them (see
+    /// `hold_ahead`).
+    ahead: BTreeMap<(Seq, ReplicaId, u8), Arc<[u8]>>,
     /// Clients proven faulty to this replica (a good MAC over a bad signature, §5.3). Their
     /// frames on their own connections are dropped unheard by the runtime
     /// ([`Replica::is_blacklisted`]); here their MAC alone no longer authenticates anything:
@@ -303,6 +310,7 @@ impl<S: Service> Replica<S> {
             blacklist: BTreeSet::new(),
             late_big: BTreeSet::new(),
             forwarded_big: BTreeSet::new(),
+            ahead: BTreeMap::new(),
             checkpoints: checkpoint::Checkpoints::default(),
             vc: ViewChangeState::new(vc_timeout),
             fetch: None,
@@ -322,6 +330,12 @@ impl<S: Service> Replica<S> {
     /// counted; it never panics.
     pub fn handle_message(&mut self, now: Time, bytes: &[u8]) {
         self.now = now;
+        self.handle_frame(bytes);
+        self.handle_ahead();
+    }
+
+    /// [`Replica::handle_message`] for one frame.
+    fn handle_frame(&mut self, bytes: &[u8]) {
         let frame = match Frame::parse(bytes, self.config.message_bytes_max) {
             Ok(f) => f,
             Err(_) => return self.drop_input(DropReason::Malformed),
@@ -355,6 +369,9 @@ impl<S: Service> Replica<S> {
         };
         if !sender_ok {
             return self.drop_input(DropReason::Invalid);
+        }
+        if self.hold_ahead(&msg, frame.header.sender, bytes) {
+            return self.drop_input(DropReason::OutOfWindow);
         }
         match msg {
             Message::Request(m) => self.on_request(&frame, m, bytes),
@@ -390,6 +407,44 @@ impl<S: Service> Replica<S> {
             }
         }
         self.check_invariants();
+        self.handle_ahead();
+    }
+
+    /// Keeps a PRE-PREPARE, PREPARE or COMMIT of our view for a slot above the log window
+    /// but within one checkpoint interval of it: the next stable checkpoint will move the
+    /// window over it, often a moment later (the others' CHECKPOINTs are on the way). Dropped,
+    /// it came back only when our STATUS showed no progress, and a replica that had just
+    /// executed a long request could not show that before its view-change timer ran out
+    /// (simulator: slow-execution 985, a PRE-PREPARE 223 µs ahead of the window). Bounded:
+    /// one frame per slot, sender and kind. Handled as new when the window reaches it.
+    fn hold_ahead(&mut self, msg: &Message, sender: Principal, bytes: &[u8]) -> bool {
+        let Principal::Replica(from) = sender else {
+            return false;
+        };
+        let (view, seq, tag) = match msg {
+            Message::PrePrepare(m) => (m.view, m.seq, 0),
+            Message::Prepare(m) => (m.view, m.seq, 1),
+            Message::Commit(m) => (m.view, m.seq, 2),
+            _ => return false,
+        };
+        let high = self.last_stable + self.config.log_window;
+        if view != self.view || seq <= high || seq > high + self.config.checkpoint_interval {
+            return false;
+        }
+        self.ahead.insert((seq, from, tag), Arc::from(bytes));
+        true
+    }
+
+    /// Handles the held frames the log window now covers (see `hold_ahead`).
+    fn handle_ahead(&mut self) {
+        let high = self.last_stable + self.config.log_window;
+        while let Some(e) = self.ahead.first_entry() {
+            if e.key().0 > high {
+                break;
+            }
+            let bytes = e.remove();
+            self.handle_frame(&bytes);
+        }
     }
 
     /// Tells the replica that its last step — the `handle_*` call just made — kept it busy

@@ -2,8 +2,9 @@
 
 use super::log::{Accepted, Unverified};
 use super::{Replica, StoredRequest, LOOSE_REQUESTS_MAX, M};
-use crate::action::{DropReason, Event, PersistRecord};
+use crate::action::{Action, DropReason, Event, PersistRecord};
 use crate::batch::{batch_digest, null_digest};
+use crate::client::FLAG_RELAY;
 use crate::crypto::Digest;
 use crate::ids::{ClientId, Principal, RequestId, Seq};
 use crate::message::{BatchBody, Commit, Message, PrePrepare, Prepare, Request, RequestView};
@@ -127,7 +128,25 @@ impl<S: Service> Replica<S> {
         if self.request_ready(c, stored.after) {
             self.add_pending(c, stored.rid, stored.digest);
         }
+        // A big body the client sent to the primary alone (`FLAG_RELAY`) goes on once, to
+        // every backup, ahead of the PRE-PREPARE naming it on the same links. A backup passes
+        // on nothing: the primary's relayed copy and a client's own look alike, and a client
+        // whose view is behind gets its body to the primary by `forward_late_big_requests`
+        // or its retransmission to everyone. A body a logged batch already names is not
+        // relayed again (a new primary fetching one it lacks; the copy keeps the flag).
+        let relay = stored.big
+            && first_receipt
+            && frame.header.flags & FLAG_RELAY != 0
+            && self.has_new_view
+            && self.is_primary()
+            && !self.body_in_log(&stored.digest);
         if self.is_primary() {
+            if relay {
+                self.stats.bodies_relayed += 1;
+                self.out.push_back(Action::Broadcast {
+                    bytes: stored.frame.clone(),
+                });
+            }
             if !self.proposed.contains(&stored.digest) && !self.queue.contains(&stored.digest) {
                 self.queue.push_back(stored.digest);
             }

@@ -165,6 +165,7 @@ impl<S: Service> Replica<S> {
         self.proposed_ids.clear();
         self.late_big.clear();
         self.forwarded_big.clear();
+        self.ahead.clear();
         self.timers.stop(TimerKind::ViewChange);
         self.persist(PersistRecord::View(v));
         self.resend_view_change();

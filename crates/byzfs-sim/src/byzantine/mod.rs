@@ -8,6 +8,7 @@ pub mod bad_client;
 pub mod byzzfuzz;
 pub mod eager_voter;
 pub mod equivocate;
+pub mod faulty_relay;
 pub mod forge;
 pub mod garbage;
 pub mod impersonator;
@@ -114,6 +115,8 @@ pub enum StrategyKind {
     LyingPrimary,
     /// [`lying_state::LyingState`].
     LyingState,
+    /// [`faulty_relay::FaultyRelay`].
+    FaultyRelay,
 }
 
 impl StrategyKind {
@@ -135,6 +138,7 @@ impl StrategyKind {
             StrategyKind::Impersonator => Box::new(impersonator::Impersonator::new()),
             StrategyKind::LyingPrimary => Box::new(lying_primary::LyingPrimary::new()),
             StrategyKind::LyingState => Box::new(lying_state::LyingState::new()),
+            StrategyKind::FaultyRelay => Box::new(faulty_relay::FaultyRelay::new(rng)),
         }
     }
 }

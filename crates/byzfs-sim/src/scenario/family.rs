@@ -124,6 +124,11 @@ pub enum Family {
     /// sent COMMIT for batches they have not executed when reads reach them (checker
     /// `read-floor`).
     ReadRace,
+    /// A faulty first receiver of big bodies (issue #30): every request big and relayed
+    /// by the primary, which is most often the faulty replica; it withholds, corrupts, or
+    /// passes to some replicas only every client frame it should pass on; a lossy network,
+    /// and primaries now and then cut off so views rotate.
+    FirstReceiver,
 }
 
 /// A family's fault plan: `(faults stream, parameters, plan, n, f)`.
@@ -141,7 +146,7 @@ pub struct Spec {
 }
 
 /// Every family, in `all`'s order (`all` runs `TABLE[seed % len]`).
-pub const TABLE: [Spec; 31] = [
+pub const TABLE: [Spec; 32] = [
     Spec {
         family: Family::Normal,
         name: "normal",
@@ -296,6 +301,11 @@ pub const TABLE: [Spec; 31] = [
         family: Family::ReadRace,
         name: "read-race",
         plan: read_race,
+    },
+    Spec {
+        family: Family::FirstReceiver,
+        name: "first-receiver",
+        plan: first_receiver,
     },
 ];
 
@@ -862,4 +872,16 @@ fn read_race(r: &mut SimRng, params: &mut Params, plan: &mut Plan, _n: usize, _f
         ..NetFaults::benign()
     };
     slow_links(r, params, 30, &mut plan.faults);
+}
+
+/// [`Family::FirstReceiver`].
+fn first_receiver(r: &mut SimRng, params: &mut Params, plan: &mut Plan, n: usize, _f: usize) {
+    params.config.big_request_threshold = [0, 64][r.gen_range(0..2)];
+    params.config.relay_big_requests = true;
+    let id = byzantine(r, n, Some((0, 0.75)));
+    byz(plan, id, StrategyKind::FaultyRelay);
+    params.net = light_net(r);
+    if r.gen_bool(0.5) {
+        rotate_primaries(r, params, plan, 1..=4);
+    }
 }

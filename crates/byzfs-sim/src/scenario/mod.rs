@@ -154,11 +154,12 @@ impl Plan {
             )
         });
         format!(
-            "n={} K={} W={} big={} ro={} roq={} tent={} T={}ms status={}ms chunk={} clients={}+{}bad byz={:?} twin={:?}{slow}",
+            "n={} K={} W={} big={} relay={} ro={} roq={} tent={} T={}ms status={}ms chunk={} clients={}+{}bad byz={:?} twin={:?}{slow}",
             c.n(),
             c.checkpoint_interval,
             c.batch_window,
             if c.big_request_threshold == usize::MAX { "inf".to_string() } else { c.big_request_threshold.to_string() },
+            c.relay_big_requests,
             c.read_only_optimisation,
             c.read_only_to_quorum,
             c.tentative_execution,
@@ -198,6 +199,8 @@ fn sweep(seed: u64, replicas: Option<usize>) -> Result<Params, String> {
     // the simulator's small partitions: chunked state transfer under every fault family.
     let chunk = if r.gen_range(0..3) == 0 { 48 } else { 1 << 20 };
     let ro_quorum = r.gen_bool(0.5);
+    // Big bodies relayed by the primary (the default) in three seeds of four.
+    let relay = r.gen_range(0..4) != 0;
 
     let f = match replicas {
         None => f_drawn,
@@ -217,6 +220,7 @@ fn sweep(seed: u64, replicas: Option<usize>) -> Result<Params, String> {
     config.client_retransmit = Duration::from_millis(retransmit_ms);
     config.state_chunk_bytes = chunk;
     config.read_only_to_quorum = ro_quorum;
+    config.relay_big_requests = relay;
     config.validate()?;
     Ok(Params {
         config,

@@ -9,6 +9,7 @@ mod cluster;
 mod monitor;
 mod normal;
 mod read_only;
+mod relay;
 mod restart;
 mod status;
 mod transfer;
@@ -170,6 +171,18 @@ fn client_request(
     read_only: bool,
     how: ReqAuth,
 ) -> Vec<u8> {
+    flagged_request(cfg, client, rid, op, read_only as u8, how)
+}
+
+/// A request with header `flags` ([`crate::client::FLAG_READ_ONLY`], `FLAG_RELAY`).
+fn flagged_request(
+    cfg: &Config,
+    client: ClientId,
+    rid: u64,
+    op: &[u8],
+    flags: u8,
+    how: ReqAuth,
+) -> Vec<u8> {
     let tk = TestKeys::new(1, cfg.n());
     let keys = tk.client(client);
     let body = encode_body(&Message::Request(Request {
@@ -182,7 +195,7 @@ fn client_request(
     let env = Envelope {
         sender: Principal::Client(client),
         epoch: 0,
-        flags: read_only as u8,
+        flags,
         replier: REPLIER_ALL,
     };
     let own = keys.signing.clone().unwrap();

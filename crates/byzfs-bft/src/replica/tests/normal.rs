@@ -216,3 +216,54 @@ fn big_request_body_after_pre_prepare_still_prepares() {
     let (out, bd) = body_after_pre_prepare(&cfg, &big);
     assert_eq!(out, prepare_vote(0, 1, bd, 1, Some(1 + cfg.log_window)));
 }
+
+/// A PRE-PREPARE a moment ahead of the log window is kept and handled once the next stable
+/// checkpoint moves the window over it (simulator: slow-execution 985, where the dropped one
+/// came back only after the replica's view-change timer had run out). One further than a
+/// checkpoint interval beyond the window is dropped for good.
+#[test]
+fn a_pre_prepare_just_ahead_of_the_window_is_handled_when_the_window_moves() {
+    let cfg = config();
+    let mut b = replica(1, &cfg);
+    drain(&mut b);
+    let high = cfg.log_window;
+    let early = batch_of(request(&cfg, 9, b"w9", false));
+    let d_early = batch_digest(&early).unwrap();
+    let pp = |seq: Seq, batch: BatchBody| from_replica(&cfg, 0, &pre_prepare_msg(0, seq, batch));
+    b.handle_message(Time(1), &pp(high + 1, early));
+    assert_eq!(drain(&mut b), dropped(DropReason::OutOfWindow));
+    let too_far = high + cfg.checkpoint_interval + 1;
+    b.handle_message(
+        Time(1),
+        &pp(too_far, batch_of(request(&cfg, 10, b"w10", false))),
+    );
+    assert_eq!(drain(&mut b), dropped(DropReason::OutOfWindow));
+    // Seqs 1..=K run; the checkpoint at K becomes stable with the votes of 0 and 2.
+    let k = cfg.checkpoint_interval;
+    for seq in 1..=k {
+        let batch = batch_of(request(&cfg, seq, format!("w{seq}").as_bytes(), false));
+        order_in_view_0(&cfg, &mut b, Time(2), seq, batch, true);
+    }
+    assert_eq!(b.last_executed(), k);
+    drain(&mut b);
+    let own = b.checkpoints.own[&k];
+    for j in [0, 2] {
+        let cp = Message::Checkpoint(Checkpoint {
+            seq: k,
+            digest: own,
+            replica: j,
+            stable: false,
+        });
+        b.handle_message(Time(3), &from_replica(&cfg, j, &cp));
+    }
+    assert_eq!(b.last_stable(), k);
+    let votes: Vec<Out> = outputs(drain(&mut b))
+        .into_iter()
+        .filter(|o| matches!(o, Out::Broadcast(Message::Prepare(_))))
+        .collect();
+    assert_eq!(
+        votes,
+        vec![Out::Broadcast(prepare_msg(0, high + 1, d_early, 1))]
+    );
+    assert!(!b.log.contains_key(&too_far));
+}

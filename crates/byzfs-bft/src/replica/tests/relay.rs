@@ -1,0 +1,113 @@
+//! A big body the client sent to the primary alone (`FLAG_RELAY`, PROTOCOL.md §1.10 "each
+//! body once"): the primary relays it to every backup ahead of its PRE-PREPARE, once; a
+//! backup passes on nothing (the relayed copy keeps the client's flag), except a body the
+//! primary has not proposed for a whole STATUS interval (a client whose view is behind).
+
+use super::*;
+use crate::client::FLAG_RELAY;
+
+fn relayed(cfg: &Config, rid: u64, how: ReqAuth) -> Vec<u8> {
+    flagged_request(cfg, CLIENT, rid, &[b'w'; 100], FLAG_RELAY, how)
+}
+
+/// What a view-0 primary outputs when it orders big request `req` alone at seq 1.
+fn big_proposal_of(req: &[u8]) -> Vec<Out> {
+    let (batch, _) = big_batch_of(req);
+    let digest = batch_digest(&batch).unwrap();
+    vec![
+        Out::Persist(PersistRecord::Proposed {
+            view: 0,
+            seq: 1,
+            digest,
+        }),
+        Out::Broadcast(pre_prepare_msg(0, 1, batch)),
+    ]
+}
+
+#[test]
+fn the_primary_relays_a_body_sent_to_it_alone_before_its_pre_prepare() {
+    let cfg = config();
+    let mut p = replica(0, &cfg);
+    drain(&mut p);
+    let big = relayed(&cfg, 1, ReqAuth::Signed);
+    p.handle_message(Time(1), &big);
+    let out = drain(&mut p);
+    // The client's own frame, byte for byte: its authenticator covers every backup.
+    assert_eq!(
+        out[0],
+        Action::Broadcast {
+            bytes: big.clone().into()
+        }
+    );
+    let mut expected = vec![Out::Broadcast(decode(&big))];
+    expected.extend(big_proposal_of(&big));
+    assert_eq!(outputs(out), expected);
+    assert_eq!(p.stats().bodies_relayed, 1);
+    // The same frame again (a duplicate): held already, not relayed twice.
+    p.handle_message(Time(2), &big);
+    assert_eq!(outputs(drain(&mut p)), vec![]);
+    assert_eq!(p.stats().bodies_relayed, 1);
+}
+
+#[test]
+fn a_body_sent_to_every_replica_is_not_relayed() {
+    let cfg = config();
+    let mut p = replica(0, &cfg);
+    drain(&mut p);
+    let big = request(&cfg, 1, &[b'w'; 100], false);
+    p.handle_message(Time(1), &big);
+    assert_eq!(outputs(drain(&mut p)), big_proposal_of(&big));
+    assert_eq!(p.stats().bodies_relayed, 0);
+}
+
+#[test]
+fn a_backup_passes_on_a_relayed_body_only_when_the_primary_is_late() {
+    // The primary's relayed copy, or a client's whose view is behind (it took backup 1 for
+    // the primary): the two look alike. Passed on at once, every relayed copy would go back
+    // to the primary (`bench bandwidth` measured 6 bodies between sites instead of 3).
+    let cfg = config();
+    let mut b = replica(1, &cfg);
+    drain(&mut b);
+    let big = relayed(&cfg, 1, ReqAuth::Signed);
+    b.handle_message(Time(1), &big);
+    assert_eq!(outputs(drain(&mut b)), vec![]);
+    // Not pre-prepared for a whole STATUS interval: forwarded to the primary, once
+    // (`forward_late_big_requests`).
+    let status = Out::Broadcast(status_msg(1, 0, true, 0, 0));
+    let tick = |b: &mut Replica<Counter>, k: u32| {
+        b.handle_timeout(Time(1) + k * cfg.status_interval);
+        outputs(drain(b))
+    };
+    assert_eq!(tick(&mut b, 1), vec![status.clone()]);
+    assert_eq!(
+        tick(&mut b, 2),
+        vec![Out::Send(0, decode(&big)), status.clone()]
+    );
+    assert_eq!(tick(&mut b, 3), vec![status]);
+    assert_eq!(b.stats().bodies_relayed, 0);
+}
+
+#[test]
+fn a_relayed_body_with_a_bad_signature_goes_no_further() {
+    // The primary checks the signature before it relays: nothing leaves, the client is
+    // blacklisted (its MAC vouched for a bad signature).
+    let cfg = config();
+    let mut p = replica(0, &cfg);
+    drain(&mut p);
+    p.handle_message(Time(1), &relayed(&cfg, 1, ReqAuth::BadSignature));
+    assert_eq!(drain(&mut p), dropped(DropReason::BadAuth));
+    assert_eq!(p.stats().bodies_relayed, 0);
+    // A backup defers the check (its MAC vouches, it vouches to no one) and makes it before
+    // the body goes anywhere: late, it is dropped instead of forwarded.
+    let mut b = replica(1, &cfg);
+    drain(&mut b);
+    b.handle_message(Time(1), &relayed(&cfg, 1, ReqAuth::BadSignature));
+    assert_eq!(outputs(drain(&mut b)), vec![]);
+    for k in 1..=2 {
+        b.handle_timeout(Time(1) + k * cfg.status_interval);
+        assert_eq!(
+            outputs(drain(&mut b)),
+            vec![Out::Broadcast(status_msg(1, 0, true, 0, 0))]
+        );
+    }
+}
