@@ -302,7 +302,7 @@ pub(crate) fn spawn_background(
                 nap = if reclaiming {
                     RECLAIM_PAUSE
                 } else if inner.locking.delegs.any() || inner.link.dirs.any_held() {
-                    delegations::POLL_EVERY
+                    inner.locking.delegs.poll_every()
                 } else {
                     tick.saturating_sub(chores.elapsed())
                         .max(delegations::POLL_EVERY)

@@ -201,6 +201,19 @@ impl Dirs {
             .is_some_and(|h| !h.stale)
     }
 
+    /// [`Dirs::is_mine`], and if so its directory counts as used now (answering from what
+    /// the mount made keeps the delegation, as an early answer does).
+    pub(crate) fn use_mine(&mut self, ino: u64) -> bool {
+        let Some(h) = self.mine.get(&ino).and_then(|d| self.held.get_mut(d)) else {
+            return false;
+        };
+        if h.stale {
+            return false;
+        }
+        h.used = Instant::now();
+        true
+    }
+
     /// `ino` may now be reachable from elsewhere (a hard link made through the cluster).
     pub(crate) fn not_mine(&mut self, ino: u64) {
         self.mine.remove(&ino);

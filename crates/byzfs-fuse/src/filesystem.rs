@@ -90,19 +90,25 @@ impl Filesystem for ByzFuse {
         reply: ReplyAttr,
     ) {
         let fh = fh!(self, ino, reply);
-        // A directory this mount holds has the attributes it made (`dirs.rs`).
-        let cached = self
-            .inner
-            .lock()
-            .ok()
-            .and_then(|i| match i.link.dirs.attr(ino.0) {
-                Some(a) => Some((a.clone(), self.ttl)),
-                None => i
-                    .link
-                    .attrs
-                    .fresh(ino.0, self.ttl)
-                    .map(|(a, left)| (a.clone(), left)),
-            });
+        // A directory this mount holds has the attributes it made, and a file it made there
+        // the ones it last saw (`dirs.rs`: no other mount can reach it; as `lookup_early`).
+        let cached = self.inner.lock().ok().and_then(|mut i| {
+            if let Some(a) = i.link.dirs.attr(ino.0) {
+                return Some((a.clone(), self.ttl));
+            }
+            if let Some((a, left)) = i.link.attrs.fresh(ino.0, self.ttl) {
+                return Some((a.clone(), left));
+            }
+            let held_back = i.link.gather.pending_ino() == Some(ino.0);
+            if held_back || !i.link.dirs.use_mine(ino.0) {
+                return None;
+            }
+            i.link
+                .attrs
+                .last(ino.0)
+                .filter(|a| a.fh == fh)
+                .map(|a| (a.clone(), self.ttl))
+        });
         if let Some((a, left)) = cached {
             return reply.attr(&left, &self.attr_of(&a));
         }
@@ -964,9 +970,9 @@ impl Filesystem for ByzFuse {
         tracing::trace!(ino = ino.0, flags = flags.0, "open");
         let fh = fh!(self, ino, reply);
         let (before, mine) = match self.inner.lock() {
-            Ok(i) => (
+            Ok(mut i) => (
                 i.link.stamps.get(&ino.0).copied(),
-                i.link.dirs.is_mine(ino.0),
+                i.link.dirs.use_mine(ino.0),
             ),
             Err(_) => return reply.error(fuser::Errno::EIO),
         };

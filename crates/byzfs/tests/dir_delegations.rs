@@ -195,3 +195,65 @@ fn errno<T: std::fmt::Debug>(r: std::io::Result<T>, want: i32, what: &str) {
         Ok(v) => panic!("{what}: succeeded ({v:?}), wanted errno {want}"),
     }
 }
+
+/// What a mount made in a directory it holds, it answers `stat` and `open` of from its own
+/// books, even with the kernel's attribute cache off: nobody else can reach those files
+/// (`crates/byzfs-fuse/src/dirs.rs`), and across sites each question was a round trip
+/// (issue #30, Andrew-Tcl's `stat` and `read` phases). The answers are the cluster's.
+#[test]
+fn files_made_in_a_held_directory_are_stated_and_opened_without_asking() {
+    use std::os::unix::fs::MetadataExt as _;
+    if skip_without_fuse() {
+        return;
+    }
+    let up = Up::start_mounted(&["--timeout-ms", "120000"]);
+    let dir = up.dir.path();
+    let log = dir.join("mount-b.log");
+    let b = Mount::start_with_env(
+        &up.config,
+        &dir.join("mnt-b"),
+        &log,
+        &["--timeout-ms", "120000", "--cache-timeout", "0"],
+        &[("RUST_LOG", "byzfs_fuse::cluster=trace")],
+    );
+    // Two creations in the root make B ask for it; a directory made in a held one is
+    // asked for in the batch that makes it: every name on the path is B's.
+    for n in ["a", "b"] {
+        fs::write(b.mnt.join(n), n).unwrap();
+    }
+    let d = b.mnt.join("made");
+    fs::create_dir(&d).unwrap();
+    // Whole pages: the kernel keeps what was written as read-ready (a partial last page
+    // is read once from the cluster).
+    let content = |n: &str| n.repeat(8192);
+    for n in ["x", "y", "z"] {
+        fs::write(d.join(n), content(n)).unwrap();
+    }
+    let sends = |what: &str| {
+        fs::read_to_string(&log)
+            .unwrap()
+            .matches(&format!("send op=\"{what}\""))
+            .count()
+    };
+    let key = |m: &fs::Metadata| (m.ino(), m.len(), m.mode(), m.mtime(), m.mtime_nsec());
+    let before = (sends("getattr"), sends("read"));
+    let mut local = Vec::new();
+    for round in 0..5 {
+        for n in ["x", "y", "z"] {
+            let m = fs::metadata(d.join(n)).unwrap();
+            assert_eq!((m.len(), m.mode() & 0o170000), (8192, 0o100000));
+            assert_eq!(fs::read(d.join(n)).unwrap(), content(n).as_bytes());
+            if round == 4 {
+                local.push(key(&m));
+            }
+        }
+    }
+    assert_eq!((sends("getattr"), sends("read")), before);
+    // The other mount (which recalls the directory) sees the very same attributes.
+    let a = up.mountpoint.clone().unwrap().join("made");
+    let theirs: Vec<_> = ["x", "y", "z"]
+        .iter()
+        .map(|n| key(&fs::metadata(a.join(n)).unwrap()))
+        .collect();
+    assert_eq!(local, theirs);
+}

@@ -250,12 +250,16 @@ fn bandwidth_counts_each_update_on_every_link() {
         norep["replica_bytes"].as_u64().unwrap() < 4096,
         "{norep}\n{table}"
     );
-    for (t, uplink) in [("byzfs", 0.95..1.05), ("byzfs-all", 3.95..4.1)] {
+    // With the client sending to all, a backup may get a PRE-PREPARE before the client's
+    // copy of its body and ask its peers for it (STATUS, every 150 ms): a debug build in
+    // CI fetched 5 of the 25 bodies twice (4.22 ×). A relayed body is sent ahead of the
+    // PRE-PREPARE on the same link, so it never is.
+    for (t, uplink, extra) in [("byzfs", 0.95..1.05, 0.0), ("byzfs-all", 3.95..4.1, 0.3)] {
         let r = big(t);
         assert!(
-            (3.95..4.3).contains(&ratio(r, "total_over_payload"))
+            (3.95..4.3 + extra).contains(&ratio(r, "total_over_payload"))
                 && uplink.contains(&ratio(r, "uplink_over_payload"))
-                && (2.95..3.2).contains(&ratio(r, "between_sites_over_payload")),
+                && (2.95..3.2 + extra).contains(&ratio(r, "between_sites_over_payload")),
             "{r}\n{table}"
         );
     }
