@@ -69,7 +69,7 @@ const CASES: &[Case] = &[
     (
         Mutation::TrustProposalsAfterCrash,
         Family::Crash,
-        &[5, 334],
+        &[5, 684],
         &[persist::NAME],
     ),
     (
@@ -113,7 +113,7 @@ const CASES: &[Case] = &[
         // A faulty client's burst beyond its window runs: the reply cache outgrows it.
         Mutation::IgnoreAckedBound,
         Family::BadClients,
-        &[2, 27],
+        &[1, 27],
         &[reply_cache::NAME],
     ),
     (
@@ -145,7 +145,7 @@ const CASES: &[Case] = &[
         // caught by a safety checker; most of the rest stall).
         Mutation::TrustNewView,
         Family::LyingPrimary,
-        &[102, 107],
+        &[1, 102],
         &[agreement::NAME, prefix::NAME],
     ),
     (

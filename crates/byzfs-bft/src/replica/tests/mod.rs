@@ -256,7 +256,11 @@ fn outputs(actions: Vec<Action>) -> Vec<Out> {
 /// What a view-0 primary outputs when it orders `req` alone at seq 1: its promise (a driver
 /// need not sync it before the send), then the PRE-PREPARE.
 fn proposal_of(req: Vec<u8>) -> Vec<Out> {
-    let batch = batch_of(req);
+    proposal_of_batch(batch_of(req))
+}
+
+/// What a view-0 primary outputs when it proposes `batch` at seq 1 (as [`proposal_of`]).
+fn proposal_of_batch(batch: BatchBody) -> Vec<Out> {
     let digest = batch_digest(&batch).unwrap();
     vec![
         Out::Persist(PersistRecord::Proposed {

@@ -12,16 +12,21 @@ fn relayed(cfg: &Config, rid: u64, how: ReqAuth) -> Vec<u8> {
 
 /// What a view-0 primary outputs when it orders big request `req` alone at seq 1.
 fn big_proposal_of(req: &[u8]) -> Vec<Out> {
-    let (batch, _) = big_batch_of(req);
-    let digest = batch_digest(&batch).unwrap();
-    vec![
-        Out::Persist(PersistRecord::Proposed {
-            view: 0,
-            seq: 1,
-            digest,
-        }),
-        Out::Broadcast(pre_prepare_msg(0, 1, batch)),
-    ]
+    proposal_of_batch(big_batch_of(req).0)
+}
+
+/// Backup `b`'s outputs at its STATUS ticks `ticks` (intervals after time 1).
+fn status_ticks(
+    cfg: &Config,
+    b: &mut Replica<Counter>,
+    ticks: std::ops::RangeInclusive<u32>,
+) -> Vec<Vec<Out>> {
+    ticks
+        .map(|k| {
+            b.handle_timeout(Time(1) + k * cfg.status_interval);
+            outputs(drain(b))
+        })
+        .collect()
 }
 
 #[test]
@@ -74,16 +79,14 @@ fn a_backup_passes_on_a_relayed_body_only_when_the_primary_is_late() {
     // Not pre-prepared for a whole STATUS interval: forwarded to the primary, once
     // (`forward_late_big_requests`).
     let status = Out::Broadcast(status_msg(1, 0, true, 0, 0));
-    let tick = |b: &mut Replica<Counter>, k: u32| {
-        b.handle_timeout(Time(1) + k * cfg.status_interval);
-        outputs(drain(b))
-    };
-    assert_eq!(tick(&mut b, 1), vec![status.clone()]);
     assert_eq!(
-        tick(&mut b, 2),
-        vec![Out::Send(0, decode(&big)), status.clone()]
+        status_ticks(&cfg, &mut b, 1..=3),
+        vec![
+            vec![status.clone()],
+            vec![Out::Send(0, decode(&big)), status.clone()],
+            vec![status],
+        ]
     );
-    assert_eq!(tick(&mut b, 3), vec![status]);
     assert_eq!(b.stats().bodies_relayed, 0);
 }
 
@@ -103,11 +106,9 @@ fn a_relayed_body_with_a_bad_signature_goes_no_further() {
     drain(&mut b);
     b.handle_message(Time(1), &relayed(&cfg, 1, ReqAuth::BadSignature));
     assert_eq!(outputs(drain(&mut b)), vec![]);
-    for k in 1..=2 {
-        b.handle_timeout(Time(1) + k * cfg.status_interval);
-        assert_eq!(
-            outputs(drain(&mut b)),
-            vec![Out::Broadcast(status_msg(1, 0, true, 0, 0))]
-        );
-    }
+    let status = Out::Broadcast(status_msg(1, 0, true, 0, 0));
+    assert_eq!(
+        status_ticks(&cfg, &mut b, 1..=2),
+        vec![vec![status.clone()], vec![status]]
+    );
 }
