@@ -130,8 +130,8 @@ struct Outstanding {
     /// The serialised [`Request`] body, encoded once; its digest is `digest`.
     body: Vec<u8>,
     digest: Digest,
-    /// Sent to every replica from the first transmission on (read-only, or big while the
-    /// view is unknown).
+    /// Sent to every replica from the first transmission on (read-only; big ones too unless
+    /// `relay`).
     read_only: bool,
     /// A big request's first transmission, to the primary only, for it to relay
     /// ([`FLAG_RELAY`]); cleared (and the frame rebuilt) at the first retransmission.
