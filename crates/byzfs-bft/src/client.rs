@@ -27,6 +27,7 @@ use crate::config::Config;
 use crate::crypto::{ClientKeys, Digest};
 use crate::ids::{Principal, ReplicaId, RequestId, View};
 use crate::message::{Message, Reply, Request, Tag};
+use crate::retransmit_timeout::{RequestKind, RetransmitTimeout};
 use crate::time::Time;
 use crate::wire::{self, Auth, AuthKind, Envelope, Frame, REPLIER_ALL};
 use rand::{Rng, SeedableRng};
@@ -136,6 +137,8 @@ struct Outstanding {
     /// A big request's first transmission, to the primary only, for it to relay
     /// ([`FLAG_RELAY`]); cleared (and the frame rebuilt) at the first retransmission.
     relay: bool,
+    /// What it is, for its first retransmission timeout ([`RetransmitTimeout`]).
+    kind: RequestKind,
     replier: u8,
     /// The current frame; rebuilt (MACs only) when `read_only` or `replier` change.
     frame: Arc<[u8]>,
@@ -178,6 +181,8 @@ pub struct Client {
     stats: ClientStats,
     /// Moving average of read-only completion times, in microseconds (sets the hedge).
     read_us: u64,
+    /// What sets each request's first retransmission timeout.
+    patience: RetransmitTimeout,
 }
 
 /// Initial estimate of a read-only request's completion time, in microseconds.
@@ -214,6 +219,7 @@ impl Client {
             actions: VecDeque::new(),
             stats: ClientStats::default(),
             read_us: READ_US_INITIAL,
+            patience: RetransmitTimeout::default(),
         }
     }
 
@@ -312,8 +318,14 @@ impl Client {
         }));
         let digest = Digest::of(&body);
         let replier = self.random_replier(None);
-        let max_us = micros(self.config.client_retransmit_max).max(1);
-        let rtimeout_us = micros(self.config.client_retransmit).clamp(1, max_us);
+        let kind = if read_only {
+            RequestKind::ReadOnly
+        } else if big {
+            RequestKind::Big(body.len())
+        } else {
+            RequestKind::Small
+        };
+        let rtimeout_us = self.patience.sent(&self.config, kind, now);
         let mut o = Outstanding {
             rid,
             issued: rid,
@@ -321,6 +333,7 @@ impl Client {
             digest,
             read_only,
             relay: big && !read_only && self.view_known && self.config.relay_big_requests,
+            kind,
             replier,
             frame: Arc::from(Vec::new()),
             retransmissions: 0,
@@ -440,7 +453,8 @@ impl Client {
         }
         let t = o.rtimeout_us.max(1);
         let jitter = self.rng.gen_range(0..t);
-        o.rtimeout_us = t.saturating_add(jitter).clamp(1, max_us);
+        // A first timeout above the cap (a big request on a slow link) is kept, not raised.
+        o.rtimeout_us = t.saturating_add(jitter).clamp(1, max_us.max(t));
         o.deadline = Time::from_micros(now.as_micros().saturating_add(o.rtimeout_us));
         if fall_back && self.can_invoke(false) {
             self.fall_back(rid);
@@ -484,6 +498,7 @@ impl Client {
         };
         let rid = self.next_rid;
         self.next_rid = rid.saturating_add(1);
+        let big = op.len() > self.config.big_request_threshold;
         o.body = wire::encode_body(&Message::Request(Request {
             client: self.keys.me,
             rid,
@@ -494,6 +509,11 @@ impl Client {
         o.digest = Digest::of(&o.body);
         o.rid = rid;
         o.read_only = false;
+        o.kind = if big {
+            RequestKind::Big(o.body.len())
+        } else {
+            RequestKind::Small
+        };
         // Read-only replies cannot certify the ordered request (library `t_reps.clear()`).
         o.replies.clear();
         o.replier = random_replier(&mut self.rng, self.config.n(), Some(o.replier));
@@ -631,10 +651,11 @@ impl Client {
         let Some(o) = self.out.remove(&rid) else {
             return;
         };
+        let took = now.as_micros().saturating_sub(o.sent_at.as_micros());
+        self.patience.completed(o.kind, took);
         if o.read_only && o.retransmissions == 0 {
             // Moving average (weight 1/8) of completion times of reads that needed no
             // retransmission: the hedge waits about twice as long.
-            let took = now.as_micros().saturating_sub(o.sent_at.as_micros());
             self.read_us = (self.read_us.saturating_mul(7).saturating_add(took) / 8).max(1);
         }
         let mut views = Vec::new();
@@ -959,6 +980,33 @@ mod tests {
                 other => panic!("f={f}: {other:?}"),
             }
         }
+    }
+
+    /// A big request that took 640 ms teaches the client to wait twice as long before it
+    /// retransmits the next of its size (and its body) to everyone; a small request waits
+    /// `client_retransmit` after the bytes sent before it crossed (`retransmit_timeout.rs`).
+    #[test]
+    fn a_big_request_waits_twice_as_long_as_the_last_of_its_size_took() {
+        let mut h = Harness::new(1);
+        h.learn_view(0);
+        let op = vec![b'w'; 64 << 10];
+        let rid = h.invoke(&op, false);
+        let took = Time::from_micros(640_000);
+        for j in 0..3 {
+            let bytes = h.frame(j, &reply(j, rid, 0, true, b"ok", true));
+            h.client.handle_message(took, &bytes);
+        }
+        assert!(h.completed().is_some());
+        // The body is 65 KiB with its header fields: 640,000 / 65 = 9,846 µs a KiB.
+        h.client.invoke(took, op, false).unwrap();
+        h.actions();
+        let big_at = Time::from_micros(640_000 + 2 * 9_846 * 65);
+        assert_eq!(h.client.poll_timeout(), Some(big_at));
+        h.client.invoke(took, b"small".to_vec(), false).unwrap();
+        h.actions();
+        // A small one sent behind it waits for its bytes to cross too, then its own timeout.
+        let small_at = Time::from_micros(640_000 + 9_846 * 65 + micros(h.config.client_retransmit));
+        assert_eq!(h.client.poll_timeout(), Some(small_at));
     }
 
     /// A big read-write request goes once, to the primary, flagged for it to relay

@@ -78,8 +78,8 @@ pub struct Config {
 /// unit per request plus one per 4 KiB of its operation). It judges the primary only after
 /// `grace` in the view, and only while the load demands more: a client's request has waited
 /// at this backup at least `patience` with none of that client's requests running (clients
-/// retransmit to every replica when the primary is slow; large requests reach every replica
-/// at once). Then the period's work must reach `percent` % of the best period of the last
+/// retransmit to every replica when the primary is slow; large requests not relayed reach
+/// every replica at once). Then the period's work must reach `percent` % of the best period of the last
 /// `views` views (this one included), raised by `raise_percent` % for each judged period of
 /// the view, and at least `floor_per_s` units per second (the floor alone during the grace);
 /// a backup that sees less starts a view change. The raise makes views end regularly under sustained demand, so a primary

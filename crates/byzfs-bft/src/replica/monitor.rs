@@ -13,11 +13,17 @@
 //! Only while the load demands more: a client's request has waited at this backup for
 //! `patience` with none of that client's requests running since. A backup holds a client's
 //! small request only when the client retransmitted it to every replica (its reply was
-//! late), and large ones as soon as they are sent; so an idle or lightly loaded cluster, or a
-//! load that simply shrank, is never judged. Periods in which the driver reported this
+//! late), and a large one as soon as the client sends it to every replica, or, if the
+//! primary relayed it (PROTOCOL.md §1.10), when the client retransmits it: a relayed body
+//! crossing a slow link ahead of the PRE-PREPARE that names it is no sign of a slow primary
+//! (ARCHITECTURE.md Deviation 33). So an idle or lightly loaded cluster, or a load that
+//! simply shrank, is never judged. Periods in which the driver reported this
 //! replica busy ([`Replica::busy_for`]) are not judged either: its own slowness is not the
 //! primary's. A backup's complaint is a VIEW-CHANGE like a timeout's, and moves no one alone
 //! (the `f+1` join rule).
+//!
+//! Nor is a period judged while a batch the backup accepted names a body it lacks
+//! (`lacks_ordered_bodies`): the ordering is done and the bytes are on their way.
 //!
 //! A backup that lags behind a gap (a replica restarted without its data, in the middle of
 //! its window) commits batches it cannot run yet: their work is credited to the primary when
@@ -228,6 +234,19 @@ impl<S: Service> Replica<S> {
         ahead > self.f()
     }
 
+    /// Whether a batch this replica accepted but has not run names a body it lacks: the
+    /// primary has ordered it and the body is crossing from whoever holds it (on a slow
+    /// link, for seconds, as after a view change whose batches name bodies this replica
+    /// never got). A primary that names bodies nobody has stalls its own slot, and with it
+    /// every later one, and the view-change timer replaces it.
+    fn lacks_ordered_bodies(&self) -> bool {
+        self.log
+            .range(self.last_executed.saturating_add(1)..)
+            .filter_map(|(_, s)| s.pre_prepare.as_ref())
+            .filter_map(|a| self.batches.get(&a.digest))
+            .any(|b| b.big.iter().any(|d| !self.requests.contains_key(d)))
+    }
+
     /// Whether the period just ended condemns the primary.
     fn judge(&mut self, c: &crate::MonitorConfig, now: Time, period_us: u64) -> Option<Verdict> {
         let m = &self.monitor;
@@ -239,6 +258,7 @@ impl<S: Service> Replica<S> {
             && !m.busy
             && m.heard.len() >= 2 * self.f()
             && !self.lags()
+            && !self.lacks_ordered_bodies()
             // A period cut short (a view installed mid-way) says little.
             && period_us >= c.period.as_micros() as u64;
         let in_grace = now.as_micros() < m.view_start.as_micros() + c.grace.as_micros() as u64;

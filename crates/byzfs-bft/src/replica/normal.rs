@@ -97,6 +97,7 @@ impl<S: Service> Replica<S> {
             digest: frame.header.body_digest,
             big,
             sig_checked,
+            relayed: frame.header.flags & FLAG_RELAY != 0,
         };
         if needed_body {
             // Only the body: it is not queued, forwarded or waited for.
@@ -125,7 +126,11 @@ impl<S: Service> Replica<S> {
         // Primary and backups alike run the view-change timer for it (see `restart_vtimer`)
         // once it can run: a request whose predecessor has not run here is timed when that
         // one has (`request_done`), so one that follows a request never sent frames no one.
-        if self.request_ready(c, stored.after) {
+        // A backup does not time a relayed body (Deviation 33): it may cross a slow link
+        // ahead of the bodies relayed after it and of the PRE-PREPARE naming them all, and
+        // waiting on it from its arrival voted out every primary at 5 Mb/s. A primary that
+        // relays but does not order is caught when the client retransmits to everyone.
+        if self.request_ready(c, stored.after) && (!stored.relayed || self.is_primary()) {
             self.add_pending(c, stored.rid, stored.digest);
         }
         // A big body the client sent to the primary alone (`FLAG_RELAY`) goes on once, to
@@ -212,10 +217,13 @@ impl<S: Service> Replica<S> {
         quota: bool,
     ) -> Result<(), DropReason> {
         if let Some(held) = self.requests.get_mut(&r.digest) {
+            // The client's own copy after a relayed one: waited on from now.
+            let relayed = held.relayed && r.relayed;
             // A verified copy replaces one whose signature was deferred (same body).
             if r.sig_checked && !held.sig_checked {
                 *held = r;
             }
+            held.relayed = relayed;
             return Ok(());
         }
         if self.requests.len() >= LOOSE_REQUESTS_MAX {

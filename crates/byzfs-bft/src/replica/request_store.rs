@@ -99,6 +99,7 @@ mod tests {
             digest: Digest(d),
             big: false,
             sig_checked: true,
+            relayed: false,
         };
         (Digest(d), r)
     }

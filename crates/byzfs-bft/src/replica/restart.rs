@@ -333,6 +333,7 @@ impl<S: Service> Replica<S> {
                 frame: Arc::from(frame.as_slice()),
                 // Checked again before this replica, as primary, would propose it.
                 sig_checked: false,
+                relayed: false,
             };
             self.requests.insert(stored.digest, stored);
         }

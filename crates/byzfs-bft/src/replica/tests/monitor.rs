@@ -267,6 +267,26 @@ fn the_floor_holds_without_history_and_during_the_grace() {
     );
 }
 
+/// A backup that accepted a batch naming a body it lacks does not judge: the primary has
+/// ordered it, and the body is crossing (at 5 Mb/s, for seconds; after a view change, from
+/// whichever replica holds it). The same wait without that batch is voted out by the floor
+/// (above). A primary that names bodies nobody has stalls its own slot and is replaced by
+/// the view-change timer (`monitor.rs` `lacks_ordered_bodies`).
+#[test]
+fn a_backup_waiting_for_an_ordered_body_does_not_judge() {
+    let mut r = Run::new(|_| {});
+    let _held = r.other_waits(100, 1);
+    let now = Time::ZERO + Duration::from_millis(200);
+    r.until(now);
+    let (batch, _) = big_batch_of(&request(&r.cfg, 1, &[b'w'; 2000], false));
+    let pp = from_replica(&r.cfg, 0, &pre_prepare_msg(0, 1, batch));
+    r.b.handle_message(now, &pp);
+    r.collect();
+    r.until(Time::ZERO + Duration::from_millis(3000));
+    assert!(r.slow_verdicts().is_empty());
+    assert_eq!(r.b.view(), 0);
+}
+
 /// A backup that lags does not judge: while `f+1` replicas' STATUS report more batches
 /// executed than it has plus `batch_window` (it missed a checkpoint; a replica restarted
 /// without its data), it executes nothing because it is behind, not because the primary is

@@ -1,0 +1,213 @@
+//! A client's first retransmission timeout for each request, scaled to what it measured
+//! (PROTOCOL.md §1.6; ARCHITECTURE.md Deviation 33).
+//!
+//! A retransmission goes to every replica, and a big request's or a read's goes with its
+//! body or asks every replica for the full result: on a slow link one sent too early adds
+//! three copies of the bytes still crossing it, which delays every later request, which
+//! is retransmitted in turn (measured at 5 Mb/s between sites: 184 retransmissions in the
+//! first minute of Andrew-Tcl, a new view every few seconds, the copy never finished). So
+//! the first timeout is `client_retransmit` unless the client has seen that requests of
+//! that kind take longer:
+//!
+//! - a small read-write request: always `client_retransmit`. Backups hold a client's small
+//!   request only when it is retransmitted to them, and judge the primary's throughput
+//!   only on requests they hold (`replica/monitor.rs`): a timeout that followed the
+//!   primary's latency would let a slow primary teach its clients never to complain.
+//! - a big read-write request: twice its size times the *fastest* recent rate per KiB. A
+//!   faster completion lowers the rate at once; a slower one raises it by at most 1/16, so
+//!   a primary that delays big requests cannot stretch its clients' patience either.
+//! - a read-only request: twice the slowest recent read, which decays by 1/16 for each
+//!   faster one. Reads are not ordered, so the primary gains nothing by them, and a read's
+//!   size (the result's) is unknown until it arrives.
+//!
+//! Any request's first timeout also waits for the bytes of the big requests this client
+//! sent before it to cross, at the same fastest rate: a request sent behind them queues
+//! behind them on the first receiver's links (its PRE-PREPARE follows the relayed bodies),
+//! and at 5 Mb/s a small request sent after a 300 KB file took 1.6 s, was retransmitted to
+//! every backup after 150 ms and got the primary voted out. The client counts only what it
+//! sent itself, at the best rate it saw, so this too is no room for a slow primary.
+//!
+//! Retransmissions after the first back off as before, up to `client_retransmit_max` or
+//! the first timeout if that is longer. No first timeout exceeds
+//! `view_change_timeout_max`.
+
+use crate::config::Config;
+use crate::time::Time;
+
+/// What a request is, for its timeout.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum RequestKind {
+    Small,
+    /// A read-write request above `big_request_threshold`, of this many bytes.
+    Big(usize),
+    ReadOnly,
+}
+
+/// A client's measurements for its first retransmission timeouts.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct RetransmitTimeout {
+    /// Microseconds per KiB of a big read-write request: the fastest recent completion.
+    big_us_per_kib: Option<u64>,
+    /// Microseconds of the slowest recent read-only completion.
+    read_us: Option<u64>,
+    /// When the big requests sent so far will have crossed, at `big_us_per_kib`.
+    backlog_until: Time,
+}
+
+fn micros(d: core::time::Duration) -> u64 {
+    u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
+}
+
+/// KiB of `bytes`, rounded up (at least 1).
+fn kib(bytes: usize) -> u64 {
+    (bytes as u64).div_ceil(1024).max(1)
+}
+
+impl RetransmitTimeout {
+    /// The first retransmission timeout of a request of `kind` sent at `now`, in
+    /// microseconds (at least 1); a big one is then counted in the backlog.
+    pub fn sent(&mut self, config: &Config, kind: RequestKind, now: Time) -> u64 {
+        let backlog = self
+            .backlog_until
+            .as_micros()
+            .saturating_sub(now.as_micros());
+        let alone = self.first_us(config, kind);
+        let cap = micros(config.view_change_timeout_max).max(alone);
+        let first = alone.saturating_add(backlog).min(cap);
+        if let (RequestKind::Big(bytes), Some(r)) = (kind, self.big_us_per_kib) {
+            let from = self.backlog_until.max(now).as_micros();
+            self.backlog_until =
+                Time::from_micros(from.saturating_add(r.saturating_mul(kib(bytes))));
+        }
+        first
+    }
+
+    /// The first retransmission timeout of a request of `kind` with nothing sent before it,
+    /// in microseconds (at least 1).
+    fn first_us(&self, config: &Config, kind: RequestKind) -> u64 {
+        let base =
+            micros(config.client_retransmit).clamp(1, micros(config.client_retransmit_max).max(1));
+        let measured = match kind {
+            RequestKind::Small => None,
+            RequestKind::Big(bytes) => self
+                .big_us_per_kib
+                .map(|r| r.saturating_mul(kib(bytes)).saturating_mul(2)),
+            RequestKind::ReadOnly => self.read_us.map(|r| r.saturating_mul(2)),
+        };
+        let cap = micros(config.view_change_timeout_max).max(base);
+        measured.map_or(base, |m| m.clamp(base, cap))
+    }
+
+    /// A request of `kind` completed `took_us` after it was first sent.
+    pub fn completed(&mut self, kind: RequestKind, took_us: u64) {
+        match kind {
+            RequestKind::Small => {}
+            RequestKind::Big(bytes) => {
+                let sample = (took_us / kib(bytes)).max(1);
+                self.big_us_per_kib = Some(match self.big_us_per_kib {
+                    Some(r) if sample > r => r.saturating_add((sample - r).min(r / 16 + 1)),
+                    _ => sample,
+                });
+            }
+            RequestKind::ReadOnly => {
+                let sample = took_us.max(1);
+                self.read_us = Some(match self.read_us {
+                    Some(r) if sample < r => r - (r - sample).min(r / 16 + 1),
+                    _ => sample,
+                });
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use core::time::Duration;
+
+    /// A request's first timeout with nothing sent before it.
+    fn alone(t: &RetransmitTimeout, c: &Config, kind: RequestKind) -> u64 {
+        t.clone().sent(c, kind, Time::from_micros(1 << 40))
+    }
+
+    fn config() -> Config {
+        Config {
+            client_retransmit: Duration::from_millis(150),
+            client_retransmit_max: Duration::from_secs(5),
+            view_change_timeout_max: Duration::from_secs(60),
+            ..Config::new(1)
+        }
+    }
+
+    /// Unmeasured, and for small requests always, the configured timeout.
+    #[test]
+    fn the_configured_timeout_until_measured() {
+        let c = config();
+        let mut t = RetransmitTimeout::default();
+        for kind in [
+            RequestKind::Small,
+            RequestKind::Big(128 << 10),
+            RequestKind::ReadOnly,
+        ] {
+            assert_eq!(alone(&t, &c, kind), 150_000);
+        }
+        t.completed(RequestKind::Small, 4_000_000);
+        assert_eq!(alone(&t, &c, RequestKind::Small), 150_000);
+    }
+
+    /// A 128 KiB request that took 640 ms (5 Mb/s, three copies across one link) gives
+    /// 5,000 µs a KiB: a 64 KiB request waits 640 ms, a 1 KiB one the configured 150 ms.
+    #[test]
+    fn big_requests_wait_twice_their_size_at_the_measured_rate() {
+        let c = config();
+        let mut t = RetransmitTimeout::default();
+        t.completed(RequestKind::Big(128 << 10), 640_000);
+        assert_eq!(alone(&t, &c, RequestKind::Big(64 << 10)), 640_000);
+        assert_eq!(alone(&t, &c, RequestKind::Big(2 << 10)), 150_000);
+        // Never beyond the view-change timeout's cap.
+        assert_eq!(alone(&t, &c, RequestKind::Big(1 << 30)), 60_000_000);
+    }
+
+    /// A faster completion counts at once; a slower one raises the rate by 1/16 at most.
+    #[test]
+    fn the_big_rate_falls_at_once_and_rises_slowly() {
+        let mut t = RetransmitTimeout::default();
+        t.completed(RequestKind::Big(1 << 20), 1_024_000); // 1,000 µs a KiB
+        t.completed(RequestKind::Big(1 << 20), 10_240_000); // ten times slower
+        assert_eq!(t.big_us_per_kib, Some(1_063));
+        t.completed(RequestKind::Big(1 << 20), 102_400); // ten times faster
+        assert_eq!(t.big_us_per_kib, Some(100));
+    }
+
+    /// A slow read counts at once; faster ones bring the estimate down by 1/16 each.
+    #[test]
+    fn the_read_estimate_rises_at_once_and_falls_slowly() {
+        let c = config();
+        let mut t = RetransmitTimeout::default();
+        t.completed(RequestKind::ReadOnly, 40_000);
+        assert_eq!(alone(&t, &c, RequestKind::ReadOnly), 150_000);
+        t.completed(RequestKind::ReadOnly, 800_000);
+        assert_eq!(alone(&t, &c, RequestKind::ReadOnly), 1_600_000);
+        t.completed(RequestKind::ReadOnly, 40_000);
+        assert_eq!(t.read_us, Some(800_000 - 50_001));
+    }
+
+    /// 640 ms for 128 KiB: after two 64 KiB requests sent at 0 (320 ms each to cross), a
+    /// small request sent 100 ms later waits the 540 ms left first, then its own 150 ms;
+    /// once the bytes have crossed, nothing more.
+    #[test]
+    fn a_request_also_waits_for_the_bytes_sent_before_it() {
+        let c = config();
+        let mut t = RetransmitTimeout::default();
+        t.completed(RequestKind::Big(128 << 10), 640_000);
+        let at = |us| Time::from_micros(us);
+        assert_eq!(t.sent(&c, RequestKind::Big(64 << 10), at(0)), 640_000);
+        assert_eq!(t.sent(&c, RequestKind::Big(64 << 10), at(0)), 960_000);
+        assert_eq!(t.sent(&c, RequestKind::Small, at(100_000)), 690_000);
+        assert_eq!(t.sent(&c, RequestKind::ReadOnly, at(640_000)), 150_000);
+        // Nothing was measured: nothing is counted.
+        let mut fresh = RetransmitTimeout::default();
+        fresh.sent(&c, RequestKind::Big(1 << 20), at(0));
+        assert_eq!(fresh.sent(&c, RequestKind::Small, at(0)), 150_000);
+    }
+}
