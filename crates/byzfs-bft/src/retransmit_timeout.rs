@@ -13,9 +13,11 @@
 //!   request only when it is retransmitted to them, and judge the primary's throughput
 //!   only on requests they hold (`replica/monitor.rs`): a timeout that followed the
 //!   primary's latency would let a slow primary teach its clients never to complain.
-//! - a big read-write request: twice its size times the *fastest* recent rate per KiB. A
-//!   faster completion lowers the rate at once; a slower one raises it by at most 1/16, so
-//!   a primary that delays big requests cannot stretch its clients' patience either.
+//! - a big read-write request: twice its size times the *fastest* recent rate per KiB of
+//!   requests of its size class (a power of two of KiB; for a class not seen yet, the
+//!   slowest class's). A faster completion lowers the rate at once; a slower one raises it
+//!   by at most 1/16, so a primary that delays big requests cannot stretch its clients'
+//!   patience either.
 //! - a read-only request: twice the slowest recent read, which decays by 1/16 for each
 //!   faster one. Reads are not ordered, so the primary gains nothing by them, and a read's
 //!   size (the result's) is unknown until it arrives.
@@ -33,6 +35,7 @@
 
 use crate::config::Config;
 use crate::time::Time;
+use std::collections::BTreeMap;
 
 /// What a request is, for its timeout.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -46,8 +49,11 @@ pub(crate) enum RequestKind {
 /// A client's measurements for its first retransmission timeouts.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct RetransmitTimeout {
-    /// Microseconds per KiB of a big read-write request: the fastest recent completion.
-    big_us_per_kib: Option<u64>,
+    /// Microseconds per KiB of a big read-write request, the fastest recent completion, by
+    /// size class ([`class`]): a body that fits in the links' bursts crosses faster per KiB
+    /// than one that must go at their rate (at 1 Mb/s, requests of tens of KiB took a third
+    /// of the time per KiB that 1 MiB needed, which was retransmitted after 18 s of 25).
+    big_us_per_kib: BTreeMap<u32, u64>,
     /// Microseconds of the slowest recent read-only completion.
     read_us: Option<u64>,
     /// When the big requests sent so far will have crossed, at `big_us_per_kib`.
@@ -63,6 +69,11 @@ fn kib(bytes: usize) -> u64 {
     (bytes as u64).div_ceil(1024).max(1)
 }
 
+/// The size class of `bytes`: log2 of its KiB, rounded up.
+fn class(bytes: usize) -> u32 {
+    kib(bytes).next_power_of_two().trailing_zeros()
+}
+
 impl RetransmitTimeout {
     /// The first retransmission timeout of a request of `kind` sent at `now`, in
     /// microseconds (at least 1); a big one is then counted in the backlog.
@@ -74,7 +85,7 @@ impl RetransmitTimeout {
         let alone = self.first_us(config, kind);
         let cap = micros(config.view_change_timeout_max).max(alone);
         let first = alone.saturating_add(backlog).min(cap);
-        if let (RequestKind::Big(bytes), Some(r)) = (kind, self.big_us_per_kib) {
+        if let (RequestKind::Big(bytes), Some(r)) = (kind, self.rate(kind)) {
             let from = self.backlog_until.max(now).as_micros();
             self.backlog_until =
                 Time::from_micros(from.saturating_add(r.saturating_mul(kib(bytes))));
@@ -90,12 +101,22 @@ impl RetransmitTimeout {
         let measured = match kind {
             RequestKind::Small => None,
             RequestKind::Big(bytes) => self
-                .big_us_per_kib
+                .rate(kind)
                 .map(|r| r.saturating_mul(kib(bytes)).saturating_mul(2)),
             RequestKind::ReadOnly => self.read_us.map(|r| r.saturating_mul(2)),
         };
         let cap = micros(config.view_change_timeout_max).max(base);
         measured.map_or(base, |m| m.clamp(base, cap))
+    }
+
+    /// Microseconds per KiB for a big request: its class's, or for a class not yet seen
+    /// the slowest of the others (a later retransmission, not an early one).
+    fn rate(&self, kind: RequestKind) -> Option<u64> {
+        let RequestKind::Big(bytes) = kind else {
+            return None;
+        };
+        let known = self.big_us_per_kib.get(&class(bytes)).copied();
+        known.or_else(|| self.big_us_per_kib.values().copied().max())
     }
 
     /// A request of `kind` completed `took_us` after it was first sent.
@@ -104,10 +125,12 @@ impl RetransmitTimeout {
             RequestKind::Small => {}
             RequestKind::Big(bytes) => {
                 let sample = (took_us / kib(bytes)).max(1);
-                self.big_us_per_kib = Some(match self.big_us_per_kib {
-                    Some(r) if sample > r => r.saturating_add((sample - r).min(r / 16 + 1)),
-                    _ => sample,
-                });
+                let rate = self.big_us_per_kib.entry(class(bytes)).or_insert(sample);
+                *rate = if sample > *rate {
+                    rate.saturating_add((sample - *rate).min(*rate / 16 + 1))
+                } else {
+                    sample
+                };
             }
             RequestKind::ReadOnly => {
                 let sample = took_us.max(1);
@@ -174,9 +197,24 @@ mod tests {
         let mut t = RetransmitTimeout::default();
         t.completed(RequestKind::Big(1 << 20), 1_024_000); // 1,000 µs a KiB
         t.completed(RequestKind::Big(1 << 20), 10_240_000); // ten times slower
-        assert_eq!(t.big_us_per_kib, Some(1_063));
+        assert_eq!(t.rate(RequestKind::Big(1 << 20)), Some(1_063));
         t.completed(RequestKind::Big(1 << 20), 102_400); // ten times faster
-        assert_eq!(t.big_us_per_kib, Some(100));
+        assert_eq!(t.rate(RequestKind::Big(1 << 20)), Some(100));
+    }
+
+    /// Each size class learns its own rate; a class not yet seen takes the slowest known:
+    /// 40 KiB in 80 ms (2,000 µs a KiB, in the links' burst) says little of 1 MiB.
+    #[test]
+    fn each_size_class_has_its_rate() {
+        let c = config();
+        let mut t = RetransmitTimeout::default();
+        t.completed(RequestKind::Big(40 << 10), 80_000);
+        t.completed(RequestKind::Big(3 << 10), 30_000); // 10,000 µs a KiB
+        assert_eq!(alone(&t, &c, RequestKind::Big(60 << 10)), 240_000);
+        assert_eq!(alone(&t, &c, RequestKind::Big(1 << 20)), 20_480_000);
+        t.completed(RequestKind::Big(1 << 20), 25_600_000); // 25,000 µs a KiB
+        assert_eq!(alone(&t, &c, RequestKind::Big(1 << 20)), 51_200_000);
+        assert_eq!(alone(&t, &c, RequestKind::Big(60 << 10)), 240_000);
     }
 
     /// A slow read counts at once; faster ones bring the estimate down by 1/16 each.

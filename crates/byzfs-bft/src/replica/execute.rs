@@ -419,11 +419,10 @@ impl<S: Service> Replica<S> {
     /// Times the newest stored request of client `c` that became ready (see `on_request`).
     fn time_next_ready(&mut self, c: ClientId) {
         let last = reply_cache::last(&self.lib, c).map_or(0, |(rid, _)| rid);
-        let primary = self.is_primary();
         let next = self
             .requests
             .after(c, last)
-            .filter(|r| r.after <= last && (primary || !r.relayed))
+            .filter(|r| r.after <= last && !r.relayed)
             .map(|r| (r.rid, r.digest))
             .max();
         if let Some((rid, d)) = next {

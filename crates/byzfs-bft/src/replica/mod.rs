@@ -140,9 +140,9 @@ pub(crate) struct StoredRequest {
     /// Whether the frame's client signature was verified (or its client does not sign): a
     /// backup defers the check until the request must be transferable (`signature_checked`).
     pub sig_checked: bool,
-    /// Only a copy flagged [`crate::client::FLAG_RELAY`] reached this replica: a backup
-    /// does not wait on it (no view-change timer, no demand for `monitor.rs`) until the
-    /// client's own copy arrives by its retransmission (ARCHITECTURE.md Deviation 33).
+    /// Only a copy flagged [`crate::client::FLAG_RELAY`] reached this replica: no replica
+    /// waits on it (no view-change timer, no demand for `monitor.rs`) until the client's
+    /// own copy arrives by its retransmission (ARCHITECTURE.md Deviation 33).
     pub relayed: bool,
 }
 

@@ -126,11 +126,14 @@ impl<S: Service> Replica<S> {
         // Primary and backups alike run the view-change timer for it (see `restart_vtimer`)
         // once it can run: a request whose predecessor has not run here is timed when that
         // one has (`request_done`), so one that follows a request never sent frames no one.
-        // A backup does not time a relayed body (Deviation 33): it may cross a slow link
-        // ahead of the bodies relayed after it and of the PRE-PREPARE naming them all, and
-        // waiting on it from its arrival voted out every primary at 5 Mb/s. A primary that
-        // relays but does not order is caught when the client retransmits to everyone.
-        if self.request_ready(c, stored.after) && (!stored.relayed || self.is_primary()) {
+        // No replica times a relayed body (Deviation 33) until the client's own copy comes
+        // by its retransmission: it may cross a slow link ahead of the bodies relayed after
+        // it and of the PRE-PREPARE naming them all (backups timing it from its arrival
+        // voted out every primary at 5 Mb/s), and the primary waits for it to reach the
+        // backups (a 1 MiB body needs 25 s at 1 Mb/s, and the primary's own timer moved the
+        // cluster to a new view after 5). A primary that relays but does not order is caught
+        // when the client retransmits to everyone, as one that sits on small requests is.
+        if self.request_ready(c, stored.after) && !stored.relayed {
             self.add_pending(c, stored.rid, stored.digest);
         }
         // A big body the client sent to the primary alone (`FLAG_RELAY`) goes on once, to
