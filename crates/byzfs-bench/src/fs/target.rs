@@ -247,6 +247,51 @@ pub fn is_mounted(path: &Path) -> bool {
     })
 }
 
+/// The FUSE connection number (the device's minor number, its directory under
+/// `/sys/fs/fuse/connections`) of the FUSE file system mounted at `mnt`, from `mountinfo`.
+fn fuse_connection(mountinfo: &str, mnt: &Path) -> Option<u32> {
+    let want = mnt.to_string_lossy();
+    mountinfo.lines().find_map(|l| {
+        let fields: Vec<&str> = l.split(' ').collect();
+        let point = fields.get(4)?.replace("\\040", " ");
+        // After the optional fields, " - " then the file system type.
+        let fstype = fields.iter().skip_while(|f| **f != "-").nth(1)?;
+        if point != want || !(*fstype == "fuse" || fstype.starts_with("fuse.")) {
+            return None;
+        }
+        fields.get(2)?.split_once(':')?.1.parse().ok()
+    })
+}
+
+/// Aborts the FUSE connection of the mount at `mnt` (as `umount -f` would, but without
+/// waiting): every operation blocked on it fails at once with `ENOTCONN`. A mount of a
+/// cluster that no longer answers is "hard" and would otherwise hold the interrupted
+/// benchmark, and whatever removes the work tree, in the kernel for ever.
+fn abort_fuse(mnt: &Path) {
+    let Ok(info) = fs::read_to_string("/proc/self/mountinfo") else {
+        return;
+    };
+    let Some(conn) = fuse_connection(&info, mnt) else {
+        return;
+    };
+    let dir = Path::new("/sys/fs/fuse/connections");
+    if !dir.join(conn.to_string()).exists() {
+        // fusectl is not always mounted; root can mount it (failure leaves the unmount
+        // below to do what it can).
+        let _ = Command::new("mount")
+            .args(["-t", "fusectl", "fusectl"])
+            .arg(dir)
+            .stderr(Stdio::null())
+            .status();
+    }
+    if let Err(e) = fs::write(dir.join(conn.to_string()).join("abort"), "1") {
+        tracing::warn!(
+            "could not abort the FUSE connection of {}: {e}",
+            mnt.display()
+        );
+    }
+}
+
 /// `fusermount3 -u MNT`, retried while busy, then lazily (`-z`) as a last resort.
 fn fuse_unmount(mnt: &Path) {
     for attempt in 0..20 {
@@ -610,9 +655,39 @@ fn install_interrupt_cleanup(work: &Path) {
         eprintln!("\n{why}: unmounting and cleaning up {}", work.display());
         let mounts: Vec<PathBuf> = live_mounts().clone();
         for m in &mounts {
+            // First, so that nothing (our own benchmark thread included) stays blocked on
+            // a cluster that is being torn down or changing views.
+            abort_fuse(m);
             fuse_unmount(m);
         }
         remove_tree(&work);
         std::process::exit(130);
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The connection to abort is the FUSE mount's minor device number; other mounts at
+    /// other points, or not FUSE, are not touched.
+    #[test]
+    fn the_fuse_connection_is_found_by_mount_point() {
+        let info = "\
+25 1 8:1 / / rw,relatime shared:1 - ext4 /dev/sda1 rw
+611 25 0:44 / /tmp/bench\\040x/mnt rw,nosuid,nodev,relatime shared:300 - fuse byzfs rw,user_id=0
+612 25 0:45 / /tmp/other rw - fuse.bindfs bindfs rw
+613 25 0:46 / /sys/fs/fuse/connections rw - fusectl fusectl rw
+";
+        let found = |p: &str| fuse_connection(info, Path::new(p));
+        assert_eq!(
+            [
+                found("/tmp/bench x/mnt"),
+                found("/tmp/other"),
+                found("/"),
+                found("/tmp/nothing"),
+            ],
+            [Some(44), Some(45), None, None]
+        );
+    }
 }
