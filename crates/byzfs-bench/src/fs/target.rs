@@ -652,12 +652,15 @@ fn install_interrupt_cleanup(work: &Path) {
             return;
         };
         let why = rt.block_on(byzfs_net::signals::shutdown(false));
-        eprintln!("\n{why}: unmounting and cleaning up {}", work.display());
         let mounts: Vec<PathBuf> = live_mounts().clone();
+        // First, even before printing (the benchmark thread may hold stderr while blocked
+        // in the mount), so that nothing stays blocked on a cluster that is being torn down
+        // or changing views.
         for m in &mounts {
-            // First, so that nothing (our own benchmark thread included) stays blocked on
-            // a cluster that is being torn down or changing views.
             abort_fuse(m);
+        }
+        eprintln!("\n{why}: unmounting and cleaning up {}", work.display());
+        for m in &mounts {
             fuse_unmount(m);
         }
         remove_tree(&work);

@@ -210,6 +210,9 @@ pub struct Replica<S: Service> {
     /// already forwarded to the primary in this view (see `forward_late_big_requests`).
     late_big: BTreeSet<Digest>,
     forwarded_big: BTreeSet<Digest>,
+    /// Bodies sent to a peer that asked for them in its STATUS (`missing_requests`): when
+    /// the next ask is answered, and how many were (the gap doubles; `status.rs`).
+    body_answers: BTreeMap<(ReplicaId, Digest), (Time, u32)>,
     /// Normal-case frames of our view just above the log window (within one checkpoint
     /// interval), by slot, sender and tag, handled once the window reaches them (see
     /// `hold_ahead`).
@@ -314,6 +317,7 @@ impl<S: Service> Replica<S> {
             blacklist: BTreeSet::new(),
             late_big: BTreeSet::new(),
             forwarded_big: BTreeSet::new(),
+            body_answers: BTreeMap::new(),
             ahead: BTreeMap::new(),
             checkpoints: checkpoint::Checkpoints::default(),
             vc: ViewChangeState::new(vc_timeout),

@@ -18,6 +18,9 @@ const RESEND_SLOTS_MAX: u64 = 32;
 impl<S: Service> Replica<S> {
     pub(super) fn send_status(&mut self) {
         self.forward_late_big_requests();
+        let requests = &self.requests;
+        self.body_answers
+            .retain(|(_, d), _| requests.contains_key(d));
         let mut missing_requests: BTreeSet<Digest> = BTreeSet::new();
         for slot in self.log.values() {
             if let Some(b) = slot
@@ -182,11 +185,23 @@ impl<S: Service> Replica<S> {
                 );
             }
         }
+        // A body asked for again is sent again only after a gap that doubles (one STATUS
+        // interval, then two, four, … up to 32): on a slow link a body takes seconds to
+        // cross, the asker lists it in every STATUS meanwhile, and each holder answering
+        // each ask put a new copy on the link every 150 ms (at 1 Mb/s the links filled with
+        // copies the receivers dropped as stale, and the queues dropped what followed).
+        let now = self.now;
         for d in m.missing_requests.iter().take(MISSING_MAX) {
-            if let Some(r) = self.requests.get(d) {
-                let f = r.frame.clone();
-                self.send_frame(j, f);
+            let Some(f) = self.requests.get(d).map(|r| r.frame.clone()) else {
+                continue;
+            };
+            let (due, answered) = self.body_answers.get(&(j, *d)).copied().unwrap_or((now, 0));
+            if now < due {
+                continue;
             }
+            let gap = self.config.status_interval * (1u32 << answered.min(5));
+            self.body_answers.insert((j, *d), (now + gap, answered + 1));
+            self.send_frame(j, f);
         }
     }
 

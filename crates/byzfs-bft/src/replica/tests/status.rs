@@ -141,3 +141,37 @@ fn executed_big_request_named_again_is_stored_when_it_arrives() {
     b.handle_message(Time(2), &big);
     assert_eq!(outputs(drain(b)), prepare_vote(0, 5, bd, 1, None));
 }
+
+/// A body a peer keeps asking for (it is still crossing a slow link) is sent again only
+/// after a gap that doubles: one STATUS interval, then two, then four. Answering every
+/// ask filled 1 Mb/s links with copies the receivers dropped as stale.
+#[test]
+fn a_body_asked_for_again_is_resent_after_a_doubling_gap() {
+    let cfg = config();
+    let mut r = replica(2, &cfg);
+    drain(&mut r);
+    let big = request(&cfg, 1, &[b'w'; 100], false);
+    r.handle_message(Time(1), &big);
+    drain(&mut r);
+    let (_, d) = big_batch_of(&big);
+    let ask = from_replica(
+        &cfg,
+        1,
+        &Message::Status(Status {
+            missing_requests: vec![d],
+            ..status_of(1, 0, true, 0, 0)
+        }),
+    );
+    let i = cfg.status_interval;
+    let answered: Vec<bool> = [0, 1, 2, 3, 4, 5, 6, 7]
+        .into_iter()
+        .map(|k| {
+            r.handle_message(Time(1) + k * i, &ask);
+            outputs(drain(&mut r)).contains(&Out::Send(1, decode(&big)))
+        })
+        .collect();
+    assert_eq!(
+        answered,
+        [true, true, false, true, false, false, false, true]
+    );
+}
