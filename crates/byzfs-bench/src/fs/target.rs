@@ -645,7 +645,14 @@ fn live_mounts() -> std::sync::MutexGuard<'static, Vec<PathBuf>> {
 /// exit with status 130. `make`, `postmark` and `byzfs mount` are in our process group and
 /// get the terminal's SIGINT themselves (`byzfs mount` unmounts on it); the servers stop
 /// when our exit closes their stdin (`--exit-with-parent`).
+///
+/// The signals are then blocked in the calling thread (and so in the threads it starts;
+/// `std::process::Command` clears the mask in children): a process-directed signal goes to
+/// a thread that does not block it, and the kernel had picked the benchmark's thread while
+/// it was blocked in a request to a mount whose cluster no longer answered, where the
+/// handler never ran and nothing was cleaned up.
 fn install_interrupt_cleanup(work: &Path) {
+    use nix::sys::signal::{pthread_sigmask, SigSet, SigmaskHow, Signal};
     let work = work.to_path_buf();
     std::thread::spawn(move || {
         let Ok(rt) = byzfs_net::signals::runtime() else {
@@ -666,6 +673,12 @@ fn install_interrupt_cleanup(work: &Path) {
         remove_tree(&work);
         std::process::exit(130);
     });
+    let mut signals = SigSet::empty();
+    signals.add(Signal::SIGINT);
+    signals.add(Signal::SIGTERM);
+    if let Err(e) = pthread_sigmask(SigmaskHow::SIG_BLOCK, Some(&signals), None) {
+        tracing::warn!("cannot leave SIGINT and SIGTERM to the cleanup thread: {e}");
+    }
 }
 
 #[cfg(test)]
