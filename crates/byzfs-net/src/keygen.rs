@@ -135,16 +135,43 @@ fn check_replicas(n: usize) -> Result<u32, SetupError> {
         .map_err(|_| SetupError::Usage(format!("--replicas {n} is too large")))
 }
 
-/// `n` ports the OS reports free on 127.0.0.1 (bound, then released: another process may
-/// take one before it is used).
+/// `n` ports free on 127.0.0.1 (bound, then released: another process may take one before
+/// it is used). They are drawn at random from below the kernel's ephemeral range, which
+/// outgoing connections never take: a port the kernel hands out for `:0` is the next one
+/// some client's `connect` may take, and did — a replica of a test cluster then failed with
+/// "Address already in use" (`byzfs/tests/mount.rs` under the parallel test run).
 pub fn free_ports(n: usize) -> std::io::Result<Vec<u16>> {
-    let listeners = (0..n)
-        .map(|_| std::net::TcpListener::bind("127.0.0.1:0"))
-        .collect::<std::io::Result<Vec<_>>>()?;
+    use rand_core::RngCore as _;
+    let low = ephemeral_low().unwrap_or(32768);
+    let (from, to) = (EPHEMERAL_FREE_FROM, low);
+    let mut listeners: Vec<std::net::TcpListener> = Vec::with_capacity(n);
+    if to > from + 1024 {
+        let mut tries = 0;
+        while listeners.len() < n && tries < 64 * n {
+            tries += 1;
+            let port = from + (rand_core::OsRng.next_u32() % u32::from(to - from)) as u16;
+            if let Ok(l) = std::net::TcpListener::bind(("127.0.0.1", port)) {
+                listeners.push(l);
+            }
+        }
+    }
+    // A machine whose ephemeral range leaves no room below it: the kernel's choice.
+    while listeners.len() < n {
+        listeners.push(std::net::TcpListener::bind("127.0.0.1:0")?);
+    }
     listeners
         .iter()
         .map(|l| l.local_addr().map(|a| a.port()))
         .collect()
+}
+
+/// The lowest port [`free_ports`] draws from (above the registered services most machines run).
+const EPHEMERAL_FREE_FROM: u16 = 20000;
+
+/// The first port of the kernel's ephemeral range (`net.ipv4.ip_local_port_range`).
+fn ephemeral_low() -> Option<u16> {
+    let range = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range").ok()?;
+    range.split_whitespace().next()?.parse().ok()
 }
 
 /// Bytes available to an unprivileged writer on the file system holding `dir`; 0 if it

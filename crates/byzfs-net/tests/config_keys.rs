@@ -320,3 +320,25 @@ fn the_file_systems_limits_are_fitted_to_the_disk_set_or_defaulted() {
     let e = ClusterConfig::load(&p).unwrap_err();
     assert!(one_line(&e, "edited.toml").contains("[fs]"), "{e}");
 }
+
+#[test]
+fn free_ports_are_distinct_bindable_and_below_the_ephemeral_range() {
+    let low: u16 = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .unwrap()
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let ports = byzfs_net::keygen::free_ports(7).unwrap();
+    let mut sorted = ports.clone();
+    sorted.sort_unstable();
+    sorted.dedup();
+    assert_eq!(sorted.len(), 7, "{ports:?}");
+    for p in &ports {
+        if low > 21024 {
+            assert!((20000..low).contains(p), "{p} not in 20000..{low}");
+        }
+        std::net::TcpListener::bind(("127.0.0.1", *p)).unwrap();
+    }
+}

@@ -253,8 +253,10 @@ fn bandwidth_counts_each_update_on_every_link() {
     // With the client sending to all, a backup may get a PRE-PREPARE before the client's
     // copy of its body and ask its peers for it (STATUS, every 150 ms): a debug build in
     // CI fetched 5 of the 25 bodies twice (4.22 ×). A relayed body is sent ahead of the
-    // PRE-PREPARE on the same link, so it never is.
-    for (t, uplink, extra) in [("byzfs", 0.95..1.05, 0.0), ("byzfs-all", 3.95..4.1, 0.3)] {
+    // PRE-PREPARE on the same link, so it never is. The first 1 MiB request has no measured
+    // rate to time it by (`retransmit_timeout.rs`): on a loaded CI machine the client
+    // retransmitted one to all four replicas (4.16 ×).
+    for (t, uplink, extra) in [("byzfs", 0.95..1.05, 0.0), ("byzfs-all", 3.95..4.3, 0.3)] {
         let r = big(t);
         assert!(
             (3.95..4.3 + extra).contains(&ratio(r, "total_over_payload"))
