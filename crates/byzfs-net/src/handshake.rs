@@ -4,7 +4,8 @@
 //! acceptor → dialer   Challenge { magic "BZFS", version, cluster_id, epoch, replica, nonce }
 //! dialer → acceptor   HelloMsg  { magic, version, Hello::Replica { from, proof }
 //!                                               | Hello::Client { cert, session, proof }
-//!                                               | Hello::Status }
+//!                                               | Hello::Status
+//!                                               | Hello::ReplicaBulk { from, proof } }
 //! acceptor → dialer   Welcome::Accepted | Welcome::Rejected { reason } | Welcome::Status(..)
 //! ```
 //!
@@ -19,6 +20,7 @@
 use crate::cert::ClientCert;
 use crate::cluster::ClusterConfig;
 use crate::framing::{framed, read_frame, FrameError};
+use crate::link_lane::LinkLane;
 use crate::status::NodeStatus;
 use crate::stream::Stream;
 use byzfs_bft::{ClientId, MacKey, ReplicaId};
@@ -88,6 +90,25 @@ pub enum Hello {
     },
     /// An unauthenticated status query; the connection closes after the answer.
     Status,
+    /// Replica `from`, opening the bulk connection of its outbound link
+    /// ([`crate::link_lane`]); [`Hello::Replica`] opens the control connection.
+    ReplicaBulk {
+        /// The dialing replica.
+        from: ReplicaId,
+        /// MAC of [`replica_proof_data`] (lane [`LinkLane::Bulk`]) under
+        /// `replica_hello_key(from → to)`.
+        proof: [u8; PROOF_LEN],
+    },
+}
+
+impl Hello {
+    /// The hello opening connection `lane` of replica `from`'s link.
+    pub fn replica(lane: LinkLane, from: ReplicaId, proof: [u8; PROOF_LEN]) -> Hello {
+        match lane {
+            LinkLane::Control => Hello::Replica { from, proof },
+            LinkLane::Bulk => Hello::ReplicaBulk { from, proof },
+        }
+    }
 }
 
 /// The acceptor's answer.
@@ -104,12 +125,21 @@ pub enum Welcome {
     Status(Box<NodeStatus>),
 }
 
-/// What a replica's proof covers.
-pub fn replica_proof_data(nonce: &[u8; NONCE_LEN], from: ReplicaId, to: ReplicaId) -> Vec<u8> {
-    let mut v = Vec::with_capacity(NONCE_LEN + 8);
+/// What a replica's proof for connection `lane` of its link covers (the bulk one's names
+/// its lane, so a proof for one connection opens no other).
+pub fn replica_proof_data(
+    nonce: &[u8; NONCE_LEN],
+    from: ReplicaId,
+    to: ReplicaId,
+    lane: LinkLane,
+) -> Vec<u8> {
+    let mut v = Vec::with_capacity(NONCE_LEN + 12);
     v.extend_from_slice(nonce);
     v.extend_from_slice(&from.to_le_bytes());
     v.extend_from_slice(&to.to_le_bytes());
+    if lane == LinkLane::Bulk {
+        v.extend_from_slice(b"bulk");
+    }
     v
 }
 

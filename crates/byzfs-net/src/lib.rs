@@ -24,6 +24,7 @@ pub mod intro;
 pub mod kdf;
 pub mod keyfile;
 pub mod keygen;
+pub mod link_lane;
 pub mod node;
 mod queue;
 pub mod signals;

@@ -359,3 +359,67 @@ async fn view_change_when_the_primary_stops() {
     })
     .await;
 }
+
+/// Each replica link is two connections (`link_lane.rs`): a proof opens only the lane it
+/// names, and a new connection supersedes only the older one of its own lane.
+#[tokio::test]
+async fn a_replica_links_lanes_are_opened_and_superseded_apart() {
+    use byzfs_net::handshake::replica_proof_data;
+    use byzfs_net::link_lane::LinkLane;
+    let c = TestCluster::start();
+    let mut client = c.client().await;
+    put(&mut client, b"a", b"1").await;
+    let (from, to) = (0u32, 1u32);
+    let path = byzfs_net::keygen::replica_key_path(c.dir.path(), from);
+    let secret = ReplicaSecret::load(&path, &c.cluster, from).unwrap();
+    let shared = kdf::shared_secret(
+        &secret.x25519,
+        &c.cluster.replicas[to as usize].x25519_public,
+    )
+    .unwrap();
+    let salt = kdf::salt(&c.cluster.cluster_id, c.cluster.bft.epoch);
+    let key = kdf::replica_hello_key(&shared, &salt, from, to);
+    // The control lane's proof does not open the bulk lane.
+    let wrong = |ch: &handshake::Challenge| Hello::ReplicaBulk {
+        from,
+        proof: prove(
+            &key,
+            &replica_proof_data(&ch.nonce, from, to, LinkLane::Control),
+        ),
+    };
+    let (_, welcome) = handshake::dial(&c.cluster, to, wrong, OP_TIMEOUT)
+        .await
+        .unwrap();
+    assert!(
+        matches!(&welcome, Welcome::Rejected { reason } if reason.contains("bad handshake proof")),
+        "{welcome:?}"
+    );
+    // Its own proof does; replica 0 then reconnects its bulk lane, which closes ours.
+    let right = |ch: &handshake::Challenge| {
+        Hello::replica(
+            LinkLane::Bulk,
+            from,
+            prove(
+                &key,
+                &replica_proof_data(&ch.nonce, from, to, LinkLane::Bulk),
+            ),
+        )
+    };
+    let (mut s, welcome) = handshake::dial(&c.cluster, to, right, OP_TIMEOUT)
+        .await
+        .unwrap();
+    assert_eq!(welcome, Welcome::Accepted);
+    // Replica 0's link carries on (its control connection was never closed; its bulk one
+    // comes back at its next frame or reconnect).
+    for i in 0..5u32 {
+        put(&mut client, format!("k{i}").as_bytes(), b"2").await;
+    }
+    assert_eq!(get(&mut client, b"a", true).await, Some(b"1".to_vec()));
+    c.wait_converged().await;
+    // Ours is superseded once replica 0's bulk connection is back.
+    let mut buf = [0u8; 1];
+    let eof = tokio::time::timeout(OP_TIMEOUT, s.read(&mut buf))
+        .await
+        .expect("a superseded connection is closed");
+    assert!(matches!(eof, Ok(0) | Err(_)), "{eof:?}");
+}

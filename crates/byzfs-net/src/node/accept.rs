@@ -14,6 +14,7 @@ use crate::handshake::{
 };
 use crate::intro::ClientIntro;
 use crate::kdf;
+use crate::link_lane::LinkLane;
 use crate::queue::out_queue;
 use crate::stream::Stream;
 use byzfs_bft::{ClientId, MacKey, ReplicaId};
@@ -105,7 +106,7 @@ pub(super) async fn accept_loop(listeners: Listeners, shared: Arc<Shared>, inbox
 /// Outcome of checking a hello.
 enum Admit {
     Status,
-    Replica(ReplicaId),
+    Replica(ReplicaId, LinkLane),
     Client(Box<ClientAdmission>),
 }
 
@@ -148,6 +149,31 @@ pub(crate) fn client_admission(
     })
 }
 
+/// Checks replica `from`'s proof for connection `lane` of its link.
+fn admit_replica(
+    shared: &Shared,
+    nonce: &[u8; NONCE_LEN],
+    from: ReplicaId,
+    lane: LinkLane,
+    proof: &[u8; PROOF_LEN],
+) -> Result<Admit, String> {
+    let ok = from != shared.me
+        && shared
+            .hello_in
+            .get(from as usize)
+            .is_some_and(|k| k.verify(&replica_proof_data(nonce, from, shared.me, lane), proof));
+    if ok && shared.peer_shed(from) {
+        shared.counters.dropped(NetDrop::Shed);
+        Err(format!(
+            "replica {from}: shed for flooding; try again later"
+        ))
+    } else if ok {
+        Ok(Admit::Replica(from, lane))
+    } else {
+        Err(format!("replica {from}: bad handshake proof (wrong keys?)"))
+    }
+}
+
 fn admit(shared: &Shared, nonce: &[u8; NONCE_LEN], hello: HelloMsg) -> Result<Admit, String> {
     if hello.magic != MAGIC || hello.version != VERSION {
         return Err(format!(
@@ -158,21 +184,10 @@ fn admit(shared: &Shared, nonce: &[u8; NONCE_LEN], hello: HelloMsg) -> Result<Ad
     match hello.hello {
         Hello::Status => Ok(Admit::Status),
         Hello::Replica { from, proof } => {
-            let ok = from != shared.me
-                && shared
-                    .hello_in
-                    .get(from as usize)
-                    .is_some_and(|k| k.verify(&replica_proof_data(nonce, from, shared.me), &proof));
-            if ok && shared.peer_shed(from) {
-                shared.counters.dropped(NetDrop::Shed);
-                Err(format!(
-                    "replica {from}: shed for flooding; try again later"
-                ))
-            } else if ok {
-                Ok(Admit::Replica(from))
-            } else {
-                Err(format!("replica {from}: bad handshake proof (wrong keys?)"))
-            }
+            admit_replica(shared, nonce, from, LinkLane::Control, &proof)
+        }
+        Hello::ReplicaBulk { from, proof } => {
+            admit_replica(shared, nonce, from, LinkLane::Bulk, &proof)
         }
         Hello::Client {
             cert,
@@ -249,10 +264,11 @@ async fn serve(stream: Stream, addr: &str, shared: &Shared, inbox: &InboxTx) {
             )
             .await;
         }
-        Admit::Replica(from) => {
-            // One inbound link per replica: this one supersedes any older one. `admit`
-            // checked `from < n` (one `hello_in` key per replica), so the index is valid.
-            let gen_tx = &shared.inbound_gen[from as usize];
+        Admit::Replica(from, lane) => {
+            // One inbound connection per replica and lane: this one supersedes any older
+            // one. `admit` checked `from < n` (one `hello_in` key per replica), so the index
+            // is valid. Both lanes feed the replica's one lane of the inbox.
+            let gen_tx = &shared.inbound_gen[from as usize][lane.index()];
             let mut mine = 0;
             gen_tx.send_modify(|g| {
                 *g += 1;
@@ -263,7 +279,7 @@ async fn serve(stream: Stream, addr: &str, shared: &Shared, inbox: &InboxTx) {
                 return;
             }
             Counters::add(&shared.counters.handshakes_ok, 1);
-            tracing::debug!(replica = me, peer = from, %addr, "inbound replica link up");
+            tracing::debug!(replica = me, peer = from, lane = lane.name(), %addr, "inbound replica link up");
             let mut rd = BufReader::with_capacity(READ_BUFFER, rd);
             let superseded = async {
                 while gen_rx.changed().await.is_ok() {
@@ -277,7 +293,12 @@ async fn serve(stream: Stream, addr: &str, shared: &Shared, inbox: &InboxTx) {
                 _ = superseded => {}
             }
             drop(wr);
-            tracing::debug!(replica = me, peer = from, "inbound replica link closed");
+            tracing::debug!(
+                replica = me,
+                peer = from,
+                lane = lane.name(),
+                "inbound replica link closed"
+            );
         }
         Admit::Client(admission) => {
             let client = admission.client;

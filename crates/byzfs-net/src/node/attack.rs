@@ -5,7 +5,7 @@
 //! votes and replies stay correct; only what it sends to the other replicas changes.
 
 use crate::counters::Counters;
-use crate::queue::OutQueue;
+use crate::link_lane::PeerQueues;
 use byzfs_bft::batch::batch_digest;
 use byzfs_bft::message::{Message, PrePrepare, Tag, ViewChange};
 use byzfs_bft::wire::{encode, Auth, Envelope, Frame};
@@ -101,7 +101,7 @@ impl Attacker {
         to: Option<ReplicaId>,
         bytes: Arc<[u8]>,
         view: View,
-        peers: &[Option<OutQueue>],
+        peers: &[Option<PeerQueues>],
         counters: &Arc<Counters>,
     ) -> Vec<Out> {
         let me = self.keys.me;
@@ -221,8 +221,8 @@ impl Attacker {
 
     /// The flood: fills every peer queue as fast as its link drains, with garbage or with
     /// replays of the frames kept in `sent`, until the node stops (the queues close).
-    fn spawn_flood(&self, peers: &[Option<OutQueue>], counters: &Arc<Counters>) {
-        let queues: Vec<OutQueue> = peers.iter().flatten().cloned().collect();
+    fn spawn_flood(&self, peers: &[Option<PeerQueues>], counters: &Arc<Counters>) {
+        let queues: Vec<PeerQueues> = peers.iter().flatten().cloned().collect();
         let (kind, sent, counters) = (self.kind, self.sent.clone(), counters.clone());
         tokio::spawn(async move {
             let mut i: usize = 0;

@@ -23,6 +23,7 @@ use super::shed::Origin;
 use super::{Inbound, NodeError, Shared};
 use crate::clock::Clock;
 use crate::counters::NetDrop;
+use crate::link_lane::PeerQueues;
 use crate::queue::OutQueue;
 use crate::status::{CoreCounters, NodeStatus};
 use crate::storage::Durability;
@@ -62,7 +63,7 @@ pub(super) struct EventLoop<S: Service> {
     replica: Replica<S>,
     shared: Arc<Shared>,
     /// Outbound queue per replica id (`None` for ourselves).
-    peers: Vec<Option<OutQueue>>,
+    peers: Vec<Option<PeerQueues>>,
     clients: HashMap<ClientId, ClientSlot>,
     /// When each client's oldest unanswered request arrived here (for the latency
     /// histogram): one entry per client that connected, kept past its disconnection.
@@ -103,7 +104,7 @@ impl<S: Service> EventLoop<S> {
     pub fn new(
         replica: Replica<S>,
         shared: Arc<Shared>,
-        peers: Vec<Option<OutQueue>>,
+        peers: Vec<Option<PeerQueues>>,
         inbox: super::inbox::Inbox,
         durability: Box<dyn Durability>,
         status_tx: watch::Sender<NodeStatus>,
@@ -366,8 +367,14 @@ impl<S: Service> EventLoop<S> {
                 if let Ok(mut s) = self.shared.shed.lock() {
                     s.peers.insert(j, until);
                 }
-                // A newer generation closes the current inbound link (`accept.rs`).
-                if let Some(g) = self.shared.inbound_gen.get(j as usize) {
+                // A newer generation closes the current inbound connections (`accept.rs`).
+                for g in self
+                    .shared
+                    .inbound_gen
+                    .get(j as usize)
+                    .into_iter()
+                    .flatten()
+                {
                     g.send_modify(|g| *g += 1);
                 }
             }

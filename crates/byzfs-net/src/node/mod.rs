@@ -38,6 +38,7 @@ use crate::counters::Counters;
 use crate::error::SetupError;
 use crate::kdf;
 use crate::keyfile::ReplicaSecret;
+use crate::link_lane::{LinkLane, PeerQueues};
 use crate::queue::OutQueue;
 use crate::status::NodeStatus;
 use crate::storage::{Durability, MemoryDurability};
@@ -58,9 +59,10 @@ pub use liar::{CorruptResult, LieToClients, LiesTold};
 /// Limits and intervals of a replica runtime.
 #[derive(Clone, Debug)]
 pub struct NodeOptions {
-    /// Frames queued per peer link before new ones are dropped.
+    /// Frames queued per peer link and lane ([`crate::link_lane`]) before new ones are
+    /// dropped.
     pub peer_queue_frames: usize,
-    /// Bytes queued per peer link before new frames are dropped.
+    /// Bytes queued per peer link and lane before new frames are dropped.
     pub peer_queue_bytes: usize,
     /// Frames queued per client connection.
     pub client_queue_frames: usize,
@@ -200,9 +202,11 @@ pub(crate) struct Shared {
     pub counters: Arc<Counters>,
     pub status: watch::Receiver<NodeStatus>,
     pub options: NodeOptions,
-    /// Generation of the inbound link from each replica: a newer link closes the older.
-    pub inbound_gen: Vec<watch::Sender<u64>>,
-    pub peers_up: Vec<AtomicBool>,
+    /// Generation of the inbound connection from each replica, per lane
+    /// ([`crate::link_lane::LinkLane::index`]): a newer one closes the older.
+    pub inbound_gen: Vec<[watch::Sender<u64>; 2]>,
+    /// Whether our outbound connections to each replica are up, per lane.
+    pub peers_up: Vec<[AtomicBool; 2]>,
     pub next_conn: AtomicU64,
     /// The introduction frame of every client connected to us, by client (with its
     /// connection number): a peer link that comes up sends them all first, so a peer that
@@ -275,8 +279,12 @@ impl Shared {
             counters: Arc::new(Counters::default()),
             status,
             options,
-            inbound_gen: (0..n).map(|_| watch::channel(0).0).collect(),
-            peers_up: (0..n).map(|_| AtomicBool::new(false)).collect(),
+            inbound_gen: (0..n)
+                .map(|_| [watch::channel(0).0, watch::channel(0).0])
+                .collect(),
+            peers_up: (0..n)
+                .map(|_| [AtomicBool::new(false), AtomicBool::new(false)])
+                .collect(),
             next_conn: AtomicU64::new(1),
             intros: std::sync::Mutex::new(std::collections::BTreeMap::new()),
             shed: std::sync::Mutex::default(),
@@ -291,10 +299,11 @@ impl Shared {
             .unwrap_or_default()
     }
 
+    /// Peers both of whose outbound connections are up.
     pub fn peers_connected(&self) -> u32 {
         self.peers_up
             .iter()
-            .filter(|u| u.load(Ordering::Relaxed))
+            .filter(|u| u.iter().all(|u| u.load(Ordering::Relaxed)))
             .count() as u32
     }
 }
@@ -403,12 +412,15 @@ impl<S: Service> ReplicaNode<S> {
                 peers.push(None);
                 continue;
             }
-            let (q, rx) = crate::queue::out_queue(
-                self.options.peer_queue_frames,
-                self.options.peer_queue_bytes,
-            );
-            tasks.spawn(peer::peer_link(shared.clone(), r.id, rx));
-            peers.push(Some(q));
+            let lanes = LinkLane::ALL.map(|lane| {
+                let (q, rx) = crate::queue::out_queue(
+                    self.options.peer_queue_frames,
+                    self.options.peer_queue_bytes,
+                );
+                tasks.spawn(peer::peer_link(shared.clone(), r.id, lane, rx));
+                q
+            });
+            peers.push(Some(PeerQueues { lanes }));
         }
         let clock = crate::clock::Clock::new();
         #[cfg(feature = "byzantine")]

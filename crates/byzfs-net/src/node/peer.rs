@@ -1,13 +1,15 @@
-//! Outbound link to one peer replica: dial with exponential back-off and jitter, handshake,
-//! then write frames from the link's bounded queue until the connection fails; repeat.
-//! Frames queued while the link is down wait (bounded); a frame lost with a connection is
-//! recovered by the protocol's retransmission (STATUS).
+//! Outbound link to one peer replica, one connection per lane ([`crate::link_lane`]): dial
+//! with exponential back-off and jitter, handshake, then write frames from the lane's
+//! bounded queue until the connection fails; repeat. Frames queued while the connection is
+//! down wait (bounded); a frame lost with a connection is recovered by the protocol's
+//! retransmission (STATUS).
 
 use super::Shared;
 use crate::backoff::Backoff;
 use crate::counters::Counters;
 use crate::framing::write_frame;
 use crate::handshake::{dial, prove, replica_proof_data, Hello, Welcome};
+use crate::link_lane::LinkLane;
 use crate::queue::OutRx;
 use crate::stream::ReadHalf;
 use byzfs_bft::ReplicaId;
@@ -18,28 +20,36 @@ use tokio::io::{AsyncReadExt as _, BufWriter};
 /// Write buffer of a peer link.
 const WRITE_BUFFER: usize = 64 * 1024;
 
-pub(super) async fn peer_link(shared: Arc<Shared>, to: ReplicaId, mut rx: OutRx) {
+pub(super) async fn peer_link(shared: Arc<Shared>, to: ReplicaId, lane: LinkLane, mut rx: OutRx) {
     let me = shared.me;
     let mut backoff = Backoff::new(shared.options.reconnect_min, shared.options.reconnect_max);
     // Log the first failure of each outage at info, the rest at debug.
     let mut quiet = false;
     loop {
         let key = &shared.hello_out[to as usize];
-        let make = |c: &crate::handshake::Challenge| Hello::Replica {
-            from: me,
-            proof: prove(key, &replica_proof_data(&c.nonce, me, to)),
+        let make = |c: &crate::handshake::Challenge| {
+            Hello::replica(
+                lane,
+                me,
+                prove(key, &replica_proof_data(&c.nonce, me, to, lane)),
+            )
         };
         match dial(&shared.cluster, to, make, shared.options.handshake_timeout).await {
             Ok((stream, Welcome::Accepted)) => {
                 Counters::add(&shared.counters.handshakes_ok, 1);
-                shared.peers_up[to as usize].store(true, Ordering::Relaxed);
-                tracing::info!(replica = me, peer = to, "peer link up");
+                let up = &shared.peers_up[to as usize][lane.index()];
+                up.store(true, Ordering::Relaxed);
+                tracing::info!(replica = me, peer = to, lane = lane.name(), "peer link up");
                 backoff.reset();
                 quiet = false;
                 let (rd, wr) = stream.into_split();
                 let mut wr = BufWriter::with_capacity(WRITE_BUFFER, wr);
-                // Our clients' introductions first (see `Shared::intros`), then the queue.
-                let intros = shared.intro_frames();
+                // Our clients' introductions first (see `Shared::intros`), on the connection
+                // of the requests they authenticate, then the queue.
+                let intros = match lane {
+                    LinkLane::Bulk => shared.intro_frames(),
+                    LinkLane::Control => Vec::new(),
+                };
                 let done = tokio::select! {
                     r = async {
                         for f in &intros {
@@ -49,15 +59,20 @@ pub(super) async fn peer_link(shared: Arc<Shared>, to: ReplicaId, mut rx: OutRx)
                     } => r.is_ok(),
                     _ = closed(rd) => false,
                 };
-                shared.peers_up[to as usize].store(false, Ordering::Relaxed);
+                up.store(false, Ordering::Relaxed);
                 if done {
                     return; // The node is stopping: its queue was dropped.
                 }
-                tracing::info!(replica = me, peer = to, "peer link lost; reconnecting");
+                tracing::info!(
+                    replica = me,
+                    peer = to,
+                    lane = lane.name(),
+                    "peer link lost; reconnecting"
+                );
             }
             Ok((_, Welcome::Rejected { reason })) => {
                 if !quiet {
-                    tracing::warn!(replica = me, peer = to, %reason, "peer rejected our handshake");
+                    tracing::warn!(replica = me, peer = to, lane = lane.name(), %reason, "peer rejected our handshake");
                 }
                 quiet = true;
             }
