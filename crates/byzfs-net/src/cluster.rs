@@ -98,6 +98,33 @@ impl ProtocolParams {
         }
     }
 
+    /// Sets one parameter from `key=value`, as it would be written under `[protocol]` in
+    /// the cluster file (the value is a TOML literal: `5000`, `false`).
+    ///
+    /// ```
+    /// use byzfs_net::cluster::ProtocolParams;
+    /// let mut p = ProtocolParams::default();
+    /// p.set("monitor_period_ms=10000").unwrap();
+    /// assert_eq!(p.monitor_period_ms, 10_000);
+    /// assert!(p.set("monitor_period=1").unwrap_err().contains("unknown field"));
+    /// ```
+    pub fn set(&mut self, assignment: &str) -> Result<(), String> {
+        let (key, value) = assignment.split_once('=').ok_or_else(|| {
+            format!("`{assignment}`: expected KEY=VALUE, e.g. monitor_period_ms=5000")
+        })?;
+        let (key, value) = (key.trim(), value.trim());
+        let value: toml::Value = toml::from_str::<toml::Table>(&format!("v = {value}"))
+            .ok()
+            .and_then(|mut t| t.remove("v"))
+            .ok_or_else(|| format!("`{assignment}`: `{value}` is not a TOML value"))?;
+        let mut table = toml::Table::try_from(&*self).map_err(|e| e.to_string())?;
+        table.insert(key.to_string(), value);
+        *self = table
+            .try_into()
+            .map_err(|e: toml::de::Error| format!("`{assignment}`: {}", e.message()))?;
+        Ok(())
+    }
+
     /// The core's configuration.
     pub fn to_config(&self, f: u32, epoch: u32) -> Config {
         Config {

@@ -342,3 +342,36 @@ fn free_ports_are_distinct_bindable_and_below_the_ephemeral_range() {
         std::net::TcpListener::bind(("127.0.0.1", *p)).unwrap();
     }
 }
+
+#[test]
+fn protocol_parameters_are_set_by_name_with_errors_that_say_why() {
+    use byzfs_net::cluster::ProtocolParams;
+    let mut p = ProtocolParams::default();
+    p.set("monitor_period_ms = 10000").unwrap();
+    p.set("monitor_enabled=false").unwrap();
+    let expected = ProtocolParams {
+        monitor_period_ms: 10_000,
+        monitor_enabled: false,
+        ..ProtocolParams::default()
+    };
+    assert_eq!(p, expected);
+    let errors: Vec<String> = [
+        "monitor_period_ms",
+        "monitor_period_ms=ten",
+        "monitor_period_ms=-1",
+        "monitor_enabled=1",
+    ]
+    .iter()
+    .map(|kv| p.set(kv).unwrap_err())
+    .collect();
+    assert_eq!(
+        errors,
+        vec![
+            "`monitor_period_ms`: expected KEY=VALUE, e.g. monitor_period_ms=5000".to_string(),
+            "`monitor_period_ms=ten`: `ten` is not a TOML value".to_string(),
+            "`monitor_period_ms=-1`: invalid value: integer `-1`, expected u64".to_string(),
+            "`monitor_enabled=1`: invalid type: integer `1`, expected a boolean".to_string(),
+        ]
+    );
+    assert_eq!(p, expected, "a failed assignment changes nothing");
+}

@@ -75,6 +75,10 @@ pub struct CommonArgs {
     /// "Sites on one machine"). Local and passthrough targets have no network and ignore it.
     #[arg(long, value_parser = crate::sites::Profile::parse)]
     pub sites: Option<crate::sites::Profile>,
+    /// A `[protocol]` parameter of the ByzFS and NO-REP cluster files, as KEY=VALUE
+    /// (repeatable; names as in the cluster file, e.g. `monitor_period_ms=10000`).
+    #[arg(long = "protocol", value_name = "KEY=VALUE", value_parser = parse_protocol)]
+    pub protocol: Vec<String>,
     /// Runs per target; tables show the median, `--json` every run.
     #[arg(long, default_value_t = 1)]
     pub runs: u32,
@@ -91,6 +95,12 @@ pub struct CommonArgs {
     /// Draw a bar chart (SVG) to this file.
     #[arg(long)]
     pub svg: Option<PathBuf>,
+}
+
+/// A `--protocol` assignment, checked against the cluster file's `[protocol]` fields.
+fn parse_protocol(s: &str) -> Result<String, String> {
+    byzfs_net::cluster::ProtocolParams::default().set(s)?;
+    Ok(s.to_string())
 }
 
 /// `on` or `off`.

@@ -20,6 +20,7 @@ use std::time::{Duration, Instant};
 
 use super::{CommonArgs, OnOff};
 use crate::procs::{Launch, Servers, Service, System};
+use byzfs_net::cluster::ProtocolParams;
 
 /// How long a FUSE mount gets to appear.
 const MOUNT_TIMEOUT: Duration = Duration::from_secs(60);
@@ -64,6 +65,8 @@ pub struct TargetSpec {
     pub dir_delegations: bool,
     /// ByzFS and NO-REP: across these sites (`None`: on loopback).
     pub sites: Option<crate::sites::Profile>,
+    /// ByzFS and NO-REP: the cluster file's `[protocol]` (`--protocol`).
+    pub protocol: ProtocolParams,
 }
 
 impl TargetSpec {
@@ -92,6 +95,14 @@ impl TargetSpec {
     /// The specs `--targets` and `--ro-lookups` ask for, in the order given.
     pub fn from_args(args: &CommonArgs) -> Vec<TargetSpec> {
         let mut out = Vec::new();
+        let mut protocol = ProtocolParams::default();
+        for kv in &args.protocol {
+            // Checked by the argument's parser already.
+            let _ = protocol.set(kv);
+        }
+        if !args.protocol.is_empty() {
+            println!("cluster files' [protocol]: {}", args.protocol.join(", "));
+        }
         for &kind in &args.targets {
             let ros: Vec<bool> = match kind {
                 TargetKind::Byzfs => args.ro_lookups.iter().map(|&o| o == OnOff::On).collect(),
@@ -113,6 +124,7 @@ impl TargetSpec {
                         tcp_only: args.tcp_only,
                         dir_delegations,
                         sites: args.sites.clone(),
+                        protocol: protocol.clone(),
                     };
                     if !out.iter().any(|s: &TargetSpec| s.label() == spec.label()) {
                         out.push(spec);
@@ -149,7 +161,7 @@ impl TargetSpec {
                     dir_delegations: self.dir_delegations,
                     dir: inst.clone(),
                     sites: self.sites.clone(),
-                    relay_big_requests: true,
+                    protocol: self.protocol.clone(),
                 })
             }
         };
@@ -437,9 +449,9 @@ pub struct ClusterMountOptions {
     pub dir: PathBuf,
     /// Servers and mount each in their node's namespace of these sites (`None`: loopback).
     pub sites: Option<crate::sites::Profile>,
-    /// `[protocol] relay_big_requests`: a big body goes to the primary alone, which relays
-    /// it (`false`: the client sends it to every replica).
-    pub relay_big_requests: bool,
+    /// The cluster file's `[protocol]` (e.g. `relay_big_requests = false`: the client sends
+    /// a big body to every replica rather than to the primary, which relays it).
+    pub protocol: ProtocolParams,
 }
 
 /// The ByzFS and NO-REP targets: starts the servers with the benchmarks' one launcher
@@ -464,8 +476,7 @@ pub fn mount_cluster(opts: &ClusterMountOptions) -> anyhow::Result<Mounted> {
     } else {
         System::UnreplicatedMac
     };
-    let mut protocol = byzfs_bft::Config::new(1);
-    protocol.relay_big_requests = opts.relay_big_requests;
+    let protocol = opts.protocol.to_config(1, byzfs_bft::Config::new(1).epoch);
     let launch = Launch {
         protocol,
         disk: opts.durability == Durability::Disk,

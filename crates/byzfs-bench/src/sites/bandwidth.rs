@@ -236,7 +236,10 @@ pub fn run(a: BandwidthArgs) -> anyhow::Result<std::process::ExitCode> {
             dir_delegations: true,
             dir: dir.clone(),
             sites: Some(a.sites.clone()),
-            relay_big_requests: relay,
+            protocol: byzfs_net::cluster::ProtocolParams {
+                relay_big_requests: relay,
+                ..Default::default()
+            },
         })?;
         rows.extend(measure(target, &m, &a.sites, a.runs.max(1))?);
     }
