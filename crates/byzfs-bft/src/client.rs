@@ -426,22 +426,9 @@ impl Client {
             return;
         };
         if o.hedge.as_ref().is_some_and(|(at, _)| now >= *at) && now < o.deadline {
-            // Replies are late: the replicas left out are asked too. If the designated
-            // replier is among the late, the first of them is designated instead (the
-            // others keep answering with digests): a replier still receiving a big body
-            // ahead of the read otherwise left a certificate without its full result,
-            // completed only by a retransmission asking every replica for it, then an
-            // ordered fallback (Andrew-Tcl at 1 Mb/s, BENCHMARKS.md "Andrew-Tcl across
-            // sites").
+            // Replies are late: the replicas left out are asked too (the same frame).
             if let Some((_, others)) = o.hedge.take() {
                 self.stats.read_only_hedged += 1;
-                let replier = ReplicaId::from(o.replier);
-                if o.replier != REPLIER_ALL && !o.replies.contains_key(&replier) {
-                    if let Some(first) = others.first().and_then(|&r| u8::try_from(r).ok()) {
-                        o.replier = first;
-                        o.frame = build_frame(&self.config, &self.keys, o);
-                    }
-                }
                 for to in others {
                     self.actions.push_back(ClientAction::Send {
                         to,
@@ -948,14 +935,6 @@ mod tests {
         Frame::parse(bytes, 1 << 24).unwrap().header
     }
 
-    /// The frame of a `Send` or `Broadcast`.
-    fn sent_bytes(a: &ClientAction) -> &Arc<[u8]> {
-        match a {
-            ClientAction::Send { bytes, .. } | ClientAction::Broadcast { bytes } => bytes,
-            other => panic!("{other:?}"),
-        }
-    }
-
     fn only_frame(actions: &[ClientAction]) -> Arc<[u8]> {
         match actions {
             [ClientAction::Send { bytes, .. }] | [ClientAction::Broadcast { bytes }] => {
@@ -1132,53 +1111,31 @@ mod tests {
                 assert!(to.contains(&replier), "the replier is asked: {to:?}");
                 assert_eq!(to.contains(&0), replier == 0, "primary left out: {to:?}");
                 assert!(sent.iter().all(|(_, b)| b == &sent[0].1), "one frame");
-                // The hedge: before the retransmission, one frame to the others. The
-                // designated replier has not answered, so the first of them is designated.
+                // The hedge: before the retransmission, the same frame to the others.
                 let hedge = h.client.poll_timeout().unwrap();
                 h.client.handle_timeout(hedge);
-                let hedged = h.actions();
-                let late: Vec<ReplicaId> = hedged
+                let late: Vec<ReplicaId> = h
+                    .actions()
                     .iter()
                     .map(|a| match a {
-                        ClientAction::Send { to, bytes } if bytes == sent_bytes(&hedged[0]) => *to,
+                        ClientAction::Send { to, bytes } if bytes == &sent[0].1 => *to,
                         other => panic!("{other:?}"),
                     })
                     .collect();
                 assert_eq!(late.len(), f as usize);
                 assert!(late.iter().all(|r| !to.contains(r)));
-                let moved = header(sent_bytes(&hedged[0])).replier as ReplicaId;
-                assert_eq!(moved, late[0], "f={f} seed={seed}");
                 assert_eq!(h.client.stats().read_only_hedged, 1);
                 // Then the retransmission, to everyone.
                 let (_, again) = h.retransmit();
                 assert_eq!(header(&again).flags & FLAG_READ_ONLY, FLAG_READ_ONLY);
-                // 2f+1 matching read-only replies complete it, the full result from the
-                // replier the hedge designated.
-                let mut asked = to.clone();
-                asked.retain(|&j| j != replier);
-                asked.push(moved);
-                for &j in &asked {
-                    h.deliver(j, &reply(j, rid, 0, true, b"v", j == moved));
+                // 2f+1 matching read-only replies complete it.
+                for &j in &to {
+                    let full = j == replier;
+                    h.deliver(j, &reply(j, rid, 0, true, b"v", full));
                 }
                 assert_eq!(h.completed(), Some((rid, b"v".to_vec())));
             }
         }
-    }
-
-    /// The designated replier answered in time but others did not: the hedge sends the
-    /// others the same frame, with the same replier.
-    #[test]
-    fn a_hedge_keeps_a_replier_that_answered() {
-        let mut h = Harness::new(1);
-        h.client.config.read_only_to_quorum = true;
-        let (rid, sent) = h.invoke_sends(b"r", true);
-        let replier = header(&sent[0].1).replier as ReplicaId;
-        h.deliver(replier, &reply(replier, rid, 0, true, b"v", true));
-        let hedge = h.client.poll_timeout().unwrap();
-        h.client.handle_timeout(hedge);
-        let hedged = h.actions();
-        assert_eq!(hedged.len(), 1);
-        assert_eq!(sent_bytes(&hedged[0]), &sent[0].1);
     }
 
     /// Replies in time: no hedge, and the hedge delay follows the measured read latency.

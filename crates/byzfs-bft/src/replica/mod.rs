@@ -213,6 +213,9 @@ pub struct Replica<S: Service> {
     /// Bodies sent to a peer that asked for them in its STATUS (`missing_requests`): when
     /// the next ask is answered, and how many were (the gap doubles; `status.rs`).
     body_answers: BTreeMap<(ReplicaId, Digest), (Time, u32)>,
+    /// Slots resent to a peer whose STATUS showed no progress: when the next resend is due
+    /// while it stays stuck, and how many were sent (the gap doubles; `status.rs`).
+    slot_resends: BTreeMap<ReplicaId, (Time, u32)>,
     /// Normal-case frames of our view just above the log window (within one checkpoint
     /// interval), by slot, sender and tag, handled once the window reaches them (see
     /// `hold_ahead`).
@@ -318,6 +321,7 @@ impl<S: Service> Replica<S> {
             late_big: BTreeSet::new(),
             forwarded_big: BTreeSet::new(),
             body_answers: BTreeMap::new(),
+            slot_resends: BTreeMap::new(),
             ahead: BTreeMap::new(),
             checkpoints: checkpoint::Checkpoints::default(),
             vc: ViewChangeState::new(vc_timeout),

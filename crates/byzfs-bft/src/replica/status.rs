@@ -143,13 +143,28 @@ impl<S: Service> Replica<S> {
             }
         }
         // Resend normal-case messages only to a peer that made no progress since its last
-        // STATUS: in-flight slots are normal under load and need no retransmission.
+        // STATUS: in-flight slots are normal under load and need no retransmission. While
+        // it stays stuck, again only after a gap that doubles (one STATUS interval, then
+        // two, four, … up to 32): a peer waiting for a body on a slow link reports no
+        // progress for seconds, and each peer resent it up to 32 slots' PRE-PREPARE,
+        // PREPARE and COMMIT every 150 ms — at 1 Mb/s about the link's whole rate, ahead of
+        // the body it waited for (Andrew-Tcl at `slow-1`, BENCHMARKS.md).
         let stuck = self.peer_executed.insert(j, m.last_executed) == Some(m.last_executed);
+        if !stuck {
+            self.slot_resends.remove(&j);
+        }
         self.monitor_heard(j);
         self.peer_views.insert(j, (m.view, m.has_new_view));
         self.time_out_a_view_no_one_installed();
         if m.view == self.view && m.has_new_view && self.has_new_view && stuck {
-            self.resend_slots(j, m.last_executed);
+            let now = self.now;
+            let (due, sent) = self.slot_resends.get(&j).copied().unwrap_or((now, 0));
+            if now >= due {
+                let gap = self.config.status_interval * (1u32 << sent.min(5));
+                self.slot_resends
+                    .insert(j, (now + gap, sent.saturating_add(1)));
+                self.resend_slots(j, m.last_executed);
+            }
         }
         // Checkpoints: a stable one if it is behind it, our newer own ones otherwise.
         if m.last_executed < self.last_stable {
@@ -200,7 +215,8 @@ impl<S: Service> Replica<S> {
                 continue;
             }
             let gap = self.config.status_interval * (1u32 << answered.min(5));
-            self.body_answers.insert((j, *d), (now + gap, answered + 1));
+            self.body_answers
+                .insert((j, *d), (now + gap, answered.saturating_add(1)));
             self.send_frame(j, f);
         }
     }

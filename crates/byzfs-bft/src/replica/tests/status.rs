@@ -175,3 +175,29 @@ fn a_body_asked_for_again_is_resent_after_a_doubling_gap() {
         [true, true, false, true, false, false, false, true]
     );
 }
+
+/// A peer whose STATUS shows no progress is resent the slots it lacks, again only after a
+/// gap that doubles while it stays stuck (at 1 Mb/s the resends every 150 ms took the link
+/// a stuck backup waited on).
+#[test]
+fn a_stuck_peer_is_resent_its_slots_after_a_doubling_gap() {
+    let cfg = config();
+    let mut p = replica(0, &cfg);
+    drain(&mut p);
+    let req = request(&cfg, 1, b"w", false);
+    p.handle_message(Time(1), &req);
+    drain(&mut p);
+    let resend = Out::Send(1, pre_prepare_msg(0, 1, batch_of(req)));
+    let i = cfg.status_interval;
+    let resent_at = |p: &mut Replica<Counter>, k: u32, executed: Seq| {
+        let st = from_replica(&cfg, 1, &status_msg(1, 0, true, 0, executed));
+        p.handle_message(Time(1) + k * i, &st);
+        outputs(drain(p)).contains(&resend)
+    };
+    // The first STATUS sets what it executed; each later one with the same shows it stuck.
+    let stuck: Vec<bool> = (0..10).map(|k| resent_at(&mut p, k, 0)).collect();
+    assert_eq!(
+        stuck,
+        [false, true, true, false, true, false, false, false, true, false]
+    );
+}
