@@ -652,7 +652,7 @@ impl Client {
             return;
         };
         let took = now.as_micros().saturating_sub(o.sent_at.as_micros());
-        self.patience.completed(o.kind, took);
+        self.patience.completed(o.kind, took, o.retransmissions > 0);
         if o.read_only && o.retransmissions == 0 {
             // Moving average (weight 1/8) of completion times of reads that needed no
             // retransmission: the hedge waits about twice as long.

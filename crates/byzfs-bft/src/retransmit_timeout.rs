@@ -19,8 +19,9 @@
 //!   by at most 1/16, so a primary that delays big requests cannot stretch its clients'
 //!   patience either.
 //! - a read-only request: twice the slowest recent read, which decays by 1/16 for each
-//!   faster one. Reads are not ordered, so the primary gains nothing by them, and a read's
-//!   size (the result's) is unknown until it arrives.
+//!   faster one; a read that needed a retransmission raises it by 1/16 at most. Reads are
+//!   not ordered, so the primary gains nothing by them, and a read's size (the result's) is
+//!   unknown until it arrives.
 //!
 //! Any request's first timeout also waits for the bytes of the big requests this client
 //! sent before it to cross, at the same fastest rate: a request sent behind them queues
@@ -119,8 +120,9 @@ impl RetransmitTimeout {
         known.or_else(|| self.big_us_per_kib.values().copied().max())
     }
 
-    /// A request of `kind` completed `took_us` after it was first sent.
-    pub fn completed(&mut self, kind: RequestKind, took_us: u64) {
+    /// A request of `kind` completed `took_us` after it was first sent, `retransmitted` or
+    /// not.
+    pub fn completed(&mut self, kind: RequestKind, took_us: u64, retransmitted: bool) {
         match kind {
             RequestKind::Small => {}
             RequestKind::Big(bytes) => {
@@ -136,6 +138,12 @@ impl RetransmitTimeout {
                 let sample = took_us.max(1);
                 self.read_us = Some(match self.read_us {
                     Some(r) if sample < r => r - (r - sample).min(r / 16 + 1),
+                    // A retransmitted read took at least its timeout, so taking its time
+                    // as it is would double the next timeout, read after read, up to the
+                    // cap (a lying designated replier makes every read wait for one): it
+                    // raises the estimate by 1/16 at most (Karn's rule, softened so that
+                    // reads on a link slower than their first timeout still adapt).
+                    Some(r) if retransmitted => r.saturating_add((sample - r).min(r / 16 + 1)),
                     _ => sample,
                 });
             }
@@ -174,7 +182,7 @@ mod tests {
         ] {
             assert_eq!(alone(&t, &c, kind), 150_000);
         }
-        t.completed(RequestKind::Small, 4_000_000);
+        t.completed(RequestKind::Small, 4_000_000, false);
         assert_eq!(alone(&t, &c, RequestKind::Small), 150_000);
     }
 
@@ -184,7 +192,7 @@ mod tests {
     fn big_requests_wait_twice_their_size_at_the_measured_rate() {
         let c = config();
         let mut t = RetransmitTimeout::default();
-        t.completed(RequestKind::Big(128 << 10), 640_000);
+        t.completed(RequestKind::Big(128 << 10), 640_000, false);
         assert_eq!(alone(&t, &c, RequestKind::Big(64 << 10)), 640_000);
         assert_eq!(alone(&t, &c, RequestKind::Big(2 << 10)), 150_000);
         // Never beyond the view-change timeout's cap.
@@ -195,10 +203,10 @@ mod tests {
     #[test]
     fn the_big_rate_falls_at_once_and_rises_slowly() {
         let mut t = RetransmitTimeout::default();
-        t.completed(RequestKind::Big(1 << 20), 1_024_000); // 1,000 µs a KiB
-        t.completed(RequestKind::Big(1 << 20), 10_240_000); // ten times slower
+        t.completed(RequestKind::Big(1 << 20), 1_024_000, false); // 1,000 µs a KiB
+        t.completed(RequestKind::Big(1 << 20), 10_240_000, false); // ten times slower
         assert_eq!(t.rate(RequestKind::Big(1 << 20)), Some(1_063));
-        t.completed(RequestKind::Big(1 << 20), 102_400); // ten times faster
+        t.completed(RequestKind::Big(1 << 20), 102_400, false); // ten times faster
         assert_eq!(t.rate(RequestKind::Big(1 << 20)), Some(100));
     }
 
@@ -208,11 +216,11 @@ mod tests {
     fn each_size_class_has_its_rate() {
         let c = config();
         let mut t = RetransmitTimeout::default();
-        t.completed(RequestKind::Big(40 << 10), 80_000);
-        t.completed(RequestKind::Big(3 << 10), 30_000); // 10,000 µs a KiB
+        t.completed(RequestKind::Big(40 << 10), 80_000, false);
+        t.completed(RequestKind::Big(3 << 10), 30_000, false); // 10,000 µs a KiB
         assert_eq!(alone(&t, &c, RequestKind::Big(60 << 10)), 240_000);
         assert_eq!(alone(&t, &c, RequestKind::Big(1 << 20)), 20_480_000);
-        t.completed(RequestKind::Big(1 << 20), 25_600_000); // 25,000 µs a KiB
+        t.completed(RequestKind::Big(1 << 20), 25_600_000, false); // 25,000 µs a KiB
         assert_eq!(alone(&t, &c, RequestKind::Big(1 << 20)), 51_200_000);
         assert_eq!(alone(&t, &c, RequestKind::Big(60 << 10)), 240_000);
     }
@@ -222,12 +230,33 @@ mod tests {
     fn the_read_estimate_rises_at_once_and_falls_slowly() {
         let c = config();
         let mut t = RetransmitTimeout::default();
-        t.completed(RequestKind::ReadOnly, 40_000);
+        t.completed(RequestKind::ReadOnly, 40_000, false);
         assert_eq!(alone(&t, &c, RequestKind::ReadOnly), 150_000);
-        t.completed(RequestKind::ReadOnly, 800_000);
+        t.completed(RequestKind::ReadOnly, 800_000, false);
         assert_eq!(alone(&t, &c, RequestKind::ReadOnly), 1_600_000);
-        t.completed(RequestKind::ReadOnly, 40_000);
+        t.completed(RequestKind::ReadOnly, 40_000, false);
         assert_eq!(t.read_us, Some(800_000 - 50_001));
+    }
+
+    /// A read that needed a retransmission took at least its timeout: it raises the
+    /// estimate by 1/16 at most, so timeouts do not double read after read (a lying
+    /// designated replier made every read wait 60 s in `tests/encryption.rs`).
+    #[test]
+    fn a_retransmitted_read_raises_the_estimate_by_a_sixteenth_at_most() {
+        let c = config();
+        let mut t = RetransmitTimeout::default();
+        t.completed(RequestKind::ReadOnly, 160_000, false);
+        let mut firsts = vec![alone(&t, &c, RequestKind::ReadOnly)];
+        for _ in 0..3 {
+            // Each took its whole first timeout and then some.
+            let took = firsts[firsts.len() - 1] + 10_000;
+            t.completed(RequestKind::ReadOnly, took, true);
+            firsts.push(alone(&t, &c, RequestKind::ReadOnly));
+        }
+        assert_eq!(firsts, [320_000, 340_002, 361_254, 383_834]);
+        // Faster than the estimate, retransmitted or not, it comes down as before.
+        t.completed(RequestKind::ReadOnly, 1_000, true);
+        assert_eq!(t.read_us, Some(191_917 - 11_995));
     }
 
     /// 640 ms for 128 KiB: after two 64 KiB requests sent at 0 (320 ms each to cross), a
@@ -237,7 +266,7 @@ mod tests {
     fn a_request_also_waits_for_the_bytes_sent_before_it() {
         let c = config();
         let mut t = RetransmitTimeout::default();
-        t.completed(RequestKind::Big(128 << 10), 640_000);
+        t.completed(RequestKind::Big(128 << 10), 640_000, false);
         let at = |us| Time::from_micros(us);
         assert_eq!(t.sent(&c, RequestKind::Big(64 << 10), at(0)), 640_000);
         assert_eq!(t.sent(&c, RequestKind::Big(64 << 10), at(0)), 960_000);
