@@ -147,8 +147,8 @@ impl<S: Service> Replica<S> {
         // it stays stuck, again only after a gap that doubles (one STATUS interval, then
         // two, four, … up to 32): a peer waiting for a body on a slow link reports no
         // progress for seconds, and each peer resent it up to 32 slots' PRE-PREPARE,
-        // PREPARE and COMMIT every 150 ms — at 1 Mb/s about the link's whole rate, ahead of
-        // the body it waited for (Andrew-Tcl at `slow-1`, BENCHMARKS.md).
+        // PREPARE and COMMIT every 150 ms — at 1 Mb/s a third of what its link carried,
+        // beside the body it waited for (Andrew-Tcl at `slow-1`, BENCHMARKS.md).
         let stuck = self.peer_executed.insert(j, m.last_executed) == Some(m.last_executed);
         if !stuck {
             self.slot_resends.remove(&j);
