@@ -45,7 +45,7 @@ const CASES: &[Case] = &[
     (
         Mutation::NewViewLowestView,
         Family::VcHistory,
-        &[1, 32],
+        &[0, 2],
         &[agreement::NAME, prefix::NAME],
     ),
     (
@@ -57,7 +57,7 @@ const CASES: &[Case] = &[
     (
         Mutation::TentativeBeforeCommitted,
         Family::Normal,
-        &[2, 3],
+        &[2, 6],
         &[checkpoints::NAME, agreement::NAME, prefix::NAME],
     ),
     (
@@ -76,14 +76,14 @@ const CASES: &[Case] = &[
         // The directed family for this rule: 6 of seeds 0..200 catch it.
         Mutation::VoteAfterUntrustedRestore,
         Family::VoteCuts,
-        &[12, 29, 219],
+        &[12, 52, 76],
         &[persist::NAME],
     ),
     (
         // A driver that loses the vote horizon: restored backups abstain too little.
         Mutation::ForgetVoteHorizon,
         Family::VoteCuts,
-        &[12, 29],
+        &[12, 52],
         &[persist::NAME],
     ),
     (
@@ -145,7 +145,7 @@ const CASES: &[Case] = &[
         // caught by a safety checker; most of the rest stall).
         Mutation::TrustNewView,
         Family::LyingPrimary,
-        &[1, 102],
+        &[34, 39],
         &[agreement::NAME, prefix::NAME],
     ),
     (
