@@ -13,6 +13,7 @@
 //! (retransmission), `auth.rs` (what each message kind must carry, client signatures),
 //! `durable.rs` (the records a driver keeps) and `restart.rs` (rebuilding from them).
 
+mod answer_gap;
 mod auth;
 mod checkpoint;
 mod durable;
@@ -210,12 +211,10 @@ pub struct Replica<S: Service> {
     /// already forwarded to the primary in this view (see `forward_late_big_requests`).
     late_big: BTreeSet<Digest>,
     forwarded_big: BTreeSet<Digest>,
-    /// Bodies sent to a peer that asked for them in its STATUS (`missing_requests`): when
-    /// the next ask is answered, and how many were (the gap doubles; `status.rs`).
-    body_answers: BTreeMap<(ReplicaId, Digest), (Time, u32)>,
-    /// Slots resent to a peer whose STATUS showed no progress: when the next resend is due
-    /// while it stays stuck, and how many were sent (the gap doubles; `status.rs`).
-    slot_resends: BTreeMap<ReplicaId, (Time, u32)>,
+    /// When each peer's repeated ask (a body, a batch, a NEW-VIEW or VIEW-CHANGE, a
+    /// checkpoint, the slots of a stuck peer; and our own VIEW-CHANGE's rebroadcast) is
+    /// answered next: the gap doubles (`answer_gap.rs`, used by `status.rs`).
+    answer_gaps: answer_gap::AnswerGaps,
     /// Normal-case frames of our view just above the log window (within one checkpoint
     /// interval), by slot, sender and tag, handled once the window reaches them (see
     /// `hold_ahead`).
@@ -320,8 +319,7 @@ impl<S: Service> Replica<S> {
             blacklist: BTreeSet::new(),
             late_big: BTreeSet::new(),
             forwarded_big: BTreeSet::new(),
-            body_answers: BTreeMap::new(),
-            slot_resends: BTreeMap::new(),
+            answer_gaps: answer_gap::AnswerGaps::default(),
             ahead: BTreeMap::new(),
             checkpoints: checkpoint::Checkpoints::default(),
             vc: ViewChangeState::new(vc_timeout),
@@ -414,7 +412,7 @@ impl<S: Service> Replica<S> {
                         .set(TimerKind::Status, now + self.config.status_interval);
                 }
                 TimerKind::ViewChange => self.on_view_change_timeout(),
-                TimerKind::Fetch => self.on_fetch_timeout(),
+                TimerKind::Fetch => self.on_fetch_timer(),
                 TimerKind::Monitor => self.on_monitor_timeout(),
             }
         }

@@ -28,6 +28,9 @@ use std::collections::{BTreeMap, BTreeSet};
 /// Partition requests in flight at once.
 const PARTS_IN_FLIGHT: usize = 32;
 
+/// The fetch's retry gap doubles at most this often (`2^3 × 4` STATUS intervals: 4.8 s).
+const FETCH_DOUBLINGS_MAX: u32 = 3;
+
 /// Largest partition encoding a fetcher accepts (a claim beyond it is a replier's lie).
 pub(crate) const PARTITION_BYTES_MAX: u64 = 1 << 30;
 
@@ -57,6 +60,8 @@ pub(crate) struct FetchState {
     pub asked: BTreeSet<u32>,
     /// Partitions of which some chunks arrived (from the current replier).
     pub partial: BTreeMap<u32, Partial>,
+    /// Retry timeouts since the last answer that checked (the retry gap doubles with them).
+    pub timeouts: u32,
 }
 
 impl<S: Service> Replica<S> {
@@ -80,6 +85,7 @@ impl<S: Service> Replica<S> {
             needed: BTreeSet::new(),
             asked: BTreeSet::new(),
             partial: BTreeMap::new(),
+            timeouts: 0,
         });
         self.timers.stop(TimerKind::ViewChange);
         tracing::debug!(replica = self.me, seq, "state transfer started");
@@ -133,13 +139,34 @@ impl<S: Service> Replica<S> {
     }
 
     /// The fetch's retry timer: a replier that leaves a request unanswered this long is
-    /// replaced.
+    /// replaced. Four STATUS intervals, doubled by each timeout since the last answer that
+    /// checked, up to [`FETCH_DOUBLINGS_MAX`] times: at 1 Mb/s a 131 KB STATE-META takes
+    /// more than a second, and a fixed 600 ms asked one replier after another for it and
+    /// for 32 partitions each time, none of which could arrive in time (`slow-1`,
+    /// BENCHMARKS.md).
     fn arm_fetch_timer(&mut self) {
-        let at = self.now + self.config.status_interval * 4;
+        let timeouts = self.fetch.as_ref().map_or(0, |f| f.timeouts);
+        let gap = self.config.status_interval * 4 * (1u32 << timeouts.min(FETCH_DOUBLINGS_MAX));
+        let at = self.now + gap;
         self.timers.set(TimerKind::Fetch, at);
     }
 
-    /// No answer in time: rotate the replier and ask again.
+    /// An answer of the current fetch checked: the next retry waits the shortest gap.
+    fn fetch_progressed(&mut self) {
+        if let Some(f) = self.fetch.as_mut() {
+            f.timeouts = 0;
+        }
+    }
+
+    /// The retry timer fired: nothing that checked came in time. The next wait is longer.
+    pub(super) fn on_fetch_timer(&mut self) {
+        if let Some(f) = self.fetch.as_mut() {
+            f.timeouts = f.timeouts.saturating_add(1);
+        }
+        self.on_fetch_timeout();
+    }
+
+    /// No answer in time, or one that did not check: rotate the replier and ask again.
     pub(super) fn on_fetch_timeout(&mut self) {
         let Some(old) = self.fetch.as_ref().map(|f| f.replier) else {
             return;
@@ -245,6 +272,7 @@ impl<S: Service> Replica<S> {
             f.parts = Some(m.parts);
             f.needed = needed;
         }
+        self.fetch_progressed();
         self.continue_fetch();
     }
 
@@ -281,6 +309,9 @@ impl<S: Service> Replica<S> {
             return self.on_fetch_timeout();
         }
         self.stats.state_chunks_fetched += 1;
+        // The chunk is the replier's agreed length; whether the whole checks is known at
+        // the end, but a replier sending well-formed chunks is answering.
+        f.timeouts = 0;
         let whole = if end < m.total {
             // More to come: keep this chunk and ask for the next one.
             let p = f.partial.entry(m.part).or_insert_with(|| Partial {

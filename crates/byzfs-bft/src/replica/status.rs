@@ -3,6 +3,7 @@
 //! VIEW-CHANGE, checkpoints, missing batch bodies and big requests. The protocol never relies
 //! on a message arriving the first time.
 
+use super::answer_gap::Ask;
 use super::timers::TimerKind;
 use super::{AuthChoice, Replica};
 use crate::action::Action;
@@ -18,9 +19,8 @@ const RESEND_SLOTS_MAX: u64 = 32;
 impl<S: Service> Replica<S> {
     pub(super) fn send_status(&mut self) {
         self.forward_late_big_requests();
-        let requests = &self.requests;
-        self.body_answers
-            .retain(|(_, d), _| requests.contains_key(d));
+        let (now, interval) = (self.now, self.config.status_interval);
+        self.answer_gaps.forget_idle(now, interval);
         let mut missing_requests: BTreeSet<Digest> = BTreeSet::new();
         for slot in self.log.values() {
             if let Some(b) = slot
@@ -46,16 +46,18 @@ impl<S: Service> Replica<S> {
             missing_requests: missing_requests.into_iter().take(MISSING_MAX).collect(),
         };
         self.broadcast(&Message::Status(st));
-        // Retransmit our VIEW-CHANGE until the new view is installed (§3.6 #6).
+        // Retransmit our VIEW-CHANGE until the new view is installed (§3.6 #6), after
+        // doubling gaps (`answer_gap.rs`): peers behind us ask for it in STATUS besides.
         if !self.has_new_view {
-            if let Some(own) = self
-                .vc
-                .latest
-                .get(&self.me)
-                .filter(|s| s.vc.view == self.view)
-            {
+            let v = self.view;
+            if let Some(own) = self.vc.latest.get(&self.me).filter(|s| s.vc.view == v) {
                 let bytes = own.frame.clone();
-                self.out.push_back(Action::Broadcast { bytes });
+                if self
+                    .answer_gaps
+                    .take(self.me, Ask::ViewChange(v), now, interval)
+                {
+                    self.out.push_back(Action::Broadcast { bytes });
+                }
             }
         }
     }
@@ -126,50 +128,53 @@ impl<S: Service> Replica<S> {
 
     pub(super) fn on_status(&mut self, m: Status) {
         let j = m.replica;
+        let (now, interval) = (self.now, self.config.status_interval);
+        // Every answer below to an ask `j` repeats in each STATUS goes out again only after
+        // a gap that doubles (`answer_gap.rs`: on a slow link an answer takes seconds to
+        // cross, and one per STATUS filled the link with copies).
         let behind_view = m.view < self.view || (m.view == self.view && !m.has_new_view);
         if behind_view {
+            let v = self.view;
             // The signed NEW-VIEW (or our VIEW-CHANGE) lets it catch up to our view.
             if let Some(nv) = self.vc.new_view_frame.clone().filter(|_| self.has_new_view) {
-                self.send_frame(j, nv);
+                if self.answer_gaps.take(j, Ask::NewView(v), now, interval) {
+                    self.send_frame(j, nv);
+                }
             }
-            if let Some(own) = self
-                .vc
-                .latest
-                .get(&self.me)
-                .filter(|s| s.vc.view == self.view)
-            {
+            if let Some(own) = self.vc.latest.get(&self.me).filter(|s| s.vc.view == v) {
                 let f = own.frame.clone();
-                self.send_frame(j, f);
+                if self.answer_gaps.take(j, Ask::ViewChange(v), now, interval) {
+                    self.send_frame(j, f);
+                }
             }
         }
         // Resend normal-case messages only to a peer that made no progress since its last
         // STATUS: in-flight slots are normal under load and need no retransmission. While
-        // it stays stuck, again only after a gap that doubles (one STATUS interval, then
-        // two, four, … up to 32): a peer waiting for a body on a slow link reports no
-        // progress for seconds, and each peer resent it up to 32 slots' PRE-PREPARE,
-        // PREPARE and COMMIT every 150 ms — at 1 Mb/s a third of what its link carried,
-        // beside the body it waited for (Andrew-Tcl at `slow-1`, BENCHMARKS.md).
+        // it stays stuck, again only after a doubling gap: each peer resent a stuck peer up
+        // to 32 slots' PRE-PREPARE, PREPARE and COMMIT every 150 ms — at 1 Mb/s a third of
+        // what its link carried, beside the body it waited for (BENCHMARKS.md, `slow-1`).
         let stuck = self.peer_executed.insert(j, m.last_executed) == Some(m.last_executed);
         if !stuck {
-            self.slot_resends.remove(&j);
+            self.answer_gaps.reset(j, Ask::Slots);
         }
         self.monitor_heard(j);
         self.peer_views.insert(j, (m.view, m.has_new_view));
         self.time_out_a_view_no_one_installed();
-        if m.view == self.view && m.has_new_view && self.has_new_view && stuck {
-            let now = self.now;
-            let (due, sent) = self.slot_resends.get(&j).copied().unwrap_or((now, 0));
-            if now >= due {
-                let gap = self.config.status_interval * (1u32 << sent.min(5));
-                self.slot_resends
-                    .insert(j, (now + gap, sent.saturating_add(1)));
-                self.resend_slots(j, m.last_executed);
-            }
+        if m.view == self.view
+            && m.has_new_view
+            && self.has_new_view
+            && stuck
+            && self.answer_gaps.take(j, Ask::Slots, now, interval)
+        {
+            self.resend_slots(j, m.last_executed);
         }
         // Checkpoints: a stable one if it is behind it, our newer own ones otherwise.
         if m.last_executed < self.last_stable {
             if let Some(f) = self.checkpoints.stable_frame.clone() {
-                self.send_frame(j, f);
+                let stable = Ask::StableCheckpoint(self.last_stable);
+                if self.answer_gaps.take(j, stable, now, interval) {
+                    self.send_frame(j, f);
+                }
             }
         }
         let newer: Vec<(u64, Digest)> = self
@@ -179,6 +184,12 @@ impl<S: Service> Replica<S> {
             .map(|(s, d)| (*s, *d))
             .collect();
         for (seq, digest) in newer {
+            if !self
+                .answer_gaps
+                .take(j, Ask::Checkpoint(seq), now, interval)
+            {
+                continue;
+            }
             let cp = Message::Checkpoint(Checkpoint {
                 seq,
                 digest,
@@ -189,35 +200,28 @@ impl<S: Service> Replica<S> {
             self.send_frame(j, f);
         }
         for d in m.missing_batches.iter().take(MISSING_MAX) {
-            if let Some(b) = self.batches.get(d).cloned() {
-                let batch: BatchBody = (*b).clone();
-                self.send_to(
-                    j,
-                    &Message::BatchData(BatchData {
-                        replica: self.me,
-                        batch,
-                    }),
-                );
+            let Some(b) = self.batches.get(d).cloned() else {
+                continue;
+            };
+            if !self.answer_gaps.take(j, Ask::Batch(*d), now, interval) {
+                continue;
             }
+            let batch: BatchBody = (*b).clone();
+            self.send_to(
+                j,
+                &Message::BatchData(BatchData {
+                    replica: self.me,
+                    batch,
+                }),
+            );
         }
-        // A body asked for again is sent again only after a gap that doubles (one STATUS
-        // interval, then two, four, … up to 32): on a slow link a body takes seconds to
-        // cross, the asker lists it in every STATUS meanwhile, and each holder answering
-        // each ask put a new copy on the link every 150 ms (at 1 Mb/s the links filled with
-        // copies the receivers dropped as stale, and the queues dropped what followed).
-        let now = self.now;
         for d in m.missing_requests.iter().take(MISSING_MAX) {
             let Some(f) = self.requests.get(d).map(|r| r.frame.clone()) else {
                 continue;
             };
-            let (due, answered) = self.body_answers.get(&(j, *d)).copied().unwrap_or((now, 0));
-            if now < due {
-                continue;
+            if self.answer_gaps.take(j, Ask::Body(*d), now, interval) {
+                self.send_frame(j, f);
             }
-            let gap = self.config.status_interval * (1u32 << answered.min(5));
-            self.body_answers
-                .insert((j, *d), (now + gap, answered.saturating_add(1)));
-            self.send_frame(j, f);
         }
     }
 

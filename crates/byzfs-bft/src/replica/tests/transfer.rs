@@ -157,3 +157,34 @@ fn a_chunk_with_a_false_total_is_refused_and_the_replier_replaced() {
     c.advance(Duration::from_secs(2));
     assert_eq!(c.r[3].state_digest(), c.r[0].state_digest());
 }
+
+/// A fetch whose answers do not come waits longer before each retry: four STATUS intervals,
+/// then 8, 16 and at most 32 (at 1 Mb/s a fixed 600 ms asked one replier after another for
+/// a STATE-META that took over a second to cross); the first answer that checks shortens
+/// the wait again.
+#[test]
+fn a_fetch_left_unanswered_retries_after_doubling_gaps() {
+    let mut c = cluster_with_a_replica_behind_big_partitions();
+    c.lose = Some(Tag::StateMeta);
+    let step = Duration::from_millis(10);
+    let mut timed_out = Vec::new();
+    let mut last = 0;
+    for _ in 0..2000 {
+        c.advance(step);
+        let t = c.r[3].fetch.as_ref().map_or(0, |f| f.timeouts);
+        if t != last {
+            timed_out.push(c.now);
+            last = t;
+        }
+    }
+    let i = c.cfg.status_interval.as_millis() as u64;
+    let gaps: Vec<u64> = timed_out
+        .windows(2)
+        .map(|w| (w[1].as_micros() - w[0].as_micros()) / 1000 / i)
+        .collect();
+    assert_eq!(gaps, [8, 16, 32, 32, 32]);
+    c.lose = None;
+    c.advance(Duration::from_secs(6));
+    assert!(c.r[3].fetch.is_none(), "the transfer finished");
+    assert_eq!(c.r[3].state_digest(), c.r[0].state_digest());
+}
