@@ -427,15 +427,20 @@ impl<S: Service> Replica<S> {
             // The primary's non-deterministic choice fails our check (§1.13). A time-based
             // choice also fails once it is older than the tolerance: a PRE-PREPARE
             // retransmitted to a replica catching up (after a restart and a state transfer)
-            // would then be refused for ever, and the replica would stay behind. Accept it
-            // once `f+1` other replicas prepared the same digest: at least one correct replica
-            // checked the choice when it was fresh. (Found by the restart tests of
-            // `crates/byzfs/tests/restart.rs`.)
+            // would then be refused for ever, and the replica would stay behind (found by
+            // the restart tests of `crates/byzfs/tests/restart.rs`); and on a slow link a
+            // PRE-PREPARE queued behind the bodies it names arrives past the tolerance
+            // (Andrew-Tcl at `slow-1`: 10 s and more at 1 Mb/s, BENCHMARKS.md). Accept it
+            // once `f` other backups prepared the same digest: with the primary that is
+            // `f+1` replicas. If the primary is correct its choice is honest; if it is
+            // faulty, at most `f-1` backups are, so a correct backup prepared it, and the
+            // first correct backup to do so checked the choice itself (its own vouchers,
+            // all earlier, would be `f` faulty backups beside a faulty primary).
             let vouched = self
                 .log
                 .get(&pp.seq)
                 .map_or(0, |s| s.prepare_count(d, false));
-            if vouched <= self.f() {
+            if vouched < self.f() {
                 return self.drop_input(DropReason::Nondet);
             }
         }
