@@ -423,27 +423,21 @@ impl<S: Service> Replica<S> {
         let Some(d) = self.validate_batch(&pp.batch, pp.seq, false) else {
             return self.drop_input(DropReason::Invalid);
         };
-        if self.validate_batch(&pp.batch, pp.seq, true).is_none() {
-            // The primary's non-deterministic choice fails our check (§1.13). A time-based
-            // choice also fails once it is older than the tolerance: a PRE-PREPARE
-            // retransmitted to a replica catching up (after a restart and a state transfer)
-            // would then be refused for ever, and the replica would stay behind (found by
-            // the restart tests of `crates/byzfs/tests/restart.rs`); and on a slow link a
-            // PRE-PREPARE queued behind the bodies it names arrives past the tolerance
-            // (Andrew-Tcl at `slow-1`: 10 s and more at 1 Mb/s, BENCHMARKS.md). Accept it
-            // once `f` other backups prepared the same digest: with the primary that is
-            // `f+1` replicas. If the primary is correct its choice is honest; if it is
-            // faulty, at most `f-1` backups are, so a correct backup prepared it, and the
-            // first correct backup to do so checked the choice itself (its own vouchers,
-            // all earlier, would be `f` faulty backups beside a faulty primary).
-            let vouched = self
-                .log
-                .get(&pp.seq)
-                .map_or(0, |s| s.prepare_count(d, false));
-            if vouched < self.f() {
-                return self.drop_input(DropReason::Nondet);
-            }
-        }
+        // The primary's non-deterministic choice fails our check (§1.13). A time-based
+        // choice also fails once it is older than the tolerance: a PRE-PREPARE retransmitted
+        // to a replica catching up (after a restart and a state transfer) would then be
+        // refused for ever, and the replica would stay behind (found by the restart tests of
+        // `crates/byzfs/tests/restart.rs`); and on a slow link a PRE-PREPARE queued behind
+        // the bodies it names arrives past the tolerance (Andrew-Tcl at `slow-1`: 10 s and
+        // more at 1 Mb/s, BENCHMARKS.md). Accept it once `f` other backups prepared the
+        // same digest: with the primary that is `f+1` replicas. If the primary is correct
+        // its choice is honest; if it is faulty, at most `f-1` backups are, so a correct
+        // backup prepared it, and the first correct backup to do so checked the choice
+        // itself (its own vouchers, all earlier, would be `f` faulty backups beside a
+        // faulty primary). Until then it is kept aside as unverified (as one whose
+        // requests we cannot authenticate, §1.14): the PREPAREs that vouch for it often
+        // arrive after it, and dropping it left the slot to the next resend.
+        let nondet_ok = self.validate_batch(&pp.batch, pp.seq, true).is_some();
         let (v, seq) = (pp.view, pp.seq);
         let slot = self.log.entry(seq).or_default();
         if let Some(acc) = &slot.pre_prepare {
@@ -459,16 +453,26 @@ impl<S: Service> Replica<S> {
             return self.drop_input(DropReason::Invalid);
         }
         let frame_arc: Arc<[u8]> = Arc::from(bytes);
-        if !self.requests_authentic(&pp.batch) {
-            let f = self.f();
+        let f = self.f();
+        let vouched = self
+            .log
+            .get(&seq)
+            .is_some_and(|s| s.prepare_count(d, false) >= f);
+        // Checked whenever it may be accepted (it blacklists a client whose good MAC covers
+        // a bad signature); a choice that fails and nobody vouches for is not looked at.
+        let authentic = (nondet_ok || vouched) && self.requests_authentic(&pp.batch);
+        if !vouched && !(nondet_ok && authentic) {
             let slot = self.log.entry(seq).or_default();
-            if slot.prepare_count(d, false) < f {
-                slot.unverified = Some(Unverified {
-                    digest: d,
-                    frame: frame_arc,
-                });
-                return;
+            slot.unverified = Some(Unverified {
+                digest: d,
+                frame: frame_arc,
+            });
+            if !nondet_ok {
+                // Counted apart from `invalid`: late or retransmitted time-based choices
+                // are not a primary's fault.
+                self.drop_input(DropReason::Nondet);
             }
+            return;
         }
         self.accept_pre_prepare(seq, d, pp.batch, Some(frame_arc));
     }

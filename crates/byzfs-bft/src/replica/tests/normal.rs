@@ -92,12 +92,19 @@ fn pre_prepare_failing_nondet_is_accepted_once_f_other_backups_prepared_it() {
     let d = batch_digest(&batch).unwrap();
     let pp = from_replica(&cfg, 0, &pre_prepare_msg(0, 1, batch));
     let prepare = |j: u32| from_replica(&cfg, j, &prepare_msg(0, 1, d, j));
-    b.handle_message(Time(1), &pp);
-    assert_eq!(
-        drain(&mut b),
-        dropped(DropReason::Nondet),
-        "the primary alone is not enough"
-    );
+    // Its PREPARE is the second of the certificate (2f from backups): it prepares, executes
+    // tentatively and commits in the same step.
+    let mut vote = prepare_vote(0, 1, d, 3, Some(1 + cfg.log_window));
+    vote.extend(commit_vote(0, 1, d, 3, vec![reply_out(0, 3, 1, 1, true)]));
+    // The PRE-PREPARE first: the primary alone is not enough; it is kept aside, and the
+    // PREPARE that vouches for it accepts it (at a slow link's backups the PREPAREs came
+    // after it).
+    let mut late = replica(3, &cfg);
+    late.handle_message(Time(1), &pp);
+    assert_eq!(drain(&mut late), dropped(DropReason::Nondet));
+    late.handle_message(Time(1), &prepare(1));
+    assert_eq!(outputs(drain(&mut late)), vote);
+    // The PREPARE first: kept, then the PRE-PREPARE is accepted at once.
     b.handle_message(Time(1), &prepare(1));
     assert_eq!(
         drain(&mut b),
@@ -105,10 +112,6 @@ fn pre_prepare_failing_nondet_is_accepted_once_f_other_backups_prepared_it() {
         "a PREPARE before its PRE-PREPARE is only kept"
     );
     b.handle_message(Time(1), &pp);
-    // Its PREPARE is the second of the certificate (2f from backups): it prepares, executes
-    // tentatively and commits in the same step.
-    let mut vote = prepare_vote(0, 1, d, 3, Some(1 + cfg.log_window));
-    vote.extend(commit_vote(0, 1, d, 3, vec![reply_out(0, 3, 1, 1, true)]));
     assert_eq!(outputs(drain(&mut b)), vote);
     assert_eq!(b.last_tentative(), 1, "prepared and executed tentatively");
 }
