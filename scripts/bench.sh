@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Redraws every benchmark of docs/BENCHMARKS.md (release build, about 4 minutes on 2 cores).
+# Redraws the loopback benchmarks of docs/BENCHMARKS.md (release build, about 4 minutes on 2
+# cores); with BYZFS_BENCH_SITES=1 also those across sites (below).
 # Usage: bash scripts/bench.sh [OUT_DIR]   (default docs/bench)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -34,3 +35,19 @@ run bench throughput --op 0/0 --mode rw --clients 10 --systems byzfs --duration 
     --json "$out/kill-primary-1s.json" | tee "$out/kill-primary-1s.txt"
 # Issue #29: 0/0 throughput at 50 clients, fault-free and under each of Aardvark's attacks.
 run bench attack --json "$out/attack.json" --svg "$out/attack.svg" | tee "$out/attack.txt"
+
+# Issue #30, across sites (BENCHMARKS.md "Across sites"), opt-in: needs root and over 20
+# minutes (Andrew at `wan` alone took 608 s + 533 s): BYZFS_BENCH_SITES=1 bash scripts/bench.sh.
+# Andrew at `slow-5` and `slow-1` takes 20 to 40 minutes a target: run by hand (commands in
+# BENCHMARKS.md "Andrew-Tcl across sites").
+if [[ ${BYZFS_BENCH_SITES:-0} == 1 ]]; then
+    run bench sites --sites lan,wan,slow-5,slow-1-apart --seconds 2 --json "$out/sites.json" \
+        | tee "$out/sites.txt"
+    run bench bandwidth --runs 3 --json "$out/bandwidth.json" --svg "$out/bandwidth.svg" \
+        | tee "$out/bandwidth.txt"
+    for p in lan wan; do
+        run bench andrew --targets byzfs,norep --no-compile --sites "$p" \
+            --json "$out/andrew-sites-$p.json" --svg "$out/andrew-sites-$p.svg" \
+            | tee "$out/andrew-sites-$p.txt"
+    done
+fi

@@ -217,7 +217,7 @@ impl Drop for Mounted {
             Guard::Dir(d) => remove_tree(d),
             Guard::Fuse { mnt, inst } => {
                 fuse_unmount(mnt);
-                live_mounts().retain(|m| m != mnt);
+                live_mounts().retain(|m| m.dir != *mnt);
                 remove_tree(inst);
             }
             Guard::Cluster {
@@ -230,7 +230,7 @@ impl Drop for Mounted {
                     stop_child(m);
                 }
                 fuse_unmount(mnt);
-                live_mounts().retain(|m| m != mnt);
+                live_mounts().retain(|m| m.dir != *mnt);
                 servers.stop();
                 remove_tree(inst);
             }
@@ -403,7 +403,10 @@ fn start_bindfs(inst: &Path) -> anyhow::Result<Mounted> {
             String::from_utf8_lossy(&out.stderr).trim()
         );
     }
-    live_mounts().push(mnt.clone());
+    live_mounts().push(LiveMount {
+        dir: mnt.clone(),
+        daemon: None,
+    });
     // bindfs daemonises after mounting; wait anyway in case it returns early.
     let guard = Guard::Fuse {
         mnt: mnt.clone(),
@@ -536,7 +539,10 @@ pub fn mount_cluster(opts: &ClusterMountOptions) -> anyhow::Result<Mounted> {
             .context("starting `byzfs mount`")?,
     );
     let mount_pid = m.id() as i32;
-    live_mounts().push(mnt.clone());
+    live_mounts().push(LiveMount {
+        dir: mnt.clone(),
+        daemon: Some(mount_pid),
+    });
     wait_mounted(&mnt, Some(m), &mount_log)?;
     // Everything serving the mount: the replicas (or the server) and the FUSE daemon.
     mounted.servers.push(mount_pid);
@@ -645,17 +651,27 @@ impl Targets {
     }
 }
 
+/// A FUSE mount started here and not yet unmounted.
+#[derive(Clone)]
+struct LiveMount {
+    dir: PathBuf,
+    /// Our `byzfs mount` child serving it (bindfs daemonises: not ours to stop).
+    daemon: Option<i32>,
+}
+
 /// FUSE mounts started here and not yet unmounted (for the interrupt handler).
-fn live_mounts() -> std::sync::MutexGuard<'static, Vec<PathBuf>> {
-    static MOUNTS: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
+fn live_mounts() -> std::sync::MutexGuard<'static, Vec<LiveMount>> {
+    static MOUNTS: std::sync::Mutex<Vec<LiveMount>> = std::sync::Mutex::new(Vec::new());
     MOUNTS.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// On SIGINT or SIGTERM: unmount the FUSE mounts started here (bindfs runs in its own
-/// session, so Ctrl-C does not reach it and its mount would outlive us), remove `work`, and
-/// exit with status 130. `make`, `postmark` and `byzfs mount` are in our process group and
-/// get the terminal's SIGINT themselves (`byzfs mount` unmounts on it); the servers stop
-/// when our exit closes their stdin (`--exit-with-parent`).
+/// session, so Ctrl-C does not reach it and its mount would outlive us), stop our `byzfs
+/// mount` children, remove `work`, and exit with status 130. `make` and `postmark` are in
+/// our process group and get the terminal's SIGINT themselves; a SIGTERM (`kill`, `pkill`)
+/// reaches us alone, and a `byzfs mount` whose cluster no longer answers outlived its
+/// aborted connection, so it is sent SIGTERM, then SIGKILL ([`stop_daemons`]). The servers
+/// stop when our exit closes their stdin (`--exit-with-parent`).
 ///
 /// The signals are then blocked in the calling thread (and so in the threads it starts;
 /// `std::process::Command` clears the mask in children): a process-directed signal goes to
@@ -670,17 +686,18 @@ fn install_interrupt_cleanup(work: &Path) {
             return;
         };
         let why = rt.block_on(byzfs_net::signals::shutdown(false));
-        let mounts: Vec<PathBuf> = live_mounts().clone();
+        let mounts: Vec<LiveMount> = live_mounts().clone();
         // First, even before printing (the benchmark thread may hold stderr while blocked
         // in the mount), so that nothing stays blocked on a cluster that is being torn down
         // or changing views.
         for m in &mounts {
-            abort_fuse(m);
+            abort_fuse(&m.dir);
         }
         eprintln!("\n{why}: unmounting and cleaning up {}", work.display());
         for m in &mounts {
-            fuse_unmount(m);
+            fuse_unmount(&m.dir);
         }
+        stop_daemons(mounts.iter().filter_map(|m| m.daemon), DAEMON_GRACE);
         remove_tree(&work);
         std::process::exit(130);
     });
@@ -692,9 +709,72 @@ fn install_interrupt_cleanup(work: &Path) {
     }
 }
 
+/// How long an interrupted run's `byzfs mount` gets to exit after SIGTERM.
+const DAEMON_GRACE: Duration = Duration::from_secs(3);
+
+/// SIGTERM to each of `pids`, then SIGKILL to those still running after `grace`. They
+/// are our children but not reaped here (the benchmark thread owns their `Child`): a
+/// zombie counts as gone, and our exit right after reparents it.
+fn stop_daemons(pids: impl Iterator<Item = i32>, grace: Duration) {
+    use nix::sys::signal::{kill, Signal};
+    use nix::unistd::Pid;
+    let pids: Vec<Pid> = pids.map(Pid::from_raw).collect();
+    for &p in &pids {
+        let _ = kill(p, Signal::SIGTERM);
+    }
+    let start = Instant::now();
+    let mut left = pids;
+    loop {
+        left.retain(|p| running(p.as_raw()));
+        if left.is_empty() || start.elapsed() >= grace {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    for p in left {
+        tracing::warn!("byzfs mount {p} did not exit on SIGTERM: killing it");
+        let _ = kill(p, Signal::SIGKILL);
+    }
+}
+
+/// Whether process `pid` exists and is not a zombie (`/proc/PID/stat`'s state).
+fn running(pid: i32) -> bool {
+    let Ok(stat) = fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return false;
+    };
+    // The state follows the command's closing parenthesis (the command may hold spaces).
+    stat.rsplit_once(')')
+        .and_then(|(_, rest)| rest.split_whitespace().next())
+        .is_some_and(|state| state != "Z" && state != "X")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A child that ignores SIGTERM is killed after the grace; one that exits on it is
+    /// not waited for longer than it takes.
+    #[test]
+    fn daemons_are_terminated_then_killed() {
+        let mut polite = Command::new("sleep").arg("60").spawn().expect("sleep");
+        let mut stubborn = Command::new("sh")
+            .args(["-c", "trap '' TERM; while :; do sleep 0.1; done"])
+            .spawn()
+            .expect("sh");
+        // Let the shell install its trap before the signal arrives.
+        std::thread::sleep(Duration::from_millis(300));
+        let pids = [polite.id() as i32, stubborn.id() as i32];
+        stop_daemons(pids.into_iter(), Duration::from_millis(500));
+        let polite = polite.wait().expect("wait");
+        let stubborn = stubborn.wait().expect("wait");
+        use nix::sys::signal::Signal;
+        use std::os::unix::process::ExitStatusExt;
+        assert_eq!(
+            (polite.signal(), stubborn.signal()),
+            (Some(Signal::SIGTERM as i32), Some(Signal::SIGKILL as i32))
+        );
+        assert!(!running(pids[0]) && !running(pids[1]));
+    }
 
     /// The connection to abort is the FUSE mount's minor device number; other mounts at
     /// other points, or not FUSE, are not touched.
