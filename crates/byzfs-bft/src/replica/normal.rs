@@ -461,7 +461,8 @@ impl<S: Service> Replica<S> {
         // Checked whenever it may be accepted (it blacklists a client whose good MAC covers
         // a bad signature); a choice that fails and nobody vouches for is not looked at.
         let authentic = (nondet_ok || vouched) && self.requests_authentic(&pp.batch);
-        if !vouched && !(nondet_ok && authentic) {
+        let acceptable = vouched || (nondet_ok && authentic);
+        if !acceptable {
             let slot = self.log.entry(seq).or_default();
             slot.unverified = Some(Unverified {
                 digest: d,
