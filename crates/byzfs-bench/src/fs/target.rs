@@ -756,13 +756,23 @@ mod tests {
     /// not waited for longer than it takes.
     #[test]
     fn daemons_are_terminated_then_killed() {
+        use std::io::BufRead;
         let mut polite = Command::new("sleep").arg("60").spawn().expect("sleep");
         let mut stubborn = Command::new("sh")
-            .args(["-c", "trap '' TERM; while :; do sleep 0.1; done"])
+            .args([
+                "-c",
+                "trap '' TERM; echo ready; while :; do sleep 0.1; done",
+            ])
+            .stdout(Stdio::piped())
             .spawn()
             .expect("sh");
-        // Let the shell install its trap before the signal arrives.
-        std::thread::sleep(Duration::from_millis(300));
+        // The signal must come after the shell installed its trap: it says so.
+        let mut ready = String::new();
+        let out = stubborn.stdout.take().expect("piped");
+        std::io::BufReader::new(out)
+            .read_line(&mut ready)
+            .expect("read");
+        assert_eq!(ready, "ready\n");
         let pids = [polite.id() as i32, stubborn.id() as i32];
         stop_daemons(pids.into_iter(), Duration::from_millis(500));
         let polite = polite.wait().expect("wait");
