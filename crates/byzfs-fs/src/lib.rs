@@ -110,6 +110,7 @@
 
 pub mod attr;
 pub mod batch;
+pub mod bounded;
 pub mod capacity;
 pub mod crypt_file;
 pub mod crypt_group;

@@ -321,6 +321,7 @@ pub enum Op {
         /// The writes, in the order they were made.
         extents: Vec<Extent>,
         /// The attribute changes, in the order they were made, after the writes.
+        #[serde(deserialize_with = "crate::bounded::lists::sets")]
         sets: Vec<SetAttr>,
     },
     /// `F_GETLK` ([`crate::lock`]): the first lock of another owner that conflicts with a
@@ -477,12 +478,13 @@ pub enum Op {
         /// The reserved handle.
         at: FileHandle,
         /// The creation.
+        #[serde(deserialize_with = "crate::bounded::nested_op")]
         make: Box<Op>,
     },
     /// Runs `ops` in order as one operation, all or nothing: the first that fails fails the
     /// batch, and none of it is applied ([`crate::batch`] lists what may be in one). Reply:
     /// [`Reply::Batch`].
-    Batch(Vec<Op>),
+    Batch(#[serde(deserialize_with = "crate::bounded::batch_ops")] Vec<Op>),
     /// Asks for directory `dir`'s delegation ([`crate::dir_delegation`]): while the caller
     /// holds it, every other session's operation on names in `dir` is recalled. Renews the
     /// caller's lease. Reply: [`Reply::Delegated`] (no locks), or [`Reply::Recall`] if
@@ -531,16 +533,20 @@ pub enum Op {
         /// Greater than any the client used before (one per request; [`Op::WriterSeq`]).
         seq: u64,
         /// One proof per group, at most [`crate::crypt_write::MAX_PROOFS`].
+        #[serde(deserialize_with = "crate::bounded::lists::proofs")]
         proofs: Vec<crate::crypt_write::WriterProof>,
         /// The operation.
+        #[serde(deserialize_with = "crate::bounded::nested_op")]
         op: Box<Op>,
         /// Sealed headers to set once `op` ran (files of a group, at most
         /// [`crate::crypt_file::MAX_HEADER`] bytes each, at most 64;
         /// [`crate::crypt_file`]).
+        #[serde(deserialize_with = "crate::bounded::lists::headers")]
         headers: Vec<(FileHandle, Vec<u8>)>,
         /// The headers files must have before `op` runs, at most 64: `ESTALE` and nothing
         /// done if one has another (a writer builds each file's new header on the tree
         /// its old one names, and another writer may have changed it since).
+        #[serde(deserialize_with = "crate::bounded::lists::headers")]
         expect: Vec<(FileHandle, Vec<u8>)>,
     },
     /// The encryption group of `fh`, if any. Read-only. Reply: [`Reply::FileGroup`].
@@ -559,6 +565,7 @@ pub enum Op {
         /// The file.
         fh: FileHandle,
         /// `(offset, count)` of each read, in the order of the replies.
+        #[serde(deserialize_with = "crate::bounded::lists::ranges")]
         ranges: Vec<(u64, u32)>,
     },
 }
@@ -865,7 +872,7 @@ pub enum Reply {
         count: u32,
     },
     /// The replies of an [`Op::Batch`]'s operations, in order.
-    Batch(Vec<Reply>),
+    Batch(#[serde(deserialize_with = "crate::bounded::batch_replies")] Vec<Reply>),
     /// An encryption group's record ([`Op::GroupGet`]), if the group exists.
     Group(Option<crate::crypt_group::GroupRecord>),
     /// A file's encryption group ([`Op::FileGroup`]), if it has one.
@@ -940,9 +947,11 @@ impl Request {
         encode(self)
     }
 
-    /// Decodes a request; `None` if `b` is not exactly one encoded request.
+    /// Decodes a request; `None` if `b` is not exactly one encoded request, or nests
+    /// operations as no correct client does ([`crate::bounded`]: depth and lists bounded
+    /// while decoding, [`Op::nesting_ok`] after).
     pub fn decode(b: &[u8]) -> Option<Request> {
-        decode(b)
+        decode::<Request>(b).filter(|r| r.op.nesting_ok())
     }
 }
 
