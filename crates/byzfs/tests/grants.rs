@@ -13,7 +13,7 @@ use common::*;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-/// Sends `op` as `cred` exactly (no mapping) with `cred_file`'s grant, if it has one.
+/// Sends `op` as `cred` exactly (no mapping into a grant), carrying `grant`.
 fn raw(
     rt: &tokio::runtime::Runtime,
     client: &mut ByzClient,
