@@ -139,6 +139,8 @@ impl Servers {
             }
         };
         opts.protocol = launch.protocol.clone();
+        // The cluster's own client acts for every local user, root too (README "Security").
+        opts.client_grant = Some(byzfs_fs::Grant::trusted_host().encode());
         keygen(dir, &opts)?;
         let config = dir.join(CLUSTER_FILE);
         let cluster = ClusterConfig::load(&config)?;

@@ -669,7 +669,25 @@ mod tests {
                     },
                 )
                 .encode(),
-                "010201031a05060101020203010180030001040105010001010e08",
+                // Last: the grant (#43), none here.
+                "010201031a05060101020203010180030001040105010001010e0800",
+            ),
+            (
+                "signed grant",
+                encode(&crate::grant::SignedGrant {
+                    cert_id: 5,
+                    grant: crate::grant::Grant {
+                        uids: crate::grant::Ids::Ranges(vec![(1000, 1000)]),
+                        gids: crate::grant::Ids::Any,
+                        root: false,
+                        anon_uid: 65534,
+                        anon_gid: 65534,
+                    },
+                    signature: vec![9; 64],
+                }),
+                "050101e807e8070000feff03feff0340\
+                 0909090909090909090909090909090909090909090909090909090909090909\
+                 0909090909090909090909090909090909090909090909090909090909090909",
             ),
             (
                 // A wire format only (results are not stored here): `Attr::crypt` added.

@@ -19,7 +19,8 @@
 //! use byzfs_bft::Service;
 //! use byzfs_fs::{decode_result, Credentials, FileHandle, FileService, FsConfig, Op, Reply, Request};
 //!
-//! let mut fs = FileService::in_memory(FsConfig::default());
+//! // Credentials taken as sent: a test's service (a replica's is `ClientPolicy::Certified`).
+//! let mut fs = FileService::in_memory(FsConfig::trusted());
 //! let me = Credentials::user(1000, 1000);
 //! let root = Credentials::root();
 //! // Agreed time of the batch: 8 bytes LE, microseconds (normally chosen by the primary).
@@ -77,7 +78,8 @@
 //!   transfer (see [`service`]).
 //! * **Not POSIX**: no device nodes; an unlinked file is gone even if a client still has it
 //!   open (the FUSE layer must hide this, as NFS clients do with silly renames); credentials
-//!   are trusted as sent by the authenticated client machine (AUTH_SYS).
+//!   are stated by the authenticated client machine (AUTH_SYS), within the ids its
+//!   certificate's admin-signed grant allows ([`grant`]).
 //!
 //! ## Storage backends
 //!
@@ -123,6 +125,7 @@ pub mod dir_delegation;
 mod encoding;
 pub mod errno;
 mod exec;
+pub mod grant;
 pub mod handle;
 mod inode;
 mod key;
@@ -139,6 +142,7 @@ pub mod xattr;
 
 pub use attr::{Attr, FileType, SetAttr, SetTime, StatFs, Timestamp};
 pub use errno::Errno;
+pub use grant::{ClientPolicy, Grant, SignedGrant};
 pub use handle::FileHandle;
 pub use op::{
     decode_result, encode_result, Credentials, DirEntry, Extent, FsResult, Op, Reply, Request,
@@ -179,6 +183,22 @@ pub struct FsConfig {
     /// How long a client's record locks outlive its last lock operation or lease renewal,
     /// in agreed time ([`lock`]; default 30 s).
     pub lock_lease: Duration,
+    /// Which credentials each client may state ([`grant`]). Default
+    /// [`ClientPolicy::Closed`] (every request refused): a replica or server names
+    /// [`ClientPolicy::Certified`], a test its [`ClientPolicy::Trusted`] ([`FsConfig::trusted`]).
+    pub client_policy: ClientPolicy,
+}
+
+impl FsConfig {
+    /// The default configuration, taking every client's credentials as sent
+    /// ([`ClientPolicy::Trusted`]): for tests and simulations that build a service in
+    /// memory, never for one that serves clients over a network.
+    pub fn trusted() -> FsConfig {
+        FsConfig {
+            client_policy: ClientPolicy::Trusted,
+            ..FsConfig::default()
+        }
+    }
 }
 
 impl Default for FsConfig {
@@ -194,6 +214,7 @@ impl Default for FsConfig {
             root_gid: 0,
             root_mode: 0o755,
             lock_lease: Duration::from_secs(30),
+            client_policy: ClientPolicy::Closed,
         }
     }
 }

@@ -6,8 +6,9 @@
 //! not decode executes as `Err(EINVAL)` at every replica.
 //!
 //! The operations follow NFSv3 (RFC 1813): they name files by [`FileHandle`], never by path,
-//! and the client's credentials travel in the request (AUTH_SYS style: the client machine is
-//! authenticated by the replication library, and is trusted to state its user's ids).
+//! and the client's credentials travel in the request (AUTH_SYS style), with the grant the
+//! admin signed for the client's certificate, which limits the ids it may state
+//! ([`crate::grant`]; `EPERM` outside it).
 
 use crate::attr::{Attr, FileType, SetAttr, StatFs};
 use crate::delegation::Returned;
@@ -78,6 +79,9 @@ pub struct Request {
     pub cred: Credentials,
     /// What to do.
     pub op: Op,
+    /// What the sender's certificate lets it state as `cred` ([`crate::grant`]); required
+    /// under [`crate::grant::ClientPolicy::Certified`], except from a replica's own client.
+    pub grant: Option<crate::grant::SignedGrant>,
 }
 
 /// A file operation. Names are raw bytes: 1 to 255 bytes, without `/` or NUL (else `EINVAL`
@@ -937,9 +941,23 @@ fn decode<'a, T: Deserialize<'a>>(b: &'a [u8]) -> Option<T> {
 }
 
 impl Request {
-    /// A request running as `cred`.
+    /// A request running as `cred`, with no grant (a trusting service's tests, a replica's
+    /// own client).
     pub fn new(cred: Credentials, op: Op) -> Request {
-        Request { cred, op }
+        Request {
+            cred,
+            op,
+            grant: None,
+        }
+    }
+
+    /// A request running as `cred` under `grant` (a certified client's).
+    pub fn granted(cred: Credentials, op: Op, grant: crate::grant::SignedGrant) -> Request {
+        Request {
+            cred,
+            op,
+            grant: Some(grant),
+        }
     }
 
     /// The wire encoding (postcard).

@@ -9,6 +9,11 @@
 //! **Atomic operations.** Each operation runs in a [`Txn`]; its writes reach the store only
 //! if it succeeds. A failed operation still advances the agreed clock, like any other.
 //!
+//! **Who may state which credentials** ([`crate::grant`]): every request, ordered or
+//! read-only, is checked against [`FsConfig::client_policy`] with the protocol client id the
+//! library passes (the authenticated session) before it runs; `EPERM` otherwise, which an
+//! ordered request answers as any failed operation (only the agreed clock moves).
+//!
 //! **Local storage failures** (a replica's disk full or failing) are not deterministic, so
 //! they must never become replicated state. The operation's writes are discarded whole (the
 //! store applies write sets atomically, so nothing already stored is lost), this replica
@@ -43,6 +48,8 @@ pub struct FileService<S: Store = MemStore> {
     /// Which uncommitted batch wrote each key, for reads during tentative execution
     /// ([`Service::execute_read_only_committed`]). Not replicated state.
     writes: WriteTracker,
+    /// Grants whose signatures verified (a memo: it changes no result).
+    grants: crate::grant::Verified,
 }
 
 impl FileService<MemStore> {
@@ -88,6 +95,7 @@ impl<S: Store> FileService<S> {
             last_proposed: 0,
             local_failures: 0,
             writes: WriteTracker::new(),
+            grants: crate::grant::Verified::default(),
         })
     }
 
@@ -167,9 +175,10 @@ impl<S: Store> FileService<S> {
         sb.clock_us = agreed.max(sb.clock_us.saturating_add(1));
         let clock_moved = sb.clock_us != sb0.clock_us;
         let now = Timestamp::from_micros(sb.clock_us);
-        let outcome = match req {
+        let outcome = match req.map(|r| self.admit(client, &r).map(|()| r)) {
             None => Err(Fail::Errno(Errno::EINVAL)),
-            Some(req) => Exec {
+            Some(Err(e)) => Err(Fail::Errno(e)),
+            Some(Ok(req)) => Exec {
                 txn: &mut txn,
                 sb: &mut sb,
                 cfg: &self.cfg,
@@ -261,6 +270,7 @@ impl<S: Store> FileService<S> {
         let Some(req) = req.filter(|r| r.op.is_read_only()) else {
             return Err(Errno::EINVAL);
         };
+        self.admit(client, &req)?;
         let outcome = inode::load_super(txn).and_then(|mut sb| {
             let now = Timestamp::from_micros(sb.clock_us);
             Exec {
@@ -282,6 +292,17 @@ impl<S: Store> FileService<S> {
             Err(Fail::Errno(e)) => Err(e),
             Err(Fail::Store(e)) => Err(store_errno(&e)),
         }
+    }
+
+    /// Whether `client` may send `req` ([`crate::grant`]): `EPERM` if not.
+    fn admit(&self, client: ClientId, req: &Request) -> Result<(), Errno> {
+        self.grants.admit(
+            &self.cfg.client_policy,
+            client,
+            &req.cred,
+            &req.op,
+            req.grant.as_ref(),
+        )
     }
 
     fn local_failure(&mut self, f: Fail) -> FsResult {

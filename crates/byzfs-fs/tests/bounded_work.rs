@@ -631,7 +631,7 @@ const MAX_READ_BYTES: u64 = (2 << 20) + 2 * BLOCK_SIZE + (256 << 10);
 fn every_operation_does_bounded_work() {
     let cfg = FsConfig {
         partitions: 64,
-        ..FsConfig::default()
+        ..FsConfig::trusted()
     };
     let store = Counting {
         inner: MemStore::new(cfg.partitions),

@@ -21,7 +21,7 @@ impl Cluster {
         let keys = TestKeys::new(42, config.n());
         let cfg = FsConfig {
             partitions: 64,
-            ..FsConfig::default()
+            ..FsConfig::trusted()
         };
         let now = Time::from_micros(1_700_000_000_000_000);
         let replicas = (0..4)

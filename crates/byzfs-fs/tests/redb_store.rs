@@ -404,7 +404,7 @@ fn file_service_on_redb_matches_memory_and_reopens() {
     let path = dir.path().join("fs.redb");
     let cfg = FsConfig {
         partitions: 256,
-        ..FsConfig::default()
+        ..FsConfig::trusted()
     };
     let mut mem = FileService::in_memory(cfg.clone());
     let store = RedbStore::open(&path, cfg.partitions).unwrap();
@@ -507,7 +507,7 @@ fn file_service_on_redb_matches_memory_and_reopens() {
 #[ignore]
 fn several_gb_file_on_redb() {
     let dir = tempfile::tempdir().unwrap();
-    let cfg = FsConfig::default();
+    let cfg = FsConfig::trusted();
     let store = RedbStore::open(dir.path().join("big.redb"), cfg.partitions).unwrap();
     let mut fs = FileService::with_store(store, cfg).unwrap();
     let mut t = 1_700_000_000_000_000u64;

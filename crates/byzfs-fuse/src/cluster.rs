@@ -5,7 +5,7 @@
 use super::{
     decode_result, delegations, dirs, gather, locks, own_credentials, reclaim, AttrCache, BTreeMap,
     Credentials, Duration, Effect, Errno, FsClient, FsResult, Gather, HashMap, Inner, Mutex, Op,
-    Reply, Request, Stamp, SWEEP_EVERY,
+    Reply, Stamp, SWEEP_EVERY,
 };
 
 /// How often a hard mount reports an operation still waiting for the cluster.
@@ -177,7 +177,7 @@ pub(crate) fn transmit(link: &mut Link, cred: &Credentials, op: Op, read_only: b
     let name = op.name();
     tracing::trace!(op = name, "send");
     let began = std::time::Instant::now();
-    let bytes = Request::new(cred.clone(), op).encode();
+    let bytes = link.client.request(cred, op);
     let timeout = link.timeout;
     let client = &mut link.client;
     let out = link.rt.block_on(async {

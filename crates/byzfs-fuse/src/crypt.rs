@@ -290,6 +290,8 @@ impl Crypt {
         read_only: bool,
     ) -> FsResult {
         let expect = std::mem::take(&mut self.expect);
+        // The proof binds the credentials the request carries: mapped into the grant first.
+        let cred = &link.client.granted(cred);
         let signed = match &self.writer {
             Some((w, _)) if checked(&op) || !headers.is_empty() => {
                 self.seq += 1;

@@ -9,9 +9,7 @@ use byzfs_crypt::file::{self, DirHeader};
 use byzfs_crypt::member::open_mine;
 use byzfs_crypt::CryptError;
 use byzfs_fs::crypt_write::sign_with_headers;
-use byzfs_fs::{
-    decode_result, Credentials, Errno, FileHandle, FileType, FsResult, Op, Reply, Request,
-};
+use byzfs_fs::{decode_result, Credentials, Errno, FileHandle, FileType, FsResult, Op, Reply};
 use std::collections::{BTreeMap, HashMap};
 
 /// One operation, sent as it is.
@@ -23,7 +21,7 @@ fn call(
 ) -> anyhow::Result<FsResult> {
     let read_only = op.is_read_only();
     let name = op.name();
-    let bytes = Request::new(cred.clone(), op).encode();
+    let bytes = client.request(cred, op);
     let out = rt
         .block_on(client.invoke(bytes, read_only))
         .with_context(|| format!("{name} at the cluster"))?;
@@ -40,6 +38,8 @@ pub(crate) fn start(
     client_id: u64,
     cred: &Credentials,
 ) -> anyhow::Result<Crypt> {
+    // Writer proofs bind the credentials the requests carry: mapped into the grant first.
+    let cred = &client.granted(cred);
     let g = hex::encode(enc.group);
     let record = match call(rt, client, cred, Op::GroupGet { group: enc.group })? {
         Ok(Reply::Group(Some(r))) => r,

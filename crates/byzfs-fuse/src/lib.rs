@@ -114,8 +114,8 @@ use byzfs_fs::attr::{SetTime, Timestamp};
 use byzfs_fs::op::XattrSet;
 use byzfs_fs::op::MAX_IO;
 use byzfs_fs::{
-    decode_result, Attr, Credentials, Errno, FileHandle, FileType, FsResult, Op, Reply, Request,
-    SetAttr, SpecialKind,
+    decode_result, Attr, Credentials, Errno, FileHandle, FileType, FsResult, Op, Reply, SetAttr,
+    SpecialKind,
 };
 use byzfs_net::cluster::ClusterConfig;
 use byzfs_net::keygen::{client_key_path, DEFAULT_CLIENT};
@@ -181,6 +181,9 @@ struct ByzFuse {
     groups: groups::GroupCache,
     /// This mount's client session at the replicas (the owner of its locks).
     client_id: u64,
+    /// What its credential lets it act as: a caller outside it is mapped in
+    /// ([`Self::credentials`]).
+    grant: byzfs_fs::Grant,
 }
 
 /// Room for a write request's fields besides its data (credentials with supplementary
@@ -269,16 +272,18 @@ fn xattr_reply(r: FsResult, size: u32, reply: fuser::ReplyXattr) {
 
 impl ByzFuse {
     /// The caller's credentials, supplementary groups from `/proc/<pid>/status` (cached
-    /// for a second per process: `groups.rs`).
+    /// for a second per process: `groups.rs`), mapped into the credential's grant: a user it
+    /// may not act for becomes the anonymous one (root squashed unless granted), groups
+    /// outside it are dropped (`byzfs_fs::grant`, README "Security").
     fn credentials(&self, req: &fuser::Request) -> Credentials {
         let (uid, gid) = (req.uid(), req.gid());
-        Credentials {
+        self.grant.squash(&Credentials {
             uid,
             gid,
             groups: self
                 .groups
                 .get(req.pid(), uid, gid, std::time::Instant::now()),
-        }
+        })
     }
 
     /// Runs `op` on the cluster as the caller. An entry reply gives the kernel a reference to

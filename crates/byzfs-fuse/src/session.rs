@@ -196,6 +196,7 @@ pub fn mount(
         .block_on(FsClient::connect(&cluster, &cred, opts.unreplicated))
         .context("cannot connect to the cluster")?;
     let client_id = client.id();
+    let grant = client.grant().clone();
     let crypt = match &opts.encryption {
         Some(enc) => Some(Box::new(crate::crypt_tree::start(
             &rt,
@@ -262,6 +263,7 @@ pub fn mount(
         notifier: Arc::clone(&notifier),
         groups: groups::GroupCache::default(),
         client_id,
+        grant,
     };
     spawn_background(Arc::downgrade(&fs.inner), nudge_rx);
     let mut config = fuser::Config::default();

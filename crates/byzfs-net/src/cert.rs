@@ -5,6 +5,12 @@
 //! key (whose public half is in `cluster.toml`) — so adding a client needs no replica restart
 //! and no config edit.
 //!
+//! **Grants.** A credential also carries what its requests may state as credentials to the
+//! file service ([`ClientGrant`]: which user and group ids, whether root), signed by the
+//! admin apart from the certificate, because the file service checks it in every request
+//! with no copy of the certificate (`byzfs_fs::grant`). Its encoding is the file service's;
+//! here it is opaque bytes, so this crate stays independent of any service.
+//!
 //! **Sessions.** Every client process ([`crate::ByzClient`], the unreplicated client) runs as
 //! a fresh *session*: its protocol client id is `certificate id << 40 | session`. The
 //! certificate authorises every session of its id; replicas check the session's prefix
@@ -162,6 +168,85 @@ impl ClientCert {
     }
 }
 
+/// What the admin signs for certificate `client`'s grant `grant` (its encoding):
+/// `byzfs_fs::grant::DOMAIN`, the cluster id, the id (8 bytes LE) and the encoding, as
+/// `byzfs_fs::grant::signed_bytes` checks (test `issued_grants_verify_at_the_replicas` in
+/// `crates/byzfs/src/keygen.rs`).
+pub fn grant_signed_bytes(cluster_id: &[u8; 16], client: ClientId, grant: &[u8]) -> Vec<u8> {
+    let mut v = Vec::with_capacity(GRANT_DOMAIN.len() + 24 + grant.len());
+    v.extend_from_slice(GRANT_DOMAIN);
+    v.extend_from_slice(cluster_id);
+    v.extend_from_slice(&client.to_le_bytes());
+    v.extend_from_slice(grant);
+    v
+}
+
+const GRANT_DOMAIN: &[u8] = b"byzfs client grant v1\0";
+
+/// Most bytes of an encoded grant (two lists of 32 ranges fit in 700).
+pub const GRANT_MAX: usize = 1024;
+
+/// A grant (`byzfs_fs::grant::Grant`, encoded) with the admin's signature: what a client's
+/// requests may state as credentials.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct ClientGrant {
+    /// The encoded grant.
+    #[serde(with = "hex_vec")]
+    pub grant: Vec<u8>,
+    /// The admin's Ed25519 signature over [`grant_signed_bytes`].
+    pub signature: Hex<64>,
+}
+
+impl ClientGrant {
+    /// Signs encoded grant `grant` for certificate `client` of cluster `cluster_id`.
+    pub fn issue(
+        admin: &SigningKey,
+        cluster_id: &[u8; 16],
+        client: ClientId,
+        grant: Vec<u8>,
+    ) -> ClientGrant {
+        let sig = admin.sign(&grant_signed_bytes(cluster_id, client, &grant));
+        ClientGrant {
+            grant,
+            signature: Hex(sig.to_bytes()),
+        }
+    }
+
+    /// Checks the signature under `admin` for certificate `client` of `cluster_id`.
+    pub fn verify(
+        &self,
+        admin: &VerifyingKey,
+        cluster_id: &[u8; 16],
+        client: ClientId,
+    ) -> Result<(), CertError> {
+        let sig = ed25519_dalek::Signature::from_bytes(&self.signature.0);
+        admin
+            .verify_strict(&grant_signed_bytes(cluster_id, client, &self.grant), &sig)
+            .map_err(|_| CertError::BadSignature)
+    }
+}
+
+/// Variable-length bytes as hex in a key file.
+mod hex_vec {
+    use serde::{de, Deserialize as _, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(v: &[u8], s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&hex::encode(v))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
+        let text = String::deserialize(d)?;
+        if text.len() > 2 * super::GRANT_MAX {
+            return Err(de::Error::custom(format_args!(
+                "a grant is at most {} bytes",
+                super::GRANT_MAX
+            )));
+        }
+        hex::decode(&text).map_err(|_| de::Error::custom("expected bytes written as hex digits"))
+    }
+}
+
 /// The protocol client id of `session` of certificate id `client`, if both fit.
 pub fn session_client_id(client: ClientId, session: u64) -> Option<ClientId> {
     (client <= CLIENT_ID_MAX && session < (1 << SESSION_BITS))
@@ -223,6 +308,33 @@ mod tests {
             big.verify(&admin.verifying_key(), &[1; 16]),
             Err(CertError::ClientIdRange(_))
         ));
+    }
+
+    #[test]
+    fn grants_are_bound_to_their_cluster_and_certificate() {
+        let admin = SigningKey::from_bytes(&[3; 32]);
+        let g = ClientGrant::issue(&admin, &[1; 16], 5, vec![1, 2, 3]);
+        assert_eq!(g.verify(&admin.verifying_key(), &[1; 16], 5), Ok(()));
+        let refused = [
+            g.verify(&admin.verifying_key(), &[2; 16], 5),
+            g.verify(&admin.verifying_key(), &[1; 16], 6),
+            g.verify(
+                &SigningKey::from_bytes(&[4; 32]).verifying_key(),
+                &[1; 16],
+                5,
+            ),
+            ClientGrant {
+                grant: vec![1, 2, 4],
+                ..g.clone()
+            }
+            .verify(&admin.verifying_key(), &[1; 16], 5),
+        ];
+        assert_eq!(refused, [Err(CertError::BadSignature); 4]);
+        let mut signed = GRANT_DOMAIN.to_vec();
+        signed.extend_from_slice(&[1; 16]);
+        signed.extend_from_slice(&5u64.to_le_bytes());
+        signed.extend_from_slice(&[1, 2, 3]);
+        assert_eq!(grant_signed_bytes(&[1; 16], 5, &[1, 2, 3]), signed);
     }
 
     #[test]

@@ -41,6 +41,10 @@ pub struct ClientCredential {
     pub ed25519: SigningKey,
     /// The admin-signed certificate.
     pub cert: ClientCert,
+    /// What its requests may state as credentials to the file service, admin-signed
+    /// ([`crate::cert::ClientGrant`]); `None` in a credential for other services, or issued
+    /// before grants (the file service then refuses its every request).
+    pub grant: Option<crate::cert::ClientGrant>,
 }
 
 impl core::fmt::Debug for ReplicaSecret {
@@ -77,6 +81,8 @@ enum KeyFile {
         x25519_secret_key: Hex<32>,
         ed25519_secret_key: Hex<32>,
         certificate: ClientCert,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        grant: Option<Box<crate::cert::ClientGrant>>,
     },
 }
 
@@ -273,6 +279,31 @@ impl ClientCredential {
         Ok(Self::signed_by(&admin.ed25519, cluster, client))
     }
 
+    /// A new credential for `client`, signed by `admin`, with `grant` (a service's encoding
+    /// of what the client may do: `byzfs_fs::grant::Grant`) signed for it.
+    pub fn issue_with_grant(
+        cluster: &ClusterConfig,
+        admin: &AdminSecret,
+        client: byzfs_bft::ClientId,
+        grant: Vec<u8>,
+    ) -> Result<Self, SetupError> {
+        if grant.len() > crate::cert::GRANT_MAX {
+            return Err(SetupError::Usage(format!(
+                "the grant is {} bytes, more than {}; name fewer ranges",
+                grant.len(),
+                crate::cert::GRANT_MAX
+            )));
+        }
+        let mut c = Self::issue(cluster, admin, client)?;
+        c.grant = Some(crate::cert::ClientGrant::issue(
+            &admin.ed25519,
+            &cluster.cluster_id,
+            client,
+            grant,
+        ));
+        Ok(c)
+    }
+
     /// A fresh credential for `replica`'s own client (its disk reports), certified by the
     /// replica's key ([`crate::cert::REPLICA_CLIENT_FIRST`]); never written to a file.
     pub fn for_replica(
@@ -309,6 +340,7 @@ impl ClientCredential {
             x25519,
             ed25519,
             cert,
+            grant: None,
         }
     }
 
@@ -319,6 +351,7 @@ impl ClientCredential {
             x25519_secret_key,
             ed25519_secret_key,
             certificate,
+            grant,
         } = file
         else {
             return Err(wrong_kind(path, "client", &file));
@@ -336,6 +369,14 @@ impl ClientCredential {
                 e @ (crate::cert::CertError::ClientIdRange(_)
                 | crate::cert::CertError::NoSuchReplica(_)),
             ) => return Err(SetupError::Usage(format!("{}: {e}", path.display()))),
+        }
+        if let Some(g) = &grant {
+            g.verify(
+                &cluster.admin_public,
+                &cluster.cluster_id,
+                certificate.client,
+            )
+            .map_err(|_| mismatch("admin_public_key"))?;
         }
         let x25519 = StaticSecret::from(x25519_secret_key.0);
         if PublicKey::from(&x25519).to_bytes() != certificate.x25519_public_key.0 {
@@ -355,6 +396,7 @@ impl ClientCredential {
             x25519,
             ed25519,
             cert: certificate,
+            grant: grant.map(|g| *g),
         })
     }
 
@@ -364,6 +406,7 @@ impl ClientCredential {
             x25519_secret_key: Hex(self.x25519.to_bytes()),
             ed25519_secret_key: Hex(self.ed25519.to_bytes()),
             certificate: self.cert.clone(),
+            grant: self.grant.clone().map(Box::new),
         };
         create_file(path, &file.to_text(), 0o600)
     }

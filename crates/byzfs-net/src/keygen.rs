@@ -20,6 +20,9 @@ pub struct KeygenOptions {
     pub addresses: Vec<String>,
     /// Clients to issue credentials for.
     pub clients: Vec<ClientId>,
+    /// The grant their credentials carry (a service's encoding, signed by the admin:
+    /// [`crate::cert::ClientGrant`]); `None`: none (the file service refuses them).
+    pub client_grant: Option<Vec<u8>>,
     /// Protocol parameters (`f` is derived from the number of addresses).
     pub protocol: Config,
     /// Give each replica a Unix-domain socket in the output directory,
@@ -61,6 +64,7 @@ impl KeygenOptions {
         Ok(KeygenOptions {
             addresses: ports.iter().map(|p| format!("{host}:{p}")).collect(),
             clients: vec![DEFAULT_CLIENT],
+            client_grant: None,
             protocol: Config::new(1),
             local_sockets: is_loopback(host),
             fs: None,
@@ -95,6 +99,7 @@ impl KeygenOptions {
         Ok(KeygenOptions {
             addresses: addresses.to_vec(),
             clients: vec![DEFAULT_CLIENT],
+            client_grant: None,
             protocol: Config::new(1),
             local_sockets: addresses
                 .iter()
@@ -273,7 +278,11 @@ pub fn keygen(out: &Path, opts: &KeygenOptions) -> Result<Generated, SetupError>
     let mut client_keys = Vec::new();
     for &c in &opts.clients {
         let p = client_key_path(out, c);
-        ClientCredential::issue(&cluster, &admin, c)?.write(&p)?;
+        match &opts.client_grant {
+            Some(g) => ClientCredential::issue_with_grant(&cluster, &admin, c, g.clone())?,
+            None => ClientCredential::issue(&cluster, &admin, c)?,
+        }
+        .write(&p)?;
         client_keys.push(p);
     }
     Ok(Generated {

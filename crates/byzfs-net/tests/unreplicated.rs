@@ -31,6 +31,7 @@ fn start(
             .map(|l| l.local_addr().unwrap().to_string())
             .collect(),
         clients: vec![1],
+        client_grant: None,
         protocol: Config::new(1),
         local_sockets: true,
         fs: None,
@@ -132,6 +133,7 @@ fn disk_mode_keeps_every_answered_write_across_restarts() {
             })
             .collect(),
         clients: vec![1],
+        client_grant: None,
         protocol,
         // Over TCP: the other test runs NO-REP over its Unix socket.
         local_sockets: false,

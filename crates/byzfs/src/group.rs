@@ -9,9 +9,10 @@
 use anyhow::{anyhow, bail, Context as _};
 use byzfs_crypt::member::{self, Identity, Role};
 use byzfs_fs::crypt_group::{signed_bytes, GroupRecord};
-use byzfs_fs::{decode_result, Credentials, Errno, Op, Reply, Request};
+use byzfs_fs::{decode_result, Credentials, Errno, Op, Reply};
+use byzfs_fuse::fsclient::FsClient;
 use byzfs_net::cluster::ClusterConfig;
-use byzfs_net::{ByzClient, ClientCredential};
+use byzfs_net::ClientCredential;
 use clap::{Args, Subcommand};
 use ed25519_dalek::Signer as _;
 use std::path::PathBuf;
@@ -91,13 +92,15 @@ fn member_key(arg: &str) -> anyhow::Result<[u8; 32]> {
 
 /// The cluster, through one client.
 struct Cluster {
-    client: ByzClient,
+    client: FsClient,
 }
 
 impl Cluster {
     async fn call(&mut self, op: Op) -> anyhow::Result<Result<Reply, Errno>> {
         let read_only = op.is_read_only();
-        let bytes = Request::new(Credentials::root(), op).encode();
+        // Group records are authorised by their owner's signature, not by credentials:
+        // root, mapped into the client's grant as any caller.
+        let bytes = self.client.request(&Credentials::root(), op);
         let out = self.client.invoke(bytes, read_only).await?;
         decode_result(&out).ok_or_else(|| {
             anyhow!("the cluster's reply does not decode; are the replicas running --service fs?")
@@ -158,7 +161,7 @@ pub async fn ensure(
     name: &str,
 ) -> anyhow::Result<[u8; 16]> {
     let mut c = Cluster {
-        client: ByzClient::connect(cluster, cred).await?,
+        client: FsClient::connect(cluster, cred, false).await?,
     };
     let group = me.group_id(name);
     if c.get(group).await?.is_none() {
@@ -189,7 +192,7 @@ pub fn run(a: GroupArgs) -> anyhow::Result<ExitCode> {
     byzfs_net::signals::runtime()?.block_on(async {
         let work = async {
             let mut c = Cluster {
-                client: ByzClient::connect(&cluster, &cred).await?,
+                client: FsClient::connect(&cluster, &cred, false).await?,
             };
             command(&mut c, &me, a.op).await
         };

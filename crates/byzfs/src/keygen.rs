@@ -1,6 +1,8 @@
 //! `byzfs keygen` and `byzfs client-key`.
 
 use anyhow::Context as _;
+use byzfs_fs::grant::{Ids, NOBODY};
+use byzfs_fs::Grant;
 use byzfs_net::cluster::ClusterConfig;
 use byzfs_net::keygen::{client_key_path, keygen as generate, KeygenOptions};
 use byzfs_net::{AdminSecret, ClientCredential};
@@ -102,6 +104,9 @@ pub fn keygen(a: KeygenArgs) -> anyhow::Result<ExitCode> {
         KeygenOptions::hosts(&hosts)?
     };
     opts.local_sockets &= !a.tcp_only;
+    // The cluster's first client acts for every user of its host, root too, as the local
+    // cluster's own (`byzfs up`); `byzfs client-key` issues restricted ones.
+    opts.client_grant = Some(byzfs_fs::Grant::trusted_host().encode());
     if a.fs_capacity.is_some() || a.fs_inodes.is_some() {
         let capacity_bytes = a
             .fs_capacity
@@ -197,20 +202,165 @@ pub struct ClientKeyArgs {
     /// Where to write the credential (default: `client-<id>.key` beside the config).
     #[arg(long)]
     out: Option<PathBuf>,
+    /// The user ids the client may act as: ids and ranges (`1000,2000-2099`), `any` (a host
+    /// trusted with all its users but root), or `none` (only the anonymous user). Required.
+    #[arg(long, value_parser = Ids::parse)]
+    uids: Option<Ids>,
+    /// The group ids it may act as, primary or supplementary, written as --uids. Required.
+    #[arg(long, value_parser = Ids::parse)]
+    gids: Option<Ids>,
+    /// Let it act as root (uid 0 and gid 0): only for a host trusted as NFS's
+    /// `no_root_squash`. Without it, root is mapped to the anonymous user.
+    #[arg(long)]
+    root: bool,
+    /// The user a caller it may not act for is mapped to (NFS's `anonuid`).
+    #[arg(long, default_value_t = NOBODY)]
+    anon_uid: u32,
+    /// The group such a caller, or a group outside --gids, is mapped to (NFS's `anongid`).
+    #[arg(long, default_value_t = NOBODY)]
+    anon_gid: u32,
+}
+
+/// The grant `a` asks for; an error that says what to give if it is incomplete or unsafe.
+fn grant_of(a: &ClientKeyArgs) -> anyhow::Result<Grant> {
+    let (Some(uids), Some(gids)) = (a.uids.clone(), a.gids.clone()) else {
+        anyhow::bail!(
+            "say which users and groups client {} may act as: --uids 1000,2000-2099 --gids \
+             1000 (or any, or none for only the anonymous user {}:{}); add --root only for \
+             a host trusted with root",
+            a.id,
+            a.anon_uid,
+            a.anon_gid
+        );
+    };
+    let grant = Grant {
+        uids,
+        gids,
+        root: a.root,
+        anon_uid: a.anon_uid,
+        anon_gid: a.anon_gid,
+    };
+    grant.check()?;
+    Ok(grant)
 }
 
 pub fn client_key(a: ClientKeyArgs) -> anyhow::Result<ExitCode> {
+    let grant = grant_of(&a)?;
     let cluster = ClusterConfig::load(&a.config)?;
     let admin_path = a
         .admin_key
+        .clone()
         .unwrap_or_else(|| crate::beside(&a.config, "admin.key"));
     let admin = AdminSecret::load(&admin_path, &cluster)?;
-    let out = a.out.unwrap_or_else(|| {
+    let out = a.out.clone().unwrap_or_else(|| {
         client_key_path(a.config.parent().unwrap_or_else(|| ".".as_ref()), a.id)
     });
-    ClientCredential::issue(&cluster, &admin, a.id)?
+    ClientCredential::issue_with_grant(&cluster, &admin, a.id, grant.encode())?
         .write(&out)
         .with_context(|| format!("client {}", a.id))?;
-    println!("wrote {} (mode 0600): client {}", out.display(), a.id);
+    println!(
+        "wrote {} (mode 0600): client {} ({})",
+        out.display(),
+        a.id,
+        grant.describe()
+    );
     Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod client_key_tests {
+    use super::*;
+    use byzfs_fs::grant::Ids;
+    use clap::Parser as _;
+
+    #[derive(clap::Parser, Debug)]
+    struct Cli {
+        #[command(flatten)]
+        a: ClientKeyArgs,
+    }
+
+    /// The grant the flags ask for, or the error's text.
+    fn grant(flags: &str) -> Result<Grant, String> {
+        let args = ["byzfs", "--config", "c.toml", "--id", "5"]
+            .into_iter()
+            .chain(flags.split_whitespace());
+        let cli = Cli::try_parse_from(args).map_err(|e| {
+            let text = e.to_string();
+            text.lines().next().unwrap_or_default().to_string()
+        })?;
+        grant_of(&cli.a).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn flags_make_the_grant() {
+        assert_eq!(
+            grant("--uids 2000-2099,1000,2100 --gids 100"),
+            Ok(Grant {
+                uids: Ids::Ranges(vec![(1000, 1000), (2000, 2100)]),
+                gids: Ids::Ranges(vec![(100, 100)]),
+                root: false,
+                anon_uid: 65534,
+                anon_gid: 65534,
+            })
+        );
+        assert_eq!(
+            grant("--uids any --gids any --root --anon-uid 99 --anon-gid 98"),
+            Ok(Grant {
+                uids: Ids::Any,
+                gids: Ids::Any,
+                root: true,
+                anon_uid: 99,
+                anon_gid: 98,
+            })
+        );
+        assert_eq!(
+            grant("--uids none --gids none").map(|g| g.describe()),
+            Ok("uids none, gids none, not root, anonymous 65534:65534".into())
+        );
+        assert_eq!(
+            grant("--uids 0-10 --gids 5 --root").map(|g| g.describe()),
+            Ok("uids 0-10, gids 5, root, anonymous 65534:65534".into())
+        );
+    }
+
+    /// A grant `byzfs_net::cert` issues verifies where the replicas check it
+    /// (`byzfs_fs::grant`): both build the same signed bytes.
+    #[test]
+    fn issued_grants_verify_at_the_replicas() {
+        let admin = ed25519_dalek::SigningKey::from_bytes(&[3; 32]);
+        let grant = grant("--uids 1000,2000-2099 --gids 100").unwrap();
+        let issued = byzfs_net::cert::ClientGrant::issue(&admin, &[1; 16], 5, grant.encode());
+        let carried = byzfs_fs::SignedGrant {
+            cert_id: 5,
+            grant: Grant::decode(&issued.grant).unwrap(),
+            signature: issued.signature.0.to_vec(),
+        };
+        assert!(carried.verify(&admin.verifying_key(), &[1; 16]));
+        // Ed25519 signatures are deterministic: the same bytes were signed.
+        assert_eq!(
+            carried,
+            byzfs_fs::SignedGrant::sign(&admin, &[1; 16], 5, grant)
+        );
+    }
+
+    #[test]
+    fn bad_flags_say_what_to_write() {
+        let many: Vec<String> = (0..33).map(|i| (10 * i + 1).to_string()).collect();
+        let many = format!("--uids {} --gids 1", many.join(","));
+        let cases = [
+            ("", "say which users and groups client 5 may act as: --uids 1000,2000-2099 --gids 1000 (or any, or none for only the anonymous user 65534:65534); add --root only for a host trusted with root"),
+            ("--uids 1000", "say which users and groups client 5 may act as: --uids 1000,2000-2099 --gids 1000 (or any, or none for only the anonymous user 65534:65534); add --root only for a host trusted with root"),
+            ("--uids 0,1000 --gids 1000", "uid 0 is root's; add --root to let this client act as root, or leave 0 out"),
+            ("--uids 1000 --gids 0-100", "gid 0 is root's; add --root to let this client act as root, or leave 0 out"),
+            ("--uids 1000 --gids 1000 --anon-uid 0", "--anon-uid 0 maps callers to root; choose another id (default 65534)"),
+            ("--uids 1000 --gids 1000 --anon-gid 0", "--anon-gid 0 maps callers to root; choose another id (default 65534)"),
+            ("--uids 1000-999 --gids 1", "error: invalid value '1000-999' for '--uids <UIDS>': \"1000-999\" in \"1000-999\" is an empty range; write it low-high"),
+            ("--uids alice --gids 1", "error: invalid value 'alice' for '--uids <UIDS>': \"alice\" in \"alice\" is not an id; write ids and ranges such as 1000,2000-2099, or any, or none"),
+            ("--uids 1 --gids 1,,2", "error: invalid value '1,,2' for '--gids <GIDS>': \"\" in \"1,,2\" is not an id; write ids and ranges such as 1000,2000-2099, or any, or none"),
+            (many.as_str(), "error: invalid value '1,11,21,31,41,51,61,71,81,91,101,111,121,131,141,151,161,171,181,191,201,211,221,231,241,251,261,271,281,291,301,311,321' for '--uids <UIDS>': \"1,11,21,31,41,51,61,71,81,91,101,111,121,131,141,151,161,171,181,191,201,211,221,231,241,251,261,271,281,291,301,311,321\" has 33 ranges; a certificate holds at most 32"),
+        ];
+        for (flags, want) in cases {
+            assert_eq!(grant(flags), Err(want.to_string()), "{flags}");
+        }
+    }
 }

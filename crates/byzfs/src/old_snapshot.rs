@@ -153,7 +153,7 @@ mod tests {
 
     #[test]
     fn reads_are_answered_as_first_and_writes_as_they_are() {
-        let fs = FileService::in_memory(FsConfig::default());
+        let fs = FileService::in_memory(FsConfig::trusted());
         let mut liar = OldSnapshot::new(fs);
         let cred = Credentials::root();
         let op = |o: Op| Request::new(cred.clone(), o).encode();

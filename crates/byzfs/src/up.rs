@@ -152,6 +152,8 @@ pub fn run(mut a: UpArgs) -> anyhow::Result<ExitCode> {
     if !config_path.exists() {
         let mut opts = KeygenOptions::local(a.replicas.unwrap_or(4), "127.0.0.1", a.base_port)?;
         opts.local_sockets = !a.tcp_only;
+        // The local cluster's own client acts for every local user, root too (README "Security").
+        opts.client_grant = Some(byzfs_fs::Grant::trusted_host().encode());
         keygen(&a.dir, &opts)?;
         println!("generated a new cluster in {}", a.dir.display());
     }

@@ -59,7 +59,18 @@ fn up_serves_kv_and_sigterm_leaves_no_replica_behind() {
     assert_eq!(out.status.code(), Some(1));
 
     // A new client, admitted by certificate while the replicas keep running.
-    let out = byzfs(&["client-key", "--config", config, "--id", "42"]);
+    // (A key-value client acts as no file-service user.)
+    let out = byzfs(&[
+        "client-key",
+        "--config",
+        config,
+        "--id",
+        "42",
+        "--uids",
+        "none",
+        "--gids",
+        "none",
+    ]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let key42 = cdir.join("client-42.key");
     let out = byzfs(&[

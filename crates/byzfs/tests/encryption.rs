@@ -863,10 +863,14 @@ fn forged_writes_sent_straight_to_the_replicas_are_refused_alike() {
         .unwrap();
     let me = client.id();
     let cred = Credentials::root();
+    let grant = byzfs_fuse::fsclient::signed_grant(&procs.credential()).unwrap();
     let mut call = |op: Op| -> Result<Reply, Errno> {
         let ro = op.is_read_only();
         let out = rt
-            .block_on(client.invoke(Request::new(cred.clone(), op).encode(), ro))
+            .block_on(client.invoke(
+                Request::granted(cred.clone(), op, grant.clone()).encode(),
+                ro,
+            ))
             .unwrap();
         decode_result(&out).unwrap()
     };

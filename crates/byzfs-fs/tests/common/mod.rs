@@ -21,7 +21,7 @@ pub struct Fs {
 pub fn small_config() -> FsConfig {
     FsConfig {
         partitions: 64,
-        ..FsConfig::default()
+        ..FsConfig::trusted()
     }
 }
 

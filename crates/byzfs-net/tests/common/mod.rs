@@ -61,6 +61,7 @@ impl TestCluster {
                 .map(|l| l.local_addr().unwrap().to_string())
                 .collect(),
             clients: vec![1],
+            client_grant: None,
             protocol: protocol(),
             // Peers and the test clients use the Unix sockets; tests that dial the TCP
             // address themselves (flood.rs) still can.
