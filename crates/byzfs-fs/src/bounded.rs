@@ -260,12 +260,12 @@ mod tests {
     /// value itself could not be dropped without recursing as deep).
     pub(crate) fn deep_batch_bytes(depth: usize) -> Vec<u8> {
         // Credentials: uid 0, gid 0, no groups; then `depth` times (Batch tag 45, one
-        // member), then StatFs (tag 16).
+        // member), then StatFs (tag 16); then no grant.
         let mut b = vec![0, 0, 0];
         for _ in 0..depth {
             b.extend_from_slice(&[45, 1]);
         }
-        b.push(16);
+        b.extend_from_slice(&[16, 0]);
         b
     }
 

@@ -482,12 +482,14 @@ proptest! {
 /// `Batch` nested `depth` deep around a `StatFs`, as root, built as bytes: the value itself
 /// could not be built or dropped without recursing as deep.
 fn deep_batch(depth: usize) -> Vec<u8> {
-    let mut b = Request::new(Credentials::root(), Op::StatFs).encode();
-    let tail = b.pop(); // StatFs's tag, after the credentials
+    let plain = Request::new(Credentials::root(), Op::StatFs).encode();
+    // Root's credentials take 3 bytes; StatFs's tag (16) follows, then no grant (0).
+    assert_eq!(plain[3..], [16, 0]);
+    let mut b = plain[..3].to_vec();
     for _ in 0..depth {
         b.extend_from_slice(&[45, 1]); // Batch (tag 45) of one member
     }
-    b.extend(tail);
+    b.extend_from_slice(&plain[3..]);
     b
 }
 

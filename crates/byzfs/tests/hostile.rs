@@ -16,8 +16,9 @@ mod common;
 use byzfs_fs::lock::{LockKind, LockReq};
 use byzfs_fs::{
     decode_result, Credentials, Errno, Extent, FileHandle, FsResult, Op, Reply, Request, SetAttr,
-    SpecialKind,
+    SignedGrant, SpecialKind,
 };
+use byzfs_fuse::fsclient::signed_grant;
 use byzfs_net::ByzClient;
 use common::{rt, serial, tail, Procs};
 use std::time::Duration;
@@ -25,14 +26,16 @@ use std::time::Duration;
 /// Bound on one request (a restart's view change takes a few seconds).
 const OP_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// `Op::Batch` nested `depth` deep around a `StatFs`, as root, built as bytes.
-fn deep_batch(depth: usize) -> Vec<u8> {
-    let mut b = Request::new(Credentials::root(), Op::StatFs).encode();
-    let tail = b.pop(); // StatFs's tag, after the credentials
+/// `Op::Batch` nested `depth` deep around a `StatFs`, as root under `grant`, built as bytes.
+fn deep_batch(depth: usize, grant: &SignedGrant) -> Vec<u8> {
+    let plain = Request::granted(Credentials::root(), Op::StatFs, grant.clone()).encode();
+    // Root's credentials take 3 bytes; StatFs's tag (16) follows, then the grant.
+    assert_eq!(plain[3], 16);
+    let mut b = plain[..3].to_vec();
     for _ in 0..depth {
         b.extend_from_slice(&[45, 1]); // Batch (tag 45) of one member
     }
-    b.extend(tail);
+    b.extend_from_slice(&plain[3..]);
     b
 }
 
@@ -263,6 +266,7 @@ async fn fresh_session_is_served(p: &Procs, name: &str) {
         .await
         .expect("connect timed out")
         .expect("connect");
+    let grant = signed_grant(&p.credential()).expect("the cluster's client key has a grant");
     let mkdir = Op::Mkdir {
         dir: FileHandle::ROOT,
         name: name.as_bytes().to_vec(),
@@ -270,14 +274,14 @@ async fn fresh_session_is_served(p: &Procs, name: &str) {
     };
     let made = send(
         &mut c,
-        Request::new(Credentials::root(), mkdir).encode(),
+        Request::granted(Credentials::root(), mkdir, grant.clone()).encode(),
         false,
     )
     .await;
     let Some(Ok(Reply::Made { entry, .. })) = made else {
         panic!("mkdir {name}: {made:?}")
     };
-    let get = Request::new(Credentials::root(), Op::GetAttr { fh: entry.fh }).encode();
+    let get = Request::granted(Credentials::root(), Op::GetAttr { fh: entry.fh }, grant).encode();
     assert_eq!(
         send(&mut c, get, true).await,
         Some(Ok(Reply::Attr(entry))),
@@ -304,12 +308,18 @@ fn a_hostile_client_takes_no_replica_down() {
     let mut p = Procs::with("disk", "fs", vec![Vec::new(); 4]);
     let cluster = p.cluster.clone();
     let cred = p.credential();
+    let grant = signed_grant(&cred).expect("the cluster's client key has a grant");
     rt().block_on(async {
         let mut c = tokio::time::timeout(OP_TIMEOUT, ByzClient::connect(&cluster, &cred))
             .await
             .expect("connect timed out")
             .expect("connect");
-        let deep = deep_batch(200_000);
+        assert_eq!(
+            Request::decode(&deep_batch(1, &grant)).map(|r| r.op),
+            Some(Op::Batch(vec![Op::StatFs])),
+            "the construction is right"
+        );
+        let deep = deep_batch(200_000, &grant);
         assert_eq!(
             send(&mut c, deep.clone(), true).await,
             Some(Err(Errno::EINVAL))
@@ -323,7 +333,7 @@ fn a_hostile_client_takes_no_replica_down() {
         assert_eq!(send(&mut c, junk, false).await, Some(Err(Errno::EINVAL)));
         for op in out_of_range() {
             let name = op.name();
-            let bytes = Request::new(Credentials::root(), op).encode();
+            let bytes = Request::granted(Credentials::root(), op, grant.clone()).encode();
             let read_only = byzfs_fs::Op::is_read_only(
                 &Request::decode(&bytes).expect("a well-formed request").op,
             );

@@ -11,7 +11,8 @@
 
 mod common;
 
-use byzfs_fs::{decode_result, Credentials, FileHandle, FsResult, Op, Reply, Request};
+use byzfs_fs::{decode_result, Credentials, FileHandle, FsResult, Op, Reply, Request, SignedGrant};
+use byzfs_fuse::fsclient::signed_grant;
 use byzfs_net::ByzClient;
 use common::{rt, serial, Procs};
 use nix::sys::signal::{kill, Signal};
@@ -22,8 +23,8 @@ const MIB: usize = 1 << 20;
 const FILE_MIB: usize = 20;
 const OP_TIMEOUT: Duration = Duration::from_secs(60);
 
-async fn call(c: &mut ByzClient, op: Op, read_only: bool) -> FsResult {
-    let bytes = Request::new(Credentials::root(), op).encode();
+async fn call(c: &mut ByzClient, grant: &SignedGrant, op: Op, read_only: bool) -> FsResult {
+    let bytes = Request::granted(Credentials::root(), op, grant.clone()).encode();
     let r = tokio::time::timeout(OP_TIMEOUT, c.invoke(bytes, read_only))
         .await
         .expect("answered within the timeout")
@@ -32,11 +33,12 @@ async fn call(c: &mut ByzClient, op: Op, read_only: bool) -> FsResult {
 }
 
 /// Reads the file back and returns how long it took; checks every byte.
-async fn read_back(c: &mut ByzClient, fh: FileHandle) -> Duration {
+async fn read_back(c: &mut ByzClient, grant: &SignedGrant, fh: FileHandle) -> Duration {
     let start = Instant::now();
     for i in 0..FILE_MIB {
         let r = call(
             c,
+            grant,
             Op::Read {
                 fh,
                 offset: (i * MIB) as u64,
@@ -65,6 +67,7 @@ fn reads_keep_their_speed_with_a_replica_down() {
     let mut p = Procs::with("memory", "fs", vec![Vec::new(); 4]);
     let cluster = p.cluster.clone();
     let cred = p.credential();
+    let grant = signed_grant(&cred).expect("the cluster's client key has a grant");
     // One runtime for the whole test: the client's links live in it.
     let rt = rt();
     let mut c = rt.block_on(async {
@@ -76,6 +79,7 @@ fn reads_keep_their_speed_with_a_replica_down() {
     let fh = rt.block_on(async {
         let made = call(
             &mut c,
+            &grant,
             Op::Create {
                 dir: FileHandle::ROOT,
                 name: b"big".to_vec(),
@@ -92,6 +96,7 @@ fn reads_keep_their_speed_with_a_replica_down() {
         for i in 0..2 * FILE_MIB {
             let w = call(
                 &mut c,
+                &grant,
                 Op::Write {
                     fh: entry.fh,
                     offset: (i * MIB / 2) as u64,
@@ -108,7 +113,7 @@ fn reads_keep_their_speed_with_a_replica_down() {
     let mut times = Vec::new();
     let mut measure = |what: &str, c: &mut ByzClient| {
         let before = c.stats();
-        let t = rt.block_on(read_back(c, fh));
+        let t = rt.block_on(read_back(c, &grant, fh));
         let after = c.stats();
         eprintln!(
             "{what}: {FILE_MIB} MiB read in {:.3} s (retransmissions {}, full results asked \
