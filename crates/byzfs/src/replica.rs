@@ -191,6 +191,8 @@ pub(crate) fn fs_config(cluster: &ClusterConfig) -> FsConfig {
             session_bits: byzfs_net::cert::SESSION_BITS,
             replicas: cluster.replicas.len() as u32,
         }),
+        // Group records and writer proofs name the cluster (`byzfs_fs::crypt_group`).
+        cluster_id: cluster.cluster_id,
         ..FsConfig::default()
     }
 }

@@ -53,6 +53,16 @@ fn group(procs: &Procs, id: &Path, rest: &[&str]) -> String {
     byzfs(&args)
 }
 
+/// The `owner_key` of identity file `id` (`byzfs identity show`).
+fn owner_key(id: &Path) -> String {
+    let out = byzfs(&["identity", "show", id.to_str().unwrap()]);
+    out.lines()
+        .find_map(|l| l.strip_prefix("owner_key"))
+        .unwrap()
+        .trim()
+        .to_string()
+}
+
 /// An encrypted mount of `group` as `id` at `dir/name`.
 fn mount_as(procs: &Procs, id: &Path, group: &str, name: &str) -> Mount {
     mount_with(procs, id, group, name, &[])
@@ -326,7 +336,13 @@ fn replicas_never_see_a_name_or_a_byte_and_readers_change_nothing() {
     assert_eq!(fill(&w.mnt), want_tree());
 
     // The reader reads everything, and every kind of change is refused.
-    let r = mount_as(&procs, &reader, &id, "reader");
+    let r = mount_with(
+        &procs,
+        &reader,
+        "team",
+        "reader",
+        &["--owner", &owner_key(&owner)],
+    );
     assert_eq!(read_tree(&r.mnt), want_tree());
     let m = &r.mnt;
     let c = CANARY;
@@ -452,7 +468,7 @@ impl TwoWriters {
             &["add", "team", "--member", &bob_key, "--writer"],
         );
         let o = mount_as(&procs, &owner, "team", "owner");
-        let b = mount_as(&procs, &bob, &id, "bob");
+        let b = mount_with(&procs, &bob, &id, "bob", &["--owner", &owner_key(&owner)]);
         TwoWriters {
             o,
             b,
@@ -572,6 +588,7 @@ fn a_removed_writer_is_refused_and_what_it_wrote_stays_readable() {
         .args(["mount", "--config"])
         .arg(procs.config())
         .args(["--identity", bob.to_str().unwrap(), "--group", id])
+        .args(["--owner", &owner_key(owner)])
         .arg(procs.dir.path().join("bob-again"))
         .output()
         .unwrap();
@@ -895,11 +912,14 @@ fn forged_writes_sent_straight_to_the_replicas_are_refused_alike() {
     let record = match call(Op::GroupGet {
         group: byzfs_crypt::member::group_id(&load_identity(&owner).owner_key(), "team"),
     }) {
-        Ok(Reply::Group(Some(r))) => r,
+        Ok(Reply::Group(Some(r))) => r.record,
         other => panic!("{other:?}"),
     };
+    let cluster = procs.cluster.cluster_id;
+    let team = load_identity(&owner).group_ref(&cluster, "team");
     let mine = byzfs_crypt::member::open_mine(
         &load_identity(&owner),
+        &team,
         &record.lockboxes,
         record.version,
         &record.writer,
@@ -920,6 +940,7 @@ fn forged_writes_sent_straight_to_the_replicas_are_refused_alike() {
     let used = 1 << 43;
     let fine = sign(
         &writer,
+        &cluster,
         &[group_id],
         record.version,
         me,
@@ -934,6 +955,7 @@ fn forged_writes_sent_straight_to_the_replicas_are_refused_alike() {
             "a stranger's key",
             sign(
                 &stranger,
+                &cluster,
                 &[group_id],
                 record.version,
                 me,
@@ -946,6 +968,7 @@ fn forged_writes_sent_straight_to_the_replicas_are_refused_alike() {
             "another client's proof",
             sign(
                 &writer,
+                &cluster,
                 &[group_id],
                 record.version,
                 me + 1,
@@ -958,6 +981,7 @@ fn forged_writes_sent_straight_to_the_replicas_are_refused_alike() {
             "a used sequence number",
             sign(
                 &writer,
+                &cluster,
                 &[group_id],
                 record.version,
                 me,
@@ -970,6 +994,7 @@ fn forged_writes_sent_straight_to_the_replicas_are_refused_alike() {
             "a proof for another group",
             sign(
                 &writer,
+                &cluster,
                 &[[7; 16]],
                 record.version,
                 me,
@@ -1049,4 +1074,54 @@ fn files_removed_while_open_wait_sealed_in_the_shared_orphan_directory() {
         std::thread::sleep(std::time::Duration::from_millis(100));
     }
     drop(p);
+}
+
+/// Issue #43 item 5 (7): a new encrypted directory is made with its header (its names' key
+/// version) in one signed request — made at a handle the mount reserved — so no failure
+/// between two requests can leave its names under version 1's key.
+#[test]
+fn a_new_directory_and_its_header_are_one_request() {
+    if skip_without_fuse() {
+        return;
+    }
+    let _serial = common::serial();
+    let (procs, _keys, owner) = cluster_with_team("memory", liars(&[], ""));
+    let log = std::env::temp_dir().join(format!(
+        "byzfs-encryption-one-mkdir-{}.log",
+        std::process::id()
+    ));
+    let _ = std::fs::remove_file(&log);
+    let w = Mount::start_with_env(
+        &procs.config(),
+        &procs.dir.path().join("writer"),
+        &log,
+        &[
+            "--timeout-ms",
+            "120000",
+            "--identity",
+            owner.to_str().unwrap(),
+            "--group",
+            "team",
+            // Each creation sent as it comes (not answered early and batched).
+            "--no-dir-delegations",
+        ],
+        &[("RUST_LOG", "byzfs_fuse::cluster=trace")],
+    );
+    let signed = || {
+        std::fs::read_to_string(&log)
+            .unwrap()
+            .matches("send op=\"signed\"")
+            .count()
+    };
+    let before = signed();
+    std::fs::create_dir(w.mnt.join("d")).unwrap();
+    assert_eq!(signed() - before, 1, "one signed request for mkdir");
+    std::fs::write(w.mnt.join("d/f"), "in d").unwrap();
+    drop(w);
+    let again = mount_as(&procs, &owner, "team", "again");
+    assert_eq!(
+        std::fs::read_to_string(again.mnt.join("d/f")).unwrap(),
+        "in d"
+    );
+    let _ = std::fs::remove_file(&log);
 }
