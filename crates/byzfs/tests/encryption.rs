@@ -1125,3 +1125,72 @@ fn a_new_directory_and_its_header_are_one_request() {
     );
     let _ = std::fs::remove_file(&log);
 }
+
+/// `byzfs mount` as `id` of `group` with `more` flags, which must fail; its stderr.
+fn mount_refused(procs: &Procs, id: &Path, group: &str, more: &[&str]) -> String {
+    let mnt = procs.dir.path().join("refused");
+    std::fs::create_dir_all(&mnt).unwrap();
+    let out = Command::new(BIN)
+        .args(["mount", "--config"])
+        .arg(procs.config())
+        .args(["--timeout-ms", "120000", "--identity"])
+        .arg(id)
+        .args(["--group", group])
+        .args(more)
+        .arg(&mnt)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// Issue #43 item 5 (1, 6): a mount takes only its expected owner's group, and never a
+/// `/g-<id>` someone else made first (the replicas no longer let anyone join an existing
+/// directory to a group, so such a directory is in no group or in the maker's).
+#[test]
+fn a_mount_refuses_another_owner_and_a_tree_someone_else_made() {
+    use byzfs_fs::{decode_result, Credentials, FileHandle, Op, Reply, Request};
+    if skip_without_fuse() {
+        return;
+    }
+    let _serial = common::serial();
+    let (procs, keys, owner) = cluster_with_team("memory", liars(&[], ""));
+    let id = hex_id(&load_identity(&owner));
+    // The group by its id, expecting another owner: refused before anything is made.
+    let (stranger, _) = identity(keys.path(), "stranger.id");
+    let err = mount_refused(&procs, &owner, &id, &["--owner", &owner_key(&stranger)]);
+    assert_eq!(
+        err.lines().last().unwrap(),
+        format!(
+            "error: group {id}: the group's record names owner {}, not {}",
+            owner_key(&owner),
+            owner_key(&stranger)
+        )
+    );
+    // A squatter makes `/g-<id>` first (any client may make a directory at the root).
+    let rt = common::rt();
+    let mut client = rt
+        .block_on(byzfs_net::ByzClient::connect(
+            &procs.cluster,
+            &procs.credential(),
+        ))
+        .unwrap();
+    let mkdir = Op::Mkdir {
+        dir: FileHandle::ROOT,
+        name: format!("g-{id}").into_bytes(),
+        mode: 0o777,
+    };
+    let out = rt
+        .block_on(client.invoke(Request::new(Credentials::root(), mkdir).encode(), false))
+        .unwrap();
+    assert!(matches!(decode_result(&out), Some(Ok(Reply::Made { .. }))));
+    let err = mount_refused(&procs, &owner, "team", &[]);
+    assert_eq!(
+        err.lines().last().unwrap(),
+        format!(
+            "error: /g-{id} is not group {id}'s tree (it is in no group): someone else made \
+             it first; refusing to mount it. Its maker can remove it, or use a group of \
+             another name"
+        )
+    );
+}
