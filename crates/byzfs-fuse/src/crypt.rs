@@ -339,7 +339,9 @@ impl Crypt {
     }
 
     /// A reserved handle for a new directory, from the mount's one pool (`dirs.rs`): the
-    /// replicas take a session's handles in increasing order only (`byzfs_fs::reserve`).
+    /// replicas take a session's handles in increasing order only (`byzfs_fs::reserve`),
+    /// and the queue of early answers, which took the lower ones, went first
+    /// (`cluster::invoke_once_as`).
     fn new_handle(&mut self, link: &mut Link, cred: &Credentials) -> Result<FileHandle, Errno> {
         if link.dirs.reserved.is_empty() {
             let op = Op::ReserveInodes {
