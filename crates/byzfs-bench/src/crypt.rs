@@ -62,7 +62,7 @@ pub fn run(a: CryptArgs) -> anyhow::Result<ExitCode> {
     let plain = vec![0x5au8; 4096];
     let sealed = file::seal_block(&keys, &id, 9, &plain, &mut OsRng);
     let me = Identity::generate(&mut OsRng);
-    let group = me.group_id("bench");
+    let group = me.group_ref(&[1; 16], "bench");
     let writer_key = SigningKey::from_bytes(&[5; 32]);
     let cert = writer_cert(&me, &group, 3, &writer_key.verifying_key().to_bytes());
     let wk = WriterKey {
@@ -76,7 +76,6 @@ pub fn run(a: CryptArgs) -> anyhow::Result<ExitCode> {
         size: 123_456,
     };
     let header = header::seal(&keys, &group, &id, &fh, &wk, &mut OsRng);
-    let owner_key = me.owner_key();
     let region = vec![0x42u8; tree::REGION];
     let dir = DirHeader { names: 3 };
     let name = b"a-typical-file-name.c".to_vec();
@@ -92,12 +91,12 @@ pub fn run(a: CryptArgs) -> anyhow::Result<ExitCode> {
     };
     let cred = Credentials::root();
     let digest = request_digest(&cred, &write, &[], &[]);
-    let msg = signed_bytes(&[1; 16], 3, 5, 6, &digest);
+    let msg = signed_bytes(&[1; 16], &[1; 16], 3, 5, 6, &digest);
     let signature = writer.sign(&msg);
     let member = x25519_dalek::StaticSecret::random_from_rng(OsRng);
     let member_pub = x25519_dalek::PublicKey::from(&member);
     let payload = [9u8; 68];
-    let boxed = lockbox::seal(&member_pub, &payload, &mut OsRng);
+    let boxed = lockbox::seal(&member_pub, b"bound", &payload, &mut OsRng);
     let verifying = writer.verifying_key();
     let mut rows = Vec::new();
     let mut add = |step: &'static str, bytes: usize, us: f64| {
@@ -134,7 +133,7 @@ pub fn run(a: CryptArgs) -> anyhow::Result<ExitCode> {
         "check and open a file header (mount, per new header)",
         0,
         time(d, || {
-            black_box(header::open(&keys, &group, &owner_key, &id, &header).ok());
+            black_box(header::open(&keys, &group, &id, &header).ok());
         }),
     );
     add(
@@ -183,14 +182,14 @@ pub fn run(a: CryptArgs) -> anyhow::Result<ExitCode> {
         "seal a lockbox (owner, per member)",
         0,
         time(d, || {
-            black_box(lockbox::seal(&member_pub, &payload, &mut OsRng));
+            black_box(lockbox::seal(&member_pub, b"bound", &payload, &mut OsRng));
         }),
     );
     add(
         "open a lockbox (member, at mount)",
         0,
         time(d, || {
-            black_box(lockbox::open(&member, &boxed).ok());
+            black_box(lockbox::open(&member, b"bound", &boxed).ok());
         }),
     );
     add(

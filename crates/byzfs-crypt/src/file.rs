@@ -327,6 +327,8 @@ fn open_bytes(
 /// The id the group's link key derives from (a link's target is sealed before its inode
 /// exists, so it is bound to the group, not to the link).
 const LINKS: [u8; 16] = *b"byzfs-symlinks-1";
+/// Bound to a link's sealed target (2: padded like names, `names::pad`).
+const LINK_AAD: &[u8] = b"byzfs-link2";
 
 /// The stored target of a symbolic link: base64url, at most 4095 bytes.
 pub fn seal_target(
@@ -339,9 +341,9 @@ pub fn seal_target(
     }
     let sealed = seal_bytes(
         &keys.content_key(&LINKS),
-        b"byzfs-link1",
+        LINK_AAD,
         keys.version(),
-        target,
+        &names::pad(target),
         rng,
     );
     Ok(URL_SAFE_NO_PAD.encode(sealed).into_bytes())
@@ -354,14 +356,18 @@ pub fn open_target(keys: &GroupKeys, stored: &[u8]) -> Result<Vec<u8>, CryptErro
         .map_err(|_| CryptError::Malformed("link target encoding"))?;
     let (v, rest) = split_version(&sealed)?;
     let k = keys_of(keys, v)?;
-    open_bytes(&k.content_key(&LINKS), b"byzfs-link1", rest, "link target")
+    let padded = open_bytes(&k.content_key(&LINKS), LINK_AAD, rest, "link target")?;
+    names::unpad(padded, "link target padding")
 }
 
-/// The plain length of a stored target of `stored` bytes (what `lstat` shows).
+/// What `lstat` shows for a stored target of `stored` bytes: the longest plain target it
+/// may hold (targets are padded to 16 bytes, so the exact length is known only to readers
+/// of the target; a size above the target's length is what `readlink` callers tolerate).
 pub fn target_len(stored: u64) -> u64 {
     // base64 without padding: 4 characters per 3 bytes, 2 or 3 for a last 1 or 2.
     let bytes = stored / 4 * 3 + (stored % 4).saturating_sub(1);
-    bytes.saturating_sub(4 + 24 + 16)
+    // The padding is at least the 0x80 byte.
+    bytes.saturating_sub(4 + 24 + 16 + 1)
 }
 
 /// The stored name of extended attribute `name` (`namespace.rest`) of `file`; names
@@ -399,7 +405,8 @@ pub fn open_xattr_name(
 }
 
 fn xattr_aad(file: &[u8; 16], stored_name: &[u8]) -> Vec<u8> {
-    let mut aad = b"byzfs-xattr1".to_vec();
+    // 2: values padded like names (`names::pad`).
+    let mut aad = b"byzfs-xattr2".to_vec();
     aad.extend_from_slice(file);
     aad.extend_from_slice(stored_name);
     aad
@@ -421,7 +428,7 @@ pub fn seal_xattr_value(
         &keys.content_key(file),
         &aad,
         keys.version(),
-        value,
+        &names::pad(value),
         rng,
     ))
 }
@@ -435,12 +442,13 @@ pub fn open_xattr_value(
 ) -> Result<Vec<u8>, CryptError> {
     let (v, rest) = split_version(stored)?;
     let k = keys_of(keys, v)?;
-    open_bytes(
+    let padded = open_bytes(
         &k.content_key(file),
         &xattr_aad(file, stored_name),
         rest,
         "attribute value",
-    )
+    )?;
+    names::unpad(padded, "attribute value padding")
 }
 
 #[cfg(test)]
@@ -570,12 +578,16 @@ mod tests {
         assert!(open_name(&k, &file_id(3, 1), dh, &n).is_err());
         let t = seal_target(&k, b"../some/where", &mut OsRng).unwrap();
         assert!(!t.contains(&0) && !t.contains(&b'/'));
-        assert_eq!(target_len(t.len() as u64), 13);
+        assert_eq!(
+            target_len(t.len() as u64),
+            15,
+            "13 bytes padded to 16, less 0x80"
+        );
         assert_eq!(open_target(&keys(4), &t), Ok(b"../some/where".to_vec()));
         assert!(seal_target(&k, &[b'a'; TARGET_MAX + 1], &mut OsRng).is_err());
         let long = seal_target(&k, &[b'a'; TARGET_MAX], &mut OsRng).unwrap();
         assert!(long.len() <= 4095);
-        assert_eq!(target_len(long.len() as u64), TARGET_MAX as u64);
+        assert_eq!(target_len(long.len() as u64), TARGET_MAX as u64 + 7);
         let xn = seal_xattr_name(&k, &f, b"user.mime").unwrap();
         assert!(xn.starts_with(b"user.") && !xn.ends_with(b"mime"));
         assert_eq!(open_xattr_name(&k, &f, &xn), Ok(b"user.mime".to_vec()));
@@ -591,5 +603,27 @@ mod tests {
         let mut bad = xv.clone();
         bad[10] ^= 1;
         assert!(open_xattr_value(&k, &f, &xn, &bad).is_err());
+    }
+
+    /// Issue #43 item 5 (8): link targets and attribute values leak their length rounded
+    /// up to 16 bytes, as names do.
+    #[test]
+    fn targets_and_attribute_values_leak_only_their_length_rounded_to_16_bytes() {
+        let (k, f) = (keys(3), file_id(7, 1));
+        let target_len_of = |n: usize| seal_target(&k, &vec![b'a'; n], &mut OsRng).unwrap().len();
+        let value_len_of = |n: usize| {
+            seal_xattr_value(&k, &f, b"user.x", &vec![7; n], &mut OsRng)
+                .unwrap()
+                .len()
+        };
+        let lens = |of: &dyn Fn(usize) -> usize| [0, 1, 15, 16, 31, 32].map(of);
+        assert_eq!(lens(&target_len_of), [80, 80, 80, 102, 102, 123]);
+        assert_eq!(lens(&value_len_of), [60, 60, 60, 76, 76, 92]);
+        for n in [0, 1, 15, 16, 31, 32] {
+            let t = seal_target(&k, &vec![b'a'; n], &mut OsRng).unwrap();
+            assert_eq!(open_target(&k, &t), Ok(vec![b'a'; n]));
+            let v = seal_xattr_value(&k, &f, b"user.x", &vec![7; n], &mut OsRng).unwrap();
+            assert_eq!(open_xattr_value(&k, &f, b"user.x", &v), Ok(vec![7; n]));
+        }
     }
 }

@@ -16,9 +16,9 @@
 //! | 44..92 | the size: nonce ‖ XChaCha20-Poly1305 of 8 bytes, under `v`'s content key of the file, bound to the file and [`crate::file::HEADER_INDEX`] |
 //! | 92..124 | writer public key of `v` |
 //! | 124..188 | the owner's certificate of it |
-//! | 188..252 | the writer's signature over a context, the group, the file and bytes 0..188 |
+//! | 188..252 | the writer's signature over a context, the cluster, the group, the file and bytes 0..188 |
 
-use crate::member::verify_writer_cert;
+use crate::member::{verify_writer_cert, GroupRef};
 use crate::regression::GroupKeys;
 use crate::tree::Hash;
 use crate::{block, CryptError};
@@ -50,9 +50,10 @@ pub struct WriterKey<'a> {
     pub cert: &'a [u8; 64],
 }
 
-fn signed_message(group: &[u8; 16], file: &[u8; 16], body: &[u8]) -> Vec<u8> {
-    let mut m = b"byzfs-crypt 2026-11 file header\0".to_vec();
-    m.extend_from_slice(group);
+fn signed_message(g: &GroupRef, file: &[u8; 16], body: &[u8]) -> Vec<u8> {
+    let mut m = b"byzfs-crypt 2026-12 file header\0".to_vec();
+    m.extend_from_slice(&g.cluster);
+    m.extend_from_slice(&g.group);
     m.extend_from_slice(file);
     m.extend_from_slice(body);
     m
@@ -66,11 +67,11 @@ fn keys_of(keys: &GroupKeys, v: u32) -> Result<GroupKeys, CryptError> {
     }
 }
 
-/// `h` of `file` in group `group`, sealed under the newest version of `keys` (its
+/// `h` of `file` in group `g`, sealed under the newest version of `keys` (its
 /// `key_version` is that version) and signed by `writer`: [`SIGNED_LEN`] bytes.
 pub fn seal(
     keys: &GroupKeys,
-    group: &[u8; 16],
+    g: &GroupRef,
     file: &[u8; 16],
     h: &FileHeader,
     writer: &WriterKey<'_>,
@@ -91,18 +92,18 @@ pub fn seal(
     ));
     out.extend_from_slice(&writer.key.verifying_key().to_bytes());
     out.extend_from_slice(writer.cert);
-    let sig = writer.key.sign(&signed_message(group, file, &out));
+    let sig = writer.key.sign(&signed_message(g, file, &out));
     out.extend_from_slice(&sig.to_bytes());
     out
 }
 
-/// Opens `file`'s header `signed` of group `group` owned by `owner`: `None` for a file
-/// never written (no header). Refused unless the owner certified the writer key of its
-/// version, that key signed it for this group and file, and its size opens.
+/// Opens `file`'s header `signed` of group `g`: `None` for a file never written (no
+/// header). Refused unless `g.owner` certified the writer key of its version for this
+/// cluster and group, that key signed it for this cluster, group and file, and its size
+/// opens.
 pub fn open(
     keys: &GroupKeys,
-    group: &[u8; 16],
-    owner: &[u8; 32],
+    g: &GroupRef,
     file: &[u8; 16],
     signed: &[u8],
 ) -> Result<Option<FileHeader>, CryptError> {
@@ -117,11 +118,11 @@ pub fn open(
     let writer: [u8; 32] = field(92..124).try_into().unwrap_or_default();
     let cert: [u8; 64] = field(124..188).try_into().unwrap_or([0; 64]);
     let sig: [u8; 64] = field(188..252).try_into().unwrap_or([0; 64]);
-    verify_writer_cert(owner, group, v, &writer, &cert)?;
+    verify_writer_cert(g, v, &writer, &cert)?;
     VerifyingKey::from_bytes(&writer)
         .map_err(|_| CryptError::Malformed("writer key"))?
         .verify_strict(
-            &signed_message(group, file, field(0..BODY)),
+            &signed_message(g, file, field(0..BODY)),
             &Signature::from_bytes(&sig),
         )
         .map_err(|_| CryptError::BadSignature("file header"))?;
@@ -155,15 +156,15 @@ mod tests {
     fn a_header_opens_only_as_its_writer_signed_it() {
         let owner = Identity::generate(&mut OsRng);
         let bob = Identity::generate(&mut OsRng);
-        let g = owner.group_id("team");
+        let g = owner.group_ref(&[3; 16], "team");
         let members = [
             (owner.member_key(), Role::Writer),
             (bob.member_key(), Role::Reader),
         ];
         let (w1, boxes) = seal_record(&owner, &g, 1, &members, &mut OsRng).unwrap();
-        let mine = open_mine(&owner, &boxes, 1, &w1).unwrap();
+        let mine = open_mine(&owner, &g, &boxes, 1, &w1).unwrap();
         let (key, cert) = mine.writer.unwrap();
-        let reader = open_mine(&bob, &boxes, 1, &w1).unwrap().keys;
+        let reader = open_mine(&bob, &g, &boxes, 1, &w1).unwrap().keys;
         let w = WriterKey {
             key: &key,
             cert: &cert,
@@ -177,20 +178,38 @@ mod tests {
         };
         let s = seal(&mine.keys, &g, &f, &h, &w, &mut OsRng);
         assert_eq!(s.len(), SIGNED_LEN);
-        let ok = owner.owner_key();
-        assert_eq!(open(&reader, &g, &ok, &f, &s), Ok(Some(h)));
-        assert_eq!(open(&reader, &g, &ok, &f, &[]), Ok(None));
-        // Another file, group or owner; any bit flipped; cut short.
-        assert!(open(&reader, &g, &ok, &[6; 16], &s).is_err());
-        assert!(open(&reader, &[0; 16], &ok, &f, &s).is_err());
-        assert!(open(&reader, &g, &bob.owner_key(), &f, &s).is_err());
+        assert_eq!(open(&reader, &g, &f, &s), Ok(Some(h)));
+        assert_eq!(open(&reader, &g, &f, &[]), Ok(None));
+        // Another file, group, owner or cluster; any bit flipped; cut short.
+        assert!(open(&reader, &g, &[6; 16], &s).is_err());
+        let others = [
+            GroupRef {
+                group: [0; 16],
+                ..g
+            },
+            GroupRef {
+                owner: bob.owner_key(),
+                ..g
+            },
+            GroupRef {
+                cluster: [4; 16],
+                ..g
+            },
+        ];
+        for other in others {
+            assert_eq!(
+                open(&reader, &other, &f, &s),
+                Err(CryptError::BadSignature("writer certificate")),
+                "{other:?}"
+            );
+        }
         for i in 0..s.len() {
             let mut t = s.clone();
             t[i] ^= 1;
-            assert!(open(&reader, &g, &ok, &f, &t).is_err(), "bit {i}");
+            assert!(open(&reader, &g, &f, &t).is_err(), "bit {i}");
         }
         assert_eq!(
-            open(&reader, &g, &ok, &f, &s[1..]),
+            open(&reader, &g, &f, &s[1..]),
             Err(CryptError::Malformed("file header length"))
         );
         // A reader holds the content key, not a writer key: a header it signs with a key
@@ -208,7 +227,7 @@ mod tests {
             &mut OsRng,
         );
         assert_eq!(
-            open(&reader, &g, &ok, &f, &forged),
+            open(&reader, &g, &f, &forged),
             Err(CryptError::BadSignature("writer certificate"))
         );
     }

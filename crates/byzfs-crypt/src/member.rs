@@ -6,24 +6,33 @@
 //!
 //! A lockbox as stored in the record: `member's X25519 public key (32) ‖ role (1: 0 reader,
 //! 1 writer) ‖` [`crate::lockbox`] of `version (4, big-endian) ‖ seed s_v (32) ‖ [writer
-//! secret key (32) ‖ writer certificate (64), writers only]`. The public prefix lets each
-//! member find its own and the owner list who is in; the replicas learn members' public
-//! keys and roles, not keys.
+//! secret key (32) ‖ writer certificate (64), writers only]`, bound (associated data) to the
+//! cluster, the group id, the owner's key, the version and the role ([`GroupRef`]), so a
+//! lockbox copied into another group's record, another owner's or another cluster's does
+//! not open. The public prefix lets each member find its own and the owner list who is in;
+//! the replicas learn members' public keys and roles, not keys.
 //!
-//! A **writer certificate** is the owner's Ed25519 signature over the group, a version and
-//! that version's writer public key ([`writer_cert`]). Writers put it in every file header
-//! they sign ([`crate::header`]), so a reader checks a header of any key version with the
-//! owner's public key alone: the group's record holds the current writer key only.
+//! **One identity, many clusters.** Every key derives from the owner's chain head, which
+//! derives from the owner's secret, the cluster id (`cluster.toml`'s `cluster_id`) and the
+//! group id: the same identity and group name on two clusters give unrelated seeds, writer
+//! keys, content and name keys; certificates, headers and writer proofs name the cluster
+//! too, so nothing of one cluster is accepted on another.
+//!
+//! A **writer certificate** is the owner's Ed25519 signature over the cluster, the group, a
+//! version and that version's writer public key ([`writer_cert`]). Writers put it in every
+//! file header they sign ([`crate::header`]), so a reader checks a header of any key
+//! version with the owner's public key alone: the group's record holds the current writer
+//! key only.
 //!
 //! ```
 //! use byzfs_crypt::member::{open_mine, seal_record, Identity, Role};
 //! let mut rng = rand_core::OsRng;
 //! let owner = Identity::generate(&mut rng);
 //! let bob = Identity::generate(&mut rng);
-//! let group = owner.group_id("team");
+//! let team = owner.group_ref(&[9; 16], "team");
 //! let members = [(owner.member_key(), Role::Writer), (bob.member_key(), Role::Reader)];
-//! let (writer, boxes) = seal_record(&owner, &group, 1, &members, &mut rng).unwrap();
-//! let mine = open_mine(&bob, &boxes, 1, &writer).unwrap();
+//! let (writer, boxes) = seal_record(&owner, &team, 1, &members, &mut rng).unwrap();
+//! let mine = open_mine(&bob, &team, &boxes, 1, &writer).unwrap();
 //! assert_eq!((mine.keys.version(), mine.writer.is_some()), (1, false));
 //! ```
 
@@ -34,9 +43,24 @@ use ed25519_dalek::{Signature, Signer, SigningKey, VerifyingKey};
 use rand_core::{CryptoRng, RngCore};
 use x25519_dalek::{PublicKey, StaticSecret};
 
-const GROUP_ID: &str = "byzfs-crypt 2026-11 group id from owner and name";
-const GROUP_HEAD: &str = "byzfs-crypt 2026-11 owner's chain head of a group";
-const WRITER: &str = "byzfs-crypt 2026-11 writer key of a group version";
+/// The same derivation as `byzfs_fs::crypt_group::group_id`, which the replicas check
+/// (its test compares the two).
+pub const GROUP_ID: &str = "byzfs-crypt 2026-11 group id from owner and name";
+const GROUP_HEAD: &str = "byzfs-crypt 2026-12 owner's chain head of a group on a cluster";
+const WRITER: &str = "byzfs-crypt 2026-12 writer key of a group version";
+const LOCKBOX: &[u8] = b"byzfs-crypt 2026-12 lockbox of a group version\0";
+
+/// A group as what is bound to it: the cluster it lives on, its id and its owner's Ed25519
+/// public key. Lockboxes, writer certificates and file headers are bound to all three.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct GroupRef {
+    /// The cluster's id (`cluster.toml`'s `cluster_id`).
+    pub cluster: [u8; 16],
+    /// The group's id ([`group_id`]).
+    pub group: [u8; 16],
+    /// The owner's Ed25519 public key.
+    pub owner: [u8; 32],
+}
 
 /// A member's secrets.
 #[derive(Clone)]
@@ -97,10 +121,21 @@ impl Identity {
         group_id(&self.owner_key(), name)
     }
 
-    /// The key chain of a group it owns, derived from its secret: no state per group.
-    pub fn owner_chain(&self, group: &[u8; 16]) -> Owner {
+    /// Its group `name` on cluster `cluster`.
+    pub fn group_ref(&self, cluster: &[u8; 16], name: &str) -> GroupRef {
+        GroupRef {
+            cluster: *cluster,
+            group: self.group_id(name),
+            owner: self.owner_key(),
+        }
+    }
+
+    /// The key chain of a group it owns on cluster `cluster`, derived from its secret: no
+    /// state per group, and unrelated chains on two clusters.
+    pub fn owner_chain(&self, cluster: &[u8; 16], group: &[u8; 16]) -> Owner {
         let mut h = blake3::Hasher::new_derive_key(GROUP_HEAD);
         h.update(&self.ed25519.to_bytes());
+        h.update(cluster);
         h.update(group);
         Owner::from_bytes(*h.finalize().as_bytes())
     }
@@ -134,39 +169,35 @@ pub struct MemberKeys {
     pub writer: Option<(SigningKey, [u8; 64])>,
 }
 
-fn cert_bytes(group: &[u8; 16], version: u32, writer: &[u8; 32]) -> Vec<u8> {
-    let mut m = b"byzfs-crypt 2026-11 writer certificate\0".to_vec();
-    m.extend_from_slice(group);
+fn cert_bytes(g: &GroupRef, version: u32, writer: &[u8; 32]) -> Vec<u8> {
+    let mut m = b"byzfs-crypt 2026-12 writer certificate\0".to_vec();
+    m.extend_from_slice(&g.cluster);
+    m.extend_from_slice(&g.group);
     m.extend_from_slice(&version.to_be_bytes());
     m.extend_from_slice(writer);
     m
 }
 
-/// The owner's certificate that `writer` is the writer key of `version` of `group`.
-pub fn writer_cert(
-    owner: &Identity,
-    group: &[u8; 16],
-    version: u32,
-    writer: &[u8; 32],
-) -> [u8; 64] {
+/// The owner's certificate that `writer` is the writer key of `version` of group `g`.
+pub fn writer_cert(owner: &Identity, g: &GroupRef, version: u32, writer: &[u8; 32]) -> [u8; 64] {
     owner
         .ed25519
-        .sign(&cert_bytes(group, version, writer))
+        .sign(&cert_bytes(g, version, writer))
         .to_bytes()
 }
 
-/// Checks a [`writer_cert`] under the owner's public key `owner`.
+/// Checks a [`writer_cert`] under the owner's public key `g.owner`.
 pub fn verify_writer_cert(
-    owner: &[u8; 32],
-    group: &[u8; 16],
+    g: &GroupRef,
     version: u32,
     writer: &[u8; 32],
     cert: &[u8; 64],
 ) -> Result<(), CryptError> {
-    let owner = VerifyingKey::from_bytes(owner).map_err(|_| CryptError::Malformed("owner key"))?;
+    let owner =
+        VerifyingKey::from_bytes(&g.owner).map_err(|_| CryptError::Malformed("owner key"))?;
     owner
         .verify_strict(
-            &cert_bytes(group, version, writer),
+            &cert_bytes(g, version, writer),
             &Signature::from_bytes(cert),
         )
         .map_err(|_| CryptError::BadSignature("writer certificate"))
@@ -181,16 +212,31 @@ fn writer_key(chain: &Owner, version: u32) -> SigningKey {
     SigningKey::from_bytes(h.finalize().as_bytes())
 }
 
-/// The record parts of version `version` of group `group` owned by `owner`: the writer
-/// public key, and one lockbox per member.
+/// What a lockbox of version `version` for a member of role `role` is bound to.
+fn lockbox_bound(g: &GroupRef, version: u32, writer: bool) -> Vec<u8> {
+    let mut b = LOCKBOX.to_vec();
+    b.extend_from_slice(&g.cluster);
+    b.extend_from_slice(&g.group);
+    b.extend_from_slice(&g.owner);
+    b.extend_from_slice(&version.to_be_bytes());
+    b.push(u8::from(writer));
+    b
+}
+
+/// The record parts of version `version` of group `g`, owned by `owner` (`g.owner` must be
+/// its key, or members refuse the lockboxes): the writer public key, and one lockbox per
+/// member.
 pub fn seal_record(
     owner: &Identity,
-    group: &[u8; 16],
+    g: &GroupRef,
     version: u32,
     members: &[([u8; 32], Role)],
     rng: &mut (impl RngCore + CryptoRng),
 ) -> Result<([u8; 32], Vec<Vec<u8>>), CryptError> {
-    let chain = owner.owner_chain(group);
+    if g.owner != owner.owner_key() {
+        return Err(CryptError::Malformed("a group of another owner"));
+    }
+    let chain = owner.owner_chain(&g.cluster, &g.group);
     let keys = chain.group_keys(version)?;
     let writer = writer_key(&chain, version);
     let (_, seed) = keys.to_parts();
@@ -202,11 +248,18 @@ pub fn seal_record(
             if *role == Role::Writer {
                 payload.extend_from_slice(&writer.to_bytes());
                 let public = writer.verifying_key().to_bytes();
-                payload.extend_from_slice(&writer_cert(owner, group, version, &public));
+                payload.extend_from_slice(&writer_cert(owner, g, version, &public));
             }
+            let is_writer = *role == Role::Writer;
             let mut b = member.to_vec();
-            b.push(u8::from(*role == Role::Writer));
-            b.extend(lockbox::seal(&PublicKey::from(*member), &payload, rng));
+            b.push(u8::from(is_writer));
+            let bound = lockbox_bound(g, version, is_writer);
+            b.extend(lockbox::seal(
+                &PublicKey::from(*member),
+                &bound,
+                &payload,
+                rng,
+            ));
             b
         })
         .collect();
@@ -229,10 +282,12 @@ pub fn members_of(lockboxes: &[Vec<u8>]) -> Vec<([u8; 32], Role)> {
         .collect()
 }
 
-/// Opens `me`'s lockbox among `lockboxes` of a record at `version` with writer public key
-/// `writer`: the keys must be of that version and a writer key must be that one.
+/// Opens `me`'s lockbox among `lockboxes` of group `g`'s record at `version` with writer
+/// public key `writer`: the lockbox must be bound to `g` and `version`, the keys of that
+/// version, a writer key that one and certified by `g.owner`.
 pub fn open_mine(
     me: &Identity,
+    g: &GroupRef,
     lockboxes: &[Vec<u8>],
     version: u32,
     writer: &[u8; 32],
@@ -243,7 +298,11 @@ pub fn open_mine(
         .find(|b| b.get(..32) == Some(&mine[..]))
         .ok_or(CryptError::NotMember)?;
     let role = *b.get(32).ok_or(CryptError::Malformed("lockbox role"))?;
-    let payload = lockbox::open(&me.x25519, &b[33..])?;
+    if role > 1 {
+        return Err(CryptError::Malformed("lockbox role"));
+    }
+    let bound = lockbox_bound(g, version, role == 1);
+    let payload = lockbox::open(&me.x25519, &bound, &b[33..])?;
     let (head, rest) = payload.split_at(4.min(payload.len()));
     let got = u32::from_be_bytes(
         head.try_into()
@@ -274,6 +333,7 @@ pub fn open_mine(
             if k.verifying_key().to_bytes() != *writer {
                 return Err(CryptError::Tampered("lockbox writer key"));
             }
+            verify_writer_cert(g, version, writer, &cert)?;
             Some((k, cert))
         }
     };
@@ -288,6 +348,8 @@ mod tests {
     use super::*;
     use rand_core::OsRng;
 
+    const CLUSTER: [u8; 16] = [3; 16];
+
     #[test]
     fn the_owner_derives_every_version_and_members_open_only_theirs() {
         let owner = Identity::generate(&mut OsRng);
@@ -295,78 +357,165 @@ mod tests {
             Identity::generate(&mut OsRng),
             Identity::generate(&mut OsRng),
         );
-        let g = owner.group_id("team");
-        assert_eq!(g, group_id(&owner.owner_key(), "team"));
-        assert_ne!(g, owner.group_id("other"));
+        let g = owner.group_ref(&CLUSTER, "team");
+        assert_eq!(g.group, group_id(&owner.owner_key(), "team"));
+        assert_ne!(g.group, owner.group_id("other"));
         let members = [
             (owner.member_key(), Role::Writer),
             (bob.member_key(), Role::Reader),
         ];
         let (w1, v1) = seal_record(&owner, &g, 1, &members, &mut OsRng).unwrap();
         assert_eq!(members_of(&v1), members.to_vec());
-        let o = open_mine(&owner, &v1, 1, &w1).unwrap();
-        let b = open_mine(&bob, &v1, 1, &w1).unwrap();
+        let o = open_mine(&owner, &g, &v1, 1, &w1).unwrap();
+        let b = open_mine(&bob, &g, &v1, 1, &w1).unwrap();
         assert_eq!(o.keys, b.keys);
         let (wk, cert) = o.writer.unwrap();
         assert_eq!(wk.verifying_key().to_bytes(), w1);
-        // The certificate holds for this group, version and key only.
-        let ok = owner.owner_key();
-        assert_eq!(verify_writer_cert(&ok, &g, 1, &w1, &cert), Ok(()));
+        // The certificate holds for this cluster, group, owner, version and key only.
+        assert_eq!(verify_writer_cert(&g, 1, &w1, &cert), Ok(()));
         let bad = Err(CryptError::BadSignature("writer certificate"));
-        assert_eq!(verify_writer_cert(&ok, &g, 2, &w1, &cert), bad);
-        assert_eq!(verify_writer_cert(&ok, &[0; 16], 1, &w1, &cert), bad);
-        assert_eq!(verify_writer_cert(&ok, &g, 1, &[9; 32], &cert), bad);
-        assert_eq!(verify_writer_cert(&bob.owner_key(), &g, 1, &w1, &cert), bad);
+        assert_eq!(verify_writer_cert(&g, 2, &w1, &cert), bad);
+        let other_group = GroupRef {
+            group: [0; 16],
+            ..g
+        };
+        assert_eq!(verify_writer_cert(&other_group, 1, &w1, &cert), bad);
+        let other_cluster = GroupRef {
+            cluster: [4; 16],
+            ..g
+        };
+        assert_eq!(verify_writer_cert(&other_cluster, 1, &w1, &cert), bad);
+        assert_eq!(verify_writer_cert(&g, 1, &[9; 32], &cert), bad);
+        let bobs = GroupRef {
+            owner: bob.owner_key(),
+            ..g
+        };
+        assert_eq!(verify_writer_cert(&bobs, 1, &w1, &cert), bad);
         assert!(b.writer.is_none());
         assert_eq!(
-            open_mine(&carol, &v1, 1, &w1).err(),
+            open_mine(&carol, &g, &v1, 1, &w1).err(),
             Some(CryptError::NotMember)
         );
         // Bob removed: version 2, another writer key; its seed gives version 1's.
         let (w2, v2) = seal_record(&owner, &g, 2, &members[..1], &mut OsRng).unwrap();
         assert_ne!(w1, w2);
         assert_eq!(
-            open_mine(&bob, &v2, 2, &w2).err(),
+            open_mine(&bob, &g, &v2, 2, &w2).err(),
             Some(CryptError::NotMember)
         );
-        let o2 = open_mine(&owner, &v2, 2, &w2).unwrap();
+        let o2 = open_mine(&owner, &g, &v2, 2, &w2).unwrap();
         assert_eq!(o2.keys.older(1).unwrap(), o.keys);
         // The same identity reproduces the same keys: the owner keeps no state per group.
         let again = Identity::from_secrets(owner.secrets().0, owner.secrets().1);
         let (w2b, v2b) = seal_record(&again, &g, 2, &members[..1], &mut OsRng).unwrap();
         assert_eq!(w2b, w2);
-        assert_eq!(open_mine(&owner, &v2b, 2, &w2).unwrap().keys, o2.keys);
+        assert_eq!(open_mine(&owner, &g, &v2b, 2, &w2).unwrap().keys, o2.keys);
+        // Nobody seals a record naming another owner.
+        assert_eq!(
+            seal_record(&bob, &g, 3, &members, &mut OsRng).err(),
+            Some(CryptError::Malformed("a group of another owner"))
+        );
     }
 
     #[test]
     fn a_lockbox_that_does_not_fit_its_record_is_refused() {
         let owner = Identity::generate(&mut OsRng);
-        let g = owner.group_id("team");
+        let g = owner.group_ref(&CLUSTER, "team");
         let me = [(owner.member_key(), Role::Writer)];
         let (w1, v1) = seal_record(&owner, &g, 1, &me, &mut OsRng).unwrap();
         let (w2, _) = seal_record(&owner, &g, 2, &me, &mut OsRng).unwrap();
         // An old lockbox served as the current version's, or with another writer key.
         assert_eq!(
-            open_mine(&owner, &v1, 2, &w2).err(),
-            Some(CryptError::Tampered("lockbox version"))
+            open_mine(&owner, &g, &v1, 2, &w2).err(),
+            Some(CryptError::Tampered("lockbox"))
         );
         assert_eq!(
-            open_mine(&owner, &v1, 1, &w2).err(),
+            open_mine(&owner, &g, &v1, 1, &w2).err(),
             Some(CryptError::Tampered("lockbox writer key"))
         );
-        // A flipped bit anywhere after the public prefix; a reader's role claimed writer.
+        // A flipped bit anywhere after the public prefix; a writer's role turned reader's,
+        // or made up.
         for i in 33..v1[0].len() {
             let mut t = v1.clone();
             t[0][i] ^= 1;
-            assert!(open_mine(&owner, &t, 1, &w1).is_err(), "bit {i}");
+            assert!(open_mine(&owner, &g, &t, 1, &w1).is_err(), "bit {i}");
         }
         let mut t = v1.clone();
         t[0][32] = 0;
         assert_eq!(
-            open_mine(&owner, &t, 1, &w1).err(),
-            Some(CryptError::Malformed("lockbox payload"))
+            open_mine(&owner, &g, &t, 1, &w1).err(),
+            Some(CryptError::Tampered("lockbox"))
+        );
+        t[0][32] = 2;
+        assert_eq!(
+            open_mine(&owner, &g, &t, 1, &w1).err(),
+            Some(CryptError::Malformed("lockbox role"))
         );
         t[0].truncate(40);
-        assert!(open_mine(&owner, &t, 1, &w1).is_err());
+        assert!(open_mine(&owner, &g, &t, 1, &w1).is_err());
+        t[0].truncate(20);
+        assert_eq!(
+            open_mine(&owner, &g, &t, 1, &w1).err(),
+            Some(CryptError::NotMember)
+        );
+    }
+
+    /// Issue #43 item 5 (4): a lockbox is bound to its group, owner, version and cluster;
+    /// the owner's lockboxes copied into another record (a squatter's) do not open there.
+    #[test]
+    fn a_lockbox_moved_to_another_group_owner_version_or_cluster_does_not_open() {
+        let owner = Identity::generate(&mut OsRng);
+        let bob = Identity::generate(&mut OsRng);
+        let g = owner.group_ref(&CLUSTER, "team");
+        let members = [(bob.member_key(), Role::Writer)];
+        let (w, boxes) = seal_record(&owner, &g, 1, &members, &mut OsRng).unwrap();
+        assert!(open_mine(&bob, &g, &boxes, 1, &w).is_ok());
+        let elsewhere = [
+            GroupRef {
+                group: owner.group_id("other"),
+                ..g
+            },
+            GroupRef {
+                owner: bob.owner_key(),
+                ..g
+            },
+            GroupRef {
+                cluster: [4; 16],
+                ..g
+            },
+        ];
+        for other in elsewhere {
+            assert_eq!(
+                open_mine(&bob, &other, &boxes, 1, &w).err(),
+                Some(CryptError::Tampered("lockbox")),
+                "{other:?}"
+            );
+        }
+    }
+
+    /// Issue #43 item 5 (5): one identity on two clusters derives unrelated seeds and
+    /// writer keys for the same group name.
+    #[test]
+    fn one_identity_on_two_clusters_derives_unrelated_keys() {
+        let owner = Identity::generate(&mut OsRng);
+        let (a, b) = (
+            owner.group_ref(&[1; 16], "default"),
+            owner.group_ref(&[2; 16], "default"),
+        );
+        assert_eq!(a.group, b.group, "the id names owner and name only");
+        let chain_a = owner.owner_chain(&a.cluster, &a.group);
+        let chain_b = owner.owner_chain(&b.cluster, &b.group);
+        assert_ne!(chain_a.to_bytes(), chain_b.to_bytes());
+        let me = [(owner.member_key(), Role::Writer)];
+        let (wa, ba) = seal_record(&owner, &a, 1, &me, &mut OsRng).unwrap();
+        let (wb, bb) = seal_record(&owner, &b, 1, &me, &mut OsRng).unwrap();
+        assert_ne!(wa, wb);
+        let (ka, kb) = (
+            open_mine(&owner, &a, &ba, 1, &wa).unwrap(),
+            open_mine(&owner, &b, &bb, 1, &wb).unwrap(),
+        );
+        assert_ne!(ka.keys.to_parts(), kb.keys.to_parts());
+        assert_ne!(ka.keys.content_key(&[5; 16]), kb.keys.content_key(&[5; 16]));
+        assert!(open_mine(&owner, &b, &ba, 1, &wa).is_err());
     }
 }

@@ -18,11 +18,7 @@ pub fn seal(key: &[u8; 64], name: &[u8]) -> Result<String, CryptError> {
     if name.len() > PLAIN_NAME_MAX {
         return Err(CryptError::NameTooLong(name.len()));
     }
-    let mut padded = name.to_vec();
-    padded.push(0x80);
-    while !padded.len().is_multiple_of(16) {
-        padded.push(0);
-    }
+    let padded = pad(name);
     let mut siv = Aes256Siv::new(key.into());
     let sealed = siv
         .encrypt([b"byzfs-name1"], &padded)
@@ -39,15 +35,32 @@ pub fn open(key: &[u8; 64], entry: &str) -> Result<Vec<u8>, CryptError> {
         return Err(CryptError::Malformed("name length"));
     }
     let mut siv = Aes256Siv::new(key.into());
-    let mut padded = siv
+    let padded = siv
         .decrypt([b"byzfs-name1"], &sealed)
         .map_err(|_| CryptError::Tampered("name"))?;
+    unpad(padded, "name padding")
+}
+
+/// `bytes` padded to a multiple of 16 bytes: `0x80`, then zeros. Names, link targets and
+/// extended attributes' values are padded alike, so each leaks its length rounded up only.
+pub(crate) fn pad(bytes: &[u8]) -> Vec<u8> {
+    let mut padded = Vec::with_capacity(bytes.len() + 16);
+    padded.extend_from_slice(bytes);
+    padded.push(0x80);
+    while !padded.len().is_multiple_of(16) {
+        padded.push(0);
+    }
+    padded
+}
+
+/// What [`pad`] padded (`what` names it in the error if the padding is not one).
+pub(crate) fn unpad(mut padded: Vec<u8>, what: &'static str) -> Result<Vec<u8>, CryptError> {
     match padded.iter().rposition(|&b| b != 0) {
         Some(i) if padded[i] == 0x80 => {
             padded.truncate(i);
             Ok(padded)
         }
-        _ => Err(CryptError::Tampered("name padding")),
+        _ => Err(CryptError::Tampered(what)),
     }
 }
 

@@ -36,7 +36,9 @@ pub fn may_batch(op: &Op) -> bool {
         | Op::Write { .. }
         | Op::WriteGather { .. }
         | Op::DelegateDir { .. }
-        | Op::ReturnDir { .. } => true,
+        | Op::ReturnDir { .. }
+        // A directory joins a group only in the request that makes it (`crypt_file`).
+        | Op::SetGroup { .. } => true,
         // A size change may truncate: its work is bounded alone, not 64 times over.
         Op::SetAttr { set, .. } => set.size.is_none(),
         Op::WriteSetAttr { sets, .. } => sets.iter().all(|s| s.size.is_none()),

@@ -2,9 +2,12 @@
 //! encryption group of an inode and its sealed header, a record `crypt_file(ino)` beside
 //! the inode (a record of its own so inodes stored before it keep decoding).
 //!
-//! A directory joins a group with [`crate::op::Op::SetGroup`] while it is empty; everything
-//! made in it afterwards belongs to the same group, and keeps it wherever it is moved or
-//! linked. The group decides who may change the file ([`crate::crypt_write`]); the replicas
+//! A directory joins a group with [`crate::op::Op::SetGroup`] in the request that makes it
+//! (an [`crate::op::Op::Batch`] of the creation and the join, with a writer proof for the
+//! group); everything made in it afterwards belongs to the same group, and keeps it
+//! wherever it is moved or linked. Nobody claims a directory that already exists — a tree
+//! a writer's mount began to make, `/g-<id>` made by someone else — into their own group:
+//! a directory is in a group from its birth or never (issue #43 item 5). The group decides who may change the file ([`crate::crypt_write`]); the replicas
 //! never learn a key, only the group's id.
 //!
 //! The **header** is what the mount keeps about a file beside its sealed blocks (its
@@ -48,22 +51,25 @@ pub(crate) fn group_of<S: Store + ?Sized>(txn: &Txn<'_, S>, ino: u64) -> Res<Opt
 }
 
 impl<S: Store + ?Sized> Exec<'_, '_, S> {
-    /// [`crate::op::Op::SetGroup`]: empty directory `dir`, owned by the caller (or the
-    /// caller root), joins `group`. The operation needs a writer proof for `group`
-    /// ([`crate::crypt_write`]), so nobody puts files in a group they cannot write.
+    /// [`crate::op::Op::SetGroup`]: empty directory `dir`, made by this request and owned by
+    /// the caller (root included: no exception), joins `group`. The operation needs a
+    /// writer proof for `group` ([`crate::crypt_write`]), so nobody puts files in a group
+    /// they cannot write.
     pub(crate) fn set_group(&mut self, dir: FileHandle, group: [u8; 16]) -> Res<Reply> {
         let mut d = self.resolve(dir)?;
         if d.kind != FileType::Directory {
             return Err(Errno::ENOTDIR.into());
-        }
-        if self.cred.uid != 0 && self.cred.uid != d.uid {
-            return Err(Errno::EPERM.into());
         }
         if group_of(self.txn, dir.ino)?.is_some() {
             return Err(Errno::EEXIST.into());
         }
         if d.entries > 0 {
             return Err(Errno::ENOTEMPTY.into());
+        }
+        // Inode numbers are never reused (`inode`), so an inode absent before the request
+        // is one it made.
+        if self.cred.uid != d.uid || self.txn.get_before(&key::inode(dir.ino))?.is_some() {
+            return Err(Errno::EPERM.into());
         }
         let rec = CryptFile {
             group,

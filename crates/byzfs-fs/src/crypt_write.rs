@@ -17,7 +17,8 @@
 //! choose a file's content, name or attributes.
 //!
 //! **A proof** ([`crate::op::Op::Signed`]) is an Ed25519 signature with the group's writer
-//! key of the key version the replicas hold, over [`signed_bytes`]: the group, the version,
+//! key of the key version the replicas hold, over [`signed_bytes`]: the cluster
+//! ([`crate::FsConfig::cluster_id`]), the group, the version,
 //! the client the replication library authenticated, a sequence number and the digest of
 //! the request's credentials and operation. Bound to the client, a proof is worthless to
 //! anyone else (a reader cannot send a writer's captured proof as its own); the sequence
@@ -77,13 +78,15 @@ pub fn request_digest(
 
 /// What a writer signs.
 pub fn signed_bytes(
+    cluster: &[u8; 16],
     group: &[u8; 16],
     version: u32,
     client: u64,
     seq: u64,
     digest: &[u8; 32],
 ) -> Vec<u8> {
-    let mut m = b"byzfs writer proof 2026-11\0".to_vec();
+    let mut m = b"byzfs writer proof 2026-12\0".to_vec();
+    m.extend_from_slice(cluster);
     m.extend_from_slice(group);
     m.extend_from_slice(&version.to_be_bytes());
     m.extend_from_slice(&client.to_be_bytes());
@@ -92,24 +95,26 @@ pub fn signed_bytes(
     m
 }
 
-/// `op` as client `client` sends it with credentials `cred` and sequence number `seq`,
-/// signed with writer key `writer` (version `version`) for each of `groups`, setting no
-/// header ([`sign_with_headers`]).
+/// `op` as client `client` of cluster `cluster` sends it with credentials `cred` and
+/// sequence number `seq`, signed with writer key `writer` (version `version`) for each of
+/// `groups`, setting no header ([`sign_with_headers`]).
 ///
 /// ```
 /// use byzfs_fs::crypt_write::sign;
 /// use byzfs_fs::{Credentials, FileHandle, Op};
 /// let writer = ed25519_dalek::SigningKey::from_bytes(&[7; 32]);
 /// let op = Op::GetAttr { fh: FileHandle::ROOT };
-/// match sign(&writer, &[[1; 16]], 3, 42, 5, &Credentials::root(), op.clone()) {
+/// match sign(&writer, &[0; 16], &[[1; 16]], 3, 42, 5, &Credentials::root(), op.clone()) {
 ///     Op::Signed { seq, proofs, op: inner, .. } => {
 ///         assert_eq!((seq, proofs.len(), proofs[0].version, *inner), (5, 1, 3, op));
 ///     }
 ///     other => panic!("{other:?}"),
 /// }
 /// ```
+#[allow(clippy::too_many_arguments)]
 pub fn sign(
     writer: &SigningKey,
+    cluster: &[u8; 16],
     groups: &[[u8; 16]],
     version: u32,
     client: u64,
@@ -119,6 +124,7 @@ pub fn sign(
 ) -> Op {
     sign_with_headers(
         writer,
+        cluster,
         groups,
         version,
         client,
@@ -135,6 +141,7 @@ pub fn sign(
 #[allow(clippy::too_many_arguments)]
 pub fn sign_with_headers(
     writer: &SigningKey,
+    cluster: &[u8; 16],
     groups: &[[u8; 16]],
     version: u32,
     client: u64,
@@ -151,7 +158,7 @@ pub fn sign_with_headers(
             group: *g,
             version,
             signature: writer
-                .sign(&signed_bytes(g, version, client, seq, &digest))
+                .sign(&signed_bytes(cluster, g, version, client, seq, &digest))
                 .to_bytes()
                 .to_vec(),
         })
@@ -274,7 +281,14 @@ impl<S: Store + ?Sized> Exec<'_, '_, S> {
             }
             let writer = VerifyingKey::from_bytes(&record.writer).map_err(|_| Errno::EACCES)?;
             let sig = Signature::from_slice(&p.signature).map_err(|_| Errno::EACCES)?;
-            let msg = signed_bytes(&p.group, p.version, self.client, s.seq, &s.digest);
+            let msg = signed_bytes(
+                &self.cfg.cluster_id,
+                &p.group,
+                p.version,
+                self.client,
+                s.seq,
+                &s.digest,
+            );
             writer
                 .verify_strict(&msg, &sig)
                 .map_err(|_| Errno::EACCES)?;

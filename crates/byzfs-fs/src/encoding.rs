@@ -332,6 +332,7 @@ mod tests {
                 group: [1; 16],
                 record: crate::crypt_group::GroupRecord {
                     owner: [2; 32],
+                    name: "team".into(),
                     version: 1,
                     writer: [3; 32],
                     lockboxes: vec![vec![4]],

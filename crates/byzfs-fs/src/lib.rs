@@ -180,6 +180,10 @@ pub struct FsConfig {
     pub root_gid: u32,
     /// Mode of the root directory.
     pub root_mode: u32,
+    /// The cluster's id (`cluster.toml`'s `cluster_id`): group records' and writer
+    /// proofs' signatures name it ([`crypt_group`], [`crypt_write`]), so none made for
+    /// another cluster is accepted here.
+    pub cluster_id: [u8; 16],
     /// How long a client's record locks outlive its last lock operation or lease renewal,
     /// in agreed time ([`lock`]; default 30 s).
     pub lock_lease: Duration,
@@ -212,6 +216,7 @@ impl Default for FsConfig {
             clock_lag_tolerance: Duration::from_secs(10),
             root_uid: 0,
             root_gid: 0,
+            cluster_id: [0; 16],
             root_mode: 0o755,
             lock_lease: Duration::from_secs(30),
             client_policy: ClientPolicy::Closed,

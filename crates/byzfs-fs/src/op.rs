@@ -505,9 +505,10 @@ pub enum Op {
     },
     /// Creates or changes encryption group `group`'s record ([`crate::crypt_group`]):
     /// `signature` by the group's owner over [`crate::crypt_group::signed_bytes`], the
-    /// version the next one (1 for a new group). `EACCES` for another signer, `ESTALE` for
-    /// another version, `EINVAL` for malformed keys or too many or too large lockboxes.
-    /// Reply: [`Reply::Done`].
+    /// version the next one (1 for a new group). `EACCES` for another signer or a `group`
+    /// that is not [`crate::crypt_group::group_id`] of the record's owner and name,
+    /// `ESTALE` for another version, `EINVAL` for malformed keys, a name too long or too
+    /// many or too large lockboxes. Reply: [`Reply::Done`].
     GroupPut {
         /// The group's id.
         group: [u8; 16],
@@ -521,10 +522,12 @@ pub enum Op {
         /// The group's id.
         group: [u8; 16],
     },
-    /// Empty directory `dir`, owned by the caller, joins encryption group `group`: what is
-    /// made in it from then on belongs to the group ([`crate::crypt_file`]). Needs a writer
-    /// proof for `group` ([`Op::Signed`]). `ENOTDIR`, `EPERM` (not the owner), `EEXIST`
-    /// (already in a group), `ENOTEMPTY`. Reply: [`Reply::Attr`].
+    /// Directory `dir`, made by the same request (a [`Op::Batch`] after its creation) and
+    /// owned by the caller, joins encryption group `group`: what is made in it from then
+    /// on belongs to the group ([`crate::crypt_file`]). Needs a writer proof for `group`
+    /// ([`Op::Signed`]). `ENOTDIR`, `EPERM` (not the owner, or a directory that existed
+    /// before the request), `EEXIST` (already in a group), `ENOTEMPTY`. Reply:
+    /// [`Reply::Attr`].
     SetGroup {
         /// The directory.
         dir: FileHandle,
@@ -877,8 +880,9 @@ pub enum Reply {
     },
     /// The replies of an [`Op::Batch`]'s operations, in order.
     Batch(#[serde(deserialize_with = "crate::bounded::batch_replies")] Vec<Reply>),
-    /// An encryption group's record ([`Op::GroupGet`]), if the group exists.
-    Group(Option<crate::crypt_group::GroupRecord>),
+    /// An encryption group's record with its owner's signature ([`Op::GroupGet`]), if the
+    /// group exists.
+    Group(Option<crate::crypt_group::SignedGroup>),
     /// A file's encryption group ([`Op::FileGroup`]), if it has one.
     FileGroup(Option<[u8; 16]>),
     /// The last writer-proof sequence number ([`Op::WriterSeq`]).

@@ -498,22 +498,23 @@ fn all_kinds(
         Op::ReturnDir { dir: big_dir },
         // The largest record a group may have, then reading it back.
         group_put_max(),
-        Op::GroupGet { group: [9; 16] },
-        // Refused (no writer proof), then joined with one; then read back.
+        Op::GroupGet { group: max_group() },
+        // Refused (no writer proof), then with one (refused too: `joins` existed before).
         Op::SetGroup {
             dir: joins,
-            group: [9; 16],
+            group: max_group(),
         },
         byzfs_fs::crypt_write::sign(
             &ed25519_dalek::SigningKey::from_bytes(&[8; 32]),
-            &[[9; 16]],
+            &[0; 16],
+            &[max_group()],
             1,
             3,
             1,
             &Credentials::root(),
             Op::SetGroup {
                 dir: joins,
-                group: [9; 16],
+                group: max_group(),
             },
         ),
         Op::FileGroup { fh: joins },
@@ -674,25 +675,33 @@ fn every_operation_does_bounded_work() {
     assert!(over.is_empty(), "over the bound:\n{}", over.join("\n"));
 }
 
-/// A new group's record with the most lockboxes, each as large as allowed, signed by its
-/// owner.
+/// The id of [`group_put_max`]'s group: the longest name of owner `[7; 32]`.
+fn max_group() -> [u8; 16] {
+    let owner = ed25519_dalek::SigningKey::from_bytes(&[7; 32]);
+    let name = "n".repeat(byzfs_fs::crypt_group::MAX_NAME);
+    byzfs_fs::crypt_group::group_id(&owner.verifying_key().to_bytes(), &name)
+}
+
+/// A new group's record with the longest name and the most lockboxes, each as large as
+/// allowed, signed by its owner.
 fn group_put_max() -> Op {
-    use byzfs_fs::crypt_group::{signed_bytes, GroupRecord, MAX_LOCKBOX, MAX_LOCKBOXES};
+    use byzfs_fs::crypt_group::{signed_bytes, GroupRecord, MAX_LOCKBOX, MAX_LOCKBOXES, MAX_NAME};
     use ed25519_dalek::{Signer, SigningKey};
     let owner = SigningKey::from_bytes(&[7; 32]);
     let writer = SigningKey::from_bytes(&[8; 32]);
     let record = GroupRecord {
         owner: owner.verifying_key().to_bytes(),
+        name: "n".repeat(MAX_NAME),
         version: 1,
         writer: writer.verifying_key().to_bytes(),
         lockboxes: vec![vec![0xAB; MAX_LOCKBOX]; MAX_LOCKBOXES],
     };
     let signature = owner
-        .sign(&signed_bytes(&[9; 16], &record))
+        .sign(&signed_bytes(&[0; 16], &max_group(), &record))
         .to_bytes()
         .to_vec();
     Op::GroupPut {
-        group: [9; 16],
+        group: max_group(),
         record,
         signature,
     }

@@ -7,7 +7,7 @@
 mod common;
 
 use byzfs_fs::attr::SetAttr;
-use byzfs_fs::crypt_group::{signed_bytes, GroupRecord};
+use byzfs_fs::crypt_group::{group_id, signed_bytes, GroupRecord};
 use byzfs_fs::crypt_write::{self, WriterProof, MAX_PROOFS};
 use byzfs_fs::op::{Extent, XattrSet};
 use byzfs_fs::{Errno, FileHandle, FsResult, Op, Reply, SpecialKind};
@@ -15,9 +15,13 @@ use common::*;
 use ed25519_dalek::{Signer, SigningKey};
 use proptest::prelude::*;
 
-/// The group the encrypted tree belongs to, and another one.
-const G: [u8; 16] = [5; 16];
-const H: [u8; 16] = [6; 16];
+/// The group the encrypted tree belongs to, and another one, both of `owner()`.
+fn g() -> [u8; 16] {
+    group_id(&owner().verifying_key().to_bytes(), "g")
+}
+fn h() -> [u8; 16] {
+    group_id(&owner().verifying_key().to_bytes(), "h")
+}
 /// The client `Fs::run` sends as.
 const CLIENT: u64 = 9;
 
@@ -47,12 +51,13 @@ fn reader() -> SigningKey {
 fn put_group(fs: &mut Fs, group: [u8; 16], version: u32, writer: &SigningKey) {
     let record = GroupRecord {
         owner: owner().verifying_key().to_bytes(),
+        name: if group == g() { "g" } else { "h" }.into(),
         version,
         writer: writer.verifying_key().to_bytes(),
         lockboxes: vec![vec![version as u8; 136]],
     };
     let signature = owner()
-        .sign(&signed_bytes(&group, &record))
+        .sign(&signed_bytes(&[0; 16], &group, &record))
         .to_bytes()
         .to_vec();
     let r = fs.run(Op::GroupPut {
@@ -61,6 +66,30 @@ fn put_group(fs: &mut Fs, group: [u8; 16], version: u32, writer: &SigningKey) {
         signature,
     });
     assert_eq!(r, Ok(Reply::Done));
+}
+
+/// A handle reserved by `CLIENT` for its next creation.
+fn reserve(fs: &mut Fs) -> FileHandle {
+    match fs.run(Op::ReserveInodes { count: 1 }) {
+        Ok(Reply::Reserved { first, .. }) => first,
+        other => panic!("reserve: {other:?}"),
+    }
+}
+
+/// Directory `name` in `dir` made at reserved handle `at` and joined to `group`, in one
+/// request (the only way a directory joins a group).
+fn make_in_group(dir: FileHandle, name: &str, at: FileHandle, group: [u8; 16]) -> Op {
+    Op::Batch(vec![
+        Op::MakeAt {
+            at,
+            make: Box::new(Op::Mkdir {
+                dir,
+                name: name.as_bytes().to_vec(),
+                mode: 0o755,
+            }),
+        },
+        Op::SetGroup { dir: at, group },
+    ])
 }
 
 /// A cluster state with an encrypted tree and a plain one:
@@ -79,9 +108,9 @@ struct World {
 impl World {
     fn new() -> World {
         let mut fs = Fs::new();
-        put_group(&mut fs, G, 1, &writer_v1());
-        put_group(&mut fs, H, 1, &writer_h());
-        let enc = fs.mkdir(ROOT, "enc").fh;
+        put_group(&mut fs, g(), 1, &writer_v1());
+        put_group(&mut fs, h(), 1, &writer_h());
+        let enc = reserve(&mut fs);
         let plain = fs.mkdir(ROOT, "plain").fh;
         let mut w = World {
             fs,
@@ -92,7 +121,7 @@ impl World {
             plain,
             p: plain,
         };
-        w.ok(Op::SetGroup { dir: enc, group: G });
+        w.ok(make_in_group(ROOT, "enc", enc, g()));
         w.f = Fs::entry(w.write_signed(Op::Create {
             dir: enc,
             name: b"f".to_vec(),
@@ -130,7 +159,7 @@ impl World {
 
     /// `op` signed by G's current writer for G (and whatever else `groups` adds).
     fn write_signed(&mut self, op: Op) -> FsResult {
-        self.signed(&writer_v1(), 1, &[G], op)
+        self.signed(&writer_v1(), 1, &[g()], op)
     }
 
     fn ok(&mut self, op: Op) {
@@ -149,7 +178,9 @@ impl World {
     ) -> FsResult {
         self.seq += 1;
         let cred = self.fs.cred.clone();
-        let op = crypt_write::sign(writer, groups, version, CLIENT, self.seq, &cred, op);
+        let op = crypt_write::sign(
+            writer, &[0; 16], groups, version, CLIENT, self.seq, &cred, op,
+        );
         self.fs.run(op)
     }
 
@@ -431,9 +462,9 @@ fn every_kind_of_change_to_an_encrypted_file_needs_the_writer_key() {
             before,
             "{what}: a refused change kept nothing"
         );
-        let r = w.signed(&reader(), 1, &[G], op.clone());
+        let r = w.signed(&reader(), 1, &[g()], op.clone());
         assert_eq!(r, Err(Errno::EACCES), "{what}: a reader's key");
-        let r = w.signed(&writer_h(), 1, &[H], op.clone());
+        let r = w.signed(&writer_h(), 1, &[h()], op.clone());
         assert_eq!(r, Err(Errno::EACCES), "{what}: another group's proof");
         assert_eq!(w.snapshot(), before, "{what}");
         let r = w.write_signed(op);
@@ -474,7 +505,7 @@ fn plain_files_need_no_proof_and_locks_and_reads_none() {
         w.signed(
             &reader(),
             1,
-            &[G],
+            &[g()],
             Op::Mkdir {
                 dir: w.plain,
                 name: b"t".to_vec(),
@@ -492,7 +523,7 @@ fn only_a_writer_holds_an_encrypted_directory() {
     // A reader's mount holding it would answer changes early that the replicas refuse.
     assert_eq!(w.fs.run(Op::DelegateDir { dir: enc }), Err(Errno::EACCES));
     assert_eq!(
-        w.signed(&reader(), 1, &[G], Op::DelegateDir { dir: enc }),
+        w.signed(&reader(), 1, &[g()], Op::DelegateDir { dir: enc }),
         Err(Errno::EACCES)
     );
     assert!(matches!(
@@ -516,7 +547,7 @@ fn proofs_that_do_not_fit_the_request_are_refused() {
     };
     let cred = w.fs.cred.clone();
     let signed = |client: u64, seq: u64, op: Op| {
-        crypt_write::sign(&writer_v1(), &[G], 1, client, seq, &cred, op)
+        crypt_write::sign(&writer_v1(), &[0; 16], &[g()], 1, client, seq, &cred, op)
     };
     let before = w.snapshot();
     // Made for another client: a reader cannot send a writer's proof as its own.
@@ -538,7 +569,16 @@ fn proofs_that_do_not_fit_the_request_are_refused() {
     assert_eq!(w.fs.run(swapped), Err(Errno::EACCES));
     // Under other credentials than those signed (root's request, a user's proof).
     let user = byzfs_fs::Credentials::user(1000, 1000);
-    let other = crypt_write::sign(&writer_v1(), &[G], 1, CLIENT, 102, &user, write("D"));
+    let other = crypt_write::sign(
+        &writer_v1(),
+        &[0; 16],
+        &[g()],
+        1,
+        CLIENT,
+        102,
+        &user,
+        write("D"),
+    );
     assert_eq!(w.fs.run(other), Err(Errno::EACCES));
     // A signature of the wrong length, and an unknown group.
     let Op::Signed {
@@ -635,40 +675,31 @@ fn a_removed_writer_is_refused_from_the_next_request() {
     };
     // The owner rotates G: version 2 has a new writer key, which the removed writer
     // cannot open.
-    put_group(&mut w.fs, G, 2, &writer_v2());
+    put_group(&mut w.fs, g(), 2, &writer_v2());
     let f = w.f;
     assert_eq!(
-        w.signed(&writer_v1(), 1, &[G], write(f)),
+        w.signed(&writer_v1(), 1, &[g()], write(f)),
         Err(Errno::EKEYEXPIRED)
     );
     assert_eq!(
-        w.signed(&writer_v1(), 2, &[G], write(f)),
+        w.signed(&writer_v1(), 2, &[g()], write(f)),
         Err(Errno::EACCES)
     );
     assert_eq!(
-        w.signed(&writer_v2(), 3, &[G], write(f)),
+        w.signed(&writer_v2(), 3, &[g()], write(f)),
         Err(Errno::EACCES)
     );
     assert_eq!(w.fs.read(f, 0, 5), b"hello");
-    assert!(w.signed(&writer_v2(), 2, &[G], write(f)).is_ok());
+    assert!(w.signed(&writer_v2(), 2, &[g()], write(f)).is_ok());
     assert_eq!(w.fs.read(f, 0, 5), b"Zello");
 }
 
 #[test]
 fn a_change_across_two_groups_needs_a_proof_for_each() {
     let mut w = World::new();
-    let hdir = w.fs.mkdir(ROOT, "h").fh;
-    assert!(w
-        .signed(
-            &writer_h(),
-            1,
-            &[H],
-            Op::SetGroup {
-                dir: hdir,
-                group: H
-            }
-        )
-        .is_ok());
+    let hdir = reserve(&mut w.fs);
+    let made = make_in_group(ROOT, "h", hdir, h());
+    assert!(w.signed(&writer_h(), 1, &[h()], made).is_ok());
     let mv = Op::Rename {
         from_dir: w.enc,
         from_name: b"f".to_vec(),
@@ -681,7 +712,7 @@ fn a_change_across_two_groups_needs_a_proof_for_each() {
         "G's proof only"
     );
     assert_eq!(
-        w.signed(&writer_h(), 1, &[H], mv.clone()),
+        w.signed(&writer_h(), 1, &[h()], mv.clone()),
         Err(Errno::EACCES)
     );
     // One request, two proofs: each group's writer signs the same request.
@@ -689,13 +720,29 @@ fn a_change_across_two_groups_needs_a_proof_for_each() {
     let cred = w.fs.cred.clone();
     let Op::Signed {
         proofs: mut both, ..
-    } = crypt_write::sign(&writer_v1(), &[G], 1, CLIENT, w.seq, &cred, mv.clone())
+    } = crypt_write::sign(
+        &writer_v1(),
+        &[0; 16],
+        &[g()],
+        1,
+        CLIENT,
+        w.seq,
+        &cred,
+        mv.clone(),
+    )
     else {
         unreachable!()
     };
-    let Op::Signed { proofs: h, .. } =
-        crypt_write::sign(&writer_h(), &[H], 1, CLIENT, w.seq, &cred, mv.clone())
-    else {
+    let Op::Signed { proofs: h, .. } = crypt_write::sign(
+        &writer_h(),
+        &[0; 16],
+        &[h()],
+        1,
+        CLIENT,
+        w.seq,
+        &cred,
+        mv.clone(),
+    ) else {
         unreachable!()
     };
     both.extend(h);
@@ -711,7 +758,7 @@ fn a_change_across_two_groups_needs_a_proof_for_each() {
     let f = Fs::entry(w.fs.lookup(hdir, "f")).fh;
     assert_eq!(
         w.fs.run(Op::FileGroup { fh: f }),
-        Ok(Reply::FileGroup(Some(G)))
+        Ok(Reply::FileGroup(Some(g())))
     );
 }
 
@@ -720,40 +767,51 @@ fn what_is_made_in_a_group_belongs_to_it_and_joining_has_rules() {
     let mut w = World::new();
     let group = |w: &mut World, fh| w.fs.run(Op::FileGroup { fh });
     for fh in [w.enc, w.f, w.sub] {
-        assert_eq!(group(&mut w, fh), Ok(Reply::FileGroup(Some(G))));
+        assert_eq!(group(&mut w, fh), Ok(Reply::FileGroup(Some(g()))));
     }
     let l = Fs::entry(w.fs.lookup(w.enc, "l")).fh;
-    assert_eq!(group(&mut w, l), Ok(Reply::FileGroup(Some(G))));
+    assert_eq!(group(&mut w, l), Ok(Reply::FileGroup(Some(g()))));
     for fh in [ROOT, w.plain, w.p] {
         assert_eq!(group(&mut w, fh), Ok(Reply::FileGroup(None)));
     }
     // Joining: only an empty directory not yet in a group, by its owner, with a proof.
-    let join = |dir| Op::SetGroup { dir, group: H };
+    let join = |dir| Op::SetGroup { dir, group: h() };
     let (p, plain, enc) = (w.p, w.plain, w.enc);
-    assert_eq!(w.signed(&writer_h(), 1, &[H], join(p)), Err(Errno::ENOTDIR));
     assert_eq!(
-        w.signed(&writer_h(), 1, &[H], join(plain)),
+        w.signed(&writer_h(), 1, &[h()], join(p)),
+        Err(Errno::ENOTDIR)
+    );
+    assert_eq!(
+        w.signed(&writer_h(), 1, &[h()], join(plain)),
         Err(Errno::ENOTEMPTY)
     );
     assert_eq!(
-        w.signed(&writer_h(), 1, &[H], join(enc)),
+        w.signed(&writer_h(), 1, &[h()], join(enc)),
         Err(Errno::EEXIST)
     );
+    // A directory joins only in the request that makes it, by its maker, with a proof:
+    // an existing empty one is nobody's to claim, root's included.
     let d = Fs::entry(w.fs.lookup(plain, "d")).fh;
-    assert_eq!(w.fs.run(join(d)), Err(Errno::EACCES), "no proof");
+    assert_eq!(w.signed(&writer_h(), 1, &[h()], join(d)), Err(Errno::EPERM));
+    let at = reserve(&mut w.fs);
+    let made = |at| make_in_group(plain, "joined", at, h());
+    assert_eq!(w.fs.run(made(at)), Err(Errno::EACCES), "no proof");
     assert_eq!(
-        w.write_signed(join(d)),
+        w.write_signed(made(at)),
         Err(Errno::EACCES),
         "G's proof for H"
     );
-    w.fs.cred = byzfs_fs::Credentials::user(1000, 1000);
-    assert_eq!(w.signed(&writer_h(), 1, &[H], join(d)), Err(Errno::EPERM));
-    w.fs.cred = byzfs_fs::Credentials::root();
+    let Ok(Reply::Batch(r)) = w.signed(&writer_h(), 1, &[h()], made(at)) else {
+        panic!("made and joined")
+    };
+    let joined = Fs::entry(Ok(r[0].clone())).fh;
     assert_eq!(
-        w.signed(&writer_h(), 1, &[H], join(d)),
-        Ok(Reply::Attr(w.fs.getattr(d)))
+        r,
+        vec![r[0].clone(), Reply::Attr(w.fs.getattr(joined))],
+        "made, then joined"
     );
-    assert_eq!(group(&mut w, d), Ok(Reply::FileGroup(Some(H))));
+    assert_eq!(group(&mut w, joined), Ok(Reply::FileGroup(Some(h()))));
+    assert_eq!(group(&mut w, d), Ok(Reply::FileGroup(None)));
     // A freed file's group record goes with it.
     let records = w.fs.records();
     let made = Fs::entry(w.write_signed(Op::Create {
@@ -777,6 +835,32 @@ fn what_is_made_in_a_group_belongs_to_it_and_joining_has_rules() {
     assert_eq!(group(&mut w, made.fh), Err(Errno::ESTALE));
 }
 
+/// Issue #43 item 5 (6): the tree `/g-<id>` a victim's mount began to make (as uid 0) is
+/// not a squatter's to claim into its own group, whatever uid it claims and whatever proof
+/// of its own group it has; the victim's own writer cannot join it afterwards either (its
+/// mount makes and joins in one request, `byzfs_fuse::crypt_tree`).
+#[test]
+fn a_directory_that_already_exists_cannot_be_claimed_into_a_group() {
+    let mut w = World::new();
+    let half_made = w.fs.mkdir(ROOT, "g-victim").fh;
+    for cred in [
+        byzfs_fs::Credentials::root(),
+        byzfs_fs::Credentials::user(1000, 1000),
+    ] {
+        w.fs.cred = cred;
+        let join = Op::SetGroup {
+            dir: half_made,
+            group: h(),
+        };
+        assert_eq!(w.signed(&writer_h(), 1, &[h()], join), Err(Errno::EPERM));
+    }
+    w.fs.cred = byzfs_fs::Credentials::root();
+    assert_eq!(
+        w.fs.run(Op::FileGroup { fh: half_made }),
+        Ok(Reply::FileGroup(None))
+    );
+}
+
 #[test]
 fn a_writer_sets_headers_that_come_back_with_every_attribute() {
     let mut w = World::new();
@@ -792,7 +876,8 @@ fn a_writer_sets_headers_that_come_back_with_every_attribute() {
     let with = |seq: u64, headers: Vec<(FileHandle, Vec<u8>)>| {
         crypt_write::sign_with_headers(
             &writer_v1(),
-            &[G],
+            &[0; 16],
+            &[g()],
             1,
             CLIENT,
             seq,
@@ -837,7 +922,8 @@ fn a_writer_sets_headers_that_come_back_with_every_attribute() {
     };
     let unsigned_header = crypt_write::sign_with_headers(
         &reader(),
-        &[G],
+        &[0; 16],
+        &[g()],
         1,
         CLIENT,
         105,
@@ -851,7 +937,8 @@ fn a_writer_sets_headers_that_come_back_with_every_attribute() {
     let alone = |key: &SigningKey, seq| {
         crypt_write::sign_with_headers(
             key,
-            &[G],
+            &[0; 16],
+            &[g()],
             1,
             CLIENT,
             seq,
@@ -870,7 +957,8 @@ fn a_writer_sets_headers_that_come_back_with_every_attribute() {
     let on = |seq, expect: Vec<(FileHandle, Vec<u8>)>, set: &[u8]| {
         crypt_write::sign_with_headers(
             &writer_v1(),
-            &[G],
+            &[0; 16],
+            &[g()],
             1,
             CLIENT,
             seq,
@@ -918,7 +1006,8 @@ fn a_writer_sets_headers_that_come_back_with_every_attribute() {
     };
     let op = crypt_write::sign_with_headers(
         &writer_v1(),
-        &[G],
+        &[0; 16],
+        &[g()],
         1,
         CLIENT,
         120,
@@ -965,8 +1054,8 @@ proptest! {
         let mut version = 1;
         for (n, (i, how)) in steps.iter().enumerate() {
             if n == steps.len() / 2 {
-                put_group(&mut a.fs, G, 2, &writer_v2());
-                put_group(&mut b.fs, G, 2, &writer_v2());
+                put_group(&mut a.fs, g(), 2, &writer_v2());
+                put_group(&mut b.fs, g(), 2, &writer_v2());
                 version = 2;
             }
             let current = if version == 1 { writer_v1() } else { writer_v2() };
@@ -977,10 +1066,10 @@ proptest! {
                 let before = w.snapshot();
                 let r = match how {
                     Proof::None => w.fs.run(op),
-                    Proof::Reader => w.signed(&reader(), version, &[G], op),
-                    Proof::OtherGroup => w.signed(&writer_h(), 1, &[H], op),
-                    Proof::Stale => w.signed(&writer_v1(), 1, &[G], op),
-                    Proof::Writer => w.signed(&current, version, &[G], op),
+                    Proof::Reader => w.signed(&reader(), version, &[g()], op),
+                    Proof::OtherGroup => w.signed(&writer_h(), 1, &[h()], op),
+                    Proof::Stale => w.signed(&writer_v1(), 1, &[g()], op),
+                    Proof::Writer => w.signed(&current, version, &[g()], op),
                 };
                 let writer = matches!(how, Proof::Writer) || (matches!(how, Proof::Stale) && version == 1);
                 if !writer {

@@ -325,16 +325,27 @@ fn to_op(t: &T, known: &[FileHandle]) -> Op {
             headers: vec![(h(&0), vec![9; 40])],
             expect: Vec::new(),
         },
-        T::GroupPut(g, v) => Op::GroupPut {
-            group: [*g; 16],
-            record: GroupRecord {
-                owner: [*g; 32],
-                version: *v,
-                writer: [g.wrapping_add(1); 32],
-                lockboxes: vec![vec![*g; 100]],
-            },
-            signature: vec![*g; 64],
-        },
+        T::GroupPut(g, v) => {
+            let owner = [*g; 32];
+            let name = format!("team-{g}");
+            Op::GroupPut {
+                // The id derived from owner and name half the time (the signature is still
+                // forged), another the rest.
+                group: if g % 2 == 0 {
+                    byzfs_fs::crypt_group::group_id(&owner, &name)
+                } else {
+                    [*g; 16]
+                },
+                record: GroupRecord {
+                    owner,
+                    name,
+                    version: *v,
+                    writer: [g.wrapping_add(1); 32],
+                    lockboxes: vec![vec![*g; 100]],
+                },
+                signature: vec![*g; 64],
+            }
+        }
         T::SetGroup(d, g) => Op::SetGroup {
             dir: h(d),
             group: [*g; 16],

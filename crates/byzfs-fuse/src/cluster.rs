@@ -117,7 +117,10 @@ fn invoke_once_as(link: &mut Link, cred: &Credentials, op: Op, ordered: bool) ->
             .gather
             .pending_ino()
             .is_some_and(|i| link.dirs.touches(i));
-        if link.dirs.must_precede(&op) || gathered_new {
+        // An encrypted mount makes a directory at a reserved handle (`crypt.rs`): the
+        // lower ones the queue took must reach the replicas first (`byzfs_fs::reserve`).
+        let takes_handle = link.crypt.is_some() && matches!(op, Op::Mkdir { .. });
+        if link.dirs.must_precede(&op) || gathered_new || takes_handle {
             dirs::send_queue(link);
         }
         if let Some(p) = link.gather.take() {

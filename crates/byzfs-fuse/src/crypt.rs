@@ -3,9 +3,15 @@
 //! store (`byzfs_crypt::file`) and back, so the rest of the mount — gathered writes,
 //! delegations, early answers, locks — works on plaintext as before.
 //!
+//! * **The group.** Every record the mount reads (at start, and again when the keys
+//!   change) must carry the signature of the owner the mount expects (`Encryption::owner`)
+//!   for this cluster and group id (`byzfs_fs::crypt_group::authenticate`); the owner
+//!   never changes while mounted. A record the replicas made up or another owner signed is
+//!   refused (`EIO`), whatever lockbox it holds for this member.
 //! * **The tree.** An encrypted mount shows one group's tree, the directory `g-<group id>`
-//!   at the cluster's root (made and joined to the group by the first writer that mounts
-//!   it). The mount's root stands for it (`crypt_handles.rs`).
+//!   at the cluster's root (made and joined to the group, in one request, by the first
+//!   writer that mounts it; `crypt_tree.rs`). The mount's root stands for it
+//!   (`crypt_handles.rs`).
 //! * **Names** of entries are sealed under their directory's name key of the key version
 //!   the directory's header names (set when this layer makes the directory); link
 //!   targets, extended attributes' names and values are sealed too.
@@ -28,9 +34,10 @@ use crate::cluster::{transmit, Link};
 use crate::crypt_handles::map_op;
 use crate::crypt_nodes::FileNodes;
 use byzfs_crypt::file::{self, DirHeader};
-use byzfs_crypt::member::{open_mine, Identity};
+use byzfs_crypt::member::{open_mine, GroupRef, Identity};
 use byzfs_crypt::regression::GroupKeys;
 use byzfs_crypt::CryptError;
+use byzfs_fs::crypt_group::{authenticate, GroupRecord, SignedGroup};
 use byzfs_fs::crypt_write::{checked, sign_with_headers};
 use byzfs_fs::{Attr, Credentials, Errno, FileHandle, FileType, FsResult, Op, Reply};
 use ed25519_dalek::SigningKey;
@@ -45,13 +52,36 @@ const ENOSYS: Errno = Errno(38);
 /// still does not fit is `EIO`. Never leaves the layer.
 pub(crate) const MISFIT: Errno = Errno(74);
 
-/// What `byzfs mount --identity` gives the mount: who it is and which group's tree.
+/// What `byzfs mount --identity` gives the mount: who it is, which group's tree, and whose
+/// group it must be.
 #[derive(Clone, Debug)]
 pub struct Encryption {
     /// The member's identity.
     pub identity: Identity,
     /// The group whose tree is mounted.
     pub group: [u8; 16],
+    /// The Ed25519 key of the owner the group must have: the identity's own for a group
+    /// it names, or the one given with `--owner`. A record signed by anyone else is
+    /// refused.
+    pub owner: [u8; 32],
+}
+
+/// `signed` as group `g`'s record, if `g.owner` signed it for `g`'s cluster and id; why
+/// not otherwise (a record from the replicas is hostile until checked).
+pub(crate) fn authenticated(g: &GroupRef, signed: SignedGroup) -> Result<GroupRecord, String> {
+    if signed.record.owner != g.owner {
+        return Err(format!(
+            "the group's record names owner {}, not {}",
+            hex::encode(signed.record.owner),
+            hex::encode(g.owner)
+        ));
+    }
+    match authenticate(&g.cluster, &g.group, &signed.record, &signed.signature) {
+        Ok(()) => Ok(signed.record),
+        Err(e) => Err(format!(
+            "the group's record is not as its owner signed it for this cluster ({e:?})"
+        )),
+    }
 }
 
 /// The name of group `group`'s tree at the cluster's root.
@@ -80,13 +110,12 @@ pub(crate) enum Shape {
 /// The crypto layer's state.
 pub(crate) struct Crypt {
     pub(crate) identity: Identity,
-    pub(crate) group: [u8; 16],
+    /// The cluster, group and owner: fixed for the mount's life.
+    pub(crate) g: GroupRef,
     /// The newest keys this member holds.
     pub(crate) keys: GroupKeys,
     /// The writer key of `keys`' version and the owner's certificate of it, for writers.
     pub(crate) writer: Option<(SigningKey, [u8; 64])>,
-    /// The group owner's public key (checks writer certificates).
-    pub(crate) owner: [u8; 32],
     /// The tree's directory, which the mount's root stands for.
     pub(crate) top: FileHandle,
     /// This mount's client id (proofs are bound to it).
@@ -210,17 +239,15 @@ impl Crypt {
             Op::CopyRange { .. } | Op::Punch { .. } => Err(Errno::EOPNOTSUPP),
             Op::Seek { .. } => Err(ENOSYS),
             Op::Mkdir { .. } => {
-                let mut headers = Vec::new();
-                let (sealed, shape) = self.seal(link, cred, op, &mut headers)?;
-                let r = self.send(link, cred, sealed, headers, read_only)?;
-                let r = self.open(link, r, &shape)?;
-                if let Reply::Made { entry, .. } = &r {
-                    // Its names' key version, set at once (a directory without a header
-                    // uses version 1's).
-                    let made = entry.fh;
-                    self.set_dir_header(link, cred, made);
-                }
-                Ok(r)
+                // Made at a reserved handle, so the request that makes the directory also
+                // sets its header (its names' key version: `seal`'s `MakeAt`); a second
+                // request could fail and leave its names under version 1's key.
+                let at = self.new_handle(link, cred)?;
+                let op = Op::MakeAt {
+                    at,
+                    make: Box::new(op),
+                };
+                self.call_mapped(link, cred, op, read_only)
             }
             other => {
                 let mut headers = Vec::new();
@@ -297,7 +324,8 @@ impl Crypt {
                 self.seq += 1;
                 sign_with_headers(
                     w,
-                    &[self.group],
+                    &self.g.cluster,
+                    &[self.g.group],
                     self.keys.version(),
                     self.client,
                     self.seq,
@@ -312,43 +340,51 @@ impl Crypt {
         transmit(link, cred, signed, read_only)
     }
 
-    /// Sends a directory's header (its names' key version: the current one).
-    fn set_dir_header(&mut self, link: &mut Link, cred: &Credentials, dir: FileHandle) {
-        let h = DirHeader {
-            names: self.keys.version(),
-        };
-        let sealed = file::seal_dir_header(
-            &self.keys,
-            &file::file_id(dir.ino, dir.generation),
-            h,
-            &mut rand_core::OsRng,
-        );
-        match self.send(
-            link,
-            cred,
-            Op::Fsync { fh: dir },
-            vec![(dir, sealed)],
-            false,
-        ) {
-            Ok(_) => {
-                self.dirs.insert(dir.ino, h);
+    /// A reserved handle for a new directory, from the mount's one pool (`dirs.rs`): the
+    /// replicas take a session's handles in increasing order only (`byzfs_fs::reserve`),
+    /// and the queue of early answers, which took the lower ones, went first
+    /// (`cluster::invoke_once_as`).
+    fn new_handle(&mut self, link: &mut Link, cred: &Credentials) -> Result<FileHandle, Errno> {
+        if link.dirs.reserved.is_empty() {
+            let op = Op::ReserveInodes {
+                count: crate::dirs::RESERVE,
+            };
+            match transmit(link, cred, op, false)? {
+                Reply::Reserved { first, count } => {
+                    link.dirs
+                        .reserved
+                        .extend((0..u64::from(count)).map(|k| FileHandle {
+                            ino: first.ino + k,
+                            generation: first.generation + k,
+                        }));
+                }
+                _ => return Err(Errno::EIO),
             }
-            Err(e) => tracing::warn!(%e, ino = dir.ino, "cannot set a new directory's header"),
         }
+        link.dirs.reserved.pop_front().ok_or(Errno::EIO)
     }
 
-    /// Reads the group again; whether the keys changed.
+    /// Reads the group again; whether the keys changed. The record must be signed by the
+    /// owner the mount started with ([`authenticated`]): the owner never changes.
     pub(crate) fn refresh(&mut self, link: &mut Link) -> Result<bool, Errno> {
         let cred = crate::own_credentials();
-        let record = match transmit(link, &cred, Op::GroupGet { group: self.group }, true)? {
+        let get = Op::GroupGet {
+            group: self.g.group,
+        };
+        let signed = match transmit(link, &cred, get, true)? {
             Reply::Group(Some(r)) => r,
             _ => return Err(Errno::EIO),
         };
+        let record = authenticated(&self.g, signed).map_err(|why| {
+            tracing::warn!(%why, "refusing the group's record: EIO");
+            Errno::EIO
+        })?;
         if record.version <= self.keys.version() {
             return Ok(false);
         }
         match open_mine(
             &self.identity,
+            &self.g,
             &record.lockboxes,
             record.version,
             &record.writer,
@@ -357,7 +393,6 @@ impl Crypt {
                 tracing::info!(version = record.version, "the group changed: new keys");
                 self.keys = k.keys;
                 self.writer = k.writer;
-                self.owner = record.owner;
                 Ok(true)
             }
             Err(CryptError::NotMember) => {
@@ -778,5 +813,84 @@ impl Crypt {
         a.crypt = Vec::new();
         a.fh = self.back(a.fh);
         Ok(a)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use byzfs_fs::crypt_group::signed_bytes;
+    use ed25519_dalek::Signer as _;
+
+    fn key(seed: u8) -> SigningKey {
+        SigningKey::from_bytes(&[seed; 32])
+    }
+
+    /// Version `version` of `owner`'s group `name`, signed by `signer` for `cluster`.
+    fn record(
+        owner: &SigningKey,
+        signer: &SigningKey,
+        cluster: [u8; 16],
+        name: &str,
+        version: u32,
+    ) -> SignedGroup {
+        let o = owner.verifying_key().to_bytes();
+        let record = GroupRecord {
+            owner: o,
+            name: name.into(),
+            version,
+            writer: key(9).verifying_key().to_bytes(),
+            lockboxes: vec![vec![1; 100]],
+        };
+        let group = byzfs_fs::crypt_group::group_id(&o, name);
+        let signature = signer
+            .sign(&signed_bytes(&cluster, &group, &record))
+            .to_bytes()
+            .to_vec();
+        SignedGroup { record, signature }
+    }
+
+    /// Issue #43 item 5 (1–3, 5): the mount takes only a record its expected owner signed
+    /// for this cluster and group, at start and on every refresh; a later version signed
+    /// by anyone else (a squatter, or replicas making one up) does not change the owner.
+    #[test]
+    fn the_mount_takes_only_records_its_owner_signed_for_this_cluster() {
+        let (victim, squatter) = (key(1), key(2));
+        let cluster = [5; 16];
+        let g = GroupRef {
+            cluster,
+            group: byzfs_fs::crypt_group::group_id(&victim.verifying_key().to_bytes(), "team"),
+            owner: victim.verifying_key().to_bytes(),
+        };
+        let good = record(&victim, &victim, cluster, "team", 2);
+        assert_eq!(authenticated(&g, good.clone()), Ok(good.record.clone()));
+        let theirs = record(&squatter, &squatter, cluster, "team", 3);
+        assert_eq!(
+            authenticated(&g, theirs.clone()),
+            Err(format!(
+                "the group's record names owner {}, not {}",
+                hex::encode(theirs.record.owner),
+                hex::encode(g.owner)
+            ))
+        );
+        let not_as_signed = "the group's record is not as its owner signed it for this cluster";
+        let cases = [
+            // Naming the victim, signed by the squatter.
+            ("forged", record(&victim, &squatter, cluster, "team", 3)),
+            // The victim's, for another cluster.
+            ("elsewhere", record(&victim, &victim, [6; 16], "team", 3)),
+            // The victim's other group, served as this one.
+            ("misplaced", record(&victim, &victim, cluster, "other", 3)),
+        ];
+        for (what, r) in cases {
+            assert_eq!(
+                authenticated(&g, r),
+                Err(format!("{not_as_signed} ({:?})", Errno::EACCES)),
+                "{what}"
+            );
+        }
+        let mut changed = good;
+        changed.record.lockboxes[0][0] ^= 1;
+        assert!(authenticated(&g, changed).is_err(), "lockboxes changed");
     }
 }

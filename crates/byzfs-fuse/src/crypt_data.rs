@@ -390,7 +390,7 @@ impl Crypt {
         };
         let raw = byzfs_crypt::header::seal(
             &self.keys,
-            &self.group,
+            &self.g,
             &id,
             &header,
             &writer,

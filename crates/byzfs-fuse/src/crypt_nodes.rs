@@ -423,8 +423,8 @@ impl Crypt {
             }
         }
         let id = file::file_id(fh.ino, fh.generation);
-        let header = byzfs_crypt::header::open(&self.keys, &self.group, &self.owner, &id, raw)
-            .map_err(|e| match e {
+        let header =
+            byzfs_crypt::header::open(&self.keys, &self.g, &id, raw).map_err(|e| match e {
                 // Keys older than the header's: the caller reads the group again.
                 CryptError::NoSuchVersion { .. } => Errno::EKEYEXPIRED,
                 e => {

@@ -1,12 +1,18 @@
-//! Where an encrypted mount starts (`crypt.rs`): the member's keys from its lockbox, the
-//! last writer-proof sequence number it used, and the group's tree at the cluster's root —
-//! made and joined to the group, with its header, by the first writer that mounts it.
+//! Where an encrypted mount starts (`crypt.rs`): the group's record, checked against the
+//! owner the mount expects; the member's keys from its lockbox; the last writer-proof
+//! sequence number it used; and the group's tree at the cluster's root — made, joined to
+//! the group and given its header in one request by the first writer that mounts it.
+//!
+//! A `/g-<id>` that is not in group `id` (made by someone else first: the replicas let a
+//! directory join a group only in the request that makes it, `byzfs_fs::crypt_file`) is
+//! refused: nothing of the group is ever written into a directory of another group or of
+//! none.
 
-use crate::crypt::{tree_name, Crypt, Encryption};
+use crate::crypt::{authenticated, tree_name, Crypt, Encryption};
 use crate::fsclient::FsClient;
 use anyhow::{anyhow, bail, Context as _};
 use byzfs_crypt::file::{self, DirHeader};
-use byzfs_crypt::member::open_mine;
+use byzfs_crypt::member::{open_mine, GroupRef};
 use byzfs_crypt::CryptError;
 use byzfs_fs::crypt_write::sign_with_headers;
 use byzfs_fs::{decode_result, Credentials, Errno, FileHandle, FileType, FsResult, Op, Reply};
@@ -30,23 +36,37 @@ fn call(
     })
 }
 
-/// The layer of an encrypted mount of `enc` by client `client_id`, as `cred`.
+/// The layer of an encrypted mount of `enc` on cluster `cluster` by client `client_id`, as
+/// `cred`.
 pub(crate) fn start(
     rt: &tokio::runtime::Runtime,
     client: &mut FsClient,
     enc: &Encryption,
+    cluster: &[u8; 16],
     client_id: u64,
     cred: &Credentials,
 ) -> anyhow::Result<Crypt> {
     // Writer proofs bind the credentials the requests carry: mapped into the grant first.
     let cred = &client.granted(cred);
     let g = hex::encode(enc.group);
-    let record = match call(rt, client, cred, Op::GroupGet { group: enc.group })? {
+    let group = GroupRef {
+        cluster: *cluster,
+        group: enc.group,
+        owner: enc.owner,
+    };
+    let signed = match call(rt, client, cred, Op::GroupGet { group: enc.group })? {
         Ok(Reply::Group(Some(r))) => r,
         Ok(Reply::Group(None)) => bail!("no group {g} (create it with `byzfs group create`)"),
         other => bail!("reading group {g}: {other:?}"),
     };
-    let mine = match open_mine(&enc.identity, &record.lockboxes, record.version, &record.writer) {
+    let record = authenticated(&group, signed).map_err(|why| anyhow!("group {g}: {why}"))?;
+    let mine = match open_mine(
+        &enc.identity,
+        &group,
+        &record.lockboxes,
+        record.version,
+        &record.writer,
+    ) {
         Ok(k) => k,
         Err(CryptError::NotMember) => bail!(
             "this identity is not a member of group {g} (its owner adds it: `byzfs group add {g} --member KEY`)"
@@ -59,10 +79,9 @@ pub(crate) fn start(
     };
     let mut crypt = Crypt {
         identity: enc.identity.clone(),
-        group: enc.group,
+        g: group,
         keys: mine.keys,
         writer: mine.writer,
-        owner: record.owner,
         top: FileHandle::ROOT,
         client: client_id,
         seq,
@@ -75,6 +94,7 @@ pub(crate) fn start(
         orphans: None,
     };
     let name = tree_name(&enc.group);
+    let shown = String::from_utf8_lossy(&name).into_owned();
     let lookup = |client: &mut FsClient| {
         call(
             rt,
@@ -88,77 +108,84 @@ pub(crate) fn start(
     };
     let mut found = lookup(client)?;
     if found == Err(Errno::ENOENT) {
-        if crypt.writer.is_none() {
-            bail!("group {g} has no tree yet: a writer of the group must mount it first");
-        }
-        let made = call(
-            rt,
-            client,
-            cred,
-            Op::Mkdir {
-                dir: FileHandle::ROOT,
-                name: name.clone(),
-                mode: 0o755,
-            },
-        )?;
-        if !matches!(made, Ok(_) | Err(Errno::EEXIST)) {
-            bail!(
-                "cannot make the group's tree /{}: {made:?}",
-                String::from_utf8_lossy(&name)
-            );
-        }
+        make_tree(rt, client, &mut crypt, cred, &name)?;
         found = lookup(client)?;
     }
     let top = match found {
         Ok(Reply::Entry(a)) if a.kind == FileType::Directory => a,
-        Ok(Reply::Entry(_)) => bail!("/{} is not a directory", String::from_utf8_lossy(&name)),
+        Ok(Reply::Entry(_)) => bail!("/{shown} is not a directory"),
         other => bail!("looking up the group's tree: {other:?}"),
     };
     match call(rt, client, cred, Op::FileGroup { fh: top.fh })? {
         Ok(Reply::FileGroup(Some(x))) if x == enc.group => {}
-        Ok(Reply::FileGroup(Some(x))) => bail!(
-            "/{} belongs to group {}, not {g}",
-            String::from_utf8_lossy(&name),
-            hex::encode(x)
+        Ok(Reply::FileGroup(x)) => bail!(
+            "/{shown} is not group {g}'s tree (it is in {}): someone else made it first; \
+             refusing to mount it. Its maker can remove it, or use a group of another name",
+            x.map_or_else(
+                || "no group".to_string(),
+                |x| format!("group {}", hex::encode(x))
+            )
         ),
-        Ok(Reply::FileGroup(None)) => {
-            // Made above (or by a writer that stopped half-way): join it, with its header.
-            let Some((w, _)) = &crypt.writer else {
-                bail!(
-                    "group {g}'s tree is not joined to the group yet: a writer must mount it first"
-                );
-            };
-            let h = DirHeader {
-                names: crypt.keys.version(),
-            };
-            let id = file::file_id(top.fh.ino, top.fh.generation);
-            let header = file::seal_dir_header(&crypt.keys, &id, h, &mut rand_core::OsRng);
-            crypt.seq += 1;
-            let op = sign_with_headers(
-                w,
-                &[enc.group],
-                crypt.keys.version(),
-                client_id,
-                crypt.seq,
-                cred,
-                Op::SetGroup {
-                    dir: top.fh,
-                    group: enc.group,
-                },
-                vec![(top.fh, header)],
-                Vec::new(),
-            );
-            match call(rt, client, cred, op)? {
-                Ok(_) => {}
-                Err(Errno::ENOTEMPTY) => bail!(
-                    "/{} holds plain files; move them away or pick another group",
-                    String::from_utf8_lossy(&name)
-                ),
-                Err(e) => bail!("cannot join the tree to group {g}: {e:?}"),
-            }
-        }
         other => bail!("reading the tree's group: {other:?}"),
     }
     crypt.top = top.fh;
     Ok(crypt)
+}
+
+/// Makes the group's tree `/name`, joined to the group and with its header, in one
+/// request (a writer only); another writer making it meanwhile is no error.
+fn make_tree(
+    rt: &tokio::runtime::Runtime,
+    client: &mut FsClient,
+    crypt: &mut Crypt,
+    cred: &Credentials,
+    name: &[u8],
+) -> anyhow::Result<()> {
+    let g = hex::encode(crypt.g.group);
+    let Some((w, _)) = &crypt.writer else {
+        bail!("group {g} has no tree yet: a writer of the group must mount it first");
+    };
+    let at = match call(rt, client, cred, Op::ReserveInodes { count: 1 })? {
+        Ok(Reply::Reserved { first, .. }) => first,
+        other => bail!("reserving the tree's handle: {other:?}"),
+    };
+    let h = DirHeader {
+        names: crypt.keys.version(),
+    };
+    let id = file::file_id(at.ino, at.generation);
+    let header = file::seal_dir_header(&crypt.keys, &id, h, &mut rand_core::OsRng);
+    crypt.seq += 1;
+    let make = Op::Batch(vec![
+        Op::MakeAt {
+            at,
+            make: Box::new(Op::Mkdir {
+                dir: FileHandle::ROOT,
+                name: name.to_vec(),
+                mode: 0o755,
+            }),
+        },
+        Op::SetGroup {
+            dir: at,
+            group: crypt.g.group,
+        },
+    ]);
+    let op = sign_with_headers(
+        w,
+        &crypt.g.cluster,
+        &[crypt.g.group],
+        crypt.keys.version(),
+        crypt.client,
+        crypt.seq,
+        cred,
+        make,
+        vec![(at, header)],
+        Vec::new(),
+    );
+    match call(rt, client, cred, op)? {
+        Ok(_) | Err(Errno::EEXIST) => Ok(()),
+        Err(e) => bail!(
+            "cannot make the group's tree /{}: {e:?}",
+            String::from_utf8_lossy(name)
+        ),
+    }
 }

@@ -42,7 +42,7 @@ use std::time::{Duration, Instant};
 /// Most operations queued: a batch keeps one place for the caller's gathered writes.
 const MAX_QUEUE: usize = MAX_BATCH - 1;
 /// Inode numbers reserved at a time.
-const RESERVE: u32 = 1024;
+pub(crate) const RESERVE: u32 = 1024;
 /// Listing pages a directory may take to be delegated here ([`MAX_READDIR_ENTRIES`] names
 /// each).
 const LIST_PAGES: usize = 128;
@@ -77,7 +77,7 @@ pub(crate) struct Dirs {
     /// Ask for delegations at all (`MountOptions::delegate_dirs`).
     pub(crate) enabled: bool,
     held: HashMap<u64, Held>,
-    reserved: VecDeque<FileHandle>,
+    pub(crate) reserved: VecDeque<FileHandle>,
     queue: Vec<Op>,
     /// The caller whose operations are queued (a batch has one caller's credentials).
     cred: Option<Credentials>,

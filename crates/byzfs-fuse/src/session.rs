@@ -202,6 +202,7 @@ pub fn mount(
             &rt,
             &mut client,
             enc,
+            &cluster.cluster_id,
             client_id,
             &crate::own_credentials(),
         )?)),

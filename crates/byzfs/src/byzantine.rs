@@ -209,15 +209,19 @@ pub fn corrupt_fs_result(b: &[u8]) -> Vec<u8> {
         // An older key version with another writer key: a reader trusting this replica
         // alone would accept a revoked writer's files.
         Ok(Reply::Group(Some(mut g))) => {
-            g.version = g.version.saturating_sub(1);
-            g.writer[0] ^= 1;
+            g.record.version = g.record.version.saturating_sub(1);
+            g.record.writer[0] ^= 1;
             Ok(Reply::Group(Some(g)))
         }
-        Ok(Reply::Group(None)) => Ok(Reply::Group(Some(byzfs_fs::crypt_group::GroupRecord {
-            owner: [1; 32],
-            version: 1,
-            writer: [2; 32],
-            lockboxes: Vec::new(),
+        Ok(Reply::Group(None)) => Ok(Reply::Group(Some(byzfs_fs::crypt_group::SignedGroup {
+            record: byzfs_fs::crypt_group::GroupRecord {
+                owner: [1; 32],
+                name: "default".into(),
+                version: 1,
+                writer: [2; 32],
+                lockboxes: Vec::new(),
+            },
+            signature: vec![3; 64],
         }))),
         // A plain file told encrypted and the other way round: the mount would show
         // ciphertext or refuse to decrypt.

@@ -1,14 +1,15 @@
 //! `byzfs group create|add|remove|list`: encryption groups (issue #28,
-//! docs/ARCHITECTURE.md "Encryption"). A group's record — its owner, key version, writer public
-//! key and one lockbox per member — is replicated state (`byzfs_fs::crypt_group`); this
-//! command builds each new version from the owner's identity alone
-//! (`byzfs_crypt::member`) and sends it signed. Every change is a new key version with a
+//! docs/ARCHITECTURE.md "Encryption"). A group's record — its owner, name, key version,
+//! writer public key and one lockbox per member — is replicated state
+//! (`byzfs_fs::crypt_group`); this command builds each new version from the owner's
+//! identity and the cluster's id alone (`byzfs_crypt::member`) and sends it signed, and
+//! checks the owner's signature on every record it reads. Every change is a new key version with a
 //! new writer key, so a removed writer is refused from its next write on, and a removed
 //! member cannot open what is written afterwards.
 
 use anyhow::{anyhow, bail, Context as _};
 use byzfs_crypt::member::{self, Identity, Role};
-use byzfs_fs::crypt_group::{signed_bytes, GroupRecord};
+use byzfs_fs::crypt_group::{authenticate, signed_bytes, GroupRecord};
 use byzfs_fs::{decode_result, Credentials, Errno, Op, Reply};
 use byzfs_fuse::fsclient::FsClient;
 use byzfs_net::cluster::ClusterConfig;
@@ -81,6 +82,31 @@ pub fn group_of(arg: &str, me: &Identity) -> [u8; 16] {
     }
 }
 
+/// The group a mount's `--group` names and the owner it must have: `--owner` (64 hex
+/// digits) if given, else `me`; a name is that owner's group of that name.
+pub fn expected(
+    group: &str,
+    owner: Option<&str>,
+    me: &Identity,
+) -> anyhow::Result<([u8; 16], [u8; 32])> {
+    let owner = match owner {
+        Some(k) => hex::decode(k.trim())
+            .ok()
+            .and_then(|b| <[u8; 32]>::try_from(b).ok())
+            .ok_or_else(|| {
+                anyhow!("--owner must be an owner_key: 64 hex digits (`byzfs identity show FILE`)")
+            })?,
+        None => me.owner_key(),
+    };
+    let id = hex::decode(group)
+        .ok()
+        .and_then(|b| <[u8; 16]>::try_from(b).ok());
+    Ok(match id {
+        Some(id) if group.len() == 32 => (id, owner),
+        _ => (byzfs_fs::crypt_group::group_id(&owner, group), owner),
+    })
+}
+
 fn member_key(arg: &str) -> anyhow::Result<[u8; 32]> {
     hex::decode(arg.trim())
         .ok()
@@ -93,6 +119,8 @@ fn member_key(arg: &str) -> anyhow::Result<[u8; 32]> {
 /// The cluster, through one client.
 struct Cluster {
     client: FsClient,
+    /// Its id (`cluster.toml`), which records' signatures and every key name.
+    id: [u8; 16],
 }
 
 impl Cluster {
@@ -107,32 +135,45 @@ impl Cluster {
         })
     }
 
+    /// The record of `group`, checked against the signature of the owner it names (the
+    /// caller checks that owner is the one it expects).
     async fn get(&mut self, group: [u8; 16]) -> anyhow::Result<Option<GroupRecord>> {
-        match self.call(Op::GroupGet { group }).await? {
-            Ok(Reply::Group(r)) => Ok(r),
+        let signed = match self.call(Op::GroupGet { group }).await? {
+            Ok(Reply::Group(r)) => r,
             other => bail!("reading the group: unexpected reply {other:?}"),
+        };
+        let Some(s) = signed else { return Ok(None) };
+        if let Err(e) = authenticate(&self.id, &group, &s.record, &s.signature) {
+            bail!(
+                "the cluster served a record of group {} its owner did not sign ({e:?})",
+                hex::encode(group)
+            );
         }
+        Ok(Some(s.record))
     }
 
-    /// Sends version `version` with `members`, signed by `me` as owner.
+    /// Sends version `version` of `me`'s group `name` with `members`, signed by `me`.
     async fn put(
         &mut self,
         me: &Identity,
-        group: [u8; 16],
+        name: &str,
         version: u32,
         members: &[([u8; 32], Role)],
     ) -> anyhow::Result<()> {
+        let g = me.group_ref(&self.id, name);
         let (writer, lockboxes) =
-            member::seal_record(me, &group, version, members, &mut rand_core::OsRng)?;
+            member::seal_record(me, &g, version, members, &mut rand_core::OsRng)?;
         let record = GroupRecord {
             owner: me.owner_key(),
+            name: name.to_string(),
             version,
             writer,
             lockboxes,
         };
+        let group = g.group;
         let signature = me
             .signing_key()
-            .sign(&signed_bytes(&group, &record))
+            .sign(&signed_bytes(&self.id, &group, &record))
             .to_bytes()
             .to_vec();
         match self
@@ -162,10 +203,11 @@ pub async fn ensure(
 ) -> anyhow::Result<[u8; 16]> {
     let mut c = Cluster {
         client: FsClient::connect(cluster, cred, false).await?,
+        id: cluster.cluster_id,
     };
     let group = me.group_id(name);
     if c.get(group).await?.is_none() {
-        c.put(me, group, 1, &[(me.member_key(), Role::Writer)])
+        c.put(me, name, 1, &[(me.member_key(), Role::Writer)])
             .await?;
     }
     Ok(group)
@@ -193,6 +235,7 @@ pub fn run(a: GroupArgs) -> anyhow::Result<ExitCode> {
         let work = async {
             let mut c = Cluster {
                 client: FsClient::connect(&cluster, &cred, false).await?,
+                id: cluster.cluster_id,
             };
             command(&mut c, &me, a.op).await
         };
@@ -209,6 +252,10 @@ pub fn run(a: GroupArgs) -> anyhow::Result<ExitCode> {
 async fn command(c: &mut Cluster, me: &Identity, op: GroupCommand) -> anyhow::Result<ExitCode> {
     match op {
         GroupCommand::Create { name } => {
+            let max = byzfs_fs::crypt_group::MAX_NAME;
+            if name.len() > max {
+                bail!("a group's name is at most {max} bytes");
+            }
             let group = me.group_id(&name);
             if c.get(group).await?.is_some() {
                 bail!(
@@ -216,7 +263,7 @@ async fn command(c: &mut Cluster, me: &Identity, op: GroupCommand) -> anyhow::Re
                     hex::encode(group)
                 );
             }
-            c.put(me, group, 1, &[(me.member_key(), Role::Writer)])
+            c.put(me, &name, 1, &[(me.member_key(), Role::Writer)])
                 .await
                 .context("create")?;
             println!("group {name} {}", hex::encode(group));
@@ -237,7 +284,7 @@ async fn command(c: &mut Cluster, me: &Identity, op: GroupCommand) -> anyhow::Re
                 .version
                 .checked_add(1)
                 .context("the group has no key version left")?;
-            c.put(me, group, version, &members).await.context("add")?;
+            c.put(me, &r.name, version, &members).await.context("add")?;
             println!(
                 "group {} version {version}: {} members",
                 hex::encode(group),
@@ -261,7 +308,7 @@ async fn command(c: &mut Cluster, me: &Identity, op: GroupCommand) -> anyhow::Re
                 .version
                 .checked_add(1)
                 .context("the group has no key version left")?;
-            c.put(me, group, version, &members)
+            c.put(me, &r.name, version, &members)
                 .await
                 .context("remove")?;
             println!(
@@ -277,6 +324,7 @@ async fn command(c: &mut Cluster, me: &Identity, op: GroupCommand) -> anyhow::Re
                 .await?
                 .ok_or_else(|| anyhow!("no group {arg}"))?;
             println!("group    {}", hex::encode(group));
+            println!("name     {}", r.name);
             println!("version  {}", r.version);
             println!("owner    {}", hex::encode(r.owner));
             println!("writer   {}", hex::encode(r.writer));
@@ -289,7 +337,12 @@ async fn command(c: &mut Cluster, me: &Identity, op: GroupCommand) -> anyhow::Re
                 };
                 println!("{}  {role}{you}", hex::encode(k));
             }
-            match member::open_mine(me, &r.lockboxes, r.version, &r.writer) {
+            let g = member::GroupRef {
+                cluster: c.id,
+                group,
+                owner: r.owner,
+            };
+            match member::open_mine(me, &g, &r.lockboxes, r.version, &r.writer) {
                 Ok(k) if k.writer.is_some() => {
                     println!("you: writer, key version {} opens", r.version)
                 }

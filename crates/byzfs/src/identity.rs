@@ -110,24 +110,57 @@ pub fn write_new(path: &Path, id: &Identity, force: bool) -> anyhow::Result<()> 
          # lockbox sealed to it. Give others only member_key (or owner_key).\n{}",
         toml::to_string(&f)?
     );
-    if path.exists() && !force {
-        bail!("{} exists; pass --force to replace it", path.display());
+    // Never through a symbolic link (`--force` would otherwise truncate whatever it names),
+    // and never half-written: a new file beside it, renamed over it.
+    match std::fs::symlink_metadata(path) {
+        Ok(m) if m.file_type().is_symlink() => bail!(
+            "{} is a symbolic link; refusing to write an identity through it",
+            path.display()
+        ),
+        Ok(_) if !force => bail!("{} exists; pass --force to replace it", path.display()),
+        Ok(m) if !m.is_file() => bail!("{} is not a regular file", path.display()),
+        Ok(_) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e).with_context(|| format!("cannot write {}", path.display())),
     }
-    let mut opts = OpenOptions::new();
-    opts.write(true).mode(0o600);
-    if force {
-        opts.create(true).truncate(true);
-    } else {
-        opts.create_new(true);
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let mut nonce = [0u8; 8];
+    rand_core::RngCore::fill_bytes(&mut rand_core::OsRng, &mut nonce);
+    let tmp = dir.join(format!(".byzfs-identity-{}.tmp", hex::encode(nonce)));
+    let written = write_private(&tmp, text.as_bytes()).and_then(|()| {
+        if force {
+            // Replaces the name itself, whatever it is now (a link made meanwhile included).
+            std::fs::rename(&tmp, path)
+        } else {
+            // Fails if the name exists by now: never replaces a file without --force.
+            std::fs::hard_link(&tmp, path)
+        }
+    });
+    let _ = std::fs::remove_file(&tmp);
+    written.with_context(|| format!("cannot write {}", path.display()))?;
+    if let Ok(d) = std::fs::File::open(dir) {
+        // The rename lasts past a crash.
+        let _ = d.sync_all();
     }
-    let mut file = opts
-        .open(path)
-        .with_context(|| format!("cannot write {}", path.display()))?;
-    // An existing file keeps its mode on truncation: make it 0600 either way.
-    file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
-    file.write_all(text.as_bytes())?;
-    file.sync_all()?;
     Ok(())
+}
+
+/// A new file `path` (never an existing one or a link: `O_CREAT | O_EXCL`, and
+/// `O_NOFOLLOW`) of mode 0600 holding `bytes`, synced.
+fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let mut file = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(nix::libc::O_NOFOLLOW)
+        .open(path)?;
+    // The mode the umask left: 0600 whatever it is.
+    file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+    file.write_all(bytes)?;
+    file.sync_all()
 }
 
 pub fn run(a: IdentityArgs) -> anyhow::Result<ExitCode> {
@@ -145,4 +178,67 @@ pub fn run(a: IdentityArgs) -> anyhow::Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::symlink;
+
+    fn mode(p: &Path) -> u32 {
+        std::fs::symlink_metadata(p).unwrap().permissions().mode() & 0o777
+    }
+
+    /// Issue #43 item 5 (9): `--force` over a symbolic link leaves the link and what it
+    /// names alone.
+    #[test]
+    fn force_refuses_a_symbolic_link_and_leaves_its_target_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let victim = dir.path().join("victim");
+        std::fs::write(&victim, "keep me\n").unwrap();
+        let link = dir.path().join("me.id");
+        symlink(&victim, &link).unwrap();
+        let id = Identity::generate(&mut rand_core::OsRng);
+        let e = write_new(&link, &id, true).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "{} is a symbolic link; refusing to write an identity through it",
+                link.display()
+            )
+        );
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep me\n");
+        assert_eq!(std::fs::read_link(&link).unwrap(), victim);
+        let mut names: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        names.sort();
+        assert_eq!(names, ["me.id", "victim"], "no file left behind");
+    }
+
+    #[test]
+    fn force_replaces_a_file_whole_with_mode_0600() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("me.id");
+        std::fs::write(&p, "old").unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let id = Identity::generate(&mut rand_core::OsRng);
+        let e = write_new(&p, &id, false).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            format!("{} exists; pass --force to replace it", p.display())
+        );
+        assert_eq!(std::fs::read_to_string(&p).unwrap(), "old");
+        write_new(&p, &id, true).unwrap();
+        assert_eq!(mode(&p), 0o600);
+        assert_eq!(load(&p).unwrap().member_key(), id.member_key());
+        let names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+        assert_eq!(names.len(), 1, "no file left behind");
+        // A new file: 0600 too, and no replacing without --force.
+        let q = dir.path().join("new.id");
+        write_new(&q, &id, false).unwrap();
+        assert_eq!(mode(&q), 0o600);
+        assert!(write_new(&q, &id, false).is_err());
+    }
 }

@@ -54,10 +54,15 @@ pub struct EncryptArgs {
     /// machine, and only the group's writers can change anything in it.
     #[arg(long, value_name = "FILE")]
     identity: Option<PathBuf>,
-    /// With --identity: the group, by a name your identity owns or by its 32-hex-digit id
-    /// (default: your group named `default`).
+    /// With --identity: the group, by its name or by its 32-hex-digit id (default:
+    /// `default`). A name is your own group's, or --owner's.
     #[arg(long, requires = "identity")]
     group: Option<String>,
+    /// With --identity: the owner the group must have, by its `owner_key` (`byzfs identity
+    /// show` on the owner's side; 64 hex digits). Needed for a group you do not own; the
+    /// mount refuses a group record this owner did not sign (default: your identity).
+    #[arg(long, requires = "identity", value_name = "KEY")]
+    owner: Option<String>,
     /// Mount the plain tree even though --identity is given.
     #[arg(long)]
     plaintext: bool,
@@ -73,8 +78,16 @@ impl EncryptArgs {
             return Ok(None);
         }
         let identity = crate::identity::load(path)?;
-        let group = crate::group::group_of(self.group.as_deref().unwrap_or("default"), &identity);
-        Ok(Some(byzfs_fuse::crypt::Encryption { identity, group }))
+        let (group, owner) = crate::group::expected(
+            self.group.as_deref().unwrap_or("default"),
+            self.owner.as_deref(),
+            &identity,
+        )?;
+        Ok(Some(byzfs_fuse::crypt::Encryption {
+            identity,
+            group,
+            owner,
+        }))
     }
 }
 

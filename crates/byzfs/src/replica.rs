@@ -198,6 +198,8 @@ pub(crate) fn fs_config(cluster: &ClusterConfig) -> FsConfig {
             session_bits: byzfs_net::cert::SESSION_BITS,
             replica_clients: byzfs_net::cert::REPLICA_CLIENT_FIRST,
         })),
+        // Group records and writer proofs name the cluster (`byzfs_fs::crypt_group`).
+        cluster_id: cluster.cluster_id,
         ..FsConfig::default()
     }
 }

@@ -270,7 +270,13 @@ async fn encryption(
     let key = byzfs_net::keygen::client_key_path(dir, byzfs_net::keygen::DEFAULT_CLIENT);
     let cred = byzfs_net::ClientCredential::load(&key, cluster)?;
     let group = crate::group::ensure(cluster, &cred, &identity, "default").await?;
-    Ok(byzfs_fuse::crypt::Encryption { identity, group })
+    // The local identity owns `default`: the mount accepts no record another signed.
+    let owner = identity.owner_key();
+    Ok(byzfs_fuse::crypt::Encryption {
+        identity,
+        group,
+        owner,
+    })
 }
 
 /// Waits until every replica answers a status request.

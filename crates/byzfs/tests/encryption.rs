@@ -53,6 +53,16 @@ fn group(procs: &Procs, id: &Path, rest: &[&str]) -> String {
     byzfs(&args)
 }
 
+/// The `owner_key` of identity file `id` (`byzfs identity show`).
+fn owner_key(id: &Path) -> String {
+    let out = byzfs(&["identity", "show", id.to_str().unwrap()]);
+    out.lines()
+        .find_map(|l| l.strip_prefix("owner_key"))
+        .unwrap()
+        .trim()
+        .to_string()
+}
+
 /// An encrypted mount of `group` as `id` at `dir/name`.
 fn mount_as(procs: &Procs, id: &Path, group: &str, name: &str) -> Mount {
     mount_with(procs, id, group, name, &[])
@@ -326,7 +336,13 @@ fn replicas_never_see_a_name_or_a_byte_and_readers_change_nothing() {
     assert_eq!(fill(&w.mnt), want_tree());
 
     // The reader reads everything, and every kind of change is refused.
-    let r = mount_as(&procs, &reader, &id, "reader");
+    let r = mount_with(
+        &procs,
+        &reader,
+        "team",
+        "reader",
+        &["--owner", &owner_key(&owner)],
+    );
     assert_eq!(read_tree(&r.mnt), want_tree());
     let m = &r.mnt;
     let c = CANARY;
@@ -452,7 +468,7 @@ impl TwoWriters {
             &["add", "team", "--member", &bob_key, "--writer"],
         );
         let o = mount_as(&procs, &owner, "team", "owner");
-        let b = mount_as(&procs, &bob, &id, "bob");
+        let b = mount_with(&procs, &bob, &id, "bob", &["--owner", &owner_key(&owner)]);
         TwoWriters {
             o,
             b,
@@ -572,6 +588,7 @@ fn a_removed_writer_is_refused_and_what_it_wrote_stays_readable() {
         .args(["mount", "--config"])
         .arg(procs.config())
         .args(["--identity", bob.to_str().unwrap(), "--group", id])
+        .args(["--owner", &owner_key(owner)])
         .arg(procs.dir.path().join("bob-again"))
         .output()
         .unwrap();
@@ -899,11 +916,14 @@ fn forged_writes_sent_straight_to_the_replicas_are_refused_alike() {
     let record = match call(Op::GroupGet {
         group: byzfs_crypt::member::group_id(&load_identity(&owner).owner_key(), "team"),
     }) {
-        Ok(Reply::Group(Some(r))) => r,
+        Ok(Reply::Group(Some(r))) => r.record,
         other => panic!("{other:?}"),
     };
+    let cluster = procs.cluster.cluster_id;
+    let team = load_identity(&owner).group_ref(&cluster, "team");
     let mine = byzfs_crypt::member::open_mine(
         &load_identity(&owner),
+        &team,
         &record.lockboxes,
         record.version,
         &record.writer,
@@ -924,6 +944,7 @@ fn forged_writes_sent_straight_to_the_replicas_are_refused_alike() {
     let used = 1 << 43;
     let fine = sign(
         &writer,
+        &cluster,
         &[group_id],
         record.version,
         me,
@@ -938,6 +959,7 @@ fn forged_writes_sent_straight_to_the_replicas_are_refused_alike() {
             "a stranger's key",
             sign(
                 &stranger,
+                &cluster,
                 &[group_id],
                 record.version,
                 me,
@@ -950,6 +972,7 @@ fn forged_writes_sent_straight_to_the_replicas_are_refused_alike() {
             "another client's proof",
             sign(
                 &writer,
+                &cluster,
                 &[group_id],
                 record.version,
                 me + 1,
@@ -962,6 +985,7 @@ fn forged_writes_sent_straight_to_the_replicas_are_refused_alike() {
             "a used sequence number",
             sign(
                 &writer,
+                &cluster,
                 &[group_id],
                 record.version,
                 me,
@@ -974,6 +998,7 @@ fn forged_writes_sent_straight_to_the_replicas_are_refused_alike() {
             "a proof for another group",
             sign(
                 &writer,
+                &cluster,
                 &[[7; 16]],
                 record.version,
                 me,
@@ -1053,4 +1078,169 @@ fn files_removed_while_open_wait_sealed_in_the_shared_orphan_directory() {
         std::thread::sleep(std::time::Duration::from_millis(100));
     }
     drop(p);
+}
+
+/// Issue #43 item 5 (7): a new encrypted directory is made with its header (its names' key
+/// version) in one signed request — made at a handle the mount reserved — so no failure
+/// between two requests can leave its names under version 1's key.
+#[test]
+fn a_new_directory_and_its_header_are_one_request() {
+    if skip_without_fuse() {
+        return;
+    }
+    let _serial = common::serial();
+    let (procs, _keys, owner) = cluster_with_team("memory", liars(&[], ""));
+    let log = std::env::temp_dir().join(format!(
+        "byzfs-encryption-one-mkdir-{}.log",
+        std::process::id()
+    ));
+    let _ = std::fs::remove_file(&log);
+    let w = Mount::start_with_env(
+        &procs.config(),
+        &procs.dir.path().join("writer"),
+        &log,
+        &[
+            "--timeout-ms",
+            "120000",
+            "--identity",
+            owner.to_str().unwrap(),
+            "--group",
+            "team",
+            // Each creation sent as it comes (not answered early and batched).
+            "--no-dir-delegations",
+        ],
+        &[("RUST_LOG", "byzfs_fuse::cluster=trace")],
+    );
+    let signed = || {
+        std::fs::read_to_string(&log)
+            .unwrap()
+            .matches("send op=\"signed\"")
+            .count()
+    };
+    let before = signed();
+    std::fs::create_dir(w.mnt.join("d")).unwrap();
+    assert_eq!(signed() - before, 1, "one signed request for mkdir");
+    std::fs::write(w.mnt.join("d/f"), "in d").unwrap();
+    drop(w);
+    let again = mount_as(&procs, &owner, "team", "again");
+    assert_eq!(
+        std::fs::read_to_string(again.mnt.join("d/f")).unwrap(),
+        "in d"
+    );
+    let _ = std::fs::remove_file(&log);
+}
+
+/// `byzfs mount` as `id` of `group` with `more` flags, which must fail; its stderr.
+fn mount_refused(procs: &Procs, id: &Path, group: &str, more: &[&str]) -> String {
+    let mnt = procs.dir.path().join("refused");
+    std::fs::create_dir_all(&mnt).unwrap();
+    let out = Command::new(BIN)
+        .args(["mount", "--config"])
+        .arg(procs.config())
+        .args(["--timeout-ms", "120000", "--identity"])
+        .arg(id)
+        .args(["--group", group])
+        .args(more)
+        .arg(&mnt)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// Issue #43 item 5 (1, 6): a mount takes only its expected owner's group, and never a
+/// `/g-<id>` someone else made first (the replicas no longer let anyone join an existing
+/// directory to a group, so such a directory is in no group or in the maker's).
+#[test]
+fn a_mount_refuses_another_owner_and_a_tree_someone_else_made() {
+    use byzfs_fs::{decode_result, Credentials, FileHandle, Op, Reply, Request};
+    if skip_without_fuse() {
+        return;
+    }
+    let _serial = common::serial();
+    let (procs, keys, owner) = cluster_with_team("memory", liars(&[], ""));
+    let id = hex_id(&load_identity(&owner));
+    // The group by its id, expecting another owner: refused before anything is made.
+    let (stranger, _) = identity(keys.path(), "stranger.id");
+    let err = mount_refused(&procs, &owner, &id, &["--owner", &owner_key(&stranger)]);
+    assert_eq!(
+        err.lines().last().unwrap(),
+        format!(
+            "error: group {id}: the group's record names owner {}, not {}",
+            owner_key(&owner),
+            owner_key(&stranger)
+        )
+    );
+    // A squatter makes `/g-<id>` first (any client may make a directory at the root).
+    let rt = common::rt();
+    let mut client = rt
+        .block_on(byzfs_net::ByzClient::connect(
+            &procs.cluster,
+            &procs.credential(),
+        ))
+        .unwrap();
+    let mkdir = Op::Mkdir {
+        dir: FileHandle::ROOT,
+        name: format!("g-{id}").into_bytes(),
+        mode: 0o777,
+    };
+    let out = rt
+        .block_on(client.invoke(Request::new(Credentials::root(), mkdir).encode(), false))
+        .unwrap();
+    assert!(matches!(decode_result(&out), Some(Ok(Reply::Made { .. }))));
+    let err = mount_refused(&procs, &owner, "team", &[]);
+    assert_eq!(
+        err.lines().last().unwrap(),
+        format!(
+            "error: /g-{id} is not group {id}'s tree (it is in no group): someone else made \
+             it first; refusing to mount it. Its maker can remove it, or use a group of \
+             another name"
+        )
+    );
+}
+
+/// Directories made (each at a reserved handle, with its header) between creations a
+/// mount answered early and queued (with lower handles, `byzfs_fs::reserve`) lose none of
+/// them: every name is there for a fresh mount.
+#[test]
+fn directories_made_among_queued_creations_lose_nothing() {
+    if skip_without_fuse() {
+        return;
+    }
+    let _serial = common::serial();
+    let (procs, _keys, owner) = cluster_with_team("memory", liars(&[], ""));
+    let w = mount_as(&procs, &owner, "team", "writer");
+    let mut want = Vec::new();
+    for i in 0..4 {
+        std::fs::create_dir(w.mnt.join(format!("d{i}"))).unwrap();
+        for j in 0..3 {
+            std::fs::write(w.mnt.join(format!("d{i}/f{j}")), format!("{i}{j}")).unwrap();
+            want.push(format!("d{i}/f{j} {i}{j}"));
+        }
+    }
+    // A creation queued in a held directory (an empty file: no write held back to send
+    // it), then a directory made in one not held (its first creation), which goes at once.
+    for i in 0..4 {
+        std::fs::File::create(w.mnt.join(format!("d{}/g{i}", (i + 1) % 4))).unwrap();
+        want.push(format!("d{}/g{i} ", (i + 1) % 4));
+        std::fs::create_dir(w.mnt.join(format!("n{i}"))).unwrap();
+        std::fs::create_dir(w.mnt.join(format!("n{i}/m"))).unwrap();
+        std::fs::write(w.mnt.join(format!("n{i}/m/h")), "h").unwrap();
+        want.push(format!("n{i}/m/h h"));
+    }
+    std::fs::File::open(&w.mnt).unwrap().sync_all().unwrap();
+    drop(w);
+    let fresh = mount_as(&procs, &owner, "team", "fresh");
+    let mut files = Vec::new();
+    files_under(&fresh.mnt, &mut files);
+    let mut got: Vec<String> = files
+        .iter()
+        .map(|p| {
+            let rel = p.strip_prefix(&fresh.mnt).unwrap().to_str().unwrap();
+            format!("{rel} {}", std::fs::read_to_string(p).unwrap())
+        })
+        .collect();
+    got.sort();
+    want.sort();
+    assert_eq!(got, want);
 }

@@ -87,13 +87,14 @@ fn an_owner_manages_a_group_and_each_version_opens_for_exactly_its_members() {
     assert!(ok, "{err}");
     let lines: Vec<&str> = out.lines().collect();
     assert_eq!(lines[0], format!("group    {id}"));
-    assert_eq!(lines[1], "version  3");
-    assert_eq!(lines[4], format!("{:<64}  role", "member"));
-    assert_eq!(lines[5], format!("{alice_key}  writer"));
-    assert_eq!(lines[6], format!("{bob_key}  reader (you)"));
-    assert_eq!(lines[7], format!("{carol_key}  writer"));
-    assert_eq!(lines[8], "you: reader, key version 3 opens");
-    assert_eq!(lines.len(), 9);
+    assert_eq!(lines[1], "name     team");
+    assert_eq!(lines[2], "version  3");
+    assert_eq!(lines[5], format!("{:<64}  role", "member"));
+    assert_eq!(lines[6], format!("{alice_key}  writer"));
+    assert_eq!(lines[7], format!("{bob_key}  reader (you)"));
+    assert_eq!(lines[8], format!("{carol_key}  writer"));
+    assert_eq!(lines[9], "you: reader, key version 3 opens");
+    assert_eq!(lines.len(), 10);
     let (_, out, _) = group(&carol, &["list", &id]);
     assert!(out.ends_with("you: writer, key version 3 opens\n"), "{out}");
     // Bob cannot change the group, not even under his own name for it.
