@@ -1184,8 +1184,12 @@ fn a_mount_refuses_another_owner_and_a_tree_someone_else_made() {
         name: format!("g-{id}").into_bytes(),
         mode: 0o777,
     };
+    let grant = byzfs_fuse::fsclient::signed_grant(&procs.credential()).unwrap();
     let out = rt
-        .block_on(client.invoke(Request::new(Credentials::root(), mkdir).encode(), false))
+        .block_on(client.invoke(
+            Request::granted(Credentials::root(), mkdir, grant).encode(),
+            false,
+        ))
         .unwrap();
     assert!(matches!(decode_result(&out), Some(Ok(Reply::Made { .. }))));
     let err = mount_refused(&procs, &owner, "team", &[]);
