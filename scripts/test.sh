@@ -54,7 +54,7 @@ fi
 cargo run --release -p byzfs-sim -- --seeds 1..2000 --scenario all
 
 step "sans-IO check: crates/byzfs-bft/src"
-# Principle 1 of STYLE.md. Comment lines are skipped so docs may name what the core avoids.
+# Principle 1 of docs/STYLE.md. Comment lines are skipped so docs may name what the core avoids.
 banned='std::(net|fs|thread)\b|std::\{[^}]*\b(net|fs|thread)\b|\btokio\b|Instant::now|SystemTime::now|thread_rng|OsRng'
 if hits="$(grep -rnE "$banned" crates/byzfs-bft/src | grep -vE '^[^:]+:[0-9]+:[[:space:]]*//')"; then
     echo "FAIL: the protocol core must stay sans-IO (no sockets, files, threads, clocks or" >&2
@@ -71,7 +71,7 @@ fi
 echo "ok: no banned calls in crates/byzfs-bft/src; no tokio/mio/socket2 in its dependency tree"
 
 step "citation check: docs/PROTOCOL.md, docs/STYLE.md"
-# Principle 14 of STYLE.md: a cited section that has no heading fails, naming file:line.
+# Principle 14 of docs/STYLE.md: a cited section that has no heading fails, naming file:line.
 if ! bash scripts/check-citations.sh; then
     echo "FAIL: add the section to docs/PROTOCOL.md or docs/STYLE.md, or fix the citation" >&2
     exit 1
