@@ -7,6 +7,7 @@
 #                               tests/faults.rs; release builds lack it)
 #   2. byzfs-sim                the deterministic simulator over every scenario, 2000 seeds
 #   3. sans-IO check            byzfs-bft touches no socket, file, thread, clock or ambient RNG
+#   4. citation check           every PROTOCOL.md/STYLE.md section the code cites has a heading
 #
 # Any failure stops the script with a non-zero exit. The closing line sums cargo's own
 # "test result" lines, so it counts only what cargo ran and reported.
@@ -53,7 +54,7 @@ fi
 cargo run --release -p byzfs-sim -- --seeds 1..2000 --scenario all
 
 step "sans-IO check: crates/byzfs-bft/src"
-# Principle 1 of STYLE.md. Comment lines are skipped so docs may name what the core avoids.
+# Principle 1 of docs/STYLE.md. Comment lines are skipped so docs may name what the core avoids.
 banned='std::(net|fs|thread)\b|std::\{[^}]*\b(net|fs|thread)\b|\btokio\b|Instant::now|SystemTime::now|thread_rng|OsRng'
 if hits="$(grep -rnE "$banned" crates/byzfs-bft/src | grep -vE '^[^:]+:[0-9]+:[[:space:]]*//')"; then
     echo "FAIL: the protocol core must stay sans-IO (no sockets, files, threads, clocks or" >&2
@@ -68,6 +69,13 @@ if io="$(grep -xE 'tokio|mio|socket2' <<<"$deps")"; then
     exit 1
 fi
 echo "ok: no banned calls in crates/byzfs-bft/src; no tokio/mio/socket2 in its dependency tree"
+
+step "citation check: docs/PROTOCOL.md, docs/STYLE.md"
+# Principle 14 of docs/STYLE.md: a cited section that has no heading fails, naming file:line.
+if ! bash scripts/check-citations.sh; then
+    echo "FAIL: add the section to docs/PROTOCOL.md or docs/STYLE.md, or fix the citation" >&2
+    exit 1
+fi
 
 # Sum cargo's per-binary result lines (unit, integration and doc tests).
 awk '/^test result: /{

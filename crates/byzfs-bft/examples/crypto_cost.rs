@@ -1,4 +1,4 @@
-//! Per-request authentication costs (PROTOCOL.md §0 item 3): Ed25519 signing and strict
+//! Per-request authentication costs (docs/PROTOCOL.md §0 item 3): Ed25519 signing and strict
 //! verification, and a keyed-BLAKE3 MAC over a 128-byte header ‖ signature. A measurement, not
 //! a test (timings belong in benchmarks, and the core's `src/` reads no clock):
 //!

@@ -49,7 +49,7 @@ pub enum Action {
     Sync,
 }
 
-/// A promise a replica must not forget across a restart (PROTOCOL.md §3.6 #11), or (for
+/// A promise a replica must not forget across a restart (docs/PROTOCOL.md §3.6 #11), or (for
 /// `Executed`) a fact a disk restart replays.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 pub enum PersistRecord {
@@ -256,7 +256,7 @@ pub enum Event {
         tentative: bool,
     },
     /// A prepared certificate completed here: the pre-prepare for `digest` at `(view, seq)` and
-    /// `2f` matching PREPAREs (INV-PREPARED, PROTOCOL.md §6.6, is checked on these).
+    /// `2f` matching PREPAREs (INV-PREPARED, docs/PROTOCOL.md §6.6, is checked on these).
     Prepared {
         /// View.
         view: View,

@@ -1,4 +1,4 @@
-//! Batch digests (PROTOCOL.md §1.3): `d = D(D(req_1) ‖ … ‖ D(req_k) ‖ big_1 ‖ … ‖ nondet)`.
+//! Batch digests (docs/PROTOCOL.md §1.3): `d = D(D(req_1) ‖ … ‖ D(req_k) ‖ big_1 ‖ … ‖ nondet)`.
 //! The request digests are the frames' body digests, computed once while parsing.
 
 use crate::crypto::Digest;

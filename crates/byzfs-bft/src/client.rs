@@ -1,6 +1,6 @@
-//! The sans-IO client (PROTOCOL.md §1.6, §1.8, §1.10, §1.12).
+//! The sans-IO client (docs/PROTOCOL.md §1.6, §1.8, §1.10, §1.12).
 //!
-//! A [`Client`] has up to `Config::client_window` requests outstanding (PROTOCOL.md §1.6,
+//! A [`Client`] has up to `Config::client_window` requests outstanding (docs/PROTOCOL.md §1.6,
 //! "several requests in flight"); they run at the replicas in the order they were invoked
 //! (each names the earlier one it must follow, [`Request::after`]), each at most once. A
 //! read invoked while a read-write request is outstanding is ordered too (a read-only
@@ -36,10 +36,10 @@ use rand_chacha::ChaCha8Rng;
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 
-/// Request header flag: the operation is read-only (PROTOCOL.md §1.8).
+/// Request header flag: the operation is read-only (docs/PROTOCOL.md §1.8).
 pub const FLAG_READ_ONLY: u8 = 0x01;
 /// Request header flag: a big request's body sent to the primary only, which relays it to
-/// every backup (PROTOCOL.md §1.10, "each body once"). Retransmissions, which go to every
+/// every backup (docs/PROTOCOL.md §1.10, "each body once"). Retransmissions, which go to every
 /// replica, do not carry it.
 pub const FLAG_RELAY: u8 = 0x02;
 
@@ -59,7 +59,7 @@ pub enum ClientAction {
         bytes: Arc<[u8]>,
     },
     /// A read-only request that got no certificate is sent again, ordered, under the new id
-    /// `rid` (PROTOCOL.md §1.8); it still completes under `issued`. For drivers that track
+    /// `rid` (docs/PROTOCOL.md §1.8); it still completes under `issued`. For drivers that track
     /// ids on the wire (the simulator's checkers); others ignore it.
     Reissued {
         /// The id [`Client::invoke`] returned.
@@ -103,7 +103,7 @@ pub struct ClientStats {
     pub dropped_stale: u64,
     /// Retransmissions of the outstanding request.
     pub retransmissions: u64,
-    /// Read-only requests resent as ordinary read-write requests (PROTOCOL.md §1.8).
+    /// Read-only requests resent as ordinary read-write requests (docs/PROTOCOL.md §1.8).
     pub read_only_fallbacks: u64,
     /// Read-only requests sent first to `2f+1` replicas (`Config::read_only_to_quorum`).
     pub read_only_to_quorum: u64,
@@ -173,7 +173,7 @@ enum DropReason {
     Stale,
 }
 
-/// A BFT client (PROTOCOL.md §1.6).
+/// A BFT client (docs/PROTOCOL.md §1.6).
 pub struct Client {
     config: Config,
     keys: ClientKeys,
@@ -302,7 +302,7 @@ impl Client {
     /// Invokes an operation and returns its request id (ids start at 1 and strictly
     /// increase; a refused invocation consumes none).
     ///
-    /// The request body is serialised and hashed once. First transmission (PROTOCOL.md §1.6,
+    /// The request body is serialised and hashed once. First transmission (docs/PROTOCOL.md §1.6,
     /// §1.10): a small read-write request goes to the primary of the client's view only; a
     /// read-only or big request, or any request before the client has learned the view from
     /// a completed one, goes to every replica.
@@ -407,7 +407,7 @@ impl Client {
     }
 
     /// Handles a frame from a replica: a REPLY for the outstanding request is recorded and may
-    /// complete it (PROTOCOL.md §1.6); anything else is dropped and counted.
+    /// complete it (docs/PROTOCOL.md §1.6); anything else is dropped and counted.
     pub fn handle_message(&mut self, now: Time, bytes: &[u8]) {
         match self.check_reply(bytes) {
             Ok((j, reply)) => {
@@ -434,7 +434,7 @@ impl Client {
     }
 
     /// Handles timer expiry: every outstanding request whose deadline has passed is
-    /// retransmitted to every replica with exponential back-off (PROTOCOL.md §1.6). After
+    /// retransmitted to every replica with exponential back-off (docs/PROTOCOL.md §1.6). After
     /// more than one retransmission a read-only request falls back to an ordered one with a
     /// new designated replier (§1.8), under a new request id (see `Outstanding::issued`); if
     /// a certificate is complete except for its full result, every replica is asked for the
@@ -775,7 +775,7 @@ impl Client {
 
 /// Builds the request frame: header, the stored body, and a signed authenticator — an Ed25519
 /// signature any replica can verify and forward, then one MAC per replica `0..n` in order, the
-/// cheap first check (PROTOCOL.md §5.3). A MAC-only client (no signing key) sends a plain
+/// cheap first check (docs/PROTOCOL.md §5.3). A MAC-only client (no signing key) sends a plain
 /// authenticator. Each (re)transmission is signed afresh: its header (replier) may change.
 ///
 /// A read-only request (with the optimisation on) carries MACs only: a replica executes it
@@ -805,7 +805,7 @@ fn build_frame(config: &Config, keys: &ClientKeys, o: &Outstanding) -> Arc<[u8]>
     ))
 }
 
-/// The result digest of a complete reply certificate (PROTOCOL.md §1.6): `f+1` matching
+/// The result digest of a complete reply certificate (docs/PROTOCOL.md §1.6): `f+1` matching
 /// committed replies, or `2f+1` matching replies of which the tentative ones all carry the
 /// **same view** (committed replies count whatever their view). With `need_full`, only a
 /// digest for which some matching reply carried the full result counts.
@@ -1089,7 +1089,7 @@ mod tests {
     }
 
     /// A big read-write request goes once, to the primary, flagged for it to relay
-    /// (PROTOCOL.md §1.10 "each body once"); its retransmission goes to everyone, the same
+    /// (docs/PROTOCOL.md §1.10 "each body once"); its retransmission goes to everyone, the same
     /// body unflagged. A read-only one, or any while the view is unknown or relaying is off,
     /// goes to everyone from the start.
     #[test]
@@ -1878,7 +1878,7 @@ mod tests {
         }
     }
 
-    /// Several requests in flight (PROTOCOL.md §1.6): each follows the last, `acked` stays
+    /// Several requests in flight (docs/PROTOCOL.md §1.6): each follows the last, `acked` stays
     /// below the oldest outstanding, the window bounds both the count and `rid - acked`,
     /// and each completes on its own certificate.
     #[test]

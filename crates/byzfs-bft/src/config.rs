@@ -1,4 +1,4 @@
-//! Protocol parameters (PROTOCOL.md §8). The same values drive the simulator, local clusters
+//! Protocol parameters (docs/PROTOCOL.md §8). The same values drive the simulator, local clusters
 //! and real deployments.
 
 use crate::ids::{ReplicaId, View};
@@ -28,7 +28,7 @@ pub struct Config {
     /// sent apart from the batches (separate request transmission). `usize::MAX` disables it.
     pub big_request_threshold: usize,
     /// Whether a client sends a big read-write request's body to the primary only, which
-    /// relays it once to each backup (PROTOCOL.md §1.10 "each body once"), instead of to
+    /// relays it once to each backup (docs/PROTOCOL.md §1.10 "each body once"), instead of to
     /// every replica: the client's uplink carries it once, not `3f+1` times. Its first
     /// retransmission goes to every replica either way.
     pub relay_big_requests: bool,
@@ -53,7 +53,7 @@ pub struct Config {
     /// Period of STATUS messages (retransmission / negative acknowledgement).
     pub status_interval: Duration,
     /// Most requests a client may have outstanding at once, and the most results the reply
-    /// cache keeps per client (PROTOCOL.md §1.6, "several requests in flight"). 1 is
+    /// cache keeps per client (docs/PROTOCOL.md §1.6, "several requests in flight"). 1 is
     /// PBFT's one request at a time.
     pub client_window: u64,
     /// Client's first retransmission timeout.
@@ -73,7 +73,7 @@ pub struct Config {
     pub monitor: MonitorConfig,
 }
 
-/// How backups judge the primary's throughput (Aardvark, PROTOCOL.md §5.3 measure 4;
+/// How backups judge the primary's throughput (Aardvark, docs/PROTOCOL.md §5.3 measure 4;
 /// `replica/monitor.rs`). Every `period` a backup counts the work executed in the view (one
 /// unit per request plus one per 4 KiB of its operation). It judges the primary only after
 /// `grace` in the view, and only while the load demands more: a client's request has waited

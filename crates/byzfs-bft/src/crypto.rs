@@ -1,11 +1,11 @@
-//! Digests, MACs and signatures (PROTOCOL.md §1.2).
+//! Digests, MACs and signatures (docs/PROTOCOL.md §1.2).
 //!
 //! * Digest: BLAKE3, 32 bytes, computed once per buffer.
 //! * MAC: keyed BLAKE3 truncated to 16 bytes, one key per ordered pair of principals. Chosen over
 //!   HMAC-SHA256 because BLAKE3 is already our digest (one primitive, one crate) and a keyed
 //!   BLAKE3 over a 64-byte header costs less than one HMAC-SHA256 compression pair.
 //! * Signatures: Ed25519 for VIEW-CHANGE and NEW-VIEW (see `docs/ARCHITECTURE.md`), and on
-//!   client requests beside the MAC authenticator (PROTOCOL.md §0 item 3, §1.14, §5.3: a
+//!   client requests beside the MAC authenticator (docs/PROTOCOL.md §0 item 3, §1.14, §5.3: a
 //!   signature is transferable, so a request one correct replica accepts every correct replica
 //!   can verify).
 //!
@@ -129,7 +129,7 @@ pub struct ReplicaKeys {
     /// Per-client Ed25519 keys that verify request signatures. Every correct replica must hold
     /// the same key for a client (it comes from the client's certificate). A client without
     /// one is *MAC-only*: its requests carry an authenticator alone, and it is exposed to the
-    /// partial-authenticator attacks of PROTOCOL.md §1.14 (a legacy mode for drivers whose
+    /// partial-authenticator attacks of docs/PROTOCOL.md §1.14 (a legacy mode for drivers whose
     /// credentials carry no signing key yet).
     pub client_public: BTreeMap<ClientId, VerifyingKey>,
     /// This replica's signing key (VIEW-CHANGE, NEW-VIEW).

@@ -1,4 +1,4 @@
-//! Identifiers: replicas, clients, views and sequence numbers (PROTOCOL.md §1.1 notation).
+//! Identifiers: replicas, clients, views and sequence numbers (docs/PROTOCOL.md §1.1 notation).
 
 use serde::{Deserialize, Serialize};
 

@@ -8,7 +8,8 @@
 //! the [`Action`]s the machines emit. The same code runs under the network runtime and under
 //! the deterministic simulator (`byzfs-sim`).
 //!
-//! Protocol references (`PROTOCOL.md §x`) point at `shared/design/PROTOCOL.md`.
+//! Protocol references (`docs/PROTOCOL.md §x`) point at `docs/PROTOCOL.md` in the repository, the
+//! engineering rules (`docs/STYLE.md §x`) at `docs/STYLE.md`.
 //!
 //! ## Example: replicate a key-value store on four in-process replicas
 //!

@@ -1,7 +1,7 @@
 //! Which replicas a client counts on (issue #47; docs/PROTOCOL.md "Replies").
 //!
 //! A request names one *designated replier* that sends the full result; the others send
-//! its digest (PROTOCOL.md §1.12), and a read goes first to `2f+1` replicas only. With the
+//! its digest (docs/PROTOCOL.md §1.12), and a read goes first to `2f+1` replicas only. With the
 //! designated replier crashed, stopped or lying, the digests certify a result nobody sent
 //! in full, and the client waited out a whole retransmission timeout before asking every
 //! replica: with one backup down, one read in four did, and reading a file back took 30

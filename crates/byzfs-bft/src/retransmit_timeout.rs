@@ -1,5 +1,5 @@
 //! A client's first retransmission timeout for each request, scaled to what it measured
-//! (PROTOCOL.md §1.6; ARCHITECTURE.md Deviation 33).
+//! (docs/PROTOCOL.md §1.6; ARCHITECTURE.md Deviation 33).
 //!
 //! A retransmission goes to every replica, and a big request's or a read's goes with its
 //! body or asks every replica for the full result: on a slow link one sent too early adds

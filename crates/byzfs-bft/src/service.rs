@@ -42,7 +42,7 @@ pub trait Service {
     /// Executes a read-only operation while the live state holds batches after `committed`
     /// that executed only tentatively. Returns the result only if it equals the result on the
     /// committed state — the operation read nothing those batches wrote — and `None`
-    /// otherwise; the replica then answers once they commit (PROTOCOL.md §1.8, per-object
+    /// otherwise; the replica then answers once they commit (docs/PROTOCOL.md §1.8, per-object
     /// floor). Returning a result that depends on an uncommitted write is unsafe
     /// (ARCHITECTURE.md Deviations 6a has the counterexample). Default: `None`, always wait.
     fn execute_read_only_committed(

@@ -1,4 +1,4 @@
-//! Partitioned, checkpointed key-value state with incremental digests (PROTOCOL.md §2.3, §2.4).
+//! Partitioned, checkpointed key-value state with incremental digests (docs/PROTOCOL.md §2.3, §2.4).
 //!
 //! [`PartitionedState`] is the storage a [`Service`](crate::service::Service) can build on: a
 //! byte-string map split into a fixed number of partitions, each with an AdHASH-style digest

@@ -1,4 +1,4 @@
-//! Time as a value. The core never reads a clock: every handler receives `now` (STYLE.md §4).
+//! Time as a value. The core never reads a clock: every handler receives `now` (docs/STYLE.md §4).
 
 use core::time::Duration;
 use serde::{Deserialize, Serialize};

@@ -12,10 +12,10 @@
 //!
 //! MACs and signatures cover the header only; the header binds the body through its digest,
 //! so a large body is hashed once, not once per receiver. A *signed authenticator* (client
-//! requests, PROTOCOL.md §5.3) is `signature ‖ MAC_0 ‖ … ‖ MAC_{n-1}`: the Ed25519 signature
+//! requests, docs/PROTOCOL.md §5.3) is `signature ‖ MAC_0 ‖ … ‖ MAC_{n-1}`: the Ed25519 signature
 //! covers the header, and each MAC covers `header ‖ signature`, so a receiver whose MAC checks
 //! knows the client itself produced the signature (a bad one proves the client faulty). Sizes are checked before the body
-//! is touched (STYLE.md §8) and the body digest before it is decoded. Decoding never panics:
+//! is touched (docs/STYLE.md §8) and the body digest before it is decoded. Decoding never panics:
 //! every failure is a [`DecodeError`].
 
 use crate::crypto::{Digest, MacKey, MAC_LEN, SIG_LEN};

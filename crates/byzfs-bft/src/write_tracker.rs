@@ -1,5 +1,5 @@
 //! [`WriteTracker`]: which batch last wrote each key, for reads answered while a batch is
-//! executed only tentatively (PROTOCOL.md §1.8, "per-object floor").
+//! executed only tentatively (docs/PROTOCOL.md §1.8, "per-object floor").
 //!
 //! A replica answers a read-only request at once only if its result equals the result on the
 //! committed state. With tentative execution, the live state may hold one uncommitted batch

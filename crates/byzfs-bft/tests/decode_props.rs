@@ -1,4 +1,4 @@
-//! Property tests for the wire codec (STYLE.md §8, §11): decoding never panics, every message
+//! Property tests for the wire codec (docs/STYLE.md §8, §11): decoding never panics, every message
 //! round-trips, and damaged frames are rejected before their body is trusted.
 //!
 //! The fuzz targets in `fuzz/` explore the same decoders with coverage guidance; these
@@ -18,7 +18,7 @@ const MAX: usize = 1 << 20;
 
 const CASES: u32 = 256;
 
-/// A fixed seed, so a CI failure replays exactly (STYLE.md §11); `PROPTEST_RNG_SEED=<u64>`
+/// A fixed seed, so a CI failure replays exactly (docs/STYLE.md §11); `PROPTEST_RNG_SEED=<u64>`
 /// explores other inputs.
 fn config() -> ProptestConfig {
     let default = ProptestConfig::default();

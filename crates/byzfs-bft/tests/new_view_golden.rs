@@ -1,4 +1,4 @@
-//! Golden files for the new-view decision (`replica::new_view::decide`, PROTOCOL.md §3.4):
+//! Golden files for the new-view decision (`replica::new_view::decide`, docs/PROTOCOL.md §3.4):
 //! each file under `tests/golden/new_view/` lists a VIEW-CHANGE set and the decision it must
 //! give, so a corner case reads as data (as raft-rs keeps its test data). The test decides
 //! every file and compares the whole result line with the file's `expect` line.

@@ -1,4 +1,4 @@
-//! Key regression (PROTOCOL.md §7.1 "Applying Plutus on a BFT-replicated server"): the group
+//! Key regression (docs/PROTOCOL.md §7.1 "Applying Plutus on a BFT-replicated server"): the group
 //! seed of version `v` is `s_v`, with `s_{v-1} = H(s_v)` (BLAKE3 in key-derivation mode). The
 //! owner keeps the chain's head `s_MAX` and hands members `s_v` for the current `v`; from it
 //! a member derives every older seed — files still sealed under an older version stay

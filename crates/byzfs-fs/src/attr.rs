@@ -1,6 +1,6 @@
 //! File attributes, as replicated (the inode record) and as returned to clients.
 //!
-//! **Times.** `mtime` and `ctime` are set from the batch's agreed timestamp (PROTOCOL.md
+//! **Times.** `mtime` and `ctime` are set from the batch's agreed timestamp (docs/PROTOCOL.md
 //! §1.13), never from a replica's clock, so every replica stores the same value. **`atime` is
 //! not maintained**: reads are read-only operations that do not change state (that is what
 //! makes the read-only optimisation possible), so `atime` is set at creation and changed only

@@ -1,6 +1,6 @@
 //! [`FileService`]: the file system as a `byzfs_bft::Service`.
 //!
-//! **Agreed time (PROTOCOL.md §1.13).** As in the key-value service: the batch's
+//! **Agreed time (docs/PROTOCOL.md §1.13).** As in the key-value service: the batch's
 //! non-deterministic input is an 8-byte LE timestamp in microseconds; the primary proposes
 //! `max(now, last proposed + 1, last agreed + 1)`, a backup accepts a value above the last
 //! agreed one and within the clock tolerance of its own clock. The agreed value lives in the

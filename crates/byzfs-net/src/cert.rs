@@ -1,7 +1,7 @@
 //! Client certificates and client sessions.
 //!
 //! A client is admitted by a certificate — its id, its X25519 public key (MAC keys) and its
-//! Ed25519 public key (request signatures, PROTOCOL.md §5.3), signed by the cluster's admin
+//! Ed25519 public key (request signatures, docs/PROTOCOL.md §5.3), signed by the cluster's admin
 //! key (whose public half is in `cluster.toml`) — so adding a client needs no replica restart
 //! and no config edit.
 //!

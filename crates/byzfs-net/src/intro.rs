@@ -3,7 +3,7 @@
 //! A replica learns a client's keys at the client's handshake. A client connected to the
 //! primary only (faulty, or partitioned from the backups) would leave the backups unable to
 //! authenticate its requests inlined in a PRE-PREPARE: the batch could not prepare and the
-//! primary would be voted out — a faulty client framing a correct primary (PROTOCOL.md
+//! primary would be voted out — a faulty client framing a correct primary (docs/PROTOCOL.md
 //! §1.14). So a replica that admits a client forwards the client's admin-signed certificate
 //! and session to its peers; each verifies the certificate itself and derives the same keys
 //! as at a handshake. A faulty replica can forward only genuine certificates, which gives a

@@ -37,7 +37,7 @@ pub struct AdminSecret {
 pub struct ClientCredential {
     /// X25519 static secret (MAC keys).
     pub x25519: StaticSecret,
-    /// Ed25519 secret (signs every request, PROTOCOL.md §5.3).
+    /// Ed25519 secret (signs every request, docs/PROTOCOL.md §5.3).
     pub ed25519: SigningKey,
     /// The admin-signed certificate.
     pub cert: ClientCert,

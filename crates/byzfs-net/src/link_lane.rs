@@ -13,7 +13,7 @@
 //! own buffer, and the links' queues interleave the two flows' packets.
 //!
 //! PRE-PREPAREs stay behind the bodies: a primary relays a big body just before the
-//! PRE-PREPARE naming it (PROTOCOL.md §1.10), and a backup that got the PRE-PREPARE first
+//! PRE-PREPARE naming it (docs/PROTOCOL.md §1.10), and a backup that got the PRE-PREPARE first
 //! would ask every peer for the body in its next STATUS — a second copy on the same slow
 //! link (`tests/sites.rs` `bandwidth_counts_each_update_on_every_link`). Introductions stay
 //! ahead of the requests they authenticate, on the same connection. A frame that is neither

@@ -71,7 +71,7 @@ async fn kv_puts_and_gets_over_tcp() {
     assert!(st.net.local_connections_accepted >= 3, "{:?}", st.net);
 }
 
-/// Several requests in flight (PROTOCOL.md §1.6): 40 appends and 4 reads submitted without
+/// Several requests in flight (docs/PROTOCOL.md §1.6): 40 appends and 4 reads submitted without
 /// waiting run in submission order (each append's result is the whole log so far), and
 /// their results are collected in any order.
 #[tokio::test]

@@ -69,7 +69,7 @@ fn keygen_config_parses_and_derived_keys_agree_pairwise() {
         assert_eq!(ck.from_replica[j as usize], to_client);
         assert_ne!(to_replica, to_client);
     }
-    // Requests are signed with the key the certificate vouches for (PROTOCOL.md §5.3).
+    // Requests are signed with the key the certificate vouches for (docs/PROTOCOL.md §5.3).
     let signing = ck
         .signing
         .as_ref()

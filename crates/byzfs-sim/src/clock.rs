@@ -1,4 +1,4 @@
-//! Per-replica clocks (PROTOCOL.md §6.4 S-CLK). The simulator keeps one global virtual time
+//! Per-replica clocks (docs/PROTOCOL.md §6.4 S-CLK). The simulator keeps one global virtual time
 //! (µs from 0); a node reads `LOCAL_EPOCH + global × (1 + drift) + offset`: a constant skew
 //! plus a rate error (drift, in parts per million; quartz clocks are within ±100 ppm, a
 //! faulty one may be off by percents). The epoch keeps negative offsets representable.

@@ -1,4 +1,4 @@
-//! Timed faults the scenario schedules and the simulator applies (PROTOCOL.md §6.4). Some are
+//! Timed faults the scenario schedules and the simulator applies (docs/PROTOCOL.md §6.4). Some are
 //! resolved when they fire (who the primary is *then*), so plans stay independent of the run.
 
 use crate::network::{NetFaults, NodeIdx};

@@ -4,7 +4,7 @@
 //! clock, with a seeded network (loss, duplication, reordering, replay, corruption,
 //! partitions), crashes and restarts, clock skew and drift, Byzantine replicas that forge only with
 //! their own keys, twins, faulty clients, and online checkers of the invariants of
-//! PROTOCOL.md §6.6. One `u64` seed determines everything; a failing seed replays exactly.
+//! docs/PROTOCOL.md §6.6. One `u64` seed determines everything; a failing seed replays exactly.
 //!
 //! Layout: [`rng`], [`queue`], [`clock`], [`network`], [`partition`] (the world);
 //! [`node`], [`byzantine`], [`workload`] (who acts); [`checker`] (the oracle, one file per

@@ -1,4 +1,4 @@
-//! The simulated network (PROTOCOL.md §6.4 S-NET, S-PART): a directed link matrix between
+//! The simulated network (docs/PROTOCOL.md §6.4 S-NET, S-PART): a directed link matrix between
 //! nodes (replica instances and clients) plus seeded per-frame faults — latency with jitter and
 //! a heavy tail (which also reorders), loss, duplication, replay of an older frame of the same
 //! link, and corruption by bit flips.

@@ -1,4 +1,4 @@
-//! Partition shapes (PROTOCOL.md §6.4 S-PART, §5.4 partial connectivity): which directed links
+//! Partition shapes (docs/PROTOCOL.md §6.4 S-PART, §5.4 partial connectivity): which directed links
 //! to cut. Shapes are over replica ids; every instance of a replica (twins) is cut alike.
 //! Flapping and healing in random order are schedules of these cuts (see [`crate::fault`]).
 

@@ -1,6 +1,6 @@
 //! Seeded randomness. One `u64` seed determines a whole run; each purpose draws from its own
 //! ChaCha8 stream (same key, different stream id), so adding a fault or a client does not
-//! perturb the workload of the others (STYLE.md §5).
+//! perturb the workload of the others (docs/STYLE.md §5).
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;

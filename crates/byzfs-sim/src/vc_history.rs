@@ -1,4 +1,4 @@
-//! The `vc-history` director (PROTOCOL.md §3.4, §3.6 pitfall #1): a network adversary that
+//! The `vc-history` director (docs/PROTOCOL.md §3.4, §3.6 pitfall #1): a network adversary that
 //! steers a run, through partitions only, into the view-change history where the new-view
 //! rule must prefer the prepared certificate of the *highest* view:
 //!

@@ -1,4 +1,4 @@
-//! The correct clients' workload (PROTOCOL.md §6.3 W-KV): operations over a small key set,
+//! The correct clients' workload (docs/PROTOCOL.md §6.3 W-KV): operations over a small key set,
 //! Append-heavy (every Append returns the key's full value, so histories are easy to check),
 //! some `Get`s (read-only), `Put`s (some large enough for separate request transmission),
 //! `Cas` against the last value the client saw, a few `Delete`s and `Time`s. A client keeps

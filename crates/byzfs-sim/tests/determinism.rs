@@ -1,4 +1,4 @@
-//! Same seed ⇒ byte-identical trace (STYLE.md §7): every scenario is replayable from its seed.
+//! Same seed ⇒ byte-identical trace (docs/STYLE.md §7): every scenario is replayable from its seed.
 
 use byzfs_sim::{run, Family, RunConfig};
 

@@ -1,4 +1,4 @@
-//! One test per scenario family (PROTOCOL.md §6.4): a batch of seeds each (`BYZFS_SIM_SEEDS`,
+//! One test per scenario family (docs/PROTOCOL.md §6.4): a batch of seeds each (`BYZFS_SIM_SEEDS`,
 //! default 20), no violation allowed (`BYZFS_SIM_SAFETY_ONLY=1` enforces safety only). A
 //! failure prints the replay command.
 
@@ -93,7 +93,7 @@ fn byzzfuzz() {
 }
 
 /// Faulty clients (partial MACs, bad signatures, stale and duplicate request ids, another
-/// client's identity): safety and liveness, thanks to signed requests (PROTOCOL.md §5.3).
+/// client's identity): safety and liveness, thanks to signed requests (docs/PROTOCOL.md §5.3).
 #[test]
 fn bad_clients() {
     family(Family::BadClients);

@@ -189,7 +189,7 @@ fn andrew_runs_on_mounts_across_wan_sites() {
 /// target and operation; NO-REP's 25 MiB write costs its payload plus headers; ByzFS's
 /// costs four bodies, the minimum with a client apart from the replicas: the client sends
 /// one, to the primary (replica 0, beside it at site 0), which relays three across the sites
-/// (PROTOCOL.md §1.10 "each body once"); with relaying off (`byzfs-all`) the client sends
+/// (docs/PROTOCOL.md §1.10 "each body once"); with relaying off (`byzfs-all`) the client sends
 /// all four.
 #[test]
 fn bandwidth_counts_each_update_on_every_link() {

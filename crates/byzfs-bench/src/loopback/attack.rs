@@ -1,5 +1,5 @@
 //! `bench attack`: throughput of the 0/0 benchmark at 50 closed-loop clients, fault-free and
-//! under each of Aardvark's attacks (NSDI'09, Table 1's layout; PROTOCOL.md §5.3), on real
+//! under each of Aardvark's attacks (NSDI'09, Table 1's layout; docs/PROTOCOL.md §5.3), on real
 //! processes: a Byzantine replica started with the test-only `--attack MODE` (builds with the
 //! feature `byzantine` only), or faulty clients in a thread of this process. Every attack
 //! gets a fresh cluster.

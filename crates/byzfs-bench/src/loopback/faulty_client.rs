@@ -1,4 +1,4 @@
-//! Faulty clients for `bench attack` (Aardvark's client attacks, PROTOCOL.md §5.3): each is
+//! Faulty clients for `bench attack` (Aardvark's client attacks, docs/PROTOCOL.md §5.3): each is
 //! admitted with the benchmark's credential under a session of its own and speaks the wire
 //! protocol directly, building requests a correct client never would.
 

@@ -1,5 +1,5 @@
 //! Site profiles: where each node runs and what links join the sites (issue #30; the
-//! numbers follow Pangaea's wide-area runs, PROTOCOL.md §7.3).
+//! numbers follow Pangaea's wide-area runs, docs/PROTOCOL.md §7.3).
 //!
 //! Every profile puts replica `i` at site `i` (four sites). The client runs at site 0, or
 //! alone at a fifth site with the suffix `-apart`; the unreplicated server (NO-REP) runs at a

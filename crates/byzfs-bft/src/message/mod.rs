@@ -1,9 +1,9 @@
-//! Protocol messages (PROTOCOL.md §1.3, §2.4, §3). Plain data; the wire layout lives in
+//! Protocol messages (docs/PROTOCOL.md §1.3, §2.4, §3). Plain data; the wire layout lives in
 //! [`crate::wire`]. Names follow the paper.
 //!
 //! Every vote binds `(view, seq, digest)` — COMMIT included, unlike the BFT library — because
 //! ByzzFuzz found an agreement violation in an implementation whose votes matched on `(v, n)`
-//! alone (PROTOCOL.md §5.2).
+//! alone (docs/PROTOCOL.md §5.2).
 
 pub mod bytes;
 
@@ -80,7 +80,7 @@ pub struct Request {
     pub acked: RequestId,
     /// The client's ordered request this one must follow: the highest id below `rid` still
     /// outstanding when it was sent, or 0 if none was. It runs only after `after` has
-    /// (PROTOCOL.md §1.6, "several requests in flight").
+    /// (docs/PROTOCOL.md §1.6, "several requests in flight").
     pub after: RequestId,
     /// The operation, opaque to the library.
     #[serde(with = "bytes")]
@@ -102,7 +102,7 @@ pub struct Reply {
     pub tentative: bool,
     /// Digest of the result.
     pub result_digest: Digest,
-    /// The full result, or `None` for a digest-only reply (PROTOCOL.md §1.12).
+    /// The full result, or `None` for a digest-only reply (docs/PROTOCOL.md §1.12).
     #[serde(with = "bytes::opt")]
     pub result: Option<Vec<u8>>,
 }
@@ -111,7 +111,7 @@ pub struct Reply {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BatchBody {
     /// Inlined client requests, as the complete authenticated frames the clients sent, so
-    /// that backups can check each client's MAC themselves (PROTOCOL.md §1.14).
+    /// that backups can check each client's MAC themselves (docs/PROTOCOL.md §1.14).
     #[serde(with = "bytes::list")]
     pub requests: Vec<Vec<u8>>,
     /// Digests of big requests sent by clients to every replica (SRT, §1.10).
@@ -172,7 +172,7 @@ pub struct Checkpoint {
     pub stable: bool,
 }
 
-/// A prepared certificate the sender held (P-info, PROTOCOL.md §3.2).
+/// A prepared certificate the sender held (P-info, docs/PROTOCOL.md §3.2).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct PreparedEntry {
     /// Sequence number.
@@ -231,7 +231,7 @@ pub struct NewView {
 }
 
 /// Periodic STATUS: tells peers what the sender has, so they retransmit what it lacks
-/// (PROTOCOL.md §1.3).
+/// (docs/PROTOCOL.md §1.3).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Status {
     /// Sender.
@@ -270,7 +270,7 @@ pub enum FetchWhat {
     },
 }
 
-/// ⟨FETCH⟩ for state transfer (PROTOCOL.md §2.4).
+/// ⟨FETCH⟩ for state transfer (docs/PROTOCOL.md §2.4).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Fetch {
     /// Sender.

@@ -1,4 +1,4 @@
-//! Authentication of what a replica receives and sends (PROTOCOL.md §1.3, §5.3; ARCHITECTURE.md
+//! Authentication of what a replica receives and sends (docs/PROTOCOL.md §1.3, §5.3; ARCHITECTURE.md
 //! "Crypto" and Deviations 1 and 5): each message kind carries the authentication its role
 //! needs, client requests are MAC'd and signed (signatures checked lazily, once per digest),
 //! and outgoing frames are encoded with an authenticator, a MAC or a signature.
@@ -188,7 +188,7 @@ impl<S: Service> Replica<S> {
     /// Before the view-change timer moves us on: checks the deferred signatures of the pending
     /// requests (forgetting those that fail). Whether any pending request remains to justify a
     /// view change; a faulty client's badly signed request alone must not (Aardvark's
-    /// framing of the primary, PROTOCOL.md §5.3).
+    /// framing of the primary, docs/PROTOCOL.md §5.3).
     pub(super) fn pending_signatures_checked(&mut self) -> bool {
         let pending: Vec<Digest> = self.pending.values().map(|&(_, d)| d).collect();
         for d in pending {

@@ -1,4 +1,4 @@
-//! Checkpoints, stability and garbage collection (PROTOCOL.md §2.1, §2.2).
+//! Checkpoints, stability and garbage collection (docs/PROTOCOL.md §2.1, §2.2).
 
 use super::{Replica, M};
 use crate::action::{DropReason, Event, StableVia};

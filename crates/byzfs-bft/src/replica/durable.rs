@@ -1,4 +1,4 @@
-//! What a replica promised, kept so a restart never contradicts it (PROTOCOL.md §3.6 #11):
+//! What a replica promised, kept so a restart never contradicts it (docs/PROTOCOL.md §3.6 #11):
 //! the highest view entered and the votes sent above the last stable checkpoint. The driver
 //! persists each [`PersistRecord`] before the sends that follow it, and stores
 //! [`StoreRecord`]s (checkpoint images, batch bodies); what it loads back at start is a

@@ -1,4 +1,4 @@
-//! Execution: tentative and committed (PROTOCOL.md §1.6, §1.7), read-only (§1.8), replies
+//! Execution: tentative and committed (docs/PROTOCOL.md §1.6, §1.7), read-only (§1.8), replies
 //! with a designated replier (§1.12), rollback of tentative execution.
 
 use super::{reply_cache, Replica, StoredRequest, M, RO_QUEUE_MAX};

@@ -1,4 +1,4 @@
-//! One sequence number's log entry and its certificates (PROTOCOL.md §1.5 predicates).
+//! One sequence number's log entry and its certificates (docs/PROTOCOL.md §1.5 predicates).
 
 use crate::crypto::Digest;
 use crate::ids::{ReplicaId, View};

@@ -1,6 +1,6 @@
-//! The PBFT replica state machine (PROTOCOL.md §1–3).
+//! The PBFT replica state machine (docs/PROTOCOL.md §1–3).
 //!
-//! Methods come in the four kinds of quinn-proto's `Connection` (STYLE.md): getters;
+//! Methods come in the four kinds of quinn-proto's `Connection` (docs/STYLE.md): getters;
 //! `handle_*` for inputs (each takes `now`); `restart_from_durable` / `add_client` mutators;
 //! and `poll_*` for outputs. After every `handle_*` call the driver reports a step that took
 //! long (`busy_for`), drains `poll_action` in order (honouring the Persist-before-send
@@ -69,7 +69,7 @@ pub struct Stats {
     /// Requests executed in committed batches.
     pub requests_executed: u64,
     /// Requests of committed batches skipped because the client's earlier request they
-    /// must follow had not run (PROTOCOL.md §1.6, "several requests in flight").
+    /// must follow had not run (docs/PROTOCOL.md §1.6, "several requests in flight").
     pub requests_out_of_order: u64,
     /// Read-only requests executed without ordering.
     pub read_only_executed: u64,
@@ -116,7 +116,7 @@ pub struct Stats {
     pub busy_steps: u64,
     /// Inputs dropped, by reason.
     pub dropped: BTreeMap<DropReason, u64>,
-    /// Client request signatures verified (PROTOCOL.md §5.3; the MAC is checked first).
+    /// Client request signatures verified (docs/PROTOCOL.md §5.3; the MAC is checked first).
     pub client_signatures_verified: u64,
     /// Client request signatures a backup did not check on receipt: its MAC vouched for the
     /// request and the backup neither orders nor vouches for it (see `on_request`).
@@ -153,7 +153,7 @@ pub struct Replica<S: Service> {
     keys: ReplicaKeys,
     me: ReplicaId,
     service: S,
-    /// Library state inside every checkpoint: the reply cache (PROTOCOL.md §1.6).
+    /// Library state inside every checkpoint: the reply cache (docs/PROTOCOL.md §1.6).
     lib: PartitionedState,
     rng: ChaCha8Rng,
     now: Time,
@@ -468,7 +468,7 @@ impl<S: Service> Replica<S> {
     /// it kept running through it. Every replica executes the same request and is busy about
     /// as long, so after such a step the view-change timer would expire at once, before the
     /// COMMITs and the next PRE-PREPARE that arrived meanwhile were processed, and blame a
-    /// correct primary for time spent executing (PROTOCOL.md §3.1: the timer waits for a
+    /// correct primary for time spent executing (docs/PROTOCOL.md §3.1: the timer waits for a
     /// request to *execute*; tentative execution does not stop it). So the running
     /// view-change timer is pushed back by `busy`.
     ///
@@ -794,7 +794,7 @@ impl<S: Service> Replica<S> {
         root_digest(&parts)
     }
 
-    /// Invariants that must hold after every handler (STYLE.md §10). A violation is a bug in
+    /// Invariants that must hold after every handler (docs/STYLE.md §10). A violation is a bug in
     /// this replica, not bad input, so it stops the process.
     fn check_invariants(&self) {
         debug_assert!(self.last_stable <= self.last_executed || self.fetch.is_some());

@@ -1,4 +1,4 @@
-//! The backups' watch on the primary's throughput (Aardvark, PROTOCOL.md §5.3 measure 4;
+//! The backups' watch on the primary's throughput (Aardvark, docs/PROTOCOL.md §5.3 measure 4;
 //! parameters in [`crate::MonitorConfig`]).
 //!
 //! The view-change timer (§3.1) only replaces a primary that stops: it restarts whenever a
@@ -14,7 +14,7 @@
 //! `patience` with none of that client's requests running since. A backup holds a client's
 //! small request only when the client retransmitted it to every replica (its reply was
 //! late), and a large one as soon as the client sends it to every replica, or, if the
-//! primary relayed it (PROTOCOL.md §1.10), when the client retransmits it: a relayed body
+//! primary relayed it (docs/PROTOCOL.md §1.10), when the client retransmits it: a relayed body
 //! crossing a slow link ahead of the PRE-PREPARE that names it is no sign of a slow primary
 //! (ARCHITECTURE.md Deviation 33). So an idle or lightly loaded cluster, or a load that
 //! simply shrank, is never judged. Periods in which the driver reported this

@@ -1,4 +1,4 @@
-//! NEW-VIEW (PROTOCOL.md §3.4): the decision procedure (the MAC-variant counting rules of the
+//! NEW-VIEW (docs/PROTOCOL.md §3.4): the decision procedure (the MAC-variant counting rules of the
 //! BFT library's `NV_info`), as a pure function [`decide`] of the VIEW-CHANGE set `S`, and
 //! around it the replica's construction, checking and install of NEW-VIEW. The new primary
 //! runs it to build NEW-VIEW; every backup reruns it on the signed VIEW-CHANGEs the NEW-VIEW

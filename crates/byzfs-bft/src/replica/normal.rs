@@ -1,4 +1,4 @@
-//! Normal case: REQUEST, PRE-PREPARE, PREPARE, COMMIT (PROTOCOL.md §1.5, §1.9, §1.10, §1.14).
+//! Normal case: REQUEST, PRE-PREPARE, PREPARE, COMMIT (docs/PROTOCOL.md §1.5, §1.9, §1.10, §1.14).
 
 use super::log::{Accepted, Unverified};
 use super::{Replica, StoredRequest, LOOSE_REQUESTS_MAX, M};
@@ -20,7 +20,7 @@ impl<S: Service> Replica<S> {
     /// §1.5 "on REQUEST": reply-cache check, read-only path, queue (primary) or forward and
     /// start the view-change timer (backup).
     ///
-    /// Authentication follows Aardvark's pipeline (PROTOCOL.md §5.3), cheapest check first:
+    /// Authentication follows Aardvark's pipeline (docs/PROTOCOL.md §5.3), cheapest check first:
     /// the MAC, then the reply cache, then — for a signing client — the signature, before the
     /// request may enter the ordering path. Everything a correct replica queues, inlines,
     /// forwards or starts its view-change timer for is thus verifiable by every correct

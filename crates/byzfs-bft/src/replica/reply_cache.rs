@@ -1,5 +1,5 @@
 //! The per-client reply cache, kept inside the checkpointed library state so exactly-once
-//! survives rollback and state transfer (PROTOCOL.md §1.6 — mandatory).
+//! survives rollback and state transfer (docs/PROTOCOL.md §1.6 — mandatory).
 //!
 //! A client may have up to `Config::client_window` requests outstanding, so the cache keeps
 //! the result of every executed request the client may still be waiting for: those above the

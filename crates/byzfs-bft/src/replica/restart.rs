@@ -1,4 +1,4 @@
-//! Restarting a replica from what it promised ([`super::durable`]; PROTOCOL.md §3.6 #11).
+//! Restarting a replica from what it promised ([`super::durable`]; docs/PROTOCOL.md §3.6 #11).
 //!
 //! Two restarts exist:
 //! * [`Replica::restart_from_durable`] models a crash on a live value (the simulator): the

@@ -1,4 +1,4 @@
-//! State transfer (PROTOCOL.md §2.4), over a two-level partition tree: the checkpoint digest
+//! State transfer (docs/PROTOCOL.md §2.4), over a two-level partition tree: the checkpoint digest
 //! is [`root_digest`] over per-partition digests, each an incremental (AdHASH-style) sum kept
 //! by the state. The fetcher knows the target `(seq, digest)` from `f+1` matching stable
 //! claims or from the NEW-VIEW decision, so at least one correct replica vouches for it; it

@@ -1,4 +1,4 @@
-//! STATUS and retransmission (PROTOCOL.md §1.3, §3.6 #6 and #12): each replica periodically
+//! STATUS and retransmission (docs/PROTOCOL.md §1.3, §3.6 #6 and #12): each replica periodically
 //! says what it has; peers resend what it lacks — normal-case messages, the NEW-VIEW or
 //! VIEW-CHANGE, checkpoints, missing batch bodies and big requests. The protocol never relies
 //! on a message arriving the first time.

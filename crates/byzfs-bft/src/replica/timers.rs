@@ -1,4 +1,4 @@
-//! The replica's timers: an enum indexing a fixed table (STYLE.md, quinn's `TimerTable`).
+//! The replica's timers: an enum indexing a fixed table (docs/STYLE.md, quinn's `TimerTable`).
 
 use crate::time::Time;
 

@@ -1,4 +1,4 @@
-//! View change (PROTOCOL.md §3): timers with exponential back-off, the `f+1` join rule, the
+//! View change (docs/PROTOCOL.md §3): timers with exponential back-off, the `f+1` join rule, the
 //! `2f+1` limbo rule, signed VIEW-CHANGE, retransmission until installed, and rollback of
 //! tentative execution. NEW-VIEW is built, checked and installed in [`super::new_view`].
 

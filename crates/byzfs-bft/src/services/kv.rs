@@ -4,7 +4,7 @@
 //! Operations and results are postcard-encoded [`KvOp`] and [`KvResult`]. `Append` returns the
 //! new value, so a history of appends shows exactly which writes each read observed.
 //!
-//! **Agreed time (PROTOCOL.md §1.13).** The batch's non-deterministic input is an 8-byte LE
+//! **Agreed time (docs/PROTOCOL.md §1.13).** The batch's non-deterministic input is an 8-byte LE
 //! timestamp in microseconds. The primary proposes `max(now, last proposed + 1, last agreed +
 //! 1)`; a backup accepts it if it is greater than the last agreed timestamp in its state and
 //! within the clock tolerance (1 s by default) of its own clock. Execution never reads a

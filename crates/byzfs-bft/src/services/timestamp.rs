@@ -1,5 +1,5 @@
 //! The agreed timestamp that services built on this library take as non-deterministic input
-//! (PROTOCOL.md §1.11): the primary proposes `max(now, last proposed + 1, last agreed + 1)`;
+//! (docs/PROTOCOL.md §1.13): the primary proposes `max(now, last proposed + 1, last agreed + 1)`;
 //! a backup accepts exactly 8 bytes, above the last agreed timestamp, within `tolerance_us`
 //! of its own clock. Shared by the key-value service and the file service.
 

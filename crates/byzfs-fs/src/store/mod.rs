@@ -68,7 +68,7 @@ pub enum StoreError {
 }
 
 /// Partitioned key-value storage with copy-on-write checkpoints, rollback, incremental
-/// per-partition digests and per-partition export/import (PROTOCOL.md §2.3–2.4).
+/// per-partition digests and per-partition export/import (docs/PROTOCOL.md §2.3–2.4).
 ///
 /// Every method is deterministic in the sequence of calls: two stores fed the same calls have
 /// the same digests and content. `checkpoint`, `rollback`, `discard_checkpoints_below` and

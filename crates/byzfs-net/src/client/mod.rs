@@ -202,7 +202,7 @@ impl Links {
 /// `invoke` future leaves its request outstanding; its result is discarded when it comes.
 /// Links reconnect by themselves; dropping the client closes them.
 ///
-/// Several requests may be in flight (`Config::client_window`, PROTOCOL.md §1.6):
+/// Several requests may be in flight (`Config::client_window`, docs/PROTOCOL.md §1.6):
 /// [`ByzClient::submit`] sends one and returns its id at once, [`ByzClient::wait`] collects
 /// its result. They run at the replicas in the order they were submitted.
 ///

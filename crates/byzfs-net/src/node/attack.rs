@@ -1,7 +1,7 @@
 //! **Test-only fault injection**, compiled only with the feature `byzantine` (which release
 //! builds lack) and switched on only by the hidden command-line flag `byzfs replica
 //! --attack MODE` (no configuration file can): a Byzantine replica attacking the cluster's
-//! throughput, for `byzfs bench attack` (Aardvark's attacks, PROTOCOL.md §5.3). Its state,
+//! throughput, for `byzfs bench attack` (Aardvark's attacks, docs/PROTOCOL.md §5.3). Its state,
 //! votes and replies stay correct; only what it sends to the other replicas changes.
 
 use crate::counters::Counters;

@@ -1,5 +1,5 @@
 //! The event loop's inbox: one lane per source, served in turn (Aardvark's separate work
-//! queues with round-robin service, PROTOCOL.md §5.3 measure 2; ARCHITECTURE.md "Defences
+//! queues with round-robin service, docs/PROTOCOL.md §5.3 measure 2; ARCHITECTURE.md "Defences
 //! under attack").
 //!
 //! Each peer replica has a lane of its own and all clients share one; each lane has its own

@@ -1,4 +1,4 @@
-//! Flood protection (Aardvark's, PROTOCOL.md §5.3 measure 3; ARCHITECTURE.md "Defences
+//! Flood protection (Aardvark's, docs/PROTOCOL.md §5.3 measure 3; ARCHITECTURE.md "Defences
 //! under attack"): a source whose frames are mostly useless — garbage, bad authenticators,
 //! duplicates, messages outside the window, each dropped by the core — is shed for a
 //! back-off. A peer replica's inbound link is closed and its reconnection refused; a

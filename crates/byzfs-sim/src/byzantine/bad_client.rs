@@ -1,4 +1,4 @@
-//! Faulty clients (PROTOCOL.md §1.14, §5.3, §6.4 S-CLIENT-FLOOD). A faulty client holds its own
+//! Faulty clients (docs/PROTOCOL.md §1.14, §5.3, §6.4 S-CLIENT-FLOOD). A faulty client holds its own
 //! MAC keys and signing key only, and attacks the signed-request scheme:
 //!
 //! * **partial MACs** over a good signature — valid for the primary only ("big MAC", so backups

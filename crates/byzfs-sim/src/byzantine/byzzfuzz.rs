@@ -1,4 +1,4 @@
-//! ByzzFuzz (PROTOCOL.md §5.2): small-scope mutations by one Byzantine replica in `c` random
+//! ByzzFuzz (docs/PROTOCOL.md §5.2): small-scope mutations by one Byzantine replica in `c` random
 //! rounds. A round is a sequence number (PRE-PREPARE, PREPARE, COMMIT, CHECKPOINT) or a view
 //! (VIEW-CHANGE, NEW-VIEW). In a faulty round, messages of that round to a random subset of
 //! receivers get one mutation: view ± 1, seq ± 1, the digest swapped for one seen in another

@@ -1,4 +1,4 @@
-//! S-EAGER (PROTOCOL.md §1.5 predicates): a faulty replica that votes for whatever it is shown
+//! S-EAGER (docs/PROTOCOL.md §1.5 predicates): a faulty replica that votes for whatever it is shown
 //! at once. As a backup, the moment its honest code sends PREPARE for `(v, n, d)` it also sends
 //! COMMIT for `(v, n, d)` — without waiting for a prepared certificate; as primary, it sends
 //! COMMIT together with each PRE-PREPARE. Everything is honestly signed with its own keys and

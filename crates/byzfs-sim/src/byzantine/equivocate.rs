@@ -1,4 +1,4 @@
-//! S-EQUIV (PROTOCOL.md §6.4): an equivocating primary. For each `(view, seq)` it pre-prepares,
+//! S-EQUIV (docs/PROTOCOL.md §6.4): an equivocating primary. For each `(view, seq)` it pre-prepares,
 //! the backups are split three ways, re-authenticating everything with its own keys:
 //! * the *victims* get a different PRE-PREPARE `B` for the same slot — requests reordered or
 //!   one dropped, or the non-deterministic timestamp nudged (still plausible);

@@ -1,4 +1,4 @@
-//! A faulty first receiver (issue #30, PROTOCOL.md §1.10 "each body once"): a replica that
+//! A faulty first receiver (issue #30, docs/PROTOCOL.md §1.10 "each body once"): a replica that
 //! mishandles the client frames its honest code passes on — the big bodies it relays as
 //! primary, the requests it forwards or resends as a backup. It withholds them, corrupts
 //! them (a flipped bit in header, body or authenticator), or passes them to some replicas

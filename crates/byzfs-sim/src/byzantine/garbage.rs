@@ -1,4 +1,4 @@
-//! S-BADMSG (PROTOCOL.md §6.4): to a random subset of replicas, frames are replaced (or
+//! S-BADMSG (docs/PROTOCOL.md §6.4): to a random subset of replicas, frames are replaced (or
 //! followed) by garbage — random bytes, truncated frames, bad MACs, corrupted headers,
 //! declared lengths that do not add up, flipped body bits (bad body digest), unknown tags.
 

@@ -1,4 +1,4 @@
-//! S-LYING-PRIMARY (issue #29, PROTOCOL.md §3.4–§3.6): a faulty replica that equivocates
+//! S-LYING-PRIMARY (issue #29, docs/PROTOCOL.md §3.4–§3.6): a faulty replica that equivocates
 //! while it leads (as [`super::equivocate::Equivocate`]) and lies consistently in the view
 //! changes after:
 //! * its VIEW-CHANGEs claim that the batches it showed only to some backups — the variants

@@ -1,4 +1,4 @@
-//! Lying replies (PROTOCOL.md §1.6, §1.12): every REPLY to a client is altered and
+//! Lying replies (docs/PROTOCOL.md §1.6, §1.12): every REPLY to a client is altered and
 //! re-MAC'd validly — a wrong but well-formed result with its matching digest, the right result
 //! under a wrong digest, or a flipped tentative flag — so only the client's reply quorum
 //! protects it.

@@ -1,4 +1,4 @@
-//! S-LYING-STATE (issue #29, PROTOCOL.md §2.4): a faulty replica that claims each checkpoint
+//! S-LYING-STATE (issue #29, docs/PROTOCOL.md §2.4): a faulty replica that claims each checkpoint
 //! it takes is stable with a made-up digest, and serves a shadow state consistent with that
 //! lie to anyone who fetches it: the checkpoint's real partition digests with one partition
 //! replaced, and that partition's content with one byte of one value changed (the same

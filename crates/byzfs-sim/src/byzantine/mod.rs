@@ -1,4 +1,4 @@
-//! Byzantine replicas (PROTOCOL.md §6.2 adversary library, §6.4). A Byzantine replica runs the
+//! Byzantine replicas (docs/PROTOCOL.md §6.2 adversary library, §6.4). A Byzantine replica runs the
 //! real replica code with its own keys and passes every outgoing frame through a [`Strategy`],
 //! which may drop, delay, duplicate, alter and re-authenticate it — with that replica's keys
 //! only (see [`forge`]), so it forges exactly what a real faulty replica could. One strategy

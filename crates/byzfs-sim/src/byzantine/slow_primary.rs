@@ -1,4 +1,4 @@
-//! S-SLOW-PRIMARY (PROTOCOL.md §6.4, §5.3 Aardvark): the primary holds every PRE-PREPARE
+//! S-SLOW-PRIMARY (docs/PROTOCOL.md §6.4, §5.3 Aardvark): the primary holds every PRE-PREPARE
 //! just under the view-change timeout, so backups never quite time out while throughput
 //! collapses.
 

@@ -1,4 +1,4 @@
-//! S-TIME-WARP: a primary that stretches the agreed clock (PROTOCOL.md §1.11). Every backup
+//! S-TIME-WARP: a primary that stretches the agreed clock (docs/PROTOCOL.md §1.13). Every backup
 //! is shown the same batch (no equivocation), but with the non-deterministic timestamp moved
 //! to the edge of what a backup may accept, or just past it:
 //! * *ahead*: up to the tolerance ahead of real time, so the agreed clock runs ahead and the

@@ -1,4 +1,4 @@
-//! S-VC-LIES (PROTOCOL.md §6.4, §3.6): a faulty replica's VIEW-CHANGE omits its prepared
+//! S-VC-LIES (docs/PROTOCOL.md §6.4, §3.6): a faulty replica's VIEW-CHANGE omits its prepared
 //! entries, claims fake ones, reports a wrong checkpoint digest, or differs per receiver;
 //! as new primary, its NEW-VIEW alters a pick, drops a listed VIEW-CHANGE, or names a wrong
 //! checkpoint digest, also per receiver. Everything is re-signed with its own key; the

@@ -1,4 +1,4 @@
-//! INV-AGREE (PROTOCOL.md §6.6): for every sequence number, all correct replicas that
+//! INV-AGREE (docs/PROTOCOL.md §6.6): for every sequence number, all correct replicas that
 //! committed it committed the same batch digest, and executed the same requests with the same
 //! non-deterministic input. Also ByzzFuzz's *integrity* (§5.2): a correct replica never commits
 //! two different digests at one sequence number.

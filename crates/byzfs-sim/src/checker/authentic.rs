@@ -1,4 +1,4 @@
-//! No correct replica acts on a frame a replica never sent (PROTOCOL.md §1.3, §6.6): a frame
+//! No correct replica acts on a frame a replica never sent (docs/PROTOCOL.md §1.3, §6.6): a frame
 //! whose header names replica `j` as its sender but that no instance of `j` ever put on the
 //! network — an impersonator's forgery, or one the network corrupted — must be dropped by
 //! the correct replica it reaches, in the step that receives it.

@@ -1,4 +1,4 @@
-//! INV-CKPT (PROTOCOL.md §6.6): checkpoints with the same sequence number have the same digest
+//! INV-CKPT (docs/PROTOCOL.md §6.6): checkpoints with the same sequence number have the same digest
 //! at every correct replica — stable ones, ones taken (once the replica has committed through
 //! them, so a checkpoint of tentative state later rolled back does not count), and the
 //! checkpoint a state transfer installed.

@@ -1,4 +1,4 @@
-//! INV-CLIENT-ORDER (PROTOCOL.md §1.6, "several requests in flight"): a correct client's
+//! INV-CLIENT-ORDER (docs/PROTOCOL.md §1.6, "several requests in flight"): a correct client's
 //! writes run in the order it invoked them. A write may be invoked while earlier ones are in
 //! flight; it must still take its place in the agreed history after each of them. (Reads
 //! may go read-only and are ordered with nothing; writes always go ordered.)

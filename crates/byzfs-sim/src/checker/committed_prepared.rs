@@ -1,4 +1,4 @@
-//! committed-local ⇒ committed (PROTOCOL.md §1.5 "Invariant", §6.6): when a correct replica
+//! committed-local ⇒ committed (docs/PROTOCOL.md §1.5 "Invariant", §6.6): when a correct replica
 //! completes a commit certificate for `(view, seq, digest)` ([`Event::CommittedLocal`]), at
 //! least `f+1` correct replicas have completed a prepared certificate for the same
 //! `(view, seq, digest)` ([`Event::Prepared`]).

@@ -1,4 +1,4 @@
-//! INV-DURABLE (PROTOCOL.md §6.6): no acknowledged write is lost. At the end of a run whose
+//! INV-DURABLE (docs/PROTOCOL.md §6.6): no acknowledged write is lost. At the end of a run whose
 //! liveness phase converged, every write a correct client accepted is in the agreed history
 //! (the agreement checker already pins each position for ever), and every correct replica that
 //! is up has executed through it (or holds a stable checkpoint covering it).

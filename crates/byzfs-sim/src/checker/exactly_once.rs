@@ -1,4 +1,4 @@
-//! INV-VALID (PROTOCOL.md §6.6): every request in the agreed history was really issued by a
+//! INV-VALID (docs/PROTOCOL.md §6.6): every request in the agreed history was really issued by a
 //! client (the oracle records every request a client, correct or faulty, sent), and each
 //! `(client, rid)` executes at most once along the agreed history (§1.6 exactly-once).
 

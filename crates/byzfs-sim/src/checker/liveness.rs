@@ -1,4 +1,4 @@
-//! Liveness (PROTOCOL.md §6.6, checked in the liveness phase only): after the faults heal —
+//! Liveness (docs/PROTOCOL.md §6.6, checked in the liveness phase only): after the faults heal —
 //! except for at most `f` Byzantine replicas, which keep misbehaving — every correct client's
 //! outstanding request and a few new ones must complete within a stated bound of virtual time,
 //! and lagging replicas must catch up.

@@ -1,4 +1,4 @@
-//! The oracle: online checkers of PROTOCOL.md §6.6, one file per invariant. The simulator
+//! The oracle: online checkers of docs/PROTOCOL.md §6.6, one file per invariant. The simulator
 //! feeds it every persist record, event and outgoing frame of every replica, every client
 //! invocation and completion, and the replica's getters after every step. Only *correct*
 //! replicas (honest code, own state) are held to the invariants; Byzantine replicas, twins and
@@ -201,7 +201,7 @@ pub struct Oracle {
     pub reply_cache: reply_cache::ReplyCacheBound,
     /// At most two windows of stored requests per client.
     pub request_store: request_store::RequestStoreBound,
-    /// Persist before send (§3.6 #11, STYLE.md §3).
+    /// Persist before send (§3.6 #11, docs/STYLE.md §3).
     pub persist: persist::PersistBeforeSend,
     /// INV-REPLY and linearizability of read-only results.
     pub results: results::Results,

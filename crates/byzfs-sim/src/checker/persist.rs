@@ -1,4 +1,4 @@
-//! Persist before send (PROTOCOL.md §3.6 #11; STYLE.md principle 3; `Action` ordering
+//! Persist before send (docs/PROTOCOL.md §3.6 #11; docs/STYLE.md principle 3; `Action` ordering
 //! contract): every vote a correct replica sends must follow the durable record of that
 //! promise — PRE-PREPARE and PREPARE after `Prepared{view, seq, digest}` (a PRE-PREPARE's digest
 //! is `batch_digest` of its batch), COMMIT after `Committed{..}`, VIEW-CHANGE after

@@ -1,4 +1,4 @@
-//! INV-PREFIX (PROTOCOL.md §6.6): after executing through `n` (committed, nothing tentative
+//! INV-PREFIX (docs/PROTOCOL.md §6.6): after executing through `n` (committed, nothing tentative
 //! beyond, not mid state transfer) every correct replica has the same state digest as any other
 //! correct replica at `n`. Sampled after a step in which `last_executed` moved to a multiple
 //! of [`STRIDE`] (computing a state digest is O(partitions); checkpoints cover multiples of K).

@@ -1,4 +1,4 @@
-//! INV-PREPARED (PROTOCOL.md §1.5 "Invariant (same view)", §6.6): no two different digests
+//! INV-PREPARED (docs/PROTOCOL.md §1.5 "Invariant (same view)", §6.6): no two different digests
 //! gain prepared certificates for the same `(view, seq)` at correct replicas — one replica
 //! twice, or two replicas. Fed by [`Event::Prepared`] (a prepared certificate completed: the
 //! pre-prepare and `2f` matching PREPAREs). Sound because any two prepared certificates for

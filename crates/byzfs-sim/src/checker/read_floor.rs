@@ -1,4 +1,4 @@
-//! The read-only floor (PROTOCOL.md §1.8): once a correct replica has sent COMMIT for
+//! The read-only floor (docs/PROTOCOL.md §1.8): once a correct replica has sent COMMIT for
 //! `seq`, a client may accept that batch's results (`f+1` correct COMMITs stand behind
 //! them), so every read-only request that reaches the replica afterwards must be answered
 //! from a state that includes `seq` — the committed state through `committed`, or with the

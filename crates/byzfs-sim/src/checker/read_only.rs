@@ -1,4 +1,4 @@
-//! INV-RO-COMMITTED (PROTOCOL.md §1.8): a correct replica answers a read-only request with
+//! INV-RO-COMMITTED (docs/PROTOCOL.md §1.8): a correct replica answers a read-only request with
 //! the result the request has on its *committed* state — the agreed history up to its
 //! `last_executed` — even while a batch after it has executed tentatively (the per-object
 //! floor lets such a read run only if it touched nothing that batch wrote).

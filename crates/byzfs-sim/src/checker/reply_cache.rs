@@ -1,4 +1,4 @@
-//! INV-REPLY-CACHE (PROTOCOL.md §1.6): a correct replica keeps at most
+//! INV-REPLY-CACHE (docs/PROTOCOL.md §1.6): a correct replica keeps at most
 //! `Config::client_window` results per client, whatever a faulty client sends — the bound
 //! that makes several requests in flight safe to offer.
 

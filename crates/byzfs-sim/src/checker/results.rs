@@ -1,4 +1,4 @@
-//! INV-REPLY (PROTOCOL.md §6.6): every result a correct client accepted equals the reference
+//! INV-REPLY (docs/PROTOCOL.md §6.6): every result a correct client accepted equals the reference
 //! model's result for that operation at its position in the agreed history. Reads answered by
 //! the read-only path (§1.8) are not in the history; they must be *linearizable* (§6.7): the
 //! value returned equals the key's value after some prefix of the agreed history that contains

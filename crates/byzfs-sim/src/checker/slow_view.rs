@@ -1,4 +1,4 @@
-//! A slow primary's view ends (`replica/monitor.rs`, Aardvark, PROTOCOL.md §5.3 measure 4):
+//! A slow primary's view ends (`replica/monitor.rs`, Aardvark, docs/PROTOCOL.md §5.3 measure 4):
 //! in the `slow-primary` family, whose faulty primary holds every PRE-PREPARE just under the
 //! view-change timeout, no view it leads may last longer than `bound` while correct clients
 //! keep asking. The view-change timer alone never ends such a view (every held batch

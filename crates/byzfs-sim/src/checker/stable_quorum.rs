@@ -1,5 +1,5 @@
 //! A checkpoint a correct replica calls stable on its own count was taken by `2f+1`
-//! replicas (PROTOCOL.md §2.2): it holds matching CHECKPOINTs from `2f` others that really
+//! replicas (docs/PROTOCOL.md §2.2): it holds matching CHECKPOINTs from `2f` others that really
 //! sent them, plus its own. Its own is counted without looking: a replica restored from its
 //! disk holds checkpoints whose `CheckpointTaken` a crash cut off (clock-power-cuts 2919
 //! with 7 replicas), and whether its own digest matches is the `checkpoints` checker's

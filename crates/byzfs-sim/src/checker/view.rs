@@ -1,4 +1,4 @@
-//! INV-VIEW (PROTOCOL.md §6.6): a correct replica's view never decreases — not even across a
+//! INV-VIEW (docs/PROTOCOL.md §6.6): a correct replica's view never decreases — not even across a
 //! restart with its durable state (it restarts in at least the highest view it persisted) — and
 //! it installs at most one NEW-VIEW per view, in increasing view order. A restart without state
 //! (amnesia) resets everything.

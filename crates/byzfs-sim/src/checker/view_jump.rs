@@ -1,4 +1,4 @@
-//! The `f+1` join rule, from the outside (PROTOCOL.md §3.2): a correct replica moves to a
+//! The `f+1` join rule, from the outside (docs/PROTOCOL.md §3.2): a correct replica moves to a
 //! view more than one beyond its own only after `f+1` others are there, so at least one
 //! correct replica reached that view first — by its own timer, or because its primary left.
 //! One faulty replica's VIEW-CHANGEs for ever higher views (the `vc-spam` family) then move

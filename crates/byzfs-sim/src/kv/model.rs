@@ -1,6 +1,6 @@
 //! The reference model: a single-threaded, obviously-correct key-value store. The results
 //! checker replays the agreed history through it and compares every accepted result
-//! (PROTOCOL.md §6.6 INV-REPLY).
+//! (docs/PROTOCOL.md §6.6 INV-REPLY).
 //!
 //! Semantics (the agreed `KvService` API):
 //! * `Put` → `Ok`; `Get` → `Value(current)`; `Delete` → `Ok`;
@@ -8,7 +8,7 @@
 //! * `Cas{expect, new}` → `Ok` if current == expect (then set), else `CasFailed(current)`;
 //! * `Time` → `Time(t)`.
 //!
-//! Non-determinism (the service's agreed time, PROTOCOL.md §1.13): a batch's `nondet` is an
+//! Non-determinism (the service's agreed time, docs/PROTOCOL.md §1.13): a batch's `nondet` is an
 //! 8-byte little-endian timestamp in µs. Executing an operation first folds it into the agreed
 //! clock — a timestamp above the stored one replaces it; an equal, lower or malformed one
 //! leaves it — and `Time` returns the clock. So time never goes backwards and every operation

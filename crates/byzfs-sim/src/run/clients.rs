@@ -148,7 +148,7 @@ impl Sim {
         // Faulty clients are faults, healed with the rest when the liveness phase starts
         // ("faults healed, ≤ f Byzantine replicas remain"). Against a client that keeps sending
         // partially valid MACs, MAC-only PBFT cannot promise progress (the "Big MAC" attack,
-        // PROTOCOL.md §1.14/§5.3); signed client requests (Aardvark) are the fix.
+        // docs/PROTOCOL.md §1.14/§5.3); signed client requests (Aardvark) are the fix.
         if matches!(self.phases.phase, Phase::Liveness(_)) {
             trace_line!(
                 self.trace,

@@ -111,7 +111,7 @@ impl Sim {
         }
         let r_count = replicas.len();
         let mut client_seeds = stream(seed, Purpose::ClientSeeds);
-        // Half the clients keep one request in flight, the others two to four (PROTOCOL.md
+        // Half the clients keep one request in flight, the others two to four (docs/PROTOCOL.md
         // §1.6, "several requests in flight").
         let mut windows = stream(seed, Purpose::Windows);
         let mut clients = Vec::new();

@@ -1,4 +1,4 @@
-//! The scenario families (PROTOCOL.md §6.4): what each one is ([`Family`]), its
+//! The scenario families (docs/PROTOCOL.md §6.4): what each one is ([`Family`]), its
 //! command-line name, and its fault plan, one function per family, all listed in one table
 //! ([`TABLE`]).
 //!

@@ -1,4 +1,4 @@
-//! Scenario families (PROTOCOL.md §6.4) and the per-seed parameter sweep (§6.5). A run is a
+//! Scenario families (docs/PROTOCOL.md §6.4) and the per-seed parameter sweep (§6.5). A run is a
 //! pure function of `(seed, family, replicas override)`: [`plan`] draws the parameters from the
 //! seed's `Params` stream (always in the same order, so `--replicas N` with the `n` a seed drew
 //! anyway replays it exactly) and the faults from its `Faults` stream.

@@ -1,4 +1,4 @@
-//! Handler-level tests: each protocol step with its exact outputs (STYLE.md level 1), one
+//! Handler-level tests: each protocol step with its exact outputs (docs/STYLE.md level 1), one
 //! file per protocol step, plus a small synchronous cluster (`cluster.rs`) for multi-step
 //! paths (view change, checkpoints, state transfer). The helpers here build replicas,
 //! requests and frames.

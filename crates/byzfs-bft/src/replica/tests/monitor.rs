@@ -1,5 +1,5 @@
 //! The backups' watch on the primary's throughput (`replica/monitor.rs`, Aardvark,
-//! PROTOCOL.md §5.3 measure 4): a backup votes out a primary that orders too little while a
+//! docs/PROTOCOL.md §5.3 measure 4): a backup votes out a primary that orders too little while a
 //! client waits, and only then.
 
 use super::*;
@@ -169,7 +169,7 @@ fn a_backup_votes_out_a_primary_that_holds_every_batch_under_the_timeout() {
 }
 
 /// Without the watch the same primary keeps its view: each held batch executes before the
-/// view-change timer expires (PROTOCOL.md §5.3: throughput falls by orders of magnitude).
+/// view-change timer expires (docs/PROTOCOL.md §5.3: throughput falls by orders of magnitude).
 #[test]
 fn without_the_watch_the_slow_primary_keeps_its_view() {
     let mut r = Run::new(|c| c.monitor.enabled = false);

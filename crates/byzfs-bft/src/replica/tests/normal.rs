@@ -1,4 +1,4 @@
-//! The normal case (PROTOCOL.md §2): ordering a request, PRE-PREPARE, PREPARE and COMMIT,
+//! The normal case (docs/PROTOCOL.md §1.5): ordering a request, PRE-PREPARE, PREPARE and COMMIT,
 //! and what each refuses.
 
 use super::*;

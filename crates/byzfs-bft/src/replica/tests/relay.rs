@@ -1,4 +1,4 @@
-//! A big body the client sent to the primary alone (`FLAG_RELAY`, PROTOCOL.md §1.10 "each
+//! A big body the client sent to the primary alone (`FLAG_RELAY`, docs/PROTOCOL.md §1.10 "each
 //! body once"): the primary relays it to every backup ahead of its PRE-PREPARE, once; a
 //! backup neither passes on nor waits on a relayed copy (it keeps the client's flag) until
 //! the client's own copy comes by its retransmission.

@@ -463,7 +463,7 @@ fn a_primary_restored_without_all_its_proposals_gives_up_view_0() {
     assert_eq!(r.view(), 1, "gave up view 0");
     assert_eq!(outputs(drain(&mut r)), gives_up_its_view(&r, 3, d));
     // Not a whole-output check: in view-change limbo the replica also forwards the request
-    // to view 1's primary, which PROTOCOL.md §1.5 says a backup does not do in limbo.
+    // to view 1's primary, which docs/PROTOCOL.md §1.5 says a backup does not do in limbo.
     let req = request(&cfg, 1, b"w", false);
     r.handle_message(Time(10), &req);
     assert!(

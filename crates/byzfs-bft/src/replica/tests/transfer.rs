@@ -1,4 +1,4 @@
-//! Checkpoints and state transfer (§4): garbage collection, a lagging replica catching up,
+//! Checkpoints and state transfer (§2): garbage collection, a lagging replica catching up,
 //! partitions larger than a message.
 
 use super::*;

@@ -1,4 +1,4 @@
-//! Several requests in flight per client (PROTOCOL.md §1.6): the execution rule, the reply
+//! Several requests in flight per client (docs/PROTOCOL.md §1.6): the execution rule, the reply
 //! cache per request and the window bound.
 
 use super::*;
