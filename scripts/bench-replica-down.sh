@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # A 20 MiB file written and read back through a mount of `byzfs up`, with four replicas up
-# and then with one down (issue #47; BENCHMARKS.md "A replica down"):
+# and then with one down (issue #47: reads with a replica down wait out retransmission
+# timeouts; docs/PROTOCOL.md §1.12):
 #
 #   bash scripts/bench-replica-down.sh [BYZFS_BINARY ...]
 #
