@@ -36,6 +36,8 @@ mod mount;
 #[cfg(feature = "byzantine")]
 mod old_snapshot;
 mod replica;
+mod restart_policy;
+mod run_file;
 mod status;
 mod unreplicated;
 mod up;
