@@ -6,6 +6,11 @@
 //! so no replica outlives it. On SIGINT/SIGTERM `up` forwards SIGTERM, waits, and only then
 //! kills stragglers.
 //!
+//! A replica that exits is restarted with the same arguments after a back-off, and left down
+//! after repeated quick exits (`crate::restart_policy`; README "When a replica dies"); `up`
+//! itself keeps running, and keeps its mount, whatever its replicas do. `up.toml` in the
+//! cluster directory (`crate::run_file`) says how it runs each replica, for `byzfs status`.
+//!
 //! With `--mount MNT` (which implies `--service fs`), `up` also mounts the file service on
 //! MNT in its own process once every replica answers, and on SIGINT/SIGTERM unmounts first
 //! (lazily if the mount is busy), then stops the replicas. If the mount is removed from

@@ -236,3 +236,32 @@ fn status_exit_codes_say_how_many_more_faults_the_cluster_tolerates() {
     let text = wait_status(&config, "2 of 4 replicas reachable", 1, DEADLINE);
     assert!(!text.contains("too slow"), "{text}");
 }
+
+/// The mount of `byzfs up --mount` stays up while a replica is killed and restarted: files
+/// written meanwhile read back, and `up` still runs.
+#[test]
+fn the_mount_stays_while_a_replica_is_restarted() {
+    if skip_without_fuse() {
+        return;
+    }
+    let _guard = serial();
+    let mut up = Up::start_mounted(&[]);
+    let mnt = up.mountpoint.clone().unwrap();
+    std::fs::write(mnt.join("before"), b"1").unwrap();
+    for i in [0, 2] {
+        let old = up.pids[i];
+        up.signal(i, Signal::SIGKILL);
+        std::fs::write(mnt.join(format!("during-{i}")), b"2").unwrap();
+        wait_new_pid(&up.config, i as i64, old, Duration::from_secs(30));
+        wait_status(&up.config, "4 of 4 replicas in step", 0, TIMEOUT);
+    }
+    assert!(up.child.try_wait().unwrap().is_none(), "byzfs up exited");
+    assert!(is_mounted(&mnt));
+    let mut names: Vec<String> = std::fs::read_dir(&mnt)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["before", "during-0", "during-2"]);
+    assert_eq!(std::fs::read(mnt.join("during-0")).unwrap(), b"2");
+}
