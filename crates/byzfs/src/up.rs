@@ -149,15 +149,20 @@ impl Children {
         out
     }
 
-    /// The command that runs replica `i` by hand, as one shell line.
-    fn hand_command(&self, i: usize) -> String {
-        let r = &self.replicas[i];
+    /// Replica `i`'s whole command: the executable, then its arguments.
+    fn argv(&self, i: usize) -> Vec<String> {
         let mut argv = vec![self.exe.display().to_string()];
-        argv.extend(r.args.iter().cloned());
+        argv.extend(self.replicas[i].args.iter().cloned());
+        argv
+    }
+
+    /// The command that runs replica `i` by hand, as one shell line, in the background with
+    /// its output appended to its log as `up` does.
+    fn hand_command(&self, i: usize) -> String {
         format!(
             "{} >>{} 2>&1 &",
-            run_file::shell_line(&argv),
-            run_file::shell_line(&[r.log.display().to_string()])
+            run_file::shell_line(&self.argv(i)),
+            run_file::shell_line(&[self.replicas[i].log.display().to_string()])
         )
     }
 
@@ -171,11 +176,7 @@ impl Children {
                 .enumerate()
                 .map(|(i, r)| RunReplica {
                     id: r.id,
-                    command: {
-                        let mut argv = vec![self.exe.display().to_string()];
-                        argv.extend(r.args.iter().cloned());
-                        argv
-                    },
+                    command: self.argv(i),
                     log: r.log.clone(),
                     pid: r.child.as_ref().map(Child::id),
                     state: match &r.state {
