@@ -7,7 +7,8 @@
 # FUSE needs /dev/fuse and fusermount3 (Debian/Ubuntu package fuse3). If fusermount3 is
 # missing this script installs fuse3 with apt-get (as root, or through sudo), then runs
 # `cargo run --release -p byzfs -- up --mount MOUNTPOINT`. The cluster (keys, logs, data)
-# lives in ./byzfs-cluster of the repository.
+# lives in ./byzfs-cluster of the repository. The command line is then at
+# target/release/byzfs, which `up` prints in its "try:" lines (README "Quick start").
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"

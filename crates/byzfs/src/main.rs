@@ -5,10 +5,12 @@
 //! byzfs client-key --config C --admin-key A --id ID --out FILE
 //! byzfs replica --config C --id I [--key K] [--data DIR] [--service null|kv|fs] [--metrics ADDR]
 //! byzfs up [--replicas N] [--dir D] [--service kv] [--mount MNT]   a local cluster of child
-//!                                            processes; --mount: the file service, mounted
+//!                                            processes, restarted when they exit; --mount:
+//!                                            the file service, mounted
 //! byzfs kv --config C [--key K] put KEY VALUE | get KEY | delete KEY | append KEY VALUE
 //! byzfs mount --config C [--key K] MOUNTPOINT   mount the file service (--service fs) with FUSE
-//! byzfs status --config C                    per replica: reachable, view, primary, …
+//! byzfs status --config C                    per replica: reachable, view, primary, …; exits 0,
+//!                                            2 (no fault to spare) or 1 (cannot serve)
 //! byzfs identity new|show FILE               a member identity for encrypted trees
 //! byzfs group --config C --identity F create NAME | add G --member K [--writer] | remove G --member K | list G
 //! byzfs unreplicated --config C [--no-macs]  the unreplicated baseline server
@@ -36,6 +38,8 @@ mod mount;
 #[cfg(feature = "byzantine")]
 mod old_snapshot;
 mod replica;
+mod restart_policy;
+mod run_file;
 mod status;
 mod unreplicated;
 mod up;

@@ -1,6 +1,7 @@
 //! `byzfs status`: asks every replica for its status over the handshake's status request
 //! (unauthenticated, read-only; see byzfs-net's README).
 
+use crate::run_file::RunFile;
 use byzfs_bft::{ReplicaId, View};
 use byzfs_net::cluster::ClusterConfig;
 use byzfs_net::handshake::query_status;
@@ -18,7 +19,16 @@ pub struct StatusArgs {
     /// Per-replica timeout.
     #[arg(long, default_value_t = 2_000)]
     timeout_ms: u64,
+    /// Counters (flood shedding, votes against a primary) are shown as their rise between two
+    /// samples this far apart, never as totals since a replica started (README "When a replica
+    /// dies"); 0 takes one sample and shows none.
+    #[arg(long, default_value_t = 1_000)]
+    interval_ms: u64,
 }
+
+/// Exit status when the cluster serves but tolerates no more faults (README "When a replica
+/// dies"); 1 when it cannot serve, 0 when it tolerates at least one more.
+const EXIT_NO_MORE_FAULTS: u8 = 2;
 
 /// Appends one formatted line to a `String`.
 macro_rules! say {
@@ -38,26 +48,98 @@ fn emit(text: &str) -> std::io::Result<()> {
     }
 }
 
+/// One status request to every replica, at once; by replica id.
+async fn sample(cluster: &ClusterConfig, timeout: Duration) -> Vec<(ReplicaId, Answer)> {
+    let mut set = tokio::task::JoinSet::new();
+    for r in &cluster.replicas {
+        let (c, id) = (cluster.clone(), r.id);
+        set.spawn(async move {
+            let r = query_status(&c, id, timeout).await;
+            (id, r.map_err(|e| e.to_string()))
+        });
+    }
+    let mut out = Vec::new();
+    while let Some(Ok(r)) = set.join_next().await {
+        out.push(r);
+    }
+    out.sort_by_key(|(id, _)| *id);
+    out
+}
+
+/// A replica's status, or why it gave none.
+type Answer = Result<NodeStatus, String>;
+
 pub fn run(a: StatusArgs) -> anyhow::Result<ExitCode> {
     crate::logging::init("warn");
     let cluster = ClusterConfig::load(&a.config)?;
     let timeout = Duration::from_millis(a.timeout_ms);
-    let results = byzfs_net::signals::runtime()?.block_on(async {
-        let mut set = tokio::task::JoinSet::new();
-        for r in &cluster.replicas {
-            let (c, id) = (cluster.clone(), r.id);
-            set.spawn(async move { (id, query_status(&c, id, timeout).await) });
-        }
-        let mut out = Vec::new();
-        while let Some(Ok(r)) = set.join_next().await {
-            out.push(r);
-        }
-        out.sort_by_key(|(id, _)| *id);
-        out
+    let interval = Duration::from_millis(a.interval_ms);
+    let (before, after) = byzfs_net::signals::runtime()?.block_on(async {
+        let before = if interval.is_zero() {
+            None
+        } else {
+            let b = sample(&cluster, timeout).await;
+            tokio::time::sleep(interval).await;
+            Some(b)
+        };
+        (before, sample(&cluster, timeout).await)
     });
+    let facts = Facts {
+        config: a.config.clone(),
+        addresses: cluster
+            .replicas
+            .iter()
+            .map(|r| r.address.to_string())
+            .collect(),
+        quorum: cluster.bft.quorum(),
+        log_window: cluster.bft.log_window,
+        interval,
+        run: RunFile::of_running_up(&a.config),
+    };
+    let (text, code) = render(&facts, before.as_deref(), &after);
     // The whole report is written at once, so a reader that closes early (`| head`) ends
     // the command quietly instead of making it panic.
+    emit(&text)?;
+    Ok(ExitCode::from(code))
+}
+
+/// What [`render`] needs besides the samples.
+struct Facts {
+    config: PathBuf,
+    /// Each replica's address, by id.
+    addresses: Vec<String>,
+    quorum: usize,
+    log_window: u64,
+    /// Between the two samples.
+    interval: Duration,
+    /// How a running `byzfs up` runs the replicas (`crate::run_file`).
+    run: Option<RunFile>,
+}
+
+/// How much `count` of `now` rose since `before` (a replica restarted in between counts
+/// from 0); `None` without an earlier sample.
+fn rise(
+    before: Option<&[(ReplicaId, Answer)]>,
+    id: ReplicaId,
+    now: &NodeStatus,
+    count: impl Fn(&NodeStatus) -> u64,
+) -> Option<u64> {
+    let (_, earlier) = before?.iter().find(|(i, _)| *i == id)?;
+    let earlier = earlier.as_ref().ok()?;
+    let (a, b) = (count(earlier), count(now));
+    Some(if b >= a { b - a } else { b })
+}
+
+/// The report and the exit status: 0 while the cluster tolerates another fault,
+/// [`EXIT_NO_MORE_FAULTS`] when it serves with none to spare, 1 when it cannot serve.
+fn render(
+    f: &Facts,
+    before: Option<&[(ReplicaId, Answer)]>,
+    results: &[(ReplicaId, Answer)],
+) -> (String, u8) {
     let mut o = String::new();
+    let n = f.addresses.len();
+    let quorum = f.quorum;
     say!(
         o,
         "{:<8} {:<22} {:<10} {:>6} {:>8} {:>14} {:>12} {:>6} {:>8} {:<11} {:>9} {:<16} {:<16}",
@@ -76,8 +158,8 @@ pub fn run(a: StatusArgs) -> anyhow::Result<ExitCode> {
         "stable_digest"
     );
     let mut reachable = 0;
-    for (id, r) in &results {
-        let addr = &cluster.replicas[*id as usize].address;
+    for (id, r) in results {
+        let addr = f.addresses.get(*id as usize).map_or("?", String::as_str);
         match r {
             Ok(s) => {
                 reachable += 1;
@@ -95,7 +177,7 @@ pub fn run(a: StatusArgs) -> anyhow::Result<ExitCode> {
                     s.primary,
                     s.last_executed,
                     s.last_stable,
-                    format!("{}/{}", s.peers_connected, cluster.n() - 1),
+                    format!("{}/{}", s.peers_connected, n - 1),
                     s.clients_connected,
                     s.durability,
                     human_bytes(s.data_bytes),
@@ -113,70 +195,121 @@ pub fn run(a: StatusArgs) -> anyhow::Result<ExitCode> {
         say!(o, "* view change in progress");
     }
     say!(o, "on_disk: the data directory's size on disk; state_digest: live state (service and reply cache) at the last status tick; stable_digest: last stable checkpoint (first 16 hex digits)");
-    let quorum = cluster.bft.quorum();
     say!(
         o,
-        "{reachable} of {} replicas reachable; the cluster needs {quorum} to make progress",
-        cluster.n()
+        "{reachable} of {n} replicas reachable; the cluster needs {quorum} to make progress"
     );
     let seen: Vec<(ReplicaId, Option<&NodeStatus>)> = results
         .iter()
         .map(|(id, r)| (*id, r.as_ref().ok()))
         .collect();
-    let h = health(&seen, cluster.bft.log_window);
+    let h = health(&seen, f.log_window);
     for line in &h.notes {
         say!(o, "{line}");
     }
+    for (id, r) in results {
+        if r.is_err() {
+            say!(o, "replica {id}: {}", restart_note(f, *id));
+        }
+    }
+    let secs = f.interval.as_secs_f64();
+    let unreachable = |p: ReplicaId| results.iter().any(|(id, r)| *id == p && r.is_err());
     for (id, s) in results
         .iter()
-        .filter_map(|(id, r)| Some((id, r.as_ref().ok()?)))
+        .filter_map(|(id, r)| Some((*id, r.as_ref().ok()?)))
     {
-        // ARCHITECTURE.md "Defences under attack": each is a view change this replica
-        // started because the primary's throughput fell short under load.
-        if s.core.monitor_complaints > 0 {
-            say!(
-                o,
-                "replica {id}: voted out a primary too slow under load {} time(s) (of {} view changes it started)",
-                s.core.monitor_complaints,
-                s.core.view_changes
-            );
+        // ARCHITECTURE.md "Defences under attack": a view change this replica started
+        // because the primary's throughput fell short under load. A primary that is down
+        // falls short too: name that instead of calling it slow.
+        let votes = rise(before, id, s, |s| s.core.monitor_complaints).unwrap_or(0);
+        if votes > 0 {
+            let old_primary = before
+                .and_then(|b| b.iter().find(|(i, _)| *i == id))
+                .and_then(|(_, r)| r.as_ref().ok())
+                .map(|s| s.primary);
+            match old_primary {
+                Some(p) if unreachable(p) => say!(
+                    o,
+                    "replica {id}: voted out primary {p} in the last {secs:.1} s: it does not \
+                     answer (down, not slow)"
+                ),
+                _ => say!(
+                    o,
+                    "replica {id}: voted out a primary too slow under load {votes} time(s) in \
+                     the last {secs:.1} s"
+                ),
+            }
         }
         // Flood protection (`byzfs-net/src/node/shed.rs`) and blacklisted clients.
-        let net = |r: &str| s.net.dropped.get(r).copied().unwrap_or(0);
-        let (shed, blacklisted) = (net("shed"), net("blacklisted_client"));
+        let net =
+            |r: &'static str| move |s: &NodeStatus| s.net.dropped.get(r).copied().unwrap_or(0);
+        let shed = rise(before, id, s, net("shed")).unwrap_or(0);
+        let blacklisted = rise(before, id, s, net("blacklisted_client")).unwrap_or(0);
         if shed > 0 || blacklisted > 0 {
             say!(
                 o,
-                "replica {id}: dropped {shed} frame(s) or handshake(s) of sources shed for flooding, {blacklisted} frame(s) of blacklisted clients (the log names them)"
+                "replica {id}: in the last {secs:.1} s dropped {shed} frame(s) or handshake(s) of \
+                 sources shed for flooding, {blacklisted} frame(s) of blacklisted clients (the \
+                 log names them)"
             );
         }
     }
     let in_step = h.in_step.len();
-    match h.view {
-        Some(v) if in_step >= quorum => say!(
-            o,
-            "{in_step} of {} replicas in step in view {v}: the cluster tolerates {} more \
-             faulty, slow or unreachable replica(s)",
-            cluster.n(),
-            in_step - quorum
-        ),
-        Some(v) => say!(
-            o,
-            "only {in_step} of {} replicas in step in view {v}; the cluster needs {quorum} \
-             to make progress",
-            cluster.n()
-        ),
-        None => say!(
-            o,
-            "no replica reachable holds a view: a view change is in progress"
+    let code = match h.view {
+        Some(v) if in_step >= quorum => {
+            say!(
+                o,
+                "{in_step} of {n} replicas in step in view {v}: the cluster tolerates {} more \
+                 faulty, slow or unreachable replica(s)",
+                in_step - quorum
+            );
+            if in_step > quorum {
+                0
+            } else {
+                EXIT_NO_MORE_FAULTS
+            }
+        }
+        Some(v) => {
+            say!(
+                o,
+                "only {in_step} of {n} replicas in step in view {v}; the cluster needs {quorum} \
+                 to make progress"
+            );
+            1
+        }
+        None => {
+            say!(
+                o,
+                "no replica reachable holds a view: a view change is in progress"
+            );
+            1
+        }
+    };
+    (o, code)
+}
+
+/// What brings unreachable replica `id` back: the running `byzfs up` (which restarts it),
+/// or the command that restarts it by hand.
+fn restart_note(f: &Facts, id: ReplicaId) -> String {
+    let mine = f
+        .run
+        .as_ref()
+        .and_then(|run| Some((run.pid, run.replicas.iter().find(|r| r.id == id)?)));
+    match mine {
+        Some((up, r)) => match r.pid {
+            Some(pid) => format!(
+                "byzfs up (pid {up}) runs it as pid {pid}: it is starting, or stopped (SIGSTOP) \
+                 or overloaded"
+            ),
+            None => r.state.clone(),
+        },
+        None => format!(
+            "restart it by hand as it ran before, e.g. `byzfs replica --config {} --id {id} \
+             --data DATA_DIR [--service fs]` (by default its key and data are beside the config: \
+             replica-{id}.key, data/replica-{id})",
+            f.config.display()
         ),
     }
-    emit(&o)?;
-    Ok(if reachable >= quorum {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(1)
-    })
 }
 
 /// Which replicas are in step with the others, and why each other one is not.
@@ -217,7 +350,9 @@ fn health(statuses: &[(ReplicaId, Option<&NodeStatus>)], log_window: u64) -> Hea
     };
     for &(id, s) in statuses {
         let Some(s) = s else {
-            h.notes.push(format!("replica {id}: unreachable"));
+            h.notes.push(format!(
+                "replica {id}: unreachable (not running or not listening)"
+            ));
             continue;
         };
         let note = match view {
@@ -282,6 +417,7 @@ fn human_bytes(bytes: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::run_file::RunReplica;
 
     fn st(view: View, has_new_view: bool, last_executed: u64) -> NodeStatus {
         NodeStatus {
@@ -399,5 +535,164 @@ mod tests {
         assert_eq!(h.view, Some(2));
         let h = health_of(&[Some(&v1), Some(&v1), Some(&v2)]);
         assert_eq!(h.view, Some(1));
+    }
+
+    /// Four replicas on ports 7000.., quorum 3, sampled 1 s apart.
+    fn facts(run: Option<RunFile>) -> Facts {
+        Facts {
+            config: "/c/cluster.toml".into(),
+            addresses: (7000..7004).map(|p| format!("127.0.0.1:{p}")).collect(),
+            quorum: 3,
+            log_window: 256,
+            interval: Duration::from_secs(1),
+            run,
+        }
+    }
+
+    /// A replica in step in view 0 (primary 0) at sequence number 40.
+    fn up(id: ReplicaId) -> Answer {
+        Ok(NodeStatus {
+            replica: id,
+            durability: "disk".into(),
+            peers_connected: 3,
+            data_bytes: 3 << 20,
+            state_digest: "00112233445566778899".into(),
+            stable_digest: "aabbccddeeff00112233".into(),
+            last_stable: 0,
+            ..st(0, true, 40)
+        })
+    }
+
+    fn down() -> Answer {
+        Err("cannot connect to 127.0.0.1:7002: Connection refused (os error 111)".into())
+    }
+
+    const HEAD: &str = "replica  address                reachable    view  primary  last_executed  last_stable  peers  clients durability    on_disk state_digest     stable_digest   \n";
+    const ROW: &str = "      0        0             40            0    3/3        0 disk          3.0 MiB 0011223344556677 aabbccddeeff0011\n";
+    const LEGEND: &str = "on_disk: the data directory's size on disk; state_digest: live state (service and reply cache) at the last status tick; stable_digest: last stable checkpoint (first 16 hex digits)\n";
+
+    fn row(id: ReplicaId) -> String {
+        format!("{id:<8} 127.0.0.1:{:<12} yes       {ROW}", 7000 + id)
+    }
+
+    #[test]
+    fn all_up_exits_0() {
+        let now: Vec<_> = (0..4).map(|i| (i, up(i))).collect();
+        let (text, code) = render(&facts(None), Some(&now), &now);
+        let want = [
+            HEAD.to_string(),
+            row(0),
+            row(1),
+            row(2),
+            row(3),
+            LEGEND.into(),
+            "4 of 4 replicas reachable; the cluster needs 3 to make progress\n".into(),
+            "4 of 4 replicas in step in view 0: the cluster tolerates 1 more faulty, slow or \
+             unreachable replica(s)\n"
+                .into(),
+        ]
+        .concat();
+        assert_eq!((text.as_str(), code), (want.as_str(), 0));
+    }
+
+    #[test]
+    fn one_down_exits_2_and_names_up_restarting_it() {
+        let now = vec![(0, up(0)), (1, up(1)), (2, down()), (3, up(3))];
+        let run = RunFile {
+            pid: 99,
+            replicas: vec![RunReplica {
+                id: 2,
+                command: vec!["/bin/byzfs".into(), "replica".into()],
+                log: "/c/logs/replica-2.log".into(),
+                pid: None,
+                state: "exited; byzfs up (pid 99) restarts it 2.0 s after the exit".into(),
+            }],
+        };
+        let (text, code) = render(&facts(Some(run)), Some(&now), &now);
+        let want = [
+            HEAD.to_string(),
+            row(0),
+            row(1),
+            "2        127.0.0.1:7002         no (cannot connect to 127.0.0.1:7002: Connection \
+             refused (os error 111))\n"
+                .into(),
+            row(3),
+            LEGEND.into(),
+            "3 of 4 replicas reachable; the cluster needs 3 to make progress\n".into(),
+            "replica 2: unreachable (not running or not listening)\n".into(),
+            "replica 2: exited; byzfs up (pid 99) restarts it 2.0 s after the exit\n".into(),
+            "3 of 4 replicas in step in view 0: the cluster tolerates 0 more faulty, slow or \
+             unreachable replica(s)\n"
+                .into(),
+        ]
+        .concat();
+        assert_eq!((text.as_str(), code), (want.as_str(), EXIT_NO_MORE_FAULTS));
+    }
+
+    #[test]
+    fn two_down_exit_1_with_the_general_restart_command() {
+        let now = vec![(0, up(0)), (1, down()), (2, down()), (3, up(3))];
+        let (text, code) = render(&facts(None), None, &now);
+        let tail: Vec<&str> = text.lines().skip(6).collect();
+        assert_eq!(
+            tail,
+            [
+                "2 of 4 replicas reachable; the cluster needs 3 to make progress",
+                "replica 1: unreachable (not running or not listening)",
+                "replica 2: unreachable (not running or not listening)",
+                "replica 1: restart it by hand as it ran before, e.g. `byzfs replica --config \
+                 /c/cluster.toml --id 1 --data DATA_DIR [--service fs]` (by default its key and \
+                 data are beside the config: replica-1.key, data/replica-1)",
+                "replica 2: restart it by hand as it ran before, e.g. `byzfs replica --config \
+                 /c/cluster.toml --id 2 --data DATA_DIR [--service fs]` (by default its key and \
+                 data are beside the config: replica-2.key, data/replica-2)",
+                "only 2 of 4 replicas in step in view 0; the cluster needs 3 to make progress",
+            ]
+        );
+        assert_eq!(code, 1);
+    }
+
+    /// Counters since a replica started are not news: only their rise between the samples
+    /// shows, and a vote against a primary that does not answer says so.
+    #[test]
+    fn counters_show_only_what_rose_between_the_samples() {
+        let with = |id, shed: u64, votes: u64, primary: ReplicaId| {
+            let mut s = up(id).unwrap_or_default();
+            s.net.dropped.insert("shed".into(), shed);
+            s.core.monitor_complaints = votes;
+            s.primary = primary;
+            Ok(s)
+        };
+        // Replica 1 shed 151 long ago; replica 3 sheds now and voted out primary 0, now down.
+        let before = vec![
+            (0, with(0, 0, 0, 0)),
+            (1, with(1, 151, 2, 0)),
+            (2, with(2, 0, 0, 0)),
+            (3, with(3, 10, 0, 0)),
+        ];
+        let now = vec![
+            (0, down()),
+            (1, with(1, 151, 2, 1)),
+            (2, with(2, 0, 0, 1)),
+            (3, with(3, 25, 1, 1)),
+        ];
+        let (text, _) = render(&facts(None), Some(&before), &now);
+        let notes: Vec<&str> = text.lines().filter(|l| l.contains("in the last")).collect();
+        assert_eq!(
+            notes,
+            [
+                "replica 3: voted out primary 0 in the last 1.0 s: it does not answer (down, \
+                 not slow)",
+                "replica 3: in the last 1.0 s dropped 15 frame(s) or handshake(s) of sources \
+                 shed for flooding, 0 frame(s) of blacklisted clients (the log names them)",
+            ]
+        );
+        // A replica restarted between the samples counts from zero.
+        let restarted = vec![(3, with(3, 4, 0, 1))];
+        let (text, _) = render(&facts(None), Some(&before), &restarted);
+        assert!(
+            text.contains("replica 3: in the last 1.0 s dropped 4 frame(s)"),
+            "{text}"
+        );
     }
 }

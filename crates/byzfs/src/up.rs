@@ -6,6 +6,11 @@
 //! so no replica outlives it. On SIGINT/SIGTERM `up` forwards SIGTERM, waits, and only then
 //! kills stragglers.
 //!
+//! A replica that exits is restarted with the same arguments after a back-off, and left down
+//! after repeated quick exits (`crate::restart_policy`; README "When a replica dies"); `up`
+//! itself keeps running, and keeps its mount, whatever its replicas do. `up.toml` in the
+//! cluster directory (`crate::run_file`) says how it runs each replica, for `byzfs status`.
+//!
 //! With `--mount MNT` (which implies `--service fs`), `up` also mounts the file service on
 //! MNT in its own process once every replica answers, and on SIGINT/SIGTERM unmounts first
 //! (lazily if the mount is busy), then stops the replicas. If the mount is removed from
@@ -23,6 +28,9 @@ use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitCode, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
+
+use crate::restart_policy::{Backoff, Decision, RestartPolicy};
+use crate::run_file::{self, RunFile, RunReplica, RUN_FILE};
 
 /// How long replicas get to become reachable.
 const READY_TIMEOUT: Duration = Duration::from_secs(20);
@@ -74,52 +82,228 @@ pub struct UpArgs {
     durability: DurabilityMode,
 }
 
-/// One replica process.
+/// One replica: how `up` runs it, and its process while it runs.
 struct Replica {
     id: u32,
-    child: Child,
+    /// Its arguments after the executable, the same at every restart (absolute paths; without
+    /// `--exit-with-parent`, which [`spawn`] adds, so the run file's command works by hand).
+    args: Vec<String>,
     log: PathBuf,
-    exited: Option<ExitStatus>,
+    child: Option<Child>,
+    /// When `child` started.
+    started: Instant,
+    backoff: Backoff,
+    state: State,
 }
 
-/// The children; dropping this stops them (so every error path cleans up).
-struct Children(Vec<Replica>);
+#[derive(Clone, Debug)]
+enum State {
+    Running,
+    /// Exited; started again at `at`.
+    Restarting {
+        at: Instant,
+        delay: Duration,
+    },
+    /// Exited too often: left down (the line says why).
+    GivenUp(String),
+}
+
+/// The replicas; dropping this stops them (so every error path cleans up).
+struct Children {
+    exe: PathBuf,
+    replicas: Vec<Replica>,
+    /// `up.toml` (`crate::run_file`), removed on drop.
+    run_file: PathBuf,
+}
+
+/// Starts `exe args… --exit-with-parent`, its output appended to `log`, in its own process
+/// group (module docs).
+fn spawn(exe: &Path, args: &[String], log: &Path) -> anyhow::Result<Child> {
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(log)
+        .with_context(|| format!("cannot open {}", log.display()))?;
+    Ok(Command::new(exe)
+        .args(args)
+        .arg("--exit-with-parent")
+        .stdin(Stdio::piped())
+        .stdout(file.try_clone()?)
+        .stderr(file)
+        .process_group(0)
+        .spawn()?)
+}
 
 impl Children {
-    /// Reaps exited children; returns the ones that just exited.
-    fn poll_exits(&mut self) -> Vec<(u32, ExitStatus, PathBuf)> {
+    /// Reaps exited children; returns the indices of the ones that just exited.
+    fn reap(&mut self) -> Vec<(usize, ExitStatus)> {
         let mut out = Vec::new();
-        for r in &mut self.0 {
-            if r.exited.is_none() {
-                if let Ok(Some(s)) = r.child.try_wait() {
-                    r.exited = Some(s);
-                    out.push((r.id, s, r.log.clone()));
+        for (i, r) in self.replicas.iter_mut().enumerate() {
+            if let Some(c) = &mut r.child {
+                if let Ok(Some(s)) = c.try_wait() {
+                    r.child = None;
+                    out.push((i, s));
                 }
             }
         }
         out
     }
 
-    /// SIGTERM, wait up to [`STOP_TIMEOUT`], SIGKILL the rest, reap everything.
-    fn stop_all(&mut self) -> usize {
-        for r in &mut self.0 {
-            if r.exited.is_none() {
-                if let Ok(pid) = i32::try_from(r.child.id()) {
-                    let _ = kill(Pid::from_raw(pid), Signal::SIGTERM);
+    /// Replica `i`'s whole command: the executable, then its arguments.
+    fn argv(&self, i: usize) -> Vec<String> {
+        let mut argv = vec![self.exe.display().to_string()];
+        argv.extend(self.replicas[i].args.iter().cloned());
+        argv
+    }
+
+    /// The command that runs replica `i` by hand, as one shell line, in the background with
+    /// its output appended to its log as `up` does.
+    fn hand_command(&self, i: usize) -> String {
+        format!(
+            "{} >>{} 2>&1 &",
+            run_file::shell_line(&self.argv(i)),
+            run_file::shell_line(&[self.replicas[i].log.display().to_string()])
+        )
+    }
+
+    /// Rewrites `up.toml`; a failure only costs `byzfs status` its restart commands.
+    fn write_run_file(&self) {
+        let run = RunFile {
+            pid: std::process::id(),
+            replicas: self
+                .replicas
+                .iter()
+                .enumerate()
+                .map(|(i, r)| RunReplica {
+                    id: r.id,
+                    command: self.argv(i),
+                    log: r.log.clone(),
+                    pid: r.child.as_ref().map(Child::id),
+                    state: match &r.state {
+                        State::Running => "running".into(),
+                        State::Restarting { delay, .. } => format!(
+                            "exited; byzfs up (pid {}) restarts it {:.1} s after the exit",
+                            std::process::id(),
+                            delay.as_secs_f64()
+                        ),
+                        State::GivenUp(why) => {
+                            format!("{why}; restart it by hand: {}", self.hand_command(i))
+                        }
+                    },
+                })
+                .collect(),
+        };
+        if let Err(e) = run.write(&self.run_file) {
+            tracing::warn!("cannot write {}: {e:#}", self.run_file.display());
+        }
+    }
+
+    /// Handles exits (restart later, or give up) and starts the replicas whose delay is over;
+    /// `quorum` only words the give-up line.
+    fn supervise_step(&mut self, quorum: usize) {
+        let now = Instant::now();
+        let mut changed = false;
+        for (i, status) in self.reap() {
+            changed = true;
+            let r = &mut self.replicas[i];
+            let id = r.id;
+            match r.backoff.on_exit(r.started, now) {
+                Decision::RestartIn(delay) => {
+                    tracing::warn!(
+                        "replica {id} exited ({status}); restarting it in {:.1} s",
+                        delay.as_secs_f64()
+                    );
+                    r.state = State::Restarting {
+                        at: now + delay,
+                        delay,
+                    };
+                }
+                Decision::GiveUp { exits } => {
+                    let why = format!(
+                        "byzfs up (pid {}) gave up on it: it exited {exits} times within {} s, \
+                         the last time {status}",
+                        std::process::id(),
+                        r.backoff.policy().window.as_secs()
+                    );
+                    r.state = State::GivenUp(why.clone());
+                    self.give_up_line(i, &why, quorum);
                 }
             }
         }
+        for i in 0..self.replicas.len() {
+            let r = &mut self.replicas[i];
+            let State::Restarting { at, .. } = r.state else {
+                continue;
+            };
+            if at > now {
+                continue;
+            }
+            changed = true;
+            match spawn(&self.exe, &r.args, &r.log) {
+                Ok(child) => {
+                    tracing::info!("replica {} restarted: pid {}", r.id, child.id());
+                    r.child = Some(child);
+                    r.started = now;
+                    r.state = State::Running;
+                }
+                Err(e) => {
+                    let why = format!(
+                        "byzfs up (pid {}) could not restart it: {e:#}",
+                        std::process::id()
+                    );
+                    r.state = State::GivenUp(why.clone());
+                    self.give_up_line(i, &why, quorum);
+                }
+            }
+        }
+        if changed {
+            self.write_run_file();
+        }
+    }
+
+    /// The one line that says `up` left replica `i` down, why, and what to do.
+    fn give_up_line(&self, i: usize, why: &str, quorum: usize) {
+        let r = &self.replicas[i];
+        let left = self
+            .replicas
+            .iter()
+            .filter(|r| !matches!(r.state, State::GivenUp(_)))
+            .count();
+        let cannot = if left < quorum {
+            format!(
+                "; with {left} replicas left the cluster cannot make progress (it needs \
+                 {quorum})"
+            )
+        } else {
+            String::new()
+        };
+        tracing::error!(
+            "replica {} stays down: {why}; its log ({}) ends: {}{cannot}; restart it by hand: {}",
+            r.id,
+            r.log.display(),
+            last_lines(&r.log, 3),
+            self.hand_command(i)
+        );
+    }
+
+    /// SIGTERM, wait up to [`STOP_TIMEOUT`], SIGKILL the rest, reap everything.
+    fn stop_all(&mut self) -> usize {
+        for c in self.replicas.iter().filter_map(|r| r.child.as_ref()) {
+            if let Ok(pid) = i32::try_from(c.id()) {
+                let _ = kill(Pid::from_raw(pid), Signal::SIGTERM);
+            }
+        }
         let deadline = Instant::now() + STOP_TIMEOUT;
-        while Instant::now() < deadline && self.0.iter().any(|r| r.exited.is_none()) {
-            self.poll_exits();
+        while Instant::now() < deadline && self.replicas.iter().any(|r| r.child.is_some()) {
+            self.reap();
             std::thread::sleep(Duration::from_millis(20));
         }
         let mut killed = 0;
-        for r in &mut self.0 {
-            if r.exited.is_none() {
-                let _ = r.child.kill();
+        for r in &mut self.replicas {
+            if let Some(mut c) = r.child.take() {
+                let _ = c.kill();
+                let _ = c.wait();
                 killed += 1;
-                r.exited = r.child.wait().ok();
             }
         }
         killed
@@ -129,6 +313,7 @@ impl Children {
 impl Drop for Children {
     fn drop(&mut self) {
         self.stop_all();
+        let _ = std::fs::remove_file(&self.run_file);
     }
 }
 
@@ -180,53 +365,61 @@ pub fn run(mut a: UpArgs) -> anyhow::Result<ExitCode> {
         let m = std::fs::metadata("/proc/self").context("cannot read /proc/self")?;
         (m.uid(), m.gid())
     };
-    let mut children = Children(Vec::new());
+    // Absolute paths in the replicas' arguments, so that the run file's commands work from
+    // anywhere (`byzfs status` prints them).
+    let abs_dir = std::path::absolute(&a.dir)
+        .with_context(|| format!("cannot resolve {}", a.dir.display()))?;
+    let abs_data = abs_dir.join("data");
+    let mut children = Children {
+        exe,
+        replicas: Vec::new(),
+        run_file: abs_dir.join(RUN_FILE),
+    };
     for r in &cluster.replicas {
-        let log = logs.join(format!("replica-{}.log", r.id));
-        let file = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&log)
-            .with_context(|| format!("cannot open {}", log.display()))?;
-        let mut cmd = Command::new(&exe);
-        cmd.arg("replica")
-            .arg("--config")
-            .arg(&config_path)
-            .arg("--id")
-            .arg(r.id.to_string())
-            .arg("--key")
-            .arg(replica_key_path(&a.dir, r.id))
-            .arg("--data")
-            .arg(data.join(format!("replica-{}", r.id)))
-            .arg("--service")
-            .arg(service.name())
-            .arg("--durability")
-            .arg(a.durability.name())
-            .arg("--exit-with-parent")
-            .stdin(Stdio::piped())
-            .stdout(file.try_clone()?)
-            .stderr(file)
-            .process_group(0);
+        let log = abs_dir.join("logs").join(format!("replica-{}.log", r.id));
+        let mut args: Vec<String> = vec![
+            "replica".into(),
+            "--config".into(),
+            abs_dir.join(CLUSTER_FILE).display().to_string(),
+            "--id".into(),
+            r.id.to_string(),
+            "--key".into(),
+            replica_key_path(&abs_dir, r.id).display().to_string(),
+            "--data".into(),
+            abs_data
+                .join(format!("replica-{}", r.id))
+                .display()
+                .to_string(),
+            "--service".into(),
+            service.name().into(),
+            "--durability".into(),
+            a.durability.name().into(),
+        ];
         if service == ServiceKind::Fs {
             // The root directory belongs to whoever runs `up`, so they can use the mount.
-            cmd.arg("--fs-root-owner").arg(format!("{uid}:{gid}"));
+            args.push("--fs-root-owner".into());
+            args.push(format!("{uid}:{gid}"));
         }
         if let Some(base) = a.metrics_base_port {
             let port = base
                 .checked_add(r.id as u16)
                 .context("--metrics-base-port too high")?;
-            cmd.arg("--metrics").arg(format!("127.0.0.1:{port}"));
+            args.push("--metrics".into());
+            args.push(format!("127.0.0.1:{port}"));
         }
-        let child = cmd
-            .spawn()
+        let child = spawn(&children.exe, &args, &log)
             .with_context(|| format!("cannot start replica {}", r.id))?;
-        children.0.push(Replica {
+        children.replicas.push(Replica {
             id: r.id,
-            child,
+            args,
             log,
-            exited: None,
+            child: Some(child),
+            started: Instant::now(),
+            backoff: Backoff::new(RestartPolicy::default()),
+            state: State::Running,
         });
     }
+    children.write_run_file();
     let rt = byzfs_net::signals::runtime()?;
     rt.block_on(wait_ready(&mut children, &cluster, &a))?;
     // Mounted outside the runtime: the adapter blocks on its own runtime.
@@ -251,7 +444,7 @@ pub fn run(mut a: UpArgs) -> anyhow::Result<ExitCode> {
         None => None,
     };
     print_summary(&children, &cluster, &a, service, &config_path);
-    rt.block_on(supervise(&mut children, mounted, &a))
+    rt.block_on(supervise(&mut children, mounted, &a, cluster.bft.quorum()))
 }
 
 /// `up --encrypt`: the identity `identity.id` beside the cluster file and its group
@@ -288,11 +481,14 @@ async fn wait_ready(
     // Wait until every replica answers a status request.
     let started = Instant::now();
     loop {
-        if let Some((id, status, log)) = children.poll_exits().into_iter().next() {
+        // At startup an exit is a setup problem (a port in use, a bad key): say it at once.
+        if let Some((i, status)) = children.reap().into_iter().next() {
+            let r = &children.replicas[i];
             bail!(
-                "replica {id} exited during startup ({status}): {} (log: {})",
-                last_line(&log),
-                log.display()
+                "replica {} exited during startup ({status}): {} (log: {})",
+                r.id,
+                last_lines(&r.log, 1),
+                r.log.display()
             );
         }
         let mut ready = 0;
@@ -320,12 +516,13 @@ async fn wait_ready(
     Ok(())
 }
 
-/// Runs until SIGINT/SIGTERM (or the mount ends, or every replica exits); then unmounts
-/// first, and stops the replicas.
+/// Runs until SIGINT/SIGTERM or the mount ends, restarting replicas that exit (README "When
+/// a replica dies"); then unmounts first, and stops the replicas.
 async fn supervise(
     children: &mut Children,
     mounted: Option<byzfs_fuse::Mounted>,
     a: &UpArgs,
+    quorum: usize,
 ) -> anyhow::Result<ExitCode> {
     let shutdown = byzfs_net::signals::shutdown(false);
     tokio::pin!(shutdown);
@@ -339,18 +536,7 @@ async fn supervise(
                     None => std::future::pending().await,
                 }
             } => break "the file system was unmounted",
-            _ = tick.tick() => {
-                for (id, status, log) in children.poll_exits() {
-                    eprintln!(
-                        "warning: replica {id} exited ({status}): {} (log: {})",
-                        last_line(&log),
-                        log.display()
-                    );
-                }
-                if children.0.iter().all(|r| r.exited.is_some()) {
-                    bail!("every replica exited; see the logs in {}", a.dir.join("logs").display());
-                }
-            }
+            _ = tick.tick() => children.supervise_step(quorum),
         }
     };
     if let (Some(m), Some(mnt)) = (mounted, &a.mount) {
@@ -359,7 +545,7 @@ async fn supervise(
             eprintln!("warning: {e:#}");
         }
     }
-    println!("{why}: stopping {} replicas …", children.0.len());
+    println!("{why}: stopping {} replicas …", children.replicas.len());
     let killed = children.stop_all();
     if killed > 0 {
         println!(
@@ -380,8 +566,10 @@ fn print_summary(
     config: &Path,
 ) {
     let client = client_key_path(&a.dir, DEFAULT_CLIENT);
+    // README "Quick start": the lines work as printed, with or without byzfs on PATH.
+    let byzfs = command_name(&children.exe);
     let kv = format!(
-        "byzfs kv --config {} --key {}",
+        "{byzfs} kv --config {} --key {}",
         config.display(),
         client.display()
     );
@@ -397,7 +585,7 @@ fn print_summary(
     }
     println!("  config:  {}", config.display());
     println!("  client:  {}", client.display());
-    for (r, info) in children.0.iter().zip(&cluster.replicas) {
+    for (r, info) in children.replicas.iter().zip(&cluster.replicas) {
         let metrics = a
             .metrics_base_port
             .map(|b| format!("  metrics http://127.0.0.1:{}/metrics", u32::from(b) + r.id))
@@ -406,7 +594,7 @@ fn print_summary(
             "  replica {}: {}  pid {}  log {}{metrics}",
             r.id,
             info.address,
-            r.child.id(),
+            r.child.as_ref().map_or(0, Child::id),
             r.log.display()
         );
     }
@@ -414,12 +602,12 @@ fn print_summary(
     if let Some(mnt) = &a.mount {
         println!("  ls -la {}", mnt.display());
         println!(
-            "  byzfs mount --config {} SECOND_MOUNTPOINT   (a second client)",
+            "  {byzfs} mount --config {} SECOND_MOUNTPOINT   (a second client)",
             config.display()
         );
     } else if service == ServiceKind::Fs {
         println!(
-            "  byzfs mount --config {} --key {} MOUNTPOINT",
+            "  {byzfs} mount --config {} --key {} MOUNTPOINT",
             config.display(),
             client.display()
         );
@@ -427,7 +615,7 @@ fn print_summary(
         println!("  {kv} put hello world");
         println!("  {kv} get hello");
     }
-    println!("  byzfs status --config {}", config.display());
+    println!("  {byzfs} status --config {}", config.display());
     if a.mount.is_some() {
         println!("Press Ctrl-C to unmount and stop the cluster.");
     } else {
@@ -435,15 +623,34 @@ fn print_summary(
     }
 }
 
-/// The last non-empty line of a log file (for one-line error messages).
-fn last_line(path: &Path) -> String {
-    std::fs::read_to_string(path)
-        .ok()
-        .and_then(|t| {
-            t.lines()
-                .rev()
-                .find(|l| !l.trim().is_empty())
-                .map(str::to_string)
-        })
-        .unwrap_or_else(|| "no output".into())
+/// `byzfs` if that name on `PATH` is `exe`, else `exe`'s full path.
+fn command_name(exe: &Path) -> String {
+    let on_path = std::env::var_os("PATH").and_then(|p| {
+        std::env::split_paths(&p)
+            .map(|d| d.join("byzfs"))
+            .find(|c| c.is_file())
+    });
+    let same =
+        on_path.is_some_and(|c| std::fs::canonicalize(c).ok() == std::fs::canonicalize(exe).ok());
+    if same {
+        "byzfs".into()
+    } else {
+        run_file::shell_line(&[exe.display().to_string()])
+    }
+}
+
+/// The last `n` non-empty lines of a log file, joined with ` | ` (for one-line messages).
+fn last_lines(path: &Path, n: usize) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let mut lines: Vec<&str> = text
+        .lines()
+        .rev()
+        .filter(|l| !l.trim().is_empty())
+        .take(n)
+        .collect();
+    if lines.is_empty() {
+        return "no output".into();
+    }
+    lines.reverse();
+    lines.join(" | ")
 }
