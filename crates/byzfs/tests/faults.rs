@@ -519,8 +519,10 @@ fn replica_restarted_without_its_data_rejoins_by_state_transfer() {
         .iter()
         .all(|x| x.stable_digest == all[0].stable_digest || x.last_stable != all[0].last_stable));
     // The same digests through the command line.
+    // One sample (`--interval-ms 0`), taken right after the digests above: a second sample
+    // a second later may find the replica that just rejoined past them.
     let out = Command::new(common::BIN)
-        .args(["status", "--config"])
+        .args(["status", "--interval-ms", "0", "--config"])
         .arg(&s.config)
         .output()
         .unwrap();
