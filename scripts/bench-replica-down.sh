@@ -1,7 +1,6 @@
 #!/usr/bin/env bash
 # A 20 MiB file written and read back through a mount of `byzfs up`, with four replicas up
-# and then with one down (issue #47: reads with a replica down wait out retransmission
-# timeouts; docs/PROTOCOL.md §1.12):
+# and then with one down (issue #47; BENCHMARKS.md "A replica down"):
 #
 #   bash scripts/bench-replica-down.sh [BYZFS_BINARY ...]
 #
@@ -10,6 +9,8 @@
 # For each binary: `up --mount` on a fresh cluster; write (dd, conv=fsync) and read back
 # (page cache dropped) with four up; then replica 2 (a backup) SIGKILLed, the same; then
 # replica 1 stopped (SIGSTOP), the same; then the primary (replica 0) SIGKILLed, the same.
+# PostMark (`bench postmark --preset quick`'s configuration: 1,000 files of 512 B–16 KiB,
+# 5,000 transactions) runs with four up and with the backup killed; its column is seconds.
 # Root only (drop_caches). Every step has a time limit; everything started is stopped.
 set -euo pipefail
 
@@ -49,11 +50,21 @@ write_read() {
     awk -v a="$t0" -v b="$t1" -v c="$t2" -v d="$(now)" 'BEGIN { printf "%.3f %.3f\n", b - a, d - c }'
 }
 
+# Seconds PostMark (the quick preset) takes in a fresh directory of the mount.
+postmark_secs() {
+    local d="$work/mnt/pm-$1" t0
+    mkdir -p "$d"
+    t0=$(now)
+    printf 'set location %s\nset number 1000\nset transactions 5000\nset size 512 16384\nset seed 42\nrun\nquit\n' "$d" \
+        | timeout 300 postmark >/dev/null
+    awk -v a="$t0" -v b="$(now)" 'BEGIN { printf "%.3f\n", b - a }'
+}
+
 replica_pid() {
     pgrep -f -- "replica --config $work/c/cluster.toml --id $1 " | head -1
 }
 
-printf '%-40s %-18s %8s %8s\n' binary case "write s" "read s"
+printf '%-40s %-18s %8s %8s %10s\n' binary case "write s" "read s" "postmark s"
 for bin in "${bins[@]}"; do
     cleanup
     rm -rf "$work/c" "$work/mnt"
@@ -66,16 +77,17 @@ for bin in "${bins[@]}"; do
         sleep 0.1
     done
     run() {
-        local r
+        local r p="-"
         r=$(write_read "$1")
-        printf '%-40s %-18s %8s %8s\n' "$bin" "$1" ${r}
+        [ "${2:-}" = postmark ] && p=$(postmark_secs "$1")
+        printf '%-40s %-18s %8s %8s %10s\n' "$bin" "$1" ${r} "$p"
     }
-    run four-up
+    run four-up postmark
     run four-up-again
     r2="$(replica_pid 2)"
     r2_args="$(ps -o args= -p "$r2")"
     kill -KILL "$r2"
-    run backup-killed
+    run backup-killed postmark
     run backup-killed-again
     # A second replica down would be one too many: replica 2 comes back first (restarted
     # here as `up` ran it, unless `up` already did), and catches up before replica 1 stops.

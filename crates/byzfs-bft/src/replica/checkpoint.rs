@@ -119,8 +119,10 @@ impl<S: Service> Replica<S> {
         self.log = self.log.split_off(&(seq + 1));
         self.checkpoints.own = self.checkpoints.own.split_off(&seq);
         self.checkpoints.votes = self.checkpoints.votes.split_off(&(seq + 1));
-        self.service.discard_checkpoints_below(seq);
-        self.lib.discard_checkpoints_below(seq);
+        // Checkpoints lent to a lagging replica's fetch stay a while (state_transfer.rs).
+        let keep = self.keep_checkpoints_from(seq);
+        self.service.discard_checkpoints_below(keep);
+        self.lib.discard_checkpoints_below(keep);
         self.durable.gc(seq);
         self.store_checkpoint(seq, d);
         self.executed = self.executed.split_off(&(seq + 1));

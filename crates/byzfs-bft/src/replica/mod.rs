@@ -233,8 +233,9 @@ pub struct Replica<S: Service> {
 
     // State transfer.
     fetch: Option<FetchState>,
-    /// The partition being served in chunks, encoded once for all of its chunks.
-    serving: Option<state_transfer::Serving>,
+    /// What this replica serves to fetchers: the partition being sent in chunks, and the
+    /// checkpoints lent to lagging replicas (held a while past their stability).
+    lender: state_transfer::Lender,
 
     /// Each peer's last executed sequence number from its latest STATUS.
     peer_executed: BTreeMap<ReplicaId, Seq>,
@@ -324,7 +325,7 @@ impl<S: Service> Replica<S> {
             checkpoints: checkpoint::Checkpoints::default(),
             vc: ViewChangeState::new(vc_timeout),
             fetch: None,
-            serving: None,
+            lender: state_transfer::Lender::default(),
             peer_executed: BTreeMap::new(),
             peer_views: BTreeMap::new(),
             durable: durable::DurableLog::default(),

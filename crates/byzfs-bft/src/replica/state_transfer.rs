@@ -15,6 +15,16 @@
 //! [`PARTITION_BYTES_MAX`], chunks of any other length than the agreed one (a drip of tiny
 //! chunks would stall it without ever reaching the digest check), and chunks from anyone but
 //! its current replier, so a lie costs at most that much memory and one replier change.
+//!
+//! **Lent checkpoints.** A replier discards a checkpoint as soon as a newer one is stable,
+//! and a cluster that runs ahead of a lagging replica makes checkpoints stable faster than a
+//! fetch of many chunks can finish: each FETCH then found its checkpoint gone and the
+//! lagging replica never caught up (simulator: bad-clients 0, transfer-power-cuts 949 with
+//! clients that no longer wait for a silent replica, docs/PROTOCOL.md §2.4 item 6). So the
+//! checkpoint a replier claims to a lagging peer (its stable CHECKPOINT in answer to a
+//! STATUS) and the one a peer fetches from are *lent* to that peer ([`Lender`]): kept while
+//! the peer keeps asking for it, within [`LEND_WINDOWS`] log windows of the stable
+//! checkpoint, so what it costs is bounded whatever a faulty peer asks.
 
 use super::timers::TimerKind;
 use super::{Replica, LIB_PARTITIONS, M};
@@ -23,6 +33,7 @@ use crate::crypto::Digest;
 use crate::ids::{ReplicaId, Seq};
 use crate::message::{BatchData, Fetch, FetchWhat, Message, StateMeta, StatePart};
 use crate::service::{root_digest, Service};
+use crate::time::Time;
 use std::collections::{BTreeMap, BTreeSet};
 
 /// Partition requests in flight at once.
@@ -34,12 +45,51 @@ const FETCH_DOUBLINGS_MAX: u32 = 3;
 /// Largest partition encoding a fetcher accepts (a claim beyond it is a replier's lie).
 pub(crate) const PARTITION_BYTES_MAX: u64 = 1 << 30;
 
+/// A checkpoint lent to a fetcher stays held while it is at most this many log windows
+/// below the stable checkpoint (the undo records a store keeps for it grow with the
+/// sequence numbers executed since, like the log itself).
+pub(crate) const LEND_WINDOWS: u64 = 4;
+
+/// A loan lapses this many STATUS intervals after the fetcher last asked for it: twice the
+/// fetcher's longest retry gap (`FETCH_DOUBLINGS_MAX`), so a fetch that retries is not cut off.
+const LEND_STATUS_INTERVALS: u32 = 4 << (FETCH_DOUBLINGS_MAX + 1);
+
 /// A partition being served in chunks: checkpoint, partition and its encoding.
 #[derive(Clone, Debug)]
 pub(crate) struct Serving {
     seq: Seq,
     part: u32,
     data: Vec<u8>,
+}
+
+/// The serving side of state transfer: the partition being sent in chunks, and the
+/// checkpoints lent to fetchers (module docs, "Lent checkpoints").
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Lender {
+    /// The partition being served in chunks, encoded once for all of its chunks.
+    serving: Option<Serving>,
+    /// Per fetcher: the checkpoint lent to it, and when the loan lapses.
+    lent: BTreeMap<ReplicaId, (Seq, Time)>,
+}
+
+impl Lender {
+    /// Lends checkpoint `seq` to `peer` until `until` (one loan per peer: the newest ask).
+    pub fn lend(&mut self, peer: ReplicaId, seq: Seq, until: Time) {
+        self.lent.insert(peer, (seq, until));
+    }
+
+    /// The oldest checkpoint to keep once `stable` is stable at time `now`: the oldest loan
+    /// still running and within `span` of `stable`, or `stable`. Lapsed loans are dropped.
+    pub fn keep_from(&mut self, stable: Seq, span: u64, now: Time) -> Seq {
+        self.lent
+            .retain(|_, &mut (seq, until)| until > now && seq.saturating_add(span) >= stable);
+        self.lent
+            .values()
+            .map(|&(seq, _)| seq)
+            .filter(|&seq| seq < stable)
+            .min()
+            .unwrap_or(stable)
+    }
 }
 
 /// A partition received in part: its announced length and the bytes so far.
@@ -181,8 +231,27 @@ impl<S: Service> Replica<S> {
         self.request_fetch();
     }
 
-    /// Serves FETCH from a checkpoint we hold.
+    /// Lends checkpoint `seq` to `peer` (module docs, "Lent checkpoints").
+    pub(super) fn lend_checkpoint(&mut self, peer: ReplicaId, seq: Seq) {
+        let until = self.now + self.config.status_interval * LEND_STATUS_INTERVALS;
+        self.lender.lend(peer, seq, until);
+    }
+
+    /// The oldest checkpoint to keep once `stable` is stable (loans to fetchers included).
+    pub(super) fn keep_checkpoints_from(&mut self, stable: Seq) -> Seq {
+        let span = self.config.log_window.saturating_mul(LEND_WINDOWS);
+        self.lender.keep_from(stable, span, self.now)
+    }
+
+    /// Serves FETCH from a checkpoint we hold, and keeps it lent to the fetcher.
     pub(super) fn on_fetch(&mut self, m: Fetch) {
+        let seq = match m.what {
+            FetchWhat::StateMeta { seq } | FetchWhat::StatePart { seq, .. } => seq,
+        };
+        // Only a checkpoint still held below the stable one needs a loan.
+        if seq <= self.last_stable && self.lib.checkpoint_digests(seq).is_some() {
+            self.lend_checkpoint(m.replica, seq);
+        }
         match m.what {
             FetchWhat::StateMeta { seq } => {
                 let (Some(mut parts), Some(lib)) = (
@@ -203,6 +272,7 @@ impl<S: Service> Replica<S> {
             }
             FetchWhat::StatePart { seq, part, offset } => {
                 let cached = self
+                    .lender
                     .serving
                     .as_ref()
                     .is_some_and(|s| s.seq == seq && s.part == part);
@@ -216,11 +286,11 @@ impl<S: Service> Replica<S> {
                     let Some(data) = data else {
                         return self.drop_input(DropReason::Stale);
                     };
-                    self.serving = Some(Serving { seq, part, data });
+                    self.lender.serving = Some(Serving { seq, part, data });
                 }
                 // `validate` keeps it within half a message (room for header and MAC).
                 let chunk = self.config.state_chunk_bytes.max(1);
-                let Some(s) = self.serving.as_ref() else {
+                let Some(s) = self.lender.serving.as_ref() else {
                     return;
                 };
                 let total = s.data.len();
@@ -231,7 +301,7 @@ impl<S: Service> Replica<S> {
                 let data = s.data[start..end].to_vec();
                 if end == total {
                     // The last chunk (or the only one): the encoding is not needed again.
-                    self.serving = None;
+                    self.lender.serving = None;
                 }
                 self.send_to(
                     m.replica,

@@ -173,6 +173,8 @@ impl<S: Service> Replica<S> {
             if let Some(f) = self.checkpoints.stable_frame.clone() {
                 let stable = Ask::StableCheckpoint(self.last_stable);
                 if self.answer_gaps.take(j, stable, now, interval) {
+                    // It may fetch this checkpoint: keep it until the FETCH can arrive.
+                    self.lend_checkpoint(j, self.last_stable);
                     self.send_frame(j, f);
                 }
             }

@@ -188,3 +188,64 @@ fn a_fetch_left_unanswered_retries_after_doubling_gaps() {
     assert!(c.r[3].fetch.is_none(), "the transfer finished");
     assert_eq!(c.r[3].state_digest(), c.r[0].state_digest());
 }
+
+/// A checkpoint a lagging replica fetches stays held at its replier while the cluster makes
+/// newer ones stable (`state_transfer.rs`, "Lent checkpoints"): the replier still answers
+/// for it four checkpoints later. A loan ends when the fetcher stops asking, or once the
+/// checkpoint is [`state_transfer::LEND_WINDOWS`] log windows below the stable one, whatever
+/// the fetcher asks (a faulty one cannot make a replier hold its undo records for ever).
+#[test]
+fn a_checkpoint_being_fetched_outlives_newer_stable_checkpoints() {
+    let mut c = Cluster::new(config());
+    c.down[3] = true;
+    let mut rid = 0;
+    let mut write_until_stable = |c: &mut Cluster, stable: Seq| {
+        while c.r[0].last_stable() < stable {
+            rid += 1;
+            let req = request(&c.cfg, rid, b"w", false);
+            c.deliver_all(&req);
+        }
+    };
+    let tk = TestKeys::new(1, c.cfg.n());
+    let fetch = |c: &mut Cluster, seq: Seq| -> Vec<Out> {
+        let m = Message::Fetch(Fetch {
+            replica: 3,
+            what: FetchWhat::StateMeta { seq },
+        });
+        let rk = tk.replica(3, [CLIENT]);
+        let frame = encode(
+            Envelope::new(Principal::Replica(3), 0),
+            &m,
+            Auth::Mac(&rk.to_replica[0]),
+        );
+        drain(&mut c.r[0]);
+        c.r[0].handle_message(c.now, &frame);
+        outputs(drain(&mut c.r[0]))
+    };
+    let answers = |out: &[Out], seq: Seq| {
+        out.iter()
+            .any(|o| matches!(o, Out::Send(3, Message::StateMeta(m)) if m.seq == seq))
+    };
+    write_until_stable(&mut c, 8);
+    assert_eq!(c.r[0].last_stable(), 8);
+    assert!(answers(&fetch(&mut c, 8), 8));
+    // Four checkpoints later, still asked for: still held.
+    for stable in [12, 16, 20, 24] {
+        write_until_stable(&mut c, stable);
+        assert!(answers(&fetch(&mut c, 8), 8), "at stable {stable}");
+    }
+    // Beyond four log windows (8 + 4 × 8 = 40) the loan ends though the fetcher still asks,
+    // and the checkpoints it kept go with it.
+    write_until_stable(&mut c, 44);
+    assert_eq!(fetch(&mut c, 8), []);
+    assert_eq!(fetch(&mut c, 12), []);
+    assert_eq!(c.r[0].stats().dropped[&DropReason::Stale], 2);
+    // A loan the fetcher stops renewing lapses: checkpoint 44, asked once, is gone at the
+    // first stable checkpoint after the loan's 64 STATUS intervals.
+    assert!(answers(&fetch(&mut c, 44), 44));
+    write_until_stable(&mut c, 48);
+    assert!(answers(&fetch(&mut c, 44), 44), "lent");
+    c.now = c.now + c.cfg.status_interval * 65;
+    write_until_stable(&mut c, 52);
+    assert_eq!(fetch(&mut c, 44), []);
+}
