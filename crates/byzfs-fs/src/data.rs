@@ -31,8 +31,7 @@ use std::collections::BTreeMap;
 
 /// Bytes per data block.
 pub const BLOCK_SIZE: u64 = 16 * 1024;
-/// Blocks per placement group (1 MiB of data share a partition).
-pub const GROUP_BLOCKS: u64 = 64;
+pub use crate::key::GROUP_BLOCKS;
 
 /// Reads up to `count` bytes at `offset` of the file whose blocks are under data id
 /// `data`, clipped to its size; and whether the read reached the end of the file.

@@ -28,8 +28,9 @@ pub const MAX_SYMLINK: usize = 4095;
 pub const DOT_COOKIE: u64 = 1;
 /// Cookie of `..`.
 pub const DOTDOT_COOKIE: u64 = 2;
-/// Cookie of a directory's first real entry.
-pub const FIRST_COOKIE: u64 = 3;
+pub use crate::inode::FIRST_COOKIE;
+// `inode` sets it for every new inode; the cookies of `.` and `..` come first.
+const _: () = assert!(FIRST_COOKIE == DOTDOT_COOKIE + 1);
 
 /// Checks a name for a new or existing entry: `ENOENT` if empty, `ENAMETOOLONG` if over
 /// [`MAX_NAME`] bytes, `EINVAL` if it contains `/` or NUL.
