@@ -28,10 +28,11 @@
 //! configured capacity).
 
 use crate::encoding::{decode, encode};
-use crate::errno::{Errno, Res};
 use crate::exec::Exec;
+use crate::fail::Res;
 use crate::key;
-use crate::op::Reply;
+use crate::proto::errno::Errno;
+use crate::proto::reply::Reply;
 use crate::store::Store;
 use serde::{Deserialize, Serialize};
 

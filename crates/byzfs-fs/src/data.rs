@@ -22,10 +22,11 @@
 //! or a fresh one after a truncation to zero of a large file, whose old blocks then go as a
 //! whole.
 
-use crate::attr::MAX_FILE_SIZE;
-use crate::errno::{Errno, Res};
+use crate::fail::Res;
 use crate::inode::Inode;
 use crate::key;
+use crate::proto::attr::MAX_FILE_SIZE;
+use crate::proto::errno::Errno;
 use crate::store::{Store, StoreError, Txn};
 use std::collections::BTreeMap;
 

@@ -6,17 +6,22 @@
 //! operation that fails returns its errno and its transaction is dropped, so it leaves no
 //! partial effect.
 
-use crate::attr::{FileType, SetTime, StatFs, Timestamp, MAX_LINKS, MODE_MASK, S_ISGID, S_ISUID};
 use crate::data;
 use crate::dir::{self, Target, MAX_DEPTH, MAX_NAME, MAX_SYMLINK};
-use crate::errno::{Errno, Res};
-use crate::handle::FileHandle;
+use crate::fail::Res;
 use crate::inode::{self, Inode, Superblock};
-use crate::op::{
-    Credentials, DirEntry, Extent, Op, Reply, SpecialKind, MAX_GATHER_READS, MAX_IO,
-    MAX_READDIR_ENTRIES, MAX_SETATTRS, R_OK, W_OK, X_OK,
-};
 use crate::perm;
+use crate::proto::attr::{
+    FileType, SetTime, StatFs, Timestamp, MAX_LINKS, MODE_MASK, S_ISGID, S_ISUID,
+};
+use crate::proto::cred::Credentials;
+use crate::proto::errno::Errno;
+use crate::proto::handle::FileHandle;
+use crate::proto::op::{
+    Extent, Op, SpecialKind, MAX_GATHER_READS, MAX_IO, MAX_READDIR_ENTRIES, MAX_SETATTRS, R_OK,
+    W_OK, X_OK,
+};
+use crate::proto::reply::{DirEntry, Reply};
 use crate::store::{Store, Txn};
 use crate::FsConfig;
 
@@ -268,7 +273,7 @@ impl<S: Store + ?Sized> Exec<'_, '_, S> {
     /// change in stored bytes. `EFBIG` past the largest file size; `EBUSY` if growing over
     /// a stale tail too large to delete now.
     fn resize(&mut self, ino: u64, i: &mut Inode, size: u64) -> Res<i64> {
-        if size > crate::attr::MAX_FILE_SIZE {
+        if size > crate::proto::attr::MAX_FILE_SIZE {
             return Err(Errno::EFBIG.into());
         }
         if size < i.size {
@@ -318,7 +323,7 @@ impl<S: Store + ?Sized> Exec<'_, '_, S> {
         Ok(Reply::Entry(i.attr(e.target.ino)))
     }
 
-    fn setattr(&mut self, fh: FileHandle, set: crate::attr::SetAttr) -> Res<Reply> {
+    fn setattr(&mut self, fh: FileHandle, set: crate::proto::attr::SetAttr) -> Res<Reply> {
         let mut i = self.resolve(fh)?;
         let cred = self.cred;
         if let Some(mode) = set.mode {
@@ -465,7 +470,7 @@ impl<S: Store + ?Sized> Exec<'_, '_, S> {
         &mut self,
         fh: FileHandle,
         extents: &[Extent],
-        sets: Vec<crate::attr::SetAttr>,
+        sets: Vec<crate::proto::attr::SetAttr>,
     ) -> Res<Reply> {
         if sets.is_empty() || sets.len() > MAX_SETATTRS {
             return Err(Errno::EINVAL.into());

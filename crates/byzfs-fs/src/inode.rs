@@ -4,11 +4,12 @@
 //! deterministic function of the operation history. Inode numbers are never reused (a `u64`
 //! does not run out), and every allocation also takes a fresh generation.
 
-use crate::attr::{Attr, FileType, Timestamp};
 use crate::encoding::{decode, encode};
-use crate::errno::{Errno, Res};
-use crate::handle::FileHandle;
+use crate::fail::Res;
 use crate::key;
+use crate::proto::attr::{Attr, FileType, Timestamp};
+use crate::proto::errno::Errno;
+use crate::proto::handle::FileHandle;
 use crate::store::{Store, StoreError, Txn};
 use serde::{Deserialize, Serialize};
 

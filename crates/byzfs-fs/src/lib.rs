@@ -11,7 +11,8 @@
 //! dead clients left hidden ([`orphan`]), on file
 //! handles with
 //! generation numbers. Clients (the FUSE layer, tests) encode a [`Request`] and
-//! decode an [`FsResult`] with the types of [`op`].
+//! decode an [`FsResult`] with the types of [`proto`], the protocol: a module that imports
+//! nothing of the execution, so a mount links exactly what the replicas decode.
 //!
 //! ## Example
 //!
@@ -67,19 +68,19 @@
 //! * **Determinism**: inode numbers and generations from replicated counters, directory
 //!   order = creation order (cookies from a per-directory counter), times from the agreed
 //!   timestamp, capacity limits from the replicated configuration, ordered maps only.
-//! * **atime is not maintained** (see [`attr`]): reads stay read-only operations.
+//! * **atime is not maintained** (see [`proto::attr`]): reads stay read-only operations.
 //! * **Read-only optimisation**: getattr, lookup, access, readlink, read, readdir and statfs
 //!   are classified read-only by the service itself ([`Op::is_read_only`]).
 //! * **Bad input** gets a deterministic errno: names with `/` or NUL (`EINVAL`), over 255
 //!   bytes (`ENAMETOOLONG`), nesting deeper than [`dir::MAX_DEPTH`] (`ENAMETOOLONG`), the
-//!   wrong file type (`ENOTDIR`, `EISDIR`, `EINVAL`), writes past [`attr::MAX_FILE_SIZE`]
+//!   wrong file type (`ENOTDIR`, `EISDIR`, `EINVAL`), writes past [`proto::attr::MAX_FILE_SIZE`]
 //!   (`EFBIG`), the replicated capacity exhausted (`ENOSPC`), undecodable operations
 //!   (`EINVAL`). A replica whose own disk fails answers alone and is repaired by state
 //!   transfer (see [`service`]).
 //! * **Not POSIX**: no device nodes; an unlinked file is gone even if a client still has it
 //!   open (the FUSE layer must hide this, as NFS clients do with silly renames); credentials
 //!   are stated by the authenticated client machine (AUTH_SYS), within the ids its
-//!   certificate's admin-signed grant allows ([`grant`]).
+//!   certificate's admin-signed grant allows ([`proto::grant`], [`policy`]).
 //!
 //! ## Storage backends
 //!
@@ -110,9 +111,7 @@
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
-pub mod attr;
 pub mod batch;
-pub mod bounded;
 pub mod capacity;
 pub mod crypt_file;
 pub mod crypt_group;
@@ -123,16 +122,15 @@ pub mod delegation;
 pub mod dir;
 pub mod dir_delegation;
 mod encoding;
-pub mod errno;
 mod exec;
-pub mod grant;
-pub mod handle;
+mod fail;
 mod inode;
 mod key;
 pub mod lock;
-pub mod op;
 pub mod orphan;
 pub mod perm;
+pub mod policy;
+pub mod proto;
 pub mod ranges;
 pub mod reclaim;
 pub mod reserve;
@@ -140,14 +138,15 @@ pub mod service;
 pub mod store;
 pub mod xattr;
 
-pub use attr::{Attr, FileType, SetAttr, SetTime, StatFs, Timestamp};
-pub use errno::Errno;
-pub use grant::{ClientPolicy, Grant, SignedGrant};
-pub use handle::FileHandle;
-pub use op::{
-    decode_result, encode_result, Credentials, DirEntry, Extent, FsResult, Op, Reply, Request,
-    SpecialKind, MAX_SETATTRS,
-};
+pub use policy::ClientPolicy;
+pub use proto::attr::{Attr, FileType, SetAttr, SetTime, StatFs, Timestamp};
+pub use proto::cred::Credentials;
+pub use proto::errno::Errno;
+pub use proto::grant::{Grant, SignedGrant};
+pub use proto::handle::FileHandle;
+pub use proto::op::{Extent, Op, SpecialKind, MAX_SETATTRS};
+pub use proto::reply::{DirEntry, FsResult, Reply};
+pub use proto::request::{decode_result, encode_result, Request};
 pub use service::FileService;
 
 use core::time::Duration;
@@ -187,7 +186,7 @@ pub struct FsConfig {
     /// How long a client's record locks outlive its last lock operation or lease renewal,
     /// in agreed time ([`lock`]; default 30 s).
     pub lock_lease: Duration,
-    /// Which credentials each client may state ([`grant`]). Default
+    /// Which credentials each client may state ([`policy`]). Default
     /// [`ClientPolicy::Closed`] (every request refused): a replica or server names
     /// [`ClientPolicy::Certified`], a test its [`ClientPolicy::Trusted`] ([`FsConfig::trusted`]).
     pub client_policy: ClientPolicy,

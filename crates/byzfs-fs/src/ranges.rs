@@ -6,13 +6,15 @@
 //! blocks), like a read or a write, so its cost is bounded (ARCHITECTURE.md "Bounded
 //! work"); the mount splits a larger request into such operations, as it splits writes.
 
-use crate::attr::MAX_FILE_SIZE;
 use crate::data::{self, Seek};
-use crate::errno::{Errno, Res};
 use crate::exec::Exec;
-use crate::handle::FileHandle;
-use crate::op::{Reply, MAX_IO, R_OK, W_OK};
+use crate::fail::Res;
 use crate::perm;
+use crate::proto::attr::MAX_FILE_SIZE;
+use crate::proto::errno::Errno;
+use crate::proto::handle::FileHandle;
+use crate::proto::op::{MAX_IO, R_OK, W_OK};
+use crate::proto::reply::Reply;
 use crate::store::Store;
 
 /// Most block groups (1 MiB each) one [`crate::Op::Seek`] looks at before answering where

@@ -182,7 +182,7 @@ pub fn run(a: ReplicaArgs) -> anyhow::Result<ExitCode> {
 
 /// The file service's configuration from the cluster file's `[fs]` limits (the same at
 /// every replica, and at NO-REP), taking from each client only the credentials its
-/// admin-signed grant allows (`byzfs_fs::grant`).
+/// admin-signed grant allows (`byzfs_fs::proto::grant`).
 pub(crate) fn fs_config(cluster: &ClusterConfig) -> FsConfig {
     FsConfig {
         capacity_bytes: cluster.fs.capacity_bytes,
@@ -192,7 +192,7 @@ pub(crate) fn fs_config(cluster: &ClusterConfig) -> FsConfig {
             session_bits: byzfs_net::cert::SESSION_BITS,
             replicas: cluster.replicas.len() as u32,
         }),
-        client_policy: byzfs_fs::ClientPolicy::Certified(Box::new(byzfs_fs::grant::Certified {
+        client_policy: byzfs_fs::ClientPolicy::Certified(Box::new(byzfs_fs::policy::Certified {
             admin: cluster.admin_public,
             cluster_id: cluster.cluster_id,
             session_bits: byzfs_net::cert::SESSION_BITS,
