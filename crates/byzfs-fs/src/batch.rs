@@ -11,7 +11,7 @@
 //! work"): at most [`MAX_BATCH`] members, and the members share one operation's budget of
 //! blocks to delete (a removal beyond it queues the rest, as alone).
 
-use crate::exec::Exec;
+use crate::exec::{misrouted, Exec};
 use crate::fail::Res;
 use crate::proto::batch::{may_batch, MAX_BATCH};
 use crate::proto::errno::Errno;
@@ -31,8 +31,11 @@ fn data_bytes(op: &Op) -> usize {
 }
 
 impl<S: Store + ?Sized> Exec<'_, '_, S> {
-    /// [`Op::Batch`].
-    pub(crate) fn batch(&mut self, ops: Vec<Op>) -> Res<Reply> {
+    /// [`Op::Batch`]: its members in order, in this operation's one transaction.
+    pub(crate) fn run_batch(&mut self, op: Op) -> Res<Reply> {
+        let Op::Batch(ops) = op else {
+            return misrouted(&op);
+        };
         if ops.is_empty() || ops.len() > MAX_BATCH || !ops.iter().all(may_batch) {
             return Err(Errno::EINVAL.into());
         }

@@ -6,7 +6,7 @@
 //! more than `f` do, the cluster stops with a full disk instead of answering `ENOSPC`.
 //!
 //! **How.** Each replica measures its own disk and reports, as an ordered operation
-//! ([`crate::Op::ReportCapacity`]), the file-system capacity it could hold: its free disk
+//! ([`Op::ReportCapacity`]), the file-system capacity it could hold: its free disk
 //! and what it already holds, over its bytes on disk per byte stored. It sends it from its
 //! own client, whose identity the replication library authenticates
 //! ([`Reporters`]: replica `r`'s certificate is signed by `r`'s key), so no one can report
@@ -26,12 +26,20 @@
 //!
 //! The inode limit scales with the byte capacity (the configured `max_inodes` at the
 //! configured capacity).
+//!
+//! The space family of operations ([`Family::Space`]) runs here: `statfs`, the reports, and
+//! the reclaim steps that give space back ([`crate::reclaim`]).
 
+use crate::dir::MAX_NAME;
 use crate::encoding::{decode, encode};
-use crate::exec::Exec;
+use crate::exec::{misrouted, Exec};
 use crate::fail::Res;
 use crate::key;
+use crate::proto::attr::StatFs;
 use crate::proto::errno::Errno;
+#[cfg(doc)]
+use crate::proto::family::Family;
+use crate::proto::op::Op;
 use crate::proto::reply::Reply;
 use crate::store::Store;
 use serde::{Deserialize, Serialize};
@@ -100,6 +108,39 @@ fn inodes_for(bytes: u64, configured: u64, max_inodes: u64) -> u64 {
 }
 
 impl<S: Store + ?Sized> Exec<'_, '_, S> {
+    /// Runs an operation of the space family.
+    pub(crate) fn run_space(&mut self, op: Op) -> Res<Reply> {
+        match op {
+            Op::StatFs => Ok(Reply::StatFs(self.statfs()?)),
+            Op::ReportCapacity { replica, bytes } => self.report_capacity(replica, bytes),
+            Op::Reclaim { file } => self.reclaim(file),
+            other => misrouted(&other),
+        }
+    }
+
+    fn statfs(&self) -> Res<StatFs> {
+        const UNIT: u64 = 4096;
+        let (bytes, inodes) = self.capacity()?;
+        Ok(StatFs {
+            block_size: UNIT as u32,
+            blocks: bytes / UNIT,
+            blocks_free: bytes.saturating_sub(self.sb.used_bytes) / UNIT,
+            files: inodes,
+            files_free: inodes.saturating_sub(self.sb.inodes),
+            name_max: MAX_NAME as u32,
+        })
+    }
+
+    /// `used_bytes += delta`, or `ENOSPC` if that exceeds the capacity.
+    pub(crate) fn charge(&mut self, delta: i64) -> Res<()> {
+        let used = self.sb.used_bytes.saturating_add_signed(delta);
+        if delta > 0 && used > self.capacity()?.0 {
+            return Err(Errno::ENOSPC.into());
+        }
+        self.sb.used_bytes = used;
+        Ok(())
+    }
+
     fn reports(&self) -> Res<Reports> {
         match self.txn.get(&key::capacity_reports())? {
             Some(b) => Ok(decode(&b)?),
@@ -117,7 +158,7 @@ impl<S: Store + ?Sized> Exec<'_, '_, S> {
         Ok((agreed, inodes_for(agreed, bytes, inodes)))
     }
 
-    /// [`crate::Op::ReportCapacity`]: `EPERM` unless the sender is `replica`'s own client.
+    /// [`Op::ReportCapacity`]: `EPERM` unless the sender is `replica`'s own client.
     pub(crate) fn report_capacity(&mut self, replica: u32, bytes: u64) -> Res<Reply> {
         let Some(reporters) = self.cfg.reporters else {
             return Err(Errno::EPERM.into());

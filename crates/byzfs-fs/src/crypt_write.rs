@@ -36,11 +36,13 @@
 
 use crate::crypt_file::{group_of, CryptFile};
 use crate::encoding::{decode, encode};
-use crate::exec::Exec;
+use crate::exec::{misrouted, Exec};
 use crate::fail::Res;
 use crate::key;
 use crate::proto::batch::MAX_BATCH;
 use crate::proto::errno::Errno;
+#[cfg(doc)]
+use crate::proto::family::Family;
 use crate::proto::op::Op;
 use crate::proto::proof::{signed_bytes, WriterProof, MAX_PROOFS};
 use crate::proto::reply::Reply;
@@ -57,6 +59,26 @@ struct Signed {
 }
 
 impl<S: Store + ?Sized> Exec<'_, '_, S> {
+    /// Runs an operation of the encryption family ([`Family::Crypt`]): group records
+    /// ([`crate::crypt_group`]), the groups of files ([`crate::crypt_file`]), and the last
+    /// sequence number of the caller's proofs.
+    pub(crate) fn run_crypt(&mut self, op: Op) -> Res<Reply> {
+        match op {
+            Op::GroupPut {
+                group,
+                record,
+                signature,
+            } => self.group_put(group, record, &signature),
+            Op::GroupGet { group } => self.group_get(group),
+            Op::SetGroup { dir, group } => self.set_group(dir, group),
+            Op::FileGroup { fh } => self.file_group(fh),
+            Op::WriterSeq => self.writer_seq(),
+            // Only a request's own operation may be signed (`run_checked`).
+            Op::Signed { .. } => Err(Errno::EINVAL.into()),
+            other => misrouted(&other),
+        }
+    }
+
     /// Runs a request's operation, [`crate::proto::op::Op::Signed`] or not, then the writer check.
     pub(crate) fn run_checked(&mut self, op: Op) -> Res<Reply> {
         let (signed, op, headers) = match op {

@@ -111,8 +111,10 @@
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
+mod attrs;
 pub mod batch;
 pub mod capacity;
+mod contents;
 pub mod crypt_file;
 pub mod crypt_group;
 pub mod crypt_write;
@@ -127,15 +129,19 @@ mod fail;
 mod inode;
 mod key;
 pub mod lock;
+mod names;
 pub mod orphan;
 pub mod perm;
 pub mod policy;
 pub mod proto;
 pub mod ranges;
 pub mod reclaim;
+mod rename;
 pub mod reserve;
+mod route;
 pub mod service;
 pub mod store;
+mod unlink;
 pub mod xattr;
 
 pub use policy::ClientPolicy;

@@ -24,13 +24,16 @@
 //! [`crate::deadlock`]. **Not here:** mandatory locks (Linux dropped them in 5.15).
 
 use crate::encoding::{decode, encode};
-use crate::exec::Exec;
+use crate::exec::{misrouted, Exec};
 use crate::fail::Res;
 use crate::key;
+#[cfg(doc)]
+use crate::proto::family::Family;
 use crate::proto::handle::FileHandle;
 use crate::proto::lock::{
     apply, check_range, first_conflict, Held, LockInfo, LockKind, LockOwner, LockReq,
 };
+use crate::proto::op::Op;
 use crate::proto::reply::Reply;
 use crate::store::Store;
 use serde::{Deserialize, Serialize};
@@ -55,6 +58,29 @@ pub(crate) struct Lease {
 }
 
 impl<S: Store + ?Sized> Exec<'_, '_, S> {
+    /// Runs an operation of the locks family ([`Family::Locks`]): these, delegations
+    /// ([`crate::delegation`]) and blocking requests ([`crate::deadlock`]).
+    pub(crate) fn run_locks(&mut self, op: Op) -> Res<Reply> {
+        match op {
+            Op::GetLk {
+                fh,
+                owner,
+                kind,
+                start,
+                end,
+            } => self.getlk(fh, owner, kind, start, end),
+            Op::SetLk(r) => self.setlk(r),
+            Op::ReleaseLocks { fh, owner } => self.release_locks(fh, owner),
+            Op::RenewLease => self.renew_lease(),
+            Op::LockDelegate(r) => self.lock_delegate(r),
+            Op::ReturnDelegation { fh, locks } => self.return_delegation(fh, locks),
+            Op::Recalls => self.recalls(),
+            Op::SetLkWait(r) => self.setlk_wait(r),
+            Op::CancelWait { fh, owner } => self.cancel_wait(fh, owner),
+            other => misrouted(&other),
+        }
+    }
+
     fn lease_us(&self) -> u64 {
         u64::try_from(self.cfg.lock_lease.as_micros()).unwrap_or(u64::MAX)
     }

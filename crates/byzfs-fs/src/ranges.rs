@@ -7,7 +7,7 @@
 //! work"); the mount splits a larger request into such operations, as it splits writes.
 
 use crate::data::{self, Seek};
-use crate::exec::Exec;
+use crate::exec::{need_regular, Exec};
 use crate::fail::Res;
 use crate::perm;
 use crate::proto::attr::MAX_FILE_SIZE;
@@ -36,7 +36,7 @@ impl<S: Store + ?Sized> Exec<'_, '_, S> {
             return Err(Errno::EINVAL.into());
         }
         let src = self.resolve(from)?;
-        super::exec::need_regular(&src)?;
+        need_regular(&src)?;
         perm::check_io(self.cred, &src, R_OK)?;
         // Linux refuses overlapping ranges of one file.
         let overlap = |a: u64, b: u64| a < b.saturating_add(u64::from(len));
@@ -48,7 +48,7 @@ impl<S: Store + ?Sized> Exec<'_, '_, S> {
         let (bytes, _) = data::read(self.txn, id, &src, from_offset, u64::from(len))?;
         if bytes.is_empty() {
             let dst = self.resolve(to)?;
-            super::exec::need_regular(&dst)?;
+            need_regular(&dst)?;
             perm::check_io(self.cred, &dst, W_OK)?;
             return Ok(Reply::Write {
                 count: 0,
@@ -71,7 +71,7 @@ impl<S: Store + ?Sized> Exec<'_, '_, S> {
             return Err(Errno::EINVAL.into());
         }
         let mut i = self.resolve(fh)?;
-        super::exec::need_regular(&i)?;
+        need_regular(&i)?;
         perm::check_io(self.cred, &i, W_OK)?;
         let end = offset
             .checked_add(u64::from(len))
@@ -97,7 +97,7 @@ impl<S: Store + ?Sized> Exec<'_, '_, S> {
     /// [`crate::Op::Seek`]: the next data (`hole` false) or hole from `offset`.
     pub(crate) fn seek(&mut self, fh: FileHandle, offset: u64, hole: bool) -> Res<Reply> {
         let i = self.resolve(fh)?;
-        super::exec::need_regular(&i)?;
+        need_regular(&i)?;
         if offset >= i.size {
             return Err(Errno::ENXIO.into());
         }
