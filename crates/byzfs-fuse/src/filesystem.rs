@@ -654,8 +654,8 @@ impl Filesystem for ByzFuse {
     /// answered here; hole punching and the other modes get `EOPNOTSUPP`.
     /// No ioctls here: `ENOTTY`, as a local file system answers the ones it does not know
     /// (`isatty` on an output file, `cp`'s clone attempt). fuser's default answer logged a
-    /// warning for each, 1.4 % of the mount's CPU in Andrew (docs/BENCHMARKS.md "Session
-    /// 13").
+    /// warning for each, 1.4 % of the mount's CPU in Andrew (docs/bench/HISTORY.md
+    /// "Session 13").
     fn ioctl(
         &self,
         _req: &fuser::Request,
