@@ -1,13 +1,12 @@
-//! The attributes family ([`Family::Attrs`]): a file's attributes (`getattr`, `setattr`,
-//! `access`), a symlink's target, and extended attributes ([`crate::xattr`]).
+//! The attributes family ([`Family::Attrs`](crate::proto::family::Family::Attrs)): a file's
+//! attributes (`getattr`, `setattr`, `access`), a symlink's target, and extended attributes
+//! ([`crate::xattr`]).
 
 use crate::exec::{kill_suid, misrouted, need_regular, Exec};
 use crate::fail::Res;
 use crate::perm;
 use crate::proto::attr::{FileType, SetAttr, SetTime, MODE_MASK, S_ISGID, S_ISUID};
 use crate::proto::errno::Errno;
-#[cfg(doc)]
-use crate::proto::family::Family;
 use crate::proto::handle::FileHandle;
 use crate::proto::op::{Op, W_OK};
 use crate::proto::reply::Reply;

@@ -27,8 +27,8 @@
 //! The inode limit scales with the byte capacity (the configured `max_inodes` at the
 //! configured capacity).
 //!
-//! The space family of operations ([`Family::Space`]) runs here: `statfs`, the reports, and
-//! the reclaim steps that give space back ([`crate::reclaim`]).
+//! The space family of operations ([`Family::Space`](crate::proto::family::Family::Space)) runs
+//! here: `statfs`, the reports, and the reclaim steps that give space back ([`crate::reclaim`]).
 
 use crate::dir::MAX_NAME;
 use crate::encoding::{decode, encode};
@@ -37,8 +37,6 @@ use crate::fail::Res;
 use crate::key;
 use crate::proto::attr::StatFs;
 use crate::proto::errno::Errno;
-#[cfg(doc)]
-use crate::proto::family::Family;
 use crate::proto::op::Op;
 use crate::proto::reply::Reply;
 use crate::store::Store;

@@ -1,7 +1,7 @@
-//! The data family ([`Family::Data`]): a file's contents. Reads (gathered too), writes
-//! (gathered, and followed by attribute changes), `fallocate` and `fsync` here, with the size
-//! changes they share; copies, holes and seeks over byte ranges in [`crate::ranges`]. Blocks
-//! are stored by [`crate::data`].
+//! The data family ([`Family::Data`](crate::proto::family::Family::Data)): a file's contents. Reads
+//! (gathered too), writes (gathered, and followed by attribute changes), `fallocate` and `fsync`
+//! here, with the size changes they share; copies, holes and seeks over byte ranges in
+//! [`crate::ranges`]. Blocks are stored by [`crate::data`].
 
 use crate::data;
 use crate::exec::{kill_suid, misrouted, need_regular, Exec};
@@ -10,8 +10,6 @@ use crate::inode::Inode;
 use crate::perm;
 use crate::proto::attr::{SetAttr, MAX_FILE_SIZE};
 use crate::proto::errno::Errno;
-#[cfg(doc)]
-use crate::proto::family::Family;
 use crate::proto::handle::FileHandle;
 use crate::proto::op::{Extent, Op, MAX_GATHER_READS, MAX_IO, MAX_SETATTRS, R_OK, W_OK};
 use crate::proto::reply::Reply;

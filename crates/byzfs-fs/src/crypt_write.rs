@@ -41,8 +41,6 @@ use crate::fail::Res;
 use crate::key;
 use crate::proto::batch::MAX_BATCH;
 use crate::proto::errno::Errno;
-#[cfg(doc)]
-use crate::proto::family::Family;
 use crate::proto::op::Op;
 use crate::proto::proof::{signed_bytes, WriterProof, MAX_PROOFS};
 use crate::proto::reply::Reply;
@@ -59,9 +57,10 @@ struct Signed {
 }
 
 impl<S: Store + ?Sized> Exec<'_, '_, S> {
-    /// Runs an operation of the encryption family ([`Family::Crypt`]): group records
-    /// ([`crate::crypt_group`]), the groups of files ([`crate::crypt_file`]), and the last
-    /// sequence number of the caller's proofs.
+    /// Runs an operation of the encryption family
+    /// ([`Family::Crypt`](crate::proto::family::Family::Crypt)): group records
+    /// ([`crate::crypt_group`]), the groups of files ([`crate::crypt_file`]), and the last sequence
+    /// number of the caller's proofs.
     pub(crate) fn run_crypt(&mut self, op: Op) -> Res<Reply> {
         match op {
             Op::GroupPut {

@@ -27,8 +27,6 @@ use crate::encoding::{decode, encode};
 use crate::exec::{misrouted, Exec};
 use crate::fail::Res;
 use crate::key;
-#[cfg(doc)]
-use crate::proto::family::Family;
 use crate::proto::handle::FileHandle;
 use crate::proto::lock::{
     apply, check_range, first_conflict, Held, LockInfo, LockKind, LockOwner, LockReq,
@@ -58,7 +56,8 @@ pub(crate) struct Lease {
 }
 
 impl<S: Store + ?Sized> Exec<'_, '_, S> {
-    /// Runs an operation of the locks family ([`Family::Locks`]): these, delegations
+    /// Runs an operation of the locks family
+    /// ([`Family::Locks`](crate::proto::family::Family::Locks)): these, delegations
     /// ([`crate::delegation`]) and blocking requests ([`crate::deadlock`]).
     pub(crate) fn run_locks(&mut self, op: Op) -> Res<Reply> {
         match op {

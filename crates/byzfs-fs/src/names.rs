@@ -1,8 +1,8 @@
-//! The directories family ([`Family::Dirs`]): names in directories. Lookups, creations
-//! (`create`, `mkdir`, `symlink`, `mknod`; at a reserved handle: [`crate::reserve`]), hard
-//! links and listings here; removals in [`crate::unlink`], renames in [`crate::rename`],
-//! directory delegations in [`crate::dir_delegation`], the sweeps of dead clients' hidden
-//! files in [`crate::orphan`]. Entries are stored by [`crate::dir`].
+//! The directories family ([`Family::Dirs`](crate::proto::family::Family::Dirs)): names in
+//! directories. Lookups, creations (`create`, `mkdir`, `symlink`, `mknod`; at a reserved handle:
+//! [`crate::reserve`]), hard links and listings here; removals in [`crate::unlink`], renames in
+//! [`crate::rename`], directory delegations in [`crate::dir_delegation`], the sweeps of dead
+//! clients' hidden files in [`crate::orphan`]. Entries are stored by [`crate::dir`].
 
 use crate::dir::{self, Target, MAX_DEPTH, MAX_SYMLINK};
 use crate::exec::{misrouted, need_dir, Exec};
@@ -11,8 +11,6 @@ use crate::inode::{self, Inode};
 use crate::perm;
 use crate::proto::attr::{FileType, MAX_LINKS, MODE_MASK, S_ISGID};
 use crate::proto::errno::Errno;
-#[cfg(doc)]
-use crate::proto::family::Family;
 use crate::proto::handle::FileHandle;
 use crate::proto::op::{Op, SpecialKind, MAX_READDIR_ENTRIES, R_OK, W_OK, X_OK};
 use crate::proto::reply::{DirEntry, Reply};
