@@ -30,6 +30,7 @@
 //! The space family of operations ([`Family::Space`](crate::proto::family::Family::Space)) runs
 //! here: `statfs`, the reports, and the reclaim steps that give space back ([`crate::reclaim`]).
 
+use crate::config::Reporters;
 use crate::dir::MAX_NAME;
 use crate::encoding::{decode, encode};
 use crate::exec::{misrouted, Exec};
@@ -41,41 +42,6 @@ use crate::proto::op::Op;
 use crate::proto::reply::Reply;
 use crate::store::Store;
 use serde::{Deserialize, Serialize};
-
-/// Which protocol clients may report for which replica: replica `r`'s reports come from
-/// sessions of certificate id `first + r` (the session number in the low `session_bits`
-/// bits; `byzfs_net::cert::REPLICA_CLIENT_FIRST`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Reporters {
-    /// Certificate id of replica 0's client.
-    pub first: u64,
-    /// Bits of a protocol client id below the certificate id.
-    pub session_bits: u32,
-    /// Number of replicas, `3f+1`.
-    pub replicas: u32,
-}
-
-impl Reporters {
-    /// The replica that protocol client `client` reports for, if any.
-    ///
-    /// ```
-    /// use byzfs_fs::capacity::Reporters;
-    /// let r = Reporters { first: 100, session_bits: 40, replicas: 4 };
-    /// assert_eq!(r.replica_of(102 << 40 | 7), Some(2));
-    /// assert_eq!(r.replica_of(104 << 40), None);
-    /// assert_eq!(r.replica_of(99 << 40), None);
-    /// ```
-    pub fn replica_of(&self, client: u64) -> Option<u32> {
-        let cert = client.checked_shr(self.session_bits).unwrap_or(0);
-        let r = cert.checked_sub(self.first)?;
-        u32::try_from(r).ok().filter(|&r| r < self.replicas)
-    }
-
-    /// Faults tolerated.
-    fn f(&self) -> usize {
-        (self.replicas.saturating_sub(1) / 3) as usize
-    }
-}
 
 /// The replicas' last reports (key `15`), by replica id.
 #[derive(Serialize, Deserialize, Clone, PartialEq, Eq, Debug, Default)]

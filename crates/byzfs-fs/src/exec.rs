@@ -7,6 +7,7 @@
 //! operation that fails returns its errno and its transaction is dropped, so it leaves no
 //! partial effect.
 
+use crate::config::FsConfig;
 use crate::fail::Res;
 use crate::inode::{self, Inode, Superblock};
 use crate::proto::attr::{FileType, Timestamp, S_ISGID, S_ISUID};
@@ -16,7 +17,6 @@ use crate::proto::handle::FileHandle;
 use crate::proto::op::Op;
 use crate::proto::reply::Reply;
 use crate::store::{Store, Txn};
-use crate::FsConfig;
 
 /// One operation's context.
 pub(crate) struct Exec<'t, 'a, S: Store + ?Sized> {

@@ -26,9 +26,11 @@
 //! unaffected either way (they need `f+1`/`2f+1` matching replies). A *deterministic*
 //! `ENOSPC` comes from the replicated capacity in [`FsConfig`], identical at every replica.
 
+use crate::config::FsConfig;
 use crate::exec::Exec;
 use crate::fail::Fail;
 use crate::inode::{self, Inode, Superblock};
+use crate::key;
 use crate::proto::attr::{FileType, Timestamp};
 use crate::proto::errno::Errno;
 use crate::proto::handle::{ROOT_GENERATION, ROOT_INO};
@@ -36,7 +38,6 @@ use crate::proto::op::Op;
 use crate::proto::reply::FsResult;
 use crate::proto::request::{encode_result, Request};
 use crate::store::{MemStore, Store, StoreError, Txn, WriteSet};
-use crate::{key, FsConfig};
 use byzfs_bft::write_tracker::WriteTracker;
 use byzfs_bft::{ClientId, Digest, Seq, Service, Time};
 

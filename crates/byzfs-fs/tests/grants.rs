@@ -4,7 +4,7 @@
 //! replicas' own clients may only report their disks and read the agreed capacity.
 
 use byzfs_bft::Service as _;
-use byzfs_fs::capacity::Reporters;
+use byzfs_fs::config::Reporters;
 use byzfs_fs::policy::Certified;
 use byzfs_fs::proto::grant::Ids;
 use byzfs_fs::{

@@ -187,7 +187,7 @@ pub(crate) fn fs_config(cluster: &ClusterConfig) -> FsConfig {
     FsConfig {
         capacity_bytes: cluster.fs.capacity_bytes,
         max_inodes: cluster.fs.max_inodes,
-        reporters: Some(byzfs_fs::capacity::Reporters {
+        reporters: Some(byzfs_fs::config::Reporters {
             first: byzfs_net::cert::REPLICA_CLIENT_FIRST,
             session_bits: byzfs_net::cert::SESSION_BITS,
             replicas: cluster.replicas.len() as u32,
