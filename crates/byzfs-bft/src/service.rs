@@ -1,5 +1,7 @@
 //! The boundary between the replication library and the replicated service
-//! (ARCHITECTURE.md rule 3). The library knows nothing about files or keys.
+//! (docs/ARCHITECTURE.md "Crates, and what may depend on what": the file service sits behind
+//! this trait, and the runtime drives any `Service`). The library knows nothing about files
+//! or keys.
 //!
 //! State is exposed as a fixed number of *partitions*, each with a digest maintained
 //! incrementally, so a checkpoint costs O(changes) and state transfer fetches only the

@@ -43,7 +43,7 @@ use ed25519_dalek::{Signature, Signer, SigningKey, VerifyingKey};
 use rand_core::{CryptoRng, RngCore};
 use x25519_dalek::{PublicKey, StaticSecret};
 
-/// The same derivation as `byzfs_fs::crypt_group::group_id`, which the replicas check
+/// The same derivation as `byzfs_fs::proto::group::group_id`, which the replicas check
 /// (its test compares the two).
 pub const GROUP_ID: &str = "byzfs-crypt 2026-11 group id from owner and name";
 const GROUP_HEAD: &str = "byzfs-crypt 2026-12 owner's chain head of a group on a cluster";

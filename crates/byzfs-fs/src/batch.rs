@@ -11,40 +11,13 @@
 //! work"): at most [`MAX_BATCH`] members, and the members share one operation's budget of
 //! blocks to delete (a removal beyond it queues the rest, as alone).
 
-use crate::errno::{Errno, Res};
-use crate::exec::Exec;
-use crate::op::{Op, Reply, MAX_IO};
+use crate::exec::{misrouted, Exec};
+use crate::fail::Res;
+use crate::proto::batch::{may_batch, MAX_BATCH};
+use crate::proto::errno::Errno;
+use crate::proto::op::{Op, MAX_IO};
+use crate::proto::reply::Reply;
 use crate::store::Store;
-
-/// Most operations in one batch.
-pub const MAX_BATCH: usize = 64;
-
-/// Whether `op` may be a member of a batch.
-pub fn may_batch(op: &Op) -> bool {
-    match op {
-        Op::Create { .. }
-        | Op::Mkdir { .. }
-        | Op::Symlink { .. }
-        | Op::Mknod { .. }
-        | Op::MakeAt { .. }
-        | Op::Link { .. }
-        | Op::Remove { .. }
-        | Op::Rmdir { .. }
-        | Op::Rename { .. }
-        | Op::RenameNoReplace { .. }
-        | Op::Exchange { .. }
-        | Op::Write { .. }
-        | Op::WriteGather { .. }
-        | Op::DelegateDir { .. }
-        | Op::ReturnDir { .. }
-        // A directory joins a group only in the request that makes it (`crypt_file`).
-        | Op::SetGroup { .. } => true,
-        // A size change may truncate: its work is bounded alone, not 64 times over.
-        Op::SetAttr { set, .. } => set.size.is_none(),
-        Op::WriteSetAttr { sets, .. } => sets.iter().all(|s| s.size.is_none()),
-        _ => false,
-    }
-}
 
 /// Bytes of file data `op` writes.
 fn data_bytes(op: &Op) -> usize {
@@ -58,8 +31,11 @@ fn data_bytes(op: &Op) -> usize {
 }
 
 impl<S: Store + ?Sized> Exec<'_, '_, S> {
-    /// [`Op::Batch`].
-    pub(crate) fn batch(&mut self, ops: Vec<Op>) -> Res<Reply> {
+    /// [`Op::Batch`]: its members in order, in this operation's one transaction.
+    pub(crate) fn run_batch(&mut self, op: Op) -> Res<Reply> {
+        let Op::Batch(ops) = op else {
+            return misrouted(&op);
+        };
         if ops.is_empty() || ops.len() > MAX_BATCH || !ops.iter().all(may_batch) {
             return Err(Errno::EINVAL.into());
         }

@@ -6,7 +6,7 @@
 //! more than `f` do, the cluster stops with a full disk instead of answering `ENOSPC`.
 //!
 //! **How.** Each replica measures its own disk and reports, as an ordered operation
-//! ([`crate::Op::ReportCapacity`]), the file-system capacity it could hold: its free disk
+//! ([`Op::ReportCapacity`]), the file-system capacity it could hold: its free disk
 //! and what it already holds, over its bytes on disk per byte stored. It sends it from its
 //! own client, whose identity the replication library authenticates
 //! ([`Reporters`]: replica `r`'s certificate is signed by `r`'s key), so no one can report
@@ -26,49 +26,22 @@
 //!
 //! The inode limit scales with the byte capacity (the configured `max_inodes` at the
 //! configured capacity).
+//!
+//! The space family of operations ([`Family::Space`](crate::proto::family::Family::Space)) runs
+//! here: `statfs`, the reports, and the reclaim steps that give space back ([`crate::reclaim`]).
 
+use crate::config::Reporters;
+use crate::dir::MAX_NAME;
 use crate::encoding::{decode, encode};
-use crate::errno::{Errno, Res};
-use crate::exec::Exec;
+use crate::exec::{misrouted, Exec};
+use crate::fail::Res;
 use crate::key;
-use crate::op::Reply;
+use crate::proto::attr::StatFs;
+use crate::proto::errno::Errno;
+use crate::proto::op::Op;
+use crate::proto::reply::Reply;
 use crate::store::Store;
 use serde::{Deserialize, Serialize};
-
-/// Which protocol clients may report for which replica: replica `r`'s reports come from
-/// sessions of certificate id `first + r` (the session number in the low `session_bits`
-/// bits; `byzfs_net::cert::REPLICA_CLIENT_FIRST`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Reporters {
-    /// Certificate id of replica 0's client.
-    pub first: u64,
-    /// Bits of a protocol client id below the certificate id.
-    pub session_bits: u32,
-    /// Number of replicas, `3f+1`.
-    pub replicas: u32,
-}
-
-impl Reporters {
-    /// The replica that protocol client `client` reports for, if any.
-    ///
-    /// ```
-    /// use byzfs_fs::capacity::Reporters;
-    /// let r = Reporters { first: 100, session_bits: 40, replicas: 4 };
-    /// assert_eq!(r.replica_of(102 << 40 | 7), Some(2));
-    /// assert_eq!(r.replica_of(104 << 40), None);
-    /// assert_eq!(r.replica_of(99 << 40), None);
-    /// ```
-    pub fn replica_of(&self, client: u64) -> Option<u32> {
-        let cert = client.checked_shr(self.session_bits).unwrap_or(0);
-        let r = cert.checked_sub(self.first)?;
-        u32::try_from(r).ok().filter(|&r| r < self.replicas)
-    }
-
-    /// Faults tolerated.
-    fn f(&self) -> usize {
-        (self.replicas.saturating_sub(1) / 3) as usize
-    }
-}
 
 /// The replicas' last reports (key `15`), by replica id.
 #[derive(Serialize, Deserialize, Clone, PartialEq, Eq, Debug, Default)]
@@ -99,6 +72,39 @@ fn inodes_for(bytes: u64, configured: u64, max_inodes: u64) -> u64 {
 }
 
 impl<S: Store + ?Sized> Exec<'_, '_, S> {
+    /// Runs an operation of the space family.
+    pub(crate) fn run_space(&mut self, op: Op) -> Res<Reply> {
+        match op {
+            Op::StatFs => Ok(Reply::StatFs(self.statfs()?)),
+            Op::ReportCapacity { replica, bytes } => self.report_capacity(replica, bytes),
+            Op::Reclaim { file } => self.reclaim(file),
+            other => misrouted(&other),
+        }
+    }
+
+    fn statfs(&self) -> Res<StatFs> {
+        const UNIT: u64 = 4096;
+        let (bytes, inodes) = self.capacity()?;
+        Ok(StatFs {
+            block_size: UNIT as u32,
+            blocks: bytes / UNIT,
+            blocks_free: bytes.saturating_sub(self.sb.used_bytes) / UNIT,
+            files: inodes,
+            files_free: inodes.saturating_sub(self.sb.inodes),
+            name_max: MAX_NAME as u32,
+        })
+    }
+
+    /// `used_bytes += delta`, or `ENOSPC` if that exceeds the capacity.
+    pub(crate) fn charge(&mut self, delta: i64) -> Res<()> {
+        let used = self.sb.used_bytes.saturating_add_signed(delta);
+        if delta > 0 && used > self.capacity()?.0 {
+            return Err(Errno::ENOSPC.into());
+        }
+        self.sb.used_bytes = used;
+        Ok(())
+    }
+
     fn reports(&self) -> Res<Reports> {
         match self.txn.get(&key::capacity_reports())? {
             Some(b) => Ok(decode(&b)?),
@@ -116,7 +122,7 @@ impl<S: Store + ?Sized> Exec<'_, '_, S> {
         Ok((agreed, inodes_for(agreed, bytes, inodes)))
     }
 
-    /// [`crate::Op::ReportCapacity`]: `EPERM` unless the sender is `replica`'s own client.
+    /// [`Op::ReportCapacity`]: `EPERM` unless the sender is `replica`'s own client.
     pub(crate) fn report_capacity(&mut self, replica: u32, bytes: u64) -> Res<Reply> {
         let Some(reporters) = self.cfg.reporters else {
             return Err(Errno::EPERM.into());

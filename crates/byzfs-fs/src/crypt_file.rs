@@ -2,26 +2,28 @@
 //! encryption group of an inode and its sealed header, a record `crypt_file(ino)` beside
 //! the inode (a record of its own so inodes stored before it keep decoding).
 //!
-//! A directory joins a group with [`crate::op::Op::SetGroup`] in the request that makes it
-//! (an [`crate::op::Op::Batch`] of the creation and the join, with a writer proof for the
-//! group); everything made in it afterwards belongs to the same group, and keeps it
-//! wherever it is moved or linked. Nobody claims a directory that already exists — a tree
-//! a writer's mount began to make, `/g-<id>` made by someone else — into their own group:
-//! a directory is in a group from its birth or never (issue #43 item 5). The group decides who may change the file ([`crate::crypt_write`]); the replicas
-//! never learn a key, only the group's id.
+//! A directory joins a group with [`crate::proto::op::Op::SetGroup`] in the request that makes it
+//! (an [`crate::proto::op::Op::Batch`] of the creation and the join, with a writer proof for the
+//! group); everything made in it afterwards belongs to the same group, and keeps it wherever it is
+//! moved or linked. Nobody claims a directory that already exists — a tree a writer's mount began
+//! to make, `/g-<id>` made by someone else — into their own group: a directory is in a group from
+//! its birth or never (issue #43 item 5). The group decides who may change the file
+//! ([`crate::crypt_write`]); the replicas never learn a key, only the group's id.
 //!
 //! The **header** is what the mount keeps about a file beside its sealed blocks (its
 //! plaintext size, key version; `byzfs_crypt::file`), sealed: the replicas store it as an
-//! [`crate::op::Op::Signed`] sets it and return it in every [`crate::Attr`] of the file
+//! [`crate::proto::op::Op::Signed`] sets it and return it in every [`crate::Attr`] of the file
 //! (`Attr::crypt`), so a `getattr` or `lookup` needs no second round trip.
 
-use crate::attr::FileType;
 use crate::encoding::{decode, encode};
-use crate::errno::{Errno, Res};
 use crate::exec::Exec;
-use crate::handle::FileHandle;
+use crate::fail::Res;
 use crate::key;
-use crate::op::{Op, Reply};
+use crate::proto::attr::FileType;
+use crate::proto::errno::Errno;
+use crate::proto::handle::FileHandle;
+use crate::proto::op::Op;
+use crate::proto::reply::Reply;
 use crate::store::{Store, Txn};
 use serde::{Deserialize, Serialize};
 
@@ -51,7 +53,7 @@ pub(crate) fn group_of<S: Store + ?Sized>(txn: &Txn<'_, S>, ino: u64) -> Res<Opt
 }
 
 impl<S: Store + ?Sized> Exec<'_, '_, S> {
-    /// [`crate::op::Op::SetGroup`]: empty directory `dir`, made by this request and owned by
+    /// [`crate::proto::op::Op::SetGroup`]: empty directory `dir`, made by this request and owned by
     /// the caller (root included: no exception), joins `group`. The operation needs a
     /// writer proof for `group` ([`crate::crypt_write`]), so nobody puts files in a group
     /// they cannot write.
@@ -82,7 +84,7 @@ impl<S: Store + ?Sized> Exec<'_, '_, S> {
         Ok(Reply::Attr(d.attr(dir.ino)))
     }
 
-    /// [`crate::op::Op::FileGroup`].
+    /// [`crate::proto::op::Op::FileGroup`].
     pub(crate) fn file_group(&mut self, fh: FileHandle) -> Res<Reply> {
         self.resolve(fh)?;
         Ok(Reply::FileGroup(group_of(self.txn, fh.ino)?))
@@ -100,8 +102,8 @@ impl<S: Store + ?Sized> Exec<'_, '_, S> {
         Ok(())
     }
 
-    /// Sets `fh`'s sealed header (a member of [`crate::op::Op::Signed`]'s `headers`): `EINVAL`
-    /// for a file in no group or a header over [`MAX_HEADER`] bytes; nothing for a file
+    /// Sets `fh`'s sealed header (a member of [`crate::proto::op::Op::Signed`]'s `headers`):
+    /// `EINVAL` for a file in no group or a header over [`MAX_HEADER`] bytes; nothing for a file
     /// that no longer exists.
     pub(crate) fn set_header(&mut self, fh: FileHandle, header: Vec<u8>) -> Res<()> {
         // A file the operation removed (a batch that writes a file, then removes it) has
@@ -119,7 +121,7 @@ impl<S: Store + ?Sized> Exec<'_, '_, S> {
     }
 
     /// `ESTALE` unless `fh` is in a group and has header `header`
-    /// ([`crate::op::Op::Signed`]'s `expect`); nothing for a file that no longer exists
+    /// ([`crate::proto::op::Op::Signed`]'s `expect`); nothing for a file that no longer exists
     /// (the operation removed it, or failed).
     pub(crate) fn expect_header(&mut self, fh: FileHandle, header: &[u8]) -> Res<()> {
         if self.resolve(fh).is_err() {

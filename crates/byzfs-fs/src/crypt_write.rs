@@ -6,7 +6,7 @@
 //! **What is checked.** An operation runs in its transaction as usual; then every inode
 //! whose attributes, entries, extended attributes, block map or group it changed
 //! (`key::file_of`) is looked up, before and after, and each group found needs a
-//! proof — as does the group a [`crate::op::Op::SetGroup`] joins. Checking the writes rather
+//! proof — as does the group a [`crate::proto::op::Op::SetGroup`] joins. Checking the writes rather
 //! than listing, per operation, which files it changes means no operation, batch member or
 //! later addition can slip past. A directory of a group is delegated
 //! ([`crate::dir_delegation`]) only with a proof too, as its holder answers changes early.
@@ -16,7 +16,7 @@
 //! a removal left ([`crate::orphan`], [`crate::reclaim`]) — none of them lets its sender
 //! choose a file's content, name or attributes.
 //!
-//! **A proof** ([`crate::op::Op::Signed`]) is an Ed25519 signature with the group's writer
+//! **A proof** ([`crate::proto::op::Op::Signed`]) is an Ed25519 signature with the group's writer
 //! key of the key version the replicas hold, over [`signed_bytes`]: the cluster
 //! ([`crate::FsConfig::cluster_id`]), the group, the version,
 //! the client the replication library authenticated, a sequence number and the digest of
@@ -36,163 +36,18 @@
 
 use crate::crypt_file::{group_of, CryptFile};
 use crate::encoding::{decode, encode};
-use crate::errno::{Errno, Res};
-use crate::exec::Exec;
-use crate::handle::FileHandle;
+use crate::exec::{misrouted, Exec};
+use crate::fail::Res;
 use crate::key;
-use crate::op::{Credentials, Op, Reply};
+use crate::proto::batch::MAX_BATCH;
+use crate::proto::errno::Errno;
+use crate::proto::op::Op;
+use crate::proto::proof::{signed_bytes, WriterProof, MAX_PROOFS};
+use crate::proto::reply::Reply;
+use crate::proto::signed::{request_digest, unchecked};
 use crate::store::Store;
-use ed25519_dalek::{Signature, Signer, SigningKey, VerifyingKey};
-use serde::{Deserialize, Serialize};
+use ed25519_dalek::{Signature, VerifyingKey};
 use std::collections::BTreeSet;
-
-/// Most proofs one request carries (each costs a signature check at every replica).
-pub const MAX_PROOFS: usize = 4;
-
-/// A writer's proof for one group, carried by [`crate::op::Op::Signed`].
-#[derive(Serialize, Deserialize, Clone, PartialEq, Eq, Debug)]
-pub struct WriterProof {
-    /// The group.
-    pub group: [u8; 16],
-    /// The key version whose writer key signed.
-    pub version: u32,
-    /// Ed25519 signature (64 bytes) over [`signed_bytes`].
-    pub signature: Vec<u8>,
-}
-
-/// The digest a proof binds: the request's credentials, operation, headers and expected
-/// headers (what [`crate::op::Op::Signed`] carries besides its proofs).
-pub fn request_digest(
-    cred: &Credentials,
-    op: &Op,
-    headers: &[(FileHandle, Vec<u8>)],
-    expect: &[(FileHandle, Vec<u8>)],
-) -> [u8; 32] {
-    let mut h = blake3::Hasher::new_derive_key("byzfs 2026-11 writer proof request digest");
-    h.update(&encode(cred));
-    h.update(&encode(op));
-    h.update(&encode(&headers));
-    h.update(&encode(&expect));
-    *h.finalize().as_bytes()
-}
-
-/// What a writer signs.
-pub fn signed_bytes(
-    cluster: &[u8; 16],
-    group: &[u8; 16],
-    version: u32,
-    client: u64,
-    seq: u64,
-    digest: &[u8; 32],
-) -> Vec<u8> {
-    let mut m = b"byzfs writer proof 2026-12\0".to_vec();
-    m.extend_from_slice(cluster);
-    m.extend_from_slice(group);
-    m.extend_from_slice(&version.to_be_bytes());
-    m.extend_from_slice(&client.to_be_bytes());
-    m.extend_from_slice(&seq.to_be_bytes());
-    m.extend_from_slice(digest);
-    m
-}
-
-/// `op` as client `client` of cluster `cluster` sends it with credentials `cred` and
-/// sequence number `seq`, signed with writer key `writer` (version `version`) for each of
-/// `groups`, setting no header ([`sign_with_headers`]).
-///
-/// ```
-/// use byzfs_fs::crypt_write::sign;
-/// use byzfs_fs::{Credentials, FileHandle, Op};
-/// let writer = ed25519_dalek::SigningKey::from_bytes(&[7; 32]);
-/// let op = Op::GetAttr { fh: FileHandle::ROOT };
-/// match sign(&writer, &[0; 16], &[[1; 16]], 3, 42, 5, &Credentials::root(), op.clone()) {
-///     Op::Signed { seq, proofs, op: inner, .. } => {
-///         assert_eq!((seq, proofs.len(), proofs[0].version, *inner), (5, 1, 3, op));
-///     }
-///     other => panic!("{other:?}"),
-/// }
-/// ```
-#[allow(clippy::too_many_arguments)]
-pub fn sign(
-    writer: &SigningKey,
-    cluster: &[u8; 16],
-    groups: &[[u8; 16]],
-    version: u32,
-    client: u64,
-    seq: u64,
-    cred: &Credentials,
-    op: Op,
-) -> Op {
-    sign_with_headers(
-        writer,
-        cluster,
-        groups,
-        version,
-        client,
-        seq,
-        cred,
-        op,
-        Vec::new(),
-        Vec::new(),
-    )
-}
-
-/// As [`sign`], setting the sealed headers of `headers`' files after `op` ran, if the
-/// files' headers are those of `expect` before.
-#[allow(clippy::too_many_arguments)]
-pub fn sign_with_headers(
-    writer: &SigningKey,
-    cluster: &[u8; 16],
-    groups: &[[u8; 16]],
-    version: u32,
-    client: u64,
-    seq: u64,
-    cred: &Credentials,
-    op: Op,
-    headers: Vec<(FileHandle, Vec<u8>)>,
-    expect: Vec<(FileHandle, Vec<u8>)>,
-) -> Op {
-    let digest = request_digest(cred, &op, &headers, &expect);
-    let proofs = groups
-        .iter()
-        .map(|g| WriterProof {
-            group: *g,
-            version,
-            signature: writer
-                .sign(&signed_bytes(cluster, g, version, client, seq, &digest))
-                .to_bytes()
-                .to_vec(),
-        })
-        .collect();
-    Op::Signed {
-        seq,
-        proofs,
-        op: Box::new(op),
-        headers,
-        expect,
-    }
-}
-
-/// Whether the writer check looks at what `op` writes (module documentation): a client
-/// signs these when they may change a group's files.
-pub fn checked(op: &Op) -> bool {
-    !unchecked(op)
-}
-
-/// Whether `op` is outside the writer check (module documentation).
-fn unchecked(op: &Op) -> bool {
-    op.is_lock()
-        || op.is_read_only()
-        || matches!(
-            op,
-            Op::SweepOrphans { .. }
-                | Op::SweepDir { .. }
-                | Op::Reclaim { .. }
-                | Op::ReportCapacity { .. }
-                | Op::ReserveInodes { .. }
-                | Op::ReturnDir { .. }
-                | Op::GroupPut { .. }
-        )
-}
 
 /// A signed request's parts, checked after its operation ran.
 struct Signed {
@@ -202,7 +57,28 @@ struct Signed {
 }
 
 impl<S: Store + ?Sized> Exec<'_, '_, S> {
-    /// Runs a request's operation, [`crate::op::Op::Signed`] or not, then the writer check.
+    /// Runs an operation of the encryption family
+    /// ([`Family::Crypt`](crate::proto::family::Family::Crypt)): group records
+    /// ([`crate::crypt_group`]), the groups of files ([`crate::crypt_file`]), and the last sequence
+    /// number of the caller's proofs.
+    pub(crate) fn run_crypt(&mut self, op: Op) -> Res<Reply> {
+        match op {
+            Op::GroupPut {
+                group,
+                record,
+                signature,
+            } => self.group_put(group, record, &signature),
+            Op::GroupGet { group } => self.group_get(group),
+            Op::SetGroup { dir, group } => self.set_group(dir, group),
+            Op::FileGroup { fh } => self.file_group(fh),
+            Op::WriterSeq => self.writer_seq(),
+            // Only a request's own operation may be signed (`run_checked`).
+            Op::Signed { .. } => Err(Errno::EINVAL.into()),
+            other => misrouted(&other),
+        }
+    }
+
+    /// Runs a request's operation, [`crate::proto::op::Op::Signed`] or not, then the writer check.
     pub(crate) fn run_checked(&mut self, op: Op) -> Res<Reply> {
         let (signed, op, headers) = match op {
             Op::Signed {
@@ -214,8 +90,8 @@ impl<S: Store + ?Sized> Exec<'_, '_, S> {
             } => {
                 if proofs.is_empty()
                     || proofs.len() > MAX_PROOFS
-                    || headers.len() > crate::batch::MAX_BATCH
-                    || expect.len() > crate::batch::MAX_BATCH
+                    || headers.len() > MAX_BATCH
+                    || expect.len() > MAX_BATCH
                     || matches!(*op, Op::Signed { .. })
                 {
                     return Err(Errno::EINVAL.into());
@@ -308,7 +184,7 @@ impl<S: Store + ?Sized> Exec<'_, '_, S> {
         Ok(())
     }
 
-    /// [`crate::op::Op::WriterSeq`]: the last sequence number the caller used (0: none).
+    /// [`crate::proto::op::Op::WriterSeq`]: the last sequence number the caller used (0: none).
     pub(crate) fn writer_seq(&mut self) -> Res<Reply> {
         let last = match self.txn.get(&key::writer_seq(self.client))? {
             Some(b) => decode::<u64>(&b)?,

@@ -22,17 +22,17 @@
 //! or a fresh one after a truncation to zero of a large file, whose old blocks then go as a
 //! whole.
 
-use crate::attr::MAX_FILE_SIZE;
-use crate::errno::{Errno, Res};
+use crate::fail::Res;
 use crate::inode::Inode;
 use crate::key;
+use crate::proto::attr::MAX_FILE_SIZE;
+use crate::proto::errno::Errno;
 use crate::store::{Store, StoreError, Txn};
 use std::collections::BTreeMap;
 
 /// Bytes per data block.
 pub const BLOCK_SIZE: u64 = 16 * 1024;
-/// Blocks per placement group (1 MiB of data share a partition).
-pub const GROUP_BLOCKS: u64 = 64;
+pub use crate::key::GROUP_BLOCKS;
 
 /// Reads up to `count` bytes at `offset` of the file whose blocks are under data id
 /// `data`, clipped to its size; and whether the read reached the end of the file.

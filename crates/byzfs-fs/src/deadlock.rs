@@ -28,12 +28,14 @@
 //!   here, where Linux lets it hang.
 
 use crate::encoding::{decode, encode};
-use crate::errno::{Errno, Res};
 use crate::exec::Exec;
-use crate::handle::FileHandle;
+use crate::fail::Res;
 use crate::key;
-use crate::lock::{apply, first_conflict, Change, Held, LockOwner, LockReq};
-use crate::op::Reply;
+use crate::lock::Change;
+use crate::proto::errno::Errno;
+use crate::proto::handle::FileHandle;
+use crate::proto::lock::{apply, first_conflict, Held, LockOwner, LockReq};
+use crate::proto::reply::Reply;
 use crate::store::Store;
 use core::time::Duration;
 use serde::{Deserialize, Serialize};

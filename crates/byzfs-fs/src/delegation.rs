@@ -23,33 +23,19 @@
 //!   delegations.
 
 use crate::encoding::{decode, encode};
-use crate::errno::{Errno, Res};
 use crate::exec::Exec;
-use crate::handle::FileHandle;
+use crate::fail::Res;
 use crate::key;
-use crate::lock::{self, Held, LockKind, LockOwner, LockReq, MAX_LOCKS_PER_FILE};
-use crate::op::Reply;
+use crate::proto::errno::Errno;
+use crate::proto::handle::FileHandle;
+use crate::proto::lock::{self, Held, LockOwner, LockReq, Returned, MAX_LOCKS_PER_FILE};
+use crate::proto::reply::Reply;
 use crate::store::Store;
 use serde::{Deserialize, Serialize};
 
 /// Most files one client's recall list holds; a longer list is not kept (a client with
 /// that many delegations recalled at once gets the rest at its next poll).
 pub const MAX_RECALLS: usize = 256;
-
-/// A lock a client holding a file's delegation reports when it gives it back.
-#[derive(Serialize, Deserialize, Clone, Copy, PartialEq, Eq, Debug)]
-pub struct Returned {
-    /// The lock owner on that client.
-    pub owner: u64,
-    /// Its kind.
-    pub kind: LockKind,
-    /// First byte.
-    pub start: u64,
-    /// Last byte, inclusive.
-    pub end: u64,
-    /// The locking process's id.
-    pub pid: u32,
-}
 
 /// Who holds a file's delegation.
 #[derive(Serialize, Deserialize, Clone, Copy, PartialEq, Eq, Debug)]

@@ -7,11 +7,12 @@
 //! (entries added during a listing appear at its end; removed ones simply vanish). `.` and
 //! `..` have cookies 1 and 2. The order is deterministic: creation order.
 
-use crate::attr::FileType;
 use crate::encoding::{decode, encode};
-use crate::errno::{Errno, Res};
+use crate::fail::Res;
 use crate::inode::{must_load, Inode};
 use crate::key;
+use crate::proto::attr::FileType;
+use crate::proto::errno::Errno;
 use crate::store::{Store, Txn};
 use serde::{Deserialize, Serialize};
 
@@ -28,8 +29,9 @@ pub const MAX_SYMLINK: usize = 4095;
 pub const DOT_COOKIE: u64 = 1;
 /// Cookie of `..`.
 pub const DOTDOT_COOKIE: u64 = 2;
-/// Cookie of a directory's first real entry.
-pub const FIRST_COOKIE: u64 = 3;
+pub use crate::inode::FIRST_COOKIE;
+// `inode` sets it for every new inode; the cookies of `.` and `..` come first.
+const _: () = assert!(FIRST_COOKIE == DOTDOT_COOKIE + 1);
 
 /// Checks a name for a new or existing entry: `ENOENT` if empty, `ENAMETOOLONG` if over
 /// [`MAX_NAME`] bytes, `EINVAL` if it contains `/` or NUL.
@@ -147,7 +149,7 @@ pub(crate) fn list<S: Store + ?Sized>(
 /// `MAX_DEPTH + 1`, so the walk is bounded.
 pub(crate) fn depth<S: Store + ?Sized>(txn: &Txn<'_, S>, mut ino: u64) -> Res<u32> {
     let mut d = 0;
-    while ino != crate::handle::ROOT_INO && d <= MAX_DEPTH {
+    while ino != crate::proto::handle::ROOT_INO && d <= MAX_DEPTH {
         ino = must_load(txn, ino)?.parent;
         d += 1;
     }
@@ -165,7 +167,7 @@ pub(crate) fn is_ancestor<S: Store + ?Sized>(
         if ino == anc {
             return Ok(true);
         }
-        if ino == crate::handle::ROOT_INO {
+        if ino == crate::proto::handle::ROOT_INO {
             return Ok(false);
         }
         ino = must_load(txn, ino)?.parent;

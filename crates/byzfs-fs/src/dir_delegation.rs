@@ -23,11 +23,13 @@
 
 use crate::delegation::Delegation;
 use crate::encoding::encode;
-use crate::errno::{Errno, Res};
 use crate::exec::Exec;
-use crate::handle::FileHandle;
+use crate::fail::Res;
 use crate::key;
-use crate::op::{Op, Reply};
+use crate::proto::errno::Errno;
+use crate::proto::handle::FileHandle;
+use crate::proto::op::Op;
+use crate::proto::reply::Reply;
 use crate::store::Store;
 
 impl<S: Store + ?Sized> Exec<'_, '_, S> {

@@ -33,18 +33,20 @@ pub(crate) fn decode<T: DeserializeOwned>(b: &[u8]) -> Result<T, StoreError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::attr::{Attr, FileType, SetAttr, SetTime, StatFs, Timestamp};
     use crate::deadlock::Wait;
-    use crate::delegation::{Delegation, Returned};
+    use crate::delegation::Delegation;
     use crate::dir::{EntryRec, NameRec, Target};
-    use crate::errno::Errno;
-    use crate::handle::FileHandle;
     use crate::inode::{Inode, Superblock};
     use crate::key;
-    use crate::lock::{Held, Lease, LockInfo, LockKind, LockOwner, LockReq};
-    use crate::op::{
-        encode_result, Credentials, DirEntry, Extent, Op, Reply, Request, SpecialKind, XattrSet,
-    };
+    use crate::lock::Lease;
+    use crate::proto::attr::{Attr, FileType, SetAttr, SetTime, StatFs, Timestamp};
+    use crate::proto::cred::Credentials;
+    use crate::proto::errno::Errno;
+    use crate::proto::handle::FileHandle;
+    use crate::proto::lock::{Held, LockInfo, LockKind, LockOwner, LockReq, Returned};
+    use crate::proto::op::{Extent, Op, SpecialKind, XattrSet};
+    use crate::proto::reply::{DirEntry, Reply};
+    use crate::proto::request::{encode_result, Request};
     use crate::reclaim::{DataRec, Doomed, Queue};
     use std::collections::BTreeSet;
 
@@ -330,7 +332,7 @@ mod tests {
             Op::ReturnDir { dir: FH },
             Op::GroupPut {
                 group: [1; 16],
-                record: crate::crypt_group::GroupRecord {
+                record: crate::proto::group::GroupRecord {
                     owner: [2; 32],
                     name: "team".into(),
                     version: 1,
@@ -346,7 +348,7 @@ mod tests {
             },
             Op::Signed {
                 seq: 1,
-                proofs: vec![crate::crypt_write::WriterProof {
+                proofs: vec![crate::proto::proof::WriterProof {
                     group: [1; 16],
                     version: 1,
                     signature: vec![2; 64],
@@ -675,11 +677,11 @@ mod tests {
             ),
             (
                 "signed grant",
-                encode(&crate::grant::SignedGrant {
+                encode(&crate::proto::grant::SignedGrant {
                     cert_id: 5,
-                    grant: crate::grant::Grant {
-                        uids: crate::grant::Ids::Ranges(vec![(1000, 1000)]),
-                        gids: crate::grant::Ids::Any,
+                    grant: crate::proto::grant::Grant {
+                        uids: crate::proto::grant::Ids::Ranges(vec![(1000, 1000)]),
+                        gids: crate::proto::grant::Ids::Any,
                         root: false,
                         anon_uid: 65534,
                         anon_gid: 65534,

@@ -4,16 +4,20 @@
 //! deterministic function of the operation history. Inode numbers are never reused (a `u64`
 //! does not run out), and every allocation also takes a fresh generation.
 
-use crate::attr::{Attr, FileType, Timestamp};
 use crate::encoding::{decode, encode};
-use crate::errno::{Errno, Res};
-use crate::handle::FileHandle;
+use crate::fail::Res;
 use crate::key;
+use crate::proto::attr::{Attr, FileType, Timestamp};
+use crate::proto::errno::Errno;
+use crate::proto::handle::FileHandle;
 use crate::store::{Store, StoreError, Txn};
 use serde::{Deserialize, Serialize};
 
 /// Reported size of a directory.
 pub(crate) const DIR_SIZE: u64 = 4096;
+/// The cookie a directory's first real entry gets, after `.` (1) and `..` (2): every new
+/// inode's `next_cookie` ([`crate::dir`] hands cookies out).
+pub const FIRST_COOKIE: u64 = 3;
 
 /// Global counters and the agreed clock.
 #[derive(Serialize, Deserialize, Clone, PartialEq, Eq, Debug)]
@@ -84,7 +88,7 @@ impl Inode {
             mtime: now,
             ctime: now,
             parent: 0,
-            next_cookie: crate::dir::FIRST_COOKIE,
+            next_cookie: FIRST_COOKIE,
             entries: 0,
             target: Vec::new(),
             rdev: 0,

@@ -29,12 +29,15 @@
 //! bytes of a domain-separated BLAKE3 hash, so partitions fill evenly. Both records of a
 //! directory's entries share the directory's placement: [`crate::dir`] lists them with one
 //! range scan of one partition. A file's blocks are placed per group of
-//! [`GROUP_BLOCKS`](crate::data::GROUP_BLOCKS) blocks (1 MiB), so a file of many GB spreads
+//! [`GROUP_BLOCKS`] blocks (1 MiB), so a file of many GB spreads
 //! over every partition and each partition stays small (a few hundred KiB per GB of data at
 //! 4096 partitions), which keeps state transfer and partition export cheap.
 
-use crate::data::GROUP_BLOCKS;
 use crate::store::PLACEMENT_BYTES;
+
+/// Blocks per placement group (1 MiB of data share a partition): how [`crate::data`]
+/// stores a file's blocks, decided here since it is where they are placed.
+pub const GROUP_BLOCKS: u64 = 64;
 
 const TAG_SUPER: u8 = 0;
 const TAG_INODE: u8 = 1;

@@ -11,7 +11,8 @@
 //! dead clients left hidden ([`orphan`]), on file
 //! handles with
 //! generation numbers. Clients (the FUSE layer, tests) encode a [`Request`] and
-//! decode an [`FsResult`] with the types of [`op`].
+//! decode an [`FsResult`] with the types of [`proto`], the protocol: a module that imports
+//! nothing of the execution, so a mount links exactly what the replicas decode.
 //!
 //! ## Example
 //!
@@ -67,19 +68,19 @@
 //! * **Determinism**: inode numbers and generations from replicated counters, directory
 //!   order = creation order (cookies from a per-directory counter), times from the agreed
 //!   timestamp, capacity limits from the replicated configuration, ordered maps only.
-//! * **atime is not maintained** (see [`attr`]): reads stay read-only operations.
+//! * **atime is not maintained** (see [`proto::attr`]): reads stay read-only operations.
 //! * **Read-only optimisation**: getattr, lookup, access, readlink, read, readdir and statfs
 //!   are classified read-only by the service itself ([`Op::is_read_only`]).
 //! * **Bad input** gets a deterministic errno: names with `/` or NUL (`EINVAL`), over 255
 //!   bytes (`ENAMETOOLONG`), nesting deeper than [`dir::MAX_DEPTH`] (`ENAMETOOLONG`), the
-//!   wrong file type (`ENOTDIR`, `EISDIR`, `EINVAL`), writes past [`attr::MAX_FILE_SIZE`]
+//!   wrong file type (`ENOTDIR`, `EISDIR`, `EINVAL`), writes past [`proto::attr::MAX_FILE_SIZE`]
 //!   (`EFBIG`), the replicated capacity exhausted (`ENOSPC`), undecodable operations
 //!   (`EINVAL`). A replica whose own disk fails answers alone and is repaired by state
 //!   transfer (see [`service`]).
 //! * **Not POSIX**: no device nodes; an unlinked file is gone even if a client still has it
 //!   open (the FUSE layer must hide this, as NFS clients do with silly renames); credentials
 //!   are stated by the authenticated client machine (AUTH_SYS), within the ids its
-//!   certificate's admin-signed grant allows ([`grant`]).
+//!   certificate's admin-signed grant allows ([`proto::grant`], [`policy`]).
 //!
 //! ## Storage backends
 //!
@@ -110,10 +111,11 @@
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
-pub mod attr;
+mod attrs;
 pub mod batch;
-pub mod bounded;
 pub mod capacity;
+pub mod config;
+mod contents;
 pub mod crypt_file;
 pub mod crypt_group;
 pub mod crypt_write;
@@ -123,103 +125,34 @@ pub mod delegation;
 pub mod dir;
 pub mod dir_delegation;
 mod encoding;
-pub mod errno;
 mod exec;
-pub mod grant;
-pub mod handle;
+mod fail;
 mod inode;
 mod key;
 pub mod lock;
-pub mod op;
+mod names;
 pub mod orphan;
 pub mod perm;
+pub mod policy;
+pub mod proto;
 pub mod ranges;
 pub mod reclaim;
+mod rename;
 pub mod reserve;
+mod route;
 pub mod service;
 pub mod store;
+mod unlink;
 pub mod xattr;
 
-pub use attr::{Attr, FileType, SetAttr, SetTime, StatFs, Timestamp};
-pub use errno::Errno;
-pub use grant::{ClientPolicy, Grant, SignedGrant};
-pub use handle::FileHandle;
-pub use op::{
-    decode_result, encode_result, Credentials, DirEntry, Extent, FsResult, Op, Reply, Request,
-    SpecialKind, MAX_SETATTRS,
-};
+pub use config::FsConfig;
+pub use policy::ClientPolicy;
+pub use proto::attr::{Attr, FileType, SetAttr, SetTime, StatFs, Timestamp};
+pub use proto::cred::Credentials;
+pub use proto::errno::Errno;
+pub use proto::grant::{Grant, SignedGrant};
+pub use proto::handle::FileHandle;
+pub use proto::op::{Extent, Op, SpecialKind, MAX_SETATTRS};
+pub use proto::reply::{DirEntry, FsResult, Reply};
+pub use proto::request::{decode_result, encode_result, Request};
 pub use service::FileService;
-
-use core::time::Duration;
-
-/// Configuration of the file service. Must be identical at every replica (it decides
-/// results: capacity, partitions, the root's owner).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct FsConfig {
-    /// Number of state partitions (default 4096).
-    pub partitions: u32,
-    /// Replicated capacity in bytes of data and symlink targets (`ENOSPC` beyond; `statfs`).
-    pub capacity_bytes: u64,
-    /// Most inodes (`ENOSPC` beyond).
-    pub max_inodes: u64,
-    /// Who may report their disk's capacity; with reports, capacity and inodes are what
-    /// the replicas' disks hold, never above the two limits above ([`capacity`]). `None`:
-    /// the limits as configured.
-    pub reporters: Option<capacity::Reporters>,
-    /// How far ahead of its own clock a backup accepts a proposed timestamp (leases expire
-    /// by the agreed clock: ahead would end them early).
-    pub clock_tolerance: Duration,
-    /// How far behind its own clock a backup accepts a proposed timestamp: more than
-    /// `clock_tolerance`, since a PRE-PREPARE can leave seconds after its timestamp was
-    /// taken (its primary's stable-checkpoint sync), and a clock held back only ends
-    /// leases late (default 10 s; `byzfs_bft::services::timestamp::check_window`).
-    pub clock_lag_tolerance: Duration,
-    /// Owner of the root directory.
-    pub root_uid: u32,
-    /// Group of the root directory.
-    pub root_gid: u32,
-    /// Mode of the root directory.
-    pub root_mode: u32,
-    /// The cluster's id (`cluster.toml`'s `cluster_id`): group records' and writer
-    /// proofs' signatures name it ([`crypt_group`], [`crypt_write`]), so none made for
-    /// another cluster is accepted here.
-    pub cluster_id: [u8; 16],
-    /// How long a client's record locks outlive its last lock operation or lease renewal,
-    /// in agreed time ([`lock`]; default 30 s).
-    pub lock_lease: Duration,
-    /// Which credentials each client may state ([`grant`]). Default
-    /// [`ClientPolicy::Closed`] (every request refused): a replica or server names
-    /// [`ClientPolicy::Certified`], a test its [`ClientPolicy::Trusted`] ([`FsConfig::trusted`]).
-    pub client_policy: ClientPolicy,
-}
-
-impl FsConfig {
-    /// The default configuration, taking every client's credentials as sent
-    /// ([`ClientPolicy::Trusted`]): for tests and simulations that build a service in
-    /// memory, never for one that serves clients over a network.
-    pub fn trusted() -> FsConfig {
-        FsConfig {
-            client_policy: ClientPolicy::Trusted,
-            ..FsConfig::default()
-        }
-    }
-}
-
-impl Default for FsConfig {
-    fn default() -> Self {
-        FsConfig {
-            partitions: 4096,
-            capacity_bytes: 1 << 40,
-            max_inodes: 1 << 32,
-            reporters: None,
-            clock_tolerance: Duration::from_secs(1),
-            clock_lag_tolerance: Duration::from_secs(10),
-            root_uid: 0,
-            root_gid: 0,
-            cluster_id: [0; 16],
-            root_mode: 0o755,
-            lock_lease: Duration::from_secs(30),
-            client_policy: ClientPolicy::Closed,
-        }
-    }
-}

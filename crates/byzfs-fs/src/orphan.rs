@@ -24,13 +24,14 @@
 //! had, go by [`crate::Op::SweepDir`] on that directory, which the mount sends when a
 //! `rmdir` finds the directory not empty.
 
-use crate::attr::FileType;
 use crate::dir;
-use crate::errno::{Errno, Res};
 use crate::exec::Exec;
-use crate::handle::FileHandle;
+use crate::fail::Res;
 use crate::inode;
-use crate::op::Reply;
+use crate::proto::attr::FileType;
+use crate::proto::errno::Errno;
+use crate::proto::handle::FileHandle;
+use crate::proto::reply::Reply;
 use crate::store::Store;
 
 /// The orphan directory's name, at the root.

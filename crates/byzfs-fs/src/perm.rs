@@ -10,10 +10,11 @@
 //!   mode 0444 and then write to the descriptor it opened (git, tar). Permission to *open* is
 //!   the FUSE layer's job (the kernel's `default_permissions` check).
 
-use crate::attr::{FileType, S_ISVTX};
-use crate::errno::Errno;
 use crate::inode::Inode;
-use crate::op::{Credentials, X_OK};
+use crate::proto::attr::{FileType, S_ISVTX};
+use crate::proto::cred::Credentials;
+use crate::proto::errno::Errno;
+use crate::proto::op::X_OK;
 
 /// Whether `cred` belongs to group `gid`.
 pub fn in_group(cred: &Credentials, gid: u32) -> bool {
@@ -80,7 +81,7 @@ pub(crate) fn check_sticky(cred: &Credentials, dir: &Inode, victim: &Inode) -> R
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::op::{R_OK, W_OK};
+    use crate::proto::op::{R_OK, W_OK};
 
     #[test]
     fn classes() {

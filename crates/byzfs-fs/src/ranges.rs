@@ -6,13 +6,15 @@
 //! blocks), like a read or a write, so its cost is bounded (ARCHITECTURE.md "Bounded
 //! work"); the mount splits a larger request into such operations, as it splits writes.
 
-use crate::attr::MAX_FILE_SIZE;
 use crate::data::{self, Seek};
-use crate::errno::{Errno, Res};
-use crate::exec::Exec;
-use crate::handle::FileHandle;
-use crate::op::{Reply, MAX_IO, R_OK, W_OK};
+use crate::exec::{need_regular, Exec};
+use crate::fail::Res;
 use crate::perm;
+use crate::proto::attr::MAX_FILE_SIZE;
+use crate::proto::errno::Errno;
+use crate::proto::handle::FileHandle;
+use crate::proto::op::{MAX_IO, R_OK, W_OK};
+use crate::proto::reply::Reply;
 use crate::store::Store;
 
 /// Most block groups (1 MiB each) one [`crate::Op::Seek`] looks at before answering where
@@ -34,7 +36,7 @@ impl<S: Store + ?Sized> Exec<'_, '_, S> {
             return Err(Errno::EINVAL.into());
         }
         let src = self.resolve(from)?;
-        super::exec::need_regular(&src)?;
+        need_regular(&src)?;
         perm::check_io(self.cred, &src, R_OK)?;
         // Linux refuses overlapping ranges of one file.
         let overlap = |a: u64, b: u64| a < b.saturating_add(u64::from(len));
@@ -46,7 +48,7 @@ impl<S: Store + ?Sized> Exec<'_, '_, S> {
         let (bytes, _) = data::read(self.txn, id, &src, from_offset, u64::from(len))?;
         if bytes.is_empty() {
             let dst = self.resolve(to)?;
-            super::exec::need_regular(&dst)?;
+            need_regular(&dst)?;
             perm::check_io(self.cred, &dst, W_OK)?;
             return Ok(Reply::Write {
                 count: 0,
@@ -69,7 +71,7 @@ impl<S: Store + ?Sized> Exec<'_, '_, S> {
             return Err(Errno::EINVAL.into());
         }
         let mut i = self.resolve(fh)?;
-        super::exec::need_regular(&i)?;
+        need_regular(&i)?;
         perm::check_io(self.cred, &i, W_OK)?;
         let end = offset
             .checked_add(u64::from(len))
@@ -95,7 +97,7 @@ impl<S: Store + ?Sized> Exec<'_, '_, S> {
     /// [`crate::Op::Seek`]: the next data (`hole` false) or hole from `offset`.
     pub(crate) fn seek(&mut self, fh: FileHandle, offset: u64, hole: bool) -> Res<Reply> {
         let i = self.resolve(fh)?;
-        super::exec::need_regular(&i)?;
+        need_regular(&i)?;
         if offset >= i.size {
             return Err(Errno::ENXIO.into());
         }

@@ -39,12 +39,13 @@
 
 use crate::data;
 use crate::encoding::{decode, encode};
-use crate::errno::{Errno, Res};
 use crate::exec::Exec;
-use crate::handle::FileHandle;
+use crate::fail::Res;
 use crate::inode::{self, Inode};
 use crate::key;
-use crate::op::Reply;
+use crate::proto::errno::Errno;
+use crate::proto::handle::FileHandle;
+use crate::proto::reply::Reply;
 use crate::store::Store;
 use serde::{Deserialize, Serialize};
 

@@ -12,11 +12,13 @@
 //! (the one in use and the next); a new one beyond that drops the oldest.
 
 use crate::encoding::{decode, encode};
-use crate::errno::{Errno, Res};
 use crate::exec::Exec;
-use crate::handle::FileHandle;
+use crate::fail::Res;
 use crate::key;
-use crate::op::{Op, Reply};
+use crate::proto::errno::Errno;
+use crate::proto::handle::FileHandle;
+use crate::proto::op::Op;
+use crate::proto::reply::Reply;
 use crate::store::Store;
 use serde::{Deserialize, Serialize};
 

@@ -9,7 +9,7 @@
 //! **Atomic operations.** Each operation runs in a [`Txn`]; its writes reach the store only
 //! if it succeeds. A failed operation still advances the agreed clock, like any other.
 //!
-//! **Who may state which credentials** ([`crate::grant`]): every request, ordered or
+//! **Who may state which credentials** ([`crate::policy`]): every request, ordered or
 //! read-only, is checked against [`FsConfig::client_policy`] with the protocol client id the
 //! library passes (the authenticated session) before it runs; `EPERM` otherwise, which an
 //! ordered request answers as any failed operation (only the agreed clock moves).
@@ -26,13 +26,18 @@
 //! unaffected either way (they need `f+1`/`2f+1` matching replies). A *deterministic*
 //! `ENOSPC` comes from the replicated capacity in [`FsConfig`], identical at every replica.
 
-use crate::errno::{Errno, Fail};
+use crate::config::FsConfig;
 use crate::exec::Exec;
-use crate::handle::{ROOT_GENERATION, ROOT_INO};
+use crate::fail::Fail;
 use crate::inode::{self, Inode, Superblock};
-use crate::op::{encode_result, FsResult, Op, Request};
+use crate::key;
+use crate::proto::attr::{FileType, Timestamp};
+use crate::proto::errno::Errno;
+use crate::proto::handle::{ROOT_GENERATION, ROOT_INO};
+use crate::proto::op::Op;
+use crate::proto::reply::FsResult;
+use crate::proto::request::{encode_result, Request};
 use crate::store::{MemStore, Store, StoreError, Txn, WriteSet};
-use crate::{attr::FileType, attr::Timestamp, key, FsConfig};
 use byzfs_bft::write_tracker::WriteTracker;
 use byzfs_bft::{ClientId, Digest, Seq, Service, Time};
 
@@ -49,7 +54,7 @@ pub struct FileService<S: Store = MemStore> {
     /// ([`Service::execute_read_only_committed`]). Not replicated state.
     writes: WriteTracker,
     /// Grants whose signatures verified (a memo: it changes no result).
-    grants: crate::grant::Verified,
+    grants: crate::policy::Verified,
 }
 
 impl FileService<MemStore> {
@@ -77,7 +82,7 @@ impl<S: Store> FileService<S> {
             let mut root = Inode::new(
                 FileType::Directory,
                 ROOT_GENERATION,
-                cfg.root_mode & crate::attr::MODE_MASK,
+                cfg.root_mode & crate::proto::attr::MODE_MASK,
                 cfg.root_uid,
                 cfg.root_gid,
                 Timestamp::default(),
@@ -95,7 +100,7 @@ impl<S: Store> FileService<S> {
             last_proposed: 0,
             local_failures: 0,
             writes: WriteTracker::new(),
-            grants: crate::grant::Verified::default(),
+            grants: crate::policy::Verified::default(),
         })
     }
 
@@ -294,7 +299,7 @@ impl<S: Store> FileService<S> {
         }
     }
 
-    /// Whether `client` may send `req` ([`crate::grant`]): `EPERM` if not.
+    /// Whether `client` may send `req` ([`crate::policy`]): `EPERM` if not.
     fn admit(&self, client: ClientId, req: &Request) -> Result<(), Errno> {
         self.grants.admit(
             &self.cfg.client_policy,

@@ -16,14 +16,17 @@
 //! attribute's name and value count towards the file's stored bytes and the file system's
 //! capacity. Setting or removing one changes the file's ctime.
 
-use crate::attr::{FileType, S_ISVTX};
-use crate::errno::{Errno, Res};
 use crate::exec::Exec;
-use crate::handle::FileHandle;
+use crate::fail::Res;
 use crate::inode::Inode;
 use crate::key;
-use crate::op::{Credentials, Reply, XattrSet, R_OK, W_OK};
 use crate::perm;
+use crate::proto::attr::{FileType, S_ISVTX};
+use crate::proto::cred::Credentials;
+use crate::proto::errno::Errno;
+use crate::proto::handle::FileHandle;
+use crate::proto::op::{XattrSet, R_OK, W_OK};
+use crate::proto::reply::Reply;
 use crate::store::Store;
 
 /// Longest name, namespace prefix included (`XATTR_NAME_MAX`).

@@ -2,8 +2,8 @@
 
 mod common;
 
-use byzfs_fs::batch::MAX_BATCH;
-use byzfs_fs::op::MAX_IO;
+use byzfs_fs::proto::batch::MAX_BATCH;
+use byzfs_fs::proto::op::MAX_IO;
 use byzfs_fs::{Errno, Op, Reply, SetAttr};
 use common::*;
 

@@ -6,10 +6,10 @@
 //! the bounds, so an operation whose work grows with its input fails here.
 
 use byzfs_bft::{Digest, Seq, Service};
-use byzfs_fs::batch::MAX_BATCH;
 use byzfs_fs::data::BLOCK_SIZE;
-use byzfs_fs::lock::{LockKind, LockReq};
-use byzfs_fs::op::{Extent, XattrSet, MAX_IO, MAX_READDIR_ENTRIES};
+use byzfs_fs::proto::batch::MAX_BATCH;
+use byzfs_fs::proto::lock::{LockKind, LockReq};
+use byzfs_fs::proto::op::{Extent, XattrSet, MAX_IO, MAX_READDIR_ENTRIES};
 use byzfs_fs::reclaim::STEP_BLOCKS;
 use byzfs_fs::store::{Entries, MemStore, Store, StoreError, WriteSet};
 use byzfs_fs::{
@@ -504,7 +504,7 @@ fn all_kinds(
             dir: joins,
             group: max_group(),
         },
-        byzfs_fs::crypt_write::sign(
+        byzfs_fs::proto::signed::sign(
             &ed25519_dalek::SigningKey::from_bytes(&[8; 32]),
             &[0; 16],
             &[max_group()],
@@ -522,11 +522,11 @@ fn all_kinds(
         // The most ranges and bytes one may ask for, across a big file's groups.
         Op::ReadGather {
             fh: big[1],
-            ranges: (0..byzfs_fs::op::MAX_GATHER_READS as u64)
+            ranges: (0..byzfs_fs::proto::op::MAX_GATHER_READS as u64)
                 .map(|k| {
                     (
                         k * (3 << 20),
-                        MAX_IO / byzfs_fs::op::MAX_GATHER_READS as u32,
+                        MAX_IO / byzfs_fs::proto::op::MAX_GATHER_READS as u32,
                     )
                 })
                 .collect(),
@@ -678,14 +678,14 @@ fn every_operation_does_bounded_work() {
 /// The id of [`group_put_max`]'s group: the longest name of owner `[7; 32]`.
 fn max_group() -> [u8; 16] {
     let owner = ed25519_dalek::SigningKey::from_bytes(&[7; 32]);
-    let name = "n".repeat(byzfs_fs::crypt_group::MAX_NAME);
-    byzfs_fs::crypt_group::group_id(&owner.verifying_key().to_bytes(), &name)
+    let name = "n".repeat(byzfs_fs::proto::group::MAX_NAME);
+    byzfs_fs::proto::group::group_id(&owner.verifying_key().to_bytes(), &name)
 }
 
 /// A new group's record with the longest name and the most lockboxes, each as large as
 /// allowed, signed by its owner.
 fn group_put_max() -> Op {
-    use byzfs_fs::crypt_group::{signed_bytes, GroupRecord, MAX_LOCKBOX, MAX_LOCKBOXES, MAX_NAME};
+    use byzfs_fs::proto::group::{signed_bytes, GroupRecord, MAX_LOCKBOX, MAX_LOCKBOXES, MAX_NAME};
     use ed25519_dalek::{Signer, SigningKey};
     let owner = SigningKey::from_bytes(&[7; 32]);
     let writer = SigningKey::from_bytes(&[8; 32]);

@@ -4,7 +4,7 @@
 
 mod common;
 
-use byzfs_fs::capacity::Reporters;
+use byzfs_fs::config::Reporters;
 use byzfs_fs::{Errno, FsConfig, Op, Reply, StatFs};
 use common::*;
 

@@ -5,7 +5,7 @@
 
 mod common;
 
-use byzfs_fs::crypt_group::{
+use byzfs_fs::proto::group::{
     authenticate, group_id, signed_bytes, GroupRecord, SignedGroup, MAX_LOCKBOX, MAX_LOCKBOXES,
     MAX_NAME,
 };

@@ -6,10 +6,11 @@
 
 mod common;
 
-use byzfs_fs::attr::SetAttr;
-use byzfs_fs::crypt_group::{group_id, signed_bytes, GroupRecord};
-use byzfs_fs::crypt_write::{self, WriterProof, MAX_PROOFS};
-use byzfs_fs::op::{Extent, XattrSet};
+use byzfs_fs::proto::attr::SetAttr;
+use byzfs_fs::proto::group::{group_id, signed_bytes, GroupRecord};
+use byzfs_fs::proto::op::{Extent, XattrSet};
+use byzfs_fs::proto::proof::{WriterProof, MAX_PROOFS};
+use byzfs_fs::proto::signed;
 use byzfs_fs::{Errno, FileHandle, FsResult, Op, Reply, SpecialKind};
 use common::*;
 use ed25519_dalek::{Signer, SigningKey};
@@ -178,7 +179,7 @@ impl World {
     ) -> FsResult {
         self.seq += 1;
         let cred = self.fs.cred.clone();
-        let op = crypt_write::sign(
+        let op = signed::sign(
             writer, &[0; 16], groups, version, CLIENT, self.seq, &cred, op,
         );
         self.fs.run(op)
@@ -490,7 +491,7 @@ fn plain_files_need_no_proof_and_locks_and_reads_none() {
         w.fs.run(Op::ListXattr { fh: f }),
         Ok(Reply::Xattr(_))
     ));
-    let lock = req(f, 1, Some(byzfs_fs::lock::LockKind::Read), 0, 10);
+    let lock = req(f, 1, Some(byzfs_fs::proto::lock::LockKind::Read), 0, 10);
     assert!(matches!(w.fs.run(Op::SetLk(lock)), Ok(Reply::Lock { .. })));
     assert!(w.fs.run(Op::ReleaseLocks { fh: f, owner: 1 }).is_ok());
     // A proof on an operation that needs none is still checked, and does no harm.
@@ -547,7 +548,7 @@ fn proofs_that_do_not_fit_the_request_are_refused() {
     };
     let cred = w.fs.cred.clone();
     let signed = |client: u64, seq: u64, op: Op| {
-        crypt_write::sign(&writer_v1(), &[0; 16], &[g()], 1, client, seq, &cred, op)
+        signed::sign(&writer_v1(), &[0; 16], &[g()], 1, client, seq, &cred, op)
     };
     let before = w.snapshot();
     // Made for another client: a reader cannot send a writer's proof as its own.
@@ -569,7 +570,7 @@ fn proofs_that_do_not_fit_the_request_are_refused() {
     assert_eq!(w.fs.run(swapped), Err(Errno::EACCES));
     // Under other credentials than those signed (root's request, a user's proof).
     let user = byzfs_fs::Credentials::user(1000, 1000);
-    let other = crypt_write::sign(
+    let other = signed::sign(
         &writer_v1(),
         &[0; 16],
         &[g()],
@@ -720,7 +721,7 @@ fn a_change_across_two_groups_needs_a_proof_for_each() {
     let cred = w.fs.cred.clone();
     let Op::Signed {
         proofs: mut both, ..
-    } = crypt_write::sign(
+    } = signed::sign(
         &writer_v1(),
         &[0; 16],
         &[g()],
@@ -733,7 +734,7 @@ fn a_change_across_two_groups_needs_a_proof_for_each() {
     else {
         unreachable!()
     };
-    let Op::Signed { proofs: h, .. } = crypt_write::sign(
+    let Op::Signed { proofs: h, .. } = signed::sign(
         &writer_h(),
         &[0; 16],
         &[h()],
@@ -874,7 +875,7 @@ fn a_writer_sets_headers_that_come_back_with_every_attribute() {
         },
     };
     let with = |seq: u64, headers: Vec<(FileHandle, Vec<u8>)>| {
-        crypt_write::sign_with_headers(
+        signed::sign_with_headers(
             &writer_v1(),
             &[0; 16],
             &[g()],
@@ -920,7 +921,7 @@ fn a_writer_sets_headers_that_come_back_with_every_attribute() {
     let Op::Signed { op, .. } = with(104, vec![]) else {
         unreachable!()
     };
-    let unsigned_header = crypt_write::sign_with_headers(
+    let unsigned_header = signed::sign_with_headers(
         &reader(),
         &[0; 16],
         &[g()],
@@ -935,7 +936,7 @@ fn a_writer_sets_headers_that_come_back_with_every_attribute() {
     assert_eq!(w.fs.run(unsigned_header), Err(Errno::EACCES));
     // Headers alone, on an operation that changes nothing else, still need the writer.
     let alone = |key: &SigningKey, seq| {
-        crypt_write::sign_with_headers(
+        signed::sign_with_headers(
             key,
             &[0; 16],
             &[g()],
@@ -955,7 +956,7 @@ fn a_writer_sets_headers_that_come_back_with_every_attribute() {
     // Built on a header another writer replaced since: ESTALE, nothing done; on the
     // current one: done. A plain file has no header to expect.
     let on = |seq, expect: Vec<(FileHandle, Vec<u8>)>, set: &[u8]| {
-        crypt_write::sign_with_headers(
+        signed::sign_with_headers(
             &writer_v1(),
             &[0; 16],
             &[g()],
@@ -1004,7 +1005,7 @@ fn a_writer_sets_headers_that_come_back_with_every_attribute() {
         dir: enc,
         name: b"f".to_vec(),
     };
-    let op = crypt_write::sign_with_headers(
+    let op = signed::sign_with_headers(
         &writer_v1(),
         &[0; 16],
         &[g()],

@@ -5,9 +5,8 @@
 mod common;
 
 use byzfs_bft::Service;
-use byzfs_fs::delegation::Returned;
-use byzfs_fs::lock::LockKind;
-use byzfs_fs::op::{decode_result, Request};
+use byzfs_fs::proto::lock::{LockKind, Returned};
+use byzfs_fs::proto::request::{decode_result, Request};
 use byzfs_fs::{Errno, FileHandle, FsResult, Op, Reply};
 use common::*;
 

@@ -6,7 +6,7 @@
 mod common;
 
 use byzfs_bft::Service;
-use byzfs_fs::lock::{LockKind, LockReq};
+use byzfs_fs::proto::lock::{LockKind, LockReq};
 use byzfs_fs::{decode_result, Credentials, FileHandle, Op, Request, SetAttr};
 use common::*;
 use proptest::prelude::*;

@@ -1,11 +1,12 @@
-//! A client key says what it may do (`byzfs_fs::grant`): under `ClientPolicy::Certified`
+//! A client key says what it may do (`byzfs_fs::proto::grant`): under `ClientPolicy::Certified`
 //! every request, ordered or read-only, must carry a grant the admin signed for its
 //! session's certificate, and its credentials must stay within it; `EPERM` otherwise. The
 //! replicas' own clients may only report their disks and read the agreed capacity.
 
 use byzfs_bft::Service as _;
-use byzfs_fs::capacity::Reporters;
-use byzfs_fs::grant::{Certified, Ids};
+use byzfs_fs::config::Reporters;
+use byzfs_fs::policy::Certified;
+use byzfs_fs::proto::grant::Ids;
 use byzfs_fs::{
     decode_result, ClientPolicy, Credentials, Errno, FileHandle, FileService, FsConfig, FsResult,
     Grant, Op, Reply, Request, SignedGrant,

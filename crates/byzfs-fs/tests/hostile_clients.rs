@@ -8,9 +8,9 @@
 mod common;
 
 use byzfs_bft::Service;
-use byzfs_fs::crypt_group::GroupRecord;
-use byzfs_fs::crypt_write::WriterProof;
-use byzfs_fs::lock::{LockKind, LockReq};
+use byzfs_fs::proto::group::GroupRecord;
+use byzfs_fs::proto::lock::{LockKind, LockReq};
+use byzfs_fs::proto::proof::WriterProof;
 use byzfs_fs::store::RedbStore;
 use byzfs_fs::{
     decode_result, Credentials, Errno, Extent, FileHandle, FileService, FsResult, Op, Request,
@@ -287,7 +287,7 @@ fn to_op(t: &T, known: &[FileHandle]) -> Op {
             fh: h(f),
             name: [b"user.".as_slice(), &name(*n)].concat(),
             value: vec![1; usize::from(*l)],
-            how: byzfs_fs::op::XattrSet::Any,
+            how: byzfs_fs::proto::op::XattrSet::Any,
         },
         T::Lock(f, o, k, s, e, wait) => {
             let r = lock_req(h(f), *o, *k, *s, *e);
@@ -332,7 +332,7 @@ fn to_op(t: &T, known: &[FileHandle]) -> Op {
                 // The id derived from owner and name half the time (the signature is still
                 // forged), another the rest.
                 group: if g % 2 == 0 {
-                    byzfs_fs::crypt_group::group_id(&owner, &name)
+                    byzfs_fs::proto::group::group_id(&owner, &name)
                 } else {
                     [*g; 16]
                 },

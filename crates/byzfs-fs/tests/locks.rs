@@ -4,7 +4,7 @@
 mod common;
 
 use byzfs_bft::Service;
-use byzfs_fs::lock::{LockInfo, LockKind, LOCK_END_MAX};
+use byzfs_fs::proto::lock::{LockInfo, LockKind, LOCK_END_MAX};
 use byzfs_fs::{Errno, FileHandle, FsConfig, FsResult, Op, Reply};
 use common::*;
 use proptest::prelude::*;
@@ -138,7 +138,7 @@ fn bad_ranges_and_too_many_locks_are_refused() {
         setlk(&mut fs, 1, 1, f, W, 0, LOCK_END_MAX + 1),
         err(Errno::EINVAL)
     );
-    let max = byzfs_fs::lock::MAX_LOCKS_PER_FILE as u64;
+    let max = byzfs_fs::proto::lock::MAX_LOCKS_PER_FILE as u64;
     for i in 0..max {
         assert!(setlk(&mut fs, 1, 1, f, W, 2 * i, 2 * i).is_ok());
     }

@@ -3,10 +3,10 @@
 mod common;
 
 use byzfs_bft::Service;
-use byzfs_fs::attr::MAX_FILE_SIZE;
 use byzfs_fs::data::BLOCK_SIZE;
 use byzfs_fs::dir::MAX_DEPTH;
-use byzfs_fs::op::{MAX_IO, R_OK, W_OK, X_OK};
+use byzfs_fs::proto::attr::MAX_FILE_SIZE;
+use byzfs_fs::proto::op::{MAX_IO, R_OK, W_OK, X_OK};
 use byzfs_fs::{
     Credentials, Errno, Extent, FileHandle, FileType, FsConfig, Op, Reply, SetAttr, SetTime,
     SpecialKind, Timestamp, MAX_SETATTRS,
@@ -338,7 +338,7 @@ fn read_gather_reads_each_range_as_a_read_would() {
         ]))
     );
     assert_eq!(gather(vec![]), err(Errno::EINVAL));
-    let max = byzfs_fs::op::MAX_GATHER_READS;
+    let max = byzfs_fs::proto::op::MAX_GATHER_READS;
     assert_eq!(gather(vec![(0, 1); max + 1]), err(Errno::EINVAL));
     assert!(gather(vec![(0, 1); max]).is_ok());
     assert_eq!(gather(vec![(0, MAX_IO), (0, 1)]), err(Errno::EINVAL));

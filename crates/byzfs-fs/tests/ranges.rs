@@ -4,7 +4,7 @@
 mod common;
 
 use byzfs_fs::data::BLOCK_SIZE;
-use byzfs_fs::op::MAX_IO;
+use byzfs_fs::proto::op::MAX_IO;
 use byzfs_fs::ranges::SEEK_GROUPS;
 use byzfs_fs::{Errno, FileHandle, Op, Reply};
 use common::*;

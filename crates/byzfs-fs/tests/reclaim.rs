@@ -191,7 +191,7 @@ fn a_file_removed_with_a_stale_tail_and_attributes_goes_entirely() {
             fh: f.fh,
             name: format!("user.a{n}").into_bytes(),
             value: vec![1; 100],
-            how: byzfs_fs::op::XattrSet::Any,
+            how: byzfs_fs::proto::op::XattrSet::Any,
         })
         .unwrap();
     }
@@ -258,7 +258,7 @@ fn extended_attributes_of_one_file_are_bounded() {
             fh: f.fh,
             name: format!("user.v{stored}").into_bytes(),
             value: value.clone(),
-            how: byzfs_fs::op::XattrSet::Any,
+            how: byzfs_fs::proto::op::XattrSet::Any,
         });
         if r.is_err() {
             break r;

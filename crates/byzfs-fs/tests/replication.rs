@@ -313,7 +313,7 @@ enum ROp {
     Rollback,
 }
 
-/// What a batch may hold (`byzfs_fs::batch::may_batch`), drawn as in [`rop`].
+/// What a batch may hold (`byzfs_fs::proto::batch::may_batch`), drawn as in [`rop`].
 fn batch_member() -> impl Strategy<Value = ROp> {
     let n = 0u8..4;
     let h = 0u8..16;
@@ -425,12 +425,12 @@ fn to_op(r: &ROp, k: &Known) -> Option<Op> {
             fh: h(f),
             name: [b"user.".as_slice(), &name(n)].concat(),
             value: vec![n; usize::from(l)],
-            how: byzfs_fs::op::XattrSet::Any,
+            how: byzfs_fs::proto::op::XattrSet::Any,
         },
-        ROp::Lock(f, n, lock) => Op::SetLk(byzfs_fs::lock::LockReq {
+        ROp::Lock(f, n, lock) => Op::SetLk(byzfs_fs::proto::lock::LockReq {
             fh: h(f),
             owner: u64::from(n),
-            kind: lock.then_some(byzfs_fs::lock::LockKind::Write),
+            kind: lock.then_some(byzfs_fs::proto::lock::LockKind::Write),
             start: 10 * u64::from(n),
             end: 10 * u64::from(n) + 19,
             pid: 1,
@@ -641,7 +641,7 @@ proptest! {
             prop_assert_eq!(a.size, model.len() as u64);
             prop_assert!(a.used <= a.size);
         }
-        prop_assert_eq!(fs.read(f, 0, byzfs_fs::op::MAX_IO), model);
+        prop_assert_eq!(fs.read(f, 0, byzfs_fs::proto::op::MAX_IO), model);
     }
 }
 
@@ -657,7 +657,10 @@ fn reads(known: &Known) -> Vec<byzfs_fs::Request> {
         ops.push(Op::GetAttr { fh });
         ops.push(Op::ReadLink { fh });
         ops.push(Op::ListXattr { fh });
-        for mask in [byzfs_fs::op::R_OK, byzfs_fs::op::W_OK | byzfs_fs::op::X_OK] {
+        for mask in [
+            byzfs_fs::proto::op::R_OK,
+            byzfs_fs::proto::op::W_OK | byzfs_fs::proto::op::X_OK,
+        ] {
             ops.push(Op::Access { fh, mask });
         }
         for (offset, count) in [(0, 70_000), (60_000, 20_000)] {

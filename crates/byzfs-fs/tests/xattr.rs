@@ -3,7 +3,7 @@
 
 mod common;
 
-use byzfs_fs::op::XattrSet;
+use byzfs_fs::proto::op::XattrSet;
 use byzfs_fs::xattr::{MAX_LIST, MAX_VALUE};
 use byzfs_fs::{Credentials, Errno, FileHandle, FsResult, Op, Reply, SetAttr, StatFs};
 use common::*;

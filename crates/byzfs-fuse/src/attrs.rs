@@ -242,7 +242,7 @@ mod tests {
             fh: fh(5),
             name: b"user.a".to_vec(),
             value: Vec::new(),
-            how: byzfs_fs::op::XattrSet::Any,
+            how: byzfs_fs::proto::op::XattrSet::Any,
         };
         c.record(Effect::of(&set), &Ok(Reply::Done), now);
         assert_eq!((size(&c, 5), size(&c, 6)), (None, Some(1)));

@@ -5,7 +5,7 @@
 //!
 //! * **The group.** Every record the mount reads (at start, and again when the keys
 //!   change) must carry the signature of the owner the mount expects (`Encryption::owner`)
-//!   for this cluster and group id (`byzfs_fs::crypt_group::authenticate`); the owner
+//!   for this cluster and group id (`byzfs_fs::proto::group::authenticate`); the owner
 //!   never changes while mounted. A record the replicas made up or another owner signed is
 //!   refused (`EIO`), whatever lockbox it holds for this member.
 //! * **The tree.** An encrypted mount shows one group's tree, the directory `g-<group id>`
@@ -37,8 +37,8 @@ use byzfs_crypt::file::{self, DirHeader};
 use byzfs_crypt::member::{open_mine, GroupRef, Identity};
 use byzfs_crypt::regression::GroupKeys;
 use byzfs_crypt::CryptError;
-use byzfs_fs::crypt_group::{authenticate, GroupRecord, SignedGroup};
-use byzfs_fs::crypt_write::{checked, sign_with_headers};
+use byzfs_fs::proto::group::{authenticate, GroupRecord, SignedGroup};
+use byzfs_fs::proto::signed::{checked, sign_with_headers};
 use byzfs_fs::{Attr, Credentials, Errno, FileHandle, FileType, FsResult, Op, Reply};
 use ed25519_dalek::SigningKey;
 use std::collections::{BTreeMap, HashMap};
@@ -819,7 +819,7 @@ impl Crypt {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use byzfs_fs::crypt_group::signed_bytes;
+    use byzfs_fs::proto::group::signed_bytes;
     use ed25519_dalek::Signer as _;
 
     fn key(seed: u8) -> SigningKey {
@@ -842,7 +842,7 @@ mod tests {
             writer: key(9).verifying_key().to_bytes(),
             lockboxes: vec![vec![1; 100]],
         };
-        let group = byzfs_fs::crypt_group::group_id(&o, name);
+        let group = byzfs_fs::proto::group::group_id(&o, name);
         let signature = signer
             .sign(&signed_bytes(&cluster, &group, &record))
             .to_bytes()
@@ -859,7 +859,7 @@ mod tests {
         let cluster = [5; 16];
         let g = GroupRef {
             cluster,
-            group: byzfs_fs::crypt_group::group_id(&victim.verifying_key().to_bytes(), "team"),
+            group: byzfs_fs::proto::group::group_id(&victim.verifying_key().to_bytes(), "team"),
             owner: victim.verifying_key().to_bytes(),
         };
         let good = record(&victim, &victim, cluster, "team", 2);

@@ -13,7 +13,7 @@ use crate::crypt_nodes::FileNodes;
 use byzfs_crypt::file::{self, BLOCK, CHUNK_BLOCKS, ENTRY};
 use byzfs_crypt::header::{FileHeader, WriterKey};
 use byzfs_crypt::CryptError;
-use byzfs_fs::op::MAX_IO;
+use byzfs_fs::proto::op::MAX_IO;
 use byzfs_fs::{Credentials, Errno, Extent, FileHandle, FsResult, Op, Reply, SetAttr};
 use std::collections::btree_map::{BTreeMap, Entry};
 use std::collections::BTreeSet;

@@ -2,7 +2,7 @@
 //! the root in an operation stands for the tree's directory, and that directory's handle
 //! in a reply for the root. Everything above this layer keeps using `FileHandle::ROOT`.
 
-use byzfs_fs::lock::LockReq;
+use byzfs_fs::proto::lock::LockReq;
 use byzfs_fs::{FileHandle, Op};
 
 /// `op` with `f` applied to every handle it names.

@@ -12,7 +12,7 @@ use byzfs_crypt::file::{self, BLOCK, CHUNK_BLOCKS, ENTRY};
 use byzfs_crypt::header::FileHeader;
 use byzfs_crypt::tree::{self, Hash, GROUP_CHUNKS, REGION};
 use byzfs_crypt::CryptError;
-use byzfs_fs::op::{MAX_GATHER_READS, MAX_IO};
+use byzfs_fs::proto::op::{MAX_GATHER_READS, MAX_IO};
 use byzfs_fs::{Credentials, Errno, Extent, FileHandle, Op, Reply};
 use std::collections::{BTreeMap, BTreeSet};
 

@@ -14,7 +14,7 @@ use anyhow::{anyhow, bail, Context as _};
 use byzfs_crypt::file::{self, DirHeader};
 use byzfs_crypt::member::{open_mine, GroupRef};
 use byzfs_crypt::CryptError;
-use byzfs_fs::crypt_write::sign_with_headers;
+use byzfs_fs::proto::signed::sign_with_headers;
 use byzfs_fs::{decode_result, Credentials, Errno, FileHandle, FileType, FsResult, Op, Reply};
 use std::collections::{BTreeMap, HashMap};
 

@@ -5,7 +5,7 @@
 //! * **Asked for** with a file's first lock while it is not [contended](CONTENDED_FOR);
 //!   granted if no other client holds locks on it. The replicas' reply carries the locks
 //!   this mount's owners already hold there, which the table here starts from.
-//! * **Decided here** with the replicas' own rules ([`byzfs_fs::lock::apply`]): locks,
+//! * **Decided here** with the replicas' own rules ([`byzfs_fs::proto::lock::apply`]): locks,
 //!   unlocks, `F_GETLK` and the release at `close`, as long as the lease was confirmed less
 //!   than [`CONFIRMED_WITHIN`] ago (it lapses after 30 s of agreed time; past that the
 //!   mount asks the replicas to renew it first).
@@ -16,8 +16,7 @@
 //!   one file would otherwise pass its delegation back and forth at every lock.
 
 use super::{invoke, Link};
-use byzfs_fs::delegation::Returned;
-use byzfs_fs::lock::{self, Held as Lock, LockInfo, LockKind, LockOwner};
+use byzfs_fs::proto::lock::{self, Held as Lock, LockInfo, LockKind, LockOwner, Returned};
 use byzfs_fs::{Credentials, Errno, FileHandle, Op, Reply};
 use std::collections::HashMap;
 use std::sync::mpsc::Sender;

@@ -32,8 +32,8 @@
 
 use super::cluster::{invoke, invoke_once, send_write, Link};
 use super::gather;
-use byzfs_fs::batch::{may_batch, MAX_BATCH};
-use byzfs_fs::op::MAX_READDIR_ENTRIES;
+use byzfs_fs::proto::batch::{may_batch, MAX_BATCH};
+use byzfs_fs::proto::op::MAX_READDIR_ENTRIES;
 use byzfs_fs::{Attr, Credentials, Errno, FileHandle, FileType, Op, Reply};
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::mpsc::Sender;

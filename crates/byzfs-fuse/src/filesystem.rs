@@ -42,7 +42,7 @@ impl Filesystem for ByzFuse {
         let Ok(mut inner) = self.inner.lock() else {
             return;
         };
-        if ino.0 == byzfs_fs::handle::ROOT_INO {
+        if ino.0 == byzfs_fs::proto::handle::ROOT_INO {
             return;
         }
         if let Some(k) = inner.files.known.get_mut(&ino.0) {
@@ -498,7 +498,7 @@ impl Filesystem for ByzFuse {
                 return reply.error(errno(e));
             }
             let end = offset.checked_add(data.len() as u64);
-            let fits = end.is_some_and(|e| e <= byzfs_fs::attr::MAX_FILE_SIZE);
+            let fits = end.is_some_and(|e| e <= byzfs_fs::proto::attr::MAX_FILE_SIZE);
             // EFBIG is known here: such a write goes at once and fails at once.
             if inner.link.gather_writes && fits && inner.link.gather.may_hold(data.len()) {
                 if !inner.link.gather.joins(fh, &cred, data.len()) {
@@ -654,8 +654,8 @@ impl Filesystem for ByzFuse {
     /// answered here; hole punching and the other modes get `EOPNOTSUPP`.
     /// No ioctls here: `ENOTTY`, as a local file system answers the ones it does not know
     /// (`isatty` on an output file, `cp`'s clone attempt). fuser's default answer logged a
-    /// warning for each, 1.4 % of the mount's CPU in Andrew (docs/BENCHMARKS.md "Session
-    /// 13").
+    /// warning for each, 1.4 % of the mount's CPU in Andrew (docs/bench/HISTORY.md
+    /// "Session 13").
     fn ioctl(
         &self,
         _req: &fuser::Request,
@@ -1149,7 +1149,7 @@ impl Filesystem for ByzFuse {
             Err(e) => return reply.error(e),
         };
         let cred = self.credentials(req);
-        let lock = byzfs_fs::lock::LockReq {
+        let lock = byzfs_fs::proto::lock::LockReq {
             fh,
             owner: lock_owner.0,
             kind,

@@ -4,7 +4,7 @@
 
 //!
 //! Every request it sends carries the credential's grant, with the caller's credentials
-//! mapped into it ([`FsClient::request`], `byzfs_fs::grant`).
+//! mapped into it ([`FsClient::request`], `byzfs_fs::proto::grant`).
 
 use byzfs_fs::{Credentials, Grant, Op, Request, SignedGrant};
 use byzfs_net::client::UnreplicatedClient;

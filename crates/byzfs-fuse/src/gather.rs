@@ -171,7 +171,9 @@ impl Gather {
             SetTime::Now => now,
             SetTime::At(t) => t,
         };
-        a.mode = set.mode.map_or(a.mode, |m| m & byzfs_fs::attr::MODE_MASK);
+        a.mode = set
+            .mode
+            .map_or(a.mode, |m| m & byzfs_fs::proto::attr::MODE_MASK);
         a.uid = set.uid.unwrap_or(a.uid);
         a.gid = set.gid.unwrap_or(a.gid);
         a.atime = set.atime.map_or(a.atime, time);

@@ -2,7 +2,7 @@
 //! `/proc/<pid>/status` and kept for [`GROUPS_TTL`] per process.
 //!
 //! Reading that file for every request took 15 % of the mount's CPU in Andrew (the kernel
-//! formats the whole status, memory statistics included; `perf`, docs/BENCHMARKS.md
+//! formats the whole status, memory statistics included; `perf`, docs/bench/HISTORY.md
 //! "Session 13"), and a compiler makes hundreds of requests. Entries are keyed by pid, uid
 //! and gid, so a pid reused by a process of another user is read afresh. A stale entry
 //! matters only within a second of a `setgroups(2)`, and little then: the kernel checks

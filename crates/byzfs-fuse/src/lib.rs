@@ -110,9 +110,8 @@ mod session;
 
 use crate::fsclient::FsClient;
 use attrs::{AttrCache, Effect};
-use byzfs_fs::attr::{SetTime, Timestamp};
-use byzfs_fs::op::XattrSet;
-use byzfs_fs::op::MAX_IO;
+use byzfs_fs::proto::attr::{SetTime, Timestamp};
+use byzfs_fs::proto::op::{XattrSet, MAX_IO};
 use byzfs_fs::{
     decode_result, Attr, Credentials, Errno, FileHandle, FileType, FsResult, Op, Reply, SetAttr,
     SpecialKind,
@@ -274,7 +273,7 @@ impl ByzFuse {
     /// The caller's credentials, supplementary groups from `/proc/<pid>/status` (cached
     /// for a second per process: `groups.rs`), mapped into the credential's grant: a user it
     /// may not act for becomes the anonymous one (root squashed unless granted), groups
-    /// outside it are dropped (`byzfs_fs::grant`, README "Security").
+    /// outside it are dropped (`byzfs_fs::proto::grant`, README "Security").
     fn credentials(&self, req: &fuser::Request) -> Credentials {
         let (uid, gid) = (req.uid(), req.gid());
         self.grant.squash(&Credentials {
@@ -402,7 +401,7 @@ impl ByzFuse {
             let Ok(Reply::ReadDir { entries, eof }) = invoke(&mut inner.link, &cred, op) else {
                 return false;
             };
-            let others = |e: &byzfs_fs::op::DirEntry| {
+            let others = |e: &byzfs_fs::proto::reply::DirEntry| {
                 e.name == b"."
                     || e.name == b".."
                     || byzfs_fs::orphan::client_of(&e.name).is_some_and(|c| c != me)

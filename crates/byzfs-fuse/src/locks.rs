@@ -43,7 +43,7 @@
 use super::delegations::Delegations;
 use super::delegations::CONFIRMED_WITHIN;
 use super::{errno, invoke, Inner, Link, Stamp};
-use byzfs_fs::lock::{LockInfo, LockKind, LOCK_END_MAX};
+use byzfs_fs::proto::lock::{LockInfo, LockKind, LOCK_END_MAX};
 use byzfs_fs::{Credentials, Errno, FileHandle, Op, Reply};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock, Weak};

@@ -6,7 +6,7 @@
 //! not atomic: another mount may see it half done.
 
 use super::ByzFuse;
-use byzfs_fs::op::MAX_IO;
+use byzfs_fs::proto::op::MAX_IO;
 use byzfs_fs::{Errno, FileHandle, Op, Reply};
 
 /// Linux `FALLOC_FL_KEEP_SIZE`, `FALLOC_FL_PUNCH_HOLE`, `FALLOC_FL_ZERO_RANGE`.

@@ -244,9 +244,9 @@ pub fn mount(
             },
             files: Files {
                 known: HashMap::from([(
-                    byzfs_fs::handle::ROOT_INO,
+                    byzfs_fs::proto::handle::ROOT_INO,
                     Known {
-                        generation: byzfs_fs::handle::ROOT_GENERATION,
+                        generation: byzfs_fs::proto::handle::ROOT_GENERATION,
                         lookups: 1,
                     },
                 )]),

@@ -8,7 +8,7 @@
 //! **Grants.** A credential also carries what its requests may state as credentials to the
 //! file service ([`ClientGrant`]: which user and group ids, whether root), signed by the
 //! admin apart from the certificate, because the file service checks it in every request
-//! with no copy of the certificate (`byzfs_fs::grant`). Its encoding is the file service's;
+//! with no copy of the certificate (`byzfs_fs::proto::grant`). Its encoding is the file service's;
 //! here it is opaque bytes, so this crate stays independent of any service.
 //!
 //! **Sessions.** Every client process ([`crate::ByzClient`], the unreplicated client) runs as
@@ -169,8 +169,8 @@ impl ClientCert {
 }
 
 /// What the admin signs for certificate `client`'s grant `grant` (its encoding):
-/// `byzfs_fs::grant::DOMAIN`, the cluster id, the id (8 bytes LE) and the encoding, as
-/// `byzfs_fs::grant::signed_bytes` checks (test `issued_grants_verify_at_the_replicas` in
+/// `byzfs_fs::proto::grant::DOMAIN`, the cluster id, the id (8 bytes LE) and the encoding, as
+/// `byzfs_fs::proto::grant::signed_bytes` checks (test `issued_grants_verify_at_the_replicas` in
 /// `crates/byzfs/src/keygen.rs`).
 pub fn grant_signed_bytes(cluster_id: &[u8; 16], client: ClientId, grant: &[u8]) -> Vec<u8> {
     let mut v = Vec::with_capacity(GRANT_DOMAIN.len() + 24 + grant.len());
@@ -186,7 +186,7 @@ const GRANT_DOMAIN: &[u8] = b"byzfs client grant v1\0";
 /// Most bytes of an encoded grant (two lists of 32 ranges fit in 700).
 pub const GRANT_MAX: usize = 1024;
 
-/// A grant (`byzfs_fs::grant::Grant`, encoded) with the admin's signature: what a client's
+/// A grant (`byzfs_fs::proto::grant::Grant`, encoded) with the admin's signature: what a client's
 /// requests may state as credentials.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]

@@ -1,7 +1,8 @@
-//! The cluster file (`cluster.toml`): shared by every node, holds no secrets (ARCHITECTURE.md
-//! rule 7). It names the cluster, lists the replicas (id, address, public keys), carries the
-//! admin public key that signs client certificates, and the protocol parameters of
-//! [`byzfs_bft::Config`] in human units.
+//! The cluster file (`cluster.toml`): shared by every node, holds no secrets (docs/DEPLOY.md:
+//! it goes to every replica and client, each node's secrets to its own key file). It names
+//! the cluster, lists the replicas (id, address, public keys), carries the admin public key
+//! that signs client certificates, and the protocol parameters of [`byzfs_bft::Config`] in
+//! human units.
 //!
 //! [`ClusterConfig::load`] refuses anything inconsistent with a one-line [`SetupError`]:
 //! `n ≠ 3f+1`, duplicate or missing ids, duplicate addresses, invalid public keys, or

@@ -280,7 +280,7 @@ impl ClientCredential {
     }
 
     /// A new credential for `client`, signed by `admin`, with `grant` (a service's encoding
-    /// of what the client may do: `byzfs_fs::grant::Grant`) signed for it.
+    /// of what the client may do: `byzfs_fs::proto::grant::Grant`) signed for it.
     pub fn issue_with_grant(
         cluster: &ClusterConfig,
         admin: &AdminSecret,

@@ -2,8 +2,9 @@
 //!
 //! Runs the sans-IO PBFT core of [`byzfs_bft`] as real processes: configuration and keys,
 //! a TCP transport with a small authenticated handshake, one event loop per replica, and an
-//! async client. No protocol logic lives here (ARCHITECTURE.md rule 2): the runtime moves
-//! bytes, keeps time, and performs the core's actions.
+//! async client. No protocol logic lives here (docs/STYLE.md §1: this runtime and the
+//! simulator are two drivers of one sans-IO core): the runtime moves bytes, keeps time, and
+//! performs the core's actions.
 //!
 //! See `README.md` in this crate for the handshake, the framing and the key derivation.
 

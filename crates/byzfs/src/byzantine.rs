@@ -213,8 +213,8 @@ pub fn corrupt_fs_result(b: &[u8]) -> Vec<u8> {
             g.record.writer[0] ^= 1;
             Ok(Reply::Group(Some(g)))
         }
-        Ok(Reply::Group(None)) => Ok(Reply::Group(Some(byzfs_fs::crypt_group::SignedGroup {
-            record: byzfs_fs::crypt_group::GroupRecord {
+        Ok(Reply::Group(None)) => Ok(Reply::Group(Some(byzfs_fs::proto::group::SignedGroup {
+            record: byzfs_fs::proto::group::GroupRecord {
                 owner: [1; 32],
                 name: "default".into(),
                 version: 1,
@@ -276,10 +276,10 @@ pub fn corrupt_fs_result(b: &[u8]) -> Vec<u8> {
                 // A lock that is not there, or none where there is one.
                 conflict: match conflict {
                     Some(_) => None,
-                    None => Some(byzfs_fs::lock::LockInfo {
-                        kind: byzfs_fs::lock::LockKind::Write,
+                    None => Some(byzfs_fs::proto::lock::LockInfo {
+                        kind: byzfs_fs::proto::lock::LockKind::Write,
                         start: 0,
-                        end: byzfs_fs::lock::LOCK_END_MAX,
+                        end: byzfs_fs::proto::lock::LOCK_END_MAX,
                         pid: 1,
                         client: 0,
                     }),
@@ -307,7 +307,7 @@ pub fn corrupt_fs_result(b: &[u8]) -> Vec<u8> {
         }),
         Ok(Reply::Recalls(mut inos)) => {
             if inos.pop().is_none() {
-                inos.push(byzfs_fs::handle::ROOT_INO);
+                inos.push(byzfs_fs::proto::handle::ROOT_INO);
             }
             Ok(Reply::Recalls(inos))
         }

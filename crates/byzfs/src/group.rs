@@ -9,7 +9,7 @@
 
 use anyhow::{anyhow, bail, Context as _};
 use byzfs_crypt::member::{self, Identity, Role};
-use byzfs_fs::crypt_group::{authenticate, signed_bytes, GroupRecord};
+use byzfs_fs::proto::group::{authenticate, signed_bytes, GroupRecord};
 use byzfs_fs::{decode_result, Credentials, Errno, Op, Reply};
 use byzfs_fuse::fsclient::FsClient;
 use byzfs_net::cluster::ClusterConfig;
@@ -103,7 +103,7 @@ pub fn expected(
         .and_then(|b| <[u8; 16]>::try_from(b).ok());
     Ok(match id {
         Some(id) if group.len() == 32 => (id, owner),
-        _ => (byzfs_fs::crypt_group::group_id(&owner, group), owner),
+        _ => (byzfs_fs::proto::group::group_id(&owner, group), owner),
     })
 }
 
@@ -252,7 +252,7 @@ pub fn run(a: GroupArgs) -> anyhow::Result<ExitCode> {
 async fn command(c: &mut Cluster, me: &Identity, op: GroupCommand) -> anyhow::Result<ExitCode> {
     match op {
         GroupCommand::Create { name } => {
-            let max = byzfs_fs::crypt_group::MAX_NAME;
+            let max = byzfs_fs::proto::group::MAX_NAME;
             if name.len() > max {
                 bail!("a group's name is at most {max} bytes");
             }

@@ -1,7 +1,7 @@
 //! `byzfs keygen` and `byzfs client-key`.
 
 use anyhow::Context as _;
-use byzfs_fs::grant::{Ids, NOBODY};
+use byzfs_fs::proto::grant::{Ids, NOBODY};
 use byzfs_fs::Grant;
 use byzfs_net::cluster::ClusterConfig;
 use byzfs_net::keygen::{client_key_path, keygen as generate, KeygenOptions};
@@ -270,7 +270,7 @@ pub fn client_key(a: ClientKeyArgs) -> anyhow::Result<ExitCode> {
 #[cfg(test)]
 mod client_key_tests {
     use super::*;
-    use byzfs_fs::grant::Ids;
+    use byzfs_fs::proto::grant::Ids;
     use clap::Parser as _;
 
     #[derive(clap::Parser, Debug)]
@@ -324,7 +324,7 @@ mod client_key_tests {
     }
 
     /// A grant `byzfs_net::cert` issues verifies where the replicas check it
-    /// (`byzfs_fs::grant`): both build the same signed bytes.
+    /// (`byzfs_fs::proto::grant`): both build the same signed bytes.
     #[test]
     fn issued_grants_verify_at_the_replicas() {
         let admin = ed25519_dalek::SigningKey::from_bytes(&[3; 32]);

@@ -182,17 +182,17 @@ pub fn run(a: ReplicaArgs) -> anyhow::Result<ExitCode> {
 
 /// The file service's configuration from the cluster file's `[fs]` limits (the same at
 /// every replica, and at NO-REP), taking from each client only the credentials its
-/// admin-signed grant allows (`byzfs_fs::grant`).
+/// admin-signed grant allows (`byzfs_fs::proto::grant`).
 pub(crate) fn fs_config(cluster: &ClusterConfig) -> FsConfig {
     FsConfig {
         capacity_bytes: cluster.fs.capacity_bytes,
         max_inodes: cluster.fs.max_inodes,
-        reporters: Some(byzfs_fs::capacity::Reporters {
+        reporters: Some(byzfs_fs::config::Reporters {
             first: byzfs_net::cert::REPLICA_CLIENT_FIRST,
             session_bits: byzfs_net::cert::SESSION_BITS,
             replicas: cluster.replicas.len() as u32,
         }),
-        client_policy: byzfs_fs::ClientPolicy::Certified(Box::new(byzfs_fs::grant::Certified {
+        client_policy: byzfs_fs::ClientPolicy::Certified(Box::new(byzfs_fs::policy::Certified {
             admin: cluster.admin_public,
             cluster_id: cluster.cluster_id,
             session_bits: byzfs_net::cert::SESSION_BITS,

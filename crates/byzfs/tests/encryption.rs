@@ -859,7 +859,7 @@ fn load_identity(path: &Path) -> byzfs_crypt::member::Identity {
 /// gets `EACCES`, and all four replicas' states stay equal and unchanged.
 #[test]
 fn forged_writes_sent_straight_to_the_replicas_are_refused_alike() {
-    use byzfs_fs::crypt_write::sign;
+    use byzfs_fs::proto::signed::sign;
     use byzfs_fs::{decode_result, Credentials, Errno, Op, Reply, Request};
     if skip_without_fuse() {
         return;

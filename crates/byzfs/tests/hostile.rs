@@ -13,7 +13,7 @@
 
 mod common;
 
-use byzfs_fs::lock::{LockKind, LockReq};
+use byzfs_fs::proto::lock::{LockKind, LockReq};
 use byzfs_fs::{
     decode_result, Credentials, Errno, Extent, FileHandle, FsResult, Op, Reply, Request, SetAttr,
     SignedGrant, SpecialKind,
@@ -159,7 +159,7 @@ fn out_of_range() -> Vec<Op> {
             fh: root,
             name: b"user.x".to_vec(),
             value: vec![0; 200_000],
-            how: byzfs_fs::op::XattrSet::Replace,
+            how: byzfs_fs::proto::op::XattrSet::Replace,
         },
         Op::WriteGather {
             fh: root,
@@ -231,7 +231,7 @@ fn out_of_range() -> Vec<Op> {
         Op::GroupGet { group: [0; 16] },
         Op::Signed {
             seq: u64::MAX,
-            proofs: vec![byzfs_fs::crypt_write::WriterProof {
+            proofs: vec![byzfs_fs::proto::proof::WriterProof {
                 group: [1; 16],
                 version: u32::MAX,
                 signature: vec![0; 64],

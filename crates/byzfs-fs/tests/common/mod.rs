@@ -211,11 +211,11 @@ pub fn err(e: Errno) -> FsResult {
 pub fn req(
     fh: FileHandle,
     owner: u64,
-    kind: Option<byzfs_fs::lock::LockKind>,
+    kind: Option<byzfs_fs::proto::lock::LockKind>,
     start: u64,
     end: u64,
-) -> byzfs_fs::lock::LockReq {
-    byzfs_fs::lock::LockReq {
+) -> byzfs_fs::proto::lock::LockReq {
+    byzfs_fs::proto::lock::LockReq {
         fh,
         owner,
         kind,

@@ -6,7 +6,7 @@
 //! makes the read-only optimisation possible), so `atime` is set at creation and changed only
 //! by an explicit `setattr` (like a `noatime` mount).
 
-use crate::handle::FileHandle;
+use super::handle::FileHandle;
 use serde::{Deserialize, Serialize};
 
 /// Largest file size: 1 TiB. Writes or truncations beyond it fail with `EFBIG`.
@@ -94,9 +94,9 @@ pub struct Attr {
     pub ctime: Timestamp,
     /// Device nodes: the device number (`st_rdev`); 0 otherwise.
     pub rdev: u64,
-    /// A file of an encryption group: its sealed header as the last [`crate::op::Op::Signed`]
-    /// that changed it set it ([`crate::crypt_file`]), opaque to the replicas; empty
-    /// otherwise.
+    /// A file of an encryption group: its sealed header as the last
+    /// [`Op::Signed`](super::op::Op::Signed) that changed it set it ([`crate::crypt_file`]), opaque
+    /// to the replicas; empty otherwise.
     pub crypt: Vec<u8>,
 }
 

@@ -1,20 +1,15 @@
-//! The operations of the file service and their results: the bytes a client sends through
-//! `byzfs_bft::Client::invoke` and the bytes it gets back.
+//! A file operation ([`Op`]): what a request asks the file service to do, with the limits
+//! on its arguments and the classifications both sides make of it (read-only, what a
+//! directory delegation covers).
 //!
-//! Encoding: postcard of [`Request`] and of [`FsResult`] (`Result<Reply, Errno>`), like the
-//! core's messages. Decoding never panics and rejects trailing bytes. An operation that does
-//! not decode executes as `Err(EINVAL)` at every replica.
-//!
-//! The operations follow NFSv3 (RFC 1813): they name files by [`FileHandle`], never by path,
-//! and the client's credentials travel in the request (AUTH_SYS style), with the grant the
-//! admin signed for the client's certificate, which limits the ids it may state
-//! ([`crate::grant`]; `EPERM` outside it).
+//! The operations follow NFSv3 (RFC 1813): they name files by [`FileHandle`], never by path.
 
-use crate::attr::{Attr, FileType, SetAttr, StatFs};
-use crate::delegation::Returned;
-use crate::errno::Errno;
-use crate::handle::FileHandle;
-use crate::lock::{LockInfo, LockKind, LockReq};
+use super::attr::SetAttr;
+use super::handle::FileHandle;
+use super::lock::{LockKind, LockReq, Returned};
+#[cfg(doc)]
+use super::reply::Reply;
+use super::{group::GroupRecord, proof::WriterProof};
 use byzfs_bft::message::bytes;
 use serde::{Deserialize, Serialize};
 
@@ -31,33 +26,6 @@ pub const W_OK: u32 = 2;
 /// `access` mask bit: execute / search.
 pub const X_OK: u32 = 1;
 
-/// The identity an operation runs as.
-#[derive(Serialize, Deserialize, Clone, PartialEq, Eq, Debug, Default)]
-pub struct Credentials {
-    /// Effective user id (0 = root: bypasses permission checks, as on Linux).
-    pub uid: u32,
-    /// Effective group id.
-    pub gid: u32,
-    /// Supplementary groups.
-    pub groups: Vec<u32>,
-}
-
-impl Credentials {
-    /// Root.
-    pub fn root() -> Credentials {
-        Credentials::default()
-    }
-
-    /// A user with primary group `gid` and no supplementary groups.
-    pub fn user(uid: u32, gid: u32) -> Credentials {
-        Credentials {
-            uid,
-            gid,
-            groups: Vec::new(),
-        }
-    }
-}
-
 /// Special files [`Op::Mknod`] can create. Device nodes only for uid 0 (as Linux asks
 /// `CAP_MKNOD`); they are only records here (a mount is `nodev`).
 #[derive(Serialize, Deserialize, Clone, Copy, PartialEq, Eq, Debug)]
@@ -70,18 +38,6 @@ pub enum SpecialKind {
     CharDevice(u64),
     /// A block device with its device number (`st_rdev`).
     BlockDevice(u64),
-}
-
-/// A request: credentials and an operation.
-#[derive(Serialize, Deserialize, Clone, PartialEq, Eq, Debug)]
-pub struct Request {
-    /// Who performs the operation.
-    pub cred: Credentials,
-    /// What to do.
-    pub op: Op,
-    /// What the sender's certificate lets it state as `cred` ([`crate::grant`]); required
-    /// under [`crate::grant::ClientPolicy::Certified`], except from a replica's own client.
-    pub grant: Option<crate::grant::SignedGrant>,
 }
 
 /// A file operation. Names are raw bytes: 1 to 255 bytes, without `/` or NUL (else `EINVAL`
@@ -325,7 +281,7 @@ pub enum Op {
         /// The writes, in the order they were made.
         extents: Vec<Extent>,
         /// The attribute changes, in the order they were made, after the writes.
-        #[serde(deserialize_with = "crate::bounded::lists::sets")]
+        #[serde(deserialize_with = "crate::proto::bounded::lists::sets")]
         sets: Vec<SetAttr>,
     },
     /// `F_GETLK` ([`crate::lock`]): the first lock of another owner that conflicts with a
@@ -339,7 +295,7 @@ pub enum Op {
         kind: LockKind,
         /// First byte.
         start: u64,
-        /// Last byte, inclusive ([`crate::lock::LOCK_END_MAX`]: to the end of the file).
+        /// Last byte, inclusive ([`super::lock::LOCK_END_MAX`]: to the end of the file).
         end: u64,
     },
     /// `F_SETLK` ([`crate::lock`]): takes a `kind` lock on bytes `start..=end` for `owner`
@@ -482,13 +438,13 @@ pub enum Op {
         /// The reserved handle.
         at: FileHandle,
         /// The creation.
-        #[serde(deserialize_with = "crate::bounded::nested_op")]
+        #[serde(deserialize_with = "crate::proto::bounded::nested_op")]
         make: Box<Op>,
     },
-    /// Runs `ops` in order as one operation, all or nothing: the first that fails fails the
-    /// batch, and none of it is applied ([`crate::batch`] lists what may be in one). Reply:
+    /// Runs `ops` in order as one operation, all or nothing: the first that fails fails the batch,
+    /// and none of it is applied ([`super::batch::may_batch`] says what may be in one). Reply:
     /// [`Reply::Batch`].
-    Batch(#[serde(deserialize_with = "crate::bounded::batch_ops")] Vec<Op>),
+    Batch(#[serde(deserialize_with = "crate::proto::bounded::batch_ops")] Vec<Op>),
     /// Asks for directory `dir`'s delegation ([`crate::dir_delegation`]): while the caller
     /// holds it, every other session's operation on names in `dir` is recalled. Renews the
     /// caller's lease. Reply: [`Reply::Delegated`] (no locks), or [`Reply::Recall`] if
@@ -504,16 +460,16 @@ pub enum Op {
         dir: FileHandle,
     },
     /// Creates or changes encryption group `group`'s record ([`crate::crypt_group`]):
-    /// `signature` by the group's owner over [`crate::crypt_group::signed_bytes`], the
+    /// `signature` by the group's owner over [`super::group::signed_bytes`], the
     /// version the next one (1 for a new group). `EACCES` for another signer or a `group`
-    /// that is not [`crate::crypt_group::group_id`] of the record's owner and name,
+    /// that is not [`super::group::group_id`] of the record's owner and name,
     /// `ESTALE` for another version, `EINVAL` for malformed keys, a name too long or too
     /// many or too large lockboxes. Reply: [`Reply::Done`].
     GroupPut {
         /// The group's id.
         group: [u8; 16],
         /// The new record.
-        record: crate::crypt_group::GroupRecord,
+        record: GroupRecord,
         /// The owner's Ed25519 signature (64 bytes).
         signature: Vec<u8>,
     },
@@ -539,21 +495,21 @@ pub enum Op {
     Signed {
         /// Greater than any the client used before (one per request; [`Op::WriterSeq`]).
         seq: u64,
-        /// One proof per group, at most [`crate::crypt_write::MAX_PROOFS`].
-        #[serde(deserialize_with = "crate::bounded::lists::proofs")]
-        proofs: Vec<crate::crypt_write::WriterProof>,
+        /// One proof per group, at most [`super::proof::MAX_PROOFS`].
+        #[serde(deserialize_with = "crate::proto::bounded::lists::proofs")]
+        proofs: Vec<WriterProof>,
         /// The operation.
-        #[serde(deserialize_with = "crate::bounded::nested_op")]
+        #[serde(deserialize_with = "crate::proto::bounded::nested_op")]
         op: Box<Op>,
         /// Sealed headers to set once `op` ran (files of a group, at most
         /// [`crate::crypt_file::MAX_HEADER`] bytes each, at most 64;
         /// [`crate::crypt_file`]).
-        #[serde(deserialize_with = "crate::bounded::lists::headers")]
+        #[serde(deserialize_with = "crate::proto::bounded::lists::headers")]
         headers: Vec<(FileHandle, Vec<u8>)>,
         /// The headers files must have before `op` runs, at most 64: `ESTALE` and nothing
         /// done if one has another (a writer builds each file's new header on the tree
         /// its old one names, and another writer may have changed it since).
-        #[serde(deserialize_with = "crate::bounded::lists::headers")]
+        #[serde(deserialize_with = "crate::proto::bounded::lists::headers")]
         expect: Vec<(FileHandle, Vec<u8>)>,
     },
     /// The encryption group of `fh`, if any. Read-only. Reply: [`Reply::FileGroup`].
@@ -572,7 +528,7 @@ pub enum Op {
         /// The file.
         fh: FileHandle,
         /// `(offset, count)` of each read, in the order of the replies.
-        #[serde(deserialize_with = "crate::bounded::lists::ranges")]
+        #[serde(deserialize_with = "crate::proto::bounded::lists::ranges")]
         ranges: Vec<(u64, u32)>,
     },
 }
@@ -705,23 +661,6 @@ impl Op {
         }
     }
 
-    /// Whether this is a lock operation ([`crate::lock`]): it changes no file, only the
-    /// lock table, so a client's caches of files and attributes stay valid.
-    pub fn is_lock(&self) -> bool {
-        matches!(
-            self,
-            Op::GetLk { .. }
-                | Op::SetLk(_)
-                | Op::ReleaseLocks { .. }
-                | Op::RenewLease
-                | Op::LockDelegate(_)
-                | Op::ReturnDelegation { .. }
-                | Op::Recalls
-                | Op::SetLkWait(_)
-                | Op::CancelWait { .. }
-        )
-    }
-
     /// Whether this operation never changes state (the read-only optimisation, §1.8). Lock
     /// operations are ordered, even `GetLk`: locks count by their owners' leases in agreed
     /// time.
@@ -744,301 +683,5 @@ impl Op {
                 | Op::WriterSeq
                 | Op::ReadGather { .. }
         )
-    }
-}
-
-/// One directory entry returned by [`Op::ReadDir`].
-#[derive(Serialize, Deserialize, Clone, PartialEq, Eq, Debug)]
-pub struct DirEntry {
-    /// Pass this as `cookie` to continue after this entry. Stable: an entry keeps its cookie
-    /// for its whole life, whatever is added or removed around it.
-    pub cookie: u64,
-    /// The name.
-    pub name: Vec<u8>,
-    /// The file it names.
-    pub fh: FileHandle,
-    /// Its type.
-    pub kind: FileType,
-}
-
-/// A successful result.
-#[derive(Serialize, Deserialize, Clone, PartialEq, Eq, Debug)]
-pub enum Reply {
-    /// Attributes (getattr, setattr).
-    Attr(Attr),
-    /// A name resolved or created: its attributes, which include the handle.
-    Entry(Attr),
-    /// Done, nothing to return.
-    Done,
-    /// A symlink target.
-    ReadLink(Vec<u8>),
-    /// Data read; `eof` if the read reached the end of the file.
-    Read {
-        /// The bytes (holes read as zeros).
-        #[serde(with = "bytes")]
-        data: Vec<u8>,
-        /// Whether `offset + data.len()` is the file size.
-        eof: bool,
-    },
-    /// Bytes written, and the attributes after the write.
-    Write {
-        /// Bytes written (all of them).
-        count: u32,
-        /// Attributes after the write.
-        attr: Attr,
-    },
-    /// Directory entries in cookie order; `eof` if the listing is complete.
-    ReadDir {
-        /// The entries (`.` and `..` first, cookies 1 and 2).
-        entries: Vec<DirEntry>,
-        /// Whether there are no more entries.
-        eof: bool,
-    },
-    /// File-system statistics.
-    StatFs(StatFs),
-    /// An extended attribute's value, or a list of names (see [`Op::ListXattr`]).
-    Xattr(#[serde(with = "bytes")] Vec<u8>),
-    /// A name made (create, mkdir, symlink, mknod, link): the entry's attributes (which
-    /// include the handle) and the directory's after the operation — NFSv3's post-operation
-    /// attributes, so a client can cache them instead of asking again.
-    Made {
-        /// The new (or, for a non-exclusive create of an existing file, the existing) entry.
-        entry: Attr,
-        /// The directory, after the operation.
-        dir: Attr,
-    },
-    /// The result of a lock operation.
-    Lock {
-        /// `GetLk`: the first conflicting lock of another owner, if any.
-        conflict: Option<LockInfo>,
-        /// The client's lease had lapsed before this operation: every lock it held was
-        /// dropped ([`crate::lock`]).
-        lapsed: bool,
-        /// The file's attributes (not for `RenewLease`): a client that caches the file's
-        /// data can tell whether another client changed it (NFS revalidates at a lock).
-        attr: Option<Attr>,
-    },
-    /// A name removed (remove, rmdir): the directory's attributes after the operation, the
-    /// inode the name held, and that inode's attributes if it still exists (other links).
-    Unlinked {
-        /// The directory, after the operation.
-        dir: Attr,
-        /// The inode the removed name held.
-        ino: u64,
-        /// Its attributes if links remain; `None` if it was freed.
-        left: Option<Attr>,
-    },
-    /// Another client holds the file's lock delegation; it has been asked to give it back.
-    /// Try again shortly ([`crate::delegation`]).
-    Recall,
-    /// The lock was taken and the file's lock delegation granted ([`crate::delegation`]).
-    Delegated {
-        /// As [`Reply::Lock`]'s.
-        lapsed: bool,
-        /// The file's attributes.
-        attr: Attr,
-        /// Every lock the client's owners hold on the file, the new one included: the
-        /// client keeps them from now on.
-        mine: Vec<Returned>,
-    },
-    /// The files whose lock delegation the client must give back.
-    Recalls(Vec<u64>),
-    /// [`Op::SetLkWait`] would wait for an owner that waits for the requester: `EDEADLK`.
-    Deadlock {
-        /// As [`Reply::Lock`]'s.
-        lapsed: bool,
-    },
-    /// What an [`Op::SweepOrphans`] did.
-    Swept {
-        /// Hidden files removed.
-        removed: u32,
-        /// Entries remain to be looked at: send another sweep with this as `after`.
-        next: Option<u64>,
-    },
-    /// What an [`Op::Reclaim`] did.
-    Reclaimed {
-        /// Blocks (and extended attributes) deleted.
-        blocks: u64,
-        /// Work is left (in the queue, or of the file asked about): send another.
-        more: bool,
-    },
-    /// Where an [`Op::Seek`] got to.
-    Seek {
-        /// With `done`, the offset `lseek` returns; otherwise where to ask again from (the
-        /// operation looked at a bounded number of blocks).
-        at: u64,
-        /// `at` is the answer.
-        done: bool,
-    },
-    /// The inode numbers an [`Op::ReserveInodes`] reserved: `first.ino + k` with generation
-    /// `first.generation + k`, for `k` in `0..count`.
-    Reserved {
-        /// The first reserved handle.
-        first: FileHandle,
-        /// How many.
-        count: u32,
-    },
-    /// The replies of an [`Op::Batch`]'s operations, in order.
-    Batch(#[serde(deserialize_with = "crate::bounded::batch_replies")] Vec<Reply>),
-    /// An encryption group's record with its owner's signature ([`Op::GroupGet`]), if the
-    /// group exists.
-    Group(Option<crate::crypt_group::SignedGroup>),
-    /// A file's encryption group ([`Op::FileGroup`]), if it has one.
-    FileGroup(Option<[u8; 16]>),
-    /// The last writer-proof sequence number ([`Op::WriterSeq`]).
-    WriterSeq(u64),
-}
-
-impl Reply {
-    /// Calls `f` on every file's attributes the reply carries (a batch's members' too).
-    pub fn for_each_attr_mut(&mut self, f: &mut impl FnMut(&mut Attr)) {
-        match self {
-            Reply::Attr(a)
-            | Reply::Entry(a)
-            | Reply::Write { attr: a, .. }
-            | Reply::Delegated { attr: a, .. } => f(a),
-            Reply::Made { entry, dir } => {
-                f(entry);
-                f(dir);
-            }
-            Reply::Unlinked { dir, left, .. } => {
-                f(dir);
-                if let Some(a) = left {
-                    f(a);
-                }
-            }
-            Reply::Batch(replies) => {
-                for r in replies {
-                    r.for_each_attr_mut(f);
-                }
-            }
-            _ => {}
-        }
-    }
-
-    /// The attributes of the entry an entry-giving reply names: [`Reply::Entry`] or
-    /// [`Reply::Made`].
-    pub fn entry(&self) -> Option<&Attr> {
-        match self {
-            Reply::Entry(a) | Reply::Made { entry: a, .. } => Some(a),
-            _ => None,
-        }
-    }
-}
-
-/// The result of a request.
-pub type FsResult = Result<Reply, Errno>;
-
-/// Postcard encoding of `v`.
-fn encode<T: Serialize>(v: &T) -> Vec<u8> {
-    // Serializing these types into a growable Vec cannot fail: every sequence has a known
-    // length and no impl returns a custom error.
-    postcard::to_allocvec(v).expect("postcard serialization into a Vec is infallible")
-}
-
-/// Postcard decoding of exactly `b` (trailing bytes rejected); never panics.
-fn decode<'a, T: Deserialize<'a>>(b: &'a [u8]) -> Option<T> {
-    match postcard::take_from_bytes(b) {
-        Ok((v, [])) => Some(v),
-        _ => None,
-    }
-}
-
-impl Request {
-    /// A request running as `cred`, with no grant (a trusting service's tests, a replica's
-    /// own client).
-    pub fn new(cred: Credentials, op: Op) -> Request {
-        Request {
-            cred,
-            op,
-            grant: None,
-        }
-    }
-
-    /// A request running as `cred` under `grant` (a certified client's).
-    pub fn granted(cred: Credentials, op: Op, grant: crate::grant::SignedGrant) -> Request {
-        Request {
-            cred,
-            op,
-            grant: Some(grant),
-        }
-    }
-
-    /// The wire encoding (postcard).
-    pub fn encode(&self) -> Vec<u8> {
-        encode(self)
-    }
-
-    /// Decodes a request; `None` if `b` is not exactly one encoded request, or nests
-    /// operations as no correct client does ([`crate::bounded`]: depth and lists bounded
-    /// while decoding, [`Op::nesting_ok`] after).
-    pub fn decode(b: &[u8]) -> Option<Request> {
-        decode::<Request>(b).filter(|r| r.op.nesting_ok())
-    }
-}
-
-/// Encodes a result (postcard of `Result<Reply, Errno>`).
-pub fn encode_result(r: &FsResult) -> Vec<u8> {
-    encode(r)
-}
-
-/// Decodes a result; `None` if `b` is not exactly one encoded result.
-pub fn decode_result(b: &[u8]) -> Option<FsResult> {
-    decode(b)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn round_trip_and_trailing_bytes() {
-        let r = Request::new(
-            Credentials::user(1000, 100),
-            Op::Write {
-                fh: FileHandle::ROOT,
-                offset: 7,
-                data: b"hello".to_vec(),
-            },
-        );
-        let b = r.encode();
-        assert_eq!(Request::decode(&b), Some(r));
-        let mut t = b.clone();
-        t.push(0);
-        assert_eq!(Request::decode(&t), None);
-        assert_eq!(Request::decode(&b[..b.len() - 1]), None);
-        let res: FsResult = Err(Errno::ENOENT);
-        assert_eq!(decode_result(&encode_result(&res)), Some(res));
-    }
-
-    #[test]
-    fn byte_fields_encode_like_plain_vectors() {
-        #[derive(Serialize)]
-        struct Plain {
-            fh: FileHandle,
-            offset: u64,
-            data: Vec<u8>,
-        }
-        let data: Vec<u8> = (0..300u32).map(|i| i as u8).collect();
-        let op = Op::Write {
-            fh: FileHandle::ROOT,
-            offset: 9,
-            data: data.clone(),
-        };
-        let mut plain = postcard::to_allocvec(&6u32).unwrap(); // variant index of Write
-        plain.extend(
-            postcard::to_allocvec(&Plain {
-                fh: FileHandle::ROOT,
-                offset: 9,
-                data,
-            })
-            .unwrap(),
-        );
-        assert_eq!(postcard::to_allocvec(&op).unwrap(), plain);
-        let r: FsResult = Ok(Reply::Read {
-            data: vec![1, 2, 3],
-            eof: true,
-        });
-        assert_eq!(decode_result(&encode_result(&r)), Some(r));
     }
 }

@@ -44,14 +44,14 @@ impl Errno {
     /// Invalid argument (bad name, wrong file type for the operation, rename into own subtree,
     /// undecodable operation).
     pub const EINVAL: Errno = Errno(22);
-    /// File too large (write or truncate beyond [`crate::attr::MAX_FILE_SIZE`]).
+    /// File too large (write or truncate beyond [`super::attr::MAX_FILE_SIZE`]).
     pub const EFBIG: Errno = Errno(27);
     /// No space left: the replicated capacity ([`crate::FsConfig`]) is exhausted.
     pub const ENOSPC: Errno = Errno(28);
     /// Too many links.
     pub const EMLINK: Errno = Errno(31);
     /// No locks available: a file already carries
-    /// [`MAX_LOCKS_PER_FILE`](crate::lock::MAX_LOCKS_PER_FILE) locks.
+    /// [`MAX_LOCKS_PER_FILE`](super::lock::MAX_LOCKS_PER_FILE) locks.
     pub const ENOLCK: Errno = Errno(37);
     /// Result too large: an extended attribute name over 255 bytes.
     pub const ERANGE: Errno = Errno(34);
@@ -124,30 +124,6 @@ impl fmt::Display for Errno {
 }
 
 impl std::error::Error for Errno {}
-
-/// Why an operation stopped: a replicated error, or a failure of this replica's store.
-#[derive(Debug)]
-pub(crate) enum Fail {
-    /// A deterministic error, the operation's result at every replica.
-    Errno(Errno),
-    /// A local storage failure (or a corrupt record): not deterministic.
-    Store(crate::store::StoreError),
-}
-
-impl From<Errno> for Fail {
-    fn from(e: Errno) -> Fail {
-        Fail::Errno(e)
-    }
-}
-
-impl From<crate::store::StoreError> for Fail {
-    fn from(e: crate::store::StoreError) -> Fail {
-        Fail::Store(e)
-    }
-}
-
-/// Result of an internal step of an operation.
-pub(crate) type Res<T> = Result<T, Fail>;
 
 #[cfg(test)]
 mod tests {

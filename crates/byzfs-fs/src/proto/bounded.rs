@@ -21,7 +21,9 @@
 //! Tests: `tests/garbage.rs` (`deep_nesting_is_refused_without_overflow`, the random and
 //! mutated requests), and the unit tests below.
 
-use crate::op::{Op, Reply};
+use super::batch::MAX_BATCH;
+use super::op::{Op, MAX_GATHER_READS};
+use super::reply::Reply;
 use serde::de::{self, Deserialize, Deserializer, SeqAccess, Visitor};
 use std::cell::Cell;
 use std::fmt;
@@ -67,10 +69,10 @@ pub(crate) fn nested_op<'de, D: Deserializer<'de>>(d: D) -> Result<Box<Op>, D::E
     Op::deserialize(d).map(Box::new)
 }
 
-/// Decodes [`Op::Batch`]'s members: one level deeper, at most [`crate::batch::MAX_BATCH`].
+/// Decodes [`Op::Batch`]'s members: one level deeper, at most [`MAX_BATCH`].
 pub(crate) fn batch_ops<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Op>, D::Error> {
     let _level = Level::enter::<D::Error>()?;
-    at_most::<D, Op, { crate::batch::MAX_BATCH }>(d)
+    at_most::<D, Op, { MAX_BATCH }>(d)
 }
 
 /// Decodes [`Reply::Batch`]'s members: one level deeper, at most as many as a batch or a
@@ -81,10 +83,10 @@ pub(crate) fn batch_replies<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Reply
 }
 
 /// Most members of a [`Reply::Batch`].
-const MAX_BATCH_REPLIES: usize = if crate::batch::MAX_BATCH > crate::op::MAX_GATHER_READS {
-    crate::batch::MAX_BATCH
+const MAX_BATCH_REPLIES: usize = if MAX_BATCH > MAX_GATHER_READS {
+    MAX_BATCH
 } else {
-    crate::op::MAX_GATHER_READS
+    MAX_GATHER_READS
 };
 
 /// A list of at most `N` elements: longer ones fail as soon as the length is read (or,
@@ -126,41 +128,42 @@ impl<'de, T: Deserialize<'de>, const N: usize> Visitor<'de> for AtMost<T, N> {
 /// Lists in operations that a correct client keeps short, decoded through [`at_most`].
 pub(crate) mod lists {
     use super::at_most;
-    use crate::attr::SetAttr;
-    use crate::crypt_write::{WriterProof, MAX_PROOFS};
-    use crate::handle::FileHandle;
-    use crate::op::{MAX_GATHER_READS, MAX_SETATTRS};
+    use crate::proto::attr::SetAttr;
+    use crate::proto::batch::MAX_BATCH;
+    use crate::proto::handle::FileHandle;
+    use crate::proto::op::{MAX_GATHER_READS, MAX_SETATTRS};
+    use crate::proto::proof::{WriterProof, MAX_PROOFS};
     use serde::Deserializer;
 
-    /// [`crate::op::Op::WriteSetAttr`]'s `sets`.
+    /// [`Op::WriteSetAttr`](crate::proto::op::Op::WriteSetAttr)'s `sets`.
     pub(crate) fn sets<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<SetAttr>, D::Error> {
         at_most::<D, SetAttr, MAX_SETATTRS>(d)
     }
 
-    /// [`crate::op::Op::ReadGather`]'s `ranges`.
+    /// [`Op::ReadGather`](crate::proto::op::Op::ReadGather)'s `ranges`.
     pub(crate) fn ranges<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<(u64, u32)>, D::Error> {
         at_most::<D, (u64, u32), MAX_GATHER_READS>(d)
     }
 
-    /// [`crate::op::Op::Signed`]'s `proofs`.
+    /// [`Op::Signed`](crate::proto::op::Op::Signed)'s `proofs`.
     pub(crate) fn proofs<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<WriterProof>, D::Error> {
         at_most::<D, WriterProof, MAX_PROOFS>(d)
     }
 
-    /// [`crate::op::Op::Signed`]'s `headers` and `expect`.
+    /// [`Op::Signed`](crate::proto::op::Op::Signed)'s `headers` and `expect`.
     pub(crate) fn headers<'de, D: Deserializer<'de>>(
         d: D,
     ) -> Result<Vec<(FileHandle, Vec<u8>)>, D::Error> {
-        at_most::<D, (FileHandle, Vec<u8>), { crate::batch::MAX_BATCH }>(d)
+        at_most::<D, (FileHandle, Vec<u8>), { MAX_BATCH }>(d)
     }
 }
 
 impl Op {
-    /// Whether the operation is nested as a correct client nests it: a batch holds no batch
-    /// and no signed operation, a signed operation holds no signed operation, and
-    /// [`Op::MakeAt`] holds a creation. A request that fails this does not decode
-    /// ([`crate::op::Request::decode`]). Its recursion is bounded by [`MAX_NESTING`], which
-    /// decoding enforced.
+    /// Whether the operation is nested as a correct client nests it: a batch holds no batch and no
+    /// signed operation, a signed operation holds no signed operation, and [`Op::MakeAt`] holds a
+    /// creation. A request that fails this does not decode
+    /// ([`Request::decode`](super::request::Request::decode)). Its recursion is bounded by
+    /// [`MAX_NESTING`], which decoding enforced.
     pub fn nesting_ok(&self) -> bool {
         match self {
             Op::Signed { op, .. } => !matches!(**op, Op::Signed { .. }) && op.nesting_ok(),
@@ -179,8 +182,10 @@ impl Op {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::handle::FileHandle;
-    use crate::op::{decode_result, encode_result, Credentials, Request};
+    use crate::proto::cred::Credentials;
+    use crate::proto::handle::FileHandle;
+    use crate::proto::reply::FsResult;
+    use crate::proto::request::{decode_result, encode_result, Request};
 
     fn create() -> Op {
         Op::Create {
@@ -245,9 +250,9 @@ mod tests {
 
     #[test]
     fn replies_are_bounded_too() {
-        let ok: crate::op::FsResult = Ok(Reply::Batch(vec![Reply::Done; 64]));
+        let ok: FsResult = Ok(Reply::Batch(vec![Reply::Done; 64]));
         assert_eq!(decode_result(&encode_result(&ok)), Some(ok));
-        let long: crate::op::FsResult = Ok(Reply::Batch(vec![Reply::Done; 65]));
+        let long: FsResult = Ok(Reply::Batch(vec![Reply::Done; 65]));
         assert_eq!(decode_result(&encode_result(&long)), None);
         let mut deep = Reply::Done;
         for _ in 0..4 {
