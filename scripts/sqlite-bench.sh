@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# SQLite through mounts (by hand; docs/bench/HISTORY.md "Session 15" and "Session 17"): local disk,
+# SQLite through mounts (by hand; docs/bench/HISTORY.md "locks between mounts, and what they cost SQLite" and "lock delegations and SQLite"): local disk,
 # then ByzFS (`byzfs up --mount` plus a second `byzfs mount`) and NO-REP (`byzfs
 # unreplicated` with two `byzfs mount --unreplicated`), all at durability `memory`.
 #

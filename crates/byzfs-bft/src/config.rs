@@ -44,7 +44,7 @@ pub struct Config {
     /// late (a hedge, after about twice its recent read latency); otherwise to all `3f+1`.
     /// Off by default: it saves replica CPU (8 % in Andrew) but waits for the slowest of
     /// three replies instead of the third of four (reads 10 % slower on an idle machine);
-    /// docs/bench/HISTORY.md "Session 12".
+    /// docs/bench/HISTORY.md "reads sent to `2f+1` replicas first (`read_only_to_quorum`)".
     pub read_only_to_quorum: bool,
     /// Base view-change timeout `T` (doubles per consecutive failed view).
     pub view_change_timeout: Duration,

@@ -655,7 +655,7 @@ impl Filesystem for ByzFuse {
     /// No ioctls here: `ENOTTY`, as a local file system answers the ones it does not know
     /// (`isatty` on an output file, `cp`'s clone attempt). fuser's default answer logged a
     /// warning for each, 1.4 % of the mount's CPU in Andrew (docs/bench/HISTORY.md
-    /// "Session 13").
+    /// "two levers dropped, the mount's CPU, and the bounds").
     fn ioctl(
         &self,
         _req: &fuser::Request,

@@ -3,7 +3,7 @@
 //!
 //! Reading that file for every request took 15 % of the mount's CPU in Andrew (the kernel
 //! formats the whole status, memory statistics included; `perf`, docs/bench/HISTORY.md
-//! "Session 13"), and a compiler makes hundreds of requests. Entries are keyed by pid, uid
+//! "two levers dropped, the mount's CPU, and the bounds"), and a compiler makes hundreds of requests. Entries are keyed by pid, uid
 //! and gid, so a pid reused by a process of another user is read afresh. A stale entry
 //! matters only within a second of a `setgroups(2)`, and little then: the kernel checks
 //! permissions first with the caller's real credentials (the mount uses

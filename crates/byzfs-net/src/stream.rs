@@ -4,7 +4,7 @@
 //! Why a second kind: replicas and clients of a local cluster share the host, and on
 //! loopback a TCP send runs the receiver's whole TCP input path inside `sendto`. Measured
 //! on the 2-core development machine with a C ping-pong of 300-byte messages (docs/bench/HISTORY.md,
-//! "Session 8"): a Unix stream socket costs about 30 % less CPU per message and its round
+//! "Unix sockets between co-located processes, and write-behind in the mount"): a Unix stream socket costs about 30 % less CPU per message and its round
 //! trip is about 30 % shorter. The handshake and every frame's MACs are the same on both
 //! kinds, so the kind of socket changes nothing about who may speak.
 

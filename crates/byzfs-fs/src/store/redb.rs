@@ -42,7 +42,7 @@
 //!   one interval later) drops them from memory, so they never reach redb at all. Only
 //!   checkpoints held at a flush (`in_tables`) cost a write transaction when discarded. A
 //!   redb commit per checkpoint and another per discard took 14 % of a replica's CPU in
-//!   PostMark (`perf`, docs/bench/HISTORY.md "Session 11"). A durable store keeps one commit
+//!   PostMark (`perf`, docs/bench/HISTORY.md "the per-object read-only floor, checkpoints without flushes, and more"). A durable store keeps one commit
 //!   per checkpoint: it promises to reopen at the last checkpoint.
 //! * **Errors.** `get`, `range` and `apply` report failures (a full disk is
 //!   [`StoreError::Full`]). The other methods have no error channel in the `Service` trait:
