@@ -27,6 +27,7 @@ use crate::config::Config;
 use crate::crypto::{ClientKeys, Digest};
 use crate::ids::{Principal, ReplicaId, RequestId, View};
 use crate::message::{Message, Reply, Request, Tag};
+use crate::responsive::Responsiveness;
 use crate::retransmit_timeout::{RequestKind, RetransmitTimeout};
 use crate::time::Time;
 use crate::wire::{self, Auth, AuthKind, Envelope, Frame, REPLIER_ALL};
@@ -108,6 +109,13 @@ pub struct ClientStats {
     pub read_only_to_quorum: u64,
     /// Of those, the ones also sent to the other `f` replicas because replies were late.
     pub read_only_hedged: u64,
+    /// Requests whose result the replies certified by digest while the designated replier
+    /// sent it in no time: asked again of every replica at once rather than at the
+    /// retransmission timeout ([`crate::responsive`]).
+    pub full_result_reasks: u64,
+    /// Sends to a replica that was silent, to see whether it answers again
+    /// ([`crate::responsive::Responsiveness::probes`]).
+    pub silent_probes: u64,
 }
 
 /// The latest reply of one replica for the outstanding request.
@@ -150,6 +158,9 @@ struct Outstanding {
     sent_at: Time,
     /// A read-only request sent to `2f+1` replicas only: when to send it to these others too.
     hedge: Option<(Time, Vec<ReplicaId>)>,
+    /// The replies certify a result by digest but none carried it in full: when every
+    /// replica is asked for it ([`crate::responsive`]).
+    full_by: Option<Time>,
     /// Latest reply per replica.
     replies: BTreeMap<ReplicaId, ReplySlot>,
 }
@@ -183,6 +194,8 @@ pub struct Client {
     read_us: u64,
     /// What sets each request's first retransmission timeout.
     patience: RetransmitTimeout,
+    /// Which replicas answer and agree, for whom to ask first and to designate.
+    responsive: Responsiveness,
 }
 
 /// Initial estimate of a read-only request's completion time, in microseconds.
@@ -208,6 +221,7 @@ impl Client {
             config.n(),
             "one incoming key per replica"
         );
+        let config_n = config.n();
         Client {
             config,
             keys,
@@ -220,6 +234,7 @@ impl Client {
             stats: ClientStats::default(),
             read_us: READ_US_INITIAL,
             patience: RetransmitTimeout::default(),
+            responsive: Responsiveness::new(config_n),
         }
     }
 
@@ -317,7 +332,8 @@ impl Client {
             op,
         }));
         let digest = Digest::of(&body);
-        let replier = self.random_replier(None);
+        let grace = self.grace_us();
+        let replier = self.responsive.replier(&mut self.rng, now, grace, None);
         let kind = if read_only {
             RequestKind::ReadOnly
         } else if big {
@@ -341,15 +357,22 @@ impl Client {
             deadline: Time::from_micros(now.as_micros().saturating_add(rtimeout_us)),
             sent_at: now,
             hedge: None,
+            full_by: None,
             replies: BTreeMap::new(),
         };
         o.frame = build_frame(&self.config, &self.keys, &o);
         let bytes = o.frame.clone();
         if read_only && !big && self.config.read_only_to_quorum {
-            // All but f replicas, the designated replier among them: the primary (the
-            // busiest) and the next ones are left out, and asked only if replies are late.
-            let others = self.left_out(replier);
+            // All but f replicas, the designated replier among them: the ones not counted
+            // on, then the primary (the busiest) and the next ones, are left out, and asked
+            // only if replies are late — or, a silent one, when its turn to be asked again
+            // has come.
+            let mut others = self.left_out(now, replier);
+            let probes = self.responsive.probes(&others, now, grace);
+            others.retain(|r| !probes.contains(r));
+            self.stats.silent_probes += probes.len() as u64;
             for to in (0..self.config.n() as ReplicaId).filter(|r| !others.contains(r)) {
+                self.responsive.expect(to, now);
                 self.actions.push_back(ClientAction::Send {
                     to,
                     bytes: bytes.clone(),
@@ -363,15 +386,20 @@ impl Client {
             o.hedge = Some((at, others));
             self.stats.read_only_to_quorum += 1;
         } else {
-            self.actions
-                .push_back(if read_only || (big && !o.relay) || !self.view_known {
-                    ClientAction::Broadcast { bytes }
-                } else {
-                    ClientAction::Send {
-                        to: self.config.primary(self.view),
-                        bytes,
-                    }
-                });
+            // Every replica executes an ordered request and answers, whoever it is sent to;
+            // one sent to the primary alone reaches the others only through it, so only the
+            // primary is expected to answer until it is sent to all.
+            let to_all = read_only || (big && !o.relay) || !self.view_known;
+            if to_all {
+                for r in 0..self.config.n() as ReplicaId {
+                    self.responsive.expect(r, now);
+                }
+                self.actions.push_back(ClientAction::Broadcast { bytes });
+            } else {
+                let to = self.config.primary(self.view);
+                self.responsive.expect(to, now);
+                self.actions.push_back(ClientAction::Send { to, bytes });
+            }
         }
         tracing::debug!(client = self.keys.me, rid, read_only, big, "request sent");
         self.out.insert(rid, o);
@@ -383,6 +411,12 @@ impl Client {
     pub fn handle_message(&mut self, now: Time, bytes: &[u8]) {
         match self.check_reply(bytes) {
             Ok((j, reply)) => {
+                // Authenticated: the replica answers, for a request still outstanding or not.
+                self.responsive.answered(j);
+                if !self.out.contains_key(&reply.rid) {
+                    self.stats.dropped_stale += 1;
+                    return;
+                }
                 self.stats.replies_accepted += 1;
                 let rid = reply.rid;
                 self.record(j, reply);
@@ -410,7 +444,9 @@ impl Client {
             .out
             .iter()
             .filter(|(_, o)| {
-                o.deadline <= now || o.hedge.as_ref().is_some_and(|(at, _)| *at <= now)
+                o.deadline <= now
+                    || o.hedge.as_ref().is_some_and(|(at, _)| *at <= now)
+                    || o.full_by.is_some_and(|at| at <= now)
             })
             .map(|(rid, _)| *rid)
             .collect();
@@ -425,11 +461,29 @@ impl Client {
         let Some(o) = self.out.get_mut(&rid) else {
             return;
         };
+        if o.full_by.is_some_and(|at| now >= at) && now < o.deadline {
+            // The digests certify a result the designated replier has not sent: every
+            // replica is asked for it in full now, not at the retransmission timeout.
+            o.full_by = None;
+            if o.replier != REPLIER_ALL {
+                o.replier = REPLIER_ALL;
+                o.frame = build_frame(&self.config, &self.keys, o);
+                self.stats.full_result_reasks += 1;
+                for r in 0..self.config.n() as ReplicaId {
+                    self.responsive.expect(r, now);
+                }
+                self.actions.push_back(ClientAction::Broadcast {
+                    bytes: o.frame.clone(),
+                });
+            }
+            return;
+        }
         if o.hedge.as_ref().is_some_and(|(at, _)| now >= *at) && now < o.deadline {
             // Replies are late: the replicas left out are asked too (the same frame).
             if let Some((_, others)) = o.hedge.take() {
                 self.stats.read_only_hedged += 1;
                 for to in others {
+                    self.responsive.expect(to, now);
                     self.actions.push_back(ClientAction::Send {
                         to,
                         bytes: o.frame.clone(),
@@ -443,6 +497,7 @@ impl Client {
         }
         // A retransmission goes to every replica: no hedge is left to send.
         o.hedge = None;
+        o.full_by = None;
         o.retransmissions = o.retransmissions.saturating_add(1);
         self.stats.retransmissions += 1;
         let mut changed = false;
@@ -457,7 +512,7 @@ impl Client {
         o.rtimeout_us = t.saturating_add(jitter).clamp(1, max_us.max(t));
         o.deadline = Time::from_micros(now.as_micros().saturating_add(o.rtimeout_us));
         if fall_back && self.can_invoke(false) {
-            self.fall_back(rid);
+            self.fall_back(now, rid);
             return;
         }
         let Some(o) = self.out.get_mut(&rid) else {
@@ -472,6 +527,9 @@ impl Client {
             // Re-authenticate only: the body and its digest are reused as they are.
             let frame = build_frame(&self.config, &self.keys, o);
             o.frame = frame;
+        }
+        for r in 0..self.config.n() as ReplicaId {
+            self.responsive.expect(r, now);
         }
         self.actions.push_back(ClientAction::Broadcast {
             bytes: o.frame.clone(),
@@ -488,7 +546,7 @@ impl Client {
     /// under a new id: its first id was never ordered, and requests sent since may have
     /// counted it as done ([`Request::acked`]), so the replicas could have dropped a result
     /// under it. (If the window is full it stays read-only until the next timeout.)
-    fn fall_back(&mut self, old: RequestId) {
+    fn fall_back(&mut self, now: Time, old: RequestId) {
         let (acked, after) = (self.acked(), self.after());
         let Some(mut o) = self.out.remove(&old) else {
             return;
@@ -516,9 +574,16 @@ impl Client {
         };
         // Read-only replies cannot certify the ordered request (library `t_reps.clear()`).
         o.replies.clear();
-        o.replier = random_replier(&mut self.rng, self.config.n(), Some(o.replier));
+        let grace = self.grace_us();
+        o.replier = self
+            .responsive
+            .replier(&mut self.rng, now, grace, Some(o.replier));
+        o.full_by = None;
         o.frame = build_frame(&self.config, &self.keys, &o);
         self.stats.read_only_fallbacks += 1;
+        for r in 0..self.config.n() as ReplicaId {
+            self.responsive.expect(r, now);
+        }
         self.actions.push_back(ClientAction::Reissued {
             issued: o.issued,
             rid,
@@ -536,33 +601,40 @@ impl Client {
     pub fn poll_timeout(&self) -> Option<Time> {
         self.out
             .values()
-            .map(|o| match &o.hedge {
-                Some((at, _)) => (*at).min(o.deadline),
-                None => o.deadline,
+            .map(|o| {
+                let hedge = o.hedge.as_ref().map(|(at, _)| *at);
+                [hedge, o.full_by]
+                    .into_iter()
+                    .flatten()
+                    .fold(o.deadline, Time::min)
             })
             .min()
     }
 
-    /// The `f` replicas a read-only request skips at first: the primary of the client's view
-    /// and the replicas after it, never the designated `replier`.
-    fn left_out(&self, replier: u8) -> Vec<ReplicaId> {
+    /// The `f` replicas a read-only request skips at first: those the client does not count
+    /// on ([`crate::responsive`]), then the primary of the client's view and the replicas
+    /// after it; never the designated `replier`.
+    fn left_out(&self, now: Time, replier: u8) -> Vec<ReplicaId> {
         let n = self.config.n() as ReplicaId;
         let first = self.config.primary(self.view);
-        (0..n)
-            .map(|i| (first + i) % n)
-            .filter(|&r| r != ReplicaId::from(replier))
-            .take(self.config.f as usize)
-            .collect()
+        self.responsive.left_out(
+            (0..n).map(|i| (first + i) % n),
+            self.config.f as usize,
+            ReplicaId::from(replier),
+            now,
+            self.grace_us(),
+        )
+    }
+
+    /// How long an expected reply may be late before its replica is counted as silent.
+    fn grace_us(&self) -> u64 {
+        Responsiveness::grace_us(self.read_us)
     }
 
     /// The next output, in order.
     #[must_use]
     pub fn poll_action(&mut self) -> Option<ClientAction> {
         self.actions.pop_front()
-    }
-
-    fn random_replier(&mut self, avoid: Option<u8>) -> u8 {
-        random_replier(&mut self.rng, self.config.n(), avoid)
     }
 
     /// Checks a frame as a REPLY to the outstanding request; returns its sender and body.
@@ -597,9 +669,6 @@ impl Client {
         };
         if reply.client != self.keys.me || reply.replica != j {
             return Err(DropReason::Malformed);
-        }
-        if !self.out.contains_key(&reply.rid) {
-            return Err(DropReason::Stale);
         }
         if let Some(result) = &reply.result {
             if Digest::of(result) != reply.result_digest {
@@ -645,17 +714,33 @@ impl Client {
     /// the view of its replies.
     fn try_complete(&mut self, now: Time, rid: RequestId) {
         let f = self.config.f as usize;
-        let Some(d) = self.out.get(&rid).and_then(|o| certified(o, f, true)) else {
+        let grace = self.grace_us();
+        let Some(o) = self.out.get_mut(&rid) else {
+            return;
+        };
+        let Some(d) = certified(o, f, true) else {
+            if o.full_by.is_none() && o.replier != REPLIER_ALL && certified(o, f, false).is_some() {
+                // Certified by digest only: the designated replier has a moment to send
+                // the result, then every replica is asked (`timeout_one`).
+                o.full_by = Some(Time::from_micros(now.as_micros().saturating_add(grace)));
+            }
             return;
         };
         let Some(o) = self.out.remove(&rid) else {
             return;
         };
+        for (&j, s) in &o.replies {
+            if s.digest != d {
+                self.responsive.contradicted(j, now);
+            }
+        }
         let took = now.as_micros().saturating_sub(o.sent_at.as_micros());
         self.patience.completed(o.kind, took, o.retransmissions > 0);
-        if o.read_only && o.retransmissions == 0 {
+        if o.read_only && o.retransmissions == 0 && o.replier != REPLIER_ALL {
             // Moving average (weight 1/8) of completion times of reads that needed no
-            // retransmission: the hedge waits about twice as long.
+            // retransmission, and no second ask for the full result (a read that waited
+            // the grace would lengthen the grace: `a_dead_designated_replier_is_not_chosen_again`):
+            // the hedge waits about twice as long.
             self.read_us = (self.read_us.saturating_mul(7).saturating_add(took) / 8).max(1);
         }
         let mut views = Vec::new();
@@ -720,22 +805,6 @@ fn build_frame(config: &Config, keys: &ClientKeys, o: &Outstanding) -> Arc<[u8]>
     ))
 }
 
-/// A designated replier drawn uniformly from `0..n`, different from `avoid` when possible.
-fn random_replier(rng: &mut ChaCha8Rng, n: usize, avoid: Option<u8>) -> u8 {
-    let pick = match avoid {
-        Some(a) if (a as usize) < n && n > 1 => {
-            let r = rng.gen_range(0..n - 1);
-            if r >= a as usize {
-                r + 1
-            } else {
-                r
-            }
-        }
-        _ => rng.gen_range(0..n.max(1)),
-    };
-    u8::try_from(pick).unwrap_or(REPLIER_ALL)
-}
-
 /// The result digest of a complete reply certificate (docs/PROTOCOL.md §1.6): `f+1` matching
 /// committed replies, or `2f+1` matching replies of which the tentative ones all carry the
 /// **same view** (committed replies count whatever their view). With `need_full`, only a
@@ -794,6 +863,7 @@ mod tests {
     use super::*;
     use crate::crypto::{TestKeys, MAC_LEN, SIG_LEN};
     use crate::ids::ClientId;
+    use crate::responsive::PROBE_MIN_US;
     use core::time::Duration;
 
     const C: ClientId = 7;
@@ -870,6 +940,15 @@ mod tests {
                 })
                 .collect();
             (rid, sent)
+        }
+
+        /// Invokes a read sent to every replica and returns its one frame.
+        fn invoke_sends_broadcast(&mut self, op: &[u8]) -> (RequestId, Arc<[u8]>) {
+            let rid = self.client.invoke(Time::ZERO, op.to_vec(), true).unwrap();
+            match self.actions().as_slice() {
+                [ClientAction::Broadcast { bytes }] => (rid, bytes.clone()),
+                other => panic!("expected one broadcast, got {other:?}"),
+            }
         }
 
         /// Completes one read-write request with replies of `view`, so that the client
@@ -1463,6 +1542,121 @@ mod tests {
             // The same replica upgrading to a full reply completes it.
             h.deliver(0, &reply(0, rid, 0, false, b"big result", true));
             assert_eq!(h.completed(), Some((rid, b"big result".to_vec())), "f={f}");
+        }
+    }
+
+    /// Issue #47: with the designated replier dead, the digests certify the result at once;
+    /// every replica is asked for it in full after the grace (not the retransmission
+    /// timeout), and a replica silent past the grace is neither designated nor among a
+    /// read's first `2f+1` until it answers again (then it is counted on at once).
+    #[test]
+    fn a_dead_designated_replier_is_not_chosen_again() {
+        let f = 1;
+        let mut h = Harness::with_seed(f, 3);
+        h.client.config.read_only_to_quorum = true;
+        let (rid, sent) = h.invoke_sends(b"r", true);
+        let dead = header(&sent[0].1).replier as ReplicaId;
+        for &(j, _) in sent.iter().filter(|(j, _)| *j != dead) {
+            h.deliver(j, &reply(j, rid, 0, true, b"v", false));
+        }
+        // The left-out replica answers the hedge with a digest too: 2f+1 digests, no result.
+        let hedge = h.client.poll_timeout().expect("hedge armed");
+        h.client.handle_timeout(hedge);
+        for a in h.actions() {
+            let ClientAction::Send { to, .. } = a else {
+                panic!("{a:?}")
+            };
+            h.deliver(to, &reply(to, rid, 0, true, b"v", false));
+        }
+        assert_eq!(h.completed(), None);
+        let grace = Responsiveness::grace_us(READ_US_INITIAL);
+        let deadline = h.client.out[&rid].deadline;
+        let reask = h.client.poll_timeout().expect("re-ask armed");
+        assert_eq!(
+            reask,
+            Time::from_micros(grace),
+            "the grace after the certificate"
+        );
+        assert!(reask < deadline);
+        h.client.handle_timeout(reask);
+        let bytes = match h.actions().as_slice() {
+            [ClientAction::Broadcast { bytes }] => bytes.clone(),
+            other => panic!("expected one broadcast, got {other:?}"),
+        };
+        assert_eq!(header(&bytes).replier, REPLIER_ALL);
+        assert_eq!(h.client.stats().full_result_reasks, 1);
+        // The live replicas answer in full.
+        for j in (0..h.n()).filter(|&j| j != dead) {
+            h.client
+                .handle_message(reask, &h.frame(j, &reply(j, rid, 0, true, b"v", true)));
+        }
+        assert_eq!(h.completed(), Some((rid, b"v".to_vec())));
+        // From now on the dead replica is not designated, nor asked first.
+        let later = Time::from_micros(2 * grace + 1);
+        for _ in 0..40 {
+            let rid = h.client.invoke(later, b"r".to_vec(), true).unwrap();
+            let sent: Vec<Sent> = h
+                .actions()
+                .into_iter()
+                .map(|a| match a {
+                    ClientAction::Send { to, bytes } => (to, bytes),
+                    other => panic!("{other:?}"),
+                })
+                .collect();
+            let replier = header(&sent[0].1).replier as ReplicaId;
+            assert_ne!(replier, dead);
+            let to: Vec<ReplicaId> = sent.iter().map(|(t, _)| *t).collect();
+            // Asked only when its turn to be probed comes (never here: the first gap is
+            // 100 ms); it does not answer.
+            assert!(!to.contains(&dead), "{to:?}");
+            for &j in &to {
+                h.client.handle_message(
+                    later,
+                    &h.frame(j, &reply(j, rid, 0, true, b"v", j == replier)),
+                );
+            }
+            assert_eq!(h.completed(), Some((rid, b"v".to_vec())));
+        }
+        assert_eq!(h.client.stats().silent_probes, 0);
+        // Its turn to be asked again comes 100 ms after it was first left out.
+        let probe = Time::from_micros(later.as_micros() + PROBE_MIN_US);
+        h.client.invoke(probe, b"r".to_vec(), true).unwrap();
+        let to: Vec<ReplicaId> = h
+            .actions()
+            .into_iter()
+            .map(|a| match a {
+                ClientAction::Send { to, .. } => to,
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        assert!(to.contains(&dead), "probed: {to:?}");
+        assert_eq!(h.client.stats().silent_probes, 1);
+        // It answers again (a late reply counts): counted on at once.
+        h.client.handle_message(
+            later,
+            &h.frame(dead, &reply(dead, rid, 0, true, b"v", false)),
+        );
+        assert!(h.client.responsive.counted_on(dead, later, grace));
+    }
+
+    /// A replica whose reply contradicted a certificate is not designated for a while.
+    #[test]
+    fn a_replica_that_contradicted_a_certificate_is_not_designated() {
+        let f = 1;
+        let mut h = Harness::with_seed(f, 5);
+        let rid = h.invoke(b"r", true);
+        h.deliver(3, &reply(3, rid, 0, true, b"lie", true));
+        for j in 0..3 {
+            h.deliver(j, &reply(j, rid, 0, true, b"v", true));
+        }
+        assert_eq!(h.completed(), Some((rid, b"v".to_vec())));
+        for _ in 0..40 {
+            let (rid, sent) = h.invoke_sends_broadcast(b"r");
+            assert_ne!(header(&sent).replier, 3);
+            for j in 0..4 {
+                h.deliver(j, &reply(j, rid, 0, true, b"v", true));
+            }
+            assert_eq!(h.completed(), Some((rid, b"v".to_vec())));
         }
     }
 

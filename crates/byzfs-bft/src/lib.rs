@@ -68,6 +68,7 @@ pub mod message;
 #[cfg(feature = "mutations")]
 pub mod mutation;
 pub mod replica;
+pub mod responsive;
 pub(crate) mod retransmit_timeout;
 pub mod service;
 pub mod services;

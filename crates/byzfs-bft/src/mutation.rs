@@ -78,11 +78,20 @@ pub enum Mutation {
     /// that holds every batch just under the view-change timeout keeps its view for ever.
     /// Breaks no safety rule (a liveness one, like `IgnoreBusyTime`).
     NoPrimaryMonitor,
+    /// A replica runs a batch of a view it has left on `f+1` COMMITs of that view instead of
+    /// `2f+1` (`replica/catch_up.rs`, docs/PROTOCOL.md §3.8): a COMMIT from a faulty replica
+    /// that voted without preparing, beside one correct replica's, is not a commit.
+    ForeignCommitQuorumF1,
+    /// A replier discards a checkpoint as soon as a newer one is stable, even while a
+    /// lagging replica is fetching it (`replica/state_transfer.rs`, "Lent checkpoints"): a
+    /// cluster that runs ahead of the fetch keeps the lagging replica out for ever. Breaks
+    /// no safety rule (a liveness one).
+    NoCheckpointLoans,
 }
 
 impl Mutation {
     /// Every mutation.
-    pub const ALL: [Mutation; 22] = [
+    pub const ALL: [Mutation; 24] = [
         Mutation::CommitQuorum2f,
         Mutation::AcceptSecondPrePrepare,
         Mutation::NewViewLowestView,
@@ -105,6 +114,8 @@ impl Mutation {
         Mutation::IgnoreReadOnlyFloor,
         Mutation::NoClientQuota,
         Mutation::NoPrimaryMonitor,
+        Mutation::ForeignCommitQuorumF1,
+        Mutation::NoCheckpointLoans,
     ];
 
     /// Command-line name.
@@ -132,6 +143,8 @@ impl Mutation {
             Mutation::IgnoreReadOnlyFloor => "ignore-read-only-floor",
             Mutation::NoClientQuota => "no-client-quota",
             Mutation::NoPrimaryMonitor => "no-primary-monitor",
+            Mutation::ForeignCommitQuorumF1 => "foreign-commit-quorum-f1",
+            Mutation::NoCheckpointLoans => "no-checkpoint-loans",
         }
     }
 

@@ -47,6 +47,9 @@ pub struct CoreCounters {
     #[serde(default)]
     pub read_only_queued: u64,
     pub batches_committed: u64,
+    /// Of those, run on `2f+1` COMMITs of a view this replica had left.
+    #[serde(default)]
+    pub batches_caught_up: u64,
     pub pre_prepares_sent: u64,
     #[serde(default)]
     pub prepares_sent: u64,
@@ -81,6 +84,7 @@ impl From<&Stats> for CoreCounters {
             read_only_on_tentative: s.read_only_on_tentative,
             read_only_queued: s.read_only_queued,
             batches_committed: s.batches_committed,
+            batches_caught_up: s.batches_caught_up,
             pre_prepares_sent: s.pre_prepares_sent,
             prepares_sent: s.prepares_sent,
             prepares_withheld: s.prepares_withheld,

@@ -195,6 +195,16 @@ fn first_receiver() {
 }
 
 #[test]
+fn outrun() {
+    family(Family::Outrun);
+}
+
+#[test]
+fn left_behind() {
+    family(Family::LeftBehind);
+}
+
+#[test]
 fn every_family_has_a_test() {
     // Keep this list in sync with the tests above.
     let tested = [
@@ -230,6 +240,8 @@ fn every_family_has_a_test() {
         "lying-state",
         "read-race",
         "first-receiver",
+        "outrun",
+        "left-behind",
     ];
     let all: Vec<&str> = byzfs_sim::FAMILIES.iter().map(|f| f.name()).collect();
     assert_eq!(all, tested);

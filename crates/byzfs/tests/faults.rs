@@ -808,8 +808,11 @@ fn a_lying_replica_cannot_change_what_the_client_sees() {
         assert!(!m.path("d/nothing").exists());
         assert_same_tree("run", &checksums(&m.path("run")), &reference);
     }
-    // The liar did lie: full results (small ones, and big ones as the designated replier)
-    // and digest-only replies.
+    // The liar did lie: full results and digest-only replies. Big full results it sends
+    // only as the designated replier, which a client stops making it once one of its
+    // replies contradicted a certificate (`byzfs_bft::responsive`; client test
+    // `a_replica_that_contradicted_a_certificate_is_not_designated`), so it may never get
+    // to lie with one.
     let mut p = lock(&s.p);
     p.terminate(0);
     let log = p.log(0);
@@ -828,7 +831,6 @@ fn a_lying_replica_cannot_change_what_the_client_sees() {
     };
     eprintln!("{line}");
     assert!(count("full_small") > 0, "{line}");
-    assert!(count("full_large") > 0, "{line}");
     assert!(count("digest_only") > 0, "{line}");
 }
 

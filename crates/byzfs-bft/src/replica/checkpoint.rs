@@ -162,6 +162,7 @@ impl<S: Service> Replica<S> {
         }
         live.extend(self.executed.values().copied());
         live.extend(self.missing_batches.iter().copied());
+        live.extend(self.foreign.digests());
         self.batches.retain(|d, _| live.contains(d));
         let needed: BTreeSet<Digest> = self
             .batches
@@ -187,6 +188,7 @@ impl<S: Service> Replica<S> {
             .log
             .values()
             .filter_map(|s| s.pre_prepare.as_ref().map(|a| a.digest))
+            .chain(self.foreign.digests())
             .collect();
         self.missing_batches.retain(|d| wanted.contains(d));
     }

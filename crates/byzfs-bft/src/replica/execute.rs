@@ -45,17 +45,17 @@ impl<S: Service> Replica<S> {
     /// then let tentative execution, read-only requests and the primary continue.
     pub(super) fn execute_committed(&mut self) {
         let mut progressed = false;
+        self.foreign.forget_through(self.last_executed);
         while self.fetch.is_none() {
             let n = self.last_executed + 1;
-            if !self.is_committed(n) {
-                break;
-            }
-            let Some(d) = self
+            let ours = self
                 .log
                 .get(&n)
                 .and_then(|s| s.pre_prepare.as_ref())
                 .map(|a| a.digest)
-            else {
+                .filter(|_| self.is_committed(n));
+            // Else `2f+1` COMMITs of a view we left may certify it (`catch_up.rs`).
+            let Some(d) = ours.or_else(|| self.foreign_committed(n)) else {
                 break;
             };
             if self.store_state {
@@ -85,6 +85,7 @@ impl<S: Service> Replica<S> {
             progressed = true;
         }
         if progressed {
+            self.foreign.forget_through(self.last_executed);
             self.try_execute_tentative();
             self.drain_read_only();
             self.try_send_pre_prepare();

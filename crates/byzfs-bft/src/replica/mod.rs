@@ -15,6 +15,7 @@
 
 mod answer_gap;
 mod auth;
+mod catch_up;
 mod checkpoint;
 mod durable;
 mod execute;
@@ -80,6 +81,9 @@ pub struct Stats {
     pub read_only_queued: u64,
     /// Batches committed.
     pub batches_committed: u64,
+    /// Of those, batches run on `2f+1` COMMITs of a view this replica had left
+    /// (`catch_up.rs`, docs/PROTOCOL.md §3.8).
+    pub batches_caught_up: u64,
     /// Pre-prepares sent (as primary).
     pub pre_prepares_sent: u64,
     /// PREPAREs sent (as a backup; retransmissions not counted).
@@ -236,6 +240,8 @@ pub struct Replica<S: Service> {
     /// What this replica serves to fetchers: the partition being sent in chunks, and the
     /// checkpoints lent to lagging replicas (held a while past their stability).
     lender: state_transfer::Lender,
+    /// COMMITs of other views for the slots just above what we executed (`catch_up.rs`).
+    foreign: catch_up::ForeignCommits,
 
     /// Each peer's last executed sequence number from its latest STATUS.
     peer_executed: BTreeMap<ReplicaId, Seq>,
@@ -326,6 +332,7 @@ impl<S: Service> Replica<S> {
             vc: ViewChangeState::new(vc_timeout),
             fetch: None,
             lender: state_transfer::Lender::default(),
+            foreign: catch_up::ForeignCommits::default(),
             peer_executed: BTreeMap::new(),
             peer_views: BTreeMap::new(),
             durable: durable::DurableLog::default(),
@@ -849,6 +856,8 @@ pub(crate) enum MutationStub {
     IgnoreReadOnlyFloor,
     NoClientQuota,
     NoPrimaryMonitor,
+    ForeignCommitQuorumF1,
+    NoCheckpointLoans,
 }
 
 /// The mutation type call sites name (`M::CommitQuorum2f`).

@@ -200,6 +200,9 @@ impl<S: Service> Replica<S> {
 
     /// Whether a batch in our log names big request body `d`.
     pub(super) fn body_in_log(&self, d: &Digest) -> bool {
+        if self.foreign_missing_bodies().contains(d) {
+            return true;
+        }
         self.log.values().any(|s| {
             [
                 s.pre_prepare.as_ref().map(|a| a.digest),
@@ -765,7 +768,8 @@ impl<S: Service> Replica<S> {
     /// §1.5 "On COMMIT".
     pub(super) fn on_commit(&mut self, c: Commit) {
         if c.view != self.view || !self.has_new_view {
-            return self.drop_input(DropReason::OutOfWindow);
+            // It may still certify a batch we can run (`catch_up.rs`).
+            return self.on_foreign_commit(c);
         }
         if !self.in_window(c.seq) || c.seq <= self.low_bound {
             return self.drop_input(DropReason::OutOfWindow);

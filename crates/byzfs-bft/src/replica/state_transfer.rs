@@ -20,7 +20,7 @@
 //! and a cluster that runs ahead of a lagging replica makes checkpoints stable faster than a
 //! fetch of many chunks can finish: each FETCH then found its checkpoint gone and the
 //! lagging replica never caught up (simulator: bad-clients 0, transfer-power-cuts 949 with
-//! clients that no longer wait for a silent replica, docs/PROTOCOL.md §2.4 item 6). So the
+//! clients that no longer wait for a silent replica, docs/PROTOCOL.md §2.4). So the
 //! checkpoint a replier claims to a lagging peer (its stable CHECKPOINT in answer to a
 //! STATUS) and the one a peer fetches from are *lent* to that peer ([`Lender`]): kept while
 //! the peer keeps asking for it, within [`LEND_WINDOWS`] log windows of the stable
@@ -239,6 +239,9 @@ impl<S: Service> Replica<S> {
 
     /// The oldest checkpoint to keep once `stable` is stable (loans to fetchers included).
     pub(super) fn keep_checkpoints_from(&mut self, stable: Seq) -> Seq {
+        if self.mutated(M::NoCheckpointLoans) {
+            return stable;
+        }
         let span = self.config.log_window.saturating_mul(LEND_WINDOWS);
         self.lender.keep_from(stable, span, self.now)
     }

@@ -31,6 +31,7 @@ impl<S: Service> Replica<S> {
                 missing_requests.extend(b.big.iter().filter(|d| !self.requests.contains_key(d)));
             }
         }
+        missing_requests.extend(self.foreign_missing_bodies());
         let st = Status {
             replica: self.me,
             view: self.view,
@@ -168,6 +169,16 @@ impl<S: Service> Replica<S> {
         {
             self.resend_slots(j, m.last_executed);
         }
+        // A peer alone in a higher view, behind us: our COMMITs let it run what our view
+        // committed without voting in it (`catch_up.rs`, docs/PROTOCOL.md §3.8).
+        if m.view > self.view
+            && !m.has_new_view
+            && self.has_new_view
+            && m.last_executed < self.last_executed
+            && self.answer_gaps.take(j, Ask::Slots, now, interval)
+        {
+            self.resend_commits(j, m.last_executed);
+        }
         // Checkpoints: a stable one if it is behind it, our newer own ones otherwise.
         if m.last_executed < self.last_stable {
             if let Some(f) = self.checkpoints.stable_frame.clone() {
@@ -224,6 +235,21 @@ impl<S: Service> Replica<S> {
             if self.answer_gaps.take(j, Ask::Body(*d), now, interval) {
                 self.send_frame(j, f);
             }
+        }
+    }
+
+    /// Resends our COMMITs of the slots after what `j` executed (it may lack none of the
+    /// others' view, only the NEW-VIEW that would let it use them).
+    fn resend_commits(&mut self, j: u32, their_executed: u64) {
+        let from = their_executed.max(self.last_stable) + 1;
+        let to = from + RESEND_SLOTS_MAX;
+        let frames: Vec<_> = self
+            .log
+            .range(from..to)
+            .filter_map(|(_, slot)| slot.own_commit.clone())
+            .collect();
+        for f in frames {
+            self.send_frame(j, f);
         }
     }
 

@@ -90,7 +90,8 @@ impl Sim {
     /// quota and every accepted write is agreed — the catch-up target is then the highest
     /// sequence number holding an accepted write; (2) while a correct replica lags behind the
     /// target, clients keep issuing operations (a replica left alone in a higher view, say,
-    /// catches up only through the next stable checkpoint); (3) clients stop, and the run ends
+    /// catches up through the next stable checkpoint) — unless the plan wants the cluster
+    /// quiet (`Params::quiet_catch_up`: it must catch up on what is there); (3) clients stop, and the run ends
     /// once their last requests completed and are agreed.
     pub(super) fn check_converged(&mut self) {
         let Phase::Liveness(_) = self.phases.phase else {
@@ -110,7 +111,7 @@ impl Sim {
             }
         };
         if !self.lagging(target).is_empty() {
-            if !self.phases.filler {
+            if !self.phases.filler && !self.plan.params.quiet_catch_up {
                 self.phases.filler = true;
                 trace_line!(
                     self.trace,

@@ -129,6 +129,17 @@ pub enum Family {
     /// passes to some replicas only every client frame it should pass on; a lossy network,
     /// and primaries now and then cut off so views rotate.
     FirstReceiver,
+    /// A replica cut off (isolated, or crashed with or without its disk) while fast clients
+    /// run the others far ahead, with a checkpoint every 4 batches and 48-byte state chunks:
+    /// it must catch up by state transfer while the cluster makes checkpoints stable faster
+    /// than one partition travels (mutation `no-checkpoint-loans`).
+    Outrun,
+    /// Faulty clients push replicas alone into higher views (as `bad-clients`), an eager
+    /// voter sometimes among the replicas, and the cluster goes quiet at the end: a replica
+    /// left behind must catch up on the batches the others committed in the view it left,
+    /// with no new checkpoint to fetch (`replica/catch_up.rs`; mutation
+    /// `foreign-commit-quorum-f1`).
+    LeftBehind,
 }
 
 /// A family's fault plan: `(faults stream, parameters, plan, n, f)`.
@@ -146,7 +157,7 @@ pub struct Spec {
 }
 
 /// Every family, in `all`'s order (`all` runs `TABLE[seed % len]`).
-pub const TABLE: [Spec; 32] = [
+pub const TABLE: [Spec; 34] = [
     Spec {
         family: Family::Normal,
         name: "normal",
@@ -306,6 +317,16 @@ pub const TABLE: [Spec; 32] = [
         family: Family::FirstReceiver,
         name: "first-receiver",
         plan: first_receiver,
+    },
+    Spec {
+        family: Family::Outrun,
+        name: "outrun",
+        plan: outrun,
+    },
+    Spec {
+        family: Family::LeftBehind,
+        name: "left-behind",
+        plan: left_behind,
     },
 ];
 
@@ -872,6 +893,39 @@ fn read_race(r: &mut SimRng, params: &mut Params, plan: &mut Plan, _n: usize, _f
         ..NetFaults::benign()
     };
     slow_links(r, params, 30, &mut plan.faults);
+}
+
+/// [`Family::Outrun`]: faulty clients that send some requests to some replicas only (as
+/// [`bad_clients`]), whose view-change timers then fire alone, with the cluster made fast
+/// (four clients, little think time) and the fetch slow (checkpoints every 4 batches, many
+/// keys with big values, 48-byte chunks).
+fn outrun(r: &mut SimRng, params: &mut Params, plan: &mut Plan, n: usize, f: usize) {
+    bad_clients(r, params, plan, n, f);
+    params.config.checkpoint_interval = 4;
+    params.config.log_window = 8;
+    params.config.batch_window = params.config.batch_window.min(4);
+    params.config.state_chunk_bytes = 48;
+    params.clients = 4;
+    params.workload.keys = r.gen_range(8..=16);
+    params.workload.big_put_ppm = 600_000;
+    params.workload.think_max_us = r.gen_range(0..=1) * MS;
+}
+
+/// [`Family::LeftBehind`]: [`bad_clients`] with, half the time, `f` eager voters and slow
+/// links (so a faulty COMMIT can reach a replica before correct ones prepared), and clients
+/// that stop at their quota in the liveness phase.
+fn left_behind(r: &mut SimRng, params: &mut Params, plan: &mut Plan, n: usize, f: usize) {
+    bad_clients(r, params, plan, n, f);
+    if r.gen_bool(0.5) {
+        let mut ids: Vec<ReplicaId> = (1..n as ReplicaId).collect();
+        rng::shuffle(r, &mut ids);
+        for &id in &ids[..f] {
+            byz(plan, id, StrategyKind::EagerVoter);
+        }
+        slow_links(r, params, 30, &mut plan.faults);
+    }
+    params.workload.think_max_us = r.gen_range(0..=1) * MS;
+    params.quiet_catch_up = true;
 }
 
 /// [`Family::FirstReceiver`].

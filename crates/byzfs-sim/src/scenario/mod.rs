@@ -41,6 +41,9 @@ pub struct Params {
     pub safety_ops_max: u64,
     /// Network faults during the safety phase.
     pub net: NetFaults,
+    /// In the liveness phase, clients stop at their quota even while a replica lags: it
+    /// must catch up in a quiet cluster, with no new checkpoint to fetch (`left-behind`).
+    pub quiet_catch_up: bool,
 }
 
 /// Everything a run does, decided up front.
@@ -239,6 +242,7 @@ fn sweep(seed: u64, replicas: Option<usize>) -> Result<Params, String> {
         liveness_new_ops: 3,
         safety_ops_max: SAFETY_OPS_MAX,
         net: NetFaults::benign(),
+        quiet_catch_up: false,
     })
 }
 

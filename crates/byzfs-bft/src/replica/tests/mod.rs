@@ -4,6 +4,7 @@
 //! requests and frames.
 
 mod busy;
+mod catch_up;
 mod clients;
 mod cluster;
 mod monitor;
