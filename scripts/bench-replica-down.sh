@@ -8,7 +8,8 @@
 # one), each runs the same steps in turn, so their figures come from one run on one machine.
 # For each binary: `up --mount` on a fresh cluster; write (dd, conv=fsync) and read back
 # (page cache dropped) with four up; then replica 2 (a backup) SIGKILLed, the same; then
-# replica 1 stopped (SIGSTOP), the same; then the primary (replica 0) SIGKILLed, the same.
+# replica 1 stopped (SIGSTOP), the same; then the primary (replica 0) SIGKILLed, the same
+# twice (the first includes the view change).
 # PostMark (`bench postmark --preset quick`'s configuration: 1,000 files of 512 B–16 KiB,
 # 5,000 transactions) runs with four up and with the backup killed; its column is seconds.
 # Root only (drop_caches). Every step has a time limit; everything started is stopped.
@@ -102,4 +103,5 @@ for bin in "${bins[@]}"; do
     sleep 5
     kill -KILL "$(replica_pid 0)"
     run primary-killed
+    run primary-killed-again
 done

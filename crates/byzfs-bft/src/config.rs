@@ -50,6 +50,13 @@ pub struct Config {
     pub view_change_timeout: Duration,
     /// Cap on the view-change timeout after back-off.
     pub view_change_timeout_max: Duration,
+    /// How soon the view-change timer expires, at most, while the driver reports the
+    /// primary unreachable ([`crate::Replica::handle_reachability`]: its port refuses
+    /// connections, as when its process died) and a request waits; zero turns the report
+    /// off. A crashed primary then costs this instead of `view_change_timeout`
+    /// (docs/PROTOCOL.md §3.1, "An unreachable primary").
+    #[serde(default = "unreachable_primary_timeout_default")]
+    pub unreachable_primary_timeout: Duration,
     /// Period of STATUS messages (retransmission / negative acknowledgement).
     pub status_interval: Duration,
     /// Most requests a client may have outstanding at once, and the most results the reply
@@ -141,6 +148,10 @@ impl MonitorConfig {
     }
 }
 
+fn unreachable_primary_timeout_default() -> Duration {
+    Duration::from_millis(500)
+}
+
 impl Config {
     /// Parameters of the BFT library (K = 128, L = 256, W = 1) for a cluster tolerating `f`
     /// faults, with our recommended thresholds.
@@ -160,6 +171,7 @@ impl Config {
             read_only_to_quorum: false,
             view_change_timeout: Duration::from_millis(5000),
             view_change_timeout_max: Duration::from_secs(60),
+            unreachable_primary_timeout: unreachable_primary_timeout_default(),
             status_interval: Duration::from_millis(150),
             client_window: 16,
             client_retransmit: Duration::from_millis(150),

@@ -205,6 +205,11 @@ fn left_behind() {
 }
 
 #[test]
+fn unreachable_primary() {
+    family(Family::UnreachablePrimary);
+}
+
+#[test]
 fn every_family_has_a_test() {
     // Keep this list in sync with the tests above.
     let tested = [
@@ -242,6 +247,7 @@ fn every_family_has_a_test() {
         "first-receiver",
         "outrun",
         "left-behind",
+        "unreachable-primary",
     ];
     let all: Vec<&str> = byzfs_sim::FAMILIES.iter().map(|f| f.name()).collect();
     assert_eq!(all, tested);

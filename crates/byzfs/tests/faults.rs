@@ -438,14 +438,20 @@ fn andrew_run_completes_while_replicas_are_killed_and_restarted() {
     // Andrew rounds (each in its own directory) until enough kills happened during them,
     // or two minutes: how many rounds that takes depends on how long each restarted replica
     // takes to catch up (`wait_caught_up`), so a fixed number of rounds could end first.
+    // A longer soak: `BYZFS_TEST_KILLS=17` (half of them primaries), ten minutes at most.
+    let soak: Option<usize> = std::env::var("BYZFS_TEST_KILLS")
+        .ok()
+        .and_then(|v| v.parse().ok());
+    let kills_wanted = soak.unwrap_or(6);
+    let time_limit = Duration::from_secs(if soak.is_some() { 600 } else { 120 });
     let mut rounds = 0;
     let started = Instant::now();
     let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| loop {
         andrew(&mount.path(&format!("run{rounds}")), &tree);
         rounds += 1;
         let k = kills.lock().unwrap();
-        let enough = k.total >= 6 && k.primaries >= 3;
-        if enough || started.elapsed() > Duration::from_secs(120) || killer.is_finished() {
+        let enough = k.total >= kills_wanted && k.primaries >= kills_wanted / 2;
+        if enough || started.elapsed() > time_limit || killer.is_finished() {
             break;
         }
     }));
@@ -481,6 +487,20 @@ fn andrew_run_completes_while_replicas_are_killed_and_restarted() {
         "views after the run: {:?}",
         all.iter().map(|x| x.view).collect::<Vec<_>>()
     );
+    // Flood protection shed no correct peer or client around the restarts (issue #47 item
+    // 4: a kill-and-restart run at f27e0a6 logged 12 sheds of peers and 20 refused
+    // handshakes; none in 20 kills here, `BYZFS_TEST_KILLS=20`).
+    // Counted in the logs, which span the restarts (the counters do not).
+    let logs: Vec<String> = (0..4).map(|i| lock(&s.p).log(i)).collect();
+    let lines = |what: &str| -> Vec<usize> {
+        logs.iter()
+            .map(|l| l.lines().filter(|x| x.contains(what)).count())
+            .collect()
+    };
+    let shed = lines("floods useless frames");
+    let refused = lines("peer rejected our handshake");
+    eprintln!("sources shed per replica: {shed:?}; handshakes refused by a peer: {refused:?}");
+    assert_eq!(shed, vec![0; 4]);
     drop(mount);
     let fresh = s.mount("check");
     for r in 0..rounds {

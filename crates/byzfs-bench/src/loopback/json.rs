@@ -55,6 +55,9 @@ pub struct Row {
     /// Seconds from the kill until throughput recovered (see `stats::recovery`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub recovered_after_s: Option<f64>,
+    /// Kill-primary runs: the longest single operation of the run, s (a client's stall).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub longest_op_s: Option<f64>,
     /// Throughput before the kill (ops/s), the recovery baseline.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub throughput_before_kill_ops_s: Option<f64>,
@@ -100,6 +103,7 @@ impl Row {
             killed_primary_at_s: None,
             new_view_after_s: None,
             recovered_after_s: None,
+            longest_op_s: None,
             throughput_before_kill_ops_s: None,
             timeline_ops_per_100ms: None,
         }

@@ -202,10 +202,11 @@ pub fn throughput(rows: &[Row], n: usize) {
             let s =
                 |x: Option<f64>| x.map_or("never (within the run)".into(), |x| format!("{x:.2} s"));
             println!(
-                "    primary SIGKILLed at {k:.1} s: new view installed after {}, throughput back to 80% of {:.0} ops/s after {}",
+                "    primary SIGKILLed at {k:.1} s: new view installed after {}, throughput back to 80% of {:.0} ops/s after {}, longest operation (a client's stall) {}",
                 s(r.new_view_after_s),
                 r.throughput_before_kill_ops_s.unwrap_or(0.0),
-                s(r.recovered_after_s)
+                s(r.recovered_after_s),
+                s(r.longest_op_s)
             );
         }
     }

@@ -185,6 +185,7 @@ async fn throughput(a: ThroughputArgs) -> anyhow::Result<ExitCode> {
                     row.killed_primary_at_s = Some(f.killed_at.as_secs_f64());
                     row.new_view_after_s = f.new_view_after.map(|d| d.as_secs_f64());
                     row.recovered_after_s = recovered.map(|d| d.as_secs_f64());
+                    row.longest_op_s = Some(rec.latency_us.max() as f64 / 1e6);
                     row.throughput_before_kill_ops_s = Some(baseline);
                     row.timeline_ops_per_100ms = Some(rec.buckets.clone());
                 }

@@ -465,6 +465,29 @@ impl<S: Service> Replica<S> {
         }
     }
 
+    /// Tells the replica that the driver cannot reach replica `peer` (`reachable` false:
+    /// a connection attempt to it was refused or failed, as when its process died) or can
+    /// again (true). While the primary of the installed view is unreachable, a request
+    /// waiting here moves this replica to the next view after
+    /// [`Config::unreachable_primary_timeout`] instead of the whole view-change timeout
+    /// (docs/PROTOCOL.md §3.1, "An unreachable primary"). A false report costs at most a
+    /// view change this replica starts early; it never blames the primary for others.
+    ///
+    /// ```
+    /// # use byzfs_bft::{Replica, Time};
+    /// # fn driver<S: byzfs_bft::Service>(r: &mut Replica<S>, now: Time) {
+    /// // The outbound link to replica 0 failed to reconnect: connection refused.
+    /// r.handle_reachability(now, 0, false);
+    /// // … and later came up again.
+    /// r.handle_reachability(now, 0, true);
+    /// # }
+    /// ```
+    pub fn handle_reachability(&mut self, now: Time, peer: ReplicaId, reachable: bool) {
+        self.now = now;
+        self.on_reachability(peer, reachable);
+        self.check_invariants();
+    }
+
     /// Tells the replica that its last step — the `handle_*` call just made — kept it busy
     /// for `busy` (wall time the driver measured), time in which it could take no input.
     /// A driver calls it after a step that took long, typically one that executed an

@@ -12,7 +12,7 @@ use crate::message::{Message, PrePreparedEntry, PreparedEntry, ViewChange};
 use crate::service::Service;
 use crate::time::Time;
 use core::time::Duration;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 /// Random extra delay on the view-change timer so replicas do not fire in lockstep (§3.1).
@@ -38,6 +38,8 @@ pub(crate) struct ViewChangeState {
     /// How much more busy time ([`Replica::busy_for`]) may still push back the running
     /// timer; `view_change_timeout_max` at each arming (`set_vtimer`).
     pub busy_allowance: Duration,
+    /// Replicas the driver reports unreachable ([`Replica::handle_reachability`]).
+    pub unreachable: BTreeSet<ReplicaId>,
 }
 
 impl ViewChangeState {
@@ -48,6 +50,7 @@ impl ViewChangeState {
             latest: BTreeMap::new(),
             new_view_frame: None,
             busy_allowance: Duration::ZERO,
+            unreachable: BTreeSet::new(),
         }
     }
     /// A request executed in the current view: the back-off resets (§3.1 [REC]).
@@ -96,6 +99,46 @@ impl<S: Service> Replica<S> {
     pub(super) fn set_vtimer(&mut self, at: Time) {
         self.timers.set(TimerKind::ViewChange, at);
         self.vc.busy_allowance = self.config.view_change_timeout_max;
+        self.hasten_vtimer();
+    }
+
+    /// The driver's report that `peer` is unreachable or reachable again (see
+    /// [`Replica::handle_reachability`]).
+    pub(super) fn on_reachability(&mut self, peer: ReplicaId, reachable: bool) {
+        if peer as usize >= self.n() || peer == self.me {
+            return;
+        }
+        if reachable {
+            self.vc.unreachable.remove(&peer);
+            return;
+        }
+        if self.vc.unreachable.insert(peer) && peer == self.primary() {
+            tracing::info!(
+                replica = self.me,
+                primary = peer,
+                view = self.view,
+                "primary unreachable: the view-change timer is shortened while requests wait"
+            );
+        }
+        self.hasten_vtimer();
+    }
+
+    /// A running normal-case timer expires within `unreachable_primary_timeout` while our
+    /// installed view's primary is unreachable (docs/PROTOCOL.md §3.1, "An unreachable
+    /// primary"). Only sooner: the report never delays a view change, and it counts for
+    /// this replica alone (the others join on `f+1` VIEW-CHANGEs as always).
+    fn hasten_vtimer(&mut self) {
+        let soon = self.config.unreachable_primary_timeout;
+        if soon.is_zero() || !self.has_new_view || !self.vc.unreachable.contains(&self.primary()) {
+            return;
+        }
+        let Some(at) = self.timers.get(TimerKind::ViewChange) else {
+            return;
+        };
+        let soon = self.now + soon;
+        if soon < at {
+            self.timers.set(TimerKind::ViewChange, soon);
+        }
     }
 
     /// The driver's report that its last step kept this replica busy for `busy`

@@ -98,6 +98,8 @@ pub(super) struct EventLoop<S: Service> {
     inbox_first: bool,
     /// The data directory's size on disk at the last status tick.
     data_bytes: u64,
+    /// Which peers the core was last told are unreachable (`check_reachability`).
+    unreachable: Vec<bool>,
 }
 
 impl<S: Service> EventLoop<S> {
@@ -135,6 +137,7 @@ impl<S: Service> EventLoop<S> {
             sends: Vec::new(),
             inbox_first: false,
             data_bytes: 0,
+            unreachable: Vec::new(),
         }
     }
 
@@ -186,6 +189,7 @@ impl<S: Service> EventLoop<S> {
         status_tick.set_missed_tick_behavior(MissedTickBehavior::Skip);
         let mut metrics_tick = tokio::time::interval(self.shared.options.metrics_interval);
         metrics_tick.set_missed_tick_behavior(MissedTickBehavior::Skip);
+        let shared = self.shared.clone();
         // The core may have queued actions at construction.
         self.drain()?;
         self.publish_status(true);
@@ -223,6 +227,7 @@ impl<S: Service> EventLoop<S> {
                     self.input_turn(input)?;
                 }
                 _ = &mut sleep => {}
+                _ = shared.reachability.notified() => self.check_reachability()?,
                 _ = status_tick.tick() => self.publish_status(true),
                 _ = metrics_tick.tick() => {
                     self.publish_status(true);
@@ -259,6 +264,28 @@ impl<S: Service> EventLoop<S> {
         self.drain()?;
         self.publish_progress();
         self.metrics.turn(turn.elapsed());
+        Ok(())
+    }
+
+    /// Tells the core which peers became unreachable or reachable since it was last told
+    /// ([`Shared::peers_unreachable`]).
+    fn check_reachability(&mut self) -> Result<(), NodeError> {
+        let now = self.clock.now();
+        let flags = &self.shared.peers_unreachable;
+        self.unreachable.resize(flags.len(), false);
+        let mut told = false;
+        for (peer, flag) in flags.iter().enumerate() {
+            let unreachable = flag.load(std::sync::atomic::Ordering::Relaxed);
+            if self.unreachable[peer] != unreachable {
+                self.unreachable[peer] = unreachable;
+                self.replica
+                    .handle_reachability(now, peer as ReplicaId, !unreachable);
+                told = true;
+            }
+        }
+        if told {
+            self.drain()?;
+        }
         Ok(())
     }
 

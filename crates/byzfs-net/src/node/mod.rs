@@ -207,6 +207,11 @@ pub(crate) struct Shared {
     pub inbound_gen: Vec<[watch::Sender<u64>; 2]>,
     /// Whether our outbound connections to each replica are up, per lane.
     pub peers_up: Vec<[AtomicBool; 2]>,
+    /// Whether the last attempt to connect to each replica failed (its control lane's):
+    /// reported to the core ([`byzfs_bft::Replica::handle_reachability`]) by the event
+    /// loop, which `reachability` wakes at each change.
+    pub peers_unreachable: Vec<AtomicBool>,
+    pub reachability: tokio::sync::Notify,
     pub next_conn: AtomicU64,
     /// The introduction frame of every client connected to us, by client (with its
     /// connection number): a peer link that comes up sends them all first, so a peer that
@@ -285,6 +290,8 @@ impl Shared {
             peers_up: (0..n)
                 .map(|_| [AtomicBool::new(false), AtomicBool::new(false)])
                 .collect(),
+            peers_unreachable: (0..n).map(|_| AtomicBool::new(false)).collect(),
+            reachability: tokio::sync::Notify::new(),
             next_conn: AtomicU64::new(1),
             intros: std::sync::Mutex::new(std::collections::BTreeMap::new()),
             shed: std::sync::Mutex::default(),
@@ -297,6 +304,16 @@ impl Shared {
             .lock()
             .map(|m| m.values().map(|(_, f)| f.clone()).collect())
             .unwrap_or_default()
+    }
+
+    /// Records whether connecting to `peer` just failed; wakes the event loop on a change.
+    pub fn set_unreachable(&self, peer: ReplicaId, unreachable: bool) {
+        let Some(flag) = self.peers_unreachable.get(peer as usize) else {
+            return;
+        };
+        if flag.swap(unreachable, Ordering::Relaxed) != unreachable {
+            self.reachability.notify_one();
+        }
     }
 
     /// Peers both of whose outbound connections are up.

@@ -39,6 +39,9 @@ pub(super) async fn peer_link(shared: Arc<Shared>, to: ReplicaId, lane: LinkLane
                 Counters::add(&shared.counters.handshakes_ok, 1);
                 let up = &shared.peers_up[to as usize][lane.index()];
                 up.store(true, Ordering::Relaxed);
+                if lane == LinkLane::Control {
+                    shared.set_unreachable(to, false);
+                }
                 tracing::info!(replica = me, peer = to, lane = lane.name(), "peer link up");
                 backoff.reset();
                 quiet = false;
@@ -80,6 +83,11 @@ pub(super) async fn peer_link(shared: Arc<Shared>, to: ReplicaId, lane: LinkLane
                 tracing::warn!(replica = me, peer = to, "unexpected handshake answer");
             }
             Err(e) => {
+                // Refused or timed out (a process that died refuses at once): the core
+                // shortens its view-change timer if this is the primary.
+                if lane == LinkLane::Control {
+                    shared.set_unreachable(to, true);
+                }
                 if quiet {
                     tracing::debug!(replica = me, peer = to, error = %e, "peer unreachable");
                 } else {

@@ -176,6 +176,10 @@ enum Ev {
     },
     Fault(Fault),
     FollowUp(FollowUp),
+    /// The survivors' drivers notice whether replica `id` is up (`report_reachability`).
+    Reachability {
+        id: ReplicaId,
+    },
     Liveness,
     Deadline,
     Director {
@@ -198,6 +202,8 @@ enum Phase {
 enum Input<'a> {
     Message(&'a [u8]),
     Timeout,
+    /// The driver's report on a peer (`Replica::handle_reachability`).
+    Reachability(ReplicaId, bool),
 }
 
 /// One run: the plan, the simulated world, the fault director, the phase, and the

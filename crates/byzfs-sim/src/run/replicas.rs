@@ -17,6 +17,9 @@ impl Sim {
         match input {
             Input::Message(b) => node.replica.handle_message(local, b),
             Input::Timeout => node.replica.handle_timeout(local),
+            Input::Reachability(peer, reachable) => {
+                node.replica.handle_reachability(local, peer, reachable)
+            }
         }
         self.after_replica_step(inst);
     }
@@ -294,6 +297,38 @@ impl Sim {
             "crash {} ({how})",
             self.name(inst)
         );
+        self.schedule_reachability(inst);
+    }
+
+    /// With `report_reachability`, the others' drivers notice 1 ms after a crash or restart
+    /// of `inst` (a redial refused, or accepted) whether its replica id is up.
+    fn schedule_reachability(&mut self, inst: usize) {
+        if !self.plan.params.report_reachability {
+            return;
+        }
+        let id = self.world.replicas[inst].id;
+        let at = Time(self.world.now.as_micros() + 1_000);
+        self.world.queue.push(at, Ev::Reachability { id });
+    }
+
+    /// Tells every other up replica whether some instance of replica `id` is up.
+    pub(super) fn report_reachability(&mut self, id: ReplicaId) {
+        let reachable = self.world.replicas.iter().any(|r| r.id == id && r.up);
+        trace_line!(
+            self.trace,
+            self.world.now,
+            "r{id} {}",
+            if reachable {
+                "reachable"
+            } else {
+                "unreachable"
+            }
+        );
+        for inst in 0..self.world.replicas.len() {
+            if self.world.replicas[inst].id != id {
+                self.step_replica(inst, Input::Reachability(id, reachable));
+            }
+        }
     }
 
     pub(super) fn restart(&mut self, inst: usize, with_state: bool) {
@@ -345,5 +380,6 @@ impl Sim {
             stepped.map_or(String::new(), |d| format!(" clock stepped {d:+}µs"))
         );
         self.after_replica_step(inst);
+        self.schedule_reachability(inst);
     }
 }

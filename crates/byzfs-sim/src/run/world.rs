@@ -459,6 +459,7 @@ impl Sim {
             Ev::BadTick { idx } => self.bad_tick(idx),
             Ev::Fault(f) => self.fault(f),
             Ev::FollowUp(f) => self.follow_up(f),
+            Ev::Reachability { id } => self.report_reachability(id),
             Ev::Liveness => self.start_liveness(),
             Ev::Deadline => self.deadline(),
             Ev::Director { gen } => {

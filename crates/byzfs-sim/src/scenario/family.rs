@@ -140,6 +140,11 @@ pub enum Family {
     /// with no new checkpoint to fetch (`replica/catch_up.rs`; mutation
     /// `foreign-commit-quorum-f1`).
     LeftBehind,
+    /// [`Family::Crash`]'s plan with the deployed 5 s view-change timeout, and the
+    /// survivors' drivers reporting a crashed replica unreachable 1 ms after its crash (a
+    /// refused redial) and reachable after its restart: a crashed primary is left after
+    /// `unreachable_primary_timeout` (500 ms).
+    UnreachablePrimary,
 }
 
 /// A family's fault plan: `(faults stream, parameters, plan, n, f)`.
@@ -157,7 +162,7 @@ pub struct Spec {
 }
 
 /// Every family, in `all`'s order (`all` runs `TABLE[seed % len]`).
-pub const TABLE: [Spec; 34] = [
+pub const TABLE: [Spec; 35] = [
     Spec {
         family: Family::Normal,
         name: "normal",
@@ -327,6 +332,11 @@ pub const TABLE: [Spec; 34] = [
         family: Family::LeftBehind,
         name: "left-behind",
         plan: left_behind,
+    },
+    Spec {
+        family: Family::UnreachablePrimary,
+        name: "unreachable-primary",
+        plan: unreachable_primary,
     },
 ];
 
@@ -926,6 +936,14 @@ fn left_behind(r: &mut SimRng, params: &mut Params, plan: &mut Plan, n: usize, f
     }
     params.workload.think_max_us = r.gen_range(0..=1) * MS;
     params.quiet_catch_up = true;
+}
+
+/// [`Family::UnreachablePrimary`].
+fn unreachable_primary(r: &mut SimRng, params: &mut Params, plan: &mut Plan, n: usize, f: usize) {
+    crash(r, params, plan, n, f);
+    params.report_reachability = true;
+    // The deployed timeout, so that the reports, not the timer, end a crashed primary's view.
+    params.config.view_change_timeout = Duration::from_secs(5);
 }
 
 /// [`Family::FirstReceiver`].

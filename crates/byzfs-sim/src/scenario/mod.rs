@@ -44,6 +44,10 @@ pub struct Params {
     /// In the liveness phase, clients stop at their quota even while a replica lags: it
     /// must catch up in a quiet cluster, with no new checkpoint to fetch (`left-behind`).
     pub quiet_catch_up: bool,
+    /// Whether the surviving replicas' drivers report a crashed replica unreachable and a
+    /// restarted one reachable (`Replica::handle_reachability`), as a real driver's refused
+    /// redial does (`unreachable-primary`).
+    pub report_reachability: bool,
 }
 
 /// Everything a run does, decided up front.
@@ -243,6 +247,7 @@ fn sweep(seed: u64, replicas: Option<usize>) -> Result<Params, String> {
         safety_ops_max: SAFETY_OPS_MAX,
         net: NetFaults::benign(),
         quiet_catch_up: false,
+        report_reachability: false,
     })
 }
 

@@ -275,3 +275,52 @@ fn a_new_view_contradicting_a_batch_accepted_in_its_view_before_a_restart_is_ref
         None
     );
 }
+
+/// A backup whose driver reports the primary unreachable (its port refuses connections)
+/// leaves the view `unreachable_primary_timeout` after the report, not the whole timeout;
+/// a report about another backup changes nothing, and a report made before the request
+/// arrives applies from the request on (§3.1, "An unreachable primary").
+#[test]
+fn an_unreachable_primary_is_left_after_the_short_timeout() {
+    let mut cfg = config();
+    cfg.view_change_timeout = Duration::from_secs(5);
+    cfg.unreachable_primary_timeout = Duration::from_millis(300);
+    let ms = Duration::from_millis;
+    let mut b = replica(1, &cfg);
+    drain(&mut b);
+    let ckpt0 = b.checkpoints.own[&0];
+    b.handle_message(Time(0), &request(&cfg, 1, b"w", false));
+    drain(&mut b);
+    let normal = b.timers.get(TimerKind::ViewChange).unwrap();
+    assert!(normal >= Time(0) + Duration::from_secs(5), "{normal:?}");
+    b.handle_reachability(Time(0) + ms(10), 2, false);
+    assert_eq!(
+        b.timers.get(TimerKind::ViewChange),
+        Some(normal),
+        "a backup"
+    );
+    let reported = Time(0) + ms(20);
+    b.handle_reachability(reported, 0, false);
+    assert_eq!(drain(&mut b), vec![]);
+    assert_eq!(
+        b.timers.get(TimerKind::ViewChange),
+        Some(reported + ms(300))
+    );
+    let idle = [Out::Broadcast(status_msg(1, 0, true, 0, 0))];
+    let (now, out) = fire_timers_until(&mut b, normal, |b| b.view() > 0, &idle);
+    assert_eq!(now, reported + ms(300));
+    assert_eq!(out, moves_to_view_1(1, ckpt0, None));
+
+    // Reported first, then a request: the timer is armed short.
+    let mut c = replica(2, &cfg);
+    drain(&mut c);
+    c.handle_reachability(Time(0), 0, false);
+    c.handle_message(Time(0) + ms(50), &request(&cfg, 1, b"w", false));
+    drain(&mut c);
+    assert_eq!(c.timers.get(TimerKind::ViewChange), Some(Time(0) + ms(350)));
+    // Reachable again: a later arming is the whole timeout again.
+    c.handle_reachability(Time(0) + ms(60), 0, true);
+    c.restart_vtimer();
+    let at = c.timers.get(TimerKind::ViewChange).unwrap();
+    assert!(at >= Time(0) + ms(60) + Duration::from_secs(5), "{at:?}");
+}
