@@ -98,13 +98,8 @@ impl Responsiveness {
     /// `r`'s reply disagreed with a settled certificate.
     pub fn contradicted(&mut self, r: ReplicaId, now: Time) {
         if let Some(x) = self.replicas.get_mut(r as usize) {
-            x.distrust_us = x
-                .distrust_us
-                .saturating_mul(2)
-                .clamp(DISTRUST_MIN_US, DISTRUST_MAX_US);
-            x.distrusted_until = Some(Time::from_micros(
-                now.as_micros().saturating_add(x.distrust_us),
-            ));
+            let until = double_gap(&mut x.distrust_us, DISTRUST_MIN_US, DISTRUST_MAX_US, now);
+            x.distrusted_until = Some(until);
         }
     }
 
@@ -193,13 +188,8 @@ impl Responsiveness {
                 Some(t) if now < t => {}
                 Some(_) => {
                     due.push(r);
-                    x.probe_gap_us = x
-                        .probe_gap_us
-                        .saturating_mul(2)
-                        .clamp(PROBE_MIN_US, PROBE_MAX_US);
-                    x.probe_at = Some(Time::from_micros(
-                        now.as_micros().saturating_add(x.probe_gap_us),
-                    ));
+                    let at = double_gap(&mut x.probe_gap_us, PROBE_MIN_US, PROBE_MAX_US, now);
+                    x.probe_at = Some(at);
                 }
                 None => {
                     x.probe_gap_us = PROBE_MIN_US;
@@ -211,6 +201,12 @@ impl Responsiveness {
         }
         due
     }
+}
+
+/// Doubles `gap_us` within `[min_us, max_us]`; returns when the new gap ends after `now`.
+fn double_gap(gap_us: &mut u64, min_us: u64, max_us: u64, now: Time) -> Time {
+    *gap_us = gap_us.saturating_mul(2).clamp(min_us, max_us);
+    Time::from_micros(now.as_micros().saturating_add(*gap_us))
 }
 
 #[cfg(test)]
