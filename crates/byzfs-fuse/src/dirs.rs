@@ -219,11 +219,15 @@ impl Dirs {
         self.mine.remove(&ino);
     }
 
-    /// Whether `name` is surely missing from directory `dir` (held, listed).
+    /// Whether `name` is surely missing from directory `dir` (held, listed). Only a plain
+    /// name: the cluster answers the others (`ENAMETOOLONG` for one over `NAME_MAX`, not a
+    /// miss; tests/mount.rs `errnos`).
     pub(crate) fn surely_missing(&self, dir: FileHandle, name: &[u8]) -> bool {
-        self.held
-            .get(&dir.ino)
-            .is_some_and(|h| h.fh == dir && !h.stale && !h.names.contains_key(name))
+        plain_name(name)
+            && self
+                .held
+                .get(&dir.ino)
+                .is_some_and(|h| h.fh == dir && !h.stale && !h.names.contains_key(name))
     }
 
     /// A held directory's attributes after this mount changed them through the cluster.

@@ -301,6 +301,14 @@ fn errnos(d: &Path, name_max: usize) {
     let long = "n".repeat(name_max + 1);
     errno(fs::write(d.join(&long), b""), 36, "ENAMETOOLONG create");
     errno(fs::metadata(d.join(&long)), 36, "ENAMETOOLONG lookup");
+    // Again once the mount holds the directory's listing (a delegated directory answers
+    // misses itself, but not for a name no directory can hold).
+    assert!(fs::read_dir(d).unwrap().count() > 0);
+    errno(
+        fs::metadata(d.join("n".repeat(name_max + 2))),
+        36,
+        "ENAMETOOLONG lookup in a listed directory",
+    );
     let max = "m".repeat(name_max);
     fs::write(d.join(&max), b"ok").unwrap();
     assert_eq!(fs::read(d.join(&max)).unwrap(), b"ok");
