@@ -67,8 +67,8 @@ targets=()
 $quick && targets=(--lib --bins)
 cargo test --workspace "${features[@]}" "${targets[@]}" --no-run --quiet
 # The simulator's binary on the same build (after a full test build it is already there):
-# the dev profile optimises byzfs-bft and byzfs-sim (Cargo.toml), so the sweep runs at
-# release speed, with overflow checks, and no second build of the dependencies is needed.
+# the dev profile optimises byzfs-bft and byzfs-sim (Cargo.toml), so the sweep needs about
+# 1.15 x release's CPU, runs with overflow checks, and no release build is needed.
 cargo build --workspace "${features[@]}" --bins --quiet
 sim="${CARGO_TARGET_DIR:-target}/debug/byzfs-sim"
 # Fail loudly if the simulator ever stops understanding these flags, rather than let a
@@ -83,8 +83,8 @@ fi
 seeds=1..2000
 $quick && seeds=1..200
 # The sweep runs beside the tests in the idle scheduling class: it takes only the CPU the
-# tests leave (most of them wait on real replicas and mounts; 20 % of two cores is busy
-# during them), so it adds no time to theirs and little to the whole (issue #44: CI's
+# tests leave (most of them wait on real replicas and mounts; 17-25 % of two cores is
+# busy during them), so it adds no time to theirs and little to the whole (issue #44: CI's
 # budget). Its output is printed once the tests are done.
 sim_log="$(mktemp)"
 sim_pid=""
@@ -97,7 +97,7 @@ sim_pid=$!
 step "cargo test --workspace (the simulator's sweep runs beside it)"
 # The simulator's per-family tests (crates/byzfs-sim/tests/scenarios.rs, 20 seeds of each
 # family by default) repeat in kind what the sweep does with ~50 seeds of each, and the two
-# share the CPU here: 5 seeds each keeps every family's test and cuts ~100 s of CI's time.
+# share the CPU here: 5 seeds each keeps every family's test and cuts ~90 s of CI's time.
 export BYZFS_SIM_SEEDS="${BYZFS_SIM_SEEDS:-5}"
 if ! cargo test --workspace "${features[@]}" "${targets[@]}" 2>&1 | tee "$log"; then
     # A full disk shows up as replicas stopping (and mounts aborting) far from its cause.
