@@ -470,8 +470,9 @@ impl<S: Service> Replica<S> {
     /// again (true). While the primary of the installed view is unreachable, a request
     /// waiting here moves this replica to the next view after
     /// [`Config::unreachable_primary_timeout`] instead of the whole view-change timeout
-    /// (docs/PROTOCOL.md §3.1, "An unreachable primary"). A false report costs at most a
-    /// view change this replica starts early; it never blames the primary for others.
+    /// (docs/PROTOCOL.md §3.1, "An unreachable primary"); reported reachable again before
+    /// then, the timer goes back to where it stood. A false report costs at most a view
+    /// change this replica starts early; it never blames the primary for others.
     ///
     /// ```
     /// # use byzfs_bft::{Replica, Time};

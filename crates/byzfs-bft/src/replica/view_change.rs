@@ -40,6 +40,9 @@ pub(crate) struct ViewChangeState {
     pub busy_allowance: Duration,
     /// Replicas the driver reports unreachable ([`Replica::handle_reachability`]).
     pub unreachable: BTreeSet<ReplicaId>,
+    /// Where the running timer stood before an unreachable primary hastened it: restored
+    /// if the primary is reported reachable again before it fires.
+    pub hastened_from: Option<Time>,
 }
 
 impl ViewChangeState {
@@ -51,6 +54,7 @@ impl ViewChangeState {
             new_view_frame: None,
             busy_allowance: Duration::ZERO,
             unreachable: BTreeSet::new(),
+            hastened_from: None,
         }
     }
     /// A request executed in the current view: the back-off resets (§3.1 [REC]).
@@ -99,6 +103,7 @@ impl<S: Service> Replica<S> {
     pub(super) fn set_vtimer(&mut self, at: Time) {
         self.timers.set(TimerKind::ViewChange, at);
         self.vc.busy_allowance = self.config.view_change_timeout_max;
+        self.vc.hastened_from = None;
         self.hasten_vtimer();
     }
 
@@ -110,6 +115,9 @@ impl<S: Service> Replica<S> {
         }
         if reachable {
             self.vc.unreachable.remove(&peer);
+            if peer == self.primary() {
+                self.unhasten_vtimer();
+            }
             return;
         }
         if self.vc.unreachable.insert(peer) && peer == self.primary() {
@@ -138,6 +146,22 @@ impl<S: Service> Replica<S> {
         let soon = self.now + soon;
         if soon < at {
             self.timers.set(TimerKind::ViewChange, soon);
+            self.vc.hastened_from.get_or_insert(at);
+        }
+    }
+
+    /// The primary is reachable again: a timer it hastened goes back to where it stood. A
+    /// report that was only a moment's truth (a replica that started before the primary
+    /// listened, and then reached it) costs no early vote (`crates/byzfs/tests/attacks.rs`:
+    /// a backup started first voted on its hastened timer, not on the throughput watch).
+    fn unhasten_vtimer(&mut self) {
+        let Some(from) = self.vc.hastened_from.take() else {
+            return;
+        };
+        if let Some(at) = self.timers.get(TimerKind::ViewChange) {
+            if at < from {
+                self.timers.set(TimerKind::ViewChange, from);
+            }
         }
     }
 

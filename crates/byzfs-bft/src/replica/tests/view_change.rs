@@ -278,8 +278,9 @@ fn a_new_view_contradicting_a_batch_accepted_in_its_view_before_a_restart_is_ref
 
 /// A backup whose driver reports the primary unreachable (its port refuses connections)
 /// leaves the view `unreachable_primary_timeout` after the report, not the whole timeout;
-/// a report about another backup changes nothing, and a report made before the request
-/// arrives applies from the request on (§3.1, "An unreachable primary").
+/// a report about another backup changes nothing, a report made before the request
+/// arrives applies from the request on, and the primary reachable again puts the timer
+/// back where it stood (§3.1, "An unreachable primary").
 #[test]
 fn an_unreachable_primary_is_left_after_the_short_timeout() {
     let mut cfg = config();
@@ -318,9 +319,22 @@ fn an_unreachable_primary_is_left_after_the_short_timeout() {
     c.handle_message(Time(0) + ms(50), &request(&cfg, 1, b"w", false));
     drain(&mut c);
     assert_eq!(c.timers.get(TimerKind::ViewChange), Some(Time(0) + ms(350)));
-    // Reachable again: a later arming is the whole timeout again.
+    // Reachable again before the short timer fires: the timer goes back to the whole
+    // timeout of its arming, and a later arming is the whole timeout too.
     c.handle_reachability(Time(0) + ms(60), 0, true);
+    let back = c.timers.get(TimerKind::ViewChange).unwrap();
+    assert!(
+        back >= Time(0) + ms(50) + Duration::from_secs(5),
+        "{back:?}"
+    );
     c.restart_vtimer();
     let at = c.timers.get(TimerKind::ViewChange).unwrap();
     assert!(at >= Time(0) + ms(60) + Duration::from_secs(5), "{at:?}");
+    // A report about a backup coming back leaves a hastened timer alone.
+    c.handle_reachability(Time(0) + ms(70), 0, false);
+    assert_eq!(c.timers.get(TimerKind::ViewChange), Some(Time(0) + ms(370)));
+    c.handle_reachability(Time(0) + ms(80), 3, true);
+    assert_eq!(c.timers.get(TimerKind::ViewChange), Some(Time(0) + ms(370)));
+    c.handle_reachability(Time(0) + ms(90), 0, true);
+    assert_eq!(c.timers.get(TimerKind::ViewChange), Some(at));
 }
