@@ -24,13 +24,13 @@ use std::collections::BTreeMap;
 ///
 /// `f+1` committed replies suffice with the read-only optimisation on too: the replicas keep
 /// reads linearizable (a replica that sent a COMMIT answers no read from older state, see
-/// `Replica::read_only_floor`). Asking `2f+1` committed replies instead is not live: a faulty
-/// primary can keep one correct replica behind (it equivocates, the replica's view-change
-/// timer fires, and it waits alone in the next view) while the other `2f` correct replicas
-/// execute everything with the primary and see no reason to change views; the client then
-/// never collects `2f+1` replies (the attack of Berger, Reiser, Bessani, "Making Reads in BFT
-/// State Machine Replication Fast, Linearizable, and Live", SRDS 2021; simulator: twins 346,
-/// 1466, 1704, 1746 and equivocate 1335, n=4).
+/// `ReadOnly::floor` in `replica/read_only.rs`). Asking `2f+1` committed replies instead is
+/// not live: a faulty primary can keep one correct replica behind (it equivocates, the
+/// replica's view-change timer fires, and it waits alone in the next view) while the other
+/// `2f` correct replicas execute everything with the primary and see no reason to change
+/// views; the client then never collects `2f+1` replies (the attack of Berger, Reiser,
+/// Bessani, "Making Reads in BFT State Machine Replication Fast, Linearizable, and Live", SRDS
+/// 2021; simulator: twins 346, 1466, 1704, 1746 and equivocate 1335, n=4).
 pub(super) fn certified(o: &Outstanding, f: usize, need_full: bool) -> Option<Digest> {
     // digest → (committed replies, some committed reply carries the full result)
     let mut committed: BTreeMap<Digest, (usize, bool)> = BTreeMap::new();

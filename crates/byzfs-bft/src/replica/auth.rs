@@ -138,7 +138,7 @@ impl<S: Service> Replica<S> {
         // operation as read-only asks for the signed retransmission by dropping it).
         let signed = frame.header.auth == AuthKind::SignedAuthenticator;
         if let (true, true, Principal::Client(c)) = (mac_ok, signed, frame.header.sender) {
-            if self.blacklist.insert(c) {
+            if self.requests.blacklist.insert(c) {
                 self.stats.clients_blacklisted += 1;
                 tracing::info!(
                     replica = self.me,
@@ -154,7 +154,7 @@ impl<S: Service> Replica<S> {
     /// checked now (deferred by a backup, `on_request`). One that fails is forgotten (and its
     /// client blacklisted if our MAC verified): it is neither proposed nor waited for.
     pub(super) fn signature_checked(&mut self, d: Digest) -> bool {
-        let Some(r) = self.requests.get(&d) else {
+        let Some(r) = self.requests.store.get(&d) else {
             return false;
         };
         if r.sig_checked {
@@ -169,16 +169,21 @@ impl<S: Service> Replica<S> {
             Err(_) => false,
         };
         if ok {
-            if let Some(r) = self.requests.get_mut(&d) {
+            if let Some(r) = self.requests.store.get_mut(&d) {
                 r.sig_checked = true;
             }
         } else {
             // A body a logged batch names stays: our MAC vouched for it, and execution needs it.
             if !self.body_in_log(&d) {
-                self.requests.remove(&d);
+                self.requests.store.remove(&d);
             }
-            if self.pending.get(&c).is_some_and(|&(_, pd)| pd == d) {
-                self.pending.remove(&c);
+            if self
+                .requests
+                .pending
+                .get(&c)
+                .is_some_and(|&(_, pd)| pd == d)
+            {
+                self.requests.pending.remove(&c);
                 self.monitor_served(c);
             }
         }
@@ -190,14 +195,14 @@ impl<S: Service> Replica<S> {
     /// view change; a faulty client's badly signed request alone must not (Aardvark's
     /// framing of the primary, docs/PROTOCOL.md §5.3).
     pub(super) fn pending_signatures_checked(&mut self) -> bool {
-        let pending: Vec<Digest> = self.pending.values().map(|&(_, d)| d).collect();
+        let pending: Vec<Digest> = self.requests.pending.values().map(|&(_, d)| d).collect();
         for d in pending {
             // One that fails leaves `pending` (see `signature_checked`).
-            if self.requests.contains_key(&d) {
+            if self.requests.store.contains_key(&d) {
                 self.signature_checked(d);
             }
         }
-        !self.pending.is_empty()
+        !self.requests.pending.is_empty()
     }
 
     pub(super) fn encode(&self, msg: &Message, auth: AuthChoice) -> Arc<[u8]> {

@@ -74,8 +74,11 @@ impl<S: Service> Replica<S> {
     /// kept if it is for a slot within a log window above what we executed, and may let
     /// the next slot run.
     pub(super) fn on_foreign_commit(&mut self, c: Commit) {
-        let above = c.seq > self.last_executed.max(self.last_stable);
-        if !above || c.seq > self.last_executed + self.config.log_window || c.view > self.view {
+        let above = c.seq > self.log.last_executed.max(self.log.last_stable);
+        if !above
+            || c.seq > self.log.last_executed + self.config.log_window
+            || c.view > self.view.current
+        {
             return self.drop_input(DropReason::OutOfWindow);
         }
         self.foreign.note(c.seq, c.replica, c.view, c.digest);
@@ -86,7 +89,7 @@ impl<S: Service> Replica<S> {
     /// a missing body. Only when no tentative execution is outstanding: a tentative batch
     /// at `n` is of our current view and commits there.
     pub(super) fn foreign_committed(&mut self, n: Seq) -> Option<Digest> {
-        if self.last_tentative != self.last_executed {
+        if self.log.last_tentative != self.log.last_executed {
             return None;
         }
         let quorum = if self.mutated(M::ForeignCommitQuorumF1) {
@@ -96,10 +99,10 @@ impl<S: Service> Replica<S> {
         };
         let (view, d) = self.foreign.certified(n, quorum)?;
         if d == null_digest() {
-            self.batches.entry(d).or_default();
+            self.log.batches.entry(d).or_default();
         }
-        if !self.batches.contains_key(&d) {
-            self.missing_batches.insert(d);
+        if !self.log.batches.contains_key(&d) {
+            self.log.missing_batches.insert(d);
             return None;
         }
         if !self.batch_complete(d) {
@@ -117,16 +120,17 @@ impl<S: Service> Replica<S> {
     /// Big request bodies a foreign-certified batch we hold names and we lack.
     pub(super) fn foreign_missing_bodies(&self) -> BTreeSet<Digest> {
         let quorum = self.config.quorum();
-        let n = self.last_executed + 1;
+        let n = self.log.last_executed + 1;
         let Some((_, d)) = self.foreign.certified(n, quorum) else {
             return BTreeSet::new();
         };
-        self.batches
+        self.log
+            .batches
             .get(&d)
             .map(|b| {
                 b.big
                     .iter()
-                    .filter(|r| !self.requests.contains_key(r))
+                    .filter(|r| !self.requests.store.contains_key(r))
                     .copied()
                     .collect()
             })

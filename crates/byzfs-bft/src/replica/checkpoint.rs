@@ -36,9 +36,10 @@ impl<S: Service> Replica<S> {
     /// A checkpoint above the stable one that an installed NEW-VIEW chose
     /// ([`crate::PersistRecord::Certified`]); listed in VIEW-CHANGEs until it is stable here.
     pub(super) fn certified_checkpoint(&self) -> Option<(Seq, Digest)> {
-        self.durable
+        self.storage
+            .durable
             .certified
-            .filter(|&(s, _)| s > self.last_stable)
+            .filter(|&(s, _)| s > self.log.last_stable)
     }
 
     /// Takes the checkpoint at `n` (every K executed batches) and multicasts it.
@@ -46,9 +47,9 @@ impl<S: Service> Replica<S> {
         let d = self.take_checkpoint(n);
         self.checkpoints.set_own(n, d);
         // Batches at or below the checkpoint are never replayed again.
-        self.executed = self.executed.split_off(&(n + 1));
+        self.log.executed = self.log.executed.split_off(&(n + 1));
         self.event(Event::CheckpointTaken { seq: n, digest: d });
-        if self.store_state {
+        if self.storage.store_state {
             // The executions this CHECKPOINT vouches for must survive a crash: a replica
             // that lost them would no longer report the checkpoint, and if it helped make
             // it stable elsewhere, a view change could find no checkpoint with `f+1`
@@ -66,20 +67,20 @@ impl<S: Service> Replica<S> {
 
     /// §2.1: record a CHECKPOINT; a checkpoint is stable with `2f+1` matching, own included.
     pub(super) fn on_checkpoint(&mut self, m: Checkpoint, _bytes: &[u8]) {
-        if m.stable && m.seq > self.last_executed {
+        if m.stable && m.seq > self.log.last_executed {
             let claims = self.checkpoints.stable_claims.entry(m.replica).or_default();
             claims.entry(m.seq).or_insert(m.digest);
             while claims.len() > CLAIMS_PER_REPLICA {
                 claims.pop_first();
             }
         }
-        if m.seq <= self.last_stable {
+        if m.seq <= self.log.last_stable {
             return self.drop_input(DropReason::Stale);
         }
         if !m.seq.is_multiple_of(self.config.checkpoint_interval) {
             return self.drop_input(DropReason::Invalid);
         }
-        if m.seq <= self.last_stable + self.config.log_window {
+        if m.seq <= self.log.last_stable + self.config.log_window {
             self.checkpoints
                 .votes
                 .entry(m.seq)
@@ -105,7 +106,7 @@ impl<S: Service> Replica<S> {
         } else {
             self.config.quorum()
         };
-        if matching + 1 >= quorum && seq > self.last_stable {
+        if matching + 1 >= quorum && seq > self.log.last_stable {
             self.mark_stable(seq, StableVia::Quorum);
         }
     }
@@ -115,17 +116,17 @@ impl<S: Service> Replica<S> {
         let Some(&d) = self.checkpoints.own.get(&seq) else {
             return;
         };
-        self.last_stable = seq;
-        self.log = self.log.split_off(&(seq + 1));
+        self.log.last_stable = seq;
+        self.log.slots = self.log.slots.split_off(&(seq + 1));
         self.checkpoints.own = self.checkpoints.own.split_off(&seq);
         self.checkpoints.votes = self.checkpoints.votes.split_off(&(seq + 1));
         // Checkpoints lent to a lagging replica's fetch stay a while (state_transfer.rs).
         let keep = self.keep_checkpoints_from(seq);
         self.service.discard_checkpoints_below(keep);
         self.lib.discard_checkpoints_below(keep);
-        self.durable.gc(seq);
+        self.storage.durable.gc(seq);
         self.store_checkpoint(seq, d);
-        self.executed = self.executed.split_off(&(seq + 1));
+        self.log.executed = self.log.executed.split_off(&(seq + 1));
         let frame = self.encode(
             &Message::Checkpoint(Checkpoint {
                 seq,
@@ -151,7 +152,7 @@ impl<S: Service> Replica<S> {
     fn collect_garbage(&mut self) {
         self.prune_missing_batches();
         let mut live: BTreeSet<Digest> = BTreeSet::new();
-        for slot in self.log.values() {
+        for slot in self.log.slots.values() {
             if let Some(a) = &slot.pre_prepare {
                 live.insert(a.digest);
             }
@@ -160,17 +161,18 @@ impl<S: Service> Replica<S> {
             }
             live.extend(slot.pp_info.keys().copied());
         }
-        live.extend(self.executed.values().copied());
-        live.extend(self.missing_batches.iter().copied());
+        live.extend(self.log.executed.values().copied());
+        live.extend(self.log.missing_batches.iter().copied());
         live.extend(self.foreign.digests());
-        self.batches.retain(|d, _| live.contains(d));
+        self.log.batches.retain(|d, _| live.contains(d));
         let needed: BTreeSet<Digest> = self
+            .log
             .batches
             .values()
             .flat_map(|b| b.big.iter().copied())
             .collect();
         let lib = &self.lib;
-        self.requests.retain(|d, r| {
+        self.requests.store.retain(|d, r| {
             let executed =
                 super::reply_cache::last(lib, r.client).is_some_and(|(rid, _)| rid >= r.rid);
             !executed || needed.contains(d)
@@ -186,11 +188,12 @@ impl<S: Service> Replica<S> {
     pub(super) fn prune_missing_batches(&mut self) {
         let wanted: BTreeSet<Digest> = self
             .log
+            .slots
             .values()
             .filter_map(|s| s.pre_prepare.as_ref().map(|a| a.digest))
             .chain(self.foreign.digests())
             .collect();
-        self.missing_batches.retain(|d| wanted.contains(d));
+        self.log.missing_batches.retain(|d| wanted.contains(d));
     }
 
     /// §2.1 lagging replica: `f+1` replicas claim the same stable checkpoint above what we
@@ -198,7 +201,7 @@ impl<S: Service> Replica<S> {
     pub(super) fn check_lagging(&mut self) {
         let mut counts: BTreeMap<(Seq, Digest), usize> = BTreeMap::new();
         for claims in self.checkpoints.stable_claims.values() {
-            for (&s, &d) in claims.range(self.last_executed + 1..) {
+            for (&s, &d) in claims.range(self.log.last_executed + 1..) {
                 *counts.entry((s, d)).or_insert(0) += 1;
             }
         }

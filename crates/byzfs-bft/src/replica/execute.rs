@@ -18,18 +18,19 @@ impl<S: Service> Replica<S> {
     /// Tentative execution (§1.7): batch `n` once prepared, if every earlier batch has
     /// committed and executed and no other tentative execution is outstanding.
     pub(super) fn try_execute_tentative(&mut self) {
-        if !self.config.tentative_execution || self.fetch.is_some() || !self.has_new_view {
+        if !self.config.tentative_execution || self.fetch.is_some() || !self.view.has_new_view {
             return;
         }
         loop {
-            let ok_order = self.last_tentative == self.last_executed
+            let ok_order = self.log.last_tentative == self.log.last_executed
                 || self.mutated(M::TentativeBeforeCommitted);
-            let n = self.last_tentative + 1;
+            let n = self.log.last_tentative + 1;
             if !ok_order || !self.is_prepared(n) {
                 return;
             }
             let Some(d) = self
                 .log
+                .slots
                 .get(&n)
                 .and_then(|s| s.pre_prepare.as_ref())
                 .map(|a| a.digest)
@@ -37,7 +38,7 @@ impl<S: Service> Replica<S> {
                 return;
             };
             self.execute_batch(n, d, true, false);
-            self.last_tentative = n;
+            self.log.last_tentative = n;
         }
     }
 
@@ -45,11 +46,12 @@ impl<S: Service> Replica<S> {
     /// then let tentative execution, read-only requests and the primary continue.
     pub(super) fn execute_committed(&mut self) {
         let mut progressed = false;
-        self.foreign.forget_through(self.last_executed);
+        self.foreign.forget_through(self.log.last_executed);
         while self.fetch.is_none() {
-            let n = self.last_executed + 1;
+            let n = self.log.last_executed + 1;
             let ours = self
                 .log
+                .slots
                 .get(&n)
                 .and_then(|s| s.pre_prepare.as_ref())
                 .map(|a| a.digest)
@@ -58,25 +60,25 @@ impl<S: Service> Replica<S> {
             let Some(d) = ours.or_else(|| self.foreign_committed(n)) else {
                 break;
             };
-            if self.store_state {
+            if self.storage.store_state {
                 // Before the replies: a restart re-executes it from the stored checkpoint.
                 self.store_batch(n, d);
                 self.persist(crate::action::PersistRecord::Executed { seq: n, digest: d });
             }
-            if self.last_tentative < n {
+            if self.log.last_tentative < n {
                 self.execute_batch(n, d, false, false);
-                self.last_tentative = n;
-            } else if let Some(b) = self.batches.get(&d).cloned() {
+                self.log.last_tentative = n;
+            } else if let Some(b) = self.log.batches.get(&d).cloned() {
                 // Executed tentatively earlier: its requests are done only now.
                 for (c, rid) in self.batch_requests(&b) {
                     self.request_done(c, rid);
                 }
             }
-            self.last_executed = n;
-            self.executed.insert(n, d);
+            self.log.last_executed = n;
+            self.log.executed.insert(n, d);
             self.stats.batches_committed += 1;
             self.event(Event::Committed { seq: n, digest: d });
-            if let Some(b) = self.batches.get(&d).cloned() {
+            if let Some(b) = self.log.batches.get(&d).cloned() {
                 self.unpropose(&b);
             }
             if n.is_multiple_of(self.config.checkpoint_interval) {
@@ -85,7 +87,7 @@ impl<S: Service> Replica<S> {
             progressed = true;
         }
         if progressed {
-            self.foreign.forget_through(self.last_executed);
+            self.foreign.forget_through(self.log.last_executed);
             self.try_execute_tentative();
             self.drain_read_only();
             self.try_send_pre_prepare();
@@ -95,21 +97,21 @@ impl<S: Service> Replica<S> {
     fn unpropose(&mut self, b: &crate::message::BatchBody) {
         for r in &b.requests {
             if let Some(d) = super::normal::request_digest(r) {
-                self.proposed.remove(&d);
+                self.requests.proposed.remove(&d);
             }
         }
         for d in &b.big {
-            self.proposed.remove(d);
+            self.requests.proposed.remove(d);
         }
         for id in self.batch_requests(b) {
-            self.proposed_ids.remove(&id);
+            self.requests.proposed_ids.remove(&id);
         }
     }
 
     /// Executes batch `n` (digest `d`): each request not already in the reply cache runs once.
     /// `replay` re-executes a committed batch after a rollback: no replies are sent.
     pub(super) fn execute_batch(&mut self, n: Seq, d: Digest, tentative: bool, replay: bool) {
-        let Some(batch) = self.batches.get(&d).cloned() else {
+        let Some(batch) = self.log.batches.get(&d).cloned() else {
             // `is_prepared` requires the batch body, so it is present; if not, executing
             // nothing would diverge, so this is a broken invariant.
             panic!("replica {}: executing batch {n} without its body", self.me);
@@ -123,7 +125,7 @@ impl<S: Service> Replica<S> {
         let big_frames: Vec<Arc<[u8]>> = batch
             .big
             .iter()
-            .filter_map(|bd| self.requests.get(bd).map(|r| r.frame.clone()))
+            .filter_map(|bd| self.requests.store.get(bd).map(|r| r.frame.clone()))
             .collect();
         let frames = batch
             .requests
@@ -131,7 +133,7 @@ impl<S: Service> Replica<S> {
             .map(|v| v.as_slice())
             .chain(big_frames.iter().map(|a| &a[..]));
         let mut progress_clients = Vec::new();
-        self.service.begin_batch(n, self.last_executed);
+        self.service.begin_batch(n, self.log.last_executed);
         for bytes in frames {
             // Batches were validated when accepted; a frame that still fails to parse is
             // skipped identically at every correct replica (parsing is deterministic).
@@ -196,7 +198,7 @@ impl<S: Service> Replica<S> {
         let big = b
             .big
             .iter()
-            .filter_map(|d| self.requests.get(d).map(|r| (r.client, r.rid)));
+            .filter_map(|d| self.requests.store.get(d).map(|r| (r.client, r.rid)));
         b.requests
             .iter()
             .filter_map(|bytes| {
@@ -210,13 +212,13 @@ impl<S: Service> Replica<S> {
     /// A client's request executed: forget it as pending and restart the view-change timer
     /// if others still wait (§3.1).
     fn request_done(&mut self, c: ClientId, rid: RequestId) {
-        match self.pending.get(&c).copied() {
+        match self.requests.pending.get(&c).copied() {
             Some((prid, pd)) if prid <= rid => {
-                self.pending.remove(&c);
+                self.requests.pending.remove(&c);
                 self.monitor_served(c);
-                if let Some(r) = self.requests.get(&pd) {
+                if let Some(r) = self.requests.store.get(&pd) {
                     if !r.big {
-                        self.requests.remove(&pd);
+                        self.requests.store.remove(&pd);
                     }
                 }
                 self.time_next_ready(c);
@@ -238,7 +240,7 @@ impl<S: Service> Replica<S> {
     /// Undoes tentative execution (§1.7): restore the latest checkpoint, then re-execute the
     /// committed batches after it, so only the tentative suffix is lost.
     pub(super) fn rollback_tentative(&mut self) {
-        if self.last_tentative <= self.last_executed {
+        if self.log.last_tentative <= self.log.last_executed {
             return;
         }
         let to = self.service.rollback().unwrap_or(0);
@@ -247,9 +249,10 @@ impl<S: Service> Replica<S> {
         self.stats.rollbacks += 1;
         self.event(Event::RolledBack { to });
         // Guarded: `range` panics on an inclusive range whose start exceeds its end.
-        let redo: Vec<(Seq, Digest)> = if to < self.last_executed {
-            self.executed
-                .range(to + 1..=self.last_executed)
+        let redo: Vec<(Seq, Digest)> = if to < self.log.last_executed {
+            self.log
+                .executed
+                .range(to + 1..=self.log.last_executed)
                 .map(|(s, d)| (*s, *d))
                 .collect()
         } else {
@@ -259,22 +262,22 @@ impl<S: Service> Replica<S> {
             self.execute_batch(n, d, false, true);
             self.event(Event::Committed { seq: n, digest: d });
         }
-        self.last_tentative = self.last_executed;
+        self.log.last_tentative = self.log.last_executed;
     }
 
     /// Read-only optimisation (§1.8): run now if the replica is not fetching, holds the new
-    /// view, has executed everything up to the `read_only_floor`, and the result equals the
+    /// view, has executed everything up to the `read_only.floor`, and the result equals the
     /// result on the committed state (see [`Self::try_read_only`]); otherwise queue it with
     /// the floor as it is now (a later rise does not concern it, so reads are not starved by a
     /// busy pipeline).
     pub(super) fn on_read_only(&mut self, r: StoredRequest) {
-        let floor = self.read_only_floor;
+        let floor = self.read_only.floor;
         if self.try_read_only(floor, &r) {
             return;
         }
-        if self.ro_queue.len() < RO_QUEUE_MAX {
+        if self.read_only.queue.len() < RO_QUEUE_MAX {
             self.stats.read_only_queued += 1;
-            self.ro_queue.push_back((floor, r));
+            self.read_only.queue.push_back((floor, r));
         } else {
             self.drop_input(DropReason::QueueFull);
         }
@@ -295,7 +298,7 @@ impl<S: Service> Replica<S> {
         } else {
             floor
         };
-        if self.fetch.is_some() || !self.has_new_view || self.last_tentative < floor {
+        if self.fetch.is_some() || !self.view.has_new_view || self.log.last_tentative < floor {
             return false;
         }
         let Ok(f) = Frame::parse(&r.frame, usize::MAX) else {
@@ -304,14 +307,15 @@ impl<S: Service> Replica<S> {
         let Some(req) = RequestView::decode(f.body) else {
             return true;
         };
-        let on_tentative = self.last_tentative > self.last_executed;
+        let on_tentative = self.log.last_tentative > self.log.last_executed;
         let result = if !on_tentative || self.mutated(M::ReadOnlyOnTentative) {
             self.service.execute_read_only(req.client, req.op)
         } else {
-            match self
-                .service
-                .execute_read_only_committed(req.client, req.op, self.last_executed)
-            {
+            match self.service.execute_read_only_committed(
+                req.client,
+                req.op,
+                self.log.last_executed,
+            ) {
                 Some(result) => result,
                 None => return false,
             }
@@ -328,7 +332,7 @@ impl<S: Service> Replica<S> {
             self.event(Event::ReadOnlyExecuted {
                 client: req.client,
                 rid: req.rid,
-                committed: self.last_executed,
+                committed: self.log.last_executed,
                 on_tentative,
                 result_digest,
             });
@@ -336,17 +340,12 @@ impl<S: Service> Replica<S> {
         true
     }
 
-    /// Raises the `read_only_floor` (it never decreases).
-    pub(super) fn raise_read_only_floor(&mut self, seq: Seq) {
-        self.read_only_floor = self.read_only_floor.max(seq);
-    }
-
     /// Answers the queued reads that may run now, in order; stops at the first that may not
     /// (one client's reads stay in order, and the queue is short).
     pub(super) fn drain_read_only(&mut self) {
-        while let Some((floor, r)) = self.ro_queue.pop_front() {
+        while let Some((floor, r)) = self.read_only.queue.pop_front() {
             if !self.try_read_only(floor, &r) {
-                self.ro_queue.push_front((floor, r));
+                self.read_only.queue.push_front((floor, r));
                 break;
             }
         }
@@ -367,7 +366,7 @@ impl<S: Service> Replica<S> {
             || replier as u32 == self.me
             || result.len() <= self.config.full_reply_threshold;
         let reply = Reply {
-            view: self.view,
+            view: self.view.current,
             rid,
             client: c,
             replica: self.me,
@@ -391,7 +390,7 @@ impl<S: Service> Replica<S> {
         else {
             return false;
         };
-        let tentative = seq > self.last_executed;
+        let tentative = seq > self.log.last_executed;
         self.send_reply(c, rid, &result, tentative, replier);
         true
     }
@@ -422,6 +421,7 @@ impl<S: Service> Replica<S> {
         let last = reply_cache::last(&self.lib, c).map_or(0, |(rid, _)| rid);
         let next = self
             .requests
+            .store
             .after(c, last)
             .filter(|r| r.after <= last && !r.relayed)
             .map(|r| (r.rid, r.digest))

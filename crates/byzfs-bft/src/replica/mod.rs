@@ -12,6 +12,19 @@
 //! and NEW-VIEW's construction, checking and install), `state_transfer.rs`, `status.rs`
 //! (retransmission), `auth.rs` (what each message kind must carry, client signatures),
 //! `durable.rs` (the records a driver keeps) and `restart.rs` (rebuilding from them).
+//!
+//! The state is grouped by what each protocol step owns, one struct per group in its own
+//! file, and a handler borrows its part (`self.log.slots`, `self.requests.pending`):
+//! `view_status.rs` (the view, whether its NEW-VIEW is held, the low bound), `log.rs` (the
+//! slots, each a `slot.rs` entry; the execution marks; the batch bodies; frames held for just
+//! above the window), `requests.rs` (stored requests and their way to a sequence number:
+//! queue, proposed, pending, big ones forwarded, blacklisted clients), `read_only.rs` (the
+//! read-only floor and the reads waiting for it), `checkpoint.rs`, `view_change.rs`,
+//! `state_transfer.rs` (the fetch, the lender), `catch_up.rs` (other views' COMMITs),
+//! `peers.rs` (what the peers' STATUS reports, when to answer their asks), `storage.rs` (the
+//! durable promises and what the driver stores), `monitor.rs` and `timers.rs`. `Replica`
+//! itself keeps what every step shares: configuration, keys, the service and the library
+//! state, the RNG, the time, counters and the output queue.
 
 mod answer_gap;
 mod auth;
@@ -23,22 +36,28 @@ mod log;
 mod monitor;
 pub mod new_view;
 mod normal;
+mod peers;
+mod read_only;
 mod reply_cache;
 mod request_store;
+mod requests;
 mod restart;
+mod slot;
 mod state_transfer;
 mod status;
+mod storage;
 mod timers;
 mod view_change;
+mod view_status;
 
 #[cfg(test)]
 mod tests;
 
-use crate::action::{Action, CheckpointImage, DropReason, Event, PersistRecord, StoreRecord};
+use crate::action::{Action, DropReason, Event};
 use crate::config::Config;
 use crate::crypto::{Digest, MacKey, ReplicaKeys};
 use crate::ids::{ClientId, Principal, ReplicaId, RequestId, Seq, View};
-use crate::message::{BatchBody, Message};
+use crate::message::Message;
 use crate::service::{root_digest, Service};
 use crate::state::PartitionedState;
 use crate::time::Time;
@@ -47,15 +66,20 @@ use core::time::Duration;
 use ed25519_dalek::VerifyingKey;
 use rand_chacha::rand_core::SeedableRng;
 use rand_chacha::ChaCha8Rng;
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 
 use auth::AuthChoice;
 pub use durable::{record_seq, DurableState, RestoreError, StoredBatch, StoredCheckpoint};
-use log::Slot;
+use log::Log;
+use peers::Peers;
+use read_only::ReadOnly;
+use requests::Requests;
 use state_transfer::FetchState;
+use storage::Storage;
 use timers::{TimerKind, Timers};
 use view_change::ViewChangeState;
+use view_status::ViewStatus;
 
 /// Partitions of the library's own checkpointed state (the reply cache).
 const LIB_PARTITIONS: u32 = 16;
@@ -90,8 +114,12 @@ pub struct Stats {
     pub prepares_sent: u64,
     /// PREPAREs withheld: slots a backup restored after a power cut did not vote in, at or
     /// below its vote horizon ([`PersistRecord::AbstainUpTo`]).
+    ///
+    /// [`PersistRecord::AbstainUpTo`]: crate::action::PersistRecord::AbstainUpTo
     pub prepares_withheld: u64,
     /// [`PersistRecord::VoteHorizon`] records written (each costs its vote a sync).
+    ///
+    /// [`PersistRecord::VoteHorizon`]: crate::action::PersistRecord::VoteHorizon
     pub vote_horizons: u64,
     /// Requests in those pre-prepares (batch sizes).
     pub batched_requests: u64,
@@ -167,67 +195,14 @@ pub struct Replica<S: Service> {
     #[cfg(feature = "mutations")]
     mutation: Option<crate::mutation::Mutation>,
 
-    // View.
-    view: View,
-    has_new_view: bool,
-    /// Messages for sequence numbers ≤ this are refused in the current view (§1.4).
-    low_bound: Seq,
-    /// A read-only request is answered only once `last_executed` reaches the value this
-    /// floor had when the request arrived (§1.8). It is the highest sequence number this
-    /// replica sent a COMMIT for, every batch a NEW-VIEW carried over (`max-1`), and, after a
-    /// restart, its highest durable vote; it never decreases. A write a client accepted on
-    /// `f+1` committed replies was prepared (COMMIT sent) by `f+1` correct replicas before it
-    /// completed; none of them answers a later read from older state, so at most `2f` replies
-    /// to a read (`f` faulty, `f` correct that never prepared the write) can miss it, short of
-    /// the `2f+1` matching replies a read needs (found by the simulator).
-    read_only_floor: Seq,
-
-    // Log.
-    log: BTreeMap<Seq, Slot>,
-    /// Last sequence number assigned (primary) or known to be assigned by the new view.
-    seqno: Seq,
-    last_executed: Seq,
-    last_tentative: Seq,
-    last_stable: Seq,
-    /// Digests of executed batches above the latest checkpoint (replayed after a rollback).
-    executed: BTreeMap<Seq, Digest>,
-    /// Batch bodies by digest (for execution, relaying and new-view re-proposal).
-    batches: BTreeMap<Digest, Arc<BatchBody>>,
-    /// Batch digests known but whose body is missing (asked for in STATUS).
-    missing_batches: BTreeSet<Digest>,
-
-    // Requests.
-    /// Request bodies by request digest.
-    requests: request_store::RequestStore,
-    /// Primary: requests waiting for a sequence number, in arrival order.
-    queue: VecDeque<Digest>,
-    /// Request digests already placed in a batch of an unexecuted slot (dedup).
-    proposed: BTreeSet<Digest>,
-    /// The `(client, rid)` of the requests in `proposed` (a request whose predecessor is
-    /// neither here nor executed is kept back, §1.6).
-    proposed_ids: BTreeSet<(ClientId, RequestId)>,
-    /// The newest unexecuted request per client (drives the view-change timer, primary too).
-    pending: BTreeMap<ClientId, (RequestId, Digest)>,
-    /// Read-only requests waiting until they can run (§1.8), with the `read_only_floor` at
-    /// their arrival.
-    ro_queue: VecDeque<(Seq, StoredRequest)>,
-    /// Backup: pending big requests not yet pre-prepared at the last STATUS tick, and those
-    /// already forwarded to the primary in this view (see `forward_late_big_requests`).
-    late_big: BTreeSet<Digest>,
-    forwarded_big: BTreeSet<Digest>,
-    /// When each peer's repeated ask (a body, a batch, a NEW-VIEW or VIEW-CHANGE, a
-    /// checkpoint, the slots of a stuck peer; and our own VIEW-CHANGE's rebroadcast) is
-    /// answered next: the gap doubles (`answer_gap.rs`, used by `status.rs`).
-    answer_gaps: answer_gap::AnswerGaps,
-    /// Normal-case frames of our view just above the log window (within one checkpoint
-    /// interval), by slot, sender and tag, handled once the window reaches them (see
-    /// `hold_ahead`).
-    ahead: BTreeMap<(Seq, ReplicaId, u8), Arc<[u8]>>,
-    /// Clients proven faulty to this replica (a good MAC over a bad signature, §5.3). Their
-    /// frames on their own connections are dropped unheard by the runtime
-    /// ([`Replica::is_blacklisted`]); here their MAC alone no longer authenticates anything:
-    /// each of their requests (forwarded, or in a batch) needs its signature.
-    blacklist: BTreeSet<ClientId>,
+    /// The current view and whether it is installed (`view_status.rs`).
+    view: ViewStatus,
+    /// The slots, the execution marks and the batch bodies (`log.rs`).
+    log: Log,
+    /// Client requests and their ordering bookkeeping (`requests.rs`).
+    requests: Requests,
+    /// Reads waiting to run, and their floor (`read_only.rs`).
+    read_only: ReadOnly,
 
     // Checkpoints.
     checkpoints: checkpoint::Checkpoints,
@@ -243,20 +218,10 @@ pub struct Replica<S: Service> {
     /// COMMITs of other views for the slots just above what we executed (`catch_up.rs`).
     foreign: catch_up::ForeignCommits,
 
-    /// Each peer's last executed sequence number from its latest STATUS.
-    peer_executed: BTreeMap<ReplicaId, Seq>,
-    /// Each peer's view, and whether it holds that view's NEW-VIEW, from its latest STATUS.
-    peer_views: BTreeMap<ReplicaId, (View, bool)>,
-
-    // Durable promises (what survives a restart with disk).
-    durable: durable::DurableLog,
-    /// Whether the driver keeps the state on disk: emit [`StoreRecord`]s and `Executed`
-    /// records ([`Replica::set_store_state`]).
-    store_state: bool,
-    /// Batches already stored, with the highest sequence number stored for each.
-    stored_batches: BTreeMap<Digest, Seq>,
-    /// Partition digests (service, then library) of the last stored checkpoint image.
-    stored_parts: Vec<Digest>,
+    /// The peers' reported progress, and the pace of our answers to them (`peers.rs`).
+    peers: Peers,
+    /// What was made durable through the driver (`storage.rs`).
+    storage: Storage,
     /// The watch on the primary's throughput.
     monitor: monitor::Monitor,
 }
@@ -305,40 +270,17 @@ impl<S: Service> Replica<S> {
             timers: Timers::default(),
             #[cfg(feature = "mutations")]
             mutation: None,
-            view: 0,
-            has_new_view: true,
-            low_bound: 0,
-            read_only_floor: 0,
-            log: BTreeMap::new(),
-            seqno: 0,
-            last_executed: 0,
-            last_tentative: 0,
-            last_stable: 0,
-            executed: BTreeMap::new(),
-            batches: BTreeMap::new(),
-            missing_batches: BTreeSet::new(),
-            requests: request_store::RequestStore::default(),
-            queue: VecDeque::new(),
-            proposed: BTreeSet::new(),
-            proposed_ids: BTreeSet::new(),
-            pending: BTreeMap::new(),
-            ro_queue: VecDeque::new(),
-            blacklist: BTreeSet::new(),
-            late_big: BTreeSet::new(),
-            forwarded_big: BTreeSet::new(),
-            answer_gaps: answer_gap::AnswerGaps::default(),
-            ahead: BTreeMap::new(),
+            view: ViewStatus::default(),
+            log: Log::default(),
+            requests: Requests::default(),
+            read_only: ReadOnly::default(),
             checkpoints: checkpoint::Checkpoints::default(),
             vc: ViewChangeState::new(vc_timeout),
             fetch: None,
             lender: state_transfer::Lender::default(),
             foreign: catch_up::ForeignCommits::default(),
-            peer_executed: BTreeMap::new(),
-            peer_views: BTreeMap::new(),
-            durable: durable::DurableLog::default(),
-            store_state: false,
-            stored_batches: BTreeMap::new(),
-            stored_parts: Vec::new(),
+            peers: Peers::default(),
+            storage: Storage::default(),
             monitor: monitor::Monitor::default(),
             config,
         }
@@ -445,18 +387,19 @@ impl<S: Service> Replica<S> {
             Message::Commit(m) => (m.view, m.seq, 2),
             _ => return false,
         };
-        let high = self.last_stable + self.config.log_window;
-        if view != self.view || seq <= high || seq > high + self.config.checkpoint_interval {
+        let high = self.log.last_stable + self.config.log_window;
+        if view != self.view.current || seq <= high || seq > high + self.config.checkpoint_interval
+        {
             return false;
         }
-        self.ahead.insert((seq, from, tag), Arc::from(bytes));
+        self.log.ahead.insert((seq, from, tag), Arc::from(bytes));
         true
     }
 
     /// Handles the held frames the log window now covers (see `hold_ahead`).
     fn handle_ahead(&mut self) {
-        let high = self.last_stable + self.config.log_window;
-        while let Some(e) = self.ahead.first_entry() {
+        let high = self.log.last_stable + self.config.log_window;
+        while let Some(e) = self.log.ahead.first_entry() {
             if e.key().0 > high {
                 break;
             }
@@ -563,7 +506,7 @@ impl<S: Service> Replica<S> {
     /// client frame this replica as a primary that ignores requests); a driver may shed the
     /// client's own connection.
     pub fn is_blacklisted(&self, client: ClientId) -> bool {
-        self.blacklist.contains(&client)
+        self.requests.blacklist.contains(&client)
     }
 
     /// This replica's id.
@@ -572,32 +515,35 @@ impl<S: Service> Replica<S> {
     }
     /// Current view.
     pub fn view(&self) -> View {
-        self.view
+        self.view.current
     }
     /// Whether the replica holds the NEW-VIEW of its current view (not in view-change limbo).
     pub fn has_new_view(&self) -> bool {
-        self.has_new_view
+        self.view.has_new_view
     }
     /// The sequence number up to which it withholds its PREPAREs in its view, restored after
     /// a power cut ([`PersistRecord::AbstainUpTo`]); `None` once it has executed past it, or
     /// if it does not abstain. Meanwhile the cluster tolerates one faulty backup fewer.
+    ///
+    /// [`PersistRecord::AbstainUpTo`]: crate::action::PersistRecord::AbstainUpTo
     pub fn withholds_prepares_up_to(&self) -> Option<Seq> {
-        self.durable
+        self.storage
+            .durable
             .abstain
-            .filter(|&(v, up_to)| v == self.view && up_to > self.last_executed)
+            .filter(|&(v, up_to)| v == self.view.current && up_to > self.log.last_executed)
             .map(|(_, up_to)| up_to)
     }
     /// Last committed-and-executed sequence number.
     pub fn last_executed(&self) -> Seq {
-        self.last_executed
+        self.log.last_executed
     }
     /// Last tentatively executed sequence number (≥ `last_executed`).
     pub fn last_tentative(&self) -> Seq {
-        self.last_tentative
+        self.log.last_tentative
     }
     /// Last stable checkpoint `h`.
     pub fn last_stable(&self) -> Seq {
-        self.last_stable
+        self.log.last_stable
     }
     /// Whether the replica is fetching state.
     pub fn is_fetching(&self) -> bool {
@@ -611,7 +557,7 @@ impl<S: Service> Replica<S> {
     }
     /// Digest of the last stable checkpoint (`None` only while a state transfer replaces it).
     pub fn stable_digest(&self) -> Option<Digest> {
-        self.checkpoints.own.get(&self.last_stable).copied()
+        self.checkpoints.own.get(&self.log.last_stable).copied()
     }
     /// The partition digests of held checkpoint `seq` — the service's, then the library's —
     /// as a STATE-META for it carries them; their [`root_digest`] is the checkpoint digest.
@@ -627,6 +573,7 @@ impl<S: Service> Replica<S> {
     pub fn stored_requests(&self, c: ClientId) -> usize {
         let last = reply_cache::last(&self.lib, c).map_or(0, |(rid, _)| rid);
         self.requests
+            .store
             .after(c, last)
             .filter(|r| r.after > last && !(r.big && self.body_in_log(&r.digest)))
             .count()
@@ -649,7 +596,7 @@ impl<S: Service> Replica<S> {
     }
     /// The primary of the current view.
     pub fn primary(&self) -> ReplicaId {
-        self.config.primary(self.view)
+        self.config.primary(self.view.current)
     }
     /// Switches a deliberately broken rule on (test-only).
     #[cfg(feature = "mutations")]
@@ -671,11 +618,12 @@ impl<S: Service> Replica<S> {
     }
 
     /// Whether it sends no new PREPARE at `seq` in its view: it was restored in this view
-    /// from records that may lack a vote at `seq` ([`PersistRecord::AbstainUpTo`]).
+    /// from records that may lack a vote at `seq` (`PersistRecord::AbstainUpTo`).
     fn abstains_at(&self, seq: Seq) -> bool {
-        self.durable
+        self.storage
+            .durable
             .abstain
-            .is_some_and(|(v, up_to)| v == self.view && seq <= up_to)
+            .is_some_and(|(v, up_to)| v == self.view.current && seq <= up_to)
             && !self.mutated(M::VoteAfterUntrustedRestore)
     }
 
@@ -702,100 +650,6 @@ impl<S: Service> Replica<S> {
         self.out.push_back(Action::Event(e));
     }
 
-    fn persist(&mut self, rec: PersistRecord) {
-        self.durable.record(rec);
-        if let PersistRecord::Prepared { seq, digest, .. }
-        | PersistRecord::Proposed { seq, digest, .. }
-        | PersistRecord::Voted { seq, digest, .. }
-        | PersistRecord::Committed { seq, digest, .. } = rec
-        {
-            // The body of what we vote for goes to disk with the vote: after a crash of every
-            // replica, the promise alone (a digest) could never be executed. A COMMIT is
-            // usually the second vote for its batch (stored already, so this is a no-op),
-            // but the first of a backup that abstains from PREPAREs (`abstains`).
-            self.store_batch(seq, digest);
-        }
-        self.out.push_back(Action::Persist(rec));
-    }
-
-    /// Stores the body of batch `digest` (at `seq`) if the state is stored, the body and its
-    /// big requests are held, and it was not stored at `seq` or above already. A body not
-    /// complete yet is stored when it executes.
-    fn store_batch(&mut self, seq: Seq, digest: Digest) {
-        if !self.store_state || self.stored_batches.get(&digest).is_some_and(|&s| s >= seq) {
-            return;
-        }
-        let Some(body) = self.batches.get(&digest).cloned() else {
-            return;
-        };
-        let big: Vec<Arc<[u8]>> = body
-            .big
-            .iter()
-            .filter_map(|d| self.requests.get(d).map(|r| r.frame.clone()))
-            .collect();
-        if big.len() != body.big.len() {
-            return;
-        }
-        self.stored_batches.insert(digest, seq);
-        self.out.push_back(Action::Store(StoreRecord::Batch {
-            seq,
-            digest,
-            body,
-            big,
-        }));
-    }
-
-    /// Stores stable checkpoint `seq` (digest `d`): the partitions changed since the last
-    /// stored image (only the digests of a service that persists its own state). Called
-    /// once the checkpoint is stable, so it is held by the service.
-    fn store_checkpoint(&mut self, seq: Seq, d: Digest) {
-        if !self.store_state {
-            return;
-        }
-        let (Some(mut digests), Some(lib)) = (
-            self.service.checkpoint_partition_digests(seq),
-            self.lib.checkpoint_digests(seq),
-        ) else {
-            debug_assert!(false, "stable checkpoint {seq} not held");
-            return;
-        };
-        let svc = digests.len();
-        digests.extend(lib);
-        let persists = self.service.persists_state();
-        let mut changed = Vec::new();
-        for (i, pd) in digests.iter().enumerate() {
-            if self.stored_parts.get(i) == Some(pd) {
-                continue;
-            }
-            // `i` indexes a partition list built from two `u32` counts.
-            let data = if i < svc && persists {
-                // The service keeps its own state: its digest suffices here.
-                Some(Vec::new())
-            } else if i < svc {
-                self.service.export_partition(seq, i as u32)
-            } else {
-                self.lib.export_partition(seq, (i - svc) as u32)
-            };
-            let Some(data) = data else {
-                debug_assert!(false, "stable checkpoint {seq} cannot export partition {i}");
-                return;
-            };
-            changed.push((i as u32, *pd, data));
-        }
-        let partitions = digests.len() as u32;
-        self.stored_parts = digests;
-        self.stored_batches.retain(|_, s| *s > seq);
-        self.out
-            .push_back(Action::Store(StoreRecord::Checkpoint(Arc::new(
-                CheckpointImage {
-                    seq,
-                    digest: d,
-                    partitions,
-                    changed,
-                },
-            ))));
-    }
-
     fn broadcast(&mut self, msg: &Message) -> Arc<[u8]> {
         let bytes = self.encode(msg, AuthChoice::Authenticator);
         self.out.push_back(Action::Broadcast {
@@ -816,7 +670,7 @@ impl<S: Service> Replica<S> {
     }
 
     fn in_window(&self, seq: Seq) -> bool {
-        seq > self.last_stable && seq <= self.last_stable + self.config.log_window
+        seq > self.log.last_stable && seq <= self.log.last_stable + self.config.log_window
     }
 
     /// Checkpoint of the live state at `seq` (service + reply cache) → its digest.
@@ -829,10 +683,17 @@ impl<S: Service> Replica<S> {
     /// Invariants that must hold after every handler (docs/STYLE.md §10). A violation is a bug in
     /// this replica, not bad input, so it stops the process.
     fn check_invariants(&self) {
-        debug_assert!(self.last_stable <= self.last_executed || self.fetch.is_some());
-        debug_assert!(self.last_executed <= self.last_tentative);
-        debug_assert!(self.last_tentative <= self.last_executed + 1 || self.mutation_active());
-        debug_assert!(self.log.keys().next().is_none_or(|&s| s > self.last_stable));
+        debug_assert!(self.log.last_stable <= self.log.last_executed || self.fetch.is_some());
+        debug_assert!(self.log.last_executed <= self.log.last_tentative);
+        debug_assert!(
+            self.log.last_tentative <= self.log.last_executed + 1 || self.mutation_active()
+        );
+        debug_assert!(self
+            .log
+            .slots
+            .keys()
+            .next()
+            .is_none_or(|&s| s > self.log.last_stable));
     }
 
     #[cfg(feature = "mutations")]

@@ -104,14 +104,14 @@ impl<S: Service> Replica<S> {
     /// Starts measuring the current view (at construction, restart and each installed view).
     pub(super) fn monitor_view_start(&mut self) {
         let m = &mut self.monitor;
-        if m.view != self.view {
+        if m.view != self.view.current {
             m.history.push_back(m.best);
             while m.history.len() > self.config.monitor.views.saturating_sub(1) as usize {
                 m.history.pop_front();
             }
             m.best = 0;
         }
-        m.view = self.view;
+        m.view = self.view.current;
         m.view_start = self.now;
         m.period_start = self.now;
         m.units = 0;
@@ -136,10 +136,10 @@ impl<S: Service> Replica<S> {
     /// Batch `seq` (digest `d`) committed here. If this replica cannot run it yet (an
     /// earlier batch is missing), the primary's work is credited now.
     pub(super) fn monitor_committed(&mut self, seq: Seq, d: Digest) {
-        if seq <= self.last_tentative.max(self.last_executed) + 1 {
+        if seq <= self.log.last_tentative.max(self.log.last_executed) + 1 {
             return;
         }
-        let Some(b) = self.batches.get(&d) else {
+        let Some(b) = self.log.batches.get(&d) else {
             return;
         };
         let units: u64 = b
@@ -149,7 +149,7 @@ impl<S: Service> Replica<S> {
             .chain(
                 b.big
                     .iter()
-                    .map(|bd| self.requests.get(bd).map_or(0, |r| r.frame.len())),
+                    .map(|bd| self.requests.store.get(bd).map_or(0, |r| r.frame.len())),
             )
             .map(|len| 1 + (len / UNIT_BYTES) as u64)
             .sum();
@@ -177,7 +177,7 @@ impl<S: Service> Replica<S> {
 
     /// A request of `c` ran (its wait starts again if more are pending) or none is pending.
     pub(super) fn monitor_served(&mut self, c: ClientId) {
-        if self.pending.contains_key(&c) {
+        if self.requests.pending.contains_key(&c) {
             let now = self.now;
             self.monitor.waiting_since.insert(c, now);
         } else {
@@ -199,7 +199,7 @@ impl<S: Service> Replica<S> {
         m.period_start = now;
         m.units = 0;
         m.busy = false;
-        let done = self.last_executed;
+        let done = self.log.last_executed;
         m.credited.retain(|&s| s > done);
         if c.enabled {
             self.timers.set(TimerKind::Monitor, now + c.period);
@@ -208,26 +208,30 @@ impl<S: Service> Replica<S> {
             self.stats.monitor_complaints += 1;
             tracing::info!(
                 replica = self.me,
-                view = self.view,
+                view = self.view.current,
                 units = v.units,
                 required = v.required,
                 "the primary's throughput fell short under load; voting it out"
             );
             self.event(Event::PrimaryTooSlow {
-                view: self.view,
+                view: self.view.current,
                 units: v.units,
                 required: v.required,
             });
-            self.start_view_change(self.view + 1);
+            self.start_view_change(self.view.current + 1);
         }
     }
 
     /// Whether `f+1` other replicas reported executing more than `batch_window` batches
     /// beyond this one (their latest STATUS).
     fn lags(&self) -> bool {
-        let mine = self.last_executed.saturating_add(self.config.batch_window);
+        let mine = self
+            .log
+            .last_executed
+            .saturating_add(self.config.batch_window);
         let ahead = self
-            .peer_executed
+            .peers
+            .executed
             .iter()
             .filter(|&(&j, &e)| j != self.me && e > mine)
             .count();
@@ -241,20 +245,21 @@ impl<S: Service> Replica<S> {
     /// every later one, and the view-change timer replaces it.
     fn lacks_ordered_bodies(&self) -> bool {
         self.log
-            .range(self.last_executed.saturating_add(1)..)
+            .slots
+            .range(self.log.last_executed.saturating_add(1)..)
             .filter_map(|(_, s)| s.pre_prepare.as_ref())
-            .filter_map(|a| self.batches.get(&a.digest))
-            .any(|b| b.big.iter().any(|d| !self.requests.contains_key(d)))
+            .filter_map(|a| self.log.batches.get(&a.digest))
+            .any(|b| b.big.iter().any(|d| !self.requests.store.contains_key(d)))
     }
 
     /// Whether the period just ended condemns the primary.
     fn judge(&mut self, c: &crate::MonitorConfig, now: Time, period_us: u64) -> Option<Verdict> {
         let m = &self.monitor;
         let judged = c.enabled
-            && self.has_new_view
+            && self.view.has_new_view
             && self.fetch.is_none()
             && self.primary() != self.me
-            && m.view == self.view
+            && m.view == self.view.current
             && !m.busy
             && m.heard.len() >= 2 * self.f()
             && !self.lags()
@@ -278,11 +283,11 @@ impl<S: Service> Replica<S> {
         // `pending` — a faulty client cannot frame the primary by waiting (§5.3).
         let mut demand = false;
         for cl in waited {
-            let Some(&(_, d)) = self.pending.get(&cl) else {
+            let Some(&(_, d)) = self.requests.pending.get(&cl) else {
                 self.monitor.waiting_since.remove(&cl);
                 continue;
             };
-            if self.signature_checked(d) && self.pending.contains_key(&cl) {
+            if self.signature_checked(d) && self.requests.pending.contains_key(&cl) {
                 demand = true;
                 break;
             }

@@ -13,7 +13,7 @@
 //!   null batch if `2f+1` messages with `last_stable < n` prepared nothing at `n`; else the
 //!   decision must wait for more VIEW-CHANGEs.
 
-use super::log::Accepted;
+use super::slot::Accepted;
 use super::timers::TimerKind;
 use super::view_change::StoredVc;
 use super::{AuthChoice, Replica, M};
@@ -159,7 +159,7 @@ impl<S: Service> Replica<S> {
         self.vc
             .latest
             .values()
-            .filter(|s| s.vc.view == self.view)
+            .filter(|s| s.vc.view == self.view.current)
             .collect()
     }
 
@@ -174,7 +174,7 @@ impl<S: Service> Replica<S> {
             return;
         };
         let frames: Vec<Vec<u8>> = set.iter().map(|s| s.frame.to_vec()).collect();
-        let v = self.view;
+        let v = self.view.current;
         for (i, d) in dec.picks.iter().enumerate() {
             self.persist(PersistRecord::Prepared {
                 view: v,
@@ -205,7 +205,10 @@ impl<S: Service> Replica<S> {
         if j != self.config.primary(nv.view) || frame.header.auth != AuthKind::Signature {
             return self.drop_input(DropReason::Invalid);
         }
-        if nv.view < self.view || (nv.view == self.view && self.has_new_view) || nv.view == 0 {
+        if nv.view < self.view.current
+            || (nv.view == self.view.current && self.view.has_new_view)
+            || nv.view == 0
+        {
             return self.drop_input(DropReason::Stale);
         }
         let Some(dec) = self.verify_new_view(&nv) else {
@@ -224,9 +227,9 @@ impl<S: Service> Replica<S> {
             );
             return self.drop_input(DropReason::Invalid);
         }
-        if nv.view > self.view {
+        if nv.view > self.view.current {
             self.start_view_change(nv.view);
-            if self.has_new_view || self.view != nv.view {
+            if self.view.has_new_view || self.view.current != nv.view {
                 return;
             }
         }
@@ -244,9 +247,10 @@ impl<S: Service> Replica<S> {
             .iter()
             .enumerate()
             .map(|(i, &d)| (dec.min + 1 + i as u64, d))
-            .filter(|&(seq, _)| seq > self.last_stable)
+            .filter(|&(seq, _)| seq > self.log.last_stable)
             .find(|&(seq, d)| {
                 self.log
+                    .slots
                     .get(&seq)
                     .is_some_and(|slot| slot.conflicts_in_view(d, v))
             })
@@ -304,19 +308,20 @@ impl<S: Service> Replica<S> {
     /// `process_new_view` (§3.4): leave limbo, install the chosen checkpoint (fetching state if
     /// behind), re-propose the picked batches, and resume.
     fn process_new_view(&mut self, dec: Decision) {
-        let v = self.view;
-        self.has_new_view = true;
+        let v = self.view.current;
+        self.view.has_new_view = true;
         self.timers.stop(TimerKind::ViewChange);
         self.monitor_view_start();
         let max = dec.min + dec.picks.len() as u64 + 1;
-        self.low_bound = dec.min;
-        self.seqno = max - 1;
-        self.raise_read_only_floor(max - 1);
-        if dec.min > self.last_stable && self.checkpoints.own.get(&dec.min) == Some(&dec.min_digest)
+        self.view.low_bound = dec.min;
+        self.log.seqno = max - 1;
+        self.read_only.raise_floor(max - 1);
+        if dec.min > self.log.last_stable
+            && self.checkpoints.own.get(&dec.min) == Some(&dec.min_digest)
         {
             self.mark_stable(dec.min, StableVia::NewView);
         }
-        if dec.min > self.last_stable
+        if dec.min > self.log.last_stable
             && self.certified_checkpoint().is_none_or(|(s, _)| s < dec.min)
         {
             // Before this view's PREPAREs: see `PersistRecord::Certified`.
@@ -325,7 +330,7 @@ impl<S: Service> Replica<S> {
                 digest: dec.min_digest,
             });
         }
-        if self.last_executed < dec.min
+        if self.log.last_executed < dec.min
             || self
                 .checkpoints
                 .own
@@ -335,18 +340,18 @@ impl<S: Service> Replica<S> {
             self.start_fetch(dec.min, dec.min_digest);
         }
         let null = null_digest();
-        self.batches.entry(null).or_default();
+        self.log.batches.entry(null).or_default();
         for (i, &d) in dec.picks.iter().enumerate() {
             let seq = dec.min + 1 + i as u64;
-            if seq <= self.last_stable {
+            if seq <= self.log.last_stable {
                 continue;
             }
-            if let Some(b) = self.batches.get(&d).cloned() {
+            if let Some(b) = self.log.batches.get(&d).cloned() {
                 self.note_batch_at(Some(seq), d, (*b).clone());
             } else {
-                self.missing_batches.insert(d);
+                self.log.missing_batches.insert(d);
             }
-            let slot = self.log.entry(seq).or_default();
+            let slot = self.log.slots.entry(seq).or_default();
             slot.pre_prepare = Some(Accepted {
                 digest: d,
                 frame: None,
@@ -369,14 +374,15 @@ impl<S: Service> Replica<S> {
             // Re-queue every request we hold that is neither executed nor carried over.
             let mut reqs: Vec<(ClientId, RequestId, Digest)> = self
                 .requests
+                .store
                 .values()
                 .map(|r| (r.client, r.rid, r.digest))
                 .collect();
             reqs.sort();
             for (c, rid, d) in reqs {
                 let done = self.cached_rid(c).is_some_and(|(r, _)| r >= rid);
-                if !done && !self.proposed.contains(&d) && self.signature_checked(d) {
-                    self.queue.push_back(d);
+                if !done && !self.requests.proposed.contains(&d) && self.signature_checked(d) {
+                    self.requests.queue.push_back(d);
                 }
             }
             self.try_send_pre_prepare();

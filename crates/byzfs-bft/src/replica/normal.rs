@@ -1,6 +1,6 @@
 //! Normal case: REQUEST, PRE-PREPARE, PREPARE, COMMIT (docs/PROTOCOL.md §1.5, §1.9, §1.10, §1.14).
 
-use super::log::{Accepted, Unverified};
+use super::slot::{Accepted, Unverified};
 use super::{Replica, StoredRequest, LOOSE_REQUESTS_MAX, M};
 use crate::action::{Action, DropReason, Event, PersistRecord};
 use crate::batch::{batch_digest, null_digest};
@@ -70,9 +70,10 @@ impl<S: Service> Replica<S> {
         let read_only = read_only_flag
             && self.config.read_only_optimisation
             && self.service.is_read_only(&req.op);
-        let trusted_mac = mac_ok && !self.blacklist.contains(&c);
+        let trusted_mac = mac_ok && !self.requests.blacklist.contains(&c);
         let verified_before = self
             .requests
+            .store
             .get(&frame.header.body_digest)
             .is_some_and(|r| r.sig_checked && *r.frame == *bytes);
         // The signature is needed unless this exact frame was verified before, or our MAC
@@ -109,7 +110,7 @@ impl<S: Service> Replica<S> {
         if read_only {
             return self.on_read_only(stored);
         }
-        let first_receipt = !self.requests.contains_key(&stored.digest);
+        let first_receipt = !self.requests.store.contains_key(&stored.digest);
         // Only a request that cannot run yet counts against its client's share; a body a
         // logged batch names is stored whatever the share: the batch cannot run without it
         // (a quota on it stalled bad-clients 0 for good).
@@ -145,7 +146,7 @@ impl<S: Service> Replica<S> {
         let relay = stored.big
             && first_receipt
             && frame.header.flags & FLAG_RELAY != 0
-            && self.has_new_view
+            && self.view.has_new_view
             && self.is_primary()
             && !self.body_in_log(&stored.digest);
         if self.is_primary() {
@@ -155,8 +156,10 @@ impl<S: Service> Replica<S> {
                     bytes: stored.frame.clone(),
                 });
             }
-            if !self.proposed.contains(&stored.digest) && !self.queue.contains(&stored.digest) {
-                self.queue.push_back(stored.digest);
+            if !self.requests.proposed.contains(&stored.digest)
+                && !self.requests.queue.contains(&stored.digest)
+            {
+                self.requests.queue.push_back(stored.digest);
             }
             self.try_send_pre_prepare();
         } else if !stored.big && first_receipt {
@@ -181,9 +184,10 @@ impl<S: Service> Replica<S> {
     pub(super) fn on_body_arrived(&mut self, d: Digest) {
         let waiting: Vec<Seq> = self
             .log
+            .slots
             .iter()
             .filter_map(|(&seq, s)| s.pre_prepare.as_ref().map(|a| (seq, a.digest)))
-            .filter(|(_, bd)| self.batches.get(bd).is_some_and(|b| b.big.contains(&d)))
+            .filter(|(_, bd)| self.log.batches.get(bd).is_some_and(|b| b.big.contains(&d)))
             .map(|(seq, _)| seq)
             .collect();
         for seq in waiting {
@@ -195,7 +199,7 @@ impl<S: Service> Replica<S> {
 
     /// Whether a batch in the log names big request `d` whose body we lack.
     fn body_needed(&self, d: &Digest) -> bool {
-        !self.requests.contains_key(d) && self.body_in_log(d)
+        !self.requests.store.contains_key(d) && self.body_in_log(d)
     }
 
     /// Whether a batch in our log names big request body `d`.
@@ -203,14 +207,14 @@ impl<S: Service> Replica<S> {
         if self.foreign_missing_bodies().contains(d) {
             return true;
         }
-        self.log.values().any(|s| {
+        self.log.slots.values().any(|s| {
             [
                 s.pre_prepare.as_ref().map(|a| a.digest),
                 s.unverified.as_ref().map(|u| u.digest),
             ]
             .into_iter()
             .flatten()
-            .any(|bd| self.batches.get(&bd).is_some_and(|b| b.big.contains(d)))
+            .any(|bd| self.log.batches.get(&bd).is_some_and(|b| b.big.contains(d)))
         })
     }
 
@@ -222,7 +226,7 @@ impl<S: Service> Replica<S> {
         r: StoredRequest,
         quota: bool,
     ) -> Result<(), DropReason> {
-        if let Some(held) = self.requests.get_mut(&r.digest) {
+        if let Some(held) = self.requests.store.get_mut(&r.digest) {
             // The client's own copy after a relayed one: waited on from now.
             let relayed = held.relayed && r.relayed;
             // A verified copy replaces one whose signature was deferred (same body).
@@ -232,7 +236,7 @@ impl<S: Service> Replica<S> {
             held.relayed = relayed;
             return Ok(());
         }
-        if self.requests.len() >= LOOSE_REQUESTS_MAX {
+        if self.requests.store.len() >= LOOSE_REQUESTS_MAX {
             return Err(DropReason::QueueFull);
         }
         if quota
@@ -241,7 +245,7 @@ impl<S: Service> Replica<S> {
         {
             return Err(DropReason::ClientQuota);
         }
-        self.requests.insert(r.digest, r);
+        self.requests.store.insert(r.digest, r);
         Ok(())
     }
 
@@ -251,17 +255,17 @@ impl<S: Service> Replica<S> {
     /// 8, a twin), and a slot there is below its low-water mark.
     pub(super) fn try_send_pre_prepare(&mut self) {
         while self.is_primary()
-            && self.has_new_view
+            && self.view.has_new_view
             && self.fetch.is_none()
-            && self.seqno >= self.last_stable
-            && !self.queue.is_empty()
-            && self.seqno < self.last_executed + self.config.batch_window
-            && self.seqno < self.last_stable + self.config.log_window
+            && self.log.seqno >= self.log.last_stable
+            && !self.requests.queue.is_empty()
+            && self.log.seqno < self.log.last_executed + self.config.batch_window
+            && self.log.seqno < self.log.last_stable + self.config.log_window
         {
             let Some(batch) = self.build_batch() else {
                 break;
             };
-            let seq = self.seqno + 1;
+            let seq = self.log.seqno + 1;
             let mut batch = batch;
             batch.nondet = self.service.propose_nondet(seq, self.now);
             let Some(digest) = batch_digest(&batch) else {
@@ -269,8 +273,8 @@ impl<S: Service> Replica<S> {
                 // parsed frames; a failure here means a bug, but dropping is still safe.
                 break;
             };
-            self.seqno = seq;
-            let v = self.view;
+            self.log.seqno = seq;
+            let v = self.view.current;
             let n_reqs = (batch.requests.len() + batch.big.len()) as u64;
             // Not synced before the send: see `PersistRecord::Proposed`.
             self.persist(PersistRecord::Proposed {
@@ -291,7 +295,7 @@ impl<S: Service> Replica<S> {
             // The promise was recorded before the body was held: store the body now (a driver
             // commits a drain's records before its sends).
             self.store_batch(seq, digest);
-            let slot = self.log.entry(seq).or_default();
+            let slot = self.log.slots.entry(seq).or_default();
             slot.pre_prepare = Some(Accepted {
                 digest,
                 frame: Some(frame),
@@ -315,25 +319,25 @@ impl<S: Service> Replica<S> {
         let mut bytes = 0usize;
         let mut in_batch: BTreeSet<(ClientId, RequestId, bool)> = BTreeSet::new();
         let mut kept: VecDeque<Digest> = VecDeque::new();
-        while let Some(&d) = self.queue.front() {
-            let Some(r) = self.requests.get(&d) else {
-                self.queue.pop_front();
+        while let Some(&d) = self.requests.queue.front() {
+            let Some(r) = self.requests.store.get(&d) else {
+                self.requests.queue.pop_front();
                 continue;
             };
             let last = self.cached_rid(r.client).map_or(0, |(rid, _)| rid);
-            if last >= r.rid || self.proposed.contains(&d) {
-                self.queue.pop_front();
+            if last >= r.rid || self.requests.proposed.contains(&d) {
+                self.requests.queue.pop_front();
                 continue;
             }
             // A batch runs its inlined requests first, then the big ones (`execute_batch`):
             // an inlined request may not follow a big one of the same batch.
             let ready = r.after <= last
-                || self.proposed_ids.contains(&(r.client, r.after))
+                || self.requests.proposed_ids.contains(&(r.client, r.after))
                 || in_batch.contains(&(r.client, r.after, false))
                 || (r.big && in_batch.contains(&(r.client, r.after, true)));
             if !ready {
                 kept.push_back(d);
-                self.queue.pop_front();
+                self.requests.queue.pop_front();
                 continue;
             }
             if r.big {
@@ -350,11 +354,11 @@ impl<S: Service> Replica<S> {
                 batch.requests.push(r.frame.to_vec());
             }
             in_batch.insert((r.client, r.rid, r.big));
-            self.queue.pop_front();
+            self.requests.queue.pop_front();
         }
         // Kept-back requests stay first, in their order, for the next batch.
         while let Some(d) = kept.pop_back() {
-            self.queue.push_front(d);
+            self.requests.queue.push_front(d);
         }
         (!batch.requests.is_empty() || !batch.big.is_empty()).then_some(batch)
     }
@@ -366,7 +370,7 @@ impl<S: Service> Replica<S> {
                 let f = Frame::parse(bytes, usize::MAX).ok()?;
                 RequestView::decode(f.body).map(|r| (r.client, r.rid))
             }
-            None => self.requests.get(d).map(|r| (r.client, r.rid)),
+            None => self.requests.store.get(d).map(|r| (r.client, r.rid)),
         }
     }
 
@@ -380,29 +384,31 @@ impl<S: Service> Replica<S> {
     /// them. A request it skipped there (its predecessor had not run, §1.6) must stay free to
     /// be proposed again when the client retransmits it (simulator: partition 44).
     pub(super) fn note_batch_at(&mut self, seq: Option<Seq>, digest: Digest, batch: BatchBody) {
-        if seq.is_some_and(|s| s <= self.last_executed) {
-            self.missing_batches.remove(&digest);
-            self.batches
+        if seq.is_some_and(|s| s <= self.log.last_executed) {
+            self.log.missing_batches.remove(&digest);
+            self.log
+                .batches
                 .entry(digest)
                 .or_insert_with(|| Arc::new(batch));
             return;
         }
         for r in &batch.requests {
             if let Some(d) = request_digest(r) {
-                self.proposed.insert(d);
+                self.requests.proposed.insert(d);
                 if let Some(id) = self.request_id(Some(r), &d) {
-                    self.proposed_ids.insert(id);
+                    self.requests.proposed_ids.insert(id);
                 }
             }
         }
         for d in &batch.big {
-            self.proposed.insert(*d);
+            self.requests.proposed.insert(*d);
             if let Some(id) = self.request_id(None, d) {
-                self.proposed_ids.insert(id);
+                self.requests.proposed_ids.insert(id);
             }
         }
-        self.missing_batches.remove(&digest);
-        self.batches
+        self.log.missing_batches.remove(&digest);
+        self.log
+            .batches
             .entry(digest)
             .or_insert_with(|| Arc::new(batch));
     }
@@ -417,10 +423,10 @@ impl<S: Service> Replica<S> {
         {
             return self.drop_input(DropReason::Invalid);
         }
-        if pp.view != self.view || !self.has_new_view {
+        if pp.view != self.view.current || !self.view.has_new_view {
             return self.drop_input(DropReason::OutOfWindow);
         }
-        if !self.in_window(pp.seq) || pp.seq <= self.low_bound {
+        if !self.in_window(pp.seq) || pp.seq <= self.view.low_bound {
             return self.drop_input(DropReason::OutOfWindow);
         }
         let Some(d) = self.validate_batch(&pp.batch, pp.seq, false) else {
@@ -442,7 +448,7 @@ impl<S: Service> Replica<S> {
         // arrive after it, and dropping it left the slot to the next resend.
         let nondet_ok = self.validate_batch(&pp.batch, pp.seq, true).is_some();
         let (v, seq) = (pp.view, pp.seq);
-        let slot = self.log.entry(seq).or_default();
+        let slot = self.log.slots.entry(seq).or_default();
         if let Some(acc) = &slot.pre_prepare {
             if acc.digest == d {
                 return self.drop_input(DropReason::Stale);
@@ -451,7 +457,7 @@ impl<S: Service> Replica<S> {
                 return self.drop_input(DropReason::Invalid);
             }
         }
-        let slot = self.log.entry(seq).or_default();
+        let slot = self.log.slots.entry(seq).or_default();
         if slot.conflicts_in_view(d, v) && !self.mutated(M::AcceptSecondPrePrepare) {
             return self.drop_input(DropReason::Invalid);
         }
@@ -459,6 +465,7 @@ impl<S: Service> Replica<S> {
         let f = self.f();
         let vouched = self
             .log
+            .slots
             .get(&seq)
             .is_some_and(|s| s.prepare_count(d, false) >= f);
         // Checked whenever it may be accepted (it blacklists a client whose good MAC covers
@@ -466,7 +473,7 @@ impl<S: Service> Replica<S> {
         let authentic = (nondet_ok || vouched) && self.requests_authentic(&pp.batch);
         let acceptable = vouched || (nondet_ok && authentic);
         if !acceptable {
-            let slot = self.log.entry(seq).or_default();
+            let slot = self.log.slots.entry(seq).or_default();
             slot.unverified = Some(Unverified {
                 digest: d,
                 frame: frame_arc,
@@ -530,11 +537,11 @@ impl<S: Service> Replica<S> {
             let Principal::Client(c) = f.header.sender else {
                 return false;
             };
-            if self.requests.contains_key(&f.header.body_digest) {
+            if self.requests.store.contains_key(&f.header.body_digest) {
                 continue;
             }
             let mac_ok = self.client_mac_ok(&f);
-            if mac_ok && !self.blacklist.contains(&c) {
+            if mac_ok && !self.requests.blacklist.contains(&c) {
                 continue;
             }
             if !self.client_signs(c) || !self.client_request_signed(&f, mac_ok) {
@@ -552,7 +559,7 @@ impl<S: Service> Replica<S> {
         frame: Option<Arc<[u8]>>,
     ) {
         self.note_batch_at(Some(seq), d, batch);
-        let slot = self.log.entry(seq).or_default();
+        let slot = self.log.slots.entry(seq).or_default();
         if slot.pre_prepare.as_ref().is_some_and(|a| a.digest != d) {
             // Only reachable under the AcceptSecondPrePrepare mutation: vote again.
             slot.sent_prepare = false;
@@ -566,29 +573,29 @@ impl<S: Service> Replica<S> {
 
     /// Whether all big-request bodies of batch `d` are present (§1.10 `is_pp_complete`).
     pub(super) fn batch_complete(&self, d: Digest) -> bool {
-        match self.batches.get(&d) {
-            Some(b) => b.big.iter().all(|r| self.requests.contains_key(r)),
+        match self.log.batches.get(&d) {
+            Some(b) => b.big.iter().all(|r| self.requests.store.contains_key(r)),
             None => false,
         }
     }
 
     /// A backup multicasts PREPARE once the pre-prepare is accepted and complete.
     pub(super) fn maybe_send_prepare(&mut self, seq: Seq) {
-        let Some(slot) = self.log.get(&seq) else {
+        let Some(slot) = self.log.slots.get(&seq) else {
             return;
         };
         let Some(acc) = &slot.pre_prepare else { return };
         let d = acc.digest;
         if slot.sent_prepare || self.is_primary() || !self.batch_complete(d) {
-            if !self.batches.contains_key(&d) && d != null_digest() {
-                self.missing_batches.insert(d);
+            if !self.log.batches.contains_key(&d) && d != null_digest() {
+                self.log.missing_batches.insert(d);
             }
             return;
         }
         if self.abstains_at(seq) {
             // It may have voted for another digest here before a power cut took the record
             // (see `PersistRecord::AbstainUpTo`). The others' PREPAREs may still prepare it.
-            if let Some(slot) = self.log.get_mut(&seq) {
+            if let Some(slot) = self.log.slots.get_mut(&seq) {
                 if !slot.withheld_prepare {
                     slot.withheld_prepare = true;
                     self.stats.prepares_withheld += 1;
@@ -597,14 +604,14 @@ impl<S: Service> Replica<S> {
             self.check_prepared(seq);
             return;
         }
-        if seq > self.durable.horizon {
+        if seq > self.storage.durable.horizon {
             // Synced, so that every vote a power cut may take is at or below a durable
             // horizon (`PersistRecord::VoteHorizon`); a log window ahead, so rarely.
             let horizon = seq + self.config.log_window;
             self.persist(PersistRecord::VoteHorizon(horizon));
             self.stats.vote_horizons += 1;
         }
-        let v = self.view;
+        let v = self.view.current;
         // Not synced before the send: see `PersistRecord::Voted`.
         self.persist(PersistRecord::Voted {
             view: v,
@@ -618,7 +625,7 @@ impl<S: Service> Replica<S> {
             replica: self.me,
         }));
         self.stats.prepares_sent += 1;
-        let slot = self.log.entry(seq).or_default();
+        let slot = self.log.slots.entry(seq).or_default();
         slot.sent_prepare = true;
         slot.own_prepare = Some(frame);
         // Our own PREPARE counts toward the 2f of the prepared certificate.
@@ -629,17 +636,17 @@ impl<S: Service> Replica<S> {
 
     /// §1.5 "On PREPARE".
     pub(super) fn on_prepare(&mut self, p: Prepare) {
-        if p.view != self.view || !self.has_new_view {
+        if p.view != self.view.current || !self.view.has_new_view {
             return self.drop_input(DropReason::OutOfWindow);
         }
-        if !self.in_window(p.seq) || p.seq <= self.low_bound {
+        if !self.in_window(p.seq) || p.seq <= self.view.low_bound {
             return self.drop_input(DropReason::OutOfWindow);
         }
         if p.replica == self.primary() {
             return self.drop_input(DropReason::Invalid);
         }
         let f = self.f();
-        let slot = self.log.entry(p.seq).or_default();
+        let slot = self.log.slots.entry(p.seq).or_default();
         slot.prepares.entry(p.replica).or_insert(p.digest);
         // §1.14: a pre-prepare we could not authenticate is accepted once f others vouch.
         if let Some(u) = slot.unverified.clone() {
@@ -657,7 +664,7 @@ impl<S: Service> Replica<S> {
     /// `prepared(m, v, n, i)`: the pre-prepare, its complete batch, and `2f` matching PREPAREs
     /// from backups.
     pub(super) fn is_prepared(&self, seq: Seq) -> bool {
-        let Some(slot) = self.log.get(&seq) else {
+        let Some(slot) = self.log.slots.get(&seq) else {
             return false;
         };
         let Some(acc) = &slot.pre_prepare else {
@@ -675,7 +682,7 @@ impl<S: Service> Replica<S> {
         if !self.is_prepared(seq) {
             return false;
         }
-        let Some(slot) = self.log.get(&seq) else {
+        let Some(slot) = self.log.slots.get(&seq) else {
             return false;
         };
         let Some(acc) = &slot.pre_prepare else {
@@ -695,9 +702,9 @@ impl<S: Service> Replica<S> {
         if !self.is_prepared(seq) {
             return;
         }
-        let v = self.view;
+        let v = self.view.current;
         let me = self.me;
-        let Some(slot) = self.log.get_mut(&seq) else {
+        let Some(slot) = self.log.slots.get_mut(&seq) else {
             return;
         };
         if slot.sent_commit {
@@ -729,14 +736,14 @@ impl<S: Service> Replica<S> {
             digest: d,
             replica: me,
         }));
-        if let Some(slot) = self.log.get_mut(&seq) {
+        if let Some(slot) = self.log.slots.get_mut(&seq) {
             slot.sent_commit = true;
             slot.own_commit = Some(frame);
             slot.commits.insert(me, d);
         }
         // A client may accept this batch once f+1 correct replicas sent COMMIT for it: no read
-        // is answered here from state without it (see `read_only_floor`).
-        self.raise_read_only_floor(seq);
+        // is answered here from state without it (see `ReadOnly::floor`).
+        self.read_only.raise_floor(seq);
         self.report_committed(seq);
         self.execute_committed();
     }
@@ -746,8 +753,8 @@ impl<S: Service> Replica<S> {
         if !self.is_committed(seq) {
             return;
         }
-        let v = self.view;
-        let Some(slot) = self.log.get_mut(&seq) else {
+        let v = self.view.current;
+        let Some(slot) = self.log.slots.get_mut(&seq) else {
             return;
         };
         let Some(d) = slot.pre_prepare.as_ref().map(|a| a.digest) else {
@@ -767,14 +774,14 @@ impl<S: Service> Replica<S> {
 
     /// §1.5 "On COMMIT".
     pub(super) fn on_commit(&mut self, c: Commit) {
-        if c.view != self.view || !self.has_new_view {
+        if c.view != self.view.current || !self.view.has_new_view {
             // It may still certify a batch we can run (`catch_up.rs`).
             return self.on_foreign_commit(c);
         }
-        if !self.in_window(c.seq) || c.seq <= self.low_bound {
+        if !self.in_window(c.seq) || c.seq <= self.view.low_bound {
             return self.drop_input(DropReason::OutOfWindow);
         }
-        let slot = self.log.entry(c.seq).or_default();
+        let slot = self.log.slots.entry(c.seq).or_default();
         slot.commits.entry(c.replica).or_insert(c.digest);
         self.report_committed(c.seq);
         self.execute_committed();

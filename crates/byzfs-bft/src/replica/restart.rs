@@ -17,7 +17,7 @@
 //! no read-only answers until the highest vote is executed again.
 
 use super::durable::{record_seq, DurableState, RestoreError, StoredBatch, StoredCheckpoint};
-use super::log::Accepted;
+use super::slot::Accepted;
 use super::timers::TimerKind;
 use super::{AuthChoice, Replica, StoredRequest, LIB_PARTITIONS};
 use crate::action::{Event, PersistRecord};
@@ -44,19 +44,19 @@ impl<S: Service> Replica<S> {
         let latest = ckpt.unwrap_or(0);
         let mut r = Self::blank(self.config, self.keys, self.service, self.lib, seed, now);
         debug_assert_eq!(LIB_PARTITIONS, r.lib.partition_count());
-        r.store_state = self.store_state;
-        r.stored_parts = self.stored_parts;
-        r.last_executed = latest;
-        r.last_tentative = latest;
-        r.last_stable = self.last_stable.min(latest);
-        r.seqno = latest;
+        r.storage.store_state = self.storage.store_state;
+        r.storage.parts = self.storage.parts;
+        r.log.last_executed = latest;
+        r.log.last_tentative = latest;
+        r.log.last_stable = self.log.last_stable.min(latest);
+        r.log.seqno = latest;
         r.checkpoints.own = self
             .checkpoints
             .own
             .range(..=latest)
             .map(|(s, d)| (*s, *d))
             .collect();
-        r.durable = self.durable;
+        r.storage.durable = self.storage.durable;
         // A crash: whatever the driver had not synced is gone.
         r.resume_from_durable(now, false);
         r
@@ -83,7 +83,7 @@ impl<S: Service> Replica<S> {
             rng_seed,
             now,
         );
-        r.store_state = true;
+        r.storage.store_state = true;
         match durable.checkpoint {
             None => {
                 let digest = r.take_checkpoint(0);
@@ -109,23 +109,23 @@ impl<S: Service> Replica<S> {
                 | PersistRecord::Voted { .. }
                 | PersistRecord::Committed { .. }
                 | PersistRecord::Certified { .. } => {
-                    if record_seq(rec).is_none_or(|s| s > r.last_stable) {
-                        r.durable.record(rec);
+                    if record_seq(rec).is_none_or(|s| s > r.log.last_stable) {
+                        r.storage.durable.record(rec);
                     }
                 }
             }
         }
         // Re-execute the committed suffix, in order, while its bodies are complete.
         loop {
-            let n = r.last_executed + 1;
+            let n = r.log.last_executed + 1;
             let Some(&d) = executed.get(&n) else { break };
             if !r.batch_complete(d) {
                 break;
             }
             r.execute_batch(n, d, false, true);
-            r.last_executed = n;
-            r.last_tentative = n;
-            r.executed.insert(n, d);
+            r.log.last_executed = n;
+            r.log.last_tentative = n;
+            r.log.executed.insert(n, d);
             // An `Executed` record is written only for a committed batch. Observers (the
             // simulator's agreement checker) learn a sequence number's content from a commit
             // paired with its execution; a replica that crashed between the record and its
@@ -134,10 +134,10 @@ impl<S: Service> Replica<S> {
             if n.is_multiple_of(r.config.checkpoint_interval) {
                 let cd = r.take_checkpoint(n);
                 r.checkpoints.set_own(n, cd);
-                r.executed = r.executed.split_off(&(n + 1));
+                r.log.executed = r.log.executed.split_off(&(n + 1));
             }
         }
-        r.seqno = r.last_executed;
+        r.log.seqno = r.log.last_executed;
         r.resume_from_durable(now, durable.proposals_durable);
         r.check_invariants();
         Ok(r)
@@ -149,17 +149,18 @@ impl<S: Service> Replica<S> {
     /// `last_executed` at once, so backups that never got one can prepare it instead of
     /// changing view; STATUS resends any of them to a backup that lags, as it resends any.
     fn resend_own_pre_prepares(&mut self) {
-        let v = self.view;
+        let v = self.view.current;
         let mine: Vec<(Seq, Digest)> = self
             .log
-            .range(self.last_stable + 1..)
+            .slots
+            .range(self.log.last_stable + 1..)
             .filter_map(|(&seq, slot)| {
                 let d = slot.pp_info.iter().find(|&(_, &pv)| pv == v)?;
                 Some((seq, *d.0))
             })
             .collect();
         for (seq, digest) in mine {
-            let Some(body) = self.batches.get(&digest).cloned() else {
+            let Some(body) = self.log.batches.get(&digest).cloned() else {
                 continue; // Not stored: the backups' view change settles the slot.
             };
             let pp = Message::PrePrepare(PrePrepare {
@@ -167,13 +168,13 @@ impl<S: Service> Replica<S> {
                 seq,
                 batch: (*body).clone(),
             });
-            let executed = seq <= self.last_executed;
+            let executed = seq <= self.log.last_executed;
             let frame = if executed {
                 self.encode(&pp, AuthChoice::Authenticator)
             } else {
                 self.broadcast(&pp)
             };
-            let slot = self.log.entry(seq).or_default();
+            let slot = self.log.slots.entry(seq).or_default();
             slot.pre_prepare = Some(Accepted {
                 digest,
                 frame: Some(frame),
@@ -193,15 +194,16 @@ impl<S: Service> Replica<S> {
     /// nothing new. They count as its own votes, but not as sent: a slot that prepares again
     /// still runs `check_prepared` (record, tentative execution, COMMIT) as before.
     fn rebuild_own_votes(&mut self) {
-        let v = self.view;
+        let v = self.view.current;
         let me = self.me;
         let backup = !self.is_primary();
         // From the records themselves, not the log's Q- and P-information, which also holds
         // what other records imply: only a record stands for a message this replica sent.
         let votes: Vec<(Seq, Digest, bool)> = self
+            .storage
             .durable
             .votes
-            .range(self.last_stable + 1..)
+            .range(self.log.last_stable + 1..)
             .flat_map(|(_, recs)| recs.iter())
             .filter_map(|rec| match *rec {
                 PersistRecord::Prepared { view, seq, digest } if view == v && backup => {
@@ -230,7 +232,7 @@ impl<S: Service> Replica<S> {
                 })
             };
             let frame = self.encode(&msg, AuthChoice::Authenticator);
-            let slot = self.log.entry(seq).or_default();
+            let slot = self.log.slots.entry(seq).or_default();
             if commit {
                 slot.own_commit = Some(frame);
                 slot.commits.insert(me, digest);
@@ -256,7 +258,7 @@ impl<S: Service> Replica<S> {
     /// records, for a driver that keeps the state on disk so that [`Replica::restore`] can
     /// rebuild the replica. Off by default: memory drivers and the simulator do not pay for it.
     pub fn set_store_state(&mut self, on: bool) {
-        self.store_state = on;
+        self.storage.store_state = on;
     }
 
     /// Installs a stored stable checkpoint as the live state.
@@ -302,17 +304,17 @@ impl<S: Service> Replica<S> {
             return Err(RestoreError::BadCheckpoint(c.seq));
         }
         self.checkpoints.set_own(c.seq, c.digest);
-        self.last_stable = c.seq;
-        self.last_executed = c.seq;
-        self.last_tentative = c.seq;
-        self.stored_parts = digests;
+        self.log.last_stable = c.seq;
+        self.log.last_executed = c.seq;
+        self.log.last_tentative = c.seq;
+        self.storage.parts = digests;
         Ok(())
     }
 
     /// Puts a stored batch body (and its big requests) back where execution and relaying
     /// find them. Bodies whose digest does not match are ignored (they were never stored so).
     fn restore_batch(&mut self, b: StoredBatch) {
-        if b.seq <= self.last_stable
+        if b.seq <= self.log.last_stable
             || crate::batch::batch_digest(&b.body).is_none_or(|d| d != b.digest)
         {
             return;
@@ -335,29 +337,37 @@ impl<S: Service> Replica<S> {
                 sig_checked: false,
                 relayed: false,
             };
-            self.requests.insert(stored.digest, stored);
+            self.requests.store.insert(stored.digest, stored);
         }
-        self.stored_batches.insert(b.digest, b.seq);
-        self.batches.insert(b.digest, Arc::new(b.body));
+        self.storage.batches.insert(b.digest, b.seq);
+        self.log.batches.insert(b.digest, Arc::new(b.body));
     }
 
     /// The rules shared by both restarts, once state, checkpoints and `durable` are set:
     /// rebuild the log from the promises, then resume in the durable view.
     /// `proposals_durable`: see [`DurableState::proposals_durable`].
     fn resume_from_durable(&mut self, now: Time, proposals_durable: bool) {
-        self.view = self.durable.view;
-        self.has_new_view = self.view == 0;
-        let records: Vec<PersistRecord> = self.durable.votes.values().flatten().copied().collect();
+        self.view.current = self.storage.durable.view;
+        self.view.has_new_view = self.view.current == 0;
+        let records: Vec<PersistRecord> = self
+            .storage
+            .durable
+            .votes
+            .values()
+            .flatten()
+            .copied()
+            .collect();
         for rec in records {
             match rec {
                 PersistRecord::Prepared { view, seq, digest } => {
                     self.log
+                        .slots
                         .entry(seq)
                         .or_default()
                         .note_pre_prepared(digest, view);
                 }
                 PersistRecord::Committed { view, seq, digest } => {
-                    let slot = self.log.entry(seq).or_default();
+                    let slot = self.log.slots.entry(seq).or_default();
                     slot.note_pre_prepared(digest, view);
                     // A COMMIT is sent only with a prepared certificate: restore P-info.
                     if slot.prepared_info.is_none_or(|(pv, _)| pv < view) {
@@ -375,15 +385,22 @@ impl<S: Service> Replica<S> {
                 | PersistRecord::Certified { .. } => {}
             }
         }
-        let stable = self.last_stable;
-        self.log.retain(|&s, _| s > stable);
+        let stable = self.log.last_stable;
+        self.log.slots.retain(|&s, _| s > stable);
         // It may have replied to writes up to its highest vote, then lost them with the
         // volatile state: no read-only answers until it has executed that far again.
-        let highest_vote = self.durable.votes.keys().next_back().copied().unwrap_or(0);
-        self.read_only_floor = highest_vote;
+        let highest_vote = self
+            .storage
+            .durable
+            .votes
+            .keys()
+            .next_back()
+            .copied()
+            .unwrap_or(0);
+        self.read_only.floor = highest_vote;
         // Never assign a sequence number it may already have proposed (that would be an
         // honest replica equivocating).
-        self.seqno = self.seqno.max(highest_vote);
+        self.log.seqno = self.log.seqno.max(highest_vote);
         self.timers
             .set(TimerKind::Status, now + self.config.status_interval);
         self.monitor_view_start();
@@ -392,40 +409,46 @@ impl<S: Service> Replica<S> {
             // (or the stable checkpoint, if higher, as before any horizon was written): no
             // new PREPARE there in this view, now or after a later restart (`abstains_at`).
             // Never below an earlier abstention in this view (drivers keep the last written).
-            let view = self.view;
+            let view = self.view.current;
             let earlier = self
+                .storage
                 .durable
                 .abstain
                 .filter(|a| a.0 == view)
                 .map_or(0, |a| a.1);
-            let seq = self.durable.horizon.max(self.last_stable).max(earlier);
+            let seq = self
+                .storage
+                .durable
+                .horizon
+                .max(self.log.last_stable)
+                .max(earlier);
             // Nothing to abstain from below sequence number 1 (a replica that never voted
             // nor took a checkpoint): no record.
             if seq > 0 {
                 self.persist(PersistRecord::AbstainUpTo { view, seq });
             }
         }
-        if self.has_new_view {
+        if self.view.has_new_view {
             self.rebuild_own_votes();
         }
-        if self.is_primary() && (self.view > 0 || !proposals_durable) {
+        if self.is_primary() && (self.view.current > 0 || !proposals_durable) {
             // It may have sent a NEW-VIEW for this view that it cannot rebuild identically
             // (its VIEW-CHANGE set is gone), or PRE-PREPAREs whose unsynced `Proposed`
             // records are lost (so `seqno` may be below what it assigned): give the view up
             // rather than risk proposing twice. Its VIEW-CHANGE tells its backups to follow
             // at once (`after_view_change_input`).
-            self.start_view_change(self.view + 1);
+            self.start_view_change(self.view.current + 1);
         } else if self.is_primary() {
             self.resend_own_pre_prepares();
-        } else if self.view > 0 {
+        } else if self.view.current > 0 {
             // Votes cast in this view mean it had installed the view's NEW-VIEW, which is
             // volatile. A VIEW-CHANGE for this view cannot carry them (its entries must be
             // from earlier views), so it waits for a peer to send the NEW-VIEW again. If no
             // peer has it (every replica restarted), their STATUS messages say so and start
             // its view-change timer (`on_status`), which moves it to the next view, whose
             // VIEW-CHANGE may carry them.
-            let v = self.view;
-            let voted_here = self.log.values().any(|slot| {
+            let v = self.view.current;
+            let voted_here = self.log.slots.values().any(|slot| {
                 slot.pp_info.values().any(|&pv| pv >= v)
                     || slot.prepared_info.is_some_and(|(pv, _)| pv >= v)
             });

@@ -252,7 +252,7 @@ impl<S: Service> Replica<S> {
             FetchWhat::StateMeta { seq } | FetchWhat::StatePart { seq, .. } => seq,
         };
         // Only a checkpoint still held below the stable one needs a loan.
-        if seq <= self.last_stable && self.lib.checkpoint_digests(seq).is_some() {
+        if seq <= self.log.last_stable && self.lib.checkpoint_digests(seq).is_some() {
             self.lend_checkpoint(m.replica, seq);
         }
         match m.what {
@@ -449,18 +449,19 @@ impl<S: Service> Replica<S> {
             digest == f.digest || self.mutated(M::SkipStateMetaCheck),
             "imported state must match the agreed checkpoint"
         );
-        self.last_executed = f.seq;
-        self.last_tentative = f.seq;
-        self.seqno = self.seqno.max(f.seq);
-        self.executed.clear();
+        self.log.last_executed = f.seq;
+        self.log.last_tentative = f.seq;
+        self.log.seqno = self.log.seqno.max(f.seq);
+        self.log.executed.clear();
         self.checkpoints.own.clear();
         self.checkpoints.set_own(f.seq, digest);
-        if f.seq > self.last_stable {
+        if f.seq > self.log.last_stable {
             self.mark_stable(f.seq, StableVia::Transfer);
         }
         // Forget requests the transferred reply cache shows as executed.
         let lib = &self.lib;
-        self.pending
+        self.requests
+            .pending
             .retain(|c, (rid, _)| super::reply_cache::last(lib, *c).is_none_or(|(r, _)| r < *rid));
         self.stats.state_transfers += 1;
         tracing::debug!(replica = self.me, seq = f.seq, "state transfer done");
@@ -477,7 +478,7 @@ impl<S: Service> Replica<S> {
         let Some(d) = crate::batch::batch_digest(&m.batch) else {
             return self.drop_input(DropReason::Invalid);
         };
-        if !self.missing_batches.contains(&d) {
+        if !self.log.missing_batches.contains(&d) {
             return self.drop_input(DropReason::Stale);
         }
         // Form only: the digest was agreed (picked in a NEW-VIEW), so nondet is not re-checked.
@@ -487,6 +488,7 @@ impl<S: Service> Replica<S> {
         self.note_batch(d, m.batch);
         let seqs: Vec<Seq> = self
             .log
+            .slots
             .iter()
             .filter(|(_, s)| s.pre_prepare.as_ref().is_some_and(|a| a.digest == d))
             .map(|(k, _)| *k)

@@ -20,25 +20,30 @@ impl<S: Service> Replica<S> {
     pub(super) fn send_status(&mut self) {
         self.forward_late_big_requests();
         let (now, interval) = (self.now, self.config.status_interval);
-        self.answer_gaps.forget_idle(now, interval);
+        self.peers.answer_gaps.forget_idle(now, interval);
         let mut missing_requests: BTreeSet<Digest> = BTreeSet::new();
-        for slot in self.log.values() {
+        for slot in self.log.slots.values() {
             if let Some(b) = slot
                 .pre_prepare
                 .as_ref()
-                .and_then(|a| self.batches.get(&a.digest))
+                .and_then(|a| self.log.batches.get(&a.digest))
             {
-                missing_requests.extend(b.big.iter().filter(|d| !self.requests.contains_key(d)));
+                missing_requests.extend(
+                    b.big
+                        .iter()
+                        .filter(|d| !self.requests.store.contains_key(d)),
+                );
             }
         }
         missing_requests.extend(self.foreign_missing_bodies());
         let st = Status {
             replica: self.me,
-            view: self.view,
-            has_new_view: self.has_new_view,
-            last_stable: self.last_stable,
-            last_executed: self.last_executed,
+            view: self.view.current,
+            has_new_view: self.view.has_new_view,
+            last_stable: self.log.last_stable,
+            last_executed: self.log.last_executed,
             missing_batches: self
+                .log
                 .missing_batches
                 .iter()
                 .take(MISSING_MAX)
@@ -49,11 +54,12 @@ impl<S: Service> Replica<S> {
         self.broadcast(&Message::Status(st));
         // Retransmit our VIEW-CHANGE until the new view is installed (§3.6 #6), after
         // doubling gaps (`answer_gap.rs`): peers behind us ask for it in STATUS besides.
-        if !self.has_new_view {
-            let v = self.view;
+        if !self.view.has_new_view {
+            let v = self.view.current;
             if let Some(own) = self.vc.latest.get(&self.me).filter(|s| s.vc.view == v) {
                 let bytes = own.frame.clone();
                 if self
+                    .peers
                     .answer_gaps
                     .take(self.me, Ask::ViewChange(v), now, interval)
                 {
@@ -72,13 +78,14 @@ impl<S: Service> Replica<S> {
     /// every restart keeps a lone restarted replica in its view, where a peer's NEW-VIEW lets
     /// it rejoin, instead of sending it ahead alone.
     fn time_out_a_view_no_one_installed(&mut self) {
-        if self.has_new_view || self.timers.is_set(TimerKind::ViewChange) {
+        if self.view.has_new_view || self.timers.is_set(TimerKind::ViewChange) {
             return;
         }
-        let v = self.view;
+        let v = self.view.current;
         let me = self.me;
         let lacking = 1 + self
-            .peer_views
+            .peers
+            .views
             .iter()
             .filter(|(&r, &(pv, nv))| r != me && (pv > v || (pv == v && !nv)))
             .count();
@@ -94,21 +101,22 @@ impl<S: Service> Replica<S> {
     /// forwards the body of a pending big request the primary has not pre-prepared for a whole
     /// STATUS interval — once per view, so the normal case costs nothing.
     fn forward_late_big_requests(&mut self) {
-        if self.is_primary() || !self.has_new_view {
-            self.late_big.clear();
+        if self.is_primary() || !self.view.has_new_view {
+            self.requests.late_big.clear();
             return;
         }
         let late: BTreeSet<Digest> = self
+            .requests
             .pending
             .values()
             .map(|&(_, d)| d)
-            .filter(|d| !self.proposed.contains(d))
-            .filter(|d| self.requests.get(d).is_some_and(|r| r.big))
+            .filter(|d| !self.requests.proposed.contains(d))
+            .filter(|d| self.requests.store.get(d).is_some_and(|r| r.big))
             .collect();
         let primary = self.primary();
         let due: Vec<Digest> = late
-            .intersection(&self.late_big)
-            .filter(|d| !self.forwarded_big.contains(d))
+            .intersection(&self.requests.late_big)
+            .filter(|d| !self.requests.forwarded_big.contains(d))
             .copied()
             .collect();
         for d in due {
@@ -117,14 +125,16 @@ impl<S: Service> Replica<S> {
             if !self.signature_checked(d) {
                 continue;
             }
-            if let Some(frame) = self.requests.get(&d).map(|r| r.frame.clone()) {
-                self.forwarded_big.insert(d);
+            if let Some(frame) = self.requests.store.get(&d).map(|r| r.frame.clone()) {
+                self.requests.forwarded_big.insert(d);
                 self.send_frame(primary, frame);
             }
         }
-        self.late_big = late;
-        let requests = &self.requests;
-        self.forwarded_big.retain(|d| requests.contains_key(d));
+        self.requests.late_big = late;
+        let requests = &self.requests.store;
+        self.requests
+            .forwarded_big
+            .retain(|d| requests.contains_key(d));
     }
 
     pub(super) fn on_status(&mut self, m: Status) {
@@ -133,18 +143,32 @@ impl<S: Service> Replica<S> {
         // Every answer below to an ask `j` repeats in each STATUS goes out again only after
         // a gap that doubles (`answer_gap.rs`: on a slow link an answer takes seconds to
         // cross, and one per STATUS filled the link with copies).
-        let behind_view = m.view < self.view || (m.view == self.view && !m.has_new_view);
+        let behind_view =
+            m.view < self.view.current || (m.view == self.view.current && !m.has_new_view);
         if behind_view {
-            let v = self.view;
+            let v = self.view.current;
             // The signed NEW-VIEW (or our VIEW-CHANGE) lets it catch up to our view.
-            if let Some(nv) = self.vc.new_view_frame.clone().filter(|_| self.has_new_view) {
-                if self.answer_gaps.take(j, Ask::NewView(v), now, interval) {
+            if let Some(nv) = self
+                .vc
+                .new_view_frame
+                .clone()
+                .filter(|_| self.view.has_new_view)
+            {
+                if self
+                    .peers
+                    .answer_gaps
+                    .take(j, Ask::NewView(v), now, interval)
+                {
                     self.send_frame(j, nv);
                 }
             }
             if let Some(own) = self.vc.latest.get(&self.me).filter(|s| s.vc.view == v) {
                 let f = own.frame.clone();
-                if self.answer_gaps.take(j, Ask::ViewChange(v), now, interval) {
+                if self
+                    .peers
+                    .answer_gaps
+                    .take(j, Ask::ViewChange(v), now, interval)
+                {
                     self.send_frame(j, f);
                 }
             }
@@ -154,38 +178,38 @@ impl<S: Service> Replica<S> {
         // it stays stuck, again only after a doubling gap: each peer resent a stuck peer up
         // to 32 slots' PRE-PREPARE, PREPARE and COMMIT every 150 ms — at 1 Mb/s a third of
         // what its link carried, beside the body it waited for (BENCHMARKS.md, `slow-1`).
-        let stuck = self.peer_executed.insert(j, m.last_executed) == Some(m.last_executed);
+        let stuck = self.peers.executed.insert(j, m.last_executed) == Some(m.last_executed);
         if !stuck {
-            self.answer_gaps.reset(j, Ask::Slots);
+            self.peers.answer_gaps.reset(j, Ask::Slots);
         }
         self.monitor_heard(j);
-        self.peer_views.insert(j, (m.view, m.has_new_view));
+        self.peers.views.insert(j, (m.view, m.has_new_view));
         self.time_out_a_view_no_one_installed();
-        if m.view == self.view
+        if m.view == self.view.current
             && m.has_new_view
-            && self.has_new_view
+            && self.view.has_new_view
             && stuck
-            && self.answer_gaps.take(j, Ask::Slots, now, interval)
+            && self.peers.answer_gaps.take(j, Ask::Slots, now, interval)
         {
             self.resend_slots(j, m.last_executed);
         }
         // A peer alone in a higher view, behind us: our COMMITs let it run what our view
         // committed without voting in it (`catch_up.rs`, docs/PROTOCOL.md §3.8).
-        if m.view > self.view
+        if m.view > self.view.current
             && !m.has_new_view
-            && self.has_new_view
-            && m.last_executed < self.last_executed
-            && self.answer_gaps.take(j, Ask::Slots, now, interval)
+            && self.view.has_new_view
+            && m.last_executed < self.log.last_executed
+            && self.peers.answer_gaps.take(j, Ask::Slots, now, interval)
         {
             self.resend_commits(j, m.last_executed);
         }
         // Checkpoints: a stable one if it is behind it, our newer own ones otherwise.
-        if m.last_executed < self.last_stable {
+        if m.last_executed < self.log.last_stable {
             if let Some(f) = self.checkpoints.stable_frame.clone() {
-                let stable = Ask::StableCheckpoint(self.last_stable);
-                if self.answer_gaps.take(j, stable, now, interval) {
+                let stable = Ask::StableCheckpoint(self.log.last_stable);
+                if self.peers.answer_gaps.take(j, stable, now, interval) {
                     // It may fetch this checkpoint: keep it until the FETCH can arrive.
-                    self.lend_checkpoint(j, self.last_stable);
+                    self.lend_checkpoint(j, self.log.last_stable);
                     self.send_frame(j, f);
                 }
             }
@@ -198,6 +222,7 @@ impl<S: Service> Replica<S> {
             .collect();
         for (seq, digest) in newer {
             if !self
+                .peers
                 .answer_gaps
                 .take(j, Ask::Checkpoint(seq), now, interval)
             {
@@ -213,10 +238,14 @@ impl<S: Service> Replica<S> {
             self.send_frame(j, f);
         }
         for d in m.missing_batches.iter().take(MISSING_MAX) {
-            let Some(b) = self.batches.get(d).cloned() else {
+            let Some(b) = self.log.batches.get(d).cloned() else {
                 continue;
             };
-            if !self.answer_gaps.take(j, Ask::Batch(*d), now, interval) {
+            if !self
+                .peers
+                .answer_gaps
+                .take(j, Ask::Batch(*d), now, interval)
+            {
                 continue;
             }
             let batch: BatchBody = (*b).clone();
@@ -229,10 +258,10 @@ impl<S: Service> Replica<S> {
             );
         }
         for d in m.missing_requests.iter().take(MISSING_MAX) {
-            let Some(f) = self.requests.get(d).map(|r| r.frame.clone()) else {
+            let Some(f) = self.requests.store.get(d).map(|r| r.frame.clone()) else {
                 continue;
             };
-            if self.answer_gaps.take(j, Ask::Body(*d), now, interval) {
+            if self.peers.answer_gaps.take(j, Ask::Body(*d), now, interval) {
                 self.send_frame(j, f);
             }
         }
@@ -241,10 +270,11 @@ impl<S: Service> Replica<S> {
     /// Resends our COMMITs of the slots after what `j` executed (it may lack none of the
     /// others' view, only the NEW-VIEW that would let it use them).
     fn resend_commits(&mut self, j: u32, their_executed: u64) {
-        let from = their_executed.max(self.last_stable) + 1;
+        let from = their_executed.max(self.log.last_stable) + 1;
         let to = from + RESEND_SLOTS_MAX;
         let frames: Vec<_> = self
             .log
+            .slots
             .range(from..to)
             .filter_map(|(_, slot)| slot.own_commit.clone())
             .collect();
@@ -256,11 +286,11 @@ impl<S: Service> Replica<S> {
     /// Resends the primary's PRE-PREPARE (its authenticator covers every replica) and our own
     /// PREPARE/COMMIT for the slots after what `j` executed.
     fn resend_slots(&mut self, j: u32, their_executed: u64) {
-        let from = their_executed.max(self.last_stable) + 1;
+        let from = their_executed.max(self.log.last_stable) + 1;
         let to = from + RESEND_SLOTS_MAX;
         let primary = self.primary();
         let mut frames = Vec::new();
-        for (_, slot) in self.log.range(from..to) {
+        for (_, slot) in self.log.slots.range(from..to) {
             if j != primary {
                 if let Some(f) = slot.pre_prepare.as_ref().and_then(|a| a.frame.clone()) {
                     frames.push(f);

@@ -2,7 +2,7 @@
 //! `2f+1` limbo rule, signed VIEW-CHANGE, retransmission until installed, and rollback of
 //! tentative execution. NEW-VIEW is built, checked and installed in [`super::new_view`].
 
-use super::log::PP_INFO_MAX;
+use super::slot::PP_INFO_MAX;
 use super::timers::TimerKind;
 use super::{AuthChoice, Replica, M};
 use crate::action::{DropReason, Event, PersistRecord};
@@ -67,10 +67,15 @@ impl<S: Service> Replica<S> {
     /// Every replica, the primary included, tracks the newest unexecuted request per client
     /// and runs the view-change timer while any is pending (§3.1).
     pub(super) fn add_pending(&mut self, c: ClientId, rid: RequestId, d: Digest) {
-        if self.pending.get(&c).is_some_and(|&(r, _)| r >= rid) {
+        if self
+            .requests
+            .pending
+            .get(&c)
+            .is_some_and(|&(r, _)| r >= rid)
+        {
             return;
         }
-        self.pending.insert(c, (rid, d));
+        self.requests.pending.insert(c, (rid, d));
         self.monitor_waiting(c);
         if !self.timers.is_set(TimerKind::ViewChange) {
             self.restart_vtimer();
@@ -87,10 +92,10 @@ impl<S: Service> Replica<S> {
     /// and its VIEW-CHANGE is the `f+1`-th that moves everyone on (simulator: byzzfuzz 823,
     /// 1173). Its VIEW-CHANGE alone moves no one (the `f+1` join rule).
     pub(super) fn restart_vtimer(&mut self) {
-        if !self.has_new_view {
+        if !self.view.has_new_view {
             return;
         }
-        if self.pending.is_empty() || self.fetch.is_some() {
+        if self.requests.pending.is_empty() || self.fetch.is_some() {
             self.timers.stop(TimerKind::ViewChange);
             return;
         }
@@ -124,7 +129,7 @@ impl<S: Service> Replica<S> {
             tracing::info!(
                 replica = self.me,
                 primary = peer,
-                view = self.view,
+                view = self.view.current,
                 "primary unreachable: the view-change timer is shortened while requests wait"
             );
         }
@@ -137,7 +142,10 @@ impl<S: Service> Replica<S> {
     /// this replica alone (the others join on `f+1` VIEW-CHANGEs as always).
     fn hasten_vtimer(&mut self) {
         let soon = self.config.unreachable_primary_timeout;
-        if soon.is_zero() || !self.has_new_view || !self.vc.unreachable.contains(&self.primary()) {
+        if soon.is_zero()
+            || !self.view.has_new_view
+            || !self.vc.unreachable.contains(&self.primary())
+        {
             return;
         }
         let Some(at) = self.timers.get(TimerKind::ViewChange) else {
@@ -187,30 +195,30 @@ impl<S: Service> Replica<S> {
     }
 
     pub(super) fn on_view_change_timeout(&mut self) {
-        if self.has_new_view && !self.pending_signatures_checked() {
+        if self.view.has_new_view && !self.pending_signatures_checked() {
             // Only requests a faulty client signed badly were pending: no one to blame.
             self.restart_vtimer();
             return;
         }
-        if !self.has_new_view {
+        if !self.view.has_new_view {
             // The new view failed to install in time: back off (§3.1, pitfall #8).
             let doubled = self.vc.timeout.saturating_mul(2);
             self.vc.timeout = doubled.min(self.config.view_change_timeout_max);
         }
-        self.start_view_change(self.view + 1);
+        self.start_view_change(self.view.current + 1);
     }
 
     /// §3.2: move to view `v`.
     pub(super) fn start_view_change(&mut self, v: View) {
-        if v <= self.view {
+        if v <= self.view.current {
             return;
         }
         self.rollback_tentative();
         // Record P-info of certificates completed in the old view before clearing it.
-        let old = self.view;
-        for seq in self.log.keys().copied().collect::<Vec<_>>() {
+        let old = self.view.current;
+        for seq in self.log.slots.keys().copied().collect::<Vec<_>>() {
             if self.is_prepared(seq) {
-                if let Some(slot) = self.log.get_mut(&seq) {
+                if let Some(slot) = self.log.slots.get_mut(&seq) {
                     if let Some(acc) = &slot.pre_prepare {
                         if slot.prepared_info.is_none_or(|(pv, _)| pv <= old) {
                             slot.prepared_info = Some((old, acc.digest));
@@ -219,20 +227,20 @@ impl<S: Service> Replica<S> {
                 }
             }
         }
-        for slot in self.log.values_mut() {
+        for slot in self.log.slots.values_mut() {
             slot.clear_view_state();
         }
         // The NEW-VIEW names the batches wanted in the new view again.
         self.prune_missing_batches();
-        self.view = v;
-        self.has_new_view = false;
+        self.view.current = v;
+        self.view.has_new_view = false;
         self.vc.new_view_frame = None;
-        self.queue.clear();
-        self.proposed.clear();
-        self.proposed_ids.clear();
-        self.late_big.clear();
-        self.forwarded_big.clear();
-        self.ahead.clear();
+        self.requests.queue.clear();
+        self.requests.proposed.clear();
+        self.requests.proposed_ids.clear();
+        self.requests.late_big.clear();
+        self.requests.forwarded_big.clear();
+        self.log.ahead.clear();
         self.timers.stop(TimerKind::ViewChange);
         self.persist(PersistRecord::View(v));
         self.resend_view_change();
@@ -253,11 +261,11 @@ impl<S: Service> Replica<S> {
     }
 
     fn build_view_change(&self) -> ViewChange {
-        let h = self.last_stable;
+        let h = self.log.last_stable;
         let top = h + self.config.log_window;
         let mut prepared = Vec::new();
         let mut pre_prepared = Vec::new();
-        for (&seq, slot) in self.log.range(h + 1..=top) {
+        for (&seq, slot) in self.log.slots.range(h + 1..=top) {
             if let Some((view, digest)) = slot.prepared_info {
                 prepared.push(PreparedEntry { seq, view, digest });
             }
@@ -266,7 +274,7 @@ impl<S: Service> Replica<S> {
             }
         }
         ViewChange {
-            view: self.view,
+            view: self.view.current,
             replica: self.me,
             last_stable: h,
             checkpoints: {
@@ -308,7 +316,7 @@ impl<S: Service> Replica<S> {
         if m.view == 0 || !self.view_change_well_formed(&m) {
             return self.drop_input(DropReason::Invalid);
         }
-        if m.view < self.view || (m.view == self.view && self.has_new_view) {
+        if m.view < self.view.current || (m.view == self.view.current && self.view.has_new_view) {
             return self.drop_input(DropReason::Stale);
         }
         let newer = self
@@ -346,7 +354,7 @@ impl<S: Service> Replica<S> {
             self.config.weak()
         };
         if let Some(&target) = views.get(weak - 1) {
-            if target > self.view {
+            if target > self.view.current {
                 return self.start_view_change(target);
             }
         }
@@ -360,11 +368,11 @@ impl<S: Service> Replica<S> {
                 .vc
                 .latest
                 .get(&primary)
-                .is_some_and(|s| s.vc.view > self.view)
+                .is_some_and(|s| s.vc.view > self.view.current)
         {
-            return self.start_view_change(self.view + 1);
+            return self.start_view_change(self.view.current + 1);
         }
-        if self.has_new_view {
+        if self.view.has_new_view {
             return;
         }
         // 2f+1 rule: start waiting for NEW-VIEW once a quorum is in this view or later.
@@ -372,7 +380,7 @@ impl<S: Service> Replica<S> {
             .vc
             .latest
             .values()
-            .filter(|s| s.vc.view >= self.view)
+            .filter(|s| s.vc.view >= self.view.current)
             .count();
         if at_least >= self.config.quorum() && !self.timers.is_set(TimerKind::ViewChange) {
             let at = self.now + self.vc.timeout;

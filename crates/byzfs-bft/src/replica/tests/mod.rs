@@ -18,7 +18,7 @@ mod view_change;
 mod window;
 
 use super::*;
-use crate::action::{Action, Event, PersistRecord};
+use crate::action::{Action, Event, PersistRecord, StoreRecord};
 use crate::batch::batch_digest;
 use crate::crypto::TestKeys;
 use crate::message::*;

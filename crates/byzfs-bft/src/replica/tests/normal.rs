@@ -268,5 +268,5 @@ fn a_pre_prepare_just_ahead_of_the_window_is_handled_when_the_window_moves() {
         votes,
         vec![Out::Broadcast(prepare_msg(0, high + 1, d_early, 1))]
     );
-    assert!(!b.log.contains_key(&too_far));
+    assert!(!b.log.slots.contains_key(&too_far));
 }

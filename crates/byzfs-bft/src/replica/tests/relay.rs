@@ -50,7 +50,7 @@ fn the_primary_relays_a_body_sent_to_it_alone_before_its_pre_prepare() {
     assert_eq!(p.stats().bodies_relayed, 1);
     // Not timed until the client retransmits it (Deviation 33: the body may take longer to
     // reach the backups than the view-change timeout).
-    assert!(p.pending.is_empty());
+    assert!(p.requests.pending.is_empty());
     assert!(!p.timers.is_set(TimerKind::ViewChange));
     // The same frame again (a duplicate): held already, not relayed twice.
     p.handle_message(Time(2), &big);
@@ -87,7 +87,7 @@ fn a_backup_waits_on_a_relayed_body_only_when_its_client_retransmits() {
         status_ticks(&cfg, &mut b, 1..=3),
         vec![vec![status.clone()]; 3]
     );
-    assert!(b.pending.is_empty());
+    assert!(b.requests.pending.is_empty());
     assert!(!b.timers.is_set(TimerKind::ViewChange));
     // The client's retransmission (to everyone, unflagged, the same body): waited on, and
     // forwarded to the primary if it still has not proposed it a STATUS interval later.

@@ -119,7 +119,7 @@ fn executed_big_request_named_again_is_stored_when_it_arrives() {
     let b = &mut c.r[1];
     assert_eq!((b.last_executed(), b.last_stable()), (4, 4));
     assert!(
-        !b.requests.contains_key(&d),
+        !b.requests.store.contains_key(&d),
         "executed, below the checkpoint: collected"
     );
 
@@ -218,7 +218,7 @@ fn batches_and_new_views_asked_for_again_are_resent_after_doubling_gaps() {
     drain(p);
     let d = batch_digest(&batch_of(req)).expect("a well-formed batch");
     assert!(
-        p.batches.contains_key(&d),
+        p.log.batches.contains_key(&d),
         "replica 1 holds the first batch"
     );
     let cfg = c.cfg.clone();

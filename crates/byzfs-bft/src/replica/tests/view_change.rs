@@ -238,8 +238,8 @@ fn a_new_view_contradicting_a_batch_accepted_in_its_view_before_a_restart_is_ref
     let cfg = config();
     let mut r = replica(2, &cfg);
     let (a, b) = (Digest::of(b"a"), Digest::of(b"b"));
-    r.log.entry(3).or_default().note_pre_prepared(a, 1);
-    r.log.entry(2).or_default().note_pre_prepared(b, 0);
+    r.log.slots.entry(3).or_default().note_pre_prepared(a, 1);
+    r.log.slots.entry(2).or_default().note_pre_prepared(b, 0);
     let dec = |picks: Vec<Digest>| Decision {
         min: 0,
         min_digest: Digest::of(b"ckpt"),
@@ -269,7 +269,7 @@ fn a_new_view_contradicting_a_batch_accepted_in_its_view_before_a_restart_is_ref
         "other view"
     );
     // Slots at or below the stable checkpoint are not decided by the NEW-VIEW.
-    r.last_stable = 3;
+    r.log.last_stable = 3;
     assert_eq!(
         r.new_view_contradicts_promises(1, &dec(vec![a, null, null])),
         None

@@ -132,10 +132,13 @@ fn a_request_is_timed_only_once_the_one_it_follows_has_run() {
     b.handle_message(Time(1), &windowed(&cfg, 2, 1, 1));
     drain(&mut b);
     assert!(!b.timers.is_set(TimerKind::ViewChange));
-    assert!(b.pending.is_empty());
+    assert!(b.requests.pending.is_empty());
     replies(&cfg, &mut b, 1, vec![windowed(&cfg, 1, 0, 0)]);
     assert!(b.timers.is_set(TimerKind::ViewChange));
-    assert_eq!(b.pending.get(&CLIENT).map(|&(rid, _)| rid), Some(2));
+    assert_eq!(
+        b.requests.pending.get(&CLIENT).map(|&(rid, _)| rid),
+        Some(2)
+    );
 }
 
 #[test]
@@ -158,6 +161,6 @@ fn a_client_gets_two_windows_of_requests_that_cannot_run_then_is_refused() {
     assert_eq!(drain(&mut b), dropped(DropReason::ClientQuota));
     b.handle_message(Time(101), &windowed(&cfg, rid + 1, rid, 0));
     drain(&mut b);
-    assert_eq!(b.requests.len(), 2 * w as usize + 1);
+    assert_eq!(b.requests.store.len(), 2 * w as usize + 1);
     assert_eq!(b.stats().dropped.get(&DropReason::ClientQuota), Some(&1));
 }
