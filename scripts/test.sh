@@ -5,7 +5,8 @@
 #                               optimised by the dev profile in Cargo.toml), with the
 #                               test-only feature `byzfs/byzantine` (a lying replica for
 #                               tests/faults.rs; release builds lack it)
-#   2. byzfs-sim                the deterministic simulator over every scenario, 2000 seeds
+#   2. byzfs-sim                the deterministic simulator over every scenario, 2000 seeds,
+#                               and over the file-service families (`fs-all`), 300 seeds
 #   3. sans-IO check            byzfs-bft touches no socket, file, thread, clock or ambient RNG
 #   4. citation check           every PROTOCOL.md/STYLE.md section the code cites has a heading
 #
@@ -16,7 +17,8 @@
 #   bash scripts/test.sh           the whole suite (the README's test command; CI)
 #   bash scripts/test.sh --quick   a developer's inner loop: unit, handler and property
 #                                  tests of every crate (no real-process or mount tests, no
-#                                  doc tests), the simulator over 200 seeds, the checks
+#                                  doc tests), the simulator over 200 seeds (and 40 of the
+#                                  file-service families), the checks
 set -euo pipefail
 
 quick=false
@@ -85,6 +87,13 @@ if ! grep -q -- '--seeds' <<<"$sim_help" || ! grep -q -- '--scenario' <<<"$sim_h
     exit 1
 fi
 cargo run --release -p byzfs-sim -- --seeds "$seeds" --scenario all
+
+# The real file service replicated (the `fs-` families, apart from `all`): slower per seed,
+# so fewer seeds; a longer sweep is `--seeds 1..20001 --scenario fs-all`.
+fs_seeds=1..301
+$quick && fs_seeds=1..41
+step "simulator: byzfs-sim --seeds $fs_seeds --scenario fs-all"
+cargo run --release -p byzfs-sim -- --seeds "$fs_seeds" --scenario fs-all
 
 step "sans-IO check: crates/byzfs-bft/src"
 # Principle 1 of docs/STYLE.md. Comment lines are skipped so docs may name what the core avoids.
