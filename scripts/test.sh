@@ -5,7 +5,8 @@
 #                               optimised by the dev profile in Cargo.toml), with the
 #                               test-only feature `byzfs/byzantine` (a lying replica for
 #                               tests/faults.rs; release builds lack it)
-#   2. byzfs-sim                the deterministic simulator over every scenario, 2000 seeds
+#   2. byzfs-sim                the deterministic simulator over every scenario, 2000 seeds,
+#                               then the file-service families (`fs-all`), 300 seeds
 #                               (beside step 1, in the idle scheduling class)
 #   3. sans-IO check            byzfs-bft touches no socket, file, thread, clock or ambient RNG
 #   4. citation check           every PROTOCOL.md/STYLE.md section the code cites has a heading
@@ -17,7 +18,8 @@
 #   bash scripts/test.sh           the whole suite (the README's test command; CI)
 #   bash scripts/test.sh --quick   a developer's inner loop: unit, handler and property
 #                                  tests of every crate (no real-process or mount tests, no
-#                                  doc tests), the simulator over 200 seeds, the checks
+#                                  doc tests), the simulator over 200 seeds (and 40 of the
+#                                  file-service families), the checks
 set -euo pipefail
 
 quick=false
@@ -88,10 +90,18 @@ $quick && seeds=1..200
 # budget). Its output is printed once the tests are done.
 sim_log="$(mktemp)"
 sim_pid=""
-trap 'rm -f "$log" "$sim_log"; [ -z "$sim_pid" ] || kill "$sim_pid" 2>/dev/null || true' EXIT
+trap 'rm -f "$log" "$sim_log"; [ -z "$sim_pid" ] || { pkill -P "$sim_pid"; kill "$sim_pid"; } 2>/dev/null || true' EXIT
 idle=(chrt --idle 0)
 "${idle[@]}" true 2>/dev/null || idle=(nice -n 19)
-"${idle[@]}" "$sim" --seeds "$seeds" --scenario all >"$sim_log" 2>&1 &
+# Then the real file service replicated (the `fs-` families, apart from `all`): slower per
+# seed, so fewer seeds; a longer sweep is `--seeds 1..20001 --scenario fs-all`.
+fs_seeds=1..301
+$quick && fs_seeds=1..41
+sweep() {
+    "${idle[@]}" "$sim" --seeds "$seeds" --scenario all || return $?
+    "${idle[@]}" "$sim" --seeds "$fs_seeds" --scenario fs-all
+}
+sweep >"$sim_log" 2>&1 &
 sim_pid=$!
 
 step "cargo test --workspace (the simulator's sweep runs beside it)"
@@ -106,14 +116,14 @@ if ! cargo test --workspace "${features[@]}" "${targets[@]}" 2>&1 | tee "$log"; 
     exit 1
 fi
 
-step "simulator: byzfs-sim --seeds $seeds --scenario all (rest of the sweep)"
+step "simulator: byzfs-sim --seeds $seeds --scenario all, --seeds $fs_seeds --scenario fs-all (rest of the sweep)"
 sim_rc=0
 wait "$sim_pid" || sim_rc=$?
 sim_pid=""
 cat "$sim_log"
 if [ "$sim_rc" != 0 ]; then
-    echo "FAIL: byzfs-sim --seeds $seeds --scenario all exited with $sim_rc (output above;" >&2
-    echo "rerun a failing seed with \`$sim --seeds N..N+1 --scenario all --trace\`)" >&2
+    echo "FAIL: the simulator's sweep exited with $sim_rc (output above; rerun a failing" >&2
+    echo "seed with \`$sim --seeds N..N+1 --scenario FAMILY --trace\`)" >&2
     exit 1
 fi
 

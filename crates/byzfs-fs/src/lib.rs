@@ -130,6 +130,8 @@ mod fail;
 mod inode;
 mod key;
 pub mod lock;
+#[cfg(feature = "mutations")]
+pub mod mutation;
 mod names;
 pub mod orphan;
 pub mod perm;

@@ -10,8 +10,9 @@
 //! `BYZFS_SIM_BACKTRACE=1` adds a backtrace to `panic` violations.
 
 use byzfs_bft::mutation::Mutation;
+use byzfs_fs::mutation::StoreMutation;
 use byzfs_sim::run::{capture_panics, run, RunConfig, RunReport, EVENTS_MAX};
-use byzfs_sim::scenario::{Family, FAMILIES};
+use byzfs_sim::scenario::{Family, FAMILIES, FS_FAMILIES};
 use clap::Parser;
 use std::collections::BTreeMap;
 use std::process::ExitCode;
@@ -43,13 +44,15 @@ struct Cli {
     /// Seeds to run, half-open: `A..B` runs A, A+1, ..., B-1.
     #[arg(long, value_parser = parse_range)]
     seeds: (u64, u64),
-    /// Scenario family, or `all` (family = FAMILIES[seed % len]).
+    /// Scenario family, or `all` (family = FAMILIES[seed % len], the key-value families), or
+    /// `fs-all` (family = FS_FAMILIES[seed % len], the file-service families).
     #[arg(long, default_value = "all")]
     scenario: String,
     /// Fix the number of replicas (3f+1) instead of drawing it from the seed.
     #[arg(long)]
     replicas: Option<usize>,
-    /// Switch a deliberately broken rule on in every correct replica.
+    /// Switch a deliberately broken rule on in every correct replica (a protocol rule, or a
+    /// `store-…` rule of the file service's store).
     #[arg(long)]
     mutation: Option<String>,
     /// Print each run's trace.
@@ -73,26 +76,39 @@ struct Cli {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    let pick: fn(u64) -> Family = match cli.scenario.as_str() {
+        "fs-all" => Family::for_fs_seed,
+        _ => Family::for_seed,
+    };
     let families: Option<Family> = match cli.scenario.as_str() {
-        "all" => None,
+        "all" | "fs-all" => None,
         name => match Family::from_name(name) {
             Some(f) => Some(f),
             None => {
-                let names: Vec<&str> = FAMILIES.iter().map(|f| f.name()).collect();
+                let names: Vec<&str> = FAMILIES
+                    .iter()
+                    .chain(&FS_FAMILIES)
+                    .map(|f| f.name())
+                    .collect();
                 eprintln!(
-                    "unknown scenario {name:?}; expected all or one of: {}",
+                    "unknown scenario {name:?}; expected all, fs-all or one of: {}",
                     names.join(", ")
                 );
                 return ExitCode::from(2);
             }
         },
     };
-    let mutation = match cli.mutation.as_deref() {
-        None => None,
-        Some(name) => match Mutation::from_name(name) {
-            Some(m) => Some(m),
-            None => {
-                let names: Vec<&str> = Mutation::ALL.iter().map(|m| m.name()).collect();
+    let (mutation, fs_mutation) = match cli.mutation.as_deref() {
+        None => (None, None),
+        Some(name) => match (Mutation::from_name(name), StoreMutation::from_name(name)) {
+            (Some(m), _) => (Some(m), None),
+            (None, Some(m)) => (None, Some(m)),
+            (None, None) => {
+                let names: Vec<&str> = Mutation::ALL
+                    .iter()
+                    .map(|m| m.name())
+                    .chain(StoreMutation::ALL.iter().map(|m| m.name()))
+                    .collect();
                 eprintln!(
                     "unknown mutation {name:?}; expected one of: {}",
                     names.join(", ")
@@ -123,12 +139,13 @@ fn main() -> ExitCode {
                 if seed >= end {
                     break;
                 }
-                let family = families.unwrap_or_else(|| Family::for_seed(seed));
+                let family = families.unwrap_or_else(|| pick(seed));
                 let cfg = RunConfig {
                     seed,
                     family,
                     replicas: cli.replicas,
                     mutation,
+                    fs_mutation,
                     trace: cli.trace,
                     max_events: cli.max_events,
                 };
@@ -146,7 +163,9 @@ fn main() -> ExitCode {
             while let Some(result) = buffered.remove(&want) {
                 runs += 1;
                 match result {
-                    Ok(report) => violations += print_report(&report, &cli, mutation),
+                    Ok(report) => {
+                        violations += print_report(&report, &cli, cli.mutation.as_deref())
+                    }
                     Err(e) => {
                         errors += 1;
                         eprintln!("seed {want}: cannot run: {e}");
@@ -175,7 +194,7 @@ fn main() -> ExitCode {
     }
 }
 
-fn print_report(r: &RunReport, cli: &Cli, mutation: Option<Mutation>) -> u64 {
+fn print_report(r: &RunReport, cli: &Cli, mutation: Option<&str>) -> u64 {
     if cli.trace {
         print!("{}", r.trace);
     }
@@ -197,6 +216,13 @@ fn print_report(r: &RunReport, cli: &Cli, mutation: Option<Mutation>) -> u64 {
             s.read_only_checked.0,
             r.summary
         );
+        if r.family.service() == byzfs_sim::service::ServiceKind::Fs {
+            println!(
+                "     trees={}/{}",
+                s.fs_trees.0,
+                s.fs_trees.0 + s.fs_trees.1
+            );
+        }
     }
     let safety_only = cli.safety_only.iter().any(|f| f == r.family.name());
     let mut counted = 0u64;
@@ -215,7 +241,7 @@ fn print_report(r: &RunReport, cli: &Cli, mutation: Option<Mutation>) -> u64 {
         println!("{tag} seed={} scenario={}: {v}", r.seed, r.family.name());
     }
     if !r.violations.is_empty() {
-        println!("  replay: {}", r.replay_command(mutation));
+        println!("  replay: {}", r.replay_with(mutation));
     }
     counted
 }

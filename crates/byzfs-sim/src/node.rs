@@ -7,8 +7,10 @@ use crate::byzantine::forge::Forger;
 use crate::byzantine::Strategy;
 use crate::checker::Role;
 use crate::clock::Clock;
-use crate::kv::{KvOp, KvService};
+use crate::fs::FsWorkload;
+use crate::kv::{KvOp, KvResult};
 use crate::rng::SimRng;
+use crate::service::SimService;
 use crate::workload::Workload;
 use byzfs_bft::replica::DurableState;
 use byzfs_bft::{
@@ -34,7 +36,7 @@ pub struct ReplicaNode {
     /// How the oracle judges it.
     pub role: Role,
     /// The state machine (kept while crashed, for a restart with state).
-    pub replica: Replica<KvService>,
+    pub replica: Replica<SimService>,
     /// Running (not crashed, started).
     pub up: bool,
     /// Crash just before the next send.
@@ -94,9 +96,10 @@ pub struct ClientNode {
     /// The state machine.
     pub client: Client,
     /// Its operation generator.
-    pub workload: Workload,
-    /// The outstanding requests by the id `invoke` returned: invocation time, operation.
-    pub outstanding: BTreeMap<RequestId, (Time, KvOp)>,
+    pub workload: Load,
+    /// The outstanding requests by the id `invoke` returned: invocation time, encoded
+    /// operation.
+    pub outstanding: BTreeMap<RequestId, (Time, Vec<u8>)>,
     /// How many requests it keeps in flight (1 is one at a time; at most
     /// `Config::client_window`).
     pub window: usize,
@@ -116,6 +119,48 @@ pub struct ClientNode {
     pub thinking: bool,
 }
 
+/// A correct client's operation generator, for the service the run replicates.
+#[derive(Debug)]
+pub enum Load {
+    /// Key-value operations.
+    Kv(Workload),
+    /// File operations.
+    Fs(FsWorkload),
+}
+
+impl Load {
+    /// Think time before the next operation, µs; with `pacing`, sometimes a longer pause.
+    pub fn think_us(&mut self, pacing: bool) -> u64 {
+        match self {
+            Load::Kv(w) => w.think_us(pacing),
+            Load::Fs(w) => w.think_us(pacing),
+        }
+    }
+
+    /// The next operation, encoded, and whether to send it read-only.
+    pub fn next_op(&mut self) -> (Vec<u8>, bool) {
+        match self {
+            Load::Kv(w) => {
+                let (op, ro) = w.next_op();
+                (op.encode(), ro)
+            }
+            Load::Fs(w) => w.next_op(),
+        }
+    }
+
+    /// Learns from a completed operation.
+    pub fn observe(&mut self, op: &[u8], result: &[u8]) {
+        match self {
+            Load::Kv(w) => {
+                if let (Some(op), Some(res)) = (KvOp::decode(op), KvResult::decode(result)) {
+                    w.observe(&op, &res);
+                }
+            }
+            Load::Fs(w) => w.observe(result),
+        }
+    }
+}
+
 /// One faulty client.
 pub struct BadClientNode {
     /// The adversary.
@@ -130,11 +175,11 @@ pub struct BadClientNode {
 pub fn restart_with_state(
     config: &Config,
     keys: &ReplicaKeys,
-    service: KvService,
+    service: SimService,
     disk: &DurableState,
     seed: u64,
     now: Time,
-) -> Replica<KvService> {
+) -> Replica<SimService> {
     match Replica::restore(
         config.clone(),
         keys.clone(),

@@ -40,6 +40,9 @@ pub struct MemStore {
     parts: Vec<Part>,
     /// Held checkpoints, strictly increasing `seq`.
     checkpoints: Vec<Checkpoint>,
+    /// A deliberately broken rule (test-only).
+    #[cfg(feature = "mutations")]
+    mutation: Option<crate::mutation::StoreMutation>,
 }
 
 impl MemStore {
@@ -55,7 +58,20 @@ impl MemStore {
                 })
                 .collect(),
             checkpoints: Vec::new(),
+            #[cfg(feature = "mutations")]
+            mutation: None,
         }
+    }
+
+    /// Switches a deliberately broken rule on (test-only).
+    #[cfg(feature = "mutations")]
+    pub fn set_mutation(&mut self, m: Option<crate::mutation::StoreMutation>) {
+        self.mutation = m;
+    }
+
+    #[cfg(feature = "mutations")]
+    fn mutated(&self, m: crate::mutation::StoreMutation) -> bool {
+        self.mutation == Some(m)
     }
 
     /// Number of live keys (O(partitions)).
@@ -161,6 +177,10 @@ impl Store for MemStore {
     fn checkpoint(&mut self, seq: Seq) -> Vec<Digest> {
         while self.checkpoints.last().is_some_and(|c| c.seq >= seq) {
             if let Some(dropped) = self.checkpoints.pop() {
+                #[cfg(feature = "mutations")]
+                if self.mutated(crate::mutation::StoreMutation::CheckpointDropsUndo) {
+                    continue;
+                }
                 if let Some(prev) = self.checkpoints.last_mut() {
                     // Keys `prev` has not logged had, at `prev`, their value at `dropped`.
                     for (p, log) in dropped.undo {
@@ -200,6 +220,16 @@ impl Store for MemStore {
         let undo = std::mem::take(&mut cp.undo);
         for (p, log) in undo {
             for (k, old) in log {
+                #[cfg(feature = "mutations")]
+                if old.is_none()
+                    && self.mutated(crate::mutation::StoreMutation::RollbackKeepsCreated)
+                {
+                    let part = &mut self.parts[p as usize];
+                    if let Some(v) = part.leaves.get(&k) {
+                        part.sum.sub(&leaf_hash(&k, v));
+                    }
+                    continue;
+                }
                 self.set(p, k, old, false);
             }
             self.refresh_digest(p);
@@ -217,6 +247,12 @@ impl Store for MemStore {
         let from = self.find(seq)?;
         // Value at `seq` of every key changed since: newest first, so older entries win.
         let mut overrides: BTreeMap<&[u8], Option<&[u8]>> = BTreeMap::new();
+        #[cfg(feature = "mutations")]
+        let from = if self.mutated(crate::mutation::StoreMutation::ExportLive) {
+            self.checkpoints.len()
+        } else {
+            from
+        };
         for cp in self.checkpoints[from..].iter().rev() {
             if let Some(log) = cp.undo.get(&part) {
                 for (k, old) in log {

@@ -62,7 +62,7 @@ impl LyingState {
 
 /// Builds the shadow of checkpoint `seq` held by `r`: the first service partition with a
 /// non-empty value gets that value's last byte flipped.
-fn build(r: &byzfs_bft::Replica<crate::kv::KvService>, seq: Seq) -> Option<Shadow> {
+fn build(r: &byzfs_bft::Replica<crate::service::SimService>, seq: Seq) -> Option<Shadow> {
     use byzfs_bft::Service;
     let mut parts = r.checkpoint_digests(seq)?;
     let svc = r.service();

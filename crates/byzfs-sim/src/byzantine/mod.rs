@@ -20,8 +20,8 @@ pub mod time_warp;
 pub mod vc_lies;
 pub mod vc_spam;
 
-use crate::kv::KvService;
 use crate::rng::SimRng;
+use crate::service::SimService;
 use byzfs_bft::{ClientId, Config, Replica, ReplicaId, Time, View};
 use forge::Forger;
 use std::sync::Arc;
@@ -70,7 +70,7 @@ pub struct Ctx<'a> {
     /// The strategy's random stream.
     pub rng: &'a mut SimRng,
     /// The replica itself, read-only (what it holds: its checkpoints).
-    pub replica: Option<&'a Replica<KvService>>,
+    pub replica: Option<&'a Replica<SimService>>,
 }
 
 /// A Byzantine behaviour.

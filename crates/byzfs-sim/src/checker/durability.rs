@@ -3,7 +3,7 @@
 //! (the agreement checker already pins each position for ever), and every correct replica that
 //! is up has executed through it (or holds a stable checkpoint covering it).
 
-use super::results::Results;
+use super::results::Outcomes;
 use super::Sink;
 use byzfs_bft::{Seq, Time};
 
@@ -28,7 +28,7 @@ pub struct ReplicaProgress {
 pub fn check(
     sink: &mut Sink,
     now: Time,
-    results: &Results,
+    results: &dyn Outcomes,
     replicas: &[ReplicaProgress],
     through: Seq,
 ) {
@@ -66,6 +66,7 @@ pub fn check(
 mod tests {
     use super::*;
     use crate::checker::history::{AgreedHistory, Content, Entry};
+    use crate::checker::results::Results;
     use crate::kv::{KvOp, KvResult};
     use byzfs_bft::Digest;
 

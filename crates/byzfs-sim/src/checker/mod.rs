@@ -11,6 +11,8 @@ pub mod client_order;
 pub mod committed_prepared;
 pub mod durability;
 pub mod exactly_once;
+pub mod fs_results;
+pub mod fs_tree;
 pub mod history;
 pub mod liveness;
 pub mod persist;
@@ -225,7 +227,29 @@ pub struct Oracle {
     pub read_floor: read_floor::ReadFloor,
     /// A slow primary's view ends under load (off unless the plan says so).
     pub slow_view: slow_view::SlowView,
+    /// The file service's checkers, in the `fs-` families (which replace [`Oracle::results`]
+    /// and [`Oracle::read_only`], checkers of the key-value service).
+    pub fs: Option<FsOracle>,
     max_frame: usize,
+}
+
+/// The checkers of the file service's results and trees.
+#[derive(Clone, Debug)]
+pub struct FsOracle {
+    /// INV-REPLY against the model file system, and linearizability of reads.
+    pub results: fs_results::FsResults,
+    /// Checkpoints hold the same tree at every correct replica, and the model's.
+    pub tree: fs_tree::FsTree,
+}
+
+impl FsOracle {
+    /// The checkers of a file system whose root has permission bits `root_mode`.
+    pub fn new(root_mode: u32) -> FsOracle {
+        FsOracle {
+            results: fs_results::FsResults::new(root_mode),
+            tree: fs_tree::FsTree::default(),
+        }
+    }
 }
 
 impl Oracle {
@@ -263,7 +287,33 @@ impl Oracle {
             stable_quorum: stable_quorum::StableQuorum::new(f),
             read_floor: read_floor::ReadFloor::default(),
             slow_view: slow_view::SlowView::default(),
+            fs: None,
             max_frame,
+        }
+    }
+
+    /// The results checker of the service the run replicates.
+    pub fn outcomes(&self) -> &dyn results::Outcomes {
+        match &self.fs {
+            Some(fs) => &fs.results,
+            None => &self.results,
+        }
+    }
+
+    /// Correct instance `inst` holds checkpoint `seq` (`how`: stable, transferred) with this
+    /// file tree (file-service runs).
+    pub fn fs_checkpoint(
+        &mut self,
+        now: Time,
+        inst: usize,
+        seq: Seq,
+        tree: Result<Vec<String>, String>,
+        how: &str,
+    ) {
+        if let Some(fs) = &mut self.fs {
+            fs.tree
+                .on_checkpoint(&mut self.sink, now, inst, seq, tree, how);
+            fs.tree.check(&mut self.sink, now, &fs.results);
         }
     }
 
@@ -311,9 +361,18 @@ impl Oracle {
                 self.client_order
                     .on_agreed(&mut self.sink, now, seq, content);
             }
-            self.results
-                .advance(&mut self.sink, now, &self.agreement.history);
-            self.read_only.check(&mut self.sink, &self.results);
+            match &mut self.fs {
+                Some(fs) => {
+                    fs.results
+                        .advance(&mut self.sink, now, &self.agreement.history);
+                    fs.tree.check(&mut self.sink, now, &fs.results);
+                }
+                None => {
+                    self.results
+                        .advance(&mut self.sink, now, &self.agreement.history);
+                    self.read_only.check(&mut self.sink, &self.results);
+                }
+            }
         }
         if let Event::ReadOnlyExecuted {
             client,
@@ -323,16 +382,18 @@ impl Oracle {
             result_digest,
         } = *ev
         {
-            self.read_only.on_answer(
-                inst,
-                now,
-                client,
-                rid,
-                committed,
-                on_tentative,
-                result_digest,
-            );
-            self.read_only.check(&mut self.sink, &self.results);
+            if self.fs.is_none() {
+                self.read_only.on_answer(
+                    inst,
+                    now,
+                    client,
+                    rid,
+                    committed,
+                    on_tentative,
+                    result_digest,
+                );
+                self.read_only.check(&mut self.sink, &self.results);
+            }
             self.read_floor.on_answer(
                 &mut self.sink,
                 now,
@@ -449,11 +510,19 @@ impl Oracle {
         self.exactly_once.on_issue(client, rid);
         self.reply_cache.on_issue(client);
         self.request_store.on_issue(client);
-        if correct && KvOp::decode(op).is_some_and(|o| !matches!(o, KvOp::Get { .. } | KvOp::Time))
-        {
-            self.client_order.on_write(client, rid);
+        if let Some(fs) = &mut self.fs {
+            if correct && !crate::fs::is_read(op) {
+                self.client_order.on_write(client, rid);
+            }
+            fs.results.issue(now, client, rid, op, correct);
+        } else {
+            if correct
+                && KvOp::decode(op).is_some_and(|o| !matches!(o, KvOp::Get { .. } | KvOp::Time))
+            {
+                self.client_order.on_write(client, rid);
+            }
+            self.results.issue(now, client, rid, op, correct);
         }
-        self.results.issue(now, client, rid, op, correct);
         if correct {
             self.slow_view.on_issue(now);
         }
@@ -461,14 +530,26 @@ impl Oracle {
 
     /// A correct client accepted `result` for `(client, rid)`.
     pub fn complete(&mut self, now: Time, client: ClientId, rid: RequestId, result: &[u8]) {
-        self.results
-            .accept(&mut self.sink, now, client, rid, result);
+        match &mut self.fs {
+            Some(fs) => fs.results.accept(&mut self.sink, now, client, rid, result),
+            None => self
+                .results
+                .accept(&mut self.sink, now, client, rid, result),
+        }
         self.slow_view.on_complete(now);
     }
 
     /// End-of-run checks of the results (read-only linearizability). Durability and liveness
     /// need the cluster's state and are run by the simulator (see [`durability`], [`liveness`]).
     pub fn finish(&mut self, now: Time) {
+        if let Some(fs) = &mut self.fs {
+            fs.results
+                .advance(&mut self.sink, now, &self.agreement.history);
+            fs.results.finish(&mut self.sink, now);
+            fs.tree.check(&mut self.sink, now, &fs.results);
+            fs.tree.finish();
+            return;
+        }
         self.results
             .advance(&mut self.sink, now, &self.agreement.history);
         self.results.finish(&mut self.sink, now);

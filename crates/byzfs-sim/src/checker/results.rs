@@ -491,6 +491,45 @@ impl Results {
     }
 }
 
+/// What the durability checker and the liveness phase read of a results checker: the
+/// accepted results and where they sit in the agreed history (the key-value [`Results`] and
+/// the file service's [`super::fs_results::FsResults`]).
+pub trait Outcomes {
+    /// Every accepted result.
+    fn acked(&self) -> &[Acked];
+    /// Where `(client, rid)` sits in the agreed history, if placed.
+    fn position(&self, client: ClientId, rid: RequestId) -> Option<Pos>;
+    /// The first sequence number the model has not applied.
+    fn next_seq(&self) -> Seq;
+    /// Accepted writes not yet in the agreed history.
+    fn unplaced_writes(&self) -> usize;
+    /// The highest sequence number holding an accepted write (0 if none).
+    fn acked_write_max_seq(&self) -> Seq;
+    /// Results checked.
+    fn checked(&self) -> u64;
+}
+
+impl Outcomes for Results {
+    fn acked(&self) -> &[Acked] {
+        Results::acked(self)
+    }
+    fn position(&self, client: ClientId, rid: RequestId) -> Option<Pos> {
+        Results::position(self, client, rid)
+    }
+    fn next_seq(&self) -> Seq {
+        Results::next_seq(self)
+    }
+    fn unplaced_writes(&self) -> usize {
+        Results::unplaced_writes(self)
+    }
+    fn acked_write_max_seq(&self) -> Seq {
+        Results::acked_write_max_seq(self)
+    }
+    fn checked(&self) -> u64 {
+        self.checked
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,10 +1,7 @@
 //! The clients: correct ones invoking their workload and checked by the oracle, and faulty
 //! ones misbehaving on their own clock.
 
-use super::{
-    describe_op, trace_line, ClientAction, Clock, Dest, Ev, KvResult, Phase, ReplicaId, Sim, Time,
-    MS,
-};
+use super::{trace_line, ClientAction, Clock, Dest, Ev, KvResult, Phase, ReplicaId, Sim, Time, MS};
 
 impl Sim {
     pub(super) fn after_client_step(&mut self, idx: usize) {
@@ -48,17 +45,19 @@ impl Sim {
     pub(super) fn client_completed(&mut self, idx: usize, rid: u64, result: Vec<u8>) {
         let id = self.world.clients[idx].id;
         if self.trace.on() {
-            let r = KvResult::decode(&result)
-                .map(|r| format!("{r:?}"))
-                .unwrap_or_else(|| "<undecodable>".into());
+            let r = if self.oracle.fs.is_some() {
+                crate::fs::describe_result(&result)
+            } else {
+                KvResult::decode(&result)
+                    .map(|r| format!("{r:?}"))
+                    .unwrap_or_else(|| "<undecodable>".into())
+            };
             trace_line!(self.trace, self.world.now, "complete c{id} rid={rid} {r}");
         }
         self.oracle.complete(self.world.now, id, rid, &result);
         let node = &mut self.world.clients[idx];
         if let Some((_, op)) = node.outstanding.remove(&rid) {
-            if let Some(res) = KvResult::decode(&result) {
-                node.workload.observe(&op, &res);
-            }
+            node.workload.observe(&op, &result);
             node.completed += 1;
             if !node.thinking {
                 node.thinking = true;
@@ -78,7 +77,7 @@ impl Sim {
         let node = &self.world.clients[idx];
         let id = node.id;
         if let Some((_, op)) = node.outstanding.get(&issued) {
-            let bytes = op.encode();
+            let bytes = op.clone();
             trace_line!(
                 self.trace,
                 self.world.now,
@@ -93,6 +92,7 @@ impl Sim {
         let phase = self.phases.phase;
         let filler = self.phases.filler;
         let cap = self.plan.params.safety_ops_max;
+        let fs = self.oracle.fs.is_some();
         let node = &mut self.world.clients[idx];
         node.thinking = false;
         if node.outstanding.len() >= node.window {
@@ -104,8 +104,7 @@ impl Sim {
             Phase::Done => return,
             _ => {}
         }
-        let (op, ro) = node.workload.next_op();
-        let bytes = op.encode();
+        let (bytes, ro) = node.workload.next_op();
         match node
             .client
             .invoke(Clock::default().local(now), bytes.clone(), ro)
@@ -113,7 +112,7 @@ impl Sim {
             Ok(rid) => {
                 node.invoked += 1;
                 let id = node.id;
-                node.outstanding.insert(rid, (now, op));
+                node.outstanding.insert(rid, (now, bytes.clone()));
                 if node.outstanding.len() < node.window {
                     // Room for more: the next one follows after its own think time.
                     node.thinking = true;
@@ -126,7 +125,7 @@ impl Sim {
                     self.trace,
                     now,
                     "invoke c{id} rid={rid} {} ro={ro}",
-                    describe_op(&bytes)
+                    super::describe_request(fs, &bytes)
                 );
                 self.oracle.issue(now, id, rid, &bytes, true);
             }

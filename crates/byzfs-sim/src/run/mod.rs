@@ -15,12 +15,13 @@ use crate::fault::{Fault, FollowUp, Target};
 use crate::kv::{KvResult, KvService};
 use crate::network::{Fate, NetFaults, NetStats, Network, NodeIdx};
 use crate::node::{
-    restart_with_state, Adversary, BadClientNode, ClientNode, ReplicaNode, Unsynced,
+    restart_with_state, Adversary, BadClientNode, ClientNode, Load, ReplicaNode, Unsynced,
 };
 use crate::partition::{self, Topology};
 use crate::queue::EventQueue;
 use crate::rng::{self, stream, substream, Purpose, SimRng};
 use crate::scenario::{self, Family, Plan};
+use crate::service::{ServiceKind, SimService};
 use crate::trace::{describe, Trace};
 use crate::trace_line;
 use crate::vc_history::{self, VcHistory};
@@ -32,6 +33,7 @@ use byzfs_bft::{
     Action, Client, ClientAction, ClientId, Config, Event, PersistRecord, Replica, ReplicaId, Seq,
     StoreRecord, TestKeys, Time, View,
 };
+use byzfs_fs::mutation::StoreMutation;
 use core::time::Duration;
 use rand::Rng;
 use std::collections::{BTreeMap, VecDeque};
@@ -68,6 +70,9 @@ pub struct RunConfig {
     pub replicas: Option<usize>,
     /// A broken rule switched on in every correct replica.
     pub mutation: Option<Mutation>,
+    /// A broken store rule switched on in every correct replica's file service (`fs-`
+    /// families).
+    pub fs_mutation: Option<StoreMutation>,
     /// Record a trace.
     pub trace: bool,
     /// Event budget.
@@ -82,6 +87,7 @@ impl RunConfig {
             family,
             replicas: None,
             mutation: None,
+            fs_mutation: None,
             trace: false,
             max_events: EVENTS_MAX,
         }
@@ -110,6 +116,9 @@ pub struct RunStats {
     pub read_only_checked: (u64, u64),
     /// Network counters.
     pub net: NetStats,
+    /// File-service runs: checkpoint trees compared with the model, and compared with other
+    /// replicas' only.
+    pub fs_trees: (u64, u64),
 }
 
 /// The outcome of one run.
@@ -136,8 +145,13 @@ pub struct RunReport {
 impl RunReport {
     /// The command that replays this run.
     pub fn replay_command(&self, mutation: Option<Mutation>) -> String {
+        self.replay_with(mutation.map(Mutation::name))
+    }
+
+    /// The command that replays this run with the mutation named `mutation`.
+    pub fn replay_with(&self, mutation: Option<&str>) -> String {
         let m = mutation
-            .map(|m| format!(" --mutation {}", m.name()))
+            .map(|m| format!(" --mutation {m}"))
             .unwrap_or_default();
         format!(
             "byzfs-sim --seeds {}..{} --scenario {} --replicas {}{m}",
@@ -213,6 +227,7 @@ struct Sim {
     plan: Plan,
     config: Config,
     mutation: Option<Mutation>,
+    fs_mutation: Option<StoreMutation>,
     world: world::World,
     director: faults::Director,
     phases: phases::Phases,
@@ -220,13 +235,34 @@ struct Sim {
     trace: Trace,
 }
 
+/// Short human form of an encoded request of the file service (`fs`) or the key-value one.
+fn describe_request(fs: bool, op: &[u8]) -> String {
+    if fs {
+        crate::fs::describe_op(op)
+    } else {
+        describe_op(op)
+    }
+}
+
+/// A fresh service of the kind `plan` replicates, with `fs_mutation` in its store.
+fn new_service(plan: &Plan, fs_mutation: Option<StoreMutation>) -> SimService {
+    match plan.family.service() {
+        ServiceKind::Kv => SimService::Kv(KvService::with_clock_tolerance(plan.clock_tolerance)),
+        ServiceKind::Fs => {
+            let mut s = crate::fs::service(plan.clock_tolerance);
+            s.store_mut().set_mutation(fs_mutation);
+            SimService::Fs(Box::new(s))
+        }
+    }
+}
+
 fn fresh_replica(
     config: &Config,
     node_keys: &byzfs_bft::ReplicaKeys,
-    service: KvService,
+    service: SimService,
     seed: u64,
     now: Time,
-) -> Replica<KvService> {
+) -> Replica<SimService> {
     let mut r = Replica::new(config.clone(), node_keys.clone(), service, seed, now);
     // Every simulated replica has a disk (`ReplicaNode::disk`) for restarts with state.
     r.set_store_state(true);

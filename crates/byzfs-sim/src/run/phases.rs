@@ -101,11 +101,11 @@ impl Sim {
             Some(t) => t,
             None => {
                 if !Liveness::clients_done(&self.client_progress())
-                    || self.oracle.results.unplaced_writes() > 0
+                    || self.oracle.outcomes().unplaced_writes() > 0
                 {
                     return;
                 }
-                let t = self.oracle.results.acked_write_max_seq();
+                let t = self.oracle.outcomes().acked_write_max_seq();
                 self.phases.catchup_target = Some(t);
                 t
             }
@@ -130,7 +130,7 @@ impl Sim {
         }
         self.phases.filler = false;
         if self.world.clients.iter().any(|c| !c.outstanding.is_empty())
-            || self.oracle.results.unplaced_writes() > 0
+            || self.oracle.outcomes().unplaced_writes() > 0
         {
             return;
         }
@@ -150,7 +150,7 @@ impl Sim {
         let target = self
             .phases
             .catchup_target
-            .unwrap_or_else(|| self.oracle.results.acked_write_max_seq());
+            .unwrap_or_else(|| self.oracle.outcomes().acked_write_max_seq());
         let lagging = self.lagging(target);
         let clients = self.client_progress();
         l.report(&mut self.oracle.sink, self.world.now, &clients, &lagging);

@@ -3,8 +3,8 @@
 
 use super::{
     fresh_replica, restart_with_state, substream, trace_line, Action, Arc, Ctx, Dest, Ev, Event,
-    FollowUp, Frame, Input, KvService, Mutation, Outgoing, PersistRecord, Purpose, ReplicaId, Rng,
-    Role, Sim, StoreRecord, Tag, Time, Unsynced,
+    FollowUp, Frame, Input, Mutation, Outgoing, PersistRecord, Purpose, ReplicaId, Rng, Role, Sim,
+    StoreRecord, Tag, Time, Unsynced,
 };
 
 impl Sim {
@@ -129,6 +129,9 @@ impl Sim {
                     self.oracle.event(self.world.now, inst, &ev);
                     let id = self.world.replicas[inst].id;
                     let correct = self.oracle.is_correct(inst);
+                    if correct && self.oracle.fs.is_some() {
+                        self.fs_checkpoint(inst, &ev);
+                    }
                     if let Some(d) = self.director.history.as_mut().filter(|_| correct) {
                         if d.observe(id, &ev) {
                             self.director.gen += 1;
@@ -149,6 +152,22 @@ impl Sim {
             }
         }
         std::mem::take(&mut self.world.out_delay_us)
+    }
+
+    /// A correct replica's checkpoint became stable, or was installed: the tree checker reads
+    /// it back from what the replica would send a fetcher.
+    fn fs_checkpoint(&mut self, inst: usize, ev: &Event) {
+        let (seq, how) = match *ev {
+            Event::CheckpointStable { seq, .. } => (seq, "stable"),
+            Event::StateTransferred { seq, .. } => (seq, "transferred"),
+            _ => return,
+        };
+        let service = self.world.replicas[inst].replica.service();
+        // A later step's checkpoint may already have replaced it: nothing to read then.
+        if let Some(tree) = self.world.fs_reader.read(service, seq) {
+            self.oracle
+                .fs_checkpoint(self.world.now, inst, seq, tree, how);
+        }
     }
 
     pub(super) fn replica_out(&mut self, inst: usize, dests: &[Dest], bytes: Arc<[u8]>) {
@@ -345,7 +364,8 @@ impl Sim {
             node.clock.local(now).as_micros() as i64 - before.as_micros() as i64
         });
         let local = node.clock.local(now);
-        let service = KvService::with_clock_tolerance(self.plan.clock_tolerance);
+        let fs_mutation = self.fs_mutation.filter(|_| node.role == Role::Correct);
+        let service = super::new_service(&self.plan, fs_mutation);
         if with_state {
             // Rebuilt from what it stored; everything volatile is gone. A crash that tore off
             // part of the log may have lost proposals: the disk vouches for them only if it

@@ -18,12 +18,17 @@ impl Sim {
                 .map(|r| r.replica.view())
                 .max()
                 .unwrap_or(0),
-            results_checked: self.oracle.results.checked,
+            results_checked: self.oracle.outcomes().checked(),
             read_only_checked: (
                 self.oracle.read_only.checked,
                 self.oracle.read_only.checked_on_tentative,
             ),
             net: self.world.net.stats().clone(),
+            fs_trees: self
+                .oracle
+                .fs
+                .as_ref()
+                .map_or((0, 0), |fs| (fs.tree.checked, fs.tree.unchecked)),
         };
         RunReport {
             seed: self.seed,

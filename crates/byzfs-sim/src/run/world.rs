@@ -4,9 +4,9 @@
 use super::{
     describe, durability, fresh_replica, scenario, stream, substream, trace_line, Adversary, Arc,
     BTreeMap, BadClient, BadClientNode, Client, ClientId, ClientNode, Clock, Dest, Director,
-    Duration, Ev, EventQueue, Fate, Forger, Input, KvService, Mutation, Network, NodeIdx, Oracle,
-    Phase, Phases, Purpose, ReplicaId, ReplicaNode, ReplicaProgress, Rng, Role, RunConfig, Sim,
-    SimRng, TestKeys, Time, Topology, Trace, VecDeque, Workload, BAD_CLIENT_ID_BASE, BUDGET,
+    Duration, Ev, EventQueue, Fate, Forger, Input, Load, Mutation, Network, NodeIdx, Oracle, Phase,
+    Phases, Purpose, ReplicaId, ReplicaNode, ReplicaProgress, Rng, Role, RunConfig, ServiceKind,
+    Sim, SimRng, TestKeys, Time, Topology, Trace, VecDeque, Workload, BAD_CLIENT_ID_BASE, BUDGET,
     CLIENT_ID_BASE,
 };
 
@@ -30,6 +30,8 @@ pub(super) struct World {
     /// While a replica's actions are drained: how long it has executed so far in its step,
     /// so how long after now what it sends next leaves.
     pub(super) out_delay_us: u64,
+    /// Reads correct replicas' checkpoints as file trees (file-service runs).
+    pub(super) fs_reader: crate::fs::tree::Reader,
 }
 
 impl Sim {
@@ -67,7 +69,8 @@ impl Sim {
             } else {
                 plan.roles[id as usize]
             };
-            let service = KvService::with_clock_tolerance(plan.clock_tolerance);
+            let fs_mutation = cfg.fs_mutation.filter(|_| role == Role::Correct);
+            let service = super::new_service(&plan, fs_mutation);
             let mut replica =
                 fresh_replica(&config, &node_keys, service, rseed, clock.local(start));
             if role == Role::Correct {
@@ -121,11 +124,18 @@ impl Sim {
             clients.push(ClientNode {
                 id: c,
                 client: Client::new(config.clone(), keys.client(c), client_seeds.gen()),
-                workload: Workload::new(
-                    plan.params.workload.clone(),
-                    c,
-                    substream(seed, Purpose::Workload, i as u64),
-                ),
+                workload: match plan.family.service() {
+                    ServiceKind::Kv => Load::Kv(Workload::new(
+                        plan.params.workload.clone(),
+                        c,
+                        substream(seed, Purpose::Workload, i as u64),
+                    )),
+                    ServiceKind::Fs => Load::Fs(crate::fs::FsWorkload::new(
+                        plan.params.workload.clone(),
+                        c,
+                        substream(seed, Purpose::Workload, i as u64),
+                    )),
+                },
                 outstanding: BTreeMap::new(),
                 window: match windows.gen_range(0..6u32) {
                     0..=2 => 1,
@@ -172,6 +182,9 @@ impl Sim {
         oracle.slow_view.watch = plan.slow_watch();
         oracle.reply_cache.window = config.client_window;
         oracle.request_store.share = 2 * config.client_window as usize;
+        if plan.family.service() == ServiceKind::Fs {
+            oracle.fs = Some(crate::checker::FsOracle::new(crate::fs::ROOT_MODE));
+        }
         let net = Network::new(
             nodes,
             plan.params.net.clone(),
@@ -181,6 +194,7 @@ impl Sim {
             seed,
             config,
             mutation: cfg.mutation,
+            fs_mutation: cfg.fs_mutation,
             world: World {
                 now: start,
                 queue: EventQueue::new(),
@@ -194,6 +208,7 @@ impl Sim {
                 busy_until: vec![Time::ZERO; r_count],
                 deferred: (0..r_count).map(|_| VecDeque::new()).collect(),
                 out_delay_us: 0,
+                fs_reader: Default::default(),
             },
             director: Director {
                 fault_rng: stream(seed, Purpose::FaultRuntime),
@@ -516,7 +531,10 @@ impl Sim {
             durability::check(
                 &mut self.oracle.sink,
                 self.world.now,
-                &self.oracle.results,
+                match &self.oracle.fs {
+                    Some(fs) => &fs.results,
+                    None => &self.oracle.results,
+                },
                 &up,
                 through,
             );

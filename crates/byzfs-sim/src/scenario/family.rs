@@ -22,6 +22,7 @@ use crate::kv::DEFAULT_CLOCK_TOLERANCE;
 use crate::network::NetFaults;
 use crate::partition::Shape;
 use crate::rng::{self, SimRng};
+use crate::service::ServiceKind;
 use crate::vc_history::VcHistoryPlan;
 use byzfs_bft::ReplicaId;
 use rand::Rng;
@@ -145,6 +146,26 @@ pub enum Family {
     /// refused redial) and reachable after its restart: a crashed primary is left after
     /// `unreachable_primary_timeout` (500 ms).
     UnreachablePrimary,
+    /// [`Family::Normal`]'s plan over the file service (every `Fs…` family: the real
+    /// `byzfs_fs::FileService` on its in-memory store, the fs workload, and the file checkers;
+    /// in [`FS_TABLE`], not in `all`).
+    FsNormal,
+    /// [`Family::Net`]'s plan over the file service.
+    FsNet,
+    /// [`Family::Partition`]'s plan over the file service: view changes that roll back
+    /// tentative execution.
+    FsPartition,
+    /// [`Family::Crash`]'s plan over the file service: crashes, restarts rebuilding the
+    /// service from the log, view changes.
+    FsCrash,
+    /// [`Family::StateTransfer`]'s plan over the file service: partitions fetched.
+    FsStateTransfer,
+    /// [`Family::TotalCrash`]'s plan over the file service.
+    FsTotalCrash,
+    /// [`Family::TransferPowerCuts`]'s plan over the file service.
+    FsTransferPowerCuts,
+    /// [`Family::Byzzfuzz`]'s plan over the file service.
+    FsByzzfuzz,
 }
 
 /// A family's fault plan: `(faults stream, parameters, plan, n, f)`.
@@ -340,6 +361,62 @@ pub const TABLE: [Spec; 35] = [
     },
 ];
 
+/// The file-service families; `fs-all` runs `FS_TABLE[seed % len]`. Apart from [`TABLE`], so
+/// that `all`'s seed → family mapping stays put.
+pub const FS_TABLE: [Spec; 8] = [
+    Spec {
+        family: Family::FsNormal,
+        name: "fs-normal",
+        plan: normal,
+    },
+    Spec {
+        family: Family::FsNet,
+        name: "fs-net",
+        plan: net,
+    },
+    Spec {
+        family: Family::FsPartition,
+        name: "fs-partition",
+        plan: partition,
+    },
+    Spec {
+        family: Family::FsCrash,
+        name: "fs-crash",
+        plan: crash,
+    },
+    Spec {
+        family: Family::FsStateTransfer,
+        name: "fs-state-transfer",
+        plan: state_transfer,
+    },
+    Spec {
+        family: Family::FsTotalCrash,
+        name: "fs-total-crash",
+        plan: total_crash,
+    },
+    Spec {
+        family: Family::FsTransferPowerCuts,
+        name: "fs-transfer-power-cuts",
+        plan: transfer_power_cuts,
+    },
+    Spec {
+        family: Family::FsByzzfuzz,
+        name: "fs-byzzfuzz",
+        plan: byzzfuzz,
+    },
+];
+
+/// The file-service families, in `fs-all`'s order.
+pub const FS_FAMILIES: [Family; FS_TABLE.len()] = {
+    let mut out = [Family::FsNormal; FS_TABLE.len()];
+    let mut i = 0;
+    while i < FS_TABLE.len() {
+        out[i] = FS_TABLE[i].family;
+        i += 1;
+    }
+    out
+};
+
 /// Every family; `all` runs `FAMILIES[seed % len]`.
 pub const FAMILIES: [Family; TABLE.len()] = {
     let mut out = [Family::Normal; TABLE.len()];
@@ -356,6 +433,7 @@ impl Family {
     pub fn spec(self) -> &'static Spec {
         TABLE
             .iter()
+            .chain(&FS_TABLE)
             .find(|s| s.family == self)
             .expect("every family has a row (test `every_family_has_one_row`)")
     }
@@ -367,7 +445,25 @@ impl Family {
 
     /// Parses a command-line name.
     pub fn from_name(s: &str) -> Option<Family> {
-        TABLE.iter().find(|f| f.name == s).map(|f| f.family)
+        TABLE
+            .iter()
+            .chain(&FS_TABLE)
+            .find(|f| f.name == s)
+            .map(|f| f.family)
+    }
+
+    /// The service the family replicates.
+    pub fn service(self) -> ServiceKind {
+        if FS_TABLE.iter().any(|s| s.family == self) {
+            ServiceKind::Fs
+        } else {
+            ServiceKind::Kv
+        }
+    }
+
+    /// The family `fs-all` runs for `seed`.
+    pub fn for_fs_seed(seed: u64) -> Family {
+        FS_FAMILIES[(seed % FS_FAMILIES.len() as u64) as usize]
     }
 
     /// The family `all` runs for `seed`.

@@ -20,7 +20,7 @@ use std::time::Duration;
 pub mod family;
 mod faults;
 
-pub use family::{Family, Spec, FAMILIES, TABLE};
+pub use family::{Family, Spec, FAMILIES, FS_FAMILIES, FS_TABLE, TABLE};
 
 /// The knobs of one run.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -183,6 +183,8 @@ impl Plan {
 
 pub(crate) const MS: u64 = 1_000;
 pub(crate) const S: u64 = 1_000_000;
+/// Least state-transfer chunk in the file-service families, bytes.
+const FS_CHUNK_MIN: usize = 1024;
 /// Operations per correct client in the safety phase (bounds the work of a run).
 const SAFETY_OPS_MAX: u64 = 200;
 
@@ -273,6 +275,11 @@ pub fn plan(seed: u64, family: Family, replicas: Option<usize>) -> Result<Plan, 
         params: params.clone(),
     };
     (family.spec().plan)(&mut r, &mut params, &mut plan, n, f);
+    if family.service() == crate::service::ServiceKind::Fs {
+        // A file system's partitions hold kilobytes where the key-value store's hold bytes:
+        // 48-byte chunks would make a fetch outlast any run. Chunked still, by 1 KiB.
+        params.config.state_chunk_bytes = params.config.state_chunk_bytes.max(FS_CHUNK_MIN);
+    }
     params.config.validate()?;
     plan.params = params;
     plan.faults.sort_by_key(|(t, _)| *t);
@@ -296,6 +303,20 @@ mod tests {
         }
         assert_eq!(Family::for_seed(0), Family::Normal);
         assert_eq!(Family::for_seed(FAMILIES.len() as u64 + 1), Family::Net);
+    }
+
+    #[test]
+    fn fs_families_are_apart_from_all() {
+        for f in FS_FAMILIES {
+            assert_eq!(Family::from_name(f.name()), Some(f));
+            assert_eq!(f.service(), crate::service::ServiceKind::Fs);
+            assert!(!FAMILIES.contains(&f));
+            assert!(plan(7, f, None).is_ok());
+        }
+        assert!(FAMILIES
+            .iter()
+            .all(|f| f.service() == crate::service::ServiceKind::Kv));
+        assert_eq!(Family::for_fs_seed(1), FS_FAMILIES[1]);
     }
 
     #[test]
