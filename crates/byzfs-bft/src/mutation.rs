@@ -87,11 +87,16 @@ pub enum Mutation {
     /// cluster that runs ahead of the fetch keeps the lagging replica out for ever. Breaks
     /// no safety rule (a liveness one).
     NoCheckpointLoans,
+    /// A driver's mistake: it records a stable checkpoint without first making the service's
+    /// own state durable ([`crate::Replica::persist_service`]), so after a power cut a
+    /// service that keeps its state on disk cannot return to the checkpoint the log names.
+    /// Applied by the simulator (`fs-disk-…` families).
+    SkipServicePersist,
 }
 
 impl Mutation {
     /// Every mutation.
-    pub const ALL: [Mutation; 24] = [
+    pub const ALL: [Mutation; 25] = [
         Mutation::CommitQuorum2f,
         Mutation::AcceptSecondPrePrepare,
         Mutation::NewViewLowestView,
@@ -116,6 +121,7 @@ impl Mutation {
         Mutation::NoPrimaryMonitor,
         Mutation::ForeignCommitQuorumF1,
         Mutation::NoCheckpointLoans,
+        Mutation::SkipServicePersist,
     ];
 
     /// Command-line name.
@@ -145,6 +151,7 @@ impl Mutation {
             Mutation::NoPrimaryMonitor => "no-primary-monitor",
             Mutation::ForeignCommitQuorumF1 => "foreign-commit-quorum-f1",
             Mutation::NoCheckpointLoans => "no-checkpoint-loans",
+            Mutation::SkipServicePersist => "skip-service-persist",
         }
     }
 

@@ -216,7 +216,7 @@ fn print_report(r: &RunReport, cli: &Cli, mutation: Option<&str>) -> u64 {
             s.read_only_checked.0,
             r.summary
         );
-        if r.family.service() == byzfs_sim::service::ServiceKind::Fs {
+        if r.family.service().is_fs() {
             println!(
                 "     trees={}/{}",
                 s.fs_trees.0,

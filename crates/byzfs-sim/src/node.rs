@@ -78,6 +78,8 @@ pub struct ReplicaNode {
     /// (`DurableState::proposals_durable`, the same boot id), and a restarted primary keeps
     /// its view.
     pub kept_all: bool,
+    /// The disk under its file service's store (`fs-disk-…` families; unused by the others).
+    pub store_disk: crate::fs::disk::SimDisk,
 }
 
 /// One unsynced log append.

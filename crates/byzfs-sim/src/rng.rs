@@ -38,6 +38,9 @@ pub enum Purpose {
     SlowExecution = 12,
     /// Each correct client's window of requests in flight.
     Windows = 13,
+    /// Whether a crash that kept every log append was a power cut for the store's disk all
+    /// the same (`fs-disk-…` families; one sub-stream per replica and restart).
+    DiskCuts = 14,
 }
 
 /// The stream for `purpose` under `seed`.

@@ -5,6 +5,7 @@
 
 use crate::kv::KvService;
 use byzfs_bft::{ClientId, Digest, Seq, Service, Time};
+use byzfs_fs::store::RedbStore;
 use byzfs_fs::FileService;
 
 /// Which service a family replicates.
@@ -14,6 +15,16 @@ pub enum ServiceKind {
     Kv,
     /// `byzfs_fs::FileService` on its in-memory store.
     Fs,
+    /// `byzfs_fs::FileService` on a persistent redb store on the simulated disk
+    /// (`crate::fs::disk`), as a `disk`-mode replica runs it.
+    FsDisk,
+}
+
+impl ServiceKind {
+    /// Whether this is the file service (the fs workload, model and checkers).
+    pub fn is_fs(self) -> bool {
+        matches!(self, ServiceKind::Fs | ServiceKind::FsDisk)
+    }
 }
 
 /// A replica's service.
@@ -22,6 +33,8 @@ pub enum SimService {
     Kv(KvService),
     /// The file service (boxed: it is much larger than the key-value one).
     Fs(Box<FileService>),
+    /// The file service on the simulated disk.
+    FsDisk(Box<FileService<RedbStore>>),
 }
 
 macro_rules! each {
@@ -29,16 +42,17 @@ macro_rules! each {
         match $self {
             SimService::Kv($s) => $e,
             SimService::Fs($s) => $e,
+            SimService::FsDisk($s) => $e,
         }
     };
 }
 
 impl SimService {
-    /// The file service, if this is one.
+    /// The file service on its in-memory store, if this is one.
     pub fn fs(&self) -> Option<&FileService> {
         match self {
             SimService::Fs(s) => Some(&**s),
-            SimService::Kv(_) => None,
+            _ => None,
         }
     }
 
@@ -46,7 +60,7 @@ impl SimService {
     pub fn kv(&self) -> Option<&KvService> {
         match self {
             SimService::Kv(s) => Some(s),
-            SimService::Fs(_) => None,
+            _ => None,
         }
     }
 }

@@ -213,6 +213,15 @@ const CASES: &[Case] = &[
         &[4, 22],
         &[committed_prepared::NAME],
     ),
+    (
+        // A restarted replica's store lost what it executed since its last sync, the
+        // checkpoint its log names among it: its restore refuses to start, which the run
+        // reports as a panic (seeds 0..20 of fs-disk-crash: all but 0 and 13).
+        Mutation::SkipServicePersist,
+        Family::FsDiskCrash,
+        &[1, 2],
+        &[PANIC],
+    ),
 ];
 
 /// The event budget of the `no-checkpoint-loans` runs: twice what seeds 0 and 2 of outrun

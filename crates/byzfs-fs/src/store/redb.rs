@@ -675,6 +675,25 @@ impl RedbStore {
         Ok(store)
     }
 
+    /// [`RedbStore::open_persistent`] over a redb storage `backend` the caller supplies
+    /// instead of a file: the simulator's disk, which keeps what was synced apart from what
+    /// was only written, so that a power cut can lose the latter (`byzfs-sim`, families
+    /// `fs-disk-crash` and `fs-disk-power-cuts`). An empty backend is a fresh store. No
+    /// compaction (it measures the file by its path).
+    pub fn open_persistent_on(
+        backend: impl StorageBackend,
+        partitions: u32,
+        cache_bytes: usize,
+    ) -> Result<RedbStore, StoreError> {
+        let db = Database::builder()
+            .set_cache_size(cache_bytes)
+            .create_with_backend(backend)
+            .map_err(err)?;
+        let mut store = Self::init(db, partitions)?;
+        store.keep = Some(store.checkpoints.first().map_or(0, |c| c.0));
+        Ok(store)
+    }
+
     /// Makes everything applied so far durable, with every held checkpoint, in one synced
     /// commit; `stored` is the checkpoint the owner is about to record as its own (the one
     /// [`RedbStore::reopen_at`] will be asked for). Until the next call, checkpoints are

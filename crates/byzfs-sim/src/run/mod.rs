@@ -12,6 +12,7 @@ use crate::checker::liveness::{ClientProgress, Lagging, Liveness};
 use crate::checker::{describe_op, Oracle, Role, Violation};
 use crate::clock::Clock;
 use crate::fault::{Fault, FollowUp, Target};
+use crate::fs::disk::SimDisk;
 use crate::kv::{KvResult, KvService};
 use crate::network::{Fate, NetFaults, NetStats, Network, NodeIdx};
 use crate::node::{
@@ -244,8 +245,9 @@ fn describe_request(fs: bool, op: &[u8]) -> String {
     }
 }
 
-/// A fresh service of the kind `plan` replicates, with `fs_mutation` in its store.
-fn new_service(plan: &Plan, fs_mutation: Option<StoreMutation>) -> SimService {
+/// A fresh service of the kind `plan` replicates, with `fs_mutation` in its store (the
+/// in-memory one: the disk store has no mutations); a disk store opens what `disk` holds.
+fn new_service(plan: &Plan, fs_mutation: Option<StoreMutation>, disk: &SimDisk) -> SimService {
     match plan.family.service() {
         ServiceKind::Kv => SimService::Kv(KvService::with_clock_tolerance(plan.clock_tolerance)),
         ServiceKind::Fs => {
@@ -253,6 +255,12 @@ fn new_service(plan: &Plan, fs_mutation: Option<StoreMutation>) -> SimService {
             s.store_mut().set_mutation(fs_mutation);
             SimService::Fs(Box::new(s))
         }
+        // The simulated disk holds exactly what the store wrote: a failure to open it is a
+        // bug, as a failed restore is (`node::restart_with_state`).
+        ServiceKind::FsDisk => match crate::fs::disk_service(plan.clock_tolerance, disk) {
+            Ok(s) => SimService::FsDisk(Box::new(s)),
+            Err(e) => panic!("{e}"),
+        },
     }
 }
 

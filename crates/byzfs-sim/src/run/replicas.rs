@@ -3,8 +3,8 @@
 
 use super::{
     fresh_replica, restart_with_state, substream, trace_line, Action, Arc, Ctx, Dest, Ev, Event,
-    FollowUp, Frame, Input, Mutation, Outgoing, PersistRecord, Purpose, ReplicaId, Rng, Role, Sim,
-    StoreRecord, Tag, Time, Unsynced,
+    FollowUp, Frame, Input, Mutation, Outgoing, PersistRecord, Purpose, ReplicaId, Rng, Role,
+    ServiceKind, Sim, StoreRecord, Tag, Time, Unsynced,
 };
 
 impl Sim {
@@ -98,6 +98,18 @@ impl Sim {
                         node.unsynced.push(Unsynced::Store(rec));
                     } else {
                         self.sync_log(inst);
+                        if let StoreRecord::Checkpoint(img) = &rec {
+                            // A service that keeps its own state makes it durable just
+                            // before the record naming its checkpoint, as the disk driver
+                            // does (`byzfs-net` `event_loop.rs`).
+                            let skip = self.mutation == Some(Mutation::SkipServicePersist);
+                            let node = &mut self.world.replicas[inst];
+                            if skip && node.role == Role::Correct {
+                                // Mutated: the record goes down, the service's state not.
+                            } else if let Err(e) = node.replica.persist_service(img.seq) {
+                                panic!("persisting the service on the simulated disk: {e}");
+                            }
+                        }
                         self.world.replicas[inst].disk.apply_store(&rec);
                     }
                 }
@@ -365,7 +377,24 @@ impl Sim {
         });
         let local = node.clock.local(now);
         let fs_mutation = self.fs_mutation.filter(|_| node.role == Role::Correct);
-        let service = super::new_service(&self.plan, fs_mutation);
+        if self.plan.family.service() == ServiceKind::FsDisk {
+            // The store's disk after the crash. A torn log means the power went: the store
+            // loses its unsynced writes too. A crash that kept every append was a killed
+            // process (the store keeps them all) or a power cut between syncs, by a draw.
+            // With no checkpoint in the replica's log the store starts fresh, as
+            // `byzfs replica` opens it; after an amnesia restart the disk is empty.
+            let mut cut = substream(
+                node.seed,
+                Purpose::DiskCuts,
+                (inst as u64) << 16 | (node.restarts & 0xFFFF),
+            );
+            if !with_state || node.disk.checkpoint.is_none() {
+                node.store_disk.wipe();
+            } else if !node.kept_all || cut.gen_bool(0.5) {
+                node.store_disk.power_cut();
+            }
+        }
+        let service = super::new_service(&self.plan, fs_mutation, &node.store_disk);
         if with_state {
             // Rebuilt from what it stored; everything volatile is gone. A crash that tore off
             // part of the log may have lost proposals: the disk vouches for them only if it

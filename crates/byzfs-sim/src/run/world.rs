@@ -6,8 +6,8 @@ use super::{
     BTreeMap, BadClient, BadClientNode, Client, ClientId, ClientNode, Clock, Dest, Director,
     Duration, Ev, EventQueue, Fate, Forger, Input, Load, Mutation, Network, NodeIdx, Oracle, Phase,
     Phases, Purpose, ReplicaId, ReplicaNode, ReplicaProgress, Rng, Role, RunConfig, ServiceKind,
-    Sim, SimRng, TestKeys, Time, Topology, Trace, VecDeque, Workload, BAD_CLIENT_ID_BASE, BUDGET,
-    CLIENT_ID_BASE,
+    Sim, SimDisk, SimRng, TestKeys, Time, Topology, Trace, VecDeque, Workload, BAD_CLIENT_ID_BASE,
+    BUDGET, CLIENT_ID_BASE,
 };
 
 /// The simulated world: virtual time, the event queue, the network and its topology, the
@@ -70,7 +70,8 @@ impl Sim {
                 plan.roles[id as usize]
             };
             let fs_mutation = cfg.fs_mutation.filter(|_| role == Role::Correct);
-            let service = super::new_service(&plan, fs_mutation);
+            let store_disk = SimDisk::default();
+            let service = super::new_service(&plan, fs_mutation, &store_disk);
             let mut replica =
                 fresh_replica(&config, &node_keys, service, rseed, clock.local(start));
             if role == Role::Correct {
@@ -108,6 +109,7 @@ impl Sim {
                 seed: rseed,
                 disk: Default::default(),
                 unsynced: Vec::new(),
+                store_disk,
                 lazy_turn: false,
                 kept_all: false,
             });
@@ -130,7 +132,7 @@ impl Sim {
                         c,
                         substream(seed, Purpose::Workload, i as u64),
                     )),
-                    ServiceKind::Fs => Load::Fs(crate::fs::FsWorkload::new(
+                    ServiceKind::Fs | ServiceKind::FsDisk => Load::Fs(crate::fs::FsWorkload::new(
                         plan.params.workload.clone(),
                         c,
                         substream(seed, Purpose::Workload, i as u64),
@@ -182,7 +184,7 @@ impl Sim {
         oracle.slow_view.watch = plan.slow_watch();
         oracle.reply_cache.window = config.client_window;
         oracle.request_store.share = 2 * config.client_window as usize;
-        if plan.family.service() == ServiceKind::Fs {
+        if plan.family.service().is_fs() {
             oracle.fs = Some(crate::checker::FsOracle::new(crate::fs::ROOT_MODE));
         }
         let net = Network::new(

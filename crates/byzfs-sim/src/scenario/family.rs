@@ -166,6 +166,15 @@ pub enum Family {
     FsTransferPowerCuts,
     /// [`Family::Byzzfuzz`]'s plan over the file service.
     FsByzzfuzz,
+    /// [`Family::Crash`]'s plan over the file service on a persistent redb store on the
+    /// simulated disk (every `FsDisk…` family: `crate::fs::disk`), as a `disk`-mode replica
+    /// runs it: a restarted replica reopens its store and rolls it back to the checkpoint
+    /// its log names; a power cut loses the store's writes since its last sync.
+    FsDiskCrash,
+    /// [`Family::TotalCrash`]'s plan over the file service on the simulated disk.
+    FsDiskTotalCrash,
+    /// [`Family::TransferPowerCuts`]'s plan over the file service on the simulated disk.
+    FsDiskTransferPowerCuts,
 }
 
 /// A family's fault plan: `(faults stream, parameters, plan, n, f)`.
@@ -363,7 +372,7 @@ pub const TABLE: [Spec; 35] = [
 
 /// The file-service families; `fs-all` runs `FS_TABLE[seed % len]`. Apart from [`TABLE`], so
 /// that `all`'s seed → family mapping stays put.
-pub const FS_TABLE: [Spec; 8] = [
+pub const FS_TABLE: [Spec; 11] = [
     Spec {
         family: Family::FsNormal,
         name: "fs-normal",
@@ -403,6 +412,21 @@ pub const FS_TABLE: [Spec; 8] = [
         family: Family::FsByzzfuzz,
         name: "fs-byzzfuzz",
         plan: byzzfuzz,
+    },
+    Spec {
+        family: Family::FsDiskCrash,
+        name: "fs-disk-crash",
+        plan: crash,
+    },
+    Spec {
+        family: Family::FsDiskTotalCrash,
+        name: "fs-disk-total-crash",
+        plan: total_crash,
+    },
+    Spec {
+        family: Family::FsDiskTransferPowerCuts,
+        name: "fs-disk-transfer-power-cuts",
+        plan: transfer_power_cuts,
     },
 ];
 
@@ -454,10 +478,12 @@ impl Family {
 
     /// The service the family replicates.
     pub fn service(self) -> ServiceKind {
-        if FS_TABLE.iter().any(|s| s.family == self) {
-            ServiceKind::Fs
-        } else {
-            ServiceKind::Kv
+        match self {
+            Family::FsDiskCrash | Family::FsDiskTotalCrash | Family::FsDiskTransferPowerCuts => {
+                ServiceKind::FsDisk
+            }
+            f if FS_TABLE.iter().any(|s| s.family == f) => ServiceKind::Fs,
+            _ => ServiceKind::Kv,
         }
     }
 

@@ -275,7 +275,7 @@ pub fn plan(seed: u64, family: Family, replicas: Option<usize>) -> Result<Plan, 
         params: params.clone(),
     };
     (family.spec().plan)(&mut r, &mut params, &mut plan, n, f);
-    if family.service() == crate::service::ServiceKind::Fs {
+    if family.service().is_fs() {
         // A file system's partitions hold kilobytes where the key-value store's hold bytes:
         // 48-byte chunks would make a fetch outlast any run. Chunked still, by 1 KiB.
         params.config.state_chunk_bytes = params.config.state_chunk_bytes.max(FS_CHUNK_MIN);
@@ -309,7 +309,7 @@ mod tests {
     fn fs_families_are_apart_from_all() {
         for f in FS_FAMILIES {
             assert_eq!(Family::from_name(f.name()), Some(f));
-            assert_eq!(f.service(), crate::service::ServiceKind::Fs);
+            assert!(f.service().is_fs());
             assert!(!FAMILIES.contains(&f));
             assert!(plan(7, f, None).is_ok());
         }
