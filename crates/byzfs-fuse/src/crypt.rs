@@ -137,6 +137,10 @@ pub(crate) struct Crypt {
     pub(crate) overlay: BTreeMap<(u64, u64), Vec<u8>>,
     /// The cluster root's orphan directory, once looked up: names in it are plain.
     pub(crate) orphans: Option<FileHandle>,
+    /// Send the layer's own reads (headers, nodes, old blocks) ordered: set while an
+    /// operation is tried again after a misfit or a stale header, so the second try cannot
+    /// be answered from the same state, one without this mount's last change, as the first.
+    pub(crate) ordered: bool,
 }
 
 /// What a failure of the crypto is to the caller.
@@ -193,14 +197,23 @@ impl Crypt {
         if !retry {
             return r;
         }
-        if matches!(r, Err(Errno::ESTALE) | Err(MISFIT)) {
+        let again = matches!(r, Err(Errno::ESTALE) | Err(MISFIT));
+        if again {
             self.files.clear();
             self.sizes.clear();
         }
-        match self.call_settled(link, cred, op, read_only) {
+        self.ordered = again;
+        let r = self.call_settled(link, cred, op, read_only && !again);
+        self.ordered = false;
+        match r {
             Err(MISFIT) => Err(Errno::EIO),
             other => other,
         }
+    }
+
+    /// Whether the layer's own reads may use the read-only optimisation.
+    pub(crate) fn reads_read_only(&self, link: &Link) -> bool {
+        !link.strict && !self.ordered
     }
 
     /// [`Self::call_mapped`], then what it made of files' nodes kept if it succeeded, or
@@ -295,7 +308,8 @@ impl Crypt {
             Ok(Reply::Made { entry, .. }) => {
                 self.orphans = Some(entry.fh);
                 // The tree's attributes stand for the root's, not the cluster root's.
-                let top = transmit(link, cred, Op::GetAttr { fh: self.top }, !link.strict);
+                let ro = self.reads_read_only(link);
+                let top = transmit(link, cred, Op::GetAttr { fh: self.top }, ro);
                 match top {
                     Ok(Reply::Attr(a)) => self.attr(link, a).map(|dir| Reply::Made { entry, dir }),
                     Ok(_) => Err(Errno::EIO),
@@ -414,7 +428,8 @@ impl Crypt {
         if let Some(h) = self.dirs.get(&dir.ino) {
             return Ok(*h);
         }
-        let r = transmit(link, cred, Op::GetAttr { fh: dir }, !link.strict)?;
+        let ro = self.reads_read_only(link);
+        let r = transmit(link, cred, Op::GetAttr { fh: dir }, ro)?;
         self.open(link, r, &Shape::Plain)?;
         self.dirs.get(&dir.ino).copied().ok_or(Errno::ENOTDIR)
     }
@@ -429,7 +444,8 @@ impl Crypt {
         if let Some(s) = self.sizes.get(&fh.ino) {
             return Ok(*s);
         }
-        let r = transmit(link, cred, Op::GetAttr { fh }, !link.strict)?;
+        let ro = self.reads_read_only(link);
+        let r = transmit(link, cred, Op::GetAttr { fh }, ro)?;
         self.open(link, r, &Shape::Plain)?;
         self.sizes.get(&fh.ino).copied().ok_or(Errno::EISDIR)
     }

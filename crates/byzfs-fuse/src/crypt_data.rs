@@ -144,7 +144,8 @@ impl Crypt {
         if index * BLOCK >= size {
             return Ok(vec![0; BLOCK as usize]);
         }
-        let mut b = self.read_blocks(link, cred, fh, index, index, !link.strict)?;
+        let ro = self.reads_read_only(link);
+        let mut b = self.read_blocks(link, cred, fh, index, index, ro)?;
         b.resize(BLOCK as usize, 0);
         Ok(b)
     }
@@ -359,7 +360,8 @@ impl Crypt {
         // What this request has not changed yet is as the replicas hold it.
         let pending = self.pending.get(&fh.ino);
         chunks.retain(|c| pending.is_none_or(|p| !p.regions.contains_key(c)));
-        self.load_nodes(link, cred, fh, &chunks, None, !link.strict)?;
+        let ro = self.reads_read_only(link);
+        self.load_nodes(link, cred, fh, &chunks, None, ro)?;
         let committed = self.files.get(&fh.ino).cloned().unwrap_or_default();
         let mut base = self
             .pending

@@ -140,8 +140,12 @@ impl FileNodes {
                         .map(|b| padded(b.clone(), REGION))
                         .unwrap_or_else(|| vec![0; REGION]);
                     let slots = vec![tree::chunk_hash(id, 0, &region)];
-                    self.slots.insert(0, slots.clone());
-                    vec![tree::group_hash(id, 0, &slots)]
+                    let groups = vec![tree::group_hash(id, 0, &slots)];
+                    // Kept only once the root is checked below.
+                    if tree::root(id, n, &groups) == h.root {
+                        self.slots.insert(0, slots);
+                    }
+                    groups
                 }
                 None => {
                     let b = got.get(&Node::Slots(0)).cloned().unwrap_or_default();
@@ -318,6 +322,11 @@ enum Node {
     Region(u64),
 }
 
+/// Whether header `got` is older than `kept`: a stale answer (`Crypt::take_header`).
+fn older(kept: FileHeader, got: Option<FileHeader>) -> bool {
+    got.is_some_and(|g| g.version < kept.version)
+}
+
 fn mismatch(id: &[u8; 16], what: &str) -> Errno {
     tracing::warn!(
         file = hex::encode(id),
@@ -432,6 +441,20 @@ impl Crypt {
                     crypt_errno(&e)
                 }
             })?;
+        // Every change is signed over the header it was built on, one version up, so a
+        // header older than the one kept (which the replicas accepted from this mount or
+        // showed it) is a stale answer (a read-only reply from a state without that
+        // change): the kept one stands, and a change is never built on the older one.
+        let kept = self.files.get(&fh.ino).and_then(|n| n.header);
+        if let Some(kept) = kept.filter(|&k| older(k, header)) {
+            tracing::debug!(
+                ino = fh.ino,
+                kept = kept.version,
+                got = header.map_or(0, |h| h.version),
+                "an older header than the one kept: ignored"
+            );
+            return Ok(kept.size);
+        }
         let nodes = FileNodes {
             raw: raw.to_vec(),
             header,
@@ -446,6 +469,24 @@ impl Crypt {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A header the mount keeps is never replaced by an older one (a read-only answer from
+    /// a state without this mount's last change): a change built on it would not fit the
+    /// replicas' tree (`tests/mount.rs` git section, "a tree node that does not match").
+    #[test]
+    fn an_older_header_does_not_replace_the_kept_one() {
+        let h = |version| FileHeader {
+            key_version: 1,
+            version,
+            root: [0; 32],
+            size: version,
+        };
+        let verdicts: Vec<bool> = [Some(h(4)), Some(h(5)), Some(h(6)), None]
+            .into_iter()
+            .map(|got| older(h(5), got))
+            .collect();
+        assert_eq!(verdicts, vec![true, false, false, false]);
+    }
 
     fn entry(i: u64) -> [u8; ENTRY] {
         let mut e = [0u8; ENTRY];

@@ -92,6 +92,7 @@ pub(crate) fn start(
         dirs: HashMap::new(),
         overlay: BTreeMap::new(),
         orphans: None,
+        ordered: false,
     };
     let name = tree_name(&enc.group);
     let shown = String::from_utf8_lossy(&name).into_owned();
