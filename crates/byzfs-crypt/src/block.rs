@@ -5,7 +5,7 @@
 //!
 //! The nonce is random (192 bits): a rewrite of a block, a truncate and regrow, or a client
 //! restored from a backup never repeats one, where a nonce derived from `(file, block,
-//! version)` would repeat at every rewrite under one key version (docs/ARCHITECTURE.md "Encryption").
+//! version)` would repeat at every rewrite under one key version (docs/ENCRYPTION.md).
 
 use crate::CryptError;
 use chacha20poly1305::aead::{Aead, AeadInPlace, KeyInit, Payload};

@@ -1,4 +1,4 @@
-//! How an encrypted mount stores a file of a group at the replicas (docs/ARCHITECTURE.md "Encryption"
+//! How an encrypted mount stores a file of a group at the replicas (docs/ENCRYPTION.md
 //! "Data"): what each plaintext thing becomes.
 //!
 //! | plaintext | stored as |
@@ -116,7 +116,7 @@ pub struct SealedBlock {
 }
 
 /// The leaf of a block: BLAKE3 over its entry's first 44 bytes and its data, the leaf a
-/// Merkle tree over the file's blocks is built from (docs/ARCHITECTURE.md "Encryption", "Data").
+/// Merkle tree over the file's blocks is built from (docs/ENCRYPTION.md "Data").
 pub fn leaf(head: &[u8], data: &[u8]) -> [u8; 32] {
     let mut h = blake3::Hasher::new_derive_key("byzfs-crypt 2026-11 block leaf");
     h.update(head);
@@ -507,7 +507,7 @@ mod tests {
         }
         // Data changed without its entry: caught by the leaf before the block is opened.
         // (A holder of the content key can compute a leaf too: what stops a reader is the
-        // writer-signed root over the leaves, docs/ARCHITECTURE.md "Encryption", "Data".)
+        // writer-signed root over the leaves, docs/ENCRYPTION.md "Data".)
         let mut forged = s.data.clone();
         forged[0] ^= 1;
         assert_eq!(

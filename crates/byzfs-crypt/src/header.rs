@@ -1,5 +1,5 @@
 //! A regular file's header, what the replicas keep beside it and return in every `Attr`
-//! (docs/ARCHITECTURE.md "Encryption", "Data", "Freshness"): its key version, a version that grows
+//! (docs/ENCRYPTION.md "Data", "Freshness"): its key version, a version that grows
 //! at every change, the root of its tree ([`crate::tree`]) and its size, sealed; signed by
 //! the group's writer key of that key version, with the owner's certificate of that key
 //! ([`crate::member::writer_cert`]). A reader checks certificate and signature with the

@@ -1,5 +1,5 @@
 //! ByzFS's client-side cryptography: the Plutus layer of issue #28, on modern primitives
-//! (design: `docs/ARCHITECTURE.md "Encryption"`). The replicas never hold any key this crate
+//! (design: `docs/ENCRYPTION.md`). The replicas never hold any key this crate
 //! makes; they store what it seals.
 //!
 //! - [`block`]: 4 KiB blocks sealed with XChaCha20-Poly1305 under a per-file content key,

@@ -1,4 +1,4 @@
-//! Members of a group (docs/ARCHITECTURE.md "Encryption", "Keys"): who a member is (an
+//! Members of a group (docs/ENCRYPTION.md "Keys"): who a member is (an
 //! [`Identity`]: an X25519 key pair for lockboxes and an Ed25519 key pair for what it signs
 //! as a group's owner), how a group's keys reach members (one lockbox each, kept in the
 //! group's replicated record), and how an owner derives every version's keys from its

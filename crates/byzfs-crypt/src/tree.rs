@@ -1,4 +1,4 @@
-//! The Merkle tree over a file's blocks (docs/ARCHITECTURE.md "Encryption", "Data"): BLAKE3,
+//! The Merkle tree over a file's blocks (docs/ENCRYPTION.md "Data"): BLAKE3,
 //! three levels above the blocks' leaves, each node a flat hash of its children.
 //!
 //! | level | node | children | stored at ([`crate::file`]) |

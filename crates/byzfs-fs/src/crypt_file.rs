@@ -1,4 +1,4 @@
-//! Which files are encrypted (issue #28, docs/ARCHITECTURE.md "Encryption"): the
+//! Which files are encrypted (issue #28, docs/ENCRYPTION.md): the
 //! encryption group of an inode and its sealed header, a record `crypt_file(ino)` beside
 //! the inode (a record of its own so inodes stored before it keep decoding).
 //!

@@ -1,4 +1,4 @@
-//! Encryption groups' replicated records (issue #28, docs/ARCHITECTURE.md "Encryption"):
+//! Encryption groups' replicated records (issue #28, docs/ENCRYPTION.md):
 //! for each group, its owner's public key, its name, the current key version, that
 //! version's writer public key and the members' lockboxes, kept with the owner's signature
 //! ([`SignedGroup`]). The replicas store and serve the record and check every change

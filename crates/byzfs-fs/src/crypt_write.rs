@@ -1,4 +1,4 @@
-//! Who may change an encrypted file (issue #28, docs/ARCHITECTURE.md "Encryption", "What the
+//! Who may change an encrypted file (issue #28, docs/ENCRYPTION.md "What the
 //! replicas check"): only a holder of its group's current writer key. Every correct replica
 //! refuses, with the same errno, any change to a file of a group ([`crate::crypt_file`])
 //! that does not carry a valid [`WriterProof`] for that group.

@@ -1,4 +1,4 @@
-//! The crypto layer of an encrypted mount (issue #28, docs/ARCHITECTURE.md "Encryption"): between
+//! The crypto layer of an encrypted mount (issue #28, docs/ENCRYPTION.md): between
 //! every operation the mount sends and the wire, it turns plaintext into what the replicas
 //! store (`byzfs_crypt::file`) and back, so the rest of the mount — gathered writes,
 //! delegations, early answers, locks — works on plaintext as before.

@@ -1,5 +1,5 @@
 //! `byzfs group create|add|remove|list`: encryption groups (issue #28,
-//! docs/ARCHITECTURE.md "Encryption"). A group's record — its owner, name, key version,
+//! docs/ENCRYPTION.md). A group's record — its owner, name, key version,
 //! writer public key and one lockbox per member — is replicated state
 //! (`byzfs_fs::crypt_group`); this command builds each new version from the owner's
 //! identity and the cluster's id alone (`byzfs_crypt::member`) and sends it signed, and

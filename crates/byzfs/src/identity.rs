@@ -1,5 +1,5 @@
 //! `byzfs identity new|show`: a member's key pair for encrypted trees (issue #28,
-//! docs/ARCHITECTURE.md "Encryption", "Keys"), kept in a TOML file of mode 0600. It never leaves
+//! docs/ENCRYPTION.md "Keys"), kept in a TOML file of mode 0600. It never leaves
 //! the member's machine: groups name members by the public `member_key`, and the replicas
 //! store only lockboxes sealed to it.
 

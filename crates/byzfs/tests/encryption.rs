@@ -707,7 +707,7 @@ fn a_replica_that_rolls_headers_back_is_outvoted() {
 /// The same rollback by `f + 1` replicas answering alike: the client takes the first `f + 1`
 /// matching replies, so the old header (validly signed, once current) gets through
 /// whenever theirs come first — what neither the reply quorum nor a writer's signature can
-/// stop (docs/ARCHITECTURE.md "Encryption", "Freshness"). The test shows the attack, so the one
+/// stop (docs/ENCRYPTION.md "Freshness"). The test shows the attack, so the one
 /// above can fail.
 #[cfg(feature = "byzantine")]
 #[test]

@@ -187,7 +187,7 @@ fn an_encrypted_mount_behaves_like_a_linux_file_system_too() {
     let up = Up::start_mounted(&["--timeout-ms", "120000", "--encrypt"]);
     let mnt = up.mountpoint.clone().unwrap();
     basics(&mnt.join("basics"));
-    // Sealed names take 255 bytes from 159 plain ones (docs/ARCHITECTURE.md "Encryption").
+    // Sealed names take 255 bytes from 159 plain ones (docs/ENCRYPTION.md).
     errnos(&mnt.join("errno"), 159);
     renames(&mnt.join("rename"));
     rename_flags(&mnt.join("rename2"));
