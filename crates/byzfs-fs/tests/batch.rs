@@ -1,6 +1,6 @@
 //! `Op::Batch` (`byzfs_fs::batch`): several operations as one, in order, all or nothing.
 
-mod common;
+use crate::common;
 
 use byzfs_fs::proto::batch::MAX_BATCH;
 use byzfs_fs::proto::op::MAX_IO;

@@ -2,7 +2,7 @@
 //! lower what `statfs` shows and where `ENOSPC` starts, by the `(f+1)`-th smallest report,
 //! and only a replica's own client can report for it.
 
-mod common;
+use crate::common;
 
 use byzfs_fs::config::Reporters;
 use byzfs_fs::{Errno, FsConfig, Op, Reply, StatFs};

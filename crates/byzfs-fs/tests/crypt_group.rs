@@ -3,7 +3,7 @@
 //! cluster; anything else refused alike at every replica, and nothing of a refused change
 //! stored. The owner's signature comes back with the record.
 
-mod common;
+use crate::common;
 
 use byzfs_fs::proto::group::{
     authenticate, group_id, signed_bytes, GroupRecord, SignedGroup, MAX_LOCKBOX, MAX_LOCKBOXES,

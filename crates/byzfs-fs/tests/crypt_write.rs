@@ -4,7 +4,7 @@
 //! operation or another group, a replayed one — and done with one; every replica refuses
 //! alike and nothing of a refused change is kept.
 
-mod common;
+use crate::common;
 
 use byzfs_fs::proto::attr::SetAttr;
 use byzfs_fs::proto::group::{group_id, signed_bytes, GroupRecord};

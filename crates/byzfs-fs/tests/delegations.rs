@@ -2,7 +2,7 @@
 //! another client's lock operation, given back with the locks held then, lapsing with the
 //! holder's lease.
 
-mod common;
+use crate::common;
 
 use byzfs_bft::Service;
 use byzfs_fs::proto::lock::{LockKind, Returned};

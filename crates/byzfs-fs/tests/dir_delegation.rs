@@ -2,7 +2,7 @@
 //! every other session's operation on its names is recalled and changes nothing; the holder
 //! is asked to give it back; a lapsed lease ends it.
 
-mod common;
+use crate::common;
 
 use byzfs_bft::Service as _;
 use byzfs_fs::{Errno, FileHandle, FsResult, Op, Reply};

@@ -3,7 +3,7 @@
 //! requests and waits included). Every replica must give the same answer and keep the same
 //! state, and none may panic.
 
-mod common;
+use crate::common;
 
 use byzfs_bft::Service;
 use byzfs_fs::proto::lock::{LockKind, LockReq};

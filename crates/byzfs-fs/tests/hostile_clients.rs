@@ -5,7 +5,7 @@
 //! stack, every replica gives the same answer, and the replicated state stays identical at
 //! every replica, two in memory and one on a redb store.
 
-mod common;
+use crate::common;
 
 use byzfs_bft::Service;
 use byzfs_fs::proto::group::GroupRecord;

@@ -1,7 +1,7 @@
 //! Record locks ([`byzfs_fs::lock`]): POSIX semantics between owners of several clients,
 //! leases in agreed time, and a property test against a byte-by-byte model.
 
-mod common;
+use crate::common;
 
 use byzfs_bft::Service;
 use byzfs_fs::proto::lock::{LockInfo, LockKind, LOCK_END_MAX};

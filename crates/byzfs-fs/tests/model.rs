@@ -1,7 +1,7 @@
 //! Random namespace and data operations (as root) against a simple model of a POSIX file
 //! system: every result (success or errno) and the final tree must match.
 
-mod common;
+use crate::common;
 
 use byzfs_fs::{Errno, FileHandle, FileType, FsResult, Op, Reply, SetAttr};
 use common::*;

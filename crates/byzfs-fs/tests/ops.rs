@@ -1,6 +1,6 @@
 //! One test (or a few) per operation, including the errno cases.
 
-mod common;
+use crate::common;
 
 use byzfs_bft::Service;
 use byzfs_fs::data::BLOCK_SIZE;

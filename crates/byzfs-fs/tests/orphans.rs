@@ -3,7 +3,7 @@
 //! other names and directories stay, the work per operation is bounded, and a sweep frees
 //! what a `remove` would.
 
-mod common;
+use crate::common;
 
 use byzfs_fs::orphan::{hidden_name, ORPHAN_DIR, SWEEP_REMOVE};
 use byzfs_fs::{Errno, FileHandle, Op, Reply, StatFs};

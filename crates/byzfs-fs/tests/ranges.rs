@@ -1,7 +1,7 @@
 //! `copy_file_range`, hole punching and zeroing, and `SEEK_DATA`/`SEEK_HOLE` at the replicas
 //! (`byzfs_fs::ranges`).
 
-mod common;
+use crate::common;
 
 use byzfs_fs::data::BLOCK_SIZE;
 use byzfs_fs::proto::op::MAX_IO;

@@ -1,7 +1,7 @@
 //! Removals and truncations of large files: done at once in the namespace, their blocks
 //! given back in bounded steps through the reclaim queue (`byzfs_fs::reclaim`).
 
-mod common;
+use crate::common;
 
 use byzfs_fs::data::BLOCK_SIZE;
 use byzfs_fs::reclaim::STEP_BLOCKS;

@@ -1,7 +1,7 @@
 //! The `Service` trait side: determinism, checkpoints and rollback, state transfer, local
 //! store failures, and random operation sequences (proptest).
 
-mod common;
+use crate::common;
 
 use byzfs_bft::{Digest, Seq, Service};
 use byzfs_fs::data::BLOCK_SIZE;

@@ -1,7 +1,7 @@
 //! Reserved inode numbers (`byzfs_fs::reserve`): a client session creates entries with
 //! handles it reserved, each handle at most once, in increasing order, and only its own.
 
-mod common;
+use crate::common;
 
 use byzfs_fs::reserve::MAX_RESERVE;
 use byzfs_fs::{Errno, FileHandle, Op, Reply};

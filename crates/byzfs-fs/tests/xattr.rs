@@ -1,7 +1,7 @@
 //! Extended attributes at the service: namespaces, flags, permissions, limits, and what a
 //! file's removal or a failed operation leaves behind.
 
-mod common;
+use crate::common;
 
 use byzfs_fs::proto::op::XattrSet;
 use byzfs_fs::xattr::{MAX_LIST, MAX_VALUE};

@@ -3,7 +3,7 @@
 //! dropped and counted, the flooding session is shed (issue #29, `node/shed.rs`), memory
 //! stays bounded, and a correct client from another address keeps completing requests.
 
-mod common;
+use crate::common;
 
 use byzfs_bft::message::{Message, Request};
 use byzfs_bft::services::kv::KvOp;

@@ -7,7 +7,7 @@
 //! scenario family, not a hand-made trace. Fast: the mutated runs stop at the first violation.
 //! Larger sweeps: `byzfs-sim --seeds 0..200 --scenario F --mutation M`.
 
-mod common;
+use crate::common;
 
 use byzfs_bft::mutation::Mutation;
 use byzfs_sim::checker::{

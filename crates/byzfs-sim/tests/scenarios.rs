@@ -2,7 +2,7 @@
 //! default 20), no violation allowed (`BYZFS_SIM_SAFETY_ONLY=1` enforces safety only). A
 //! failure prints the replay command.
 
-mod common;
+use crate::common;
 
 use byzfs_sim::{run, Family, RunConfig};
 

@@ -15,7 +15,7 @@
 
 #![cfg(feature = "byzantine")]
 
-mod common;
+use crate::common;
 
 use byzfs_net::{ByzClient, NodeStatus};
 use common::{put, rt, serial, Procs};

@@ -2,7 +2,7 @@
 //! to it, a new client credential works without a restart, SIGTERM stops everything and no
 //! replica process remains. Bad key files and configs give one-line errors.
 
-mod common;
+use crate::common;
 
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;

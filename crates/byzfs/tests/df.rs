@@ -3,7 +3,7 @@
 //! reports lower the mount's `df` below the configured capacity, the cluster answers
 //! `ENOSPC` there, and the small disks never fill.
 
-mod common;
+use crate::common;
 
 use common::*;
 use std::io::Write as _;

@@ -4,7 +4,7 @@
 //! operations pending loses only what it had not made durable, and nothing half. Skipped,
 //! with a message, only where FUSE is unavailable.
 
-mod common;
+use crate::common;
 
 use common::{skip_without_fuse, Mount, Up};
 use nix::sys::signal::{kill, Signal};

@@ -7,7 +7,7 @@
 //! - removing the writer from the group stops its writes at once, and what it wrote stays
 //!   readable to the members left.
 
-mod common;
+use crate::common;
 
 use common::{skip_without_fuse, Mount, Procs, BIN};
 use std::io::{Read as _, Seek as _, SeekFrom, Write as _};

@@ -7,7 +7,7 @@
 //! The stall under load is measured by `byzfs bench throughput --kill-primary-after 4`
 //! (docs/BENCHMARKS.md, "Killing the primary under load").
 
-mod common;
+use crate::common;
 
 use common::*;
 use std::time::{Duration, Instant};

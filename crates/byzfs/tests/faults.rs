@@ -18,7 +18,7 @@
 //! panic). Skipped, with a message, where FUSE is not available. Verification always goes
 //! through a fresh mount, so the kernel's caches of the mount that wrote cannot hide a loss.
 
-mod common;
+use crate::common;
 
 use byzfs_bft::Digest;
 use common::{fuse_available, serial, tail, Mount, Procs, DEADLINE};
@@ -647,7 +647,8 @@ fn kill_all_at_once(closed: usize) {
         Command::new(std::env::current_exe().unwrap())
             .args([
                 "--exact",
-                "hold_files_helper",
+                // The test's name in the one integration binary (tests/integration.rs).
+                "faults::hold_files_helper",
                 "--include-ignored",
                 "--nocapture",
                 "--test-threads",

@@ -4,7 +4,7 @@
 //! caller outside the grant to the anonymous user; a replica's own client cannot change the
 //! tree, while its disk reports still go through.
 
-mod common;
+use crate::common;
 
 use byzfs_fs::{decode_result, Credentials, Errno, FileHandle, FsResult, Op, Reply, Request};
 use byzfs_fuse::fsclient::{signed_grant, FsClient};

@@ -3,7 +3,7 @@
 //! version that exactly the current members open; a stranger cannot change the group; bad
 //! identity files and arguments give one-line errors.
 
-mod common;
+use crate::common;
 
 use common::{Procs, BIN};
 use std::os::unix::fs::PermissionsExt as _;

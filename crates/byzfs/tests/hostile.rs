@@ -11,7 +11,7 @@
 //!
 //! Every wait has a deadline and every process is killed when the test ends.
 
-mod common;
+use crate::common;
 
 use byzfs_fs::proto::lock::{LockKind, LockReq};
 use byzfs_fs::{

@@ -7,7 +7,7 @@
 //! `BYZFS_LARGE_RM_MIB=4096 cargo test --release -p byzfs --test large_files -- --nocapture`,
 //! figures in docs/BENCHMARKS.md "Large files").
 
-mod common;
+use crate::common;
 
 use common::*;
 use nix::libc;

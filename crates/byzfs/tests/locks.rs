@@ -5,7 +5,7 @@
 //! locks decided at that mount (a delegation), with no round trip per lock. Skipped, with a
 //! message, only where FUSE is unavailable.
 
-mod common;
+use crate::common;
 
 use common::{skip_without_fuse, Mount, Up};
 use nix::fcntl::{fcntl, FcntlArg};

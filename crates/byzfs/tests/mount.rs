@@ -5,7 +5,7 @@
 //! One cluster serves every section (clusters are costly on a small machine); each section
 //! works in its own directory of the mount.
 
-mod common;
+use crate::common;
 
 use common::{is_mounted, skip_without_fuse, Mount, Up, BIN};
 use nix::sys::signal::{kill, Signal};

@@ -8,7 +8,7 @@
 //! ByzFS does not have (see docs/CONFORMANCE.md). Skipped, with a message, only where FUSE or
 //! Go is unavailable.
 
-mod common;
+use crate::common;
 
 use common::{skip_without_fuse, Up};
 use std::collections::BTreeSet;

@@ -3,7 +3,7 @@
 //! dying and keeps serving, and its SIGTERM stops the restarted replicas too; `byzfs status`
 //! exits 0, 2 or 1 as the cluster tolerates more faults, none, or cannot serve.
 
-mod common;
+use crate::common;
 
 use common::*;
 use nix::sys::signal::{kill, Signal};

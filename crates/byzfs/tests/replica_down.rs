@@ -9,7 +9,7 @@
 //!
 //! Every wait has a deadline; every process is killed when the test ends.
 
-mod common;
+use crate::common;
 
 use byzfs_fs::{decode_result, Credentials, FileHandle, FsResult, Op, Reply, Request, SignedGrant};
 use byzfs_fuse::fsclient::signed_grant;

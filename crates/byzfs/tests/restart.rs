@@ -19,7 +19,7 @@
 //! Every wait polls a status or a result with a deadline; every process is killed when its
 //! test ends (also on panic). The tests run one at a time (they share two cores).
 
-mod common;
+use crate::common;
 
 use byzfs_bft::services::kv::{KvOp, KvResult};
 use byzfs_net::cluster::ClusterConfig;

@@ -3,7 +3,7 @@
 //! its sockets buffered, by STATUS-driven retransmission or by state transfer depends on
 //! timing; the test asserts that it gets there and then takes part again.
 
-mod common;
+use crate::common;
 
 use common::*;
 use nix::sys::signal::Signal;
