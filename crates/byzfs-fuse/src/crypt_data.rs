@@ -348,7 +348,14 @@ impl Crypt {
             .get(&fh.ino)
             .map_or(committed.size(), FileNodes::size);
         if entries.is_empty() && low >= base_size && size == base_size {
-            // Nothing changes (an empty write): the header stays.
+            // Nothing changes (an empty write, a truncation to the size the file has): the
+            // header stays, but the request still expects it. Were the mount's header stale,
+            // a truncation sent without one would have the replicas cut data under the old
+            // header, which no reader could check again; with it they answer `ESTALE` and
+            // the change is built again on what they hold (`Crypt::call`).
+            if !self.pending.contains_key(&fh.ino) {
+                self.expect.push((fh, committed.raw.clone()));
+            }
             return Ok(());
         }
         let mut chunks: BTreeSet<u64> = entries.iter().map(|(i, _)| i / CHUNK_BLOCKS).collect();
