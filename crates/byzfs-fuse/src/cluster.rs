@@ -7,6 +7,8 @@ use super::{
     Credentials, Duration, Effect, Errno, FsClient, FsResult, Gather, HashMap, Inner, Mutex, Op,
     Reply, Stamp, SWEEP_EVERY,
 };
+use crate::transport::Transport;
+use byzfs_fs::FileHandle;
 
 /// How often a hard mount reports an operation still waiting for the cluster.
 pub(crate) const STILL_WAITING: Duration = Duration::from_secs(10);
@@ -353,5 +355,42 @@ impl Sweep {
         if self.at.is_none() {
             self.next = Some(now + SWEEP_EVERY);
         }
+    }
+}
+
+/// The crypto layer's wire (`transport.rs`): the calls under it go out as they are.
+impl Transport for Link {
+    fn transmit(&mut self, cred: &Credentials, op: Op, read_only: bool) -> FsResult {
+        transmit(self, cred, op, read_only)
+    }
+
+    fn strict(&self) -> bool {
+        self.strict
+    }
+
+    fn granted(&self, cred: &Credentials) -> Credentials {
+        self.client.granted(cred)
+    }
+
+    /// From the mount's one pool (`dirs.rs`), which the queue of early answers also takes
+    /// from and which went first (`invoke_once_as`), so handles stay in increasing order.
+    fn new_handle(&mut self, cred: &Credentials) -> Result<FileHandle, Errno> {
+        if self.dirs.reserved.is_empty() {
+            let op = Op::ReserveInodes {
+                count: dirs::RESERVE,
+            };
+            match transmit(self, cred, op, false)? {
+                Reply::Reserved { first, count } => {
+                    self.dirs
+                        .reserved
+                        .extend((0..u64::from(count)).map(|k| FileHandle {
+                            ino: first.ino + k,
+                            generation: first.generation + k,
+                        }));
+                }
+                _ => return Err(Errno::EIO),
+            }
+        }
+        self.dirs.reserved.pop_front().ok_or(Errno::EIO)
     }
 }

@@ -30,9 +30,9 @@
 //!   kernel and `cp` copy through reads and writes then), `SEEK_DATA`/`SEEK_HOLE`
 //!   `ENOSYS` (the kernel then treats the file as all data).
 
-use crate::cluster::{transmit, Link};
 use crate::crypt_handles::map_op;
 use crate::crypt_nodes::FileNodes;
+use crate::transport::Transport;
 use byzfs_crypt::file::{self, DirHeader};
 use byzfs_crypt::member::{open_mine, GroupRef, Identity};
 use byzfs_crypt::regression::GroupKeys;
@@ -176,7 +176,7 @@ impl Crypt {
     /// Runs plaintext `op` through the layer.
     pub(crate) fn call(
         &mut self,
-        link: &mut Link,
+        link: &mut dyn Transport,
         cred: &Credentials,
         op: Op,
         read_only: bool,
@@ -212,15 +212,15 @@ impl Crypt {
     }
 
     /// Whether the layer's own reads may use the read-only optimisation.
-    pub(crate) fn reads_read_only(&self, link: &Link) -> bool {
-        !link.strict && !self.ordered
+    pub(crate) fn reads_read_only(&self, link: &dyn Transport) -> bool {
+        !link.strict() && !self.ordered
     }
 
     /// [`Self::call_mapped`], then what it made of files' nodes kept if it succeeded, or
     /// those files forgotten if not.
     fn call_settled(
         &mut self,
-        link: &mut Link,
+        link: &mut dyn Transport,
         cred: &Credentials,
         op: Op,
         read_only: bool,
@@ -242,7 +242,7 @@ impl Crypt {
 
     fn call_mapped(
         &mut self,
-        link: &mut Link,
+        link: &mut dyn Transport,
         cred: &Credentials,
         op: Op,
         read_only: bool,
@@ -255,7 +255,7 @@ impl Crypt {
                 // Made at a reserved handle, so the request that makes the directory also
                 // sets its header (its names' key version: `seal`'s `MakeAt`); a second
                 // request could fail and leave its names under version 1's key.
-                let at = self.new_handle(link, cred)?;
+                let at = link.new_handle(cred)?;
                 let op = Op::MakeAt {
                     at,
                     make: Box::new(op),
@@ -288,7 +288,7 @@ impl Crypt {
     /// root, as a plain mount's (module documentation). `None` for any other operation.
     fn orphan_dir(
         &mut self,
-        link: &mut Link,
+        link: &mut dyn Transport,
         cred: &Credentials,
         op: &Op,
         read_only: bool,
@@ -299,7 +299,7 @@ impl Crypt {
         if *dir != FileHandle::ROOT || name != byzfs_fs::orphan::ORPHAN_DIR {
             return None;
         }
-        let r = transmit(link, cred, op.clone(), read_only);
+        let r = link.transmit(cred, op.clone(), read_only);
         Some(match r {
             Ok(Reply::Entry(a)) => {
                 self.orphans = Some(a.fh);
@@ -309,7 +309,7 @@ impl Crypt {
                 self.orphans = Some(entry.fh);
                 // The tree's attributes stand for the root's, not the cluster root's.
                 let ro = self.reads_read_only(link);
-                let top = transmit(link, cred, Op::GetAttr { fh: self.top }, ro);
+                let top = link.transmit(cred, Op::GetAttr { fh: self.top }, ro);
                 match top {
                     Ok(Reply::Attr(a)) => self.attr(link, a).map(|dir| Reply::Made { entry, dir }),
                     Ok(_) => Err(Errno::EIO),
@@ -324,7 +324,7 @@ impl Crypt {
     /// member writes.
     fn send(
         &mut self,
-        link: &mut Link,
+        link: &mut dyn Transport,
         cred: &Credentials,
         op: Op,
         headers: Vec<(FileHandle, Vec<u8>)>,
@@ -332,7 +332,7 @@ impl Crypt {
     ) -> FsResult {
         let expect = std::mem::take(&mut self.expect);
         // The proof binds the credentials the request carries: mapped into the grant first.
-        let cred = &link.client.granted(cred);
+        let cred = &link.granted(cred);
         let signed = match &self.writer {
             Some((w, _)) if checked(&op) || !headers.is_empty() => {
                 self.seq += 1;
@@ -351,41 +351,17 @@ impl Crypt {
             }
             _ => op,
         };
-        transmit(link, cred, signed, read_only)
-    }
-
-    /// A reserved handle for a new directory, from the mount's one pool (`dirs.rs`): the
-    /// replicas take a session's handles in increasing order only (`byzfs_fs::reserve`),
-    /// and the queue of early answers, which took the lower ones, went first
-    /// (`cluster::invoke_once_as`).
-    fn new_handle(&mut self, link: &mut Link, cred: &Credentials) -> Result<FileHandle, Errno> {
-        if link.dirs.reserved.is_empty() {
-            let op = Op::ReserveInodes {
-                count: crate::dirs::RESERVE,
-            };
-            match transmit(link, cred, op, false)? {
-                Reply::Reserved { first, count } => {
-                    link.dirs
-                        .reserved
-                        .extend((0..u64::from(count)).map(|k| FileHandle {
-                            ino: first.ino + k,
-                            generation: first.generation + k,
-                        }));
-                }
-                _ => return Err(Errno::EIO),
-            }
-        }
-        link.dirs.reserved.pop_front().ok_or(Errno::EIO)
+        link.transmit(cred, signed, read_only)
     }
 
     /// Reads the group again; whether the keys changed. The record must be signed by the
     /// owner the mount started with ([`authenticated`]): the owner never changes.
-    pub(crate) fn refresh(&mut self, link: &mut Link) -> Result<bool, Errno> {
+    pub(crate) fn refresh(&mut self, link: &mut dyn Transport) -> Result<bool, Errno> {
         let cred = crate::own_credentials();
         let get = Op::GroupGet {
             group: self.g.group,
         };
-        let signed = match transmit(link, &cred, get, true)? {
+        let signed = match link.transmit(&cred, get, true)? {
             Reply::Group(Some(r)) => r,
             _ => return Err(Errno::EIO),
         };
@@ -421,7 +397,7 @@ impl Crypt {
     /// A directory's header, from the cache or the cluster.
     fn dir_header(
         &mut self,
-        link: &mut Link,
+        link: &mut dyn Transport,
         cred: &Credentials,
         dir: FileHandle,
     ) -> Result<DirHeader, Errno> {
@@ -429,7 +405,7 @@ impl Crypt {
             return Ok(*h);
         }
         let ro = self.reads_read_only(link);
-        let r = transmit(link, cred, Op::GetAttr { fh: dir }, ro)?;
+        let r = link.transmit(cred, Op::GetAttr { fh: dir }, ro)?;
         self.open(link, r, &Shape::Plain)?;
         self.dirs.get(&dir.ino).copied().ok_or(Errno::ENOTDIR)
     }
@@ -437,7 +413,7 @@ impl Crypt {
     /// A regular file's plaintext size, from the cache or the cluster.
     pub(crate) fn size_of(
         &mut self,
-        link: &mut Link,
+        link: &mut dyn Transport,
         cred: &Credentials,
         fh: FileHandle,
     ) -> Result<u64, Errno> {
@@ -445,7 +421,7 @@ impl Crypt {
             return Ok(*s);
         }
         let ro = self.reads_read_only(link);
-        let r = transmit(link, cred, Op::GetAttr { fh }, ro)?;
+        let r = link.transmit(cred, Op::GetAttr { fh }, ro)?;
         self.open(link, r, &Shape::Plain)?;
         self.sizes.get(&fh.ino).copied().ok_or(Errno::EISDIR)
     }
@@ -453,7 +429,7 @@ impl Crypt {
     /// The stored name of `name` in `dir` (`.` and `..` as they are).
     fn name(
         &mut self,
-        link: &mut Link,
+        link: &mut dyn Transport,
         cred: &Credentials,
         dir: FileHandle,
         name: Vec<u8>,
@@ -474,7 +450,7 @@ impl Crypt {
     /// The stored names of a rename's or an exchange's two `(directory, name)`.
     fn two_names(
         &mut self,
-        link: &mut Link,
+        link: &mut dyn Transport,
         cred: &Credentials,
         a: (FileHandle, Vec<u8>),
         b: (FileHandle, Vec<u8>),
@@ -488,7 +464,7 @@ impl Crypt {
     /// `op` as the replicas store it, with the headers to set and how to open its reply.
     fn seal(
         &mut self,
-        link: &mut Link,
+        link: &mut dyn Transport,
         cred: &Credentials,
         op: Op,
         headers: &mut Vec<(FileHandle, Vec<u8>)>,
@@ -700,7 +676,7 @@ impl Crypt {
     }
 
     /// A reply as the mount expects it: plaintext sizes, names, targets and values.
-    pub(crate) fn open(&mut self, link: &mut Link, r: Reply, shape: &Shape) -> FsResult {
+    pub(crate) fn open(&mut self, link: &mut dyn Transport, r: Reply, shape: &Shape) -> FsResult {
         Ok(match (r, shape) {
             (Reply::Attr(a), _) => Reply::Attr(self.attr(link, a)?),
             (Reply::Entry(a), _) => Reply::Entry(self.attr(link, a)?),
@@ -789,7 +765,7 @@ impl Crypt {
     }
 
     /// Attributes as the mount shows them: the root for the tree, plaintext sizes.
-    fn attr(&mut self, link: &mut Link, mut a: Attr) -> Result<Attr, Errno> {
+    fn attr(&mut self, link: &mut dyn Transport, mut a: Attr) -> Result<Attr, Errno> {
         let id = file::file_id(a.fh.ino, a.fh.generation);
         match a.kind {
             FileType::Regular => {

@@ -7,9 +7,9 @@
 //! block again with zeros past the size), so growing a file needs no block rewritten, and
 //! blocks never written are holes that read as zeros.
 
-use crate::cluster::Link;
 use crate::crypt::{crypt_errno, Crypt, MISFIT};
 use crate::crypt_nodes::FileNodes;
+use crate::transport::Transport;
 use byzfs_crypt::file::{self, BLOCK, CHUNK_BLOCKS, ENTRY};
 use byzfs_crypt::header::{FileHeader, WriterKey};
 use byzfs_crypt::CryptError;
@@ -28,7 +28,7 @@ impl Crypt {
     /// [`Op::Read`] of plaintext `offset..offset + count`.
     pub(crate) fn read(
         &mut self,
-        link: &mut Link,
+        link: &mut dyn Transport,
         cred: &Credentials,
         fh: FileHandle,
         offset: u64,
@@ -57,7 +57,7 @@ impl Crypt {
     /// The plaintext of blocks `first..=last`, shorter if the stored file ends before.
     fn read_blocks(
         &mut self,
-        link: &mut Link,
+        link: &mut dyn Transport,
         cred: &Credentials,
         fh: FileHandle,
         first: u64,
@@ -132,7 +132,7 @@ impl Crypt {
     /// earlier writes, the replicas, or zeros past the size `size` it had.
     fn old_block(
         &mut self,
-        link: &mut Link,
+        link: &mut dyn Transport,
         cred: &Credentials,
         fh: FileHandle,
         index: u64,
@@ -154,7 +154,7 @@ impl Crypt {
     /// operation to send; the new header, if the size changes, added to `headers`.
     pub(crate) fn seal_content(
         &mut self,
-        link: &mut Link,
+        link: &mut dyn Transport,
         cred: &Credentials,
         fh: FileHandle,
         extents: Vec<Extent>,
@@ -304,7 +304,7 @@ impl Crypt {
     /// [`Op::Allocate`] to plaintext `end`.
     pub(crate) fn seal_allocate(
         &mut self,
-        link: &mut Link,
+        link: &mut dyn Transport,
         cred: &Credentials,
         fh: FileHandle,
         end: u64,
@@ -328,7 +328,7 @@ impl Crypt {
     #[allow(clippy::too_many_arguments)]
     fn seal_change(
         &mut self,
-        link: &mut Link,
+        link: &mut dyn Transport,
         cred: &Credentials,
         fh: FileHandle,
         entries: &[(u64, [u8; ENTRY])],

@@ -6,8 +6,8 @@
 //! opened, then kept until the header changes. A change computes the new nodes from the
 //! kept ones (`FileNodes::change`) and writes only what changed, with the new header.
 
-use crate::cluster::{transmit, Link};
 use crate::crypt::{crypt_errno, Crypt, MISFIT};
+use crate::transport::Transport;
 use byzfs_crypt::file::{self, BLOCK, CHUNK_BLOCKS, ENTRY};
 use byzfs_crypt::header::FileHeader;
 use byzfs_crypt::tree::{self, Hash, GROUP_CHUNKS, REGION};
@@ -342,7 +342,7 @@ impl Crypt {
     /// The checked nodes of `fh` (its header from the attributes the replicas return).
     pub(crate) fn nodes(
         &mut self,
-        link: &mut Link,
+        link: &mut dyn Transport,
         cred: &Credentials,
         fh: FileHandle,
     ) -> Result<&mut FileNodes, Errno> {
@@ -356,7 +356,7 @@ impl Crypt {
     /// (`(offset, count)` of stored bytes): its bytes as read.
     pub(crate) fn load_nodes(
         &mut self,
-        link: &mut Link,
+        link: &mut dyn Transport,
         cred: &Credentials,
         fh: FileHandle,
         chunks: &BTreeSet<u64>,
@@ -397,7 +397,7 @@ impl Crypt {
                 _ => {}
             }
             let op = Op::ReadGather { fh, ranges: want };
-            let replies = match transmit(link, cred, op, read_only)? {
+            let replies = match link.transmit(cred, op, read_only)? {
                 Reply::Batch(r) => r,
                 _ => return Err(Errno::EIO),
             };

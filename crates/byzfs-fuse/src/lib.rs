@@ -107,6 +107,7 @@ mod orphans;
 mod ranges;
 mod reclaim;
 mod session;
+mod transport;
 
 use crate::fsclient::FsClient;
 use attrs::{AttrCache, Effect};
