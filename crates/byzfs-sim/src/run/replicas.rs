@@ -315,6 +315,8 @@ impl Sim {
         }
         let node = &mut self.world.replicas[inst];
         node.up = false;
+        // Its process is gone: the store it opened writes nothing more (`fs/disk.rs`).
+        node.store_disk.crash();
         node.crash_at_next_send = false;
         node.crash_after_prepare = None;
         node.timer = None;
