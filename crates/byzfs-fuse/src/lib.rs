@@ -96,6 +96,8 @@ pub mod crypt;
 mod crypt_data;
 mod crypt_handles;
 mod crypt_nodes;
+#[cfg(test)]
+mod crypt_over_memory;
 mod crypt_tree;
 mod delegations;
 mod dirs;
