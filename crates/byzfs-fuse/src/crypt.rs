@@ -34,7 +34,7 @@ use crate::crypt_handles::map_op;
 use crate::crypt_nodes::FileNodes;
 use crate::transport::Transport;
 use byzfs_crypt::file::{self, DirHeader};
-use byzfs_crypt::member::{open_mine, GroupRef, Identity};
+use byzfs_crypt::member::{open_mine, GroupRef, Identity, MemberKeys};
 use byzfs_crypt::regression::GroupKeys;
 use byzfs_crypt::CryptError;
 use byzfs_fs::proto::group::{authenticate, GroupRecord, SignedGroup};
@@ -155,6 +155,35 @@ pub(crate) fn crypt_errno(e: &CryptError) -> Errno {
 }
 
 impl Crypt {
+    /// The layer of member `identity` of group `g` with its keys `mine`, for client
+    /// `client` whose last writer-proof sequence number is `seq`, before its tree is found
+    /// (`top` is the cluster's root until then: `crypt_tree::start`).
+    pub(crate) fn new(
+        identity: Identity,
+        g: GroupRef,
+        mine: MemberKeys,
+        client: u64,
+        seq: u64,
+    ) -> Crypt {
+        Crypt {
+            identity,
+            g,
+            keys: mine.keys,
+            writer: mine.writer,
+            top: FileHandle::ROOT,
+            client,
+            seq,
+            sizes: HashMap::new(),
+            files: HashMap::new(),
+            pending: HashMap::new(),
+            expect: Vec::new(),
+            dirs: HashMap::new(),
+            overlay: BTreeMap::new(),
+            orphans: None,
+            ordered: false,
+        }
+    }
+
     /// The real handle of `fh` (the root stands for the tree).
     fn out(&self, fh: FileHandle) -> FileHandle {
         if fh == FileHandle::ROOT {

@@ -322,11 +322,13 @@ enum Node {
     Region(u64),
 }
 
-/// Whether header `got` is older than `kept`: a stale answer (`Crypt::take_header`). No
-/// header at all is older too: a file's header is never removed, and an inode number is
-/// never used again (`byzfs_fs::inode`), so only a state before its first change lacks it.
+/// Whether header `got` is older than `kept`: a stale answer (`Crypt::take_header`). An
+/// answer with no header is taken: `f + 1` liars answering alike with a file's first,
+/// headerless state are believed (`tests/encryption.rs`
+/// `f_plus_one_replicas_rolling_back_alike_are_believed` shows it; STATUS Known gaps), and
+/// a change built on it still expects what the mount believes, so the replicas refuse it.
 fn older(kept: FileHeader, got: Option<FileHeader>) -> bool {
-    got.is_none_or(|g| g.version < kept.version)
+    got.is_some_and(|g| g.version < kept.version)
 }
 
 fn mismatch(id: &[u8; 16], what: &str) -> Errno {
@@ -487,7 +489,7 @@ mod tests {
             .into_iter()
             .map(|got| older(h(5), got))
             .collect();
-        assert_eq!(verdicts, vec![true, false, false, true]);
+        assert_eq!(verdicts, vec![true, false, false, false]);
     }
 
     fn entry(i: u64) -> [u8; ENTRY] {

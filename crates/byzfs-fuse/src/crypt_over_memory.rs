@@ -15,7 +15,7 @@ use byzfs_fs::{
     Request, SetAttr,
 };
 use ed25519_dalek::Signer;
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::VecDeque;
 
 const CLUSTER: [u8; 16] = [7; 16];
 const CLIENT: u64 = 9;
@@ -117,23 +117,7 @@ fn writer_layer(mem: &mut Memory) -> Crypt {
     };
     assert_eq!(mem.transmit(&cred, put, false), Ok(Reply::Done));
     let mine = open_mine(&me, &g, &lockboxes, 1, &writer).expect("a member");
-    let mut crypt = Crypt {
-        identity: me,
-        g,
-        keys: mine.keys,
-        writer: mine.writer,
-        top: FileHandle::ROOT,
-        client: CLIENT,
-        seq: 0,
-        sizes: HashMap::new(),
-        files: HashMap::new(),
-        pending: HashMap::new(),
-        expect: Vec::new(),
-        dirs: HashMap::new(),
-        overlay: BTreeMap::new(),
-        orphans: None,
-        ordered: false,
-    };
+    let mut crypt = Crypt::new(me, g, mine, CLIENT, 0);
     let at = mem.new_handle(&cred).expect("a handle");
     let id = file::file_id(at.ino, at.generation);
     let h = DirHeader {

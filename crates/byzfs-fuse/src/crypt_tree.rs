@@ -16,7 +16,6 @@ use byzfs_crypt::member::{open_mine, GroupRef};
 use byzfs_crypt::CryptError;
 use byzfs_fs::proto::signed::sign_with_headers;
 use byzfs_fs::{decode_result, Credentials, Errno, FileHandle, FileType, FsResult, Op, Reply};
-use std::collections::{BTreeMap, HashMap};
 
 /// One operation, sent as it is.
 fn call(
@@ -77,23 +76,7 @@ pub(crate) fn start(
         Ok(Reply::WriterSeq(n)) => n,
         other => bail!("reading the writer sequence: {other:?}"),
     };
-    let mut crypt = Crypt {
-        identity: enc.identity.clone(),
-        g: group,
-        keys: mine.keys,
-        writer: mine.writer,
-        top: FileHandle::ROOT,
-        client: client_id,
-        seq,
-        sizes: HashMap::new(),
-        files: HashMap::new(),
-        pending: HashMap::new(),
-        expect: Vec::new(),
-        dirs: HashMap::new(),
-        overlay: BTreeMap::new(),
-        orphans: None,
-        ordered: false,
-    };
+    let mut crypt = Crypt::new(enc.identity.clone(), group, mine, client_id, seq);
     let name = tree_name(&enc.group);
     let shown = String::from_utf8_lossy(&name).into_owned();
     let lookup = |client: &mut FsClient| {
