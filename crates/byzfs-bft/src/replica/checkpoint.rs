@@ -42,6 +42,29 @@ impl<S: Service> Replica<S> {
             .filter(|&(s, _)| s > self.log.last_stable)
     }
 
+    /// Signs our claim that the checkpoint at `last_stable` is stable again after a restart.
+    /// The frame is volatile, but the checkpoint was stored only once stable (`mark_stable`),
+    /// and a replica behind it fetches it only on `f+1` such claims (`check_lagging`):
+    /// without them, two restarted replicas holding the only copies of the state answered
+    /// their lagging peers with unstable CHECKPOINTs for ever (simulator:
+    /// fs-transfer-power-cuts 2668).
+    pub(super) fn claim_stable_checkpoint_again(&mut self) {
+        let seq = self.log.last_stable;
+        let Some(&digest) = self.checkpoints.own.get(&seq).filter(|_| seq > 0) else {
+            return;
+        };
+        let frame = self.encode(
+            &Message::Checkpoint(Checkpoint {
+                seq,
+                digest,
+                replica: self.me,
+                stable: true,
+            }),
+            super::AuthChoice::Authenticator,
+        );
+        self.checkpoints.stable_frame = Some(frame);
+    }
+
     /// Takes the checkpoint at `n` (every K executed batches) and multicasts it.
     pub(super) fn make_checkpoint(&mut self, n: Seq) {
         let d = self.take_checkpoint(n);

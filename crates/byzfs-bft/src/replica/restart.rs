@@ -59,6 +59,9 @@ impl<S: Service> Replica<S> {
         r.storage.durable = self.storage.durable;
         // A crash: whatever the driver had not synced is gone.
         r.resume_from_durable(now, false);
+        if r.log.last_stable == self.log.last_stable {
+            r.claim_stable_checkpoint_again();
+        }
         r
     }
 
@@ -89,7 +92,10 @@ impl<S: Service> Replica<S> {
                 let digest = r.take_checkpoint(0);
                 r.checkpoints.set_own(0, digest);
             }
-            Some(c) => r.import_checkpoint(c)?,
+            Some(c) => {
+                r.import_checkpoint(c)?;
+                r.claim_stable_checkpoint_again();
+            }
         }
         for b in durable.batches {
             r.restore_batch(b);

@@ -101,6 +101,34 @@ fn restore_replays_executed_batches_above_the_stored_checkpoint() {
     c.assert_keeps_up(2);
 }
 
+/// A restored replica still claims its stored checkpoint stable to a peer behind it: a peer
+/// fetches on `f+1` stable claims only, and two restarted replicas that answered with
+/// unstable CHECKPOINTs alone left the two others behind for ever (simulator:
+/// fs-transfer-power-cuts 2668, after power cuts during a view change).
+#[test]
+fn a_restored_replica_claims_its_stored_checkpoint_stable_to_a_peer_behind_it() {
+    let mut c = Cluster::new(config());
+    c.with_disk(2);
+    c.write_all(1..=6, b"w");
+    let d = c.r[2].checkpoints.own[&4];
+    c.crash_and_restore(2);
+    drain(&mut c.r[2]);
+    let behind = from_replica(&c.cfg, 3, &status_msg(3, 0, true, 0, 0));
+    c.r[2].handle_message(c.now, &behind);
+    let claim = |stable| {
+        Message::Checkpoint(Checkpoint {
+            seq: 4,
+            digest: d,
+            replica: 2,
+            stable,
+        })
+    };
+    assert_eq!(
+        outputs(drain(&mut c.r[2])),
+        vec![Out::Send(3, claim(true)), Out::Send(3, claim(false))]
+    );
+}
+
 #[test]
 fn restore_reopens_a_service_that_persists_its_state() {
     let mut c = Cluster::new(config());
