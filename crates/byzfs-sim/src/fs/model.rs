@@ -9,7 +9,7 @@
 //! can observe is ([`Outcome`]).
 
 use byzfs_fs::{Errno, FileHandle, FileType, FsResult, Op, Reply};
-use std::collections::BTreeMap;
+use imbl::OrdMap;
 use std::sync::Arc;
 
 /// A model inode.
@@ -19,7 +19,7 @@ enum Node {
         generation: u64,
         mode: u32,
         parent: u64,
-        entries: BTreeMap<Vec<u8>, u64>,
+        entries: OrdMap<Vec<u8>, u64>,
     },
     File {
         generation: u64,
@@ -122,7 +122,7 @@ pub fn project(r: &FsResult) -> Outcome {
 /// The model file system.
 #[derive(Clone, Debug)]
 pub struct FsModel {
-    nodes: BTreeMap<u64, Node>,
+    nodes: OrdMap<u64, Node>,
     next_ino: u64,
     next_generation: u64,
 }
@@ -133,15 +133,15 @@ impl FsModel {
     /// The empty file system: the root directory with permission bits `root_mode`.
     pub fn new(root_mode: u32) -> FsModel {
         FsModel {
-            nodes: BTreeMap::from([(
+            nodes: OrdMap::unit(
                 ROOT,
                 Node::Dir {
                     generation: FileHandle::ROOT.generation,
                     mode: root_mode,
                     parent: ROOT,
-                    entries: BTreeMap::new(),
+                    entries: OrdMap::new(),
                 },
-            )]),
+            ),
             next_ino: ROOT + 1,
             next_generation: FileHandle::ROOT.generation + 1,
         }
@@ -167,15 +167,16 @@ impl FsModel {
         matches!(self.nodes.get(&ino), Some(Node::Dir { .. }))
     }
 
-    fn entries(&self, ino: u64) -> &BTreeMap<Vec<u8>, u64> {
-        static EMPTY: BTreeMap<Vec<u8>, u64> = BTreeMap::new();
+    fn entries(&self, ino: u64) -> &OrdMap<Vec<u8>, u64> {
+        static EMPTY: std::sync::LazyLock<OrdMap<Vec<u8>, u64>> =
+            std::sync::LazyLock::new(OrdMap::new);
         match self.nodes.get(&ino) {
             Some(Node::Dir { entries, .. }) => entries,
             _ => &EMPTY,
         }
     }
 
-    fn entries_mut(&mut self, ino: u64) -> Option<&mut BTreeMap<Vec<u8>, u64>> {
+    fn entries_mut(&mut self, ino: u64) -> Option<&mut OrdMap<Vec<u8>, u64>> {
         match self.nodes.get_mut(&ino) {
             Some(Node::Dir { entries, .. }) => Some(entries),
             _ => None,
@@ -369,7 +370,7 @@ impl FsModel {
                         generation,
                         mode: mode & 0o7777,
                         parent: d,
-                        entries: BTreeMap::new(),
+                        entries: OrdMap::new(),
                     },
                 );
                 Ok(Outcome::Made(self.seen(t), self.dir_nlink(d)))
