@@ -8,6 +8,7 @@
 //! not modelled (they are not compared); everything else a reply carries that the workload
 //! can observe is ([`Outcome`]).
 
+use byzfs_fs::proto::op::XattrSet;
 use byzfs_fs::{Errno, FileHandle, FileType, FsResult, Op, Reply};
 use imbl::OrdMap;
 use std::sync::Arc;
@@ -20,6 +21,7 @@ enum Node {
         mode: u32,
         parent: u64,
         entries: OrdMap<Vec<u8>, u64>,
+        xattrs: Xattrs,
     },
     File {
         generation: u64,
@@ -27,13 +29,30 @@ enum Node {
         /// Shared between snapshots until written.
         data: Arc<Vec<u8>>,
         nlink: u32,
+        xattrs: Xattrs,
     },
 }
+
+/// Extended attributes by full name (the workload's are all `user.…`), in name order as the
+/// service lists them.
+type Xattrs = OrdMap<Vec<u8>, Vec<u8>>;
 
 impl Node {
     fn generation(&self) -> u64 {
         match self {
             Node::Dir { generation, .. } | Node::File { generation, .. } => *generation,
+        }
+    }
+
+    fn xattrs(&self) -> &Xattrs {
+        match self {
+            Node::Dir { xattrs, .. } | Node::File { xattrs, .. } => xattrs,
+        }
+    }
+
+    fn xattrs_mut(&mut self) -> &mut Xattrs {
+        match self {
+            Node::Dir { xattrs, .. } | Node::File { xattrs, .. } => xattrs,
         }
     }
 }
@@ -73,6 +92,8 @@ pub enum Outcome {
     ReadDir(Vec<(Vec<u8>, FileHandle, FileType)>, bool),
     /// A name removed: its directory's link count, the inode, and its links if any remain.
     Unlinked(u32, u64, Option<u32>),
+    /// An extended attribute's value, or the list of names (each followed by a NUL).
+    Xattr(Vec<u8>),
     /// Done.
     Done,
     /// Anything else (no workload operation gets one).
@@ -114,6 +135,7 @@ pub fn project(r: &FsResult) -> Outcome {
         Ok(Reply::Unlinked { dir, ino, left }) => {
             Outcome::Unlinked(dir.nlink, *ino, left.as_ref().map(|a| a.nlink))
         }
+        Ok(Reply::Xattr(v)) => Outcome::Xattr(v.clone()),
         Ok(Reply::Done) => Outcome::Done,
         Ok(other) => Outcome::Other(format!("{other:?}")),
     }
@@ -140,6 +162,7 @@ impl FsModel {
                     mode: root_mode,
                     parent: ROOT,
                     entries: OrdMap::new(),
+                    xattrs: OrdMap::new(),
                 },
             ),
             next_ino: ROOT + 1,
@@ -322,6 +345,18 @@ impl FsModel {
                     Outcome::ReadDir(v, true)
                 })
             }
+            Op::GetXattr { fh, name } => self
+                .node(*fh)
+                .and_then(|n| n.xattrs().get(name).cloned().ok_or(Errno::ENODATA))
+                .map(Outcome::Xattr),
+            Op::ListXattr { fh } => self.node(*fh).map(|n| {
+                let mut list = Vec::new();
+                for name in n.xattrs().keys() {
+                    list.extend_from_slice(name);
+                    list.push(0);
+                }
+                Outcome::Xattr(list)
+            }),
             _ => return None,
         })
     }
@@ -352,6 +387,7 @@ impl FsModel {
                                 mode: mode & 0o7777,
                                 data: Arc::new(Vec::new()),
                                 nlink: 1,
+                                xattrs: OrdMap::new(),
                             },
                         )
                     }
@@ -371,6 +407,7 @@ impl FsModel {
                         mode: mode & 0o7777,
                         parent: d,
                         entries: OrdMap::new(),
+                        xattrs: OrdMap::new(),
                     },
                 );
                 Ok(Outcome::Made(self.seen(t), self.dir_nlink(d)))
@@ -468,6 +505,33 @@ impl FsModel {
                     _ => Err(Errno::ESTALE),
                 }
             }
+            Op::SetXattr {
+                fh,
+                name,
+                value,
+                how,
+            } => match self.nodes.get_mut(&fh.ino) {
+                Some(n) if n.generation() == fh.generation => {
+                    let had = n.xattrs().contains_key(name);
+                    match (had, how) {
+                        (true, XattrSet::Create) => Err(Errno::EEXIST),
+                        (false, XattrSet::Replace) => Err(Errno::ENODATA),
+                        _ => {
+                            n.xattrs_mut().insert(name.clone(), value.clone());
+                            Ok(Outcome::Done)
+                        }
+                    }
+                }
+                _ => Err(Errno::ESTALE),
+            },
+            Op::RemoveXattr { fh, name } => match self.nodes.get_mut(&fh.ino) {
+                Some(n) if n.generation() == fh.generation => n
+                    .xattrs_mut()
+                    .remove(name)
+                    .map(|_| Outcome::Done)
+                    .ok_or(Errno::ENODATA),
+                _ => Err(Errno::ESTALE),
+            },
             _ => return None,
         })
     }
@@ -590,17 +654,26 @@ impl FsModel {
             let p = format!("{path}/{}", String::from_utf8_lossy(n));
             let s = self.seen(c);
             match self.nodes.get(&c) {
-                Some(Node::Dir { .. }) => {
+                Some(n @ Node::Dir { .. }) => {
                     out.push(super::tree::dir_line(&p, s.mode, s.nlink));
+                    out.extend(xattr_lines(&p, n));
                     self.tree_below(c, &p, out);
                 }
-                Some(Node::File { data, .. }) => {
-                    out.push(super::tree::file_line(&p, s.mode, s.nlink, data))
+                Some(n @ Node::File { data, .. }) => {
+                    out.push(super::tree::file_line(&p, s.mode, s.nlink, data));
+                    out.extend(xattr_lines(&p, n));
                 }
                 None => {}
             }
         }
     }
+}
+
+/// The tree's lines for `n`'s extended attributes, in name order.
+fn xattr_lines<'a>(path: &'a str, n: &'a Node) -> impl Iterator<Item = String> + 'a {
+    n.xattrs()
+        .iter()
+        .map(move |(name, value)| super::tree::xattr_line(path, name, value))
 }
 
 #[cfg(test)]
@@ -617,6 +690,7 @@ mod tests {
     /// the final tree agree.
     #[test]
     fn agrees_with_the_real_service() {
+        let (mut xattrs_set, mut xattrs_read, mut xattr_lines) = (0, 0, 0);
         for seed in 0..20 {
             let params = WorkloadParams {
                 keys: 2 + (seed as usize % 4),
@@ -658,11 +732,23 @@ mod tests {
                     "seed {seed} step {step}: {:?}",
                     req.op
                 );
+                match (&req.op, &want) {
+                    (Op::SetXattr { .. }, Some(Outcome::Done)) => xattrs_set += 1,
+                    (Op::GetXattr { .. }, Some(Outcome::Xattr(_))) => xattrs_read += 1,
+                    _ => {}
+                }
                 clients[c].observe(&got);
             }
             real.checkpoint(1);
             let dump = tree::checkpoint_tree(&real, 1).expect("held");
-            assert_eq!(dump.expect("readable"), model.tree(), "seed {seed}");
+            let dump = dump.expect("readable");
+            xattr_lines += dump.iter().filter(|l| l.contains(" xattr ")).count();
+            assert_eq!(dump, model.tree(), "seed {seed}");
         }
+        // Extended attributes were set, read and compared in the trees, not only refused.
+        assert!(
+            xattrs_set > 20 && xattrs_read > 0 && xattr_lines > 5,
+            "{xattrs_set} set, {xattrs_read} read, {xattr_lines} in the trees"
+        );
     }
 }

@@ -1,5 +1,5 @@
-//! A canonical dump of a file tree (sorted lines: path, type, permission bits, links, and for
-//! files the size and a digest of the content), made the same way from the model
+//! A canonical dump of a file tree (sorted lines: path, type, permission bits, links, for
+//! files the size and a digest of the content, then a line per extended attribute), made the same way from the model
 //! ([`super::model::FsModel::tree`]) and from a replica's checkpoint ([`checkpoint_tree`]).
 //!
 //! A checkpoint is read from what the replica would send a fetcher: its partitions as of that
@@ -25,6 +25,15 @@ pub fn file_line(path: &str, mode: u32, nlink: u32, data: &[u8]) -> String {
         "{path} file {mode:o} nlink={nlink} size={} {:?}",
         data.len(),
         Digest::of(data)
+    )
+}
+
+/// An extended attribute's line (after its file's or directory's).
+pub fn xattr_line(path: &str, name: &[u8], value: &[u8]) -> String {
+    format!(
+        "{path} xattr {} {:?}",
+        String::from_utf8_lossy(name),
+        Digest::of(value)
     )
 }
 
@@ -159,6 +168,7 @@ fn walk<S: Store>(
         match a.kind {
             FileType::Directory => {
                 out.push(dir_line(&p, a.mode, a.nlink));
+                xattrs(fs, e.fh, &p, out)?;
                 walk(fs, e.fh, &p, out, depth + 1)?;
             }
             FileType::Regular => {
@@ -181,8 +191,36 @@ fn walk<S: Store>(
                     ));
                 }
                 out.push(file_line(&p, a.mode, a.nlink, &data));
+                xattrs(fs, e.fh, &p, out)?;
             }
             k => out.push(format!("{p} {k:?}")),
+        }
+    }
+    Ok(())
+}
+
+/// Appends the lines of `fh`'s extended attributes, listed as root (every namespace).
+fn xattrs<S: Store>(
+    fs: &FileService<S>,
+    fh: FileHandle,
+    path: &str,
+    out: &mut Vec<String>,
+) -> Result<(), String> {
+    let list = match ask(fs, Op::ListXattr { fh }) {
+        Ok(Reply::Xattr(list)) => list,
+        other => return Err(format!("{path}: listxattr gave {other:?}")),
+    };
+    for name in list.split(|&b| b == 0).filter(|n| !n.is_empty()) {
+        let name = name.to_vec();
+        match ask(
+            fs,
+            Op::GetXattr {
+                fh,
+                name: name.clone(),
+            },
+        ) {
+            Ok(Reply::Xattr(value)) => out.push(xattr_line(path, &name, &value)),
+            other => return Err(format!("{path}: getxattr gave {other:?}")),
         }
     }
     Ok(())

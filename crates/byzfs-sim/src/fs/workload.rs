@@ -1,8 +1,9 @@
 //! The correct clients' file workload: random namespace and data operations over a few names
 //! (`a`, `b`, ...) in the directories a client has seen, so that clients collide (one creates
 //! what another removes, renames a directory another writes in, writes a file another
-//! truncates), on handles that may have gone stale. Reads (read, readdir, lookup, getattr) are
-//! sent read-only. Writes are small, so no file outgrows what one operation may delete
+//! truncates, sets an extended attribute another removes), on handles that may have gone
+//! stale. Reads (read, readdir, lookup, getattr, getxattr, listxattr) are sent read-only.
+//! Writes are small, so no file outgrows what one operation may delete
 //! (`byzfs_fs::reclaim::STEP_BLOCKS`) and the model need not know the reclaim queue; some are
 //! big enough for separate request transmission.
 
@@ -11,6 +12,7 @@ use crate::rng::{chance, SimRng};
 use crate::workload::WorkloadParams;
 use byzfs_bft::ClientId;
 use byzfs_fs::proto::grant::SignedGrant;
+use byzfs_fs::proto::op::XattrSet;
 use byzfs_fs::{decode_result, FileHandle, FileType, Op, Request, SetAttr};
 use rand::Rng;
 
@@ -69,6 +71,17 @@ impl FsWorkload {
             return of_kind[self.rng.gen_range(0..of_kind.len())];
         }
         self.known[self.rng.gen_range(0..self.known.len())].0
+    }
+
+    /// A known handle of either type (extended attributes go on both).
+    fn any(&mut self) -> FileHandle {
+        self.known[self.rng.gen_range(0..self.known.len())].0
+    }
+
+    /// An extended attribute's name: `user.` and one of the workload's names, so clients
+    /// collide on them as on file names.
+    fn xattr_name(&mut self) -> Vec<u8> {
+        [b"user.".as_slice(), &self.name()].concat()
     }
 
     fn dir(&mut self) -> FileHandle {
@@ -178,10 +191,30 @@ impl FsWorkload {
                 cookie: 0,
                 max_entries: 64,
             },
-            880..940 => Op::Lookup {
+            880..930 => Op::Lookup {
                 dir: self.dir(),
                 name: self.name(),
             },
+            930..945 => {
+                let how =
+                    [XattrSet::Any, XattrSet::Create, XattrSet::Replace][self.rng.gen_range(0..3)];
+                let len = self.rng.gen_range(0..=24);
+                Op::SetXattr {
+                    fh: self.any(),
+                    name: self.xattr_name(),
+                    value: self.data(len),
+                    how,
+                }
+            }
+            945..953 => Op::RemoveXattr {
+                fh: self.any(),
+                name: self.xattr_name(),
+            },
+            953..965 => Op::GetXattr {
+                fh: self.any(),
+                name: self.xattr_name(),
+            },
+            965..972 => Op::ListXattr { fh: self.any() },
             _ => Op::GetAttr {
                 fh: self.pick(FileType::Regular),
             },
