@@ -23,7 +23,9 @@ enum Node {
         entries: OrdMap<Vec<u8>, u64>,
         xattrs: Xattrs,
     },
+    /// A regular file, or a symbolic link (`kind`) whose `data` is its target.
     File {
+        kind: FileType,
         generation: u64,
         mode: u32,
         /// Shared between snapshots until written.
@@ -42,6 +44,16 @@ impl Node {
         match self {
             Node::Dir { generation, .. } | Node::File { generation, .. } => *generation,
         }
+    }
+
+    fn is_symlink(&self) -> bool {
+        matches!(
+            self,
+            Node::File {
+                kind: FileType::Symlink,
+                ..
+            }
+        )
     }
 
     fn xattrs(&self) -> &Xattrs {
@@ -94,6 +106,8 @@ pub enum Outcome {
     Unlinked(u32, u64, Option<u32>),
     /// An extended attribute's value, or the list of names (each followed by a NUL).
     Xattr(Vec<u8>),
+    /// A symbolic link's target.
+    ReadLink(Vec<u8>),
     /// Done.
     Done,
     /// Anything else (no workload operation gets one).
@@ -136,6 +150,7 @@ pub fn project(r: &FsResult) -> Outcome {
             Outcome::Unlinked(dir.nlink, *ino, left.as_ref().map(|a| a.nlink))
         }
         Ok(Reply::Xattr(v)) => Outcome::Xattr(v.clone()),
+        Ok(Reply::ReadLink(t)) => Outcome::ReadLink(t.clone()),
         Ok(Reply::Done) => Outcome::Done,
         Ok(other) => Outcome::Other(format!("{other:?}")),
     }
@@ -225,10 +240,14 @@ impl FsModel {
                 size: 0,
             },
             Some(Node::File {
-                mode, data, nlink, ..
+                kind,
+                mode,
+                data,
+                nlink,
+                ..
             }) => Seen {
                 fh,
-                kind: FileType::Regular,
+                kind: *kind,
                 mode: *mode,
                 nlink: *nlink,
                 size: data.len() as u64,
@@ -318,6 +337,7 @@ impl FsModel {
             Op::Read { fh, offset, count } => match self.node(*fh) {
                 Err(e) => Err(e),
                 Ok(Node::Dir { .. }) => Err(Errno::EISDIR),
+                Ok(Node::File { kind, .. }) if *kind != FileType::Regular => Err(Errno::EINVAL),
                 Ok(Node::File { data, .. }) => {
                     let size = data.len() as u64;
                     if *offset >= size || *count == 0 {
@@ -345,6 +365,17 @@ impl FsModel {
                     Outcome::ReadDir(v, true)
                 })
             }
+            Op::ReadLink { fh } => match self.node(*fh) {
+                Err(e) => Err(e),
+                Ok(Node::File {
+                    kind: FileType::Symlink,
+                    data,
+                    ..
+                }) => Ok(Outcome::ReadLink(data.to_vec())),
+                Ok(_) => Err(Errno::EINVAL),
+            },
+            // `user.` attributes live on regular files and directories only: elsewhere
+            // reading one is `ENODATA` and changing one `EPERM` (`byzfs_fs` xattr.rs).
             Op::GetXattr { fh, name } => self
                 .node(*fh)
                 .and_then(|n| n.xattrs().get(name).cloned().ok_or(Errno::ENODATA))
@@ -383,6 +414,7 @@ impl FsModel {
                             d,
                             name,
                             Node::File {
+                                kind: FileType::Regular,
                                 generation,
                                 mode: mode & 0o7777,
                                 data: Arc::new(Vec::new()),
@@ -394,6 +426,34 @@ impl FsModel {
                 };
                 Ok(Outcome::Made(self.seen(t), self.dir_nlink(d)))
             }),
+            Op::Symlink { dir, name, target } => {
+                // The target is checked before the directory (`byzfs_fs` names.rs).
+                if target.is_empty() {
+                    return Some(Err(Errno::ENOENT));
+                }
+                if target.len() > byzfs_fs::dir::MAX_SYMLINK || target.contains(&0) {
+                    return None;
+                }
+                self.dir(*dir).and_then(|d| {
+                    if self.entries(d).contains_key(name) {
+                        return Err(Errno::EEXIST);
+                    }
+                    let generation = self.next_generation;
+                    let t = self.make(
+                        d,
+                        name,
+                        Node::File {
+                            kind: FileType::Symlink,
+                            generation,
+                            mode: 0o777,
+                            data: Arc::new(target.clone()),
+                            nlink: 1,
+                            xattrs: OrdMap::new(),
+                        },
+                    );
+                    Ok(Outcome::Made(self.seen(t), self.dir_nlink(d)))
+                })
+            }
             Op::Mkdir { dir, name, mode } => self.dir(*dir).and_then(|d| {
                 if self.entries(d).contains_key(name) {
                     return Err(Errno::EEXIST);
@@ -460,6 +520,7 @@ impl FsModel {
             Op::Write { fh, offset, data } => match self.nodes.get_mut(&fh.ino) {
                 Some(n) if n.generation() == fh.generation => match n {
                     Node::Dir { .. } => Err(Errno::EISDIR),
+                    Node::File { kind, .. } if *kind != FileType::Regular => Err(Errno::EINVAL),
                     Node::File { data: d, .. } => {
                         let (o, l) = (*offset as usize, data.len());
                         if l > 0 {
@@ -487,6 +548,9 @@ impl FsModel {
                     Some(n) if n.generation() == fh.generation => {
                         match (n, set.size) {
                             (Node::Dir { .. }, Some(_)) => return Some(Err(Errno::EISDIR)),
+                            (Node::File { kind, .. }, Some(_)) if *kind != FileType::Regular => {
+                                return Some(Err(Errno::EINVAL))
+                            }
                             (Node::File { data, .. }, Some(s)) => {
                                 Arc::make_mut(data).resize(s as usize, 0)
                             }
@@ -511,6 +575,7 @@ impl FsModel {
                 value,
                 how,
             } => match self.nodes.get_mut(&fh.ino) {
+                Some(n) if n.generation() == fh.generation && n.is_symlink() => Err(Errno::EPERM),
                 Some(n) if n.generation() == fh.generation => {
                     let had = n.xattrs().contains_key(name);
                     match (had, how) {
@@ -525,6 +590,7 @@ impl FsModel {
                 _ => Err(Errno::ESTALE),
             },
             Op::RemoveXattr { fh, name } => match self.nodes.get_mut(&fh.ino) {
+                Some(n) if n.generation() == fh.generation && n.is_symlink() => Err(Errno::EPERM),
                 Some(n) if n.generation() == fh.generation => n
                     .xattrs_mut()
                     .remove(name)
@@ -659,6 +725,11 @@ impl FsModel {
                     out.extend(xattr_lines(&p, n));
                     self.tree_below(c, &p, out);
                 }
+                Some(Node::File {
+                    kind: FileType::Symlink,
+                    data,
+                    ..
+                }) => out.push(super::tree::symlink_line(&p, s.mode, s.nlink, data)),
                 Some(n @ Node::File { data, .. }) => {
                     out.push(super::tree::file_line(&p, s.mode, s.nlink, data));
                     out.extend(xattr_lines(&p, n));
@@ -691,6 +762,7 @@ mod tests {
     #[test]
     fn agrees_with_the_real_service() {
         let (mut xattrs_set, mut xattrs_read, mut xattr_lines) = (0, 0, 0);
+        let (mut links_made, mut links_read, mut link_lines) = (0, 0, 0);
         for seed in 0..20 {
             let params = WorkloadParams {
                 keys: 2 + (seed as usize % 4),
@@ -735,6 +807,8 @@ mod tests {
                 match (&req.op, &want) {
                     (Op::SetXattr { .. }, Some(Outcome::Done)) => xattrs_set += 1,
                     (Op::GetXattr { .. }, Some(Outcome::Xattr(_))) => xattrs_read += 1,
+                    (Op::Symlink { .. }, Some(Outcome::Made(..))) => links_made += 1,
+                    (Op::ReadLink { .. }, Some(Outcome::ReadLink(_))) => links_read += 1,
                     _ => {}
                 }
                 clients[c].observe(&got);
@@ -743,12 +817,18 @@ mod tests {
             let dump = tree::checkpoint_tree(&real, 1).expect("held");
             let dump = dump.expect("readable");
             xattr_lines += dump.iter().filter(|l| l.contains(" xattr ")).count();
+            link_lines += dump.iter().filter(|l| l.contains(" symlink ")).count();
             assert_eq!(dump, model.tree(), "seed {seed}");
         }
         // Extended attributes were set, read and compared in the trees, not only refused.
         assert!(
             xattrs_set > 20 && xattrs_read > 0 && xattr_lines > 5,
             "{xattrs_set} set, {xattrs_read} read, {xattr_lines} in the trees"
+        );
+        // Symbolic links too.
+        assert!(
+            links_made > 20 && links_read > 5 && link_lines > 5,
+            "{links_made} made, {links_read} read, {link_lines} in the trees"
         );
     }
 }

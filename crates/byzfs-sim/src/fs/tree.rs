@@ -1,5 +1,6 @@
 //! A canonical dump of a file tree (sorted lines: path, type, permission bits, links, for
-//! files the size and a digest of the content, then a line per extended attribute), made the same way from the model
+//! files the size and a digest of the content, for symbolic links the target, then a line
+//! per extended attribute), made the same way from the model
 //! ([`super::model::FsModel::tree`]) and from a replica's checkpoint ([`checkpoint_tree`]).
 //!
 //! A checkpoint is read from what the replica would send a fetcher: its partitions as of that
@@ -25,6 +26,14 @@ pub fn file_line(path: &str, mode: u32, nlink: u32, data: &[u8]) -> String {
         "{path} file {mode:o} nlink={nlink} size={} {:?}",
         data.len(),
         Digest::of(data)
+    )
+}
+
+/// A symbolic link's line.
+pub fn symlink_line(path: &str, mode: u32, nlink: u32, target: &[u8]) -> String {
+    format!(
+        "{path} symlink {mode:o} nlink={nlink} -> {}",
+        String::from_utf8_lossy(target)
     )
 }
 
@@ -193,6 +202,10 @@ fn walk<S: Store>(
                 out.push(file_line(&p, a.mode, a.nlink, &data));
                 xattrs(fs, e.fh, &p, out)?;
             }
+            FileType::Symlink => match ask(fs, Op::ReadLink { fh: e.fh }) {
+                Ok(Reply::ReadLink(target)) => out.push(symlink_line(&p, a.mode, a.nlink, &target)),
+                other => return Err(format!("{p}: readlink gave {other:?}")),
+            },
             k => out.push(format!("{p} {k:?}")),
         }
     }

@@ -1,8 +1,9 @@
 //! The correct clients' file workload: random namespace and data operations over a few names
 //! (`a`, `b`, ...) in the directories a client has seen, so that clients collide (one creates
 //! what another removes, renames a directory another writes in, writes a file another
-//! truncates, sets an extended attribute another removes), on handles that may have gone
-//! stale. Reads (read, readdir, lookup, getattr, getxattr, listxattr) are sent read-only.
+//! truncates, sets an extended attribute another removes, makes a symbolic link where another
+//! creates a file), on handles that may have gone stale. Reads (read, readdir, lookup,
+//! getattr, readlink, getxattr, listxattr) are sent read-only.
 //! Writes are small, so no file outgrows what one operation may delete
 //! (`byzfs_fs::reclaim::STEP_BLOCKS`) and the model need not know the reclaim queue; some are
 //! big enough for separate request transmission.
@@ -215,6 +216,17 @@ impl FsWorkload {
                 name: self.xattr_name(),
             },
             965..972 => Op::ListXattr { fh: self.any() },
+            972..984 => {
+                let len = self.rng.gen_range(1..=12);
+                Op::Symlink {
+                    dir: self.dir(),
+                    name: self.name(),
+                    target: self.data(len),
+                }
+            }
+            984..992 => Op::ReadLink {
+                fh: self.pick(FileType::Symlink),
+            },
             _ => Op::GetAttr {
                 fh: self.pick(FileType::Regular),
             },
