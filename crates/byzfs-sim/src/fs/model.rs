@@ -303,6 +303,22 @@ impl FsModel {
         ino
     }
 
+    /// Makes `node(generation, directory)` as `dir/name` unless the name exists (`EEXIST`):
+    /// a mkdir's or a symlink's result.
+    fn make_new(
+        &mut self,
+        dir: FileHandle,
+        name: &[u8],
+        node: impl FnOnce(u64, u64) -> Node,
+    ) -> Result<Outcome, Errno> {
+        let d = self.dir(dir)?;
+        if self.entries(d).contains_key(name) {
+            return Err(Errno::EEXIST);
+        }
+        let t = self.make(d, name, node(self.next_generation, d));
+        Ok(Outcome::Made(self.seen(t), self.dir_nlink(d)))
+    }
+
     fn set_parent(&mut self, ino: u64, to: u64) {
         if let Some(Node::Dir { parent, .. }) = self.nodes.get_mut(&ino) {
             *parent = to;
@@ -434,43 +450,21 @@ impl FsModel {
                 if target.len() > byzfs_fs::dir::MAX_SYMLINK || target.contains(&0) {
                     return None;
                 }
-                self.dir(*dir).and_then(|d| {
-                    if self.entries(d).contains_key(name) {
-                        return Err(Errno::EEXIST);
-                    }
-                    let generation = self.next_generation;
-                    let t = self.make(
-                        d,
-                        name,
-                        Node::File {
-                            kind: FileType::Symlink,
-                            generation,
-                            mode: 0o777,
-                            data: Arc::new(target.clone()),
-                            nlink: 1,
-                            xattrs: OrdMap::new(),
-                        },
-                    );
-                    Ok(Outcome::Made(self.seen(t), self.dir_nlink(d)))
+                self.make_new(*dir, name, |generation, _| Node::File {
+                    kind: FileType::Symlink,
+                    generation,
+                    mode: 0o777,
+                    data: Arc::new(target.clone()),
+                    nlink: 1,
+                    xattrs: OrdMap::new(),
                 })
             }
-            Op::Mkdir { dir, name, mode } => self.dir(*dir).and_then(|d| {
-                if self.entries(d).contains_key(name) {
-                    return Err(Errno::EEXIST);
-                }
-                let generation = self.next_generation;
-                let t = self.make(
-                    d,
-                    name,
-                    Node::Dir {
-                        generation,
-                        mode: mode & 0o7777,
-                        parent: d,
-                        entries: OrdMap::new(),
-                        xattrs: OrdMap::new(),
-                    },
-                );
-                Ok(Outcome::Made(self.seen(t), self.dir_nlink(d)))
+            Op::Mkdir { dir, name, mode } => self.make_new(*dir, name, |generation, d| Node::Dir {
+                generation,
+                mode: mode & 0o7777,
+                parent: d,
+                entries: OrdMap::new(),
+                xattrs: OrdMap::new(),
             }),
             Op::Remove { dir, name } => self.dir(*dir).and_then(|d| {
                 let &t = self.entries(d).get(name).ok_or(Errno::ENOENT)?;
