@@ -54,7 +54,7 @@ fn a_rollback_that_keeps_created_records_is_caught_by_the_file_checkers() {
     let fired = caught(
         Family::FsPartition,
         StoreMutation::RollbackKeepsCreated,
-        &[57],
+        &[63],
     );
     assert!(fired.contains(&fs_results::NAME), "{fired:?}");
     // ...and a checkpoint whose digests agree holds another tree.

@@ -199,18 +199,19 @@ const CASES: &[Case] = &[
     (
         // A liveness rule: a replica alone in a higher view never finishes a fetch, since
         // the cluster discards each checkpoint before its partitions arrive, and the run
-        // never ends (budget, with `OUTRUN_BUDGET`; 18 of 40 of outrun).
+        // never ends (budget, with `OUTRUN_BUDGET`; 16 of 40 of outrun since chunks are
+        // asked ahead, docs/PROTOCOL.md §2.4).
         Mutation::NoCheckpointLoans,
         Family::Outrun,
-        &[0, 2],
+        &[0, 1],
         &[BUDGET],
     ),
     (
         // A replica alone in a higher view runs a batch on an eager voter's COMMIT and one
-        // correct replica's: 22 of 200 of left-behind.
+        // correct replica's: 21 of 200 of left-behind.
         Mutation::ForeignCommitQuorumF1,
         Family::LeftBehind,
-        &[4, 22],
+        &[22, 23],
         &[committed_prepared::NAME],
     ),
     (
@@ -224,9 +225,9 @@ const CASES: &[Case] = &[
     ),
 ];
 
-/// The event budget of the `no-checkpoint-loans` runs: twice what seeds 0 and 2 of outrun
-/// need without the mutation (48,081 and 43,023 events), so the mutated runs, which never
-/// end, stop soon.
+/// The event budget of the `no-checkpoint-loans` runs: about twice what seeds 0 and 1 of
+/// outrun need without the mutation (47,417 and 35,480 events), so the mutated runs, which
+/// never end, stop soon.
 const OUTRUN_BUDGET: u64 = 100_000;
 
 /// The run of `seed` of `family`, with the budget the case needs.

@@ -158,6 +158,83 @@ fn a_chunk_with_a_false_total_is_refused_and_the_replier_replaced() {
     assert_eq!(c.r[3].state_digest(), c.r[0].state_digest());
 }
 
+/// Once a partition's first chunk tells its length, the fetcher asks `CHUNKS_AHEAD` more at
+/// once, and joins chunks that come out of order: asked one after the other, a partition of
+/// many chunks took longer than a fast cluster lends a checkpoint for (simulator:
+/// fs-partition 0, docs/PROTOCOL.md §2.4).
+#[test]
+fn chunks_of_a_partition_are_asked_ahead_and_joined_out_of_order() {
+    let mut c = cluster_with_a_replica_behind_big_partitions();
+    c.cfg.state_chunk_bytes = 8 * 1024;
+    for r in &mut c.r {
+        r.config.state_chunk_bytes = 8 * 1024;
+    }
+    c.lose = Some(Tag::StatePart);
+    c.advance(Duration::from_millis(400));
+    let f = c.r[3].fetch.clone().expect("fetching");
+    let (seq, replier) = (f.seq, f.replier);
+    let chunk = c.cfg.state_chunk_bytes as u64;
+    let (part, data) = f
+        .needed
+        .iter()
+        .filter_map(|&p| Some((p, c.r[replier as usize].service().export_partition(seq, p)?)))
+        .max_by_key(|(_, d)| d.len())
+        .expect("a partition to fetch");
+    let total = data.len() as u64;
+    assert!(total > 6 * chunk, "{total} bytes: more than 6 chunks");
+    let rk = TestKeys::new(1, c.cfg.n()).replica(replier, [CLIENT]);
+    let chunk_at = |offset: u64| {
+        let end = (offset + chunk).min(total);
+        let m = Message::StatePart(StatePart {
+            replica: replier,
+            seq,
+            part,
+            offset,
+            total,
+            data: data[offset as usize..end as usize].to_vec(),
+        });
+        encode(
+            Envelope::new(Principal::Replica(replier), 0),
+            &m,
+            Auth::Mac(&rk.to_replica[3]),
+        )
+    };
+    let ask = |offset: u64| {
+        let what = FetchWhat::StatePart { seq, part, offset };
+        Out::Send(replier, Message::Fetch(Fetch { replica: 3, what }))
+    };
+    drain(&mut c.r[3]);
+    c.r[3].handle_message(c.now, &chunk_at(0));
+    assert_eq!(
+        outputs(drain(&mut c.r[3])),
+        (1..=4).map(|k| ask(k * chunk)).collect::<Vec<_>>(),
+        "four chunks asked ahead"
+    );
+    // The third comes first: kept, and one more asked to keep four ahead.
+    c.r[3].handle_message(c.now, &chunk_at(3 * chunk));
+    assert_eq!(outputs(drain(&mut c.r[3])), vec![ask(5 * chunk)]);
+    // A copy of it again, or a chunk never asked, is late.
+    c.r[3].handle_message(c.now, &chunk_at(3 * chunk));
+    c.r[3].handle_message(c.now, &chunk_at(6 * chunk));
+    assert_eq!(outputs(drain(&mut c.r[3])), vec![]);
+    assert_eq!(c.r[3].stats().dropped[&DropReason::Stale], 2);
+    // The rest, in any order, completes the partition (its digest checked).
+    let mut rest: Vec<u64> = (1..total.div_ceil(chunk)).filter(|&k| k != 3).collect();
+    rest.reverse();
+    for _ in 0..total.div_ceil(chunk) {
+        let Some(&k) = rest.last() else { break };
+        rest.pop();
+        c.r[3].handle_message(c.now, &chunk_at(k * chunk));
+        drain(&mut c.r[3]);
+    }
+    let f = c.r[3].fetch.as_ref();
+    assert!(
+        f.is_none_or(|f| !f.needed.contains(&part)),
+        "partition {part} imported"
+    );
+    assert_eq!(c.r[3].stats().dropped.get(&DropReason::Invalid), None);
+}
+
 /// A fetch whose answers do not come waits longer before each retry: four STATUS intervals,
 /// then 8, 16 and at most 32 (at 1 Mb/s a fixed 600 ms asked one replier after another for
 /// a STATE-META that took over a second to cross); the first answer that checks shortens
