@@ -96,14 +96,32 @@ impl Sum {
     }
 }
 
-/// The hash of one leaf, as a summand.
+/// The hash of one leaf, as a summand: [`leaf_sum`] of [`leaf_seed`].
 pub fn leaf_hash(key: &[u8], value: &[u8]) -> Sum {
+    leaf_sum(&leaf_seed(key, value))
+}
+
+/// The 32-byte hash of one leaf from which its summand is expanded ([`leaf_sum`]).
+///
+/// Apart from the summand so that a store which keeps values on disk can keep this instead
+/// of the 512-byte summand (or of the value) for every key, and still take an overwritten
+/// or deleted value out of its partition's sum without reading it back.
+pub fn leaf_seed(key: &[u8], value: &[u8]) -> [u8; 32] {
     let mut h = blake3::Hasher::new_derive_key(LEAF_CONTEXT);
     h.update(&(key.len() as u64).to_le_bytes());
     h.update(key);
     h.update(value);
+    *h.finalize().as_bytes()
+}
+
+/// The summand of a leaf whose [`leaf_seed`] is `seed`: `SUM_BYTES` of BLAKE3's output
+/// keyed by the seed (an extendable output whose every bit depends on the whole leaf).
+pub fn leaf_sum(seed: &[u8; 32]) -> Sum {
     let mut bytes = [0u8; SUM_BYTES];
-    h.finalize_xof().fill(&mut bytes);
+    blake3::Hasher::new_keyed(seed)
+        .update(LEAF_CONTEXT.as_bytes())
+        .finalize_xof()
+        .fill(&mut bytes);
     let mut limbs = [0u64; SUM_LIMBS];
     for (limb, chunk) in limbs.iter_mut().zip(bytes.chunks_exact(8)) {
         let mut b = [0u8; 8];

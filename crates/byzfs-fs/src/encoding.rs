@@ -527,8 +527,8 @@ mod tests {
     }
 
     /// One value of every stored record type (and of a request, a result and some store
-    /// keys), with the bytes this crate writes for it in store format 3
-    /// ([`crate::store::redb::FORMAT`]). A change here needs a new format number.
+    /// keys), with the bytes this crate writes for it in log store format 1
+    /// ([`crate::store::LOG_FORMAT`]). A change here needs a new format number.
     #[test]
     fn stored_records_keep_their_bytes() {
         let target = Target {

@@ -85,28 +85,25 @@
 //! ## Storage backends
 //!
 //! * [`MemStore`](store::MemStore): in memory (tests, the simulator).
-//! * [`RedbStore`](store::RedbStore) (cargo feature `redb`, on by default): one redb file
-//!   per replica; records, undo logs of held checkpoints and partition sums on disk, so files
-//!   of several GB do not live in memory. One fsync per checkpoint, not per operation, and
-//!   one redb write transaction per checkpoint too: operations' writes are staged in memory
-//!   until then (at most 16 MiB).
+//! * [`LogStore`](store::LogStore): a log of segments on disk, one appended frame per
+//!   operation, the index (each key's place in the log) in memory; values stay on disk, so
+//!   files of many GB cost disk, not memory. Synced once per stable checkpoint, compacted
+//!   there when half of what closed segments hold is garbage.
 //!
 //! Both implement [`store::Store`] and give identical digests and exports for the same calls
 //! (property-tested), so replicas with different backends agree. The state machine itself
-//! (everything but `store/redb.rs`) does no I/O.
+//! (everything but `store/log/`) does no I/O.
 //!
 //! ## Known limitations
 //!
 //! * A directory's entries live in one partition: a directory of 100,000 entries makes one
-//!   partition of a few tens of MB, sent whole by state transfer (which does not chunk
-//!   partitions yet, docs/STATUS.md).
+//!   partition of a few tens of MB, which state transfer moves in chunks.
 //! * A disk failure inside `checkpoint`, `rollback`, `discard_checkpoints_below`,
-//!   `import_partition` or `finish_import` of the redb backend panics the replica: the
-//!   `Service` trait has no error channel there, and going on would diverge silently. A
-//!   failure in an operation (the common case of a full disk) is handled without a panic
-//!   (see [`service`]).
-//! * `byzfs replica --service fs` resets its redb file at start, because the replica's
-//!   protocol state is not durable yet; durable restart needs the replica's own restore.
+//!   `import_partition` or `finish_import` of the log store cannot be answered (the
+//!   `Service` trait has no error channel there): it is recorded (`Service::failure`) and
+//!   the driver stops the replica. A failure in an operation (the common case of a full
+//!   disk) is handled without stopping (see [`service`]).
+//! * The log store's index is in memory (about 100 bytes and the key per record).
 
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]

@@ -1,5 +1,6 @@
 //! Deliberately broken store rules (test-only switch, feature `mutations`), in the code that
-//! makes tentative execution undoable: [`crate::store::MemStore`]'s rollback and checkpoints.
+//! makes tentative execution undoable: the rollback, checkpoints and exports of
+//! [`crate::store::MemStore`] and of [`crate::store::LogStore`]'s index.
 //! The simulator's file-service checkers must catch each one (`byzfs-sim --mutation NAME`
 //! in an `fs-` family). Production builds do not compile this module.
 

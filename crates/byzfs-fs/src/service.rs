@@ -18,7 +18,7 @@
 //! they must never become replicated state. The operation's writes are discarded whole (the
 //! store applies write sets atomically, so nothing already stored is lost), this replica
 //! answers `ENOSPC` (disk full) or `EIO`, and counts it in [`FileService::local_failures`].
-//! A disk store ([`crate::store::RedbStore`]) also records the failure (`Service::failure`),
+//! A disk store ([`crate::store::LogStore`]) also records the failure (`Service::failure`),
 //! and the driver stops the replica before that answer leaves: it counts as one of the `f`
 //! faults until restarted with room, when it recovers from its log and by state transfer.
 //! A store that can go on after a failed write (and reports no failure) just lags: its next

@@ -3,7 +3,7 @@
 //! proofs and group records — from several clients with random credentials, and requests
 //! nested far deeper than any correct client nests. No replica may panic or overflow its
 //! stack, every replica gives the same answer, and the replicated state stays identical at
-//! every replica, two in memory and one on a redb store.
+//! every replica, two in memory and one on a log store.
 
 use crate::common;
 
@@ -11,7 +11,7 @@ use byzfs_bft::Service;
 use byzfs_fs::proto::group::GroupRecord;
 use byzfs_fs::proto::lock::{LockKind, LockReq};
 use byzfs_fs::proto::proof::WriterProof;
-use byzfs_fs::store::RedbStore;
+use byzfs_fs::store::LogStore;
 use byzfs_fs::{
     decode_result, Credentials, Errno, Extent, FileHandle, FileService, FsResult, Op, Request,
     SetAttr, SpecialKind,
@@ -405,23 +405,22 @@ fn to_op(t: &T, known: &[FileHandle]) -> Op {
     }
 }
 
-/// The replicas: two in memory, one on a redb store in `dir`.
+/// The replicas: two in memory, one on a log store in `dir`.
 struct Replicas {
     mem: [FileService; 2],
-    disk: FileService<RedbStore>,
+    disk: FileService<LogStore>,
 }
 
 impl Replicas {
     fn new(dir: &std::path::Path) -> Replicas {
         let cfg = small_config();
-        let store = RedbStore::create_scratch(dir.join("r.redb"), cfg.partitions, 1 << 20)
-            .expect("scratch store");
+        let store = LogStore::create_scratch(dir.join("r"), cfg.partitions).expect("scratch store");
         Replicas {
             mem: [
                 FileService::in_memory(cfg.clone()),
                 FileService::in_memory(cfg.clone()),
             ],
-            disk: FileService::with_store(store, cfg).expect("file service on redb"),
+            disk: FileService::with_store(store, cfg).expect("file service on a log store"),
         }
     }
 
@@ -443,7 +442,7 @@ impl Replicas {
             ]
         };
         assert_eq!(answers[0], answers[1], "two replicas in memory differ");
-        assert_eq!(answers[0], answers[2], "the replica on redb differs");
+        assert_eq!(answers[0], answers[2], "the replica on a log store differs");
         answers[0].clone()
     }
 

@@ -117,8 +117,12 @@ const META: TableDefinition<&str, &[u8]> = TableDefinition::new("meta");
 /// checkpoint certificates) adds the log record `Certified`, which a format-1 binary cannot decode: it opens format
 /// 1 directories and marks them 2, so an older binary refuses them instead of misreading
 /// them. Format 3 (the vote horizon, ARCHITECTURE.md Deviations 25) adds the `meta` key `horizon` and stores `abstain` as
-/// `(view, seq)`; it opens formats 1 and 2 (which have neither) and marks them 3.
-pub const FORMAT: u32 = 3;
+/// `(view, seq)`; it opens formats 1 and 2 (which have neither) and marks them 3. Format 4
+/// changes every state digest (a leaf's summand is expanded from a 32-byte seed,
+/// `byzfs_bft::state::leaf_seed`) and keeps the file service's state in a log store
+/// (`fs-state/`, `byzfs_fs::store::LogStore`) instead of `fs-state.redb`: the checkpoints a
+/// format-3 directory holds no longer match any replica's, so formats 1 to 3 are refused.
+pub const FORMAT: u32 = 4;
 /// `meta` key present after a clean stop ([`Durability::close`]).
 const CLEAN: &str = "clean";
 /// `meta` key: the kernel's boot id at the last start.
@@ -311,25 +315,20 @@ impl DiskDurability {
                 .get("format")
                 .map_err(|e| corrupt(e.to_string()))?
                 .map(|g| <[u8; 4]>::try_from(g.value()).map_or(u32::MAX, u32::from_le_bytes));
-            match format {
-                Some(FORMAT) => {}
-                // Formats 1 and 2 are format 3 without its new records (`Certified`;
-                // `horizon` and the two-number `abstain`): upgraded in place.
-                Some(1 | 2) => {
+            match (format, &found) {
+                (Some(FORMAT), _) => {}
+                // A new directory.
+                (None, None) => {
                     meta.insert("format", FORMAT.to_le_bytes().as_slice())
                         .map_err(|e| corrupt(e.to_string()))?;
                 }
-                Some(found) => {
+                // Written before the key existed (format 1), or in another format.
+                (found, _) => {
                     return Err(StorageError::Format {
                         path,
-                        found,
+                        found: found.unwrap_or(1),
                         supported: FORMAT,
                     })
-                }
-                // New, or written before the key existed (format 1).
-                None => {
-                    meta.insert("format", FORMAT.to_le_bytes().as_slice())
-                        .map_err(|e| corrupt(e.to_string()))?;
                 }
             }
         }
@@ -1116,17 +1115,16 @@ mod format_tests {
     }
 
     #[test]
-    fn format_1_and_2_directories_open_and_are_marked_format_3() {
-        for old in [1u32, 2] {
+    fn directories_of_formats_1_to_3_are_refused() {
+        for old in [1u32, 2, 3] {
             let dir = tempfile::tempdir().unwrap();
             drop(DiskDurability::open(dir.path(), "me").unwrap());
             set_format(dir.path(), &old.to_le_bytes());
-            drop(DiskDurability::open(dir.path(), "me").unwrap());
-            let db = Database::create(dir.path().join(DB_FILE)).unwrap();
-            let txn = db.begin_read().unwrap();
-            let meta = txn.open_table(META).unwrap();
-            let v = meta.get("format").unwrap().unwrap().value().to_vec();
-            assert_eq!(v, 3u32.to_le_bytes());
+            let e = DiskDurability::open(dir.path(), "me").unwrap_err();
+            assert!(
+                matches!(e, StorageError::Format { found, supported: 4, .. } if found == old),
+                "{e}"
+            );
         }
     }
 
@@ -1143,7 +1141,6 @@ mod format_tests {
             }
             txn.commit().unwrap();
         }
-        set_format(dir.path(), &2u32.to_le_bytes());
         let mut disk = DiskDurability::open(dir.path(), "me").unwrap();
         let loaded = disk.take_loaded().unwrap();
         assert!(loaded.records.contains(&PersistRecord::Abstain(5)));
@@ -1164,7 +1161,7 @@ mod format_tests {
     }
 
     #[test]
-    fn a_directory_from_before_the_format_key_opens_as_format_1() {
+    fn a_directory_from_before_the_format_key_is_refused_as_format_1() {
         let dir = tempfile::tempdir().unwrap();
         drop(DiskDurability::open(dir.path(), "me").unwrap());
         {
@@ -1176,11 +1173,7 @@ mod format_tests {
             }
             txn.commit().unwrap();
         }
-        drop(DiskDurability::open(dir.path(), "me").unwrap());
-        let db = Database::create(dir.path().join(DB_FILE)).unwrap();
-        let txn = db.begin_read().unwrap();
-        let meta = txn.open_table(META).unwrap();
-        let v = meta.get("format").unwrap().unwrap().value().to_vec();
-        assert_eq!(v, FORMAT.to_le_bytes());
+        let e = DiskDurability::open(dir.path(), "me").unwrap_err();
+        assert!(matches!(e, StorageError::Format { found: 1, .. }), "{e}");
     }
 }

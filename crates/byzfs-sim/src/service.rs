@@ -5,7 +5,7 @@
 
 use crate::kv::KvService;
 use byzfs_bft::{ClientId, Digest, Seq, Service, Time};
-use byzfs_fs::store::RedbStore;
+use byzfs_fs::store::LogStore;
 use byzfs_fs::FileService;
 
 /// Which service a family replicates.
@@ -15,7 +15,7 @@ pub enum ServiceKind {
     Kv,
     /// `byzfs_fs::FileService` on its in-memory store.
     Fs,
-    /// `byzfs_fs::FileService` on a persistent redb store on the simulated disk
+    /// `byzfs_fs::FileService` on a persistent log store on the simulated disk
     /// (`crate::fs::disk`), as a `disk`-mode replica runs it.
     FsDisk,
 }
@@ -34,7 +34,7 @@ pub enum SimService {
     /// The file service (boxed: it is much larger than the key-value one).
     Fs(Box<FileService>),
     /// The file service on the simulated disk.
-    FsDisk(Box<FileService<RedbStore>>),
+    FsDisk(Box<FileService<LogStore<crate::fs::disk::SimDisk>>>),
 }
 
 macro_rules! each {

@@ -4,7 +4,7 @@ use anyhow::Context as _;
 use byzfs_bft::services::kv::KvService;
 use byzfs_bft::services::null::NullService;
 use byzfs_bft::{Seq, Service};
-use byzfs_fs::store::{Compaction, RedbStore, DEFAULT_CACHE_BYTES};
+use byzfs_fs::store::LogStore;
 use byzfs_fs::{FileService, FsConfig};
 use byzfs_net::cluster::ClusterConfig;
 use byzfs_net::keygen::replica_key_path;
@@ -42,7 +42,7 @@ pub enum ServiceKind {
     Null,
     /// The key-value store (`byzfs kv`).
     Kv,
-    /// The file service (`byzfs mount`), state in a redb file under `--data` (else memory).
+    /// The file service (`byzfs mount`), state in a log store under `--data` (`fs-state/`).
     Fs,
 }
 
@@ -153,14 +153,7 @@ pub fn run(a: ReplicaArgs) -> anyhow::Result<ExitCode> {
             if let Some((uid, gid)) = a.fs_root_owner {
                 (cfg.root_uid, cfg.root_gid) = (uid, gid);
             }
-            // Replicas take turns compacting their stores (`Compaction`): at most one
-            // pauses for it at a time.
-            let turn = Compaction {
-                interval: cluster.bft.checkpoint_interval,
-                replicas: cluster.replicas.len() as u64,
-                index: u64::from(a.id),
-            };
-            let fs = file_service(&data_dir(&a), cfg, stored, turn)?;
+            let fs = file_service(&data_dir(&a), cfg, stored)?;
             // `df` and ENOSPC never promise more than the disks hold (`capacity_report`).
             // Started once the store's directory exists: measured before, a disk that
             // cannot be found reported no room, and two such reports made the cluster
@@ -204,36 +197,42 @@ pub(crate) fn fs_config(cluster: &ClusterConfig) -> FsConfig {
     }
 }
 
-/// The file service on its redb file `fs-state.redb` in `dir` (created), for a replica or
-/// the unreplicated server. `stored` is `None` in `memory` mode, else the stable checkpoint
-/// the data directory's own database names (`None` if none yet):
-/// * `disk`: the file persists. `Replica::restore` (or NO-REP's restore) rolls it back to
+/// The file service on its log store `fs-state/` in `dir` (created), for a replica or the
+/// unreplicated server. `stored` is `None` in `memory` mode, else the stable checkpoint the
+/// data directory's own database names (`None` if none yet):
+/// * `disk`: the store persists. `Replica::restore` (or NO-REP's restore) returns it to
 ///   that checkpoint and replays the executed batches after it; the database keeps only the
-///   checkpoint's digests and the reply cache. With no checkpoint named yet, the file
+///   checkpoint's digests and the reply cache. With no checkpoint named yet, the store
 ///   starts empty.
-/// * `memory`: it starts empty and catches up by state transfer, so the file is scratch
-///   space, replaced here and never synced.
+/// * `memory`: it starts empty and catches up by state transfer, so the store is scratch
+///   space, emptied here and never synced.
 ///
-/// A persistent store compacts its file at the stable checkpoints of `turn`.
+/// A directory that still holds the store of an older byzfs (`fs-state.redb`) is refused.
 pub(crate) fn file_service(
     dir: &Path,
     cfg: FsConfig,
     stored: Option<Option<Seq>>,
-    turn: Compaction,
-) -> anyhow::Result<FileService<RedbStore>> {
+) -> anyhow::Result<FileService<LogStore>> {
     std::fs::create_dir_all(dir)
         .with_context(|| format!("cannot create the data directory {}", dir.display()))?;
-    let path = dir.join("fs-state.redb");
-    let mut store = match stored {
-        Some(seq) => {
-            RedbStore::open_persistent(&path, cfg.partitions, DEFAULT_CACHE_BYTES, seq.is_none())
-        }
-        None => RedbStore::create_scratch(&path, cfg.partitions, DEFAULT_CACHE_BYTES),
+    let old = dir.join("fs-state.redb");
+    if old.exists() {
+        anyhow::bail!(
+            "{} holds the file service's state in the store of an older byzfs, which this one \
+             does not read; move the data directory away and start the replica again: it \
+             rejoins empty and catches up from the others by state transfer (a whole cluster \
+             of older replicas upgrades as docs/DEPLOY.md \"Upgrades\" says)",
+            old.display()
+        );
     }
-    .with_context(|| format!("cannot open {}", path.display()))?;
-    store.set_compaction(turn);
+    let path = dir.join("fs-state");
+    let store = match stored {
+        Some(seq) => LogStore::open_persistent(&path, cfg.partitions, seq.is_none()),
+        None => LogStore::create_scratch(&path, cfg.partitions),
+    }
+    .with_context(|| format!("cannot open the store in {}", path.display()))?;
     FileService::with_store(store, cfg)
-        .with_context(|| format!("cannot initialise {}", path.display()))
+        .with_context(|| format!("cannot initialise the store in {}", path.display()))
 }
 
 /// `--data`, or `data/replica-<id>` beside the config.

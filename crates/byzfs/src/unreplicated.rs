@@ -86,17 +86,11 @@ pub fn run(a: UnreplicatedArgs) -> anyhow::Result<ExitCode> {
         ServiceKind::Kv => serve(cluster, secret, KvService::new(), durability, &a),
         // NO-REP of the file benchmarks (issue #4 item 4): the same file service on the same
         // store as a replica's, so that files of many GB do not need memory and the baseline
-        // does the same work per operation: in `disk` mode a persistent redb file, reopened
-        // at the checkpoint the log names; in `memory` mode a scratch file.
+        // does the same work per operation: in `disk` mode a persistent log store, reopened
+        // at the checkpoint the log names; in `memory` mode a scratch one.
         ServiceKind::Fs => {
-            // Alone: every stable checkpoint is its turn to compact.
-            let turn = byzfs_fs::store::Compaction {
-                interval: cluster.bft.checkpoint_interval,
-                replicas: 1,
-                index: 0,
-            };
             let cfg = crate::replica::fs_config(&cluster);
-            let fs = file_service(&dir, cfg, stored, turn)?;
+            let fs = file_service(&dir, cfg, stored)?;
             serve(cluster, secret, fs, durability, &a)
         }
     }

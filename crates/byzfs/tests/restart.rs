@@ -434,11 +434,15 @@ fn disk_mode_replica_restarted_without_its_data_rejoins_with_matching_digest() {
 
 /// `byzfs replica` exits non-zero with one `error:` line containing every needle.
 fn refuses(config: &Path, data: &Path, needles: &[&str]) {
+    refuses_as("kv", config, data, needles)
+}
+
+fn refuses_as(service: &str, config: &Path, data: &Path, needles: &[&str]) {
     let out = Command::new(BIN)
         .arg("replica")
         .arg("--config")
         .arg(config)
-        .args(["--id", "1", "--data"])
+        .args(["--service", service, "--id", "1", "--data"])
         .arg(data)
         .output()
         .unwrap();
@@ -474,6 +478,16 @@ fn unusable_or_corrupt_data_directory_gives_one_line_errors() {
     )
     .unwrap();
     refuses(&config, &data, &["is corrupt", "delete the data directory"]);
+    // The file service's store of an older byzfs.
+    let old = dir.path().join("data-old");
+    std::fs::create_dir_all(&old).unwrap();
+    std::fs::write(old.join("fs-state.redb"), b"redb").unwrap();
+    refuses_as(
+        "fs",
+        &config,
+        &old,
+        &["fs-state.redb", "older byzfs", "state transfer"],
+    );
 }
 
 /// Not a benchmark (`byzfs bench` is): a sanity timing of 1000 sequential puts per mode.

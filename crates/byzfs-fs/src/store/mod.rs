@@ -5,7 +5,8 @@
 //! `Service` trait are the store's. Backends:
 //!
 //! * [`MemStore`]: everything in memory. Used by tests and the simulator.
-//! * [`RedbStore`]: data on disk, checkpoints kept as undo records in redb, operations'
+//! * [`LogStore`]: data on disk as a log of what changed, the index in memory, checkpoints
+//!   as undo logs of places in the log (see its module docs).
 //!   writes staged in memory until the next checkpoint (see its module docs).
 //!
 //! **Placement.** The partition of a key is its first [`PLACEMENT_BYTES`] bytes read as a
@@ -26,14 +27,15 @@ use byzfs_bft::{Digest, Seq};
 use serde::{Serialize, Serializer};
 use std::collections::BTreeMap;
 
+mod log;
 mod mem;
-#[cfg(feature = "redb")]
-mod redb;
 mod txn;
 
+pub use log::{
+    DirMedium, LogCounters, LogStore, Medium, MemMedium, FORMAT as LOG_FORMAT,
+    SEGMENT_BYTES as LOG_SEGMENT_BYTES,
+};
 pub use mem::MemStore;
-#[cfg(feature = "redb")]
-pub use redb::{Compaction, RedbStore, COMPACT_MIN_BYTES, DEFAULT_CACHE_BYTES, SPLIT_BYTES};
 pub use txn::{ReadLog, Txn};
 
 /// Number of leading key bytes that decide a key's partition.
@@ -129,18 +131,18 @@ pub trait Store {
     fn finish_import(&mut self, seq: Seq) -> Vec<Digest>;
 
     /// Whether the store keeps its state durably for its owner to reopen
-    /// (`RedbStore::open_persistent`). Default: no.
+    /// (`LogStore::open_persistent`). Default: no.
     fn persists(&self) -> bool {
         false
     }
 
-    /// Makes the state durable, keeping checkpoint `stored` (`RedbStore::persist`).
+    /// Makes the state durable, keeping checkpoint `stored` (`LogStore::persist`).
     /// Default: nothing to do.
     fn persist(&mut self, _stored: Seq) -> Result<(), StoreError> {
         Ok(())
     }
 
-    /// Returns a reopened store to held checkpoint `seq` (`RedbStore::reopen_at`).
+    /// Returns a reopened store to held checkpoint `seq` (`LogStore::reopen_at`).
     /// Default: an error (nothing is kept across a restart).
     fn reopen_at(&mut self, seq: Seq) -> Result<Vec<Digest>, StoreError> {
         Err(StoreError::Io(format!(

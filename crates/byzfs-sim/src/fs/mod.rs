@@ -17,7 +17,7 @@ pub mod workload;
 use byzfs_bft::ClientId;
 use byzfs_fs::policy::Certified;
 use byzfs_fs::proto::grant::{Grant, Ids, SignedGrant, NOBODY};
-use byzfs_fs::store::RedbStore;
+use byzfs_fs::store::LogStore;
 use byzfs_fs::{
     decode_result, ClientPolicy, Credentials, FileService, FsConfig, Op, Reply, Request,
 };
@@ -71,22 +71,21 @@ pub fn service(clock_tolerance: Duration) -> FileService {
     FileService::in_memory(config(clock_tolerance))
 }
 
-/// The service on a persistent redb store on `disk`, as a `disk`-mode replica opens it:
-/// an empty disk is a fresh store, one that holds a store is reopened as it is (the
-/// replica's restore then rolls it back to its recorded checkpoint).
+/// The service on a persistent log store on `disk`, as a `disk`-mode replica opens it: an
+/// empty disk is a fresh store, one that holds a store is reopened as it is (the replica's
+/// restore then returns it to its recorded checkpoint).
+/// `mutation` is switched on before the store replays what the disk holds.
 pub fn disk_service(
     clock_tolerance: Duration,
     disk: &disk::SimDisk,
-) -> Result<FileService<RedbStore>, String> {
-    let store = RedbStore::open_persistent_on(disk.backend(), PARTITIONS, DISK_CACHE_BYTES)
+    mutation: Option<byzfs_fs::mutation::StoreMutation>,
+) -> Result<FileService<LogStore<disk::SimDisk>>, String> {
+    let mut store = LogStore::open_persistent_mutated(disk.handle(), PARTITIONS, mutation)
         .map_err(|e| format!("opening the store on the simulated disk: {e}"))?;
+    store.set_segment_bytes(disk::SEGMENT_BYTES);
     FileService::with_store(store, config(clock_tolerance))
         .map_err(|e| format!("initialising the store on the simulated disk: {e}"))
 }
-
-/// The page cache of a simulated replica's redb store (small: four replicas per run, runs
-/// in parallel).
-const DISK_CACHE_BYTES: usize = 1 << 20;
 
 /// The credentials every simulated client states.
 pub fn credentials() -> Credentials {

@@ -245,8 +245,8 @@ fn describe_request(fs: bool, op: &[u8]) -> String {
     }
 }
 
-/// A fresh service of the kind `plan` replicates, with `fs_mutation` in its store (the
-/// in-memory one: the disk store has no mutations); a disk store opens what `disk` holds.
+/// A fresh service of the kind `plan` replicates, with `fs_mutation` in its store; a disk
+/// store opens what `disk` holds.
 fn new_service(plan: &Plan, fs_mutation: Option<StoreMutation>, disk: &SimDisk) -> SimService {
     match plan.family.service() {
         ServiceKind::Kv => SimService::Kv(KvService::with_clock_tolerance(plan.clock_tolerance)),
@@ -257,10 +257,12 @@ fn new_service(plan: &Plan, fs_mutation: Option<StoreMutation>, disk: &SimDisk) 
         }
         // The simulated disk holds exactly what the store wrote: a failure to open it is a
         // bug, as a failed restore is (`node::restart_with_state`).
-        ServiceKind::FsDisk => match crate::fs::disk_service(plan.clock_tolerance, disk) {
-            Ok(s) => SimService::FsDisk(Box::new(s)),
-            Err(e) => panic!("{e}"),
-        },
+        ServiceKind::FsDisk => {
+            match crate::fs::disk_service(plan.clock_tolerance, disk, fs_mutation) {
+                Ok(s) => SimService::FsDisk(Box::new(s)),
+                Err(e) => panic!("{e}"),
+            }
+        }
     }
 }
 

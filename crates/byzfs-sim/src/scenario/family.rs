@@ -166,7 +166,7 @@ pub enum Family {
     FsTransferPowerCuts,
     /// [`Family::Byzzfuzz`]'s plan over the file service.
     FsByzzfuzz,
-    /// [`Family::Crash`]'s plan over the file service on a persistent redb store on the
+    /// [`Family::Crash`]'s plan over the file service on a persistent log store on the
     /// simulated disk (every `FsDisk…` family: `crate::fs::disk`), as a `disk`-mode replica
     /// runs it: a restarted replica reopens its store and rolls it back to the checkpoint
     /// its log names; a power cut loses the store's writes since its last sync.
