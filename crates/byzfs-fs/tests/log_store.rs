@@ -80,19 +80,25 @@ proptest! {
     fn the_log_store_matches_memory(
         steps in proptest::collection::vec(step(), 1..50),
         on_files in any::<bool>(),
+        // Every write a frame at once, a few staged, or all staged until a checkpoint.
+        write_back in prop_oneof![Just(0usize), Just(40), Just(1 << 20)],
     ) {
         let dir = tempfile::tempdir().unwrap();
         let disk = MemMedium::new();
         let open = |fresh: bool| -> Box<dyn Store> {
             if on_files {
-                if fresh {
-                    Box::new(LogStore::create_scratch(dir.path(), PARTS).unwrap())
+                let mut s = if fresh {
+                    LogStore::create_scratch(dir.path(), PARTS).unwrap()
                 } else {
                     let m = byzfs_fs::store::DirMedium::open(dir.path(), true).unwrap();
-                    Box::new(LogStore::open_on(m, PARTS).unwrap())
-                }
+                    LogStore::open_on(m, PARTS).unwrap()
+                };
+                s.set_write_back_bytes(write_back);
+                Box::new(s)
             } else {
-                Box::new(LogStore::open_on(disk.handle(), PARTS).unwrap())
+                let mut s = LogStore::open_on(disk.handle(), PARTS).unwrap();
+                s.set_write_back_bytes(write_back);
+                Box::new(s)
             }
         };
         let mut m = MemStore::new(PARTS);
@@ -214,11 +220,13 @@ proptest! {
         steps in proptest::collection::vec(pstep(), 1..60),
         // Small segments: they close often, and compaction runs at most stable checkpoints.
         segment in prop_oneof![Just(64u64), Just(4096), Just(1 << 20)],
+        write_back in prop_oneof![Just(0usize), Just(40), Just(1 << 20)],
     ) {
         let disk = MemMedium::new();
         let mut m = MemStore::new(PARTS);
         let mut r = LogStore::open_persistent_on(disk.handle(), PARTS).unwrap();
         r.set_segment_bytes(segment);
+        r.set_write_back_bytes(write_back);
 
         prop_assert!(r.persists());
         let mut snaps: BTreeMap<Seq, Snapshot> = BTreeMap::new();
@@ -279,6 +287,7 @@ proptest! {
                     }
                     r = LogStore::open_persistent_on(disk.handle(), PARTS).unwrap();
                     r.set_segment_bytes(segment);
+                    r.set_write_back_bytes(write_back);
                     prop_assert_eq!(r.reopen_at(at), Ok(snaps[&at].0.clone()));
                     // The reference restarts from the same checkpoint.
                     m = MemStore::new(PARTS);
@@ -336,6 +345,8 @@ fn a_persistent_log_store_refuses_a_checkpoint_it_does_not_hold() {
 fn a_damaged_tail_ends_the_log() {
     let dir = tempfile::tempdir().unwrap();
     let mut r = LogStore::create_scratch(dir.path(), PARTS).unwrap();
+    // A frame per operation, so that the last one can be cut.
+    r.set_write_back_bytes(0);
     r.apply(WriteSet::from([(key(1, 1), Some(vec![1; 100]))]))
         .unwrap();
     r.apply(WriteSet::from([(key(1, 2), Some(vec![2; 100]))]))
@@ -357,6 +368,7 @@ fn a_damaged_tail_ends_the_log() {
         std::fs::write(&seg, &bytes).unwrap();
         let m = byzfs_fs::store::DirMedium::open(dir.path(), true).unwrap();
         let mut r = LogStore::open_on(m, PARTS).unwrap();
+        r.set_write_back_bytes(0);
         assert_eq!(r.get(&key(1, 1)).unwrap(), Some(vec![1; 100]));
         assert_eq!(
             r.get(&key(1, 2)).unwrap(),
@@ -528,4 +540,30 @@ fn a_log_in_another_format_is_refused() {
         Err(e) => panic!("{e:?}"),
         Ok(_) => panic!("a log of format 2 opened"),
     }
+}
+
+/// A block written in two halves between checkpoints (as `largefile`'s 8 KiB writes into
+/// 16 KiB blocks) is appended once, its last version: staged until the checkpoint.
+#[test]
+fn a_value_rewritten_between_checkpoints_is_appended_once() {
+    let mut r = LogStore::open_on(MemMedium::new(), PARTS).unwrap();
+    let block = 16 * 1024;
+    let before = r.counters().bytes_written;
+    r.apply(WriteSet::from([(key(1, 1), Some(vec![1; block / 2]))]))
+        .unwrap();
+    r.apply(WriteSet::from([(key(1, 1), Some(vec![1; block]))]))
+        .unwrap();
+    assert_eq!(r.get(&key(1, 1)).unwrap(), Some(vec![1; block]));
+    assert_eq!(
+        r.counters().bytes_written,
+        before,
+        "staged, nothing appended yet"
+    );
+    r.checkpoint(1);
+    let written = r.counters().bytes_written - before;
+    assert!(
+        (block as u64..block as u64 + 100).contains(&written),
+        "{written} bytes for one {block}-byte block"
+    );
+    assert_eq!(r.get(&key(1, 1)).unwrap(), Some(vec![1; block]));
 }

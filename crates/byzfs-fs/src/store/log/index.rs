@@ -352,6 +352,14 @@ impl Index {
             .unwrap_or_default()
     }
 
+    /// A staged live value of `key` was appended at `loc`.
+    pub fn place(&mut self, key: &[u8], loc: Loc) {
+        let p = self.part_of(key) as usize;
+        if let Some(l) = self.parts[p].leaves.get_mut(key) {
+            l.loc = loc;
+        }
+    }
+
     /// Every place a live value or a held checkpoint's value lies.
     pub fn referenced(&self) -> impl Iterator<Item = Loc> + '_ {
         let live = self
@@ -513,5 +521,68 @@ impl Index {
             index.checkpoints.push(Checkpoint { seq, digests, undo });
         }
         (r.left() == 0).then_some(index)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn leaf(i: u8) -> Leaf {
+        Leaf {
+            loc: Loc {
+                seg: u64::from(i),
+                off: 7,
+                len: 3,
+            },
+            seed: [i; 32],
+        }
+    }
+
+    /// An index with live keys in two partitions, a held checkpoint and undo entries.
+    fn sample() -> Index {
+        let mut x = Index::new(4);
+        let key = |p: u8, s: u8| vec![0, 0, 0, 0, 0, 0, 0, p, s];
+        x.apply(vec![(key(1, 1), Some(leaf(1))), (key(2, 1), Some(leaf(2)))]);
+        x.checkpoint(5);
+        x.apply(vec![(key(1, 1), None), (key(3, 9), Some(leaf(3)))]);
+        x.set_keep(5);
+        x
+    }
+
+    #[test]
+    fn an_index_reads_back_as_written() {
+        let x = sample();
+        let mut b = Vec::new();
+        x.encode(&mut b);
+        let y = Index::decode(&b, 4).expect("decodes");
+        assert_eq!(y.current_digests(), x.current_digests());
+        assert_eq!(y.held(), vec![5]);
+        assert_eq!(y.keep(), Some(5));
+        assert_eq!(y.at(5, 1), x.at(5, 1));
+        assert!(Index::decode(&b, 8).is_none(), "another partition count");
+        assert!(Index::decode(&b[..b.len() - 1], 4).is_none(), "cut short");
+    }
+
+    proptest! {
+        /// Random and mutated bytes decode or are refused, never panic.
+        #[test]
+        fn hostile_indexes_never_panic(
+            flips in proptest::collection::vec((any::<usize>(), any::<u8>()), 0..6),
+            cut in any::<usize>(),
+            random in proptest::collection::vec(any::<u8>(), 0..200),
+        ) {
+            let mut b = Vec::new();
+            sample().encode(&mut b);
+            for (i, x) in flips {
+                let n = b.len();
+                b[i % n] ^= x;
+            }
+            let cut = cut % (b.len() + 1);
+            let _ = Index::decode(&b[..cut], 4);
+            let _ = Index::decode(&b, 4);
+            let _ = Index::decode(&random, 4);
+        }
     }
 }

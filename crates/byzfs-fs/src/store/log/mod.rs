@@ -36,6 +36,16 @@
 //!   index (`Base`), everything is synced, and the closed segments are removed. It copies at
 //!   most as many bytes as it frees. It looks again only when a segment closed or half a
 //!   segment's worth of values was released since the last look (a look walks the index).
+//! * **Staging.** An operation's writes go to the index and to a staging map in memory,
+//!   merged by key; they are appended as one `Apply` frame before any other frame (so at
+//!   every checkpoint), past [`WRITE_BACK_BYTES`], and when the store is dropped. A value
+//!   overwritten within a checkpoint interval (a block written in two 8 KiB halves, a file
+//!   appended to) is written once. A process crash loses the staged writes, which is safe
+//!   for the same reason as an unsynced frame: the replica returns the store to its
+//!   recorded checkpoint and replays its own write-ahead log. A replay sees one merged
+//!   frame where the run applied several operations; the live state, sums and exports it
+//!   rebuilds are the same (undo logs may lack entries for keys created and removed within
+//!   the interval, which restore nothing).
 //! * **Durability.** Nothing is synced but in [`LogStore::persist`]: a `Keep` frame, then one
 //!   `fdatasync` of each segment written since the last (usually one). A replica's agreed log
 //!   (`byzfs-net`'s write-ahead log) is the one synchronous write per batch; the store's
@@ -46,8 +56,8 @@
 //!   `reopen_at(seq)` rolls back through every later checkpoint to it and checks its
 //!   digests.
 //! * **Errors.** `get`, `range` and `apply` report failures (`ENOSPC` as
-//!   [`StoreError::Full`]); an `apply` whose frame was not written changes nothing (the next
-//!   frame is written over its remains). Methods without an error channel record the failure
+//!   [`StoreError::Full`]); a frame not written whole is written over by the next one, and
+//!   a failed flush of staged writes is recorded as below. Methods without an error channel record the failure
 //!   ([`Store::failure`]) and the driver stops the replica. Nothing panics on what a disk
 //!   returns.
 
@@ -76,6 +86,13 @@ pub const FORMAT: u64 = 1;
 
 /// A segment past this length is closed and the next one started.
 pub const SEGMENT_BYTES: u64 = 64 << 20;
+
+/// Values written since the last frame are staged in memory up to this many bytes
+/// ("Staging" in the module docs).
+pub const WRITE_BACK_BYTES: usize = 16 << 20;
+
+/// The segment number of a staged value's place: not in the log yet.
+const STAGED: u64 = u64::MAX;
 
 /// Values copied by compaction go in frames of about this size.
 const MOVED_FRAME_BYTES: usize = 4 << 20;
@@ -119,6 +136,13 @@ pub struct LogStore<M: Medium = DirMedium> {
     checked: (u64, u64),
     /// [`SEGMENT_BYTES`] unless set.
     segment_bytes: u64,
+    /// Writes since the last frame, merged by key (the last one wins); the index points at
+    /// their values with places in segment [`STAGED`].
+    staged: BTreeMap<Vec<u8>, Option<Vec<u8>>>,
+    /// Bytes of keys and values in `staged`.
+    staged_bytes: usize,
+    /// [`WRITE_BACK_BYTES`] unless set; 0: every operation is a frame at once.
+    write_back_bytes: usize,
 }
 
 impl LogStore<DirMedium> {
@@ -210,6 +234,9 @@ impl<M: Medium> LogStore<M> {
             counters: LogCounters::default(),
             checked: (0, 0),
             segment_bytes: SEGMENT_BYTES,
+            staged: BTreeMap::new(),
+            staged_bytes: 0,
+            write_back_bytes: WRITE_BACK_BYTES,
         }
         .started(fresh)
     }
@@ -264,6 +291,67 @@ impl<M: Medium> LogStore<M> {
     #[cfg(feature = "mutations")]
     pub fn set_mutation(&mut self, m: Option<crate::mutation::StoreMutation>) {
         self.index.mutation = m;
+    }
+
+    /// Stages at most `bytes` of writes in memory before appending them (0: none).
+    pub fn set_write_back_bytes(&mut self, bytes: usize) {
+        self.write_back_bytes = bytes;
+    }
+
+    /// Appends the staged writes as one `Apply` frame and points the index at them.
+    fn flush(&mut self) -> Result<(), StoreError> {
+        if self.staged.is_empty() {
+            return Ok(());
+        }
+        let Some((body, offs)) = frame::encode_apply(
+            self.staged
+                .iter()
+                .map(|(k, v)| (k.as_slice(), v.as_deref())),
+        ) else {
+            return Err(StoreError::Io("a key or value of 4 GiB or more".into()));
+        };
+        let at = self.append(&body)?;
+        for ((k, v), off) in std::mem::take(&mut self.staged).into_iter().zip(offs) {
+            if let (Some(v), Some(off)) = (v, off) {
+                self.index.place(
+                    &k,
+                    Loc {
+                        seg: at.seg,
+                        off: at.off + off as u64,
+                        len: v.len() as u32,
+                    },
+                );
+            }
+        }
+        self.staged_bytes = 0;
+        Ok(())
+    }
+
+    /// Flushes where the trait has no error channel: a failure is recorded.
+    fn flush_or_fail(&mut self, what: &str) -> bool {
+        match self.flush() {
+            Ok(()) => true,
+            Err(e) => {
+                self.fail(what, e);
+                false
+            }
+        }
+    }
+
+    /// The value of `key` whose leaf is `l`.
+    fn value(&self, key: &[u8], l: Leaf) -> Result<Vec<u8>, StoreError> {
+        if l.loc.seg == STAGED {
+            return match self.staged.get(key) {
+                Some(Some(v)) => Ok(v.clone()),
+                // The index and the staged writes always agree; a disagreement is a bug,
+                // reported as damage rather than a panic.
+                _ => Err(StoreError::Io(format!(
+                    "the store's index names a staged value of a key it does not stage ({} bytes)",
+                    key.len()
+                ))),
+            };
+        }
+        self.read(l.loc)
     }
 
     /// What this store wrote since it was opened.
@@ -344,6 +432,7 @@ impl<M: Medium> LogStore<M> {
         if self.index.keep().is_none() {
             return Ok(());
         }
+        self.flush()?;
         self.append(&frame::keep(stored))?;
         self.index.set_keep(stored);
         self.sync()?;
@@ -455,6 +544,7 @@ impl<M: Medium> LogStore<M> {
                 self.index.held()
             )));
         }
+        self.flush()?;
         // The index first: a return that fails leaves no frame for a replay to repeat (the
         // owner stops on the error).
         let digests = self.index.reopen_at(seq).map_err(StoreError::Io)?;
@@ -611,7 +701,7 @@ impl<M: Medium> Store for LogStore<M> {
 
     fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
         match self.index.get(key) {
-            Some(l) => self.read(l.loc).map(Some),
+            Some(l) => self.value(key, l).map(Some),
             None => Ok(None),
         }
     }
@@ -620,7 +710,10 @@ impl<M: Medium> Store for LogStore<M> {
         self.index
             .range(start, end, limit)
             .into_iter()
-            .map(|(k, l)| Ok((k, self.read(l.loc)?)))
+            .map(|(k, l)| {
+                let v = self.value(&k, l)?;
+                Ok((k, v))
+            })
             .collect()
     }
 
@@ -628,36 +721,38 @@ impl<M: Medium> Store for LogStore<M> {
         if writes.is_empty() {
             return Ok(());
         }
-        let Some((body, offs)) =
-            frame::encode_apply(writes.iter().map(|(k, v)| (k.as_slice(), v.as_deref())))
-        else {
+        if writes
+            .iter()
+            .any(|(k, v)| k.len() >= 1 << 32 || v.as_ref().is_some_and(|v| v.len() >= 1 << 32))
+        {
             return Err(StoreError::Io("a key or value of 4 GiB or more".into()));
-        };
-        let at = match self.append(&body) {
-            Ok(at) => at,
-            Err(e) => {
-                // The frame may be half written: the next one is written over it, but a
-                // replica must not answer with this local error (see `Store::failure`).
-                self.fail("a write", e.clone());
-                return Err(e);
-            }
-        };
+        }
         let leaves = writes
-            .into_iter()
-            .zip(offs)
-            .map(|((k, v), off)| {
-                let leaf = v.zip(off).map(|(v, off)| Leaf {
+            .iter()
+            .map(|(k, v)| {
+                let leaf = v.as_ref().map(|v| Leaf {
                     loc: Loc {
-                        seg: at.seg,
-                        off: at.off + off as u64,
+                        seg: STAGED,
+                        off: 0,
                         len: v.len() as u32,
                     },
-                    seed: leaf_seed(&k, &v),
+                    seed: leaf_seed(k, v),
                 });
-                (k, leaf)
+                (k.clone(), leaf)
             })
             .collect();
         self.index.apply(leaves);
+        for (k, v) in writes {
+            self.staged_bytes += k.len() + v.as_ref().map_or(0, Vec::len);
+            self.staged.insert(k, v);
+        }
+        if self.staged_bytes > self.write_back_bytes {
+            if let Err(e) = self.flush() {
+                // A replica must not answer with this local error (see `Store::failure`).
+                self.fail("a write", e.clone());
+                return Err(e);
+            }
+        }
         Ok(())
     }
 
@@ -666,7 +761,9 @@ impl<M: Medium> Store for LogStore<M> {
     }
 
     fn checkpoint(&mut self, seq: Seq) -> Vec<Digest> {
-        self.append_or_fail(&frame::checkpoint(seq), "a checkpoint");
+        if self.flush_or_fail("a checkpoint") {
+            self.append_or_fail(&frame::checkpoint(seq), "a checkpoint");
+        }
         self.index.checkpoint(seq)
     }
 
@@ -679,7 +776,9 @@ impl<M: Medium> Store for LogStore<M> {
     }
 
     fn discard_checkpoints_below(&mut self, seq: Seq) {
-        if self.index.held().first().is_some_and(|&s| s < seq) {
+        if self.index.held().first().is_some_and(|&s| s < seq)
+            && self.flush_or_fail("discarding checkpoints")
+        {
             self.append_or_fail(&frame::discard(seq), "discarding checkpoints");
             self.index.discard_below(seq);
         }
@@ -687,7 +786,9 @@ impl<M: Medium> Store for LogStore<M> {
 
     fn rollback(&mut self) -> Option<Seq> {
         self.index.latest_checkpoint()?;
-        self.append_or_fail(&frame::rollback(), "a rollback");
+        if self.flush_or_fail("a rollback") {
+            self.append_or_fail(&frame::rollback(), "a rollback");
+        }
         self.index.rollback()
     }
 
@@ -695,7 +796,7 @@ impl<M: Medium> Store for LogStore<M> {
         let items = self.index.at(seq, part)?;
         let mut values = Vec::with_capacity(items.len());
         for (k, l) in items {
-            match self.read(l.loc) {
+            match self.value(k, l) {
                 Ok(v) => values.push((k, v)),
                 Err(e) => {
                     self.fail("an export", e);
@@ -735,7 +836,9 @@ impl<M: Medium> Store for LogStore<M> {
     }
 
     fn finish_import(&mut self, seq: Seq) -> Vec<Digest> {
-        self.append_or_fail(&frame::finish_import(seq), "finishing an import");
+        if self.flush_or_fail("finishing an import") {
+            self.append_or_fail(&frame::finish_import(seq), "finishing an import");
+        }
         self.index.finish_import(seq)
     }
 
@@ -749,5 +852,14 @@ impl<M: Medium> Store for LogStore<M> {
 
     fn reopen_at(&mut self, seq: Seq) -> Result<Vec<Digest>, StoreError> {
         LogStore::reopen_at(self, seq)
+    }
+}
+
+/// Appends what is staged, so a store closed cleanly reopens with every write. A failure
+/// here loses only writes after the last frame, which a replica rebuilds from its own log
+/// at start anyway.
+impl<M: Medium> Drop for LogStore<M> {
+    fn drop(&mut self) {
+        let _ = self.flush();
     }
 }
