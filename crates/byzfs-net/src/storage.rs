@@ -206,16 +206,25 @@ pub enum StorageError {
     },
 }
 
-/// Bytes the files directly in `dir` take on disk (allocated blocks, not apparent sizes:
-/// what `du` counts); 0 if it cannot be read.
+/// Bytes the files in `dir` and in its directories take on disk (allocated blocks, not
+/// apparent sizes: what `du` counts), one level down (a data directory holds the file
+/// service's store in `fs-state/`); symbolic links are not followed; 0 for what cannot be
+/// read.
 pub fn disk_bytes(dir: &Path) -> u64 {
+    files_bytes(dir, 1)
+}
+
+fn files_bytes(dir: &Path, depth: u32) -> u64 {
     use std::os::unix::fs::MetadataExt as _;
     std::fs::read_dir(dir).map_or(0, |entries| {
         entries
             .filter_map(Result::ok)
-            .filter_map(|e| e.metadata().ok())
-            .filter(std::fs::Metadata::is_file)
-            .map(|m| m.blocks() * 512)
+            .map(|e| match e.metadata() {
+                // `DirEntry::metadata` does not follow a symbolic link.
+                Ok(m) if m.is_file() => m.blocks() * 512,
+                Ok(m) if m.is_dir() && depth > 0 => files_bytes(&e.path(), depth - 1),
+                _ => 0,
+            })
             .sum()
     })
 }
@@ -1084,6 +1093,26 @@ mod tests {
         let txn = db.begin_write().unwrap();
         txn.open_table(META).unwrap().insert(BOOT, id).unwrap();
         txn.commit().unwrap();
+    }
+}
+
+#[cfg(test)]
+mod disk_bytes_tests {
+    use super::*;
+
+    #[test]
+    fn a_data_directory_counts_its_store_one_level_down() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("replica.redb"), vec![1u8; 64 << 10]).unwrap();
+        let store = dir.path().join("fs-state");
+        std::fs::create_dir(&store).unwrap();
+        std::fs::write(store.join("seg-0.log"), vec![2u8; 128 << 10]).unwrap();
+        let deeper = store.join("deeper");
+        std::fs::create_dir(&deeper).unwrap();
+        std::fs::write(deeper.join("x"), vec![3u8; 256 << 10]).unwrap();
+        let n = disk_bytes(dir.path());
+        // Allocated blocks: at least the two files' bytes, not the one two levels down.
+        assert!((192 << 10..256 << 10).contains(&n), "{n}");
     }
 }
 
