@@ -567,3 +567,46 @@ fn a_value_rewritten_between_checkpoints_is_appended_once() {
     );
     assert_eq!(r.get(&key(1, 1)).unwrap(), Some(vec![1; block]));
 }
+
+/// A log whose frames all check but whose index names bytes past the end of a segment (a
+/// disk that lost or cut a file) is refused at open, before anything reads there.
+#[test]
+fn an_index_naming_bytes_past_a_segment_is_refused() {
+    use byzfs_fs::store::Medium as _;
+    let disk = MemMedium::new();
+    let mut r = LogStore::open_persistent_on(disk.handle(), PARTS).unwrap();
+    r.set_segment_bytes(8 << 10);
+    r.set_write_back_bytes(0);
+    r.checkpoint(1);
+    r.persist(1).unwrap();
+    // Garbage in closed segments, then a kept value: compaction moves the value into the
+    // segment appended to and starts the next one with the index.
+    for i in 0..30u8 {
+        r.apply(WriteSet::from([(key(1, 1), Some(vec![i; 3000]))]))
+            .unwrap();
+    }
+    r.checkpoint(2);
+    r.discard_checkpoints_below(2);
+    r.persist(2).unwrap();
+    r.checkpoint(3);
+    r.discard_checkpoints_below(3);
+    r.persist(3).unwrap();
+    assert!(r.counters().compactions > 0, "{:?}", r.counters());
+    drop(r);
+    assert_eq!(
+        LogStore::open_persistent_on(disk.handle(), PARTS)
+            .unwrap()
+            .get(&key(1, 1))
+            .unwrap(),
+        Some(vec![29; 3000])
+    );
+    // The segment holding the moved value, cut: the index still names it.
+    let mut m = disk.handle();
+    let first = m.segments().unwrap()[0];
+    m.truncate(first, 0).unwrap();
+    match LogStore::open_persistent_on(disk.handle(), PARTS) {
+        Err(StoreError::Io(e)) => assert!(e.contains("damage"), "{e}"),
+        Err(e) => panic!("{e:?}"),
+        Ok(_) => panic!("opened an index that names bytes a segment does not hold"),
+    }
+}

@@ -224,6 +224,7 @@ impl<M: Medium> LogStore<M> {
             active = seg;
             end = intact;
         }
+        check_places(&medium, &index)?;
         LogStore {
             medium,
             index,
@@ -573,6 +574,31 @@ fn check_format<M: Medium>(medium: &M, first: u64) -> Result<bool, StoreError> {
             other.map_or_else(|| "unknown".to_string(), |f| f.to_string())
         ))),
     }
+}
+
+/// Checks that every place the replayed index names lies within its segment, so that no
+/// read later allocates what a damaged `Base` frame claims (its checksum guards against
+/// torn writes, not against a disk that lies).
+fn check_places<M: Medium>(medium: &M, index: &Index) -> Result<(), StoreError> {
+    let mut lens = BTreeMap::new();
+    for loc in index.referenced() {
+        let len = match lens.get(&loc.seg) {
+            Some(&n) => n,
+            None => {
+                let n = medium.len(loc.seg).map_err(io_err)?;
+                lens.insert(loc.seg, n);
+                n
+            }
+        };
+        if loc.off.saturating_add(u64::from(loc.len)) > len {
+            return Err(StoreError::Io(format!(
+                "the store's index names {} bytes at {} of segment {}, which holds {len} \
+                 (damage); move the data directory away to rejoin through state transfer",
+                loc.len, loc.off, loc.seg
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// The frame at `at` in segment `seg`, if it is whole and checks: its body.
