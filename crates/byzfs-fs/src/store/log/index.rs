@@ -15,6 +15,10 @@ use byzfs_bft::state::{leaf_sum, partition_digest, Sum};
 use byzfs_bft::{Digest, Seq};
 use std::collections::BTreeMap;
 
+/// The segment number of a staged value's place: not in the log yet (the store appends the
+/// staged writes as one frame before any other).
+pub(crate) const STAGED: u64 = u64::MAX;
+
 /// Where a value lies: segment, byte offset in it, length.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub(crate) struct Loc {
@@ -352,11 +356,17 @@ impl Index {
             .unwrap_or_default()
     }
 
-    /// A staged live value of `key` was appended at `loc`.
+    /// A staged live value of `key` was appended at `loc`. Only a leaf still staged moves:
+    /// a write of the bytes a key already had left its leaf where it was (`set`), and so
+    /// does the replay of that write, so the index a replay rebuilds names the same places
+    /// as this one (compaction removes segments by what this one names:
+    /// `tests/log_store.rs` `a_persistent_log_store_reopens_at_the_recorded_checkpoint`).
     pub fn place(&mut self, key: &[u8], loc: Loc) {
         let p = self.part_of(key) as usize;
         if let Some(l) = self.parts[p].leaves.get_mut(key) {
-            l.loc = loc;
+            if l.loc.seg == STAGED {
+                l.loc = loc;
+            }
         }
     }
 
@@ -396,6 +406,29 @@ impl Index {
 /// (see "Compaction" in the module docs). Sums and digests are not written; they follow
 /// from the seeds.
 impl Index {
+    /// The bytes [`Index::encode`] writes (a walk, no copy: compaction weighs a `Base`
+    /// frame's cost before it writes one).
+    pub fn encoded_len(&self) -> u64 {
+        const LEAF: u64 = 8 + 8 + 4 + 32;
+        let key = |k: &Vec<u8>| 4 + k.len() as u64;
+        let mut n = 4 + 1 + if self.keep.is_some() { 8 } else { 0 };
+        for p in &self.parts {
+            n += 4 + p.leaves.keys().map(|k| key(k) + LEAF).sum::<u64>();
+        }
+        n += 4;
+        for c in &self.checkpoints {
+            n += 8 + 32 * c.digests.len() as u64 + 4;
+            for log in c.undo.values() {
+                n += 4 + 4;
+                n += log
+                    .iter()
+                    .map(|(k, l)| key(k) + 1 + if l.is_some() { LEAF } else { 0 })
+                    .sum::<u64>();
+            }
+        }
+        n
+    }
+
     pub fn encode(&self, b: &mut Vec<u8>) {
         fn put_key(b: &mut Vec<u8>, k: &[u8]) {
             // Keys come from write sets whose frames were written, so they are below 4 GiB.
@@ -556,6 +589,7 @@ mod tests {
         let x = sample();
         let mut b = Vec::new();
         x.encode(&mut b);
+        assert_eq!(x.encoded_len(), b.len() as u64);
         let y = Index::decode(&b, 4).expect("decodes");
         assert_eq!(y.current_digests(), x.current_digests());
         assert_eq!(y.held(), vec![5]);

@@ -30,12 +30,17 @@
 //!   later segment removed. Replay starts at the newest segment whose first frame is a
 //!   `Base` (below); the ones before it only hold values.
 //! * **Compaction** ([`LogStore::compact_if_wasteful`], after the sync of a stable
-//!   checkpoint): once the closed segments hold two segments' worth and at most half of it
-//!   is still referenced (by the live state or a held checkpoint), the referenced values
-//!   are copied to the end of the log (`Moved` frames), a new segment starts with the whole
-//!   index (`Base`), everything is synced, and the closed segments are removed. It copies at
-//!   most as many bytes as it frees. It looks again only when a segment closed or half a
-//!   segment's worth of values was released since the last look (a look walks the index).
+//!   checkpoint), segment by segment. A segment before the newest `Base` holds only values:
+//!   once none is referenced (by the live state or a held checkpoint) it is removed as it
+//!   is. Any other closed segment at most half referenced is a victim, the emptiest first,
+//!   as long as the values to copy stay within half a segment ([`COPY_BUDGET_DIVISOR`]):
+//!   if the victims free at least that much and twice the cost (the copy and the index),
+//!   their referenced values are copied to the end of the log (`Moved` frames), a new
+//!   segment starts with the whole index (`Base`), everything is synced, and the victims
+//!   are removed. So one checkpoint's copying is bounded whatever the store's size, while
+//!   the segments a removed file left empty all go at once. It looks again
+//!   only when a segment closed or half a segment's worth of values was released since the
+//!   last look (a look walks the index).
 //! * **Staging.** An operation's writes go to the index and to a staging map in memory,
 //!   merged by key; they are appended as one `Apply` frame before any other frame (so at
 //!   every checkpoint), past [`WRITE_BACK_BYTES`], and when the store is dropped. A value
@@ -73,7 +78,7 @@ use super::{encode_partition, verify_partition, Entries, Store, StoreError, Writ
 use byzfs_bft::state::leaf_seed;
 use byzfs_bft::{Digest, Seq};
 use frame::Frame;
-use index::{Index, Leaf, Loc};
+use index::{Index, Leaf, Loc, STAGED};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::sync::OnceLock;
@@ -91,11 +96,17 @@ pub const SEGMENT_BYTES: u64 = 64 << 20;
 /// ("Staging" in the module docs).
 pub const WRITE_BACK_BYTES: usize = 16 << 20;
 
-/// The segment number of a staged value's place: not in the log yet.
-const STAGED: u64 = u64::MAX;
-
 /// Values copied by compaction go in frames of about this size.
 const MOVED_FRAME_BYTES: usize = 4 << 20;
+
+/// Compaction copies at most a segment's length over this many bytes at one stable
+/// checkpoint (32 MiB of [`SEGMENT_BYTES`]), and removes segments only when that frees at
+/// least as much: the copy and its sync run on the replica's event loop, and copying
+/// everything live at once stalled another mount 20 s while a 4 GiB file was removed
+/// (docs/BENCHMARKS.md "Replicas that write what they store once"). A segment at most half
+/// live always fits, so the closed segments hold at most twice what is live, plus what
+/// waits for its turn.
+const COPY_BUDGET_DIVISOR: u64 = 2;
 
 /// Counters of what a store wrote (exact: counted where the bytes are handed to the medium).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -106,8 +117,14 @@ pub struct LogCounters {
     pub frames: u64,
     /// Segment syncs.
     pub syncs: u64,
-    /// Compactions.
+    /// Compactions (values copied ahead and a `Base` written).
     pub compactions: u64,
+    /// Segments removed (by compaction, or holding nothing the index names).
+    pub segments_removed: u64,
+    /// Bytes those segments held.
+    pub bytes_removed: u64,
+    /// Bytes of values compaction copied.
+    pub bytes_copied: u64,
 }
 
 fn io_err(e: std::io::Error) -> StoreError {
@@ -124,6 +141,9 @@ pub struct LogStore<M: Medium = DirMedium> {
     index: Index,
     /// The segment appended to, and its length.
     active: u64,
+    /// The segment a replay starts at (the newest that starts with a `Base`, or the first):
+    /// the segments before it only hold values.
+    base: u64,
     end: u64,
     /// Segments written since the last sync.
     unsynced: BTreeSet<u64>,
@@ -206,6 +226,7 @@ impl<M: Medium> LogStore<M> {
             Some(&first) => check_format(&medium, first)?,
             None => true,
         };
+        let base = segs.first().copied().unwrap_or(0);
         let mut active = segs.last().copied().unwrap_or(0);
         let mut end = 0;
         for (i, &seg) in segs.iter().enumerate() {
@@ -225,12 +246,18 @@ impl<M: Medium> LogStore<M> {
             end = intact;
         }
         check_places(&medium, &index)?;
+        // A process that crashed may have left segments written but never synced: this one
+        // syncs them with its first, or a power cut later would leave a hole before frames
+        // it syncs itself (`tests/log_store.rs`
+        // `a_return_to_a_checkpoint_replays_after_a_power_cut`).
+        let unsynced = medium.segments().map_err(io_err)?.into_iter().collect();
         LogStore {
             medium,
             index,
             active,
+            base,
             end,
-            unsynced: BTreeSet::new(),
+            unsynced,
             failed: OnceLock::new(),
             counters: LogCounters::default(),
             checked: (0, 0),
@@ -450,10 +477,14 @@ impl<M: Medium> LogStore<M> {
         Ok(())
     }
 
-    /// Compacts the closed segments if they are at least two segments' worth and at most
-    /// half of what they hold is still referenced; returns whether it did. See
-    /// "Compaction" in the module docs.
+    /// Gives back the space of closed segments that hold mostly garbage; returns whether
+    /// it removed any. Called right after a sync (so the index is what a replay rebuilds),
+    /// at a stable checkpoint. See "Compaction" in the module docs.
     pub fn compact_if_wasteful(&mut self) -> Result<bool, StoreError> {
+        if !self.unsynced.is_empty() || !self.staged.is_empty() {
+            // The segments a replay would need may differ from what the index names.
+            return Ok(false);
+        }
         let closed: Vec<u64> = self
             .medium
             .segments()
@@ -468,29 +499,68 @@ impl<M: Medium> LogStore<M> {
             return Ok(false);
         }
         self.checked = (closed.len() as u64, released);
-        let mut size = 0;
+        let mut size = BTreeMap::new();
         for &s in &closed {
-            size += self.medium.len(s).map_err(io_err)?;
+            size.insert(s, self.medium.len(s).map_err(io_err)?);
         }
-        if size < 2 * self.segment_bytes {
-            return Ok(false);
+        let mut referenced: BTreeMap<u64, u64> = BTreeMap::new();
+        for l in self.index.referenced().filter(|l| l.seg < self.active) {
+            *referenced.entry(l.seg).or_default() += u64::from(l.len);
         }
-        let live: BTreeSet<Loc> = self
-            .index
-            .referenced()
-            .filter(|l| l.seg < self.active)
+        let held = |s: &u64| referenced.get(s).copied().unwrap_or(0);
+        // Segments before the newest `Base` only hold values: one that holds none the index
+        // names goes as it is.
+        let dead: Vec<u64> = closed
+            .iter()
+            .copied()
+            // By presence, not bytes: an empty value has a place too.
+            .filter(|s| *s < self.base && !referenced.contains_key(s))
             .collect();
-        let referenced: u64 = live.iter().map(|l| u64::from(l.len)).sum();
-        if referenced.saturating_mul(2) > size {
-            return Ok(false);
+        for &s in &dead {
+            self.medium.remove(s).map_err(io_err)?;
+            self.counters.segments_removed += 1;
+            self.counters.bytes_removed += size[&s];
         }
-        self.compact(closed, live)?;
-        Ok(true)
+        // Any other segment goes once its values are copied ahead and a new `Base` makes its
+        // frames unneeded: the emptiest first, within the copy budget.
+        let mut victims: Vec<(u64, u64)> = closed
+            .iter()
+            .filter(|s| !dead.contains(s))
+            .map(|&s| (held(&s), s))
+            .filter(|&(live, s)| live.saturating_mul(2) <= size[&s])
+            .collect();
+        victims.sort_unstable();
+        let budget = self.segment_bytes / COPY_BUDGET_DIVISOR;
+        let (mut copy, mut freed) = (0u64, 0u64);
+        let mut chosen = BTreeSet::new();
+        for (live, s) in victims {
+            if copy + live > budget {
+                break;
+            }
+            copy += live;
+            freed += size[&s] - live;
+            chosen.insert(s);
+        }
+        let cost = copy + self.index.encoded_len();
+        let worth = freed >= budget && freed >= cost.saturating_mul(2);
+        if worth {
+            let live: BTreeSet<Loc> = self
+                .index
+                .referenced()
+                .filter(|l| chosen.contains(&l.seg))
+                .collect();
+            self.compact(chosen.into_iter().map(|s| (s, size[&s])).collect(), live)?;
+        }
+        Ok(worth || !dead.is_empty())
     }
 
-    /// Copies the values at `live` (all in `closed`) to the end of the log, starts a
-    /// segment with the whole index, syncs, and removes the `closed` segments.
-    fn compact(&mut self, closed: Vec<u64>, live: BTreeSet<Loc>) -> Result<(), StoreError> {
+    /// Copies the values at `live` (all in `victims`) to the end of the log, starts a
+    /// segment with the whole index, syncs, and removes the `victims`.
+    fn compact(
+        &mut self,
+        victims: BTreeMap<u64, u64>,
+        live: BTreeSet<Loc>,
+    ) -> Result<(), StoreError> {
         let mut moved = BTreeMap::new();
         let mut batch: Vec<(Loc, Vec<u8>)> = Vec::new();
         let mut bytes = 0usize;
@@ -498,6 +568,7 @@ impl<M: Medium> LogStore<M> {
         while let Some(loc) = live.next() {
             let v = self.read(loc)?;
             bytes += v.len();
+            self.counters.bytes_copied += v.len() as u64;
             batch.push((loc, v));
             if bytes >= MOVED_FRAME_BYTES || live.peek().is_none() {
                 let Some((body, offs)) = frame::encode_moved(
@@ -528,10 +599,17 @@ impl<M: Medium> LogStore<M> {
         self.index.encode(&mut base);
         self.append(&base)?;
         self.sync()?;
-        for s in closed {
+        self.base = self.active;
+        for (s, len) in victims {
             self.medium.remove(s).map_err(io_err)?;
+            self.counters.segments_removed += 1;
+            self.counters.bytes_removed += len;
         }
-        self.checked = (0, self.index.released());
+        let closed = self.medium.segments().map_err(io_err)?;
+        self.checked = (
+            closed.iter().filter(|&&s| s < self.active).count() as u64,
+            self.index.released(),
+        );
         self.counters.compactions += 1;
         Ok(())
     }
