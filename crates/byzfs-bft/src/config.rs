@@ -57,6 +57,13 @@ pub struct Config {
     /// (docs/PROTOCOL.md §3.1, "An unreachable primary").
     #[serde(default = "unreachable_primary_timeout_default")]
     pub unreachable_primary_timeout: Duration,
+    /// How long a primary waits with nothing to order, past the last checkpoint, before it
+    /// proposes null batches up to the next one (docs/PROTOCOL.md §2.6, "Idle
+    /// checkpoints"): an idle cluster's last batches then reach a stable checkpoint, so the
+    /// log is truncated and a service that reclaims space at stable checkpoints does so.
+    /// Zero turns it off.
+    #[serde(default = "idle_checkpoint_default")]
+    pub idle_checkpoint: Duration,
     /// Period of STATUS messages (retransmission / negative acknowledgement).
     pub status_interval: Duration,
     /// Most requests a client may have outstanding at once, and the most results the reply
@@ -152,6 +159,10 @@ fn unreachable_primary_timeout_default() -> Duration {
     Duration::from_millis(500)
 }
 
+fn idle_checkpoint_default() -> Duration {
+    Duration::from_secs(1)
+}
+
 impl Config {
     /// Parameters of the BFT library (K = 128, L = 256, W = 1) for a cluster tolerating `f`
     /// faults, with our recommended thresholds.
@@ -172,6 +183,7 @@ impl Config {
             view_change_timeout: Duration::from_millis(5000),
             view_change_timeout_max: Duration::from_secs(60),
             unreachable_primary_timeout: unreachable_primary_timeout_default(),
+            idle_checkpoint: idle_checkpoint_default(),
             status_interval: Duration::from_millis(150),
             client_window: 16,
             client_retransmit: Duration::from_millis(150),

@@ -92,11 +92,15 @@ pub enum Mutation {
     /// service that keeps its state on disk cannot return to the checkpoint the log names.
     /// Applied by the simulator (`fs-disk-…` families).
     SkipServicePersist,
+    /// A primary never proposes the null batches that take an idle cluster to its next
+    /// checkpoint (`replica/idle.rs`, docs/PROTOCOL.md §2.6): the last batches before a
+    /// quiet spell never reach a stable checkpoint. Breaks no safety rule (a liveness one).
+    NoIdleCheckpoint,
 }
 
 impl Mutation {
     /// Every mutation.
-    pub const ALL: [Mutation; 25] = [
+    pub const ALL: [Mutation; 26] = [
         Mutation::CommitQuorum2f,
         Mutation::AcceptSecondPrePrepare,
         Mutation::NewViewLowestView,
@@ -122,6 +126,7 @@ impl Mutation {
         Mutation::ForeignCommitQuorumF1,
         Mutation::NoCheckpointLoans,
         Mutation::SkipServicePersist,
+        Mutation::NoIdleCheckpoint,
     ];
 
     /// Command-line name.
@@ -152,6 +157,7 @@ impl Mutation {
             Mutation::ForeignCommitQuorumF1 => "foreign-commit-quorum-f1",
             Mutation::NoCheckpointLoans => "no-checkpoint-loans",
             Mutation::SkipServicePersist => "skip-service-persist",
+            Mutation::NoIdleCheckpoint => "no-idle-checkpoint",
         }
     }
 

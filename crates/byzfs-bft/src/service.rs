@@ -115,6 +115,15 @@ pub trait Service {
         Ok(())
     }
 
+    /// The driver's commit that records stable checkpoint `stored` is durable (it called
+    /// [`Service::persist`] just before): the service may now drop what only the checkpoint
+    /// of the previous call kept. Without this call that waits for the next stable
+    /// checkpoint, which an idle cluster does not reach (docs/PROTOCOL.md §2.6). Default:
+    /// nothing to do.
+    fn recorded(&mut self, _stored: Seq) -> Result<(), String> {
+        Ok(())
+    }
+
     /// At start, before anything else: returns the reopened state to checkpoint `seq` (the
     /// one the driver recorded), which becomes the only held checkpoint, and returns its
     /// partition digests. Default: an error (nothing persists).

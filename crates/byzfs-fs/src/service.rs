@@ -428,6 +428,10 @@ impl<S: Store> Service for FileService<S> {
         self.store.persist(stored).map_err(|e| e.to_string())
     }
 
+    fn recorded(&mut self, stored: Seq) -> Result<(), String> {
+        self.store.recorded(stored).map_err(|e| e.to_string())
+    }
+
     fn reopen(&mut self, seq: Seq) -> Result<Vec<Digest>, String> {
         self.writes.clear();
         self.store.reopen_at(seq).map_err(|e| e.to_string())

@@ -245,7 +245,11 @@ fn run_persistent(steps: Vec<PStep>, segment: u64, write_back: usize) -> Result<
     let mut next: Seq = 1;
     for st in steps {
         if !matches!(st, PStep::Crash { .. } | PStep::Restart { .. }) {
-            recorded = pending.take().or(recorded);
+            // The owner's record of the pending checkpoint became durable.
+            if let Some(p) = pending.take() {
+                r.recorded(p).unwrap();
+                recorded = Some(p);
+            }
         }
         match st {
             PStep::Write(ws) => {
@@ -708,4 +712,49 @@ fn compaction_copies_at_most_half_a_segment_per_checkpoint() {
         assert_eq!((again.current_digests(), contents(&again)), want);
         assert_eq!(again.reopen_at(4), Ok(m.checkpoint_digests(4).unwrap()));
     }
+}
+
+/// The checkpoint after a removal gives its space back once its record is durable
+/// (`LogStore::recorded`), without waiting for another checkpoint, which an idle cluster
+/// would not reach (docs/PROTOCOL.md §2.6); a power cut after it returns to that
+/// checkpoint.
+#[test]
+fn a_removal_is_given_back_once_the_next_checkpoint_is_recorded() {
+    let disk = MemMedium::new();
+    let mut m = MemStore::new(PARTS);
+    let mut r = LogStore::open_persistent_on(disk.handle(), PARTS).unwrap();
+    r.set_segment_bytes(64 << 10);
+    r.set_write_back_bytes(0);
+    let stable = |m: &mut MemStore, r: &mut LogStore<MemMedium>, seq: Seq| {
+        assert_eq!(m.checkpoint(seq), r.checkpoint(seq));
+        m.discard_checkpoints_below(seq);
+        r.discard_checkpoints_below(seq);
+        r.persist(seq).unwrap();
+        r.recorded(seq).unwrap();
+    };
+    for i in 0..64u8 {
+        let w = WriteSet::from([(key(i % 8, i), Some(vec![i; 16 << 10]))]);
+        m.apply(w.clone()).unwrap();
+        r.apply(w).unwrap();
+    }
+    stable(&mut m, &mut r, 1);
+    let full = disk.bytes();
+    for i in 0..64u8 {
+        let w = WriteSet::from([(key(i % 8, i), None)]);
+        m.apply(w.clone()).unwrap();
+        r.apply(w).unwrap();
+    }
+    stable(&mut m, &mut r, 2);
+    assert!(
+        disk.bytes() < full / 8,
+        "{} of {full} bytes left after checkpoint 2: {:?}",
+        disk.bytes(),
+        r.counters()
+    );
+    assert_eq!(r.current_digests(), m.current_digests());
+    drop(r);
+    disk.power_cut();
+    let mut again = LogStore::open_persistent_on(disk.handle(), PARTS).unwrap();
+    assert_eq!(again.reopen_at(2), Ok(m.checkpoint_digests(2).unwrap()));
+    assert_eq!(contents(&again), contents(&m));
 }

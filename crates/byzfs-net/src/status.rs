@@ -51,6 +51,9 @@ pub struct CoreCounters {
     #[serde(default)]
     pub batches_caught_up: u64,
     pub pre_prepares_sent: u64,
+    /// Quiet spells ended with null batches up to the next checkpoint (as primary).
+    #[serde(default)]
+    pub idle_checkpoints: u64,
     #[serde(default)]
     pub prepares_sent: u64,
     #[serde(default)]
@@ -86,6 +89,7 @@ impl From<&Stats> for CoreCounters {
             batches_committed: s.batches_committed,
             batches_caught_up: s.batches_caught_up,
             pre_prepares_sent: s.pre_prepares_sent,
+            idle_checkpoints: s.idle_checkpoints,
             prepares_sent: s.prepares_sent,
             prepares_withheld: s.prepares_withheld,
             vote_horizons: s.vote_horizons,

@@ -223,6 +223,14 @@ const CASES: &[Case] = &[
         &[1, 2],
         &[PANIC],
     ),
+    (
+        // A liveness rule: without the primary's null batches after the quiet spell, the
+        // last batches never reach a stable checkpoint (39 of 40 of idle-checkpoint).
+        Mutation::NoIdleCheckpoint,
+        Family::IdleCheckpoint,
+        &[0, 1],
+        &[liveness::NAME],
+    ),
 ];
 
 /// The event budget of the `no-checkpoint-loans` runs: about twice what seeds 0 and 1 of

@@ -210,6 +210,11 @@ fn unreachable_primary() {
 }
 
 #[test]
+fn idle_checkpoint() {
+    family(Family::IdleCheckpoint);
+}
+
+#[test]
 fn every_family_has_a_test() {
     // Keep this list in sync with the tests above.
     let tested = [
@@ -248,6 +253,7 @@ fn every_family_has_a_test() {
         "outrun",
         "left-behind",
         "unreachable-primary",
+        "idle-checkpoint",
     ];
     let all: Vec<&str> = byzfs_sim::FAMILIES.iter().map(|f| f.name()).collect();
     assert_eq!(all, tested);

@@ -5,6 +5,7 @@ use super::slot::Slot;
 use crate::crypto::Digest;
 use crate::ids::{ReplicaId, Seq};
 use crate::message::BatchBody;
+use crate::time::Time;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
@@ -31,4 +32,9 @@ pub(crate) struct Log {
     /// interval), by slot, sender and tag, handled once the window reaches them (see
     /// `hold_ahead`).
     pub ahead: BTreeMap<(Seq, ReplicaId, u8), Arc<[u8]>>,
+    /// The primary proposes null batches while no request waits, up to and including this
+    /// slot (an idle checkpoint, `replica/idle.rs`).
+    pub pad_to: Seq,
+    /// When this primary last proposed a batch: the idle timer's quiet starts there.
+    pub last_proposed: Time,
 }

@@ -32,6 +32,7 @@ mod catch_up;
 mod checkpoint;
 mod durable;
 mod execute;
+mod idle;
 mod log;
 mod monitor;
 pub mod new_view;
@@ -110,6 +111,9 @@ pub struct Stats {
     pub batches_caught_up: u64,
     /// Pre-prepares sent (as primary).
     pub pre_prepares_sent: u64,
+    /// Quiet spells this replica, as primary, ended with null batches up to the next
+    /// checkpoint (`replica/idle.rs`).
+    pub idle_checkpoints: u64,
     /// PREPAREs sent (as a backup; retransmissions not counted).
     pub prepares_sent: u64,
     /// PREPAREs withheld: slots a backup restored after a power cut did not vote in, at or
@@ -364,6 +368,7 @@ impl<S: Service> Replica<S> {
                 TimerKind::ViewChange => self.on_view_change_timeout(),
                 TimerKind::Fetch => self.on_fetch_timer(),
                 TimerKind::Monitor => self.on_monitor_timeout(),
+                TimerKind::Idle => self.on_idle_timeout(),
             }
         }
         self.check_invariants();
@@ -743,6 +748,7 @@ pub(crate) enum MutationStub {
     NoPrimaryMonitor,
     ForeignCommitQuorumF1,
     NoCheckpointLoans,
+    NoIdleCheckpoint,
 }
 
 /// The mutation type call sites name (`M::CommitQuorum2f`).

@@ -258,16 +258,20 @@ impl<S: Service> Replica<S> {
             && self.view.has_new_view
             && self.fetch.is_none()
             && self.log.seqno >= self.log.last_stable
-            && !self.requests.queue.is_empty()
+            && (!self.requests.queue.is_empty() || self.log.pad_to > self.log.seqno)
             && self.log.seqno < self.log.last_executed + self.config.batch_window
             && self.log.seqno < self.log.last_stable + self.config.log_window
         {
-            let Some(batch) = self.build_batch() else {
-                break;
-            };
             let seq = self.log.seqno + 1;
-            let mut batch = batch;
-            batch.nondet = self.service.propose_nondet(seq, self.now);
+            let batch = match self.build_batch() {
+                Some(mut batch) => {
+                    batch.nondet = self.service.propose_nondet(seq, self.now);
+                    batch
+                }
+                // The null batch (§3.5): no requests, no non-deterministic input.
+                None if self.log.pad_to >= seq => BatchBody::default(),
+                None => break,
+            };
             let Some(digest) = batch_digest(&batch) else {
                 // Every inlined frame came from our own request store, which holds only
                 // parsed frames; a failure here means a bug, but dropping is still safe.
@@ -302,9 +306,11 @@ impl<S: Service> Replica<S> {
             });
             slot.note_pre_prepared(digest, v);
             self.stats.pre_prepares_sent += 1;
+            self.log.last_proposed = self.now;
             self.stats.batched_requests += n_reqs;
             self.check_prepared(seq);
         }
+        self.arm_idle_timer();
     }
 
     /// Takes queued requests into a batch: inline up to the byte bound, big ones by digest.

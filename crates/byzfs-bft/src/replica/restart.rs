@@ -260,6 +260,17 @@ impl<S: Service> Replica<S> {
         }
     }
 
+    /// For the driver, just after its commit that recorded stable checkpoint `stored`:
+    /// tells a service that persists its own state ([`Service::recorded`]). An error means
+    /// the replica cannot go on.
+    pub fn service_recorded(&mut self, stored: Seq) -> Result<(), String> {
+        if self.service.persists_state() {
+            self.service.recorded(stored)
+        } else {
+            Ok(())
+        }
+    }
+
     /// Turns on (or off) the emission of [`crate::action::StoreRecord`]s and `Executed`
     /// records, for a driver that keeps the state on disk so that [`Replica::restore`] can
     /// rebuild the replica. Off by default: memory drivers and the simulator do not pay for it.

@@ -13,19 +13,22 @@ pub(crate) enum TimerKind {
     Fetch = 2,
     /// End of a period of the primary's throughput watch ([`super::monitor`]).
     Monitor = 3,
+    /// The primary has ordered nothing for `idle_checkpoint` (`replica/idle.rs`).
+    Idle = 4,
 }
 
-const ALL: [TimerKind; 4] = [
+const ALL: [TimerKind; 5] = [
     TimerKind::Status,
     TimerKind::ViewChange,
     TimerKind::Fetch,
     TimerKind::Monitor,
+    TimerKind::Idle,
 ];
 
 /// Deadlines by kind.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Timers {
-    at: [Option<Time>; 4],
+    at: [Option<Time>; 5],
 }
 
 impl Timers {

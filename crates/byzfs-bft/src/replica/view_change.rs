@@ -234,6 +234,7 @@ impl<S: Service> Replica<S> {
         self.prune_missing_batches();
         self.view.current = v;
         self.view.has_new_view = false;
+        self.log.pad_to = 0;
         self.vc.new_view_frame = None;
         self.requests.queue.clear();
         self.requests.proposed.clear();

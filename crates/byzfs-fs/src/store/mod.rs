@@ -142,6 +142,12 @@ pub trait Store {
         Ok(())
     }
 
+    /// The owner's record of checkpoint `stored` is durable (`LogStore::recorded`). Default:
+    /// nothing to do.
+    fn recorded(&mut self, _stored: Seq) -> Result<(), StoreError> {
+        Ok(())
+    }
+
     /// Returns a reopened store to held checkpoint `seq` (`LogStore::reopen_at`).
     /// Default: an error (nothing is kept across a restart).
     fn reopen_at(&mut self, seq: Seq) -> Result<Vec<Digest>, StoreError> {

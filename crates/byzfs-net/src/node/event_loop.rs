@@ -514,6 +514,13 @@ impl<S: Service> EventLoop<S> {
             self.persists.clear();
             self.stores.clear();
         }
+        if let Some(seq) = stored {
+            // The record is durable: the store may drop what only the previous one kept.
+            if let Err(msg) = self.replica.service_recorded(seq) {
+                tracing::error!(replica = self.replica.id(), "{msg}; stopping");
+                return Err(NodeError::Service(msg));
+            }
+        }
         if std::mem::take(&mut self.sync) {
             // Every send of this drain follows it, the CHECKPOINT that asked for it too.
             self.durability.sync().map_err(NodeError::Storage)?;

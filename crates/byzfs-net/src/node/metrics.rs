@@ -69,6 +69,7 @@ impl Metrics {
         counter("byzfs_batches_committed_total", c.batches_committed);
         counter("byzfs_batches_caught_up_total", c.batches_caught_up);
         counter("byzfs_pre_prepares_sent_total", c.pre_prepares_sent);
+        counter("byzfs_idle_checkpoints_total", c.idle_checkpoints);
         counter("byzfs_prepares_sent_total", c.prepares_sent);
         counter("byzfs_prepares_withheld_total", c.prepares_withheld);
         counter("byzfs_vote_horizons_total", c.vote_horizons);

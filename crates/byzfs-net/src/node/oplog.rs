@@ -199,6 +199,7 @@ impl OpLog {
         if !self.writes {
             return Ok(());
         }
+        let mut recorded = None;
         if self.seq >= self.stable + self.interval {
             self.checkpoint(service, replies);
             // The commit below records the checkpoint: the service's own store must hold it
@@ -206,6 +207,7 @@ impl OpLog {
             service
                 .persist(self.stable)
                 .map_err(std::io::Error::other)?;
+            recorded = Some(self.stable);
         }
         if self.records.is_empty() && self.stores.is_empty() {
             return Ok(());
@@ -213,7 +215,11 @@ impl OpLog {
         let r = self.durability.commit(&self.records, &self.stores);
         self.records.clear();
         self.stores.clear();
-        r
+        r?;
+        if let Some(seq) = recorded {
+            service.recorded(seq).map_err(std::io::Error::other)?;
+        }
+        Ok(())
     }
 
     /// Stores the service's state at `seq` (changed partitions only) and the reply cache.

@@ -31,6 +31,8 @@ pub struct Lagging {
     pub inst: usize,
     /// Its last executed sequence number.
     pub last_executed: Seq,
+    /// Its last stable checkpoint.
+    pub last_stable: Seq,
     /// Where it should be.
     pub target: Seq,
 }
@@ -87,8 +89,8 @@ impl Liveness {
                 NAME,
                 now,
                 format!(
-                    "r{} executed only through seq {} of {} {bound}",
-                    l.inst, l.last_executed, l.target
+                    "r{} executed through seq {} (stable checkpoint {}), not covering seq {} {bound}",
+                    l.inst, l.last_executed, l.last_stable, l.target
                 ),
             );
         }
@@ -132,6 +134,7 @@ mod tests {
             &[Lagging {
                 inst: 3,
                 last_executed: 1,
+                last_stable: 0,
                 target: 9,
             }],
         );

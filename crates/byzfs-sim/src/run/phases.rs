@@ -77,10 +77,14 @@ impl Sim {
             .enumerate()
             .filter(|(_, r)| r.up && matches!(r.role, Role::Correct | Role::Amnesiac))
             .filter(|(_, r)| !self.plan.clock_faulty.contains(&r.id))
-            .filter(|(_, r)| r.replica.last_executed() < target && r.replica.last_stable() < target)
+            .filter(|(_, r)| {
+                r.replica.last_stable() < target
+                    && (self.plan.params.stable_at_rest || r.replica.last_executed() < target)
+            })
             .map(|(inst, r)| Lagging {
                 inst,
                 last_executed: r.replica.last_executed(),
+                last_stable: r.replica.last_stable(),
                 target,
             })
             .collect()

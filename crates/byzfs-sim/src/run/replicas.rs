@@ -111,6 +111,14 @@ impl Sim {
                             }
                         }
                         self.world.replicas[inst].disk.apply_store(&rec);
+                        if let StoreRecord::Checkpoint(img) = &rec {
+                            // The record is durable: the service may drop what only the
+                            // previous one kept (`Service::recorded`).
+                            let node = &mut self.world.replicas[inst];
+                            if let Err(e) = node.replica.service_recorded(img.seq) {
+                                panic!("the service after its checkpoint's record: {e}");
+                            }
+                        }
                     }
                 }
                 Action::Event(ev) => {

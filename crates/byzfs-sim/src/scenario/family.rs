@@ -146,6 +146,11 @@ pub enum Family {
     /// refused redial) and reachable after its restart: a crashed primary is left after
     /// `unreachable_primary_timeout` (500 ms).
     UnreachablePrimary,
+    /// [`Family::Crash`]'s plan with idle checkpoints on (`byzfs_bft`'s `replica/idle.rs`)
+    /// and a quiet end: clients stop at their quota, and the run ends only once every
+    /// correct replica's stable checkpoint covers every acknowledged write, which only the
+    /// primary's null batches after the quiet spell bring (mutation `no-idle-checkpoint`).
+    IdleCheckpoint,
     /// [`Family::Normal`]'s plan over the file service (every `Fs…` family: the real
     /// `byzfs_fs::FileService` on its in-memory store, the fs workload, and the file checkers;
     /// in [`FS_TABLE`], not in `all`).
@@ -192,7 +197,7 @@ pub struct Spec {
 }
 
 /// Every family, in `all`'s order (`all` runs `TABLE[seed % len]`).
-pub const TABLE: [Spec; 35] = [
+pub const TABLE: [Spec; 36] = [
     Spec {
         family: Family::Normal,
         name: "normal",
@@ -367,6 +372,11 @@ pub const TABLE: [Spec; 35] = [
         family: Family::UnreachablePrimary,
         name: "unreachable-primary",
         plan: unreachable_primary,
+    },
+    Spec {
+        family: Family::IdleCheckpoint,
+        name: "idle-checkpoint",
+        plan: idle_checkpoint,
     },
 ];
 
@@ -1066,6 +1076,14 @@ fn unreachable_primary(r: &mut SimRng, params: &mut Params, plan: &mut Plan, n: 
     params.report_reachability = true;
     // The deployed timeout, so that the reports, not the timer, end a crashed primary's view.
     params.config.view_change_timeout = Duration::from_secs(5);
+}
+
+/// [`Family::IdleCheckpoint`].
+fn idle_checkpoint(r: &mut SimRng, params: &mut Params, plan: &mut Plan, n: usize, f: usize) {
+    crash(r, params, plan, n, f);
+    params.config.idle_checkpoint = Duration::from_millis(r.gen_range(100..=1000));
+    params.quiet_catch_up = true;
+    params.stable_at_rest = true;
 }
 
 /// [`Family::FirstReceiver`].

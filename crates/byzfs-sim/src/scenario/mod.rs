@@ -44,6 +44,11 @@ pub struct Params {
     /// In the liveness phase, clients stop at their quota even while a replica lags: it
     /// must catch up in a quiet cluster, with no new checkpoint to fetch (`left-behind`).
     pub quiet_catch_up: bool,
+    /// The liveness phase ends only once every correct replica's last stable checkpoint
+    /// covers every acknowledged write: with [`Params::quiet_catch_up`], only the primary's
+    /// null batches after a quiet spell get it there (`idle-checkpoint`; `byzfs_bft`'s
+    /// `replica/idle.rs`).
+    pub stable_at_rest: bool,
     /// Whether the surviving replicas' drivers report a crashed replica unreachable and a
     /// restarted one reachable (`Replica::handle_reachability`), as a real driver's refused
     /// redial does (`unreachable-primary`).
@@ -230,6 +235,9 @@ fn sweep(seed: u64, replicas: Option<usize>) -> Result<Params, String> {
     config.state_chunk_bytes = chunk;
     config.read_only_to_quorum = ro_quorum;
     config.relay_big_requests = relay;
+    // Idle checkpoints only where a family asks for them (`idle-checkpoint`): the other
+    // families' seeds, the mutation seeds among them, were found without the null batches.
+    config.idle_checkpoint = Duration::ZERO;
     config.validate()?;
     Ok(Params {
         config,
@@ -249,6 +257,7 @@ fn sweep(seed: u64, replicas: Option<usize>) -> Result<Params, String> {
         safety_ops_max: SAFETY_OPS_MAX,
         net: NetFaults::benign(),
         quiet_catch_up: false,
+        stable_at_rest: false,
         report_reachability: false,
     })
 }

@@ -163,6 +163,9 @@ pub struct LogStore<M: Medium = DirMedium> {
     staged_bytes: usize,
     /// [`WRITE_BACK_BYTES`] unless set; 0: every operation is a frame at once.
     write_back_bytes: usize,
+    /// The highest `discard_checkpoints_below` of this run: what the owner no longer needs
+    /// (the checkpoint kept for its record aside; [`LogStore::recorded`]).
+    discarded: Option<Seq>,
 }
 
 impl LogStore<DirMedium> {
@@ -265,6 +268,7 @@ impl<M: Medium> LogStore<M> {
             staged: BTreeMap::new(),
             staged_bytes: 0,
             write_back_bytes: WRITE_BACK_BYTES,
+            discarded: None,
         }
         .started(fresh)
     }
@@ -465,6 +469,30 @@ impl<M: Medium> LogStore<M> {
         self.index.set_keep(stored);
         self.sync()?;
         self.compact_if_wasteful()?;
+        Ok(())
+    }
+
+    /// The owner's record of checkpoint `stored` (kept by the last [`LogStore::persist`]) is
+    /// durable: the checkpoints the owner discarded meanwhile but the store kept for the
+    /// previous record go now (a `Discard` frame, synced), and compaction looks again. So
+    /// what a burst deleted is given back at the checkpoint after it, not at the one after
+    /// that, which an idle cluster would not reach (docs/PROTOCOL.md §2.6).
+    pub fn recorded(&mut self, stored: Seq) -> Result<(), StoreError> {
+        let Some(floor) = self.discarded.filter(|_| self.index.keep() == Some(stored)) else {
+            return Ok(());
+        };
+        if self
+            .index
+            .held()
+            .first()
+            .is_some_and(|&s| s < floor.min(stored))
+        {
+            self.flush()?;
+            self.append(&frame::discard(floor))?;
+            self.index.discard_below(floor);
+            self.sync()?;
+            self.compact_if_wasteful()?;
+        }
         Ok(())
     }
 
@@ -880,6 +908,7 @@ impl<M: Medium> Store for LogStore<M> {
     }
 
     fn discard_checkpoints_below(&mut self, seq: Seq) {
+        self.discarded = Some(self.discarded.map_or(seq, |d| d.max(seq)));
         if self.index.held().first().is_some_and(|&s| s < seq)
             && self.flush_or_fail("discarding checkpoints")
         {
@@ -952,6 +981,10 @@ impl<M: Medium> Store for LogStore<M> {
 
     fn persist(&mut self, stored: Seq) -> Result<(), StoreError> {
         LogStore::persist(self, stored)
+    }
+
+    fn recorded(&mut self, stored: Seq) -> Result<(), StoreError> {
+        LogStore::recorded(self, stored)
     }
 
     fn reopen_at(&mut self, seq: Seq) -> Result<Vec<Digest>, StoreError> {
