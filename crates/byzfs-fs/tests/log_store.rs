@@ -758,3 +758,55 @@ fn a_removal_is_given_back_once_the_next_checkpoint_is_recorded() {
     assert_eq!(again.reopen_at(2), Ok(m.checkpoint_digests(2).unwrap()));
     assert_eq!(contents(&again), contents(&m));
 }
+
+/// A removed file whose values all lie in the segment still appended to is given back too:
+/// that segment is closed early once it is mostly garbage, then compacted.
+#[test]
+fn a_mostly_dead_segment_appended_to_is_closed_and_compacted() {
+    let disk = MemMedium::new();
+    let mut m = MemStore::new(PARTS);
+    let mut r = LogStore::open_persistent_on(disk.handle(), PARTS).unwrap();
+    r.set_segment_bytes(4 << 20);
+    let stable = |m: &mut MemStore, r: &mut LogStore<MemMedium>, seq: Seq| {
+        assert_eq!(m.checkpoint(seq), r.checkpoint(seq));
+        m.discard_checkpoints_below(seq);
+        r.discard_checkpoints_below(seq);
+        r.persist(seq).unwrap();
+        r.recorded(seq).unwrap();
+    };
+    let both = |m: &mut MemStore, r: &mut LogStore<MemMedium>, w: WriteSet| {
+        m.apply(w.clone()).unwrap();
+        r.apply(w).unwrap();
+    };
+    both(
+        &mut m,
+        &mut r,
+        WriteSet::from([(key(0, 250), Some(b"kept".to_vec()))]),
+    );
+    for i in 0..192u8 {
+        both(
+            &mut m,
+            &mut r,
+            WriteSet::from([(key(i % 8, i), Some(vec![i; 16 << 10]))]),
+        );
+    }
+    stable(&mut m, &mut r, 1);
+    let full = disk.bytes();
+    assert!(full > 3 << 20, "{full}");
+    for i in 0..192u8 {
+        both(&mut m, &mut r, WriteSet::from([(key(i % 8, i), None)]));
+    }
+    stable(&mut m, &mut r, 2);
+    assert!(
+        disk.bytes() < 64 << 10,
+        "{} bytes left: {:?}",
+        disk.bytes(),
+        r.counters()
+    );
+    assert_eq!(contents(&r), contents(&m));
+    drop(r);
+    disk.power_cut();
+    let mut again = LogStore::open_persistent_on(disk.handle(), PARTS).unwrap();
+    assert_eq!(again.reopen_at(2), Ok(m.checkpoint_digests(2).unwrap()));
+    assert_eq!(contents(&again), contents(&m));
+}

@@ -17,6 +17,7 @@
 //! byzfs bench micro|throughput [--json P]    benchmarks on loopback (PBFT Table 1, BFT Fig. 6-7)
 //! byzfs bench attack [--json P]              throughput under Aardvark's attacks (test builds)
 //! byzfs bench andrew|postmark|largefile      file-system benchmarks (ByzFS, NO-REP, local, bindfs)
+//! byzfs bench store                          the file service's store alone against ext4 via bindfs
 //! byzfs bench crypt                          the cost of each step of an encrypted mount
 //! byzfs bench sites --sites wan               check the sites harness's links (root)
 //! byzfs bench bandwidth                      bytes on the wire per update (root)

@@ -18,10 +18,15 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 fn size_mib() -> u64 {
+    size_mib_or(128)
+}
+
+/// `BYZFS_LARGE_RM_MIB`, or `default`.
+fn size_mib_or(default: u64) -> u64 {
     std::env::var("BYZFS_LARGE_RM_MIB")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(128)
+        .unwrap_or(default)
 }
 
 /// Bytes in use on the file system mounted at `mnt`, as `df` shows them.
@@ -288,7 +293,7 @@ fn copy_file_range_seek_data_hole_punch_and_fsyncdir_through_the_mount() {
 /// gives its space back on every replica's disk within 90 s: the mount deletes the blocks,
 /// the primary's null batches take the quiet cluster to the next checkpoint
 /// (docs/PROTOCOL.md §2.6), and each replica's store compacts once that checkpoint is
-/// recorded. `BYZFS_LARGE_RM_MIB` sets the size (the 1 GiB:
+/// recorded. `BYZFS_LARGE_RM_MIB` sets the size (64 MiB unless set; the 1 GiB:
 /// `BYZFS_LARGE_RM_MIB=1024 cargo test --release -p byzfs --features byzfs/byzantine
 /// --test integration -- large_files::an_idle --nocapture`).
 #[test]
@@ -297,7 +302,7 @@ fn an_idle_cluster_gives_a_removed_file_back() {
     if skip_without_fuse() {
         return;
     }
-    let mib = size_mib();
+    let mib = size_mib_or(64);
     let up = Up::start_mounted(&[]);
     let a = up.mountpoint.clone().unwrap();
     let rt = rt();

@@ -1,4 +1,5 @@
-//! `byzfs bench andrew|postmark|largefile`: file-system benchmarks (issue #4 item 5).
+//! `byzfs bench andrew|postmark|largefile|store`: file-system benchmarks (issue #4 item 5;
+//! `store`, the file service's store alone, issue #46).
 //!
 //! Each benchmark runs the same workload against several *targets* (see `target.rs`): ByzFS and
 //! NO-REP (an unreplicated ByzFS) mounted through FUSE, local disk, and a plain FUSE
@@ -23,6 +24,7 @@ mod diskio;
 mod largefile;
 mod postmark;
 mod report;
+mod store;
 pub(crate) mod target;
 
 use clap::{Args, Subcommand};
@@ -40,6 +42,9 @@ pub enum FsbenchCommand {
     Postmark(Box<postmark::PostmarkArgs>),
     /// 40 MB files: sequential and random read and write (Plutus Table 5).
     Largefile(Box<largefile::LargefileArgs>),
+    /// The file service's store alone: create, write 4 KiB and remove, against ext4
+    /// through the passthrough (issue #46).
+    Store(store::StoreArgs),
 }
 
 /// Options shared by every file-system benchmark.
@@ -118,6 +123,7 @@ pub fn run_command(command: FsbenchCommand) -> anyhow::Result<ExitCode> {
         FsbenchCommand::Andrew(a) => andrew::run(*a),
         FsbenchCommand::Postmark(a) => postmark::run(*a),
         FsbenchCommand::Largefile(a) => largefile::run(*a),
+        FsbenchCommand::Store(a) => store::run(a),
     }?;
     Ok(ExitCode::SUCCESS)
 }

@@ -381,6 +381,13 @@ pub fn last_line(log: &Path) -> String {
 }
 
 /// `bindfs INST/backing INST/mnt`.
+/// A `bindfs` mount of a fresh directory under `work` (made here), for a benchmark that
+/// runs its own workload through the passthrough (`byzfs bench store`).
+pub fn start_passthrough(work: &Path) -> anyhow::Result<Mounted> {
+    fs::create_dir_all(work)?;
+    start_bindfs(work)
+}
+
 fn start_bindfs(inst: &Path) -> anyhow::Result<Mounted> {
     check_fuse()?;
     let backing = inst.join("backing");
