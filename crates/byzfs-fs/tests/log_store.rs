@@ -193,6 +193,22 @@ fn pstep() -> impl Strategy<Value = PStep> {
     ]
 }
 
+/// The same writes to the reference and the store.
+fn both(m: &mut MemStore, r: &mut LogStore<MemMedium>, w: WriteSet) {
+    m.apply(w.clone()).unwrap();
+    r.apply(w).unwrap();
+}
+
+/// Checkpoint `seq` becomes stable, as a replica's driver makes it: discard, persist, and
+/// the owner's record (`recorded`).
+fn stable(m: &mut MemStore, r: &mut LogStore<MemMedium>, seq: Seq) {
+    assert_eq!(m.checkpoint(seq), r.checkpoint(seq));
+    m.discard_checkpoints_below(seq);
+    r.discard_checkpoints_below(seq);
+    r.persist(seq).unwrap();
+    r.recorded(seq).unwrap();
+}
+
 type Snapshot = (Vec<byzfs_bft::Digest>, Vec<Vec<(Vec<u8>, Vec<u8>)>>);
 
 /// Reopens a persistent store on `disk` at checkpoint `seq`, which must equal `want`.
@@ -438,10 +454,6 @@ fn compaction_gives_space_back_and_keeps_every_checkpoint() {
     r.set_segment_bytes(64 << 10);
     let mut m = MemStore::new(PARTS);
     let block = |i: u8| (key(i % 8, i), Some(vec![i; 16 * 1024]));
-    let both = |m: &mut MemStore, r: &mut LogStore<MemMedium>, w: WriteSet| {
-        m.apply(w.clone()).unwrap();
-        r.apply(w).unwrap();
-    };
     m.checkpoint(0);
     r.checkpoint(0);
     both(
@@ -657,11 +669,8 @@ fn compaction_copies_at_most_half_a_segment_per_checkpoint() {
     let mut r = LogStore::open_persistent_on(disk.handle(), PARTS).unwrap();
     r.set_segment_bytes(SEG);
     r.set_write_back_bytes(0);
-    let both = |m: &mut MemStore, r: &mut LogStore<MemMedium>, w: WriteSet| {
-        m.apply(w.clone()).unwrap();
-        r.apply(w).unwrap();
-    };
-    let stable = |m: &mut MemStore, r: &mut LogStore<MemMedium>, seq: Seq| {
+    // Stable without the owner's record: only the next checkpoint drops the one before.
+    let persisted = |m: &mut MemStore, r: &mut LogStore<MemMedium>, seq: Seq| {
         assert_eq!(m.checkpoint(seq), r.checkpoint(seq));
         m.discard_checkpoints_below(seq);
         r.discard_checkpoints_below(seq);
@@ -672,14 +681,14 @@ fn compaction_copies_at_most_half_a_segment_per_checkpoint() {
     for i in 0..64 {
         both(&mut m, &mut r, WriteSet::from([block(i)]));
     }
-    stable(&mut m, &mut r, 1);
+    persisted(&mut m, &mut r, 1);
     // All but one block of each of the first four segments, and every block after them.
     for i in (0..64).filter(|i| i % 4 != 0 || *i >= 16) {
         both(&mut m, &mut r, WriteSet::from([(key(i % 8, i), None)]));
     }
-    stable(&mut m, &mut r, 2);
+    persisted(&mut m, &mut r, 2);
     assert_eq!(r.counters().compactions, 0, "checkpoint 1 still held");
-    stable(&mut m, &mut r, 3);
+    persisted(&mut m, &mut r, 3);
     let c = r.counters();
     assert_eq!(
         (c.compactions, c.segments_removed, c.bytes_copied),
@@ -690,7 +699,7 @@ fn compaction_copies_at_most_half_a_segment_per_checkpoint() {
     for i in 100..105 {
         both(&mut m, &mut r, WriteSet::from([block(i)]));
     }
-    stable(&mut m, &mut r, 4);
+    persisted(&mut m, &mut r, 4);
     let c = r.counters();
     assert_eq!(
         (c.compactions, c.bytes_copied),
@@ -725,13 +734,6 @@ fn a_removal_is_given_back_once_the_next_checkpoint_is_recorded() {
     let mut r = LogStore::open_persistent_on(disk.handle(), PARTS).unwrap();
     r.set_segment_bytes(64 << 10);
     r.set_write_back_bytes(0);
-    let stable = |m: &mut MemStore, r: &mut LogStore<MemMedium>, seq: Seq| {
-        assert_eq!(m.checkpoint(seq), r.checkpoint(seq));
-        m.discard_checkpoints_below(seq);
-        r.discard_checkpoints_below(seq);
-        r.persist(seq).unwrap();
-        r.recorded(seq).unwrap();
-    };
     for i in 0..64u8 {
         let w = WriteSet::from([(key(i % 8, i), Some(vec![i; 16 << 10]))]);
         m.apply(w.clone()).unwrap();
@@ -767,17 +769,6 @@ fn a_mostly_dead_segment_appended_to_is_closed_and_compacted() {
     let mut m = MemStore::new(PARTS);
     let mut r = LogStore::open_persistent_on(disk.handle(), PARTS).unwrap();
     r.set_segment_bytes(4 << 20);
-    let stable = |m: &mut MemStore, r: &mut LogStore<MemMedium>, seq: Seq| {
-        assert_eq!(m.checkpoint(seq), r.checkpoint(seq));
-        m.discard_checkpoints_below(seq);
-        r.discard_checkpoints_below(seq);
-        r.persist(seq).unwrap();
-        r.recorded(seq).unwrap();
-    };
-    let both = |m: &mut MemStore, r: &mut LogStore<MemMedium>, w: WriteSet| {
-        m.apply(w.clone()).unwrap();
-        r.apply(w).unwrap();
-    };
     both(
         &mut m,
         &mut r,
