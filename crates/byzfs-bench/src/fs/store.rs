@@ -24,7 +24,7 @@ use byzfs_fs::store::LogStore;
 use byzfs_fs::{decode_result, Credentials, FileHandle, FileService, FsConfig, Op, Reply, Request};
 use clap::Args;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 /// `byzfs bench store`.
 #[derive(Args, Debug, Clone)]
@@ -348,8 +348,6 @@ pub fn run(args: StoreArgs) -> anyhow::Result<()> {
         std::fs::write(p, serde_json::to_vec_pretty(&rows)?)
             .with_context(|| format!("writing {}", p.display()))?;
     }
-    // Let write-back of the last phase settle before the directories go.
-    std::thread::sleep(Duration::from_millis(10));
     Ok(())
 }
 
