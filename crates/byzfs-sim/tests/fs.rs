@@ -35,6 +35,31 @@ fn fs_families_pass_every_checker() {
     }
 }
 
+/// Seeds the sweeps reported, kept passing: a replica catching up on a view it had left
+/// took a big body another replica's certificate named, exempt from the client's share of
+/// its request store while missing, and counted it once held (checker `request-store`;
+/// `byzfs_bft`'s `replica/catch_up.rs` `foreign_bodies`).
+#[test]
+fn regression_seeds_from_the_fs_sweeps() {
+    let mut failures = Vec::new();
+    for (family, seed) in [
+        (Family::FsCrash, 2819),
+        (Family::FsCrash, 8495),
+        (Family::FsDiskTotalCrash, 233),
+        (Family::FsDiskCrash, 450),
+    ] {
+        let r = run(&RunConfig::new(seed, family)).expect("plan");
+        if !r.violations.is_empty() {
+            failures.push(format!(
+                "{:?}\n  replay: {}",
+                r.violations,
+                r.replay_command(None)
+            ));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
 /// Runs `seeds` of `family` with `m` and returns the checkers that fired, in order of runs.
 fn caught(family: Family, m: StoreMutation, seeds: &[u64]) -> Vec<&'static str> {
     let mut fired = Vec::new();

@@ -204,7 +204,7 @@ impl<S: Service> Replica<S> {
 
     /// Whether a batch in our log names big request body `d`.
     pub(super) fn body_in_log(&self, d: &Digest) -> bool {
-        if self.foreign_missing_bodies().contains(d) {
+        if self.foreign_bodies().contains(d) {
             return true;
         }
         self.log.slots.values().any(|s| {
