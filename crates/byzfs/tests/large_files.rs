@@ -323,6 +323,8 @@ fn an_idle_cluster_gives_a_removed_file_back() {
     let bound: Vec<u64> = before.iter().map(|b| b + (mib / 2).min(512)).collect();
     let mut now = on_disk(&up);
     while now.iter().zip(&bound).any(|(n, b)| n > b) && t.elapsed() < Duration::from_secs(90) {
+        // Real replica processes: their status is the only signal that a store compacted,
+        // so this polls it, within the 90 s bound.
         std::thread::sleep(Duration::from_millis(500));
         now = on_disk(&up);
     }
