@@ -132,6 +132,13 @@ pub trait Service {
             "the service keeps no state across a restart (asked for checkpoint {seq})"
         ))
     }
+
+    /// The service's own counters, as named running totals (for instance what its store
+    /// wrote): drivers show them beside the core's [`crate::replica::Stats`]. Never part of
+    /// the replicated state (they may differ between replicas). Default: none.
+    fn counters(&self) -> Vec<(&'static str, u64)> {
+        Vec::new()
+    }
 }
 
 /// The checkpoint digest over a list of partition digests.

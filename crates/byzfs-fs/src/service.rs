@@ -436,4 +436,9 @@ impl<S: Store> Service for FileService<S> {
         self.writes.clear();
         self.store.reopen_at(seq).map_err(|e| e.to_string())
     }
+
+    /// The store's ([`Store::counters`]).
+    fn counters(&self) -> Vec<(&'static str, u64)> {
+        self.store.counters()
+    }
 }

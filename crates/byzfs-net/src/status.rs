@@ -3,6 +3,7 @@
 //! returns the latest one (see the crate README).
 
 use crate::counters::NetCounters;
+use crate::storage::DiskCounters;
 use byzfs_bft::replica::Stats;
 use byzfs_bft::{DropReason, ReplicaId, Seq, View};
 use serde::{Deserialize, Serialize};
@@ -162,4 +163,11 @@ pub struct NodeStatus {
     /// status tick; 0 in `memory` mode.
     #[serde(default)]
     pub data_bytes: u64,
+    /// What the durability wrote since start (log, database).
+    #[serde(default)]
+    pub disk: DiskCounters,
+    /// The service's own counters since start ([`byzfs_bft::Service::counters`]; for the
+    /// file service, its store's writes).
+    #[serde(default)]
+    pub service: BTreeMap<String, u64>,
 }

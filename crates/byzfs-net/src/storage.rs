@@ -37,7 +37,10 @@
 //! restored backup abstain from PREPAREs in its view up to its vote horizon (`abstain` in
 //! the database keeps that across later restarts).
 
+mod counters;
 mod wal;
+
+pub use counters::DiskCounters;
 
 use byzfs_bft::message::BatchBody;
 use byzfs_bft::replica::{record_seq, DurableState, StoredBatch, StoredCheckpoint};
@@ -79,6 +82,11 @@ pub trait Durability: Send {
     /// the mode stores nothing (the replica then starts fresh). Taken once.
     fn take_loaded(&mut self) -> Option<DurableState> {
         None
+    }
+
+    /// What this mode wrote since it was opened. Default: nothing.
+    fn counters(&self) -> DiskCounters {
+        DiskCounters::default()
     }
 }
 
@@ -238,6 +246,8 @@ pub struct DiskDurability {
     loaded: Option<DurableState>,
     /// Highest view written (to skip rewriting it).
     view: u64,
+    /// Durable database transactions since open ([`DiskCounters::db_commits`]).
+    db_commits: u64,
 }
 
 impl std::fmt::Debug for DiskDurability {
@@ -363,6 +373,7 @@ impl DiskDurability {
             path,
             loaded: Some(loaded),
             view,
+            db_commits: 0,
         })
     }
 
@@ -498,6 +509,7 @@ impl DiskDurability {
             }
         }
         txn.commit().map_err(|e| s(&e))?;
+        self.db_commits += 1;
         if let Some(v) = view {
             self.view = v;
         }
@@ -608,7 +620,7 @@ impl Durability for DiskDurability {
 
     fn close(&mut self) -> std::io::Result<()> {
         self.sync()?;
-        let mark = || -> Result<(), String> {
+        let mut mark = || -> Result<(), String> {
             let s = |e: &dyn std::fmt::Display| e.to_string();
             let mut txn = self.db.begin_write().map_err(|e| s(&e))?;
             txn.set_durability(redb::Durability::Immediate)
@@ -617,7 +629,9 @@ impl Durability for DiskDurability {
                 let mut meta = txn.open_table(META).map_err(|e| s(&e))?;
                 meta.insert(CLEAN, [1u8].as_slice()).map_err(|e| s(&e))?;
             }
-            txn.commit().map_err(|e| s(&e))
+            txn.commit().map_err(|e| s(&e))?;
+            self.db_commits += 1;
+            Ok(())
         };
         mark().map_err(|e| {
             std::io::Error::other(format!("marking {} clean: {e}", self.path.display()))
@@ -635,6 +649,13 @@ impl Durability for DiskDurability {
 
     fn take_loaded(&mut self) -> Option<DurableState> {
         Some(self.loaded.take().unwrap_or_default())
+    }
+
+    fn counters(&self) -> DiskCounters {
+        DiskCounters {
+            db_commits: self.db_commits,
+            ..self.wal.counters()
+        }
     }
 }
 
@@ -1062,6 +1083,23 @@ mod tests {
         disk.commit(&[PersistRecord::VoteHorizon(11)], &[]).unwrap();
         let abstain = PersistRecord::AbstainUpTo { view: 0, seq: 11 };
         disk.commit(&[abstain], &[]).unwrap();
+        // Counted as written: five frames, synced with the Executed records and the
+        // COMMIT's; two database commits; every byte of the (only) log segment.
+        let log_bytes: u64 = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap())
+            .filter(|e| e.file_name().to_string_lossy().starts_with("wal-"))
+            .map(|e| e.metadata().unwrap().len())
+            .sum();
+        assert_eq!(
+            disk.counters(),
+            DiskCounters {
+                log_bytes,
+                log_frames: 5,
+                log_syncs: 2,
+                db_commits: 2,
+            }
+        );
         drop(disk);
         // Same boot: the killed process's writes are all in the file.
         let mut disk = open();

@@ -253,6 +253,33 @@ fn render(
                  log names them)"
             );
         }
+        // What the replica wrote for the requests it executed (docs/BENCHMARKS.md
+        // "Replicas that write what they store once"): its log and database, and the
+        // service's store if it counts its writes.
+        let executed = rise(before, id, s, |s| {
+            s.core.requests_executed + s.core.read_only_executed
+        })
+        .unwrap_or(0);
+        let store =
+            |name: &'static str| move |s: &NodeStatus| s.service.get(name).copied().unwrap_or(0);
+        let log_bytes = rise(before, id, s, |s| s.disk.log_bytes).unwrap_or(0);
+        let store_bytes = rise(before, id, s, store("store_bytes_written")).unwrap_or(0);
+        let syncs = rise(before, id, s, |s| s.disk.syncs()).unwrap_or(0);
+        let store_syncs = rise(before, id, s, store("store_syncs")).unwrap_or(0);
+        if executed > 0 {
+            let per = |v: u64| v as f64 / executed as f64;
+            say!(
+                o,
+                "replica {id}: in the last {secs:.1} s executed {executed} request(s), wrote \
+                 {} to its log and {} to its store with {} sync(s) ({} B and {:.2} syncs per \
+                 request)",
+                human_bytes(log_bytes),
+                human_bytes(store_bytes),
+                syncs + store_syncs,
+                per(log_bytes + store_bytes).round(),
+                per(syncs + store_syncs)
+            );
+        }
     }
     let in_step = h.in_step.len();
     let code = match h.view {
@@ -693,6 +720,37 @@ mod tests {
         assert!(
             text.contains("replica 3: in the last 1.0 s dropped 4 frame(s)"),
             "{text}"
+        );
+    }
+
+    /// What each replica wrote per request it executed between the samples; nothing for a
+    /// replica that executed none.
+    #[test]
+    fn writes_per_request_show_what_rose() {
+        let with = |id, executed: u64, log: u64, syncs: u64, store: u64, store_syncs: u64| {
+            let mut s = up(id).unwrap_or_default();
+            s.core.requests_executed = executed;
+            s.disk.log_bytes = log;
+            s.disk.log_syncs = syncs;
+            s.disk.db_commits = 1;
+            s.service.insert("store_bytes_written".into(), store);
+            s.service.insert("store_syncs".into(), store_syncs);
+            Ok(s)
+        };
+        let before: Vec<_> = (0..4)
+            .map(|i| (i, with(i, 100, 1 << 20, 50, 0, 0)))
+            .collect();
+        let mut now = before.clone();
+        now[1] = (1, with(1, 300, (1 << 20) + 409_600, 150, 3 << 20, 2));
+        let (text, _) = render(&facts(None), Some(&before), &now);
+        let notes: Vec<&str> = text.lines().filter(|l| l.contains("in the last")).collect();
+        assert_eq!(
+            notes,
+            [
+                "replica 1: in the last 1.0 s executed 200 request(s), wrote 400.0 KiB to its \
+                 log and 3.0 MiB to its store with 102 sync(s) (17777 B and 0.51 syncs per \
+                 request)"
+            ]
         );
     }
 }

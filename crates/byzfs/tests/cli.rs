@@ -270,6 +270,8 @@ fn replica_serves_prometheus_metrics() {
         "byzfs_view_changes_total{replica=\"1\"}",
         "byzfs_dropped_total{replica=\"1\",layer=\"core\",reason=\"bad_auth\"} 0",
         "byzfs_dropped_total{replica=\"1\",layer=\"net\",reason=\"oversized\"} 0",
+        "byzfs_log_syncs_total{replica=\"1\"}",
+        "byzfs_db_commits_total{replica=\"1\"}",
     ] {
         assert!(body.contains(needle), "{needle} missing from:\n{body}");
     }

@@ -1,7 +1,7 @@
 //! Running every target, and the results: tables, ratios, `--json` rows, SVG bar charts.
 
 use super::diskio;
-use super::target::{TargetSpec, Targets};
+use super::target::{ServerCounts, TargetSpec, Targets};
 use super::CommonArgs;
 use crate::cpu;
 use anyhow::Context as _;
@@ -78,6 +78,27 @@ pub fn run_targets(
             name: "disk written",
             unit: "MiB",
         },
+        // Per operation at each server (ByzFS's replicas, NO-REP's server; bindfs counts
+        // none): operations and syncs as the servers count them (`byzfs status`), bytes
+        // and CPU as above without the mount's. Each replica executes every operation, so
+        // a sum over the servers divided by the operations they executed is the mean
+        // over servers.
+        Metric {
+            name: "server ops",
+            unit: "ops",
+        },
+        Metric {
+            name: "syncs/op",
+            unit: "syncs",
+        },
+        Metric {
+            name: "written/op",
+            unit: "KiB",
+        },
+        Metric {
+            name: "server cpu/op",
+            unit: "µs",
+        },
     ]);
     let targets = Targets::new(args)?;
     let mut specs = targets.specs.clone();
@@ -104,6 +125,7 @@ pub fn run_targets(
             let server0 = cpu::process_secs(&mounted.servers);
             let fuse0 = cpu::process_secs(&mounted.fuse);
             let disk0 = diskio::written(&mounted.servers);
+            let counts0 = mounted.server_counts();
             let mut values = measure(&spec, &mounted.dir, &pb)
                 .with_context(|| format!("{bench} on {label} (in {})", mounted.dir.display()))?;
             assert_eq!(values.len(), measured, "one value per metric");
@@ -113,16 +135,20 @@ pub fn run_targets(
             // Before the target is stopped: its processes' counts go with them.
             let disk = diskio::written(&mounted.servers).saturating_sub(disk0);
             values.push(disk as f64 / f64::from(1 << 20));
+            let server_cpu = values[measured + 1] - values[measured + 2];
+            values.extend(per_op(counts0, mounted.server_counts(), disk, server_cpu));
             pb.finish_and_clear();
             drop(mounted);
             let summary: Vec<String> = metrics
                 .iter()
                 .zip(&values)
+                .filter(|(_, v)| !v.is_nan())
                 .map(|(m, v)| format!("{} {}", m.name, fmt_value(*v, m.unit)))
                 .collect();
             eprintln!("{label} {what} {}/{runs}: {}", run + 1, summary.join(", "));
             if !warmup {
-                for (m, v) in metrics.iter().zip(values) {
+                // NaN: not counted by this target (shown as `-`).
+                for (m, v) in metrics.iter().zip(values).filter(|(_, v)| !v.is_nan()) {
                     samples.entry((label.clone(), m.name)).or_default().push(v);
                 }
             }
@@ -140,6 +166,31 @@ pub fn run_targets(
         samples,
         params,
     })
+}
+
+/// The per-operation metrics of [`run_targets`] (server ops, syncs/op, KiB written/op,
+/// server µs/op) from the servers' counts before and after the workload, the bytes the
+/// servers wrote and their CPU seconds (the mount's excluded); NaN where the target does
+/// not count operations.
+fn per_op(
+    before: Option<ServerCounts>,
+    after: Option<ServerCounts>,
+    written: u64,
+    cpu_secs: f64,
+) -> [f64; 4] {
+    match (before, after) {
+        (Some(b), Some(a)) if a.since(&b).ops > 0 => {
+            let d = a.since(&b);
+            let ops = d.ops as f64;
+            [
+                ops / d.servers as f64,
+                d.syncs as f64 / ops,
+                written as f64 / 1024.0 / ops,
+                cpu_secs * 1e6 / ops,
+            ]
+        }
+        _ => [f64::NAN; 4],
+    }
 }
 
 fn median(v: &[f64]) -> f64 {
@@ -468,6 +519,47 @@ impl Machine {
             date_unix_s: std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0, |d| d.as_secs()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn counts(servers: u64, ops: u64, syncs: u64) -> Option<ServerCounts> {
+        Some(ServerCounts {
+            servers,
+            ops,
+            syncs,
+        })
+    }
+
+    /// Four replicas that each executed 500 operations with 250 syncs, wrote 2,000 × 4 KiB
+    /// between them and spent 2 CPU-seconds: per operation at a replica, 0.5 syncs, 4 KiB,
+    /// 1 ms.
+    #[test]
+    fn per_operation_figures_are_means_over_the_servers() {
+        let got = per_op(
+            counts(4, 100, 40),
+            counts(4, 2_100, 1_040),
+            2_000 << 12,
+            2.0,
+        );
+        assert_eq!(got, [500.0, 0.5, 4.0, 1_000.0]);
+    }
+
+    #[test]
+    fn a_target_without_counts_or_operations_has_none() {
+        for (b, a) in [
+            (None, None),
+            (counts(1, 5, 0), None),
+            (counts(1, 5, 0), counts(1, 5, 2)),
+        ] {
+            assert!(
+                per_op(b, a, 1, 1.0).iter().all(|v| v.is_nan()),
+                "{b:?} {a:?}"
+            );
         }
     }
 }

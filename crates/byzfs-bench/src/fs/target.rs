@@ -201,7 +201,51 @@ enum Guard {
     },
 }
 
+/// What the servers of a ByzFS or NO-REP target counted, summed over the live ones
+/// (`byzfs status` shows each one's): see [`Mounted::server_counts`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ServerCounts {
+    /// Servers that answered.
+    pub servers: u64,
+    /// Requests executed, read-only ones included.
+    pub ops: u64,
+    /// Synchronous writes: log `fdatasync`s, database commits and the service's store syncs.
+    pub syncs: u64,
+}
+
+impl ServerCounts {
+    /// What rose from `before` to `self` (same servers: nothing restarts in a benchmark).
+    pub fn since(&self, before: &ServerCounts) -> ServerCounts {
+        ServerCounts {
+            servers: self.servers.min(before.servers),
+            ops: self.ops.saturating_sub(before.ops),
+            syncs: self.syncs.saturating_sub(before.syncs),
+        }
+    }
+}
+
 impl Mounted {
+    /// The servers' own counts of operations and syncs, for a ByzFS or NO-REP target
+    /// (`None` for the others, or if a server did not answer). Waits 400 ms first, more
+    /// than two status intervals (150 ms by default), so that what the servers did up to
+    /// now is in what they publish.
+    pub fn server_counts(&self) -> Option<ServerCounts> {
+        let Guard::Cluster { servers, .. } = &self.guard else {
+            return None;
+        };
+        std::thread::sleep(std::time::Duration::from_millis(400));
+        let rt = byzfs_net::signals::runtime().ok()?;
+        let mut sum = ServerCounts::default();
+        for id in servers.live() {
+            let s = rt.block_on(servers.status(id))?;
+            let store_syncs = s.service.get("store_syncs").copied().unwrap_or(0);
+            sum.servers += 1;
+            sum.ops += s.core.requests_executed + s.core.read_only_executed;
+            sum.syncs += s.disk.syncs() + store_syncs;
+        }
+        Some(sum)
+    }
+
     /// The sites a ByzFS or NO-REP target runs across, if it was started with some.
     pub fn sites(&self) -> Option<std::sync::Arc<crate::sites::Sites>> {
         match &self.guard {

@@ -148,6 +148,13 @@ pub trait Store {
         Ok(())
     }
 
+    /// What the store wrote since it was opened, as named totals (`LogStore::counters`):
+    /// shown by `byzfs status`, exported to Prometheus, and divided per operation by the
+    /// file-system benchmarks. Default: none (nothing is written).
+    fn counters(&self) -> Vec<(&'static str, u64)> {
+        Vec::new()
+    }
+
     /// Returns a reopened store to held checkpoint `seq` (`LogStore::reopen_at`).
     /// Default: an error (nothing is kept across a restart).
     fn reopen_at(&mut self, seq: Seq) -> Result<Vec<Digest>, StoreError> {

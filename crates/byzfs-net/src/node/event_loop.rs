@@ -730,6 +730,13 @@ impl<S: Service> EventLoop<S> {
             net: self.shared.counters.snapshot(),
             withholds_prepares_up_to: r.withholds_prepares_up_to(),
             data_bytes: self.data_bytes,
+            disk: self.durability.counters(),
+            service: r
+                .service()
+                .counters()
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v))
+                .collect(),
         };
         self.status_tx.send_replace(status);
     }

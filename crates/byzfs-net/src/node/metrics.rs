@@ -94,6 +94,20 @@ impl Metrics {
             "byzfs_local_connections_accepted_total",
             n.local_connections_accepted,
         );
+        let d = &s.disk;
+        counter("byzfs_log_bytes_total", d.log_bytes);
+        counter("byzfs_log_frames_total", d.log_frames);
+        counter("byzfs_log_syncs_total", d.log_syncs);
+        counter("byzfs_db_commits_total", d.db_commits);
+        for (name, v) in &s.service {
+            // `byzfs_service_total{counter="store_syncs"}`: the names are the service's.
+            metrics::counter!(
+                "byzfs_service_total",
+                "replica" => r.clone(),
+                "counter" => name.clone()
+            )
+            .absolute(*v);
+        }
         for (layer, drops) in [("core", &c.dropped), ("net", &n.dropped)] {
             for (reason, v) in drops {
                 metrics::counter!(

@@ -72,6 +72,11 @@ impl OpLog {
         self.durability.name()
     }
 
+    /// What the durability wrote ([`Durability::counters`]).
+    pub(crate) fn disk_counters(&self) -> crate::storage::DiskCounters {
+        self.durability.counters()
+    }
+
     /// Rebuilds `service` and `replies` from what was stored before this start. Returns the
     /// number of operations re-executed after the stored checkpoint.
     pub(crate) fn restore<S: Service>(

@@ -247,7 +247,8 @@ impl<S: Service> Server<S> {
 
     fn publish_status(&self) {
         let core = crate::status::CoreCounters {
-            requests_executed: self.executed,
+            // As a replica counts them: read-only requests apart.
+            requests_executed: self.executed.saturating_sub(self.read_only),
             read_only_executed: self.read_only,
             dropped: self
                 .dropped
@@ -262,6 +263,13 @@ impl<S: Service> Server<S> {
             s.has_new_view = true;
             s.core = core;
             s.net = self.shared.counters.snapshot();
+            s.disk = self.log.disk_counters();
+            s.service = self
+                .service
+                .counters()
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v))
+                .collect();
         });
     }
 

@@ -15,6 +15,7 @@
 //! payload (postcard). A frame cut short by a crash (it was never acknowledged: its fsync did
 //! not return) is cut off the last segment at open; damage anywhere else is corruption.
 
+use super::DiskCounters;
 use byzfs_bft::message::BatchBody;
 use byzfs_bft::replica::record_seq;
 use byzfs_bft::{Digest, PersistRecord, Seq};
@@ -67,6 +68,8 @@ pub(super) struct Wal {
     /// Frames appended to `file` without an `fdatasync` since its last one
     /// ([`Wal::append_unsynced`]).
     unsynced: bool,
+    /// What was written (its `db_commits` stay 0: the database is not the log's).
+    counters: DiskCounters,
 }
 
 fn segment_path(dir: &Path, index: u64) -> PathBuf {
@@ -151,6 +154,7 @@ impl Wal {
             segments,
             file,
             unsynced: false,
+            counters: DiskCounters::default(),
         };
         Ok((wal, frames))
     }
@@ -171,7 +175,7 @@ impl Wal {
         batches: &[BatchRef<'_>],
     ) -> std::io::Result<()> {
         self.write_frame(records, batches)?;
-        self.file.sync_data()?;
+        self.sync_file()?;
         self.unsynced = false;
         Ok(())
     }
@@ -194,9 +198,15 @@ impl Wal {
     /// Waits until every frame appended so far is durable (a no-op if none is pending).
     pub(super) fn sync(&mut self) -> std::io::Result<()> {
         if self.unsynced {
-            self.file.sync_data()?;
+            self.sync_file()?;
             self.unsynced = false;
         }
+        Ok(())
+    }
+
+    fn sync_file(&mut self) -> std::io::Result<()> {
+        self.file.sync_data()?;
+        self.counters.log_syncs += 1;
         Ok(())
     }
 
@@ -216,6 +226,8 @@ impl Wal {
         frame.extend_from_slice(&Digest::of(&payload).0[..8]);
         frame.extend_from_slice(&payload);
         self.file.write_all(&frame)?;
+        self.counters.log_bytes += frame.len() as u64;
+        self.counters.log_frames += 1;
         let seq = records
             .iter()
             .filter_map(|r| record_seq(*r))
@@ -233,7 +245,7 @@ impl Wal {
     pub(super) fn prune(&mut self, stable: Seq) -> std::io::Result<()> {
         if self.unsynced {
             // Only the last segment may end in a torn frame (`open` cuts it off there).
-            self.file.sync_data()?;
+            self.sync_file()?;
             self.unsynced = false;
         }
         let next = self.segments.last().map_or(0, |s| s.0 + 1);
@@ -257,6 +269,11 @@ impl Wal {
     #[cfg(test)]
     pub(super) fn pending(&self) -> bool {
         self.unsynced
+    }
+
+    /// What was written since the log was opened.
+    pub(super) fn counters(&self) -> DiskCounters {
+        self.counters
     }
 
     /// Number of segment files (for tests and status).

@@ -1011,6 +1011,19 @@ impl<M: Medium> Store for LogStore<M> {
     fn reopen_at(&mut self, seq: Seq) -> Result<Vec<Digest>, StoreError> {
         LogStore::reopen_at(self, seq)
     }
+
+    fn counters(&self) -> Vec<(&'static str, u64)> {
+        let c = self.counters;
+        vec![
+            ("store_bytes_written", c.bytes_written),
+            ("store_frames", c.frames),
+            ("store_syncs", c.syncs),
+            ("store_compactions", c.compactions),
+            ("store_segments_removed", c.segments_removed),
+            ("store_bytes_removed", c.bytes_removed),
+            ("store_bytes_copied", c.bytes_copied),
+        ]
+    }
 }
 
 /// Appends what is staged, so a store closed cleanly reopens with every write. A failure
