@@ -45,10 +45,10 @@ impl Signer {
     }
 }
 
-/// One of the two clients, and the grant its requests carry.
+/// One of the two clients, and what encodes its requests.
 pub struct FsClient {
     wire: Wire,
-    grant: SignedGrant,
+    signer: Signer,
 }
 
 /// The client proper.
@@ -98,30 +98,34 @@ impl FsClient {
         } else {
             Wire::Replicated(Box::new(ByzClient::connect(cluster, cred).await?))
         };
-        Ok(FsClient { wire, grant })
+        let id = match &wire {
+            Wire::Replicated(c) => c.id(),
+            Wire::Unreplicated(c) => c.id(),
+        };
+        Ok(FsClient {
+            wire,
+            signer: Signer { grant, id },
+        })
     }
 
     /// `cred` mapped into this client's grant ([`Signer::granted`]).
     pub fn granted(&self, cred: &Credentials) -> Credentials {
-        self.grant.grant.squash(cred)
+        self.signer.granted(cred)
     }
 
     /// The encoded request running `op` as `cred` ([`Signer::request`]).
     pub fn request(&self, cred: &Credentials, op: Op) -> Vec<u8> {
-        Request::granted(self.granted(cred), op, self.grant.clone()).encode()
+        self.signer.request(cred, op)
     }
 
     /// The grant.
     pub fn grant(&self) -> &Grant {
-        &self.grant.grant
+        self.signer.grant()
     }
 
     /// What encodes this client's requests, for other threads ([`Signer`]).
     pub fn signer(&self) -> Signer {
-        Signer {
-            grant: self.grant.clone(),
-            id: self.id(),
-        }
+        self.signer.clone()
     }
 
     /// Whether requests can be in flight together ([`FsClient::submit_now`]): the replicated
@@ -171,10 +175,7 @@ impl FsClient {
 
     /// The protocol client id of this session (the replicas' owner of its locks).
     pub fn id(&self) -> byzfs_bft::ClientId {
-        match &self.wire {
-            Wire::Replicated(c) => c.id(),
-            Wire::Unreplicated(c) => c.id(),
-        }
+        self.signer.id()
     }
 
     /// Runs one operation and returns its result bytes.

@@ -181,12 +181,7 @@ impl Wire {
         self.rt.block_on(async move {
             let start = Instant::now();
             loop {
-                let waited = start.elapsed();
-                let nap = match timeout {
-                    Some(t) if waited >= t => return None,
-                    Some(t) => STILL_WAITING.min(t - waited),
-                    None => STILL_WAITING,
-                };
+                let nap = nap(start, timeout)?;
                 let sleep = tokio::time::sleep(nap);
                 tokio::pin!(sleep);
                 tokio::select! {
@@ -239,6 +234,17 @@ impl Wire {
     }
 }
 
+/// How long to wait before saying a call started at `start` still waits; `None` once
+/// `timeout` (a soft mount's) has passed.
+fn nap(start: Instant, timeout: Option<Duration>) -> Option<Duration> {
+    let waited = start.elapsed();
+    match timeout {
+        Some(t) if waited >= t => None,
+        Some(t) => Some(STILL_WAITING.min(t - waited)),
+        None => Some(STILL_WAITING),
+    }
+}
+
 /// The unreplicated client's call: sent and waited for (as [`Wire::wait`]).
 async fn serial(
     client: &tokio::sync::Mutex<FsClient>,
@@ -252,12 +258,7 @@ async fn serial(
     let call = client.invoke(bytes, read_only);
     tokio::pin!(call);
     loop {
-        let waited = start.elapsed();
-        let nap = match timeout {
-            Some(t) if waited >= t => return None,
-            Some(t) => STILL_WAITING.min(t - waited),
-            None => STILL_WAITING,
-        };
+        let nap = nap(start, timeout)?;
         tokio::select! {
             r = &mut call => return Some(r.map_err(|e| e.to_string())),
             () = tokio::time::sleep(nap) => {

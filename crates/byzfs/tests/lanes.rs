@@ -6,10 +6,9 @@
 
 use crate::common;
 
-use common::{skip_without_fuse, Mount, Up};
-use std::collections::BTreeSet;
+use common::{names, skip_without_fuse, Mount, Up};
 use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
@@ -21,14 +20,6 @@ const FILES: usize = 30;
 fn content(name: &str, v: usize) -> Vec<u8> {
     let line = format!("{name} version {v}\n");
     line.repeat(1 + (v * 7 + name.len()) % 13).into_bytes()
-}
-
-/// The names in `dir`, sorted.
-fn names(dir: &Path) -> BTreeSet<String> {
-    fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().into_string().unwrap())
-        .collect()
 }
 
 #[test]
