@@ -43,6 +43,8 @@ pub(crate) struct Link {
     pub(crate) reclaim: reclaim::Reclaimer,
     /// Directory delegations and the operations answered early in them (`dirs.rs`).
     pub(crate) dirs: dirs::Dirs,
+    /// Read-only operations go in lanes (more than one FUSE thread: `lib.rs` `call`).
+    pub(crate) lanes: bool,
     /// An encrypted mount's crypto layer (`crypt.rs`), between every operation and the wire.
     pub(crate) crypt: Option<Box<crate::crypt::Crypt>>,
 }
@@ -217,7 +219,7 @@ pub(crate) struct InLane {
 /// crypto layer (whose reads fetch and check headers in several calls: `crypt.rs`), other
 /// than the recall poll.
 pub(crate) fn lane_takes(link: &Link, op: &Op) -> bool {
-    link.crypt.is_none() && op.is_read_only() && !matches!(op, Op::Recalls)
+    link.lanes && link.crypt.is_none() && op.is_read_only() && !matches!(op, Op::Recalls)
 }
 
 /// The first half of [`invoke_once`] for an operation [`lane_takes`]: sends what must go

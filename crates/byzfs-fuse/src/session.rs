@@ -225,6 +225,7 @@ pub fn mount(
         inner: Arc::new(Mutex::new(Inner {
             link: Link {
                 wire,
+                lanes: opts.threads > 1,
                 sent: BTreeMap::new(),
                 timeout: opts.timeout,
                 strict: opts.strict,

@@ -32,7 +32,21 @@ fn readers_in_lanes_see_whole_versions_while_another_mount_writes() {
     let a = up.mountpoint.clone().unwrap();
     let dir = up.dir.path();
     let b = Mount::start(&up.config, &dir.join("mnt-b"), &dir.join("mount-b.log"));
-    // B writes the tree; A reads it.
+    // The readers' mount, with lanes (several FUSE threads) and no attribute cache.
+    let c = Mount::start_with(
+        &up.config,
+        &dir.join("mnt-c"),
+        &dir.join("mount-c.log"),
+        &[
+            "--timeout-ms",
+            "120000",
+            "--cache-timeout",
+            "0",
+            "--threads",
+            "4",
+        ],
+    );
+    // B writes the tree; C reads it in lanes; A checks the end.
     for d in 0..DIRS {
         fs::create_dir(b.mnt.join(format!("d{d}"))).unwrap();
         for f in 0..FILES {
@@ -41,10 +55,10 @@ fn readers_in_lanes_see_whole_versions_while_another_mount_writes() {
         }
     }
     let done = Arc::new(AtomicBool::new(false));
-    // Four readers on A, one directory each, until the writer is done (at least one pass).
+    // Four readers on C, one directory each, until the writer is done (at least one pass).
     let readers: Vec<_> = (0..DIRS)
         .map(|d| {
-            let (root, done) = (a.join(format!("d{d}")), Arc::clone(&done));
+            let (root, done) = (c.mnt.join(format!("d{d}")), Arc::clone(&done));
             std::thread::spawn(move || {
                 let mut passes = 0u32;
                 while passes == 0 || !done.load(Ordering::Relaxed) {

@@ -95,6 +95,10 @@ pub struct CommonArgs {
     /// `negative_timeout`); 0 turns those caches off. Default: each target's own.
     #[arg(long, value_name = "SECONDS")]
     pub cache_timeout: Option<f64>,
+    /// FUSE threads of the ByzFS and NO-REP mounts (`byzfs mount --threads`; above one,
+    /// read-only operations go in lanes). Default: the mount's own.
+    #[arg(long, value_name = "N")]
+    pub mount_threads: Option<u16>,
     /// Runs per target; tables show the median, `--json` every run.
     #[arg(long, default_value_t = 1)]
     pub runs: u32,

@@ -10,6 +10,8 @@
 //! 2. **read**: the kernel's caches dropped (root only), the same workers read every file
 //!    whole.
 //!
+//! ByzFS and NO-REP are mounted with as many FUSE threads as the most workers
+//! (`--mount-threads`), so their read-only operations go in lanes.
 //! With `--cache-timeout 0` (this benchmark's default) neither the kernel nor ByzFS's mount
 //! caches attributes or names, so every `stat` asks the target. What a table shows per P:
 //! the seconds of each phase; the speed-up of P workers over one is the ratio of those
@@ -61,6 +63,11 @@ fn metric_names(processes: &[usize]) -> Vec<(&'static str, &'static str)> {
 pub fn run(mut args: ParallelArgs) -> anyhow::Result<()> {
     if args.common.cache_timeout.is_none() {
         args.common.cache_timeout = Some(0.0);
+    }
+    // Lanes: as many FUSE threads as the most workers.
+    if args.common.mount_threads.is_none() {
+        let most = args.processes.iter().copied().max().unwrap_or(1);
+        args.common.mount_threads = Some(u16::try_from(most.clamp(1, 64)).unwrap_or(64));
     }
     let processes: Vec<usize> = args.processes.iter().map(|p| (*p).max(1)).collect();
     let names = metric_names(&processes);

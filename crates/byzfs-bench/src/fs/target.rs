@@ -71,6 +71,8 @@ pub struct TargetSpec {
     /// names, in seconds (`byzfs mount --cache-timeout`, bindfs's `attr_timeout`,
     /// `entry_timeout` and `negative_timeout`); `None`: each one's default.
     pub cache_timeout: Option<f64>,
+    /// ByzFS and NO-REP: `byzfs mount --threads` (`None`: its default).
+    pub mount_threads: Option<u16>,
 }
 
 impl TargetSpec {
@@ -130,6 +132,7 @@ impl TargetSpec {
                         sites: args.sites.clone(),
                         protocol: protocol.clone(),
                         cache_timeout: args.cache_timeout,
+                        mount_threads: args.mount_threads,
                     };
                     if !out.iter().any(|s: &TargetSpec| s.label() == spec.label()) {
                         out.push(spec);
@@ -168,6 +171,7 @@ impl TargetSpec {
                     sites: self.sites.clone(),
                     protocol: self.protocol.clone(),
                     cache_timeout: self.cache_timeout,
+                    threads: self.mount_threads,
                 })
             }
         };
@@ -542,6 +546,8 @@ pub struct ClusterMountOptions {
     pub protocol: ProtocolParams,
     /// `byzfs mount --cache-timeout` (`None`: its default).
     pub cache_timeout: Option<f64>,
+    /// `byzfs mount --threads` (`None`: its default).
+    pub threads: Option<u16>,
 }
 
 /// The ByzFS and NO-REP targets: starts the servers with the benchmarks' one launcher
@@ -602,6 +608,9 @@ pub fn mount_cluster(opts: &ClusterMountOptions) -> anyhow::Result<Mounted> {
     }
     if let Some(t) = opts.cache_timeout {
         args.extend(["--cache-timeout".into(), t.to_string().into()]);
+    }
+    if let Some(n) = opts.threads {
+        args.extend(["--threads".into(), n.to_string().into()]);
     }
     args.extend(["--config".into(), servers.config_path().into()]);
     args.push(mnt.clone().into_os_string());

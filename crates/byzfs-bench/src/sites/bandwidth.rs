@@ -241,6 +241,7 @@ pub fn run(a: BandwidthArgs) -> anyhow::Result<std::process::ExitCode> {
                 ..Default::default()
             },
             cache_timeout: None,
+            threads: None,
         })?;
         rows.extend(measure(target, &m, &a.sites, a.runs.max(1))?);
     }
