@@ -17,7 +17,6 @@ mod fsbench;
 mod grants;
 mod groups;
 mod hostile;
-mod lanes;
 mod large_files;
 mod locks;
 mod mount;
