@@ -96,11 +96,16 @@ pub enum Mutation {
     /// checkpoint (`replica/idle.rs`, docs/PROTOCOL.md §2.6): the last batches before a
     /// quiet spell never reach a stable checkpoint. Breaks no safety rule (a liveness one).
     NoIdleCheckpoint,
+    /// A driver's mistake: it records a stable checkpoint as soon as it hands the service's
+    /// sync to its disk worker, not once that sync ran (docs/PROTOCOL.md §2.7), so a power
+    /// cut in between leaves a record naming a checkpoint the store lost. Applied by the
+    /// simulator (`fs-disk-…` families).
+    RecordBeforeStoreSync,
 }
 
 impl Mutation {
     /// Every mutation.
-    pub const ALL: [Mutation; 26] = [
+    pub const ALL: [Mutation; 27] = [
         Mutation::CommitQuorum2f,
         Mutation::AcceptSecondPrePrepare,
         Mutation::NewViewLowestView,
@@ -127,6 +132,7 @@ impl Mutation {
         Mutation::NoCheckpointLoans,
         Mutation::SkipServicePersist,
         Mutation::NoIdleCheckpoint,
+        Mutation::RecordBeforeStoreSync,
     ];
 
     /// Command-line name.
@@ -157,6 +163,7 @@ impl Mutation {
             Mutation::ForeignCommitQuorumF1 => "foreign-commit-quorum-f1",
             Mutation::NoCheckpointLoans => "no-checkpoint-loans",
             Mutation::SkipServicePersist => "skip-service-persist",
+            Mutation::RecordBeforeStoreSync => "record-before-store-sync",
             Mutation::NoIdleCheckpoint => "no-idle-checkpoint",
         }
     }

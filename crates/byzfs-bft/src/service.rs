@@ -12,6 +12,36 @@ use crate::crypto::Digest;
 use crate::ids::{ClientId, Seq};
 use crate::time::Time;
 
+/// Disk work a service that keeps its own state hands its driver (the `fdatasync` of what
+/// it wrote, say): the driver runs it away from its event loop, one work at a time in the
+/// order handed out, and reports each with [`Service::work_done`]. An error stops the
+/// replica (its disk failed).
+///
+/// ```
+/// use byzfs_bft::service::DiskWork;
+/// let work = DiskWork::new(|| Ok(()));
+/// assert_eq!(work.run(), Ok(()));
+/// ```
+pub struct DiskWork(Box<dyn FnOnce() -> Result<(), String> + Send>);
+
+impl DiskWork {
+    /// A work that runs `f`.
+    pub fn new(f: impl FnOnce() -> Result<(), String> + Send + 'static) -> DiskWork {
+        DiskWork(Box::new(f))
+    }
+
+    /// Runs it (on whatever thread the driver chooses).
+    pub fn run(self) -> Result<(), String> {
+        (self.0)()
+    }
+}
+
+impl core::fmt::Debug for DiskWork {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str("DiskWork")
+    }
+}
+
 /// A deterministic state machine replicated by the library.
 ///
 /// Every method must be a deterministic function of the state and its arguments: no clocks
@@ -106,22 +136,36 @@ pub trait Service {
         false
     }
 
-    /// Makes the live state and every held checkpoint durable. The driver calls it just
-    /// before its own commit that records stable checkpoint `stored` (held); until the next
-    /// call the service must keep, through any crash, the checkpoint `stored` of the
-    /// previous call (the driver's record names it until that commit), so that
-    /// [`Service::reopen`] can return to either. Default: nothing to do.
-    fn persist(&mut self, _stored: Seq) -> Result<(), String> {
-        Ok(())
+    /// Makes the live state and every held checkpoint durable, or begins to. The driver
+    /// calls it when a stable checkpoint `stored` is to be recorded (its
+    /// [`crate::action::StoreRecord::Checkpoint`]) and commits that record only once this
+    /// is done: at once with `Ok(None)`; with `Ok(Some(work))`, after `work` has run (the
+    /// driver runs it away from its event loop, so that batches keep executing meanwhile,
+    /// then calls [`Service::work_done`]). Until [`Service::recorded`] names a later
+    /// checkpoint, the service must keep, through any crash, the checkpoint the previous
+    /// `recorded` named (the driver's record names it until then), so that
+    /// [`Service::reopen`] can return to it (docs/PROTOCOL.md §2.7). Default: nothing to do.
+    #[must_use = "the work must run, and be reported, before the record it guards"]
+    fn persist(&mut self, _stored: Seq) -> Result<Option<DiskWork>, String> {
+        Ok(None)
     }
 
-    /// The driver's commit that records stable checkpoint `stored` is durable (it called
-    /// [`Service::persist`] just before): the service may now drop what only the checkpoint
-    /// of the previous call kept. Without this call that waits for the next stable
-    /// checkpoint, which an idle cluster does not reach (docs/PROTOCOL.md §2.6). Default:
-    /// nothing to do.
-    fn recorded(&mut self, _stored: Seq) -> Result<(), String> {
-        Ok(())
+    /// The oldest [`DiskWork`] this service handed out (from any method) ran without an
+    /// error; works run one at a time, in the order handed out. May hand out another.
+    /// Default: nothing to do.
+    #[must_use = "the work must run, and be reported, before the record it guards"]
+    fn work_done(&mut self) -> Result<Option<DiskWork>, String> {
+        Ok(None)
+    }
+
+    /// The driver's commit that records stable checkpoint `stored` is durable (after
+    /// [`Service::persist`]`(stored)` and its work): the service keeps that checkpoint from
+    /// now on and may drop what only the previously recorded one kept. Without this call
+    /// that waits for the next stable checkpoint, which an idle cluster does not reach
+    /// (docs/PROTOCOL.md §2.6). May hand out [`DiskWork`]. Default: nothing to do.
+    #[must_use = "the work must run, and be reported, before the record it guards"]
+    fn recorded(&mut self, _stored: Seq) -> Result<Option<DiskWork>, String> {
+        Ok(None)
     }
 
     /// At start, before anything else: returns the reopened state to checkpoint `seq` (the

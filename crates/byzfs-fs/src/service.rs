@@ -38,6 +38,7 @@ use crate::proto::op::Op;
 use crate::proto::reply::FsResult;
 use crate::proto::request::{encode_result, Request};
 use crate::store::{MemStore, Store, StoreError, Txn, WriteSet};
+use byzfs_bft::service::DiskWork;
 use byzfs_bft::write_tracker::WriteTracker;
 use byzfs_bft::{ClientId, Digest, Seq, Service, Time};
 
@@ -424,11 +425,15 @@ impl<S: Store> Service for FileService<S> {
         self.store.persists()
     }
 
-    fn persist(&mut self, stored: Seq) -> Result<(), String> {
+    fn persist(&mut self, stored: Seq) -> Result<Option<DiskWork>, String> {
         self.store.persist(stored).map_err(|e| e.to_string())
     }
 
-    fn recorded(&mut self, stored: Seq) -> Result<(), String> {
+    fn work_done(&mut self) -> Result<Option<DiskWork>, String> {
+        self.store.work_done().map_err(|e| e.to_string())
+    }
+
+    fn recorded(&mut self, stored: Seq) -> Result<Option<DiskWork>, String> {
         self.store.recorded(stored).map_err(|e| e.to_string())
     }
 

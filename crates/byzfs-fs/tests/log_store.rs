@@ -2,6 +2,7 @@
 //! reopens as it was after a process crash, and after a power cut returns to the checkpoint
 //! its owner recorded.
 
+use byzfs_bft::service::DiskWork;
 use byzfs_bft::Seq;
 use byzfs_fs::store::{LogStore, MemMedium, MemStore, Store, StoreError, WriteSet};
 use proptest::prelude::*;
@@ -205,8 +206,7 @@ fn stable(m: &mut MemStore, r: &mut LogStore<MemMedium>, seq: Seq) {
     assert_eq!(m.checkpoint(seq), r.checkpoint(seq));
     m.discard_checkpoints_below(seq);
     r.discard_checkpoints_below(seq);
-    r.persist(seq).unwrap();
-    r.recorded(seq).unwrap();
+    r.checkpoint_durably(seq).unwrap();
 }
 
 type Snapshot = (Vec<byzfs_bft::Digest>, Vec<Vec<(Vec<u8>, Vec<u8>)>>);
@@ -256,14 +256,19 @@ fn run_persistent(steps: Vec<PStep>, segment: u64, write_back: usize) -> Result<
     prop_assert_eq!(m.checkpoint(0), r.checkpoint(0));
     snaps.insert(0, (m.current_digests(), contents(&m)));
     // What the owner recorded: nothing at first (it would then start a fresh store).
-    let (mut recorded, mut pending): (Option<Seq>, Option<Seq>) = (None, None);
+    // The checkpoint persisting, with its sync not yet run (the driver's worker runs it;
+    // here, the next step that is not a crash does).
+    let (mut recorded, mut pending): (Option<Seq>, Option<(Seq, Option<DiskWork>)>) = (None, None);
     let mut crashes: Vec<(MemMedium, Option<Seq>)> = Vec::new();
     let mut next: Seq = 1;
     for st in steps {
         if !matches!(st, PStep::Crash { .. } | PStep::Restart { .. }) {
-            // The owner's record of the pending checkpoint became durable.
-            if let Some(p) = pending.take() {
-                r.recorded(p).unwrap();
+            // The store's sync ran, then the owner's record of the pending checkpoint
+            // became durable.
+            if let Some((p, work)) = pending.take() {
+                r.run_here(work).unwrap();
+                let work = r.recorded(p).unwrap();
+                r.run_here(work).unwrap();
                 recorded = Some(p);
             }
         }
@@ -283,8 +288,7 @@ fn run_persistent(steps: Vec<PStep>, segment: u64, write_back: usize) -> Result<
                 if let Some(s) = m.latest_checkpoint().filter(|&s| Some(s) > recorded) {
                     m.discard_checkpoints_below(s);
                     r.discard_checkpoints_below(s);
-                    r.persist(s).unwrap();
-                    pending = Some(s);
+                    pending = Some((s, r.persist(s).unwrap()));
                 }
             }
             PStep::Transfer(ws) => {
@@ -332,7 +336,8 @@ fn run_persistent(steps: Vec<PStep>, segment: u64, write_back: usize) -> Result<
         same(&m, &r)?;
     }
     drop(r);
-    crashes.push((disk, pending.or(recorded)));
+    // A sync that never ran: the owner's record still names the checkpoint before.
+    crashes.push((disk, recorded));
     for (d, seq) in &crashes {
         if let Some(seq) = seq {
             reopened_matches(d, *seq, &snaps[seq])?;
@@ -370,7 +375,7 @@ fn a_persistent_log_store_refuses_a_checkpoint_it_does_not_hold() {
     r.apply(WriteSet::from([(key(1, 1), Some(vec![7; 10]))]))
         .unwrap();
     r.checkpoint(5);
-    r.persist(5).unwrap();
+    r.checkpoint_durably(5).unwrap();
     drop(r);
     let mut r = LogStore::open_persistent(dir.path(), PARTS, false).unwrap();
     match r.reopen_at(3) {
@@ -464,10 +469,11 @@ fn compaction_gives_space_back_and_keeps_every_checkpoint() {
     for i in 0..64 {
         both(&mut m, &mut r, WriteSet::from([block(i)]));
     }
-    assert_eq!(m.checkpoint(1), r.checkpoint(1));
+    let one = m.checkpoint(1);
+    assert_eq!(r.checkpoint(1), one);
     r.discard_checkpoints_below(1);
     m.discard_checkpoints_below(1);
-    r.persist(1).unwrap();
+    r.checkpoint_durably(1).unwrap();
     let full = disk.bytes();
     assert!(full > 1 << 20, "64 blocks written: {full} bytes");
     // The file is removed; checkpoint 2 holds the removal, and 3 a write after it.
@@ -483,17 +489,25 @@ fn compaction_gives_space_back_and_keeps_every_checkpoint() {
     assert_eq!(m.checkpoint(3), r.checkpoint(3));
     m.discard_checkpoints_below(2);
     r.discard_checkpoints_below(2);
-    r.persist(2).unwrap();
-    assert_eq!(
-        r.counters().compactions,
-        0,
-        "checkpoint 1 still holds the blocks"
-    );
-    // The owner recorded 2, and 4 becomes stable: 1 goes, and the blocks with it.
+    // Checkpoint 2 persisting: until the owner's record of it, 1 still holds the blocks.
+    let work = r.persist(2).unwrap();
+    let cut = disk.copy();
+    cut.power_cut();
+    r.run_here(work).unwrap();
+    assert_eq!(r.counters().compactions, 0, "{:?}", r.counters());
+    let mut before = LogStore::open_persistent_on(cut.handle(), PARTS).unwrap();
+    assert_eq!(before.reopen_at(1), Ok(one));
+    // The owner recorded 2: 1 goes, and the blocks with it.
+    let work = r.recorded(2).unwrap();
+    r.run_here(work).unwrap();
+    assert_eq!(r.counters().compactions, 1, "{:?}", r.counters());
+    // And 4 becomes stable, its sync runs, and the owner has not recorded it yet: the
+    // store keeps 2 (and 3) for the record that still names 2.
     assert_eq!(m.checkpoint(4), r.checkpoint(4));
     m.discard_checkpoints_below(2);
     r.discard_checkpoints_below(4);
-    r.persist(4).unwrap();
+    let work = r.persist(4).unwrap();
+    r.run_here(work).unwrap();
     assert_eq!(r.latest_checkpoint(), Some(4));
     assert_eq!(r.counters().compactions, 1, "{:?}", r.counters());
     assert!(
@@ -537,7 +551,7 @@ fn a_compacted_store_reopens_after_a_return_to_its_checkpoint() {
     m.apply(w(0)).unwrap();
     r.apply(w(0)).unwrap();
     assert_eq!(m.checkpoint(1), r.checkpoint(1));
-    r.persist(1).unwrap();
+    r.checkpoint_durably(1).unwrap();
     // Executed after the checkpoint, then lost to the restart: garbage in closed segments.
     for i in 1..30u8 {
         r.apply(w(i)).unwrap();
@@ -549,7 +563,7 @@ fn a_compacted_store_reopens_after_a_return_to_its_checkpoint() {
     assert_eq!(m.checkpoint(2), r.checkpoint(2));
     m.discard_checkpoints_below(2);
     r.discard_checkpoints_below(2);
-    r.persist(2).unwrap();
+    r.checkpoint_durably(2).unwrap();
     assert_eq!(r.counters().compactions, 1, "{:?}", r.counters());
     drop(r);
     let mut r = LogStore::open_persistent_on(disk.handle(), PARTS).unwrap();
@@ -622,7 +636,7 @@ fn an_index_naming_bytes_past_a_segment_is_refused() {
     r.set_segment_bytes(8 << 10);
     r.set_write_back_bytes(0);
     r.checkpoint(1);
-    r.persist(1).unwrap();
+    r.checkpoint_durably(1).unwrap();
     // Garbage in closed segments, then a kept value: compaction moves the value into the
     // segment appended to and starts the next one with the index.
     for i in 0..30u8 {
@@ -631,10 +645,10 @@ fn an_index_naming_bytes_past_a_segment_is_refused() {
     }
     r.checkpoint(2);
     r.discard_checkpoints_below(2);
-    r.persist(2).unwrap();
+    r.checkpoint_durably(2).unwrap();
     r.checkpoint(3);
     r.discard_checkpoints_below(3);
-    r.persist(3).unwrap();
+    r.checkpoint_durably(3).unwrap();
     assert!(r.counters().compactions > 0, "{:?}", r.counters());
     drop(r);
     assert_eq!(
@@ -669,12 +683,12 @@ fn compaction_copies_at_most_half_a_segment_per_checkpoint() {
     let mut r = LogStore::open_persistent_on(disk.handle(), PARTS).unwrap();
     r.set_segment_bytes(SEG);
     r.set_write_back_bytes(0);
-    // Stable without the owner's record: only the next checkpoint drops the one before.
+    // Stable and recorded: the checkpoint before goes at its record.
     let persisted = |m: &mut MemStore, r: &mut LogStore<MemMedium>, seq: Seq| {
         assert_eq!(m.checkpoint(seq), r.checkpoint(seq));
         m.discard_checkpoints_below(seq);
         r.discard_checkpoints_below(seq);
-        r.persist(seq).unwrap();
+        r.checkpoint_durably(seq).unwrap();
     };
     let block = |i: u8| (key(i % 8, i), Some(vec![i; BLOCK]));
     // 64 blocks, four to a segment.
@@ -687,13 +701,19 @@ fn compaction_copies_at_most_half_a_segment_per_checkpoint() {
         both(&mut m, &mut r, WriteSet::from([(key(i % 8, i), None)]));
     }
     persisted(&mut m, &mut r, 2);
-    assert_eq!(r.counters().compactions, 0, "checkpoint 1 still held");
-    persisted(&mut m, &mut r, 3);
     let c = r.counters();
     assert_eq!(
         (c.compactions, c.segments_removed, c.bytes_copied),
         (1, 14, 2 * BLOCK as u64),
         "the 12 empty segments, and two of the four a quarter live: {c:?}"
+    );
+    // Nothing closed or released since: no other look.
+    persisted(&mut m, &mut r, 3);
+    let c = r.counters();
+    assert_eq!(
+        (c.compactions, c.segments_removed, c.bytes_copied),
+        (1, 14, 2 * BLOCK as u64),
+        "{c:?}"
     );
     // Another segment's worth of writes closes one: the two left go at the next look.
     for i in 100..105 {

@@ -80,6 +80,10 @@ pub struct ReplicaNode {
     pub kept_all: bool,
     /// The disk under its file service's store (`fs-disk-…` families; unused by the others).
     pub store_disk: crate::fs::disk::SimDisk,
+    /// Its service's disk work, run after a delay as the disk driver's worker runs it
+    /// away from the event loop (`byzfs-net` `disk_worker.rs`), and the stable checkpoints'
+    /// records waiting for it (`run/disk_work.rs`).
+    pub disk_work: crate::run::DiskWorkQueue,
 }
 
 /// One unsynced log append.

@@ -41,6 +41,9 @@ pub enum Purpose {
     /// Whether a crash that kept every log append was a power cut for the store's disk all
     /// the same (`fs-disk-…` families; one sub-stream per replica and restart).
     DiskCuts = 14,
+    /// How long each disk work of a service that keeps its own state takes (one sub-stream
+    /// per replica and life).
+    DiskWork = 15,
 }
 
 /// The stream for `purpose` under `seed`.

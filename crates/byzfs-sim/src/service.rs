@@ -4,6 +4,7 @@
 //! `Service` method is forwarded, so a replica behaves exactly as over the service alone.
 
 use crate::kv::KvService;
+use byzfs_bft::service::DiskWork;
 use byzfs_bft::{ClientId, Digest, Seq, Service, Time};
 use byzfs_fs::store::LogStore;
 use byzfs_fs::FileService;
@@ -125,8 +126,14 @@ impl Service for SimService {
     fn persists_state(&self) -> bool {
         each!(self, s => s.persists_state())
     }
-    fn persist(&mut self, stored: Seq) -> Result<(), String> {
+    fn persist(&mut self, stored: Seq) -> Result<Option<DiskWork>, String> {
         each!(self, s => s.persist(stored))
+    }
+    fn work_done(&mut self) -> Result<Option<DiskWork>, String> {
+        each!(self, s => s.work_done())
+    }
+    fn recorded(&mut self, stored: Seq) -> Result<Option<DiskWork>, String> {
+        each!(self, s => s.recorded(stored))
     }
     fn reopen(&mut self, seq: Seq) -> Result<Vec<Digest>, String> {
         each!(self, s => s.reopen(seq))

@@ -217,8 +217,18 @@ const CASES: &[Case] = &[
     (
         // A restarted replica's store lost what it executed since its last sync, the
         // checkpoint its log names among it: its restore refuses to start, which the run
-        // reports as a panic (seeds 0..20 of fs-disk-crash: all but 0 and 13).
+        // reports as a panic (seeds 0..20 of fs-disk-crash: all but 0, 12 and 13).
         Mutation::SkipServicePersist,
+        Family::FsDiskCrash,
+        &[1, 2],
+        &[PANIC],
+    ),
+    (
+        // A driver records a stable checkpoint when it hands its store's sync to the disk
+        // worker, not once the sync ran: a power cut in between leaves a record naming a
+        // checkpoint the store lost, and the restore refuses to start (a panic in the run):
+        // 69 of 200 of fs-disk-crash (docs/PROTOCOL.md §2.7).
+        Mutation::RecordBeforeStoreSync,
         Family::FsDiskCrash,
         &[1, 2],
         &[PANIC],

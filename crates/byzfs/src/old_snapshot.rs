@@ -10,7 +10,7 @@
 //! mount's signed roots cannot stop and the reply quorum stops only up to `f`
 //! (`tests/encryption.rs`). Never use it on a real cluster.
 
-use byzfs_bft::service::Service;
+use byzfs_bft::service::{DiskWork, Service};
 use byzfs_bft::{ClientId, Digest, Seq, Time};
 use byzfs_fs::{decode_result, Op, Request};
 use std::collections::HashMap;
@@ -137,8 +137,16 @@ impl<S: Service> Service for OldSnapshot<S> {
         self.inner.persists_state()
     }
 
-    fn persist(&mut self, stored: Seq) -> Result<(), String> {
+    fn persist(&mut self, stored: Seq) -> Result<Option<DiskWork>, String> {
         self.inner.persist(stored)
+    }
+
+    fn work_done(&mut self) -> Result<Option<DiskWork>, String> {
+        self.inner.work_done()
+    }
+
+    fn recorded(&mut self, stored: Seq) -> Result<Option<DiskWork>, String> {
+        self.inner.recorded(stored)
     }
 
     fn reopen(&mut self, seq: Seq) -> Result<Vec<Digest>, String> {

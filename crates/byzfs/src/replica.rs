@@ -315,6 +315,10 @@ fn install_metrics(addr: SocketAddr) -> anyhow::Result<()> {
             Matcher::Full(byzfs_net::node::TURN_DURATION_METRIC.to_string()),
             &latency_buckets,
         )?
+        .set_buckets_for_metric(
+            Matcher::Full(byzfs_net::node::DISK_WORK_DURATION_METRIC.to_string()),
+            &latency_buckets,
+        )?
         .install()
         .with_context(|| format!("cannot serve metrics on {addr}"))?;
     Ok(())

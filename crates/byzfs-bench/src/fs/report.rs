@@ -99,6 +99,13 @@ pub fn run_targets(
             name: "server cpu/op",
             unit: "µs",
         },
+        // Event-loop steps of at least 50 ms at each server (`busy_steps`: a long request's
+        // execution, or disk work done on the loop), the mean over servers: the stalls
+        // another client waits behind (docs/PROTOCOL.md §2.7).
+        Metric {
+            name: "long steps",
+            unit: "steps",
+        },
     ]);
     let targets = Targets::new(args)?;
     let mut specs = targets.specs.clone();
@@ -177,19 +184,21 @@ fn per_op(
     after: Option<ServerCounts>,
     written: u64,
     cpu_secs: f64,
-) -> [f64; 4] {
+) -> [f64; 5] {
     match (before, after) {
         (Some(b), Some(a)) if a.since(&b).ops > 0 => {
             let d = a.since(&b);
             let ops = d.ops as f64;
+            let servers = d.servers as f64;
             [
-                ops / d.servers as f64,
+                ops / servers,
                 d.syncs as f64 / ops,
                 written as f64 / 1024.0 / ops,
                 cpu_secs * 1e6 / ops,
+                d.long_steps as f64 / servers,
             ]
         }
-        _ => [f64::NAN; 4],
+        _ => [f64::NAN; 5],
     }
 }
 
@@ -532,12 +541,13 @@ mod tests {
             servers,
             ops,
             syncs,
+            long_steps: ops / 100,
         })
     }
 
-    /// Four replicas that each executed 500 operations with 250 syncs, wrote 2,000 × 4 KiB
-    /// between them and spent 2 CPU-seconds: per operation at a replica, 0.5 syncs, 4 KiB,
-    /// 1 ms.
+    /// Four replicas that each executed 500 operations with 250 syncs and 5 long steps,
+    /// wrote 2,000 × 4 KiB between them and spent 2 CPU-seconds: per operation at a
+    /// replica, 0.5 syncs, 4 KiB, 1 ms; 5 long steps each.
     #[test]
     fn per_operation_figures_are_means_over_the_servers() {
         let got = per_op(
@@ -546,7 +556,7 @@ mod tests {
             2_000 << 12,
             2.0,
         );
-        assert_eq!(got, [500.0, 0.5, 4.0, 1_000.0]);
+        assert_eq!(got, [500.0, 0.5, 4.0, 1_000.0, 5.0]);
     }
 
     #[test]

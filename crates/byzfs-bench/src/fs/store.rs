@@ -166,8 +166,11 @@ impl StoreTarget {
             let seq = self.seq;
             self.svc.checkpoint(seq);
             self.svc.discard_checkpoints_below(seq);
-            self.svc.persist(seq).map_err(anyhow::Error::msg)?;
-            self.svc.recorded(seq).map_err(anyhow::Error::msg)?;
+            // A replica runs these works on its disk worker; here, in line.
+            let work = self.svc.persist(seq).map_err(anyhow::Error::msg)?;
+            self.run_works(work)?;
+            let work = self.svc.recorded(seq).map_err(anyhow::Error::msg)?;
+            self.run_works(work)?;
         }
         if let Some(e) = self.svc.failure() {
             bail!("the store failed: {e}");
@@ -175,6 +178,15 @@ impl StoreTarget {
         decode_result(&out)
             .context("a result that does not decode")?
             .map_err(|e| anyhow::anyhow!("the file service answered {e:?}"))
+    }
+
+    /// Runs a disk work of the service, and every work it leads to.
+    fn run_works(&mut self, mut work: Option<byzfs_bft::service::DiskWork>) -> anyhow::Result<()> {
+        while let Some(w) = work {
+            w.run().map_err(anyhow::Error::msg)?;
+            work = self.svc.work_done().map_err(anyhow::Error::msg)?;
+        }
+        Ok(())
     }
 
     fn syncs(&self) -> u64 {

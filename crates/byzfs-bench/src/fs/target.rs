@@ -211,6 +211,8 @@ pub struct ServerCounts {
     pub ops: u64,
     /// Synchronous writes: log `fdatasync`s, database commits and the service's store syncs.
     pub syncs: u64,
+    /// Event-loop steps of at least 50 ms (`busy_steps`).
+    pub long_steps: u64,
 }
 
 impl ServerCounts {
@@ -220,6 +222,7 @@ impl ServerCounts {
             servers: self.servers.min(before.servers),
             ops: self.ops.saturating_sub(before.ops),
             syncs: self.syncs.saturating_sub(before.syncs),
+            long_steps: self.long_steps.saturating_sub(before.long_steps),
         }
     }
 }
@@ -242,6 +245,7 @@ impl Mounted {
             sum.servers += 1;
             sum.ops += s.core.requests_executed + s.core.read_only_executed;
             sum.syncs += s.disk.syncs() + store_syncs;
+            sum.long_steps += s.core.busy_steps;
         }
         Some(sum)
     }

@@ -376,8 +376,8 @@ impl<S: Service> Replica<S> {
     }
 
     /// Keeps a PRE-PREPARE, PREPARE or COMMIT of our view for a slot above the log window
-    /// but within one checkpoint interval of it: the next stable checkpoint will move the
-    /// window over it, often a moment later (the others' CHECKPOINTs are on the way). Dropped,
+    /// but within one checkpoint interval of the stable checkpoint's window: the next stable
+    /// checkpoint (or the record of this one, §2.7) will move the window over it, often a moment later (the others' CHECKPOINTs are on the way). Dropped,
     /// it came back only when our STATUS showed no progress, and a replica that had just
     /// executed a long request could not show that before its view-change timer ran out
     /// (simulator: slow-execution 985, a PRE-PREPARE 223 µs ahead of the window). Bounded:
@@ -392,9 +392,11 @@ impl<S: Service> Replica<S> {
             Message::Commit(m) => (m.view, m.seq, 2),
             _ => return false,
         };
-        let high = self.log.last_stable + self.config.log_window;
-        if view != self.view.current || seq <= high || seq > high + self.config.checkpoint_interval
-        {
+        let high = self.window_base() + self.config.log_window;
+        // One interval past the stable checkpoint's window; the window may also wait for
+        // that checkpoint's record (docs/PROTOCOL.md §2.7).
+        let reach = self.log.last_stable + self.config.log_window + self.config.checkpoint_interval;
+        if view != self.view.current || seq <= high || seq > reach {
             return false;
         }
         self.log.ahead.insert((seq, from, tag), Arc::from(bytes));
@@ -403,7 +405,7 @@ impl<S: Service> Replica<S> {
 
     /// Handles the held frames the log window now covers (see `hold_ahead`).
     fn handle_ahead(&mut self) {
-        let high = self.log.last_stable + self.config.log_window;
+        let high = self.window_base() + self.config.log_window;
         while let Some(e) = self.log.ahead.first_entry() {
             if e.key().0 > high {
                 break;
@@ -675,7 +677,7 @@ impl<S: Service> Replica<S> {
     }
 
     fn in_window(&self, seq: Seq) -> bool {
-        seq > self.log.last_stable && seq <= self.log.last_stable + self.config.log_window
+        seq > self.log.last_stable && seq <= self.window_base() + self.config.log_window
     }
 
     /// Checkpoint of the live state at `seq` (service + reply cache) → its digest.

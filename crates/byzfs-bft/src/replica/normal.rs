@@ -260,7 +260,7 @@ impl<S: Service> Replica<S> {
             && self.log.seqno >= self.log.last_stable
             && (!self.requests.queue.is_empty() || self.log.pad_to > self.log.seqno)
             && self.log.seqno < self.log.last_executed + self.config.batch_window
-            && self.log.seqno < self.log.last_stable + self.config.log_window
+            && self.log.seqno < self.window_base() + self.config.log_window
         {
             let seq = self.log.seqno + 1;
             let batch = match self.build_batch() {

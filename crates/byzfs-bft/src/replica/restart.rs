@@ -25,7 +25,7 @@ use crate::config::Config;
 use crate::crypto::{Digest, ReplicaKeys};
 use crate::ids::Seq;
 use crate::message::{Commit, Message, PrePrepare, Prepare, RequestView};
-use crate::service::{root_digest, Service};
+use crate::service::{root_digest, DiskWork, Service};
 use crate::state::PartitionedState;
 use crate::time::Time;
 use crate::wire::Frame;
@@ -49,6 +49,8 @@ impl<S: Service> Replica<S> {
         r.log.last_executed = latest;
         r.log.last_tentative = latest;
         r.log.last_stable = self.log.last_stable.min(latest);
+        // What it restarts from is what a driver had recorded (§2.7).
+        r.storage.recorded = r.log.last_stable;
         r.log.seqno = latest;
         r.checkpoints.own = self
             .checkpoints
@@ -249,25 +251,37 @@ impl<S: Service> Replica<S> {
         }
     }
 
-    /// For the driver, just before its commit that records stable checkpoint `stored`
+    /// For the driver, when a drain stores stable checkpoint `stored`
     /// ([`crate::action::StoreRecord::Checkpoint`]): makes a service that persists its own
-    /// state durable ([`Service::persist`]). An error means the replica cannot go on.
-    pub fn persist_service(&mut self, stored: Seq) -> Result<(), String> {
+    /// state durable, or begins to ([`Service::persist`]): the driver commits the record only
+    /// after the returned work has run (`None`: at once). An error means the replica cannot
+    /// go on.
+    #[must_use = "the work must run, and be reported, before the record it guards"]
+    pub fn persist_service(&mut self, stored: Seq) -> Result<Option<DiskWork>, String> {
         if self.service.persists_state() {
             self.service.persist(stored)
         } else {
-            Ok(())
+            Ok(None)
         }
     }
 
+    /// For the driver, after the oldest work the service handed out ran
+    /// ([`Service::work_done`]); may hand out another. An error means the replica cannot go
+    /// on.
+    #[must_use = "the work must run, and be reported, before the record it guards"]
+    pub fn service_work_done(&mut self) -> Result<Option<DiskWork>, String> {
+        self.service.work_done()
+    }
+
     /// For the driver, just after its commit that recorded stable checkpoint `stored`:
-    /// tells a service that persists its own state ([`Service::recorded`]). An error means
-    /// the replica cannot go on.
-    pub fn service_recorded(&mut self, stored: Seq) -> Result<(), String> {
+    /// tells a service that persists its own state ([`Service::recorded`]), which may hand
+    /// out work. An error means the replica cannot go on.
+    #[must_use = "the work must run, and be reported, before the record it guards"]
+    pub fn service_recorded(&mut self, stored: Seq) -> Result<Option<DiskWork>, String> {
         if self.service.persists_state() {
             self.service.recorded(stored)
         } else {
-            Ok(())
+            Ok(None)
         }
     }
 
@@ -321,6 +335,8 @@ impl<S: Service> Replica<S> {
             return Err(RestoreError::BadCheckpoint(c.seq));
         }
         self.checkpoints.set_own(c.seq, c.digest);
+        // The driver's record names it: the window this replica votes in starts here.
+        self.storage.recorded = c.seq;
         self.log.last_stable = c.seq;
         self.log.last_executed = c.seq;
         self.log.last_tentative = c.seq;

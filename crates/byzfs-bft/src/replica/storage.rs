@@ -23,9 +23,44 @@ pub(crate) struct Storage {
     pub batches: BTreeMap<Digest, Seq>,
     /// Partition digests (service, then library) of the last stored checkpoint image.
     pub parts: Vec<Digest>,
+    /// The stable checkpoint the driver's record names, durably
+    /// ([`Replica::checkpoint_recorded`]): with the state stored, the log window this
+    /// replica votes in starts there, so that every vote it made durable is in the window
+    /// of the replica a restart rebuilds (docs/PROTOCOL.md §2.7).
+    pub recorded: Seq,
 }
 
 impl<S: Service> Replica<S> {
+    /// For the driver: its record of stable checkpoint `seq` (the
+    /// [`StoreRecord::Checkpoint`] it was given) is durable. Until then the replica accepts
+    /// and votes for no slot past the previously recorded checkpoint's log window
+    /// (docs/PROTOCOL.md §2.7): a driver that delays the record (to let the service's
+    /// sync run off its event loop) must call this when the record lands. Frames held above
+    /// the window are handled now that it moved.
+    pub fn checkpoint_recorded(&mut self, seq: Seq) {
+        if seq <= self.storage.recorded {
+            return;
+        }
+        let before = self.window_base();
+        self.storage.recorded = seq;
+        if self.window_base() > before {
+            self.handle_ahead();
+            self.try_send_pre_prepare();
+        }
+    }
+
+    /// Where the log window this replica votes in starts: its stable checkpoint, or, when
+    /// the state is stored by a service that keeps its own, the one its driver recorded if
+    /// that is older (§2.7). A driver records any other service's checkpoint in the drain
+    /// that stores it, before that drain's sends, so its window needs no wait.
+    pub(super) fn window_base(&self) -> Seq {
+        if self.storage.store_state && self.service.persists_state() {
+            self.log.last_stable.min(self.storage.recorded)
+        } else {
+            self.log.last_stable
+        }
+    }
+
     /// Records a promise and emits it; the body of a batch it votes for is stored with it.
     pub(super) fn persist(&mut self, rec: PersistRecord) {
         self.storage.durable.record(rec);

@@ -22,6 +22,7 @@
 //! **Atomicity.** [`Store::apply`] applies one operation's whole write set or nothing, so an
 //! operation that fails half-way (a local disk error) leaves no partial effect.
 
+use byzfs_bft::service::DiskWork;
 use byzfs_bft::state::{leaf_hash, partition_digest, Sum};
 use byzfs_bft::{Digest, Seq};
 use serde::{Serialize, Serializer};
@@ -136,16 +137,25 @@ pub trait Store {
         false
     }
 
-    /// Makes the state durable, keeping checkpoint `stored` (`LogStore::persist`).
-    /// Default: nothing to do.
-    fn persist(&mut self, _stored: Seq) -> Result<(), StoreError> {
-        Ok(())
+    /// Begins to make the state durable for the owner's record of checkpoint `stored`
+    /// (`LogStore::persist`): durable once the work returned has run. Default: nothing to
+    /// do.
+    #[must_use = "the work must run, and be reported, before the record it guards"]
+    fn persist(&mut self, _stored: Seq) -> Result<Option<DiskWork>, StoreError> {
+        Ok(None)
+    }
+
+    /// The oldest work handed out ran (`LogStore::work_done`). Default: nothing to do.
+    #[must_use = "the work must run, and be reported, before the record it guards"]
+    fn work_done(&mut self) -> Result<Option<DiskWork>, StoreError> {
+        Ok(None)
     }
 
     /// The owner's record of checkpoint `stored` is durable (`LogStore::recorded`). Default:
     /// nothing to do.
-    fn recorded(&mut self, _stored: Seq) -> Result<(), StoreError> {
-        Ok(())
+    #[must_use = "the work must run, and be reported, before the record it guards"]
+    fn recorded(&mut self, _stored: Seq) -> Result<Option<DiskWork>, StoreError> {
+        Ok(None)
     }
 
     /// What the store wrote since it was opened, as named totals (`LogStore::counters`):

@@ -100,6 +100,12 @@ pub(super) struct EventLoop<S: Service> {
     data_bytes: u64,
     /// Which peers the core was last told are unreachable (`check_reachability`).
     unreachable: Vec<bool>,
+    /// The service's disk work in flight (`disk_worker.rs`).
+    disk: super::disk_worker::DiskWorker,
+    /// Stable checkpoints' records waiting for the disk work that makes the service's own
+    /// state at them durable, oldest first, each with the ticket it waits for
+    /// (docs/PROTOCOL.md §2.7).
+    held: std::collections::VecDeque<(u64, StoreRecord)>,
 }
 
 impl<S: Service> EventLoop<S> {
@@ -113,6 +119,7 @@ impl<S: Service> EventLoop<S> {
         clock: Clock,
     ) -> Self {
         let metrics = Metrics::new(replica.id());
+        let disk = super::disk_worker::DiskWorker::new(replica.id());
         EventLoop {
             replica,
             shared,
@@ -138,6 +145,8 @@ impl<S: Service> EventLoop<S> {
             inbox_first: false,
             data_bytes: 0,
             unreachable: Vec::new(),
+            disk,
+            held: std::collections::VecDeque::new(),
         }
     }
 
@@ -228,6 +237,7 @@ impl<S: Service> EventLoop<S> {
                 }
                 _ = &mut sleep => {}
                 _ = shared.reachability.notified() => self.check_reachability()?,
+                done = self.disk.next_done() => self.on_disk_done(done)?,
                 _ = status_tick.tick() => self.publish_status(true),
                 _ = metrics_tick.tick() => {
                     self.publish_status(true);
@@ -242,6 +252,12 @@ impl<S: Service> EventLoop<S> {
                 acts = att.acts,
                 "byzantine test mode: attack acts"
             );
+        }
+        // The disk work in flight, and the records that wait for it, finish first: the next
+        // start then replays less.
+        while self.disk.busy() {
+            let done = self.disk.next_done().await;
+            self.on_disk_done(done)?;
         }
         // Nothing more will be committed or sent: the next start may trust its records.
         self.durability.close().map_err(NodeError::Storage)?;
@@ -469,12 +485,21 @@ impl<S: Service> EventLoop<S> {
         // The disk work below (a stable checkpoint's synced commit, a store compaction at
         // its turn) is busy time as much as executing is.
         let started = std::time::Instant::now();
-        let r = self.drain_actions();
+        // Again while a checkpoint's record landed: the window it moved may let held frames
+        // in (`Replica::checkpoint_recorded`).
+        let r = loop {
+            match self.drain_actions() {
+                Ok(true) => continue,
+                other => break other.map(|_| ()),
+            }
+        };
         self.core_call_took(started);
         r
     }
 
-    fn drain_actions(&mut self) -> Result<(), NodeError> {
+    /// One pass over the core's actions; whether a checkpoint's record landed in it (the
+    /// core may then have more to do).
+    fn drain_actions(&mut self) -> Result<bool, NodeError> {
         while let Some(a) = self.replica.poll_action() {
             match a {
                 Action::Persist(rec) => self.persists.push(rec),
@@ -497,12 +522,31 @@ impl<S: Service> EventLoop<S> {
                 StoreRecord::Batch { .. } => None,
             })
             .max();
+        let mut recorded_now = None;
         if let Some(seq) = stored {
-            // A service that keeps its own state makes it durable first: the record below
-            // must never name a checkpoint its store could lose.
-            if let Err(msg) = self.replica.persist_service(seq) {
-                tracing::error!(replica = self.replica.id(), "{msg}; stopping");
-                return Err(NodeError::Service(msg));
+            // A service that keeps its own state makes it durable first: the record must
+            // never name a checkpoint its store could lose. That takes a sync, which runs on
+            // the disk worker while later batches execute; the record waits for it, and so
+            // does any record behind one already waiting (docs/PROTOCOL.md §2.7).
+            let work = self
+                .replica
+                .persist_service(seq)
+                .map_err(|m| self.stop(m))?;
+            let ticket = match work {
+                Some(w) => Some(self.disk.hand(w).map_err(|m| self.stop(m))?),
+                None if self.disk.busy() => Some(self.disk.handed()),
+                None => None,
+            };
+            match ticket {
+                Some(t) => {
+                    for rec in std::mem::take(&mut self.stores) {
+                        match rec {
+                            StoreRecord::Checkpoint(_) => self.held.push_back((t, rec)),
+                            batch => self.stores.push(batch),
+                        }
+                    }
+                }
+                None => recorded_now = Some(seq),
             }
         }
         if !self.persists.is_empty() || !self.stores.is_empty() {
@@ -514,12 +558,9 @@ impl<S: Service> EventLoop<S> {
             self.persists.clear();
             self.stores.clear();
         }
-        if let Some(seq) = stored {
+        if let Some(seq) = recorded_now {
             // The record is durable: the store may drop what only the previous one kept.
-            if let Err(msg) = self.replica.service_recorded(seq) {
-                tracing::error!(replica = self.replica.id(), "{msg}; stopping");
-                return Err(NodeError::Service(msg));
-            }
+            self.service_recorded(seq)?;
         }
         if std::mem::take(&mut self.sync) {
             // Every send of this drain follows it, the CHECKPOINT that asked for it too.
@@ -530,6 +571,64 @@ impl<S: Service> EventLoop<S> {
             self.perform(a);
         }
         self.sends = sends;
+        if let Some(seq) = recorded_now {
+            // After the sends: what the moved window lets in is the next pass's.
+            self.replica.checkpoint_recorded(seq);
+        }
+        Ok(recorded_now.is_some())
+    }
+
+    /// Logs why the service cannot go on; the error that stops the replica.
+    fn stop(&self, msg: String) -> NodeError {
+        tracing::error!(replica = self.replica.id(), "{msg}; stopping");
+        NodeError::Service(msg)
+    }
+
+    /// Tells the service its record of `seq` is durable, and hands over any work it gives.
+    fn service_recorded(&mut self, seq: Seq) -> Result<(), NodeError> {
+        let work = self
+            .replica
+            .service_recorded(seq)
+            .map_err(|m| self.stop(m))?;
+        self.hand_work(work)
+    }
+
+    fn hand_work(&mut self, work: Option<byzfs_bft::service::DiskWork>) -> Result<(), NodeError> {
+        if let Some(w) = work {
+            self.disk.hand(w).map_err(|m| self.stop(m))?;
+        }
+        Ok(())
+    }
+
+    /// A disk work ran: the service learns it, then the checkpoint records that waited for
+    /// it are committed (in one commit, oldest first) and the service told of each.
+    fn on_disk_done(&mut self, done: super::disk_worker::Done) -> Result<(), NodeError> {
+        let started = std::time::Instant::now();
+        self.metrics.disk_work(done.took);
+        done.result.map_err(|m| self.stop(m))?;
+        let work = self.replica.service_work_done().map_err(|m| self.stop(m))?;
+        self.hand_work(work)?;
+        let mut ready = Vec::new();
+        while self.held.front().is_some_and(|(t, _)| *t <= done.ticket) {
+            if let Some((_, rec)) = self.held.pop_front() {
+                ready.push(rec);
+            }
+        }
+        if !ready.is_empty() {
+            self.durability
+                .commit(&[], &ready)
+                .map_err(NodeError::Storage)?;
+            for rec in &ready {
+                if let StoreRecord::Checkpoint(img) = rec {
+                    self.service_recorded(img.seq)?;
+                    self.replica.checkpoint_recorded(img.seq);
+                }
+            }
+            // The window moved: frames held above it may now be handled.
+            self.drain()?;
+            self.publish_progress();
+        }
+        self.metrics.turn(started.elapsed());
         Ok(())
     }
 

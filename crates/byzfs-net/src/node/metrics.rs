@@ -9,6 +9,8 @@
 //! first reply this replica sends that client (agreement and execution included, as seen by
 //! one replica), and `byzfs_turn_seconds`, the time one event-loop turn spends in the core
 //! and its actions (the replica's service time; long turns delay every input behind them).
+//! A third, `byzfs_disk_work_seconds`, times the service's disk work on the disk worker
+//! (`disk_worker.rs`), which the event loop does not wait for.
 
 use crate::status::NodeStatus;
 use byzfs_bft::ReplicaId;
@@ -19,12 +21,16 @@ pub const BATCH_SIZE: &str = "byzfs_batch_size";
 pub const REQUEST_LATENCY: &str = "byzfs_request_latency_seconds";
 /// Name of the event-loop turn duration histogram (seconds).
 pub const TURN_DURATION: &str = "byzfs_turn_seconds";
+/// Name of the histogram of the service's disk work (seconds), run on the disk worker away
+/// from the event loop: a stable checkpoint's sync of the store, compaction's removals.
+pub const DISK_WORK_DURATION: &str = "byzfs_disk_work_seconds";
 
 pub(super) struct Metrics {
     replica: String,
     batch_size: metrics::Histogram,
     request_latency: metrics::Histogram,
     turn: metrics::Histogram,
+    disk_work: metrics::Histogram,
 }
 
 impl Metrics {
@@ -33,11 +39,13 @@ impl Metrics {
         let batch_size = metrics::histogram!(BATCH_SIZE, "replica" => replica.clone());
         let request_latency = metrics::histogram!(REQUEST_LATENCY, "replica" => replica.clone());
         let turn = metrics::histogram!(TURN_DURATION, "replica" => replica.clone());
+        let disk_work = metrics::histogram!(DISK_WORK_DURATION, "replica" => replica.clone());
         Metrics {
             replica,
             batch_size,
             request_latency,
             turn,
+            disk_work,
         }
     }
 
@@ -47,6 +55,10 @@ impl Metrics {
 
     pub fn turn(&self, busy: core::time::Duration) {
         self.turn.record(busy.as_secs_f64());
+    }
+
+    pub fn disk_work(&self, took: core::time::Duration) {
+        self.disk_work.record(took.as_secs_f64());
     }
 
     pub fn batch_executed(&self, requests: usize) {

@@ -16,6 +16,7 @@
 mod accept;
 #[cfg(feature = "byzantine")]
 mod attack;
+mod disk_worker;
 mod event_loop;
 mod inbox;
 #[cfg(feature = "byzantine")]
@@ -29,7 +30,8 @@ mod unreplicated;
 
 pub use metrics::BATCH_SIZE as BATCH_SIZE_METRIC;
 pub use metrics::{
-    REQUEST_LATENCY as REQUEST_LATENCY_METRIC, TURN_DURATION as TURN_DURATION_METRIC,
+    DISK_WORK_DURATION as DISK_WORK_DURATION_METRIC, REQUEST_LATENCY as REQUEST_LATENCY_METRIC,
+    TURN_DURATION as TURN_DURATION_METRIC,
 };
 pub use unreplicated::UnreplicatedNode;
 

@@ -208,10 +208,12 @@ impl OpLog {
         if self.seq >= self.stable + self.interval {
             self.checkpoint(service, replies);
             // The commit below records the checkpoint: the service's own store must hold it
-            // first.
-            service
+            // first. The unreplicated server has no other work to do meanwhile: its disk
+            // work runs here.
+            let work = service
                 .persist(self.stable)
                 .map_err(std::io::Error::other)?;
+            run_works(service, work)?;
             recorded = Some(self.stable);
         }
         if self.records.is_empty() && self.stores.is_empty() {
@@ -222,7 +224,8 @@ impl OpLog {
         self.stores.clear();
         r?;
         if let Some(seq) = recorded {
-            service.recorded(seq).map_err(std::io::Error::other)?;
+            let work = service.recorded(seq).map_err(std::io::Error::other)?;
+            run_works(service, work)?;
         }
         Ok(())
     }
@@ -280,6 +283,18 @@ pub(crate) fn decode_request(frame: &[u8], max: usize) -> Option<(ClientId, Requ
     let f = Frame::parse(frame, max).ok()?;
     let req = RequestView::decode(f.body)?;
     Some((req.client, req.rid, req.op))
+}
+
+/// Runs a service's disk work, and every work it leads to, on this thread.
+fn run_works<S: Service>(
+    service: &mut S,
+    mut work: Option<byzfs_bft::service::DiskWork>,
+) -> std::io::Result<()> {
+    while let Some(w) = work {
+        w.run().map_err(std::io::Error::other)?;
+        work = service.work_done().map_err(std::io::Error::other)?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]

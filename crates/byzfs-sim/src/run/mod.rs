@@ -41,12 +41,14 @@ use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 
 mod clients;
+mod disk_work;
 mod faults;
 mod phases;
 mod replicas;
 mod report;
 mod world;
 
+pub use disk_work::DiskWorkQueue;
 use faults::Director;
 use phases::Phases;
 
@@ -204,6 +206,12 @@ enum Ev {
     /// input.
     ReplicaFree {
         inst: usize,
+    },
+    /// The oldest disk work of `inst` ran, if it is still in the same life
+    /// (`disk_work.rs`).
+    DiskWork {
+        inst: usize,
+        life: u64,
     },
 }
 

@@ -92,33 +92,14 @@ impl Sim {
                 Action::Store(rec) => {
                     // Batches are synced log appends, except with a `Proposed` (the
                     // driver's turn is then unsynced); a stored checkpoint syncs the
-                    // segment it leaves.
+                    // segment it leaves, and waits for its service's disk work
+                    // (`disk_work.rs`).
                     let node = &mut self.world.replicas[inst];
                     if node.lazy_turn && matches!(rec, StoreRecord::Batch { .. }) {
                         node.unsynced.push(Unsynced::Store(rec));
                     } else {
                         self.sync_log(inst);
-                        if let StoreRecord::Checkpoint(img) = &rec {
-                            // A service that keeps its own state makes it durable just
-                            // before the record naming its checkpoint, as the disk driver
-                            // does (`byzfs-net` `event_loop.rs`).
-                            let skip = self.mutation == Some(Mutation::SkipServicePersist);
-                            let node = &mut self.world.replicas[inst];
-                            if skip && node.role == Role::Correct {
-                                // Mutated: the record goes down, the service's state not.
-                            } else if let Err(e) = node.replica.persist_service(img.seq) {
-                                panic!("persisting the service on the simulated disk: {e}");
-                            }
-                        }
-                        self.world.replicas[inst].disk.apply_store(&rec);
-                        if let StoreRecord::Checkpoint(img) = &rec {
-                            // The record is durable: the service may drop what only the
-                            // previous one kept (`Service::recorded`).
-                            let node = &mut self.world.replicas[inst];
-                            if let Err(e) = node.replica.service_recorded(img.seq) {
-                                panic!("the service after its checkpoint's record: {e}");
-                            }
-                        }
+                        self.store_checkpoint(inst, rec);
                     }
                 }
                 Action::Event(ev) => {
@@ -323,8 +304,10 @@ impl Sim {
         }
         let node = &mut self.world.replicas[inst];
         node.up = false;
-        // Its process is gone: the store it opened writes nothing more (`fs/disk.rs`).
+        // Its process is gone: the store it opened writes nothing more (`fs/disk.rs`), nor
+        // does its disk worker.
         node.store_disk.crash();
+        node.disk_work.lose();
         node.crash_at_next_send = false;
         node.crash_after_prepare = None;
         node.timer = None;

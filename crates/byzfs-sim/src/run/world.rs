@@ -112,6 +112,7 @@ impl Sim {
                 store_disk,
                 lazy_turn: false,
                 kept_all: false,
+                disk_work: Default::default(),
             });
         }
         let r_count = replicas.len();
@@ -485,6 +486,7 @@ impl Sim {
                 }
             }
             Ev::ReplicaFree { inst } => self.replica_free(inst),
+            Ev::DiskWork { inst, life } => self.disk_work_ran(inst, life),
         }
     }
 

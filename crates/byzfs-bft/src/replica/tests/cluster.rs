@@ -52,11 +52,17 @@ impl Cluster {
                         }
                         Action::Store(rec) => {
                             if let StoreRecord::Checkpoint(img) = &rec {
-                                // As the driver does, before its commit.
-                                self.r[i].persist_service(img.seq).unwrap();
+                                // As the driver does, before its commit (durable at once
+                                // here: no work to run).
+                                let work = self.r[i].persist_service(img.seq).unwrap();
+                                assert!(work.is_none());
                             }
                             if let Some(d) = &mut self.disks[i] {
                                 d.apply_store(&rec);
+                            }
+                            if let StoreRecord::Checkpoint(img) = &rec {
+                                // Durable at once here.
+                                self.r[i].checkpoint_recorded(img.seq);
                             }
                         }
                         // Every record is durable at once here.

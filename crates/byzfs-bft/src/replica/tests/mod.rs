@@ -85,9 +85,9 @@ impl Service for Counter {
     fn persists_state(&self) -> bool {
         self.disk.is_some()
     }
-    fn persist(&mut self, stored: Seq) -> Result<(), String> {
+    fn persist(&mut self, stored: Seq) -> Result<Option<crate::service::DiskWork>, String> {
         let Some(disk) = &self.disk else {
-            return Ok(());
+            return Ok(None);
         };
         let digests = self
             .state
@@ -103,7 +103,7 @@ impl Service for Counter {
         let prev = disk.keys().next_back().copied();
         disk.retain(|&s, _| Some(s) == prev);
         disk.insert(stored, parts);
-        Ok(())
+        Ok(None)
     }
     fn reopen(&mut self, seq: Seq) -> Result<Vec<Digest>, String> {
         let disk = self.disk.as_ref().ok_or("nothing persists")?.borrow();

@@ -23,11 +23,19 @@ pub trait Medium {
     fn write_at(&mut self, seg: u64, off: u64, data: &[u8]) -> io::Result<()>;
     /// Cuts segment `seg` to `len` bytes.
     fn truncate(&mut self, seg: u64, len: u64) -> io::Result<()>;
-    /// Makes every write to segment `seg` durable, with its name.
-    fn sync(&mut self, seg: u64) -> io::Result<()>;
+    /// Work to run on any thread (the replica's disk worker, away from its event loop):
+    /// makes every write made so far to the segments `sync` durable, with their names, then
+    /// removes the segments `remove`, durably. The store stops naming `remove` at once; the
+    /// medium may keep handles on them until [`Medium::forget`].
+    fn work(&mut self, sync: &[u64], remove: &[u64]) -> io::Result<MediumWork>;
+    /// A work that removed `seg` has run: drops what this handle holds of it.
+    fn forget(&mut self, seg: u64);
     /// Removes segment `seg`, durably.
     fn remove(&mut self, seg: u64) -> io::Result<()>;
 }
+
+/// A medium's [`Medium::work`], to run once on any thread.
+pub type MediumWork = Box<dyn FnOnce() -> io::Result<()> + Send>;
 
 /// Segments as files `seg-<number, 16 hex digits>.log` in a directory.
 #[derive(Debug)]
@@ -119,16 +127,37 @@ impl Medium for DirMedium {
         self.file(seg)?.set_len(len)
     }
 
-    fn sync(&mut self, seg: u64) -> io::Result<()> {
+    fn work(&mut self, sync: &[u64], remove: &[u64]) -> io::Result<MediumWork> {
         if self.scratch {
-            return Ok(());
+            // Nothing is synced; removed segments still give their space back.
+            let paths: Vec<PathBuf> = remove.iter().map(|&s| self.path(s)).collect();
+            return Ok(Box::new(move || remove_files(&paths)));
         }
-        self.file(seg)?.sync_data()?;
-        if self.dir_dirty {
-            File::open(&self.dir)?.sync_all()?;
-            self.dir_dirty = false;
-        }
-        Ok(())
+        // Handles of their own, so that the event loop goes on appending through its own.
+        let files = sync
+            .iter()
+            .filter_map(|s| self.files.get(s))
+            .map(File::try_clone)
+            .collect::<io::Result<Vec<File>>>()?;
+        // A segment created since the last work needs its name synced with its bytes.
+        let dir_sync = std::mem::take(&mut self.dir_dirty) || !remove.is_empty();
+        let paths: Vec<PathBuf> = remove.iter().map(|&s| self.path(s)).collect();
+        let dir = self.dir.clone();
+        Ok(Box::new(move || {
+            for f in &files {
+                f.sync_data()?;
+            }
+            remove_files(&paths)?;
+            if dir_sync {
+                // A removal a power cut undid would bring old frames back into the replay.
+                File::open(&dir)?.sync_all()?;
+            }
+            Ok(())
+        }))
+    }
+
+    fn forget(&mut self, seg: u64) {
+        self.files.remove(&seg);
     }
 
     fn remove(&mut self, seg: u64) -> io::Result<()> {
@@ -141,4 +170,16 @@ impl Medium for DirMedium {
         }
         Ok(())
     }
+}
+
+/// Removes the files at `paths`; one already gone is not an error (a store that crashed
+/// between a removal and the next start removes it again at replay).
+fn remove_files(paths: &[PathBuf]) -> io::Result<()> {
+    for p in paths {
+        match std::fs::remove_file(p) {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
+            _ => {}
+        }
+    }
+    Ok(())
 }

@@ -1,7 +1,7 @@
 //! [`MemMedium`]: segments in memory that a power cut can take back to their last sync, for
 //! tests and the simulator's disk.
 
-use super::Medium;
+use super::{Medium, MediumWork};
 use std::collections::BTreeMap;
 use std::io;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -169,15 +169,38 @@ impl Medium for MemMedium {
         Ok(())
     }
 
-    fn sync(&mut self, seg: u64) -> io::Result<()> {
-        let mut d = self.disk();
-        self.alive(&d)?;
-        d.syncs += 1;
-        if let Some(s) = d.segs.get_mut(&seg) {
-            s.synced = Some(s.written.clone());
-        }
-        Ok(())
+    /// The work makes durable what was written when it was made (no more, as `fdatasync`
+    /// promises no more), and fails if its process died meanwhile.
+    fn work(&mut self, sync: &[u64], remove: &[u64]) -> io::Result<MediumWork> {
+        let lens: Vec<(u64, usize)> = {
+            let d = self.disk();
+            self.alive(&d)?;
+            sync.iter()
+                .filter_map(|s| d.segs.get(s).map(|g| (*s, g.written.len())))
+                .collect()
+        };
+        let remove = remove.to_vec();
+        let handle = self.clone();
+        Ok(Box::new(move || {
+            let mut d = handle.disk();
+            handle.alive(&d)?;
+            for (seg, len) in lens {
+                d.syncs += 1;
+                if let Some(s) = d.segs.get_mut(&seg) {
+                    let len = len.min(s.written.len());
+                    if s.synced.as_ref().is_none_or(|b| b.len() <= len) {
+                        s.synced = Some(s.written[..len].to_vec());
+                    }
+                }
+            }
+            for seg in remove {
+                d.segs.remove(&seg);
+            }
+            Ok(())
+        }))
     }
+
+    fn forget(&mut self, _seg: u64) {}
 
     fn remove(&mut self, seg: u64) -> io::Result<()> {
         let mut d = self.disk();

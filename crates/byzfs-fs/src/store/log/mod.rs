@@ -29,15 +29,17 @@
 //!   The first frame that does not check is the end: the rest of its segment is cut and any
 //!   later segment removed. Replay starts at the newest segment whose first frame is a
 //!   `Base` (below); the ones before it only hold values.
-//! * **Compaction** ([`LogStore::compact_if_wasteful`], after the sync of a stable
+//! * **Compaction** (`compact_if_wasteful`, when the owner recorded a stable
 //!   checkpoint), segment by segment. A segment before the newest `Base` holds only values:
 //!   once none is referenced (by the live state or a held checkpoint) it is removed as it
 //!   is. Any other closed segment at most half referenced is a victim, the emptiest first,
 //!   as long as the values to copy stay within half a segment ([`COPY_BUDGET_DIVISOR`]):
 //!   if the victims free at least that much and twice the cost (the copy and the index),
-//!   their referenced values are copied to the end of the log (`Moved` frames), a new
-//!   segment starts with the whole index (`Base`), everything is synced, and the victims
-//!   are removed; the segment appended to is closed early for this once it is half a
+//!   their referenced values are copied to the end of the log (`Moved` frames) and a new
+//!   segment starts with the whole index (`Base`); the victims, and the segments found
+//!   dead, are removed by a [`DiskWork`] that first syncs every frame written so far (a
+//!   replay of what a power cut leaves before that may still need them), and compaction
+//!   no longer names them meanwhile; the segment appended to is closed early for this once it is half a
 //!   segment long and at most an eighth referenced. So one checkpoint's copying is bounded
 //!   whatever the store's size, while the segments a removed file left empty all go at
 //!   once. It looks again
@@ -53,15 +55,20 @@
 //!   frame where the run applied several operations; the live state, sums and exports it
 //!   rebuilds are the same (undo logs may lack entries for keys created and removed within
 //!   the interval, which restore nothing).
-//! * **Durability.** Nothing is synced but in [`LogStore::persist`]: a `Keep` frame, then one
-//!   `fdatasync` of each segment written since the last (usually one). A replica's agreed log
-//!   (`byzfs-net`'s write-ahead log) is the one synchronous write per batch; the store's
-//!   sync is once per stable checkpoint, and it writes only what changed since.
+//! * **Durability.** Nothing is synced but by the [`DiskWork`]s the store hands its owner:
+//!   [`LogStore::persist`]'s, one `fdatasync` of each segment written since the last work
+//!   (usually one), and compaction's. The owner runs them away from its event loop (a
+//!   replica's disk worker) in the order handed out, reports each ([`LogStore::work_done`]),
+//!   and records a checkpoint only after its persist's work ran (docs/PROTOCOL.md §2.7).
+//!   Appends go on meanwhile, past what a work syncs. A replica's agreed log (`byzfs-net`'s
+//!   write-ahead log) is the one synchronous write per batch; the store's sync is once per
+//!   stable checkpoint, and it writes only what changed since.
 //! * **Checkpoints on the owner's word.** As with the store before: a persistent store
 //!   (`open_persistent`) keeps the checkpoint its owner's record names (discards and the end
-//!   of a state transfer never drop it), `persist(stored)` moves that to `stored`, and
-//!   `reopen_at(seq)` rolls back through every later checkpoint to it and checks its
-//!   digests.
+//!   of a state transfer never drop it), `recorded(stored)` moves that to `stored` (a `Keep`
+//!   frame: not before the owner's record is durable, so a crash in between still finds
+//!   the checkpoint the record names), and `reopen_at(seq)` rolls back through every later
+//!   checkpoint to it and checks its digests.
 //! * **Errors.** `get`, `range` and `apply` report failures (`ENOSPC` as
 //!   [`StoreError::Full`]); a frame not written whole is written over by the next one, and
 //!   a failed flush of staged writes is recorded as below. Methods without an error channel record the failure
@@ -73,10 +80,11 @@ mod index;
 mod medium;
 mod mem_medium;
 
-pub use medium::{DirMedium, Medium};
+pub use medium::{DirMedium, Medium, MediumWork};
 pub use mem_medium::MemMedium;
 
 use super::{encode_partition, verify_partition, Entries, Store, StoreError, WriteSet};
+use byzfs_bft::service::DiskWork;
 use byzfs_bft::state::leaf_seed;
 use byzfs_bft::{Digest, Seq};
 use frame::Frame;
@@ -103,7 +111,7 @@ const MOVED_FRAME_BYTES: usize = 4 << 20;
 
 /// Compaction copies at most a segment's length over this many bytes at one stable
 /// checkpoint (32 MiB of [`SEGMENT_BYTES`]), and removes segments only when that frees at
-/// least as much: the copy and its sync run on the replica's event loop, and copying
+/// least as much: the copy runs on the replica's event loop (its sync does not), and copying
 /// everything live at once stalled another mount 20 s while a 4 GiB file was removed
 /// (docs/BENCHMARKS.md "Replicas that write what they store once"). A segment at most half
 /// live always fits, so the closed segments hold at most twice what is live, plus what
@@ -168,6 +176,19 @@ pub struct LogStore<M: Medium = DirMedium> {
     /// The highest `discard_checkpoints_below` of this run: what the owner no longer needs
     /// (the checkpoint kept for its record aside; [`LogStore::recorded`]).
     discarded: Option<Seq>,
+    /// The works handed out and not yet reported done, oldest first ("Durability" in the
+    /// module docs).
+    in_flight: std::collections::VecDeque<Handed>,
+    /// Segments a work handed out removes, with their lengths: no longer named by the
+    /// store (nor looked at by compaction), gone once that work is done.
+    removing: BTreeMap<u64, u64>,
+}
+
+/// What a work handed out does, counted when it is reported done.
+#[derive(Debug)]
+struct Handed {
+    syncs: u64,
+    removes: Vec<u64>,
 }
 
 impl LogStore<DirMedium> {
@@ -271,6 +292,8 @@ impl<M: Medium> LogStore<M> {
             staged_bytes: 0,
             write_back_bytes: WRITE_BACK_BYTES,
             discarded: None,
+            in_flight: std::collections::VecDeque::new(),
+            removing: BTreeMap::new(),
         }
         .started(fresh)
     }
@@ -459,79 +482,136 @@ impl<M: Medium> LogStore<M> {
         Ok(v)
     }
 
-    /// Makes everything so far durable, keeping checkpoint `stored` from now on (the owner
-    /// is about to record it): a `Keep` frame and one sync per segment written since the
-    /// last call.
-    pub fn persist(&mut self, stored: Seq) -> Result<(), StoreError> {
+    /// Begins to make everything so far durable, for the owner's record of stable
+    /// checkpoint `stored`: appends what is staged and returns the work that syncs every
+    /// segment written since the last work (run it on any thread, then call
+    /// [`LogStore::work_done`]); the owner records `stored` once it has run. Appends go on
+    /// meanwhile (past what the work syncs). `None` for a store that keeps nothing.
+    #[must_use = "the work must run, and be reported, before the record it guards"]
+    pub fn persist(&mut self, stored: Seq) -> Result<Option<DiskWork>, StoreError> {
+        let _ = stored;
         if self.index.keep().is_none() {
-            return Ok(());
+            return Ok(None);
         }
         self.flush()?;
-        self.append(&frame::keep(stored))?;
-        self.index.set_keep(stored);
-        self.sync()?;
-        self.compact_if_wasteful()?;
-        Ok(())
+        // Always a work, even with nothing to sync: works run in order, so the owner's
+        // record then also waits for the ones already handed out (which may sync what this
+        // checkpoint needs).
+        self.hand_out(Vec::new()).map(Some)
     }
 
-    /// The owner's record of checkpoint `stored` (kept by the last [`LogStore::persist`]) is
-    /// durable: the checkpoints the owner discarded meanwhile but the store kept for the
-    /// previous record go now (a `Discard` frame, synced), and compaction looks again. So
-    /// what a burst deleted is given back at the checkpoint after it, not at the one after
-    /// that, which an idle cluster would not reach (docs/PROTOCOL.md §2.6).
-    pub fn recorded(&mut self, stored: Seq) -> Result<(), StoreError> {
-        let Some(floor) = self.discarded.filter(|_| self.index.keep() == Some(stored)) else {
-            return Ok(());
+    /// The oldest work handed out ran: counts its syncs and forgets the segments it removed.
+    #[must_use = "the work must run, and be reported, before the record it guards"]
+    pub fn work_done(&mut self) -> Result<Option<DiskWork>, StoreError> {
+        let Some(h) = self.in_flight.pop_front() else {
+            return Err(StoreError::Io(
+                "a disk work was reported done that the store never handed out".into(),
+            ));
         };
-        if self
-            .index
-            .held()
-            .first()
-            .is_some_and(|&s| s < floor.min(stored))
-        {
-            self.flush()?;
-            self.append(&frame::discard(floor))?;
-            self.index.discard_below(floor);
-            // Synced (compaction removes segments by what the index names) only when it
-            // may free something: half a segment released since the last look. Otherwise
-            // the frame waits for the next sync; lost, it leaves a checkpoint held.
-            if self.index.released().saturating_sub(self.checked.1) >= self.segment_bytes / 2 {
-                self.sync()?;
-                self.compact_if_wasteful()?;
+        self.counters.syncs += h.syncs;
+        for seg in h.removes {
+            self.medium.forget(seg);
+            if let Some(len) = self.removing.remove(&seg) {
+                self.counters.segments_removed += 1;
+                self.counters.bytes_removed += len;
             }
         }
-        Ok(())
+        Ok(None)
     }
 
-    /// Syncs every segment written since the last sync.
-    fn sync(&mut self) -> Result<(), StoreError> {
-        for seg in std::mem::take(&mut self.unsynced) {
-            self.medium.sync(seg).map_err(io_err)?;
-            self.counters.syncs += 1;
+    /// The owner's record of checkpoint `stored` (after [`LogStore::persist`] and its work)
+    /// is durable: the store keeps `stored` from now on (a `Keep` frame), the checkpoints
+    /// the owner discarded meanwhile but the store kept for the previous record go (a
+    /// `Discard` frame), and compaction looks for waste. So what a burst deleted is given
+    /// back at the checkpoint after it, not at the one after that, which an idle cluster
+    /// would not reach (docs/PROTOCOL.md §2.6). Returns the work that syncs and removes what
+    /// compaction gave back, if it did.
+    #[must_use = "the work must run, and be reported, before the record it guards"]
+    pub fn recorded(&mut self, stored: Seq) -> Result<Option<DiskWork>, StoreError> {
+        if self.index.keep().is_none() {
+            return Ok(None);
+        }
+        self.flush()?;
+        if self.index.keep() < Some(stored) {
+            // Unsynced: lost, the replay keeps the older checkpoint too, as this run did
+            // until now (the frames after it are lost with it).
+            self.append(&frame::keep(stored))?;
+            self.index.set_keep(stored);
+        }
+        if let Some(floor) = self.discarded {
+            if self
+                .index
+                .held()
+                .first()
+                .is_some_and(|&s| s < floor.min(stored))
+            {
+                self.append(&frame::discard(floor))?;
+                self.index.discard_below(floor);
+            }
+        }
+        let removes = self.compact_if_wasteful()?;
+        if removes.is_empty() {
+            return Ok(None);
+        }
+        self.hand_out(removes).map(Some)
+    }
+
+    /// A work that syncs every segment written since the last one, then removes `removes`.
+    fn hand_out(&mut self, removes: Vec<(u64, u64)>) -> Result<DiskWork, StoreError> {
+        let sync: Vec<u64> = std::mem::take(&mut self.unsynced).into_iter().collect();
+        let segs: Vec<u64> = removes.iter().map(|r| r.0).collect();
+        let run = self.medium.work(&sync, &segs).map_err(io_err)?;
+        self.removing.extend(removes);
+        self.in_flight.push_back(Handed {
+            syncs: sync.len() as u64,
+            removes: segs,
+        });
+        Ok(DiskWork::new(move || {
+            run().map_err(|e| {
+                format!("the file service's store failed to sync or remove segments: {e}; check the disk and restart the replica")
+            })
+        }))
+    }
+
+    /// [`LogStore::persist`], its work run here and reported, then
+    /// [`LogStore::recorded`] and its work: the whole stable checkpoint on the caller's
+    /// thread (tests, and tools that have no worker).
+    pub fn checkpoint_durably(&mut self, stored: Seq) -> Result<(), StoreError> {
+        let work = self.persist(stored)?;
+        self.run_here(work)?;
+        let work = self.recorded(stored)?;
+        self.run_here(work)
+    }
+
+    /// Runs `work` (handed out by this store), and every work it leads to, on the caller's
+    /// thread.
+    pub fn run_here(&mut self, mut work: Option<DiskWork>) -> Result<(), StoreError> {
+        while let Some(w) = work {
+            w.run().map_err(StoreError::Io)?;
+            work = self.work_done()?;
         }
         Ok(())
     }
 
-    /// Gives back the space of closed segments that hold mostly garbage; returns whether
-    /// it removed any. Called right after a sync (so the index is what a replay rebuilds),
-    /// at a stable checkpoint. See "Compaction" in the module docs.
-    pub fn compact_if_wasteful(&mut self) -> Result<bool, StoreError> {
-        if !self.unsynced.is_empty() || !self.staged.is_empty() {
-            // The segments a replay would need may differ from what the index names.
-            return Ok(false);
-        }
+    /// Looks for closed segments that hold mostly garbage; returns the segments to remove
+    /// (with their lengths) once every frame written so far is synced: a replay of what a
+    /// power cut leaves before that may still need them. Called when the owner recorded a
+    /// stable checkpoint. See "Compaction" in the module docs.
+    fn compact_if_wasteful(&mut self) -> Result<Vec<(u64, u64)>, StoreError> {
+        // The whole index goes into a `Base`: nothing of it may be staged.
+        self.flush()?;
         let closed: Vec<u64> = self
             .medium
             .segments()
             .map_err(io_err)?
             .into_iter()
-            .filter(|&s| s < self.active)
+            .filter(|&s| s < self.active && !self.removing.contains_key(&s))
             .collect();
         let released = self.index.released();
         if closed.len() as u64 == self.checked.0
             && released.saturating_sub(self.checked.1) < self.segment_bytes / 2
         {
-            return Ok(false);
+            return Ok(Vec::new());
         }
         self.checked = (closed.len() as u64, released);
         let mut closed = closed;
@@ -565,11 +645,7 @@ impl<M: Medium> LogStore<M> {
             // By presence, not bytes: an empty value has a place too.
             .filter(|s| *s < self.base && !referenced.contains_key(s))
             .collect();
-        for &s in &dead {
-            self.medium.remove(s).map_err(io_err)?;
-            self.counters.segments_removed += 1;
-            self.counters.bytes_removed += size[&s];
-        }
+        let mut removes: Vec<(u64, u64)> = dead.iter().map(|&s| (s, size[&s])).collect();
         // Any other segment goes once its values are copied ahead and a new `Base` makes its
         // frames unneeded: the emptiest first, within the copy budget.
         let mut victims: Vec<(u64, u64)> = closed
@@ -598,22 +674,29 @@ impl<M: Medium> LogStore<M> {
                 .referenced()
                 .filter(|l| chosen.contains(&l.seg))
                 .collect();
-            self.compact(chosen.into_iter().map(|s| (s, size[&s])).collect(), live)?;
+            self.compact(&live)?;
+            removes.extend(chosen.into_iter().map(|s| (s, size[&s])));
         }
-        Ok(worth || !dead.is_empty())
+        // Counted as the next look counts (a `Base` closed the segment appended to).
+        let removed: BTreeSet<u64> = removes.iter().map(|r| r.0).collect();
+        let closed = self
+            .medium
+            .segments()
+            .map_err(io_err)?
+            .into_iter()
+            .filter(|s| *s < self.active && !self.removing.contains_key(s) && !removed.contains(s))
+            .count();
+        self.checked = (closed as u64, self.index.released());
+        Ok(removes)
     }
 
-    /// Copies the values at `live` (all in `victims`) to the end of the log, starts a
-    /// segment with the whole index, syncs, and removes the `victims`.
-    fn compact(
-        &mut self,
-        victims: BTreeMap<u64, u64>,
-        live: BTreeSet<Loc>,
-    ) -> Result<(), StoreError> {
+    /// Copies the values at `live` (all in the victims) to the end of the log and starts a
+    /// segment with the whole index; the victims go once that is synced.
+    fn compact(&mut self, live: &BTreeSet<Loc>) -> Result<(), StoreError> {
         let mut moved = BTreeMap::new();
         let mut batch: Vec<(Loc, Vec<u8>)> = Vec::new();
         let mut bytes = 0usize;
-        let mut live = live.into_iter().peekable();
+        let mut live = live.iter().copied().peekable();
         while let Some(loc) = live.next() {
             let v = self.read(loc)?;
             bytes += v.len();
@@ -647,18 +730,7 @@ impl<M: Medium> LogStore<M> {
         let mut base = frame::base_head(FORMAT);
         self.index.encode(&mut base);
         self.append(&base)?;
-        self.sync()?;
         self.base = self.active;
-        for (s, len) in victims {
-            self.medium.remove(s).map_err(io_err)?;
-            self.counters.segments_removed += 1;
-            self.counters.bytes_removed += len;
-        }
-        let closed = self.medium.segments().map_err(io_err)?;
-        self.checked = (
-            closed.iter().filter(|&&s| s < self.active).count() as u64,
-            self.index.released(),
-        );
         self.counters.compactions += 1;
         Ok(())
     }
@@ -1000,11 +1072,15 @@ impl<M: Medium> Store for LogStore<M> {
         self.index.keep().is_some()
     }
 
-    fn persist(&mut self, stored: Seq) -> Result<(), StoreError> {
+    fn persist(&mut self, stored: Seq) -> Result<Option<DiskWork>, StoreError> {
         LogStore::persist(self, stored)
     }
 
-    fn recorded(&mut self, stored: Seq) -> Result<(), StoreError> {
+    fn work_done(&mut self) -> Result<Option<DiskWork>, StoreError> {
+        LogStore::work_done(self)
+    }
+
+    fn recorded(&mut self, stored: Seq) -> Result<Option<DiskWork>, StoreError> {
         LogStore::recorded(self, stored)
     }
 
