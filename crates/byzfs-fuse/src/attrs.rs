@@ -26,9 +26,21 @@ use std::time::{Duration, Instant};
 const MAX_ENTRIES: usize = 1 << 16;
 
 /// Attributes by inode number, with when they were fetched.
+///
+/// A reply may come back after later changes were recorded (the mount's lanes wait for
+/// their replies without its lock: `lib.rs` `call`), so the cache counts its changes: a
+/// reply recorded with [`AttrCache::record_since`] fills only inodes nothing changed since
+/// its call was sent ([`AttrCache::mark`]), and is otherwise dropped (a later reply, a
+/// held-back write, a removal knows better).
 #[derive(Default)]
 pub struct AttrCache {
     by_ino: HashMap<u64, (Attr, Instant)>,
+    /// Changes counted so far.
+    tick: u64,
+    /// The tick of each inode's last change (filled or dropped).
+    changed: HashMap<u64, u64>,
+    /// The tick at which everything was last dropped.
+    cleared: u64,
 }
 
 /// What an operation may change, taken before it is sent (it is consumed by the sending).
@@ -86,58 +98,99 @@ impl AttrCache {
         self.by_ino.get(&ino).map(|(a, _)| a)
     }
 
-    /// Learns from the `result` of an operation with `effect`, received at `now`.
+    /// Learns from the `result` of an operation with `effect`, received at `now` and sent
+    /// while the cache was as it is (the mount's lock held from sending to now).
+    #[cfg(test)]
     pub fn record(&mut self, effect: Effect, result: &FsResult, now: Instant) {
+        self.record_since(u64::MAX, effect, result, now);
+    }
+
+    /// Where the cache stands: a call sent now has its reply recorded with
+    /// [`AttrCache::record_since`] this mark.
+    pub fn mark(&self) -> u64 {
+        self.tick
+    }
+
+    /// [`AttrCache::record`] for a call sent at `mark`: its attributes fill only inodes
+    /// that did not change since (what it drops, it always drops).
+    pub fn record_since(&mut self, mark: u64, effect: Effect, result: &FsResult, now: Instant) {
         match result {
             Ok(Reply::Attr(a) | Reply::Entry(a) | Reply::Write { attr: a, .. }) => {
-                self.put(a, now);
+                self.put(mark, a, now);
             }
             Ok(Reply::Made { entry, dir }) => {
-                self.put(entry, now);
-                self.put(dir, now);
+                self.put(mark, entry, now);
+                self.put(mark, dir, now);
             }
             Ok(Reply::Unlinked { dir, ino, left }) => {
-                self.put(dir, now);
+                self.put(mark, dir, now);
                 match left {
-                    Some(a) => self.put(a, now),
+                    Some(a) => self.put(mark, a, now),
                     None => self.forget(*ino),
                 }
             }
             // Its members' replies, in order (a batch holds no rename: `byzfs_fs::batch`).
             Ok(Reply::Batch(replies)) => {
                 for r in replies {
-                    self.record(effect, &Ok(r.clone()), now);
+                    self.record_since(mark, effect, &Ok(r.clone()), now);
                 }
             }
             Ok(_) => {}
-            Err(_) if effect.modifies => self.by_ino.clear(),
+            Err(_) if effect.modifies => self.clear(),
             Err(_) => {}
         }
         if result.is_ok() {
             match effect.reach {
                 Reach::Described => {}
                 Reach::Inode(ino) => self.forget(ino),
-                Reach::Unknown => self.by_ino.clear(),
+                Reach::Unknown => self.clear(),
             }
         }
+    }
+
+    /// Whether a reply to a call sent at `mark` may still fill `ino`.
+    pub fn unchanged_since(&self, mark: u64, ino: u64) -> bool {
+        self.cleared <= mark && self.changed.get(&ino).is_none_or(|t| *t <= mark)
     }
 
     /// Learns attributes this mount made itself: an entry it answered early and its
     /// directory (`dirs.rs`), until the batch's reply brings the cluster's.
     pub fn learn(&mut self, a: &Attr, now: Instant) {
-        self.put(a, now);
+        self.put(u64::MAX, a, now);
     }
 
     /// Drops `ino` (the kernel forgot it, or it changed in a way no reply described).
     pub fn forget(&mut self, ino: u64) {
         self.by_ino.remove(&ino);
+        self.touch(ino);
     }
 
-    fn put(&mut self, a: &Attr, now: Instant) {
+    /// Drops everything.
+    fn clear(&mut self) {
+        self.tick += 1;
+        self.cleared = self.tick;
+        self.by_ino.clear();
+        self.changed.clear();
+    }
+
+    /// Counts a change of `ino`.
+    fn touch(&mut self, ino: u64) {
+        if self.changed.len() >= MAX_ENTRIES {
+            self.clear();
+        }
+        self.tick += 1;
+        self.changed.insert(ino, self.tick);
+    }
+
+    fn put(&mut self, mark: u64, a: &Attr, now: Instant) {
+        if !self.unchanged_since(mark, a.fh.ino) {
+            return;
+        }
         if self.by_ino.len() >= MAX_ENTRIES {
-            self.by_ino.clear();
+            self.clear();
         }
         self.by_ino.insert(a.fh.ino, (a.clone(), now));
+        self.touch(a.fh.ino);
     }
 }
 
@@ -273,5 +326,35 @@ mod tests {
         assert_eq!(size(&c, 1), Some(1));
         c.forget(1);
         assert_eq!(size(&c, 1), None);
+    }
+
+    /// A reply that comes back after later changes (a lane's: `lib.rs` `call`) fills only
+    /// what did not change since its call was sent.
+    #[test]
+    fn a_late_reply_does_not_overwrite_what_changed_after_it_was_sent() {
+        let mut c = AttrCache::default();
+        let now = Instant::now();
+        let get = |ino| Effect::of(&Op::GetAttr { fh: fh(ino) });
+        c.record(get(5), &Ok(Reply::Attr(attr(5, 1))), now);
+        let sent = c.mark();
+        // Meanwhile: a newer reply for 5, a held-back write drops 6.
+        c.record(get(5), &Ok(Reply::Attr(attr(5, 2))), now);
+        c.forget(6);
+        for ino in [5, 6, 7] {
+            c.record_since(sent, get(ino), &Ok(Reply::Attr(attr(ino, 9))), now);
+        }
+        assert_eq!(
+            (size(&c, 5), size(&c, 6), size(&c, 7)),
+            (Some(2), None, Some(9))
+        );
+        // After everything was dropped, no reply sent before fills anything.
+        let sent = c.mark();
+        c.clear();
+        c.record_since(sent, get(8), &Ok(Reply::Attr(attr(8, 1))), now);
+        assert_eq!(size(&c, 8), None);
+        // A reply sent after fills as usual.
+        let sent = c.mark();
+        c.record_since(sent, get(8), &Ok(Reply::Attr(attr(8, 3))), now);
+        assert_eq!(size(&c, 8), Some(3));
     }
 }

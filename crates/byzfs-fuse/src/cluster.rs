@@ -4,22 +4,21 @@
 
 use super::{
     decode_result, delegations, dirs, gather, locks, own_credentials, reclaim, AttrCache, BTreeMap,
-    Credentials, Duration, Effect, Errno, FsClient, FsResult, Gather, HashMap, Inner, Mutex, Op,
-    Reply, Stamp, SWEEP_EVERY,
+    Credentials, Duration, Effect, Errno, FsResult, Gather, HashMap, Inner, Mutex, Op, Reply,
+    Stamp, SWEEP_EVERY,
 };
 use crate::transport::Transport;
+use crate::wire::{Outcome, Ticket, Wire};
 use byzfs_fs::FileHandle;
-
-/// How often a hard mount reports an operation still waiting for the cluster.
-pub(crate) const STILL_WAITING: Duration = Duration::from_secs(10);
 
 /// The cluster and what every call to it passes through: the client and its runtime, the
 /// mount's options for calls, writes held back, the attribute cache the replies fill, the
 /// attributes last seen of each file, and the reclaim bookkeeping. Locks and delegations
 /// borrow this and their own books only (`locks.rs`).
 pub(crate) struct Link {
-    pub(crate) rt: tokio::runtime::Runtime,
-    pub(crate) client: FsClient,
+    /// The cluster client (`wire.rs`), shared with callers waiting without the mount's
+    /// lock.
+    pub(crate) wire: std::sync::Arc<Wire>,
     /// Operations sent to the cluster, by kind: how many, and the time spent waiting for
     /// them (logged at unmount: where a workload's round trips and time go).
     pub(crate) sent: BTreeMap<&'static str, (u64, Duration)>,
@@ -44,6 +43,8 @@ pub(crate) struct Link {
     pub(crate) reclaim: reclaim::Reclaimer,
     /// Directory delegations and the operations answered early in them (`dirs.rs`).
     pub(crate) dirs: dirs::Dirs,
+    /// Read-only operations go in lanes (more than one FUSE thread: `lib.rs` `call`).
+    pub(crate) lanes: bool,
     /// An encrypted mount's crypto layer (`crypt.rs`), between every operation and the wire.
     pub(crate) crypt: Option<Box<crate::crypt::Crypt>>,
 }
@@ -109,6 +110,32 @@ pub(crate) fn invoke_once(link: &mut Link, cred: &Credentials, op: Op) -> FsResu
 
 /// [`invoke_once`], `ordered` even if read-only.
 fn invoke_once_as(link: &mut Link, cred: &Credentials, op: Op, ordered: bool) -> FsResult {
+    let prep = prepare(link, &op, ordered);
+    let result = match link.crypt.take() {
+        Some(mut crypt) => {
+            let r = crypt.call(link, cred, op, prep.read_only);
+            link.crypt = Some(crypt);
+            r
+        }
+        None => transmit(link, cred, op, prep.read_only),
+    };
+    settle(link, prep, u64::MAX, &result);
+    result
+}
+
+/// What an operation needs done after its reply ([`settle`]), found before it is sent.
+struct Prep {
+    read_only: bool,
+    effect: Effect,
+    /// Held directories whose names it changes.
+    changes_held: Vec<FileHandle>,
+    /// A held directory whose attributes it sets.
+    sets_held: Option<FileHandle>,
+}
+
+/// Before `op` goes: sends what must reach the replicas first, and notes what its reply
+/// must update ([`settle`]).
+fn prepare(link: &mut Link, op: &Op, ordered: bool) -> Prep {
     // Operations answered early, then writes held back, go first: every operation sees
     // them (they are taken, so the recursive calls send nothing else first). The recall
     // poll reads no file: it would otherwise send them every few milliseconds while
@@ -122,7 +149,7 @@ fn invoke_once_as(link: &mut Link, cred: &Credentials, op: Op, ordered: bool) ->
         // An encrypted mount makes a directory at a reserved handle (`crypt.rs`): the
         // lower ones the queue took must reach the replicas first (`byzfs_fs::reserve`).
         let takes_handle = link.crypt.is_some() && matches!(op, Op::Mkdir { .. });
-        if link.dirs.must_precede(&op) || gathered_new || takes_handle {
+        if link.dirs.must_precede(op) || gathered_new || takes_handle {
             dirs::send_queue(link);
         }
         if let Some(p) = link.gather.take() {
@@ -131,7 +158,7 @@ fn invoke_once_as(link: &mut Link, cred: &Credentials, op: Op, ordered: bool) ->
     }
     // Names changed in held directories by anything but the queue: listed again before use.
     // A held directory's own attributes come back in the reply.
-    let changes_held = match &op {
+    let changes_held = match op {
         Op::Batch(_) | Op::DelegateDir { .. } | Op::ReturnDir { .. } | Op::SetAttr { .. } => {
             Vec::new()
         }
@@ -139,7 +166,7 @@ fn invoke_once_as(link: &mut Link, cred: &Credentials, op: Op, ordered: bool) ->
         _ => op.dirs_named(),
     };
     // A hard link or a rename makes a file reachable from another directory.
-    match &op {
+    match op {
         Op::Link { fh, .. } => link.dirs.not_mine(fh.ino),
         Op::Rename { from_dir, .. } | Op::RenameNoReplace { from_dir, .. } => {
             link.dirs.moved_from(&[*from_dir])
@@ -147,32 +174,85 @@ fn invoke_once_as(link: &mut Link, cred: &Credentials, op: Op, ordered: bool) ->
         Op::Exchange { a_dir, b_dir, .. } => link.dirs.moved_from(&[*a_dir, *b_dir]),
         _ => {}
     }
-    let sets_held = match &op {
+    let sets_held = match op {
         Op::SetAttr { fh, .. } if link.dirs.holds(fh.ino) => Some(*fh),
         _ => None,
     };
-    // The flag is only a hint: replicas decide from the operation itself what is read-only.
-    let read_only = op.is_read_only() && !link.strict && !ordered;
-    let effect = Effect::of(&op);
-    let result = match link.crypt.take() {
-        Some(mut crypt) => {
-            let r = crypt.call(link, cred, op, read_only);
-            link.crypt = Some(crypt);
-            r
-        }
-        None => transmit(link, cred, op, read_only),
-    };
-    link.attrs
-        .record(effect, &result, std::time::Instant::now());
-    if !changes_held.is_empty() {
-        link.dirs.changed_elsewhere(&changes_held);
+    Prep {
+        // The flag is only a hint: replicas decide from the operation itself what is
+        // read-only.
+        read_only: op.is_read_only() && !link.strict && !ordered,
+        effect: Effect::of(op),
+        changes_held,
+        sets_held,
     }
-    if let Some(fh) = sets_held {
-        match &result {
+}
+
+/// After `result` came back for an operation sent at the attribute cache's `mark`
+/// (`u64::MAX`: the mount's lock was held since).
+fn settle(link: &mut Link, prep: Prep, mark: u64, result: &FsResult) {
+    link.attrs
+        .record_since(mark, prep.effect, result, std::time::Instant::now());
+    if !prep.changes_held.is_empty() {
+        link.dirs.changed_elsewhere(&prep.changes_held);
+    }
+    if let Some(fh) = prep.sets_held {
+        match result {
             Ok(Reply::Attr(a)) => link.dirs.set_attr(a),
             _ => link.dirs.changed_elsewhere(&[fh]),
         }
     }
+}
+
+/// A read-only operation of a plain mount sent by [`send_in_lane`], not yet answered.
+pub(crate) struct InLane {
+    prep: Prep,
+    mark: u64,
+    wire: std::sync::Arc<Wire>,
+    ticket: Ticket,
+    name: &'static str,
+    began: std::time::Instant,
+    timeout: Option<Duration>,
+}
+
+/// Whether [`send_in_lane`] takes `op`: a read-only operation of a mount without the
+/// crypto layer (whose reads fetch and check headers in several calls: `crypt.rs`), other
+/// than the recall poll.
+pub(crate) fn lane_takes(link: &Link, op: &Op) -> bool {
+    link.lanes && link.crypt.is_none() && op.is_read_only() && !matches!(op, Op::Recalls)
+}
+
+/// The first half of [`invoke_once`] for an operation [`lane_takes`]: sends what must go
+/// first, then `op`, and returns without waiting, so the caller can let the mount's lock go
+/// while `op` is at the replicas (`lib.rs` `call`). Its place among the mount's requests is
+/// fixed here (`wire.rs`).
+pub(crate) fn send_in_lane(link: &mut Link, cred: &Credentials, op: Op) -> InLane {
+    let prep = prepare(link, &op, false);
+    let name = op.name();
+    tracing::trace!(op = name, "send in a lane");
+    InLane {
+        mark: link.attrs.mark(),
+        ticket: link.wire.call(link.wire.request(cred, op), prep.read_only),
+        wire: std::sync::Arc::clone(&link.wire),
+        prep,
+        name,
+        began: std::time::Instant::now(),
+        timeout: link.timeout,
+    }
+}
+
+impl InLane {
+    /// Waits for the reply (without the mount's lock).
+    pub(crate) fn wait(&mut self) -> Option<Outcome> {
+        let ticket = std::mem::replace(&mut self.ticket, Ticket::Done);
+        self.wire.wait(ticket, self.timeout, self.name)
+    }
+}
+
+/// The second half: what [`invoke_once`] does with the reply, the mount's lock taken again.
+pub(crate) fn finish_in_lane(link: &mut Link, sent: InLane, out: Option<Outcome>) -> FsResult {
+    let result = received(link, sent.name, sent.began, out);
+    settle(link, sent.prep, sent.mark, &result);
     result
 }
 
@@ -182,32 +262,19 @@ pub(crate) fn transmit(link: &mut Link, cred: &Credentials, op: Op, read_only: b
     let name = op.name();
     tracing::trace!(op = name, "send");
     let began = std::time::Instant::now();
-    let bytes = link.client.request(cred, op);
-    let timeout = link.timeout;
-    let client = &mut link.client;
-    let out = link.rt.block_on(async {
-        let start = tokio::time::Instant::now();
-        let call = client.invoke(bytes, read_only);
-        tokio::pin!(call);
-        loop {
-            let waited = start.elapsed();
-            let nap = match timeout {
-                Some(t) if waited >= t => return None,
-                Some(t) => STILL_WAITING.min(t - waited),
-                None => STILL_WAITING,
-            };
-            tokio::select! {
-                r = &mut call => return Some(r),
-                () = tokio::time::sleep(nap) => {
-                    let waited = start.elapsed().as_secs();
-                    if timeout.is_none_or(|t| start.elapsed() < t) {
-                        tracing::warn!(op = name, waited_s = waited,
-                            "still waiting for the cluster to answer (hard mount: retrying)");
-                    }
-                }
-            }
-        }
-    });
+    let ticket = link.wire.call(link.wire.request(cred, op), read_only);
+    let out = link.wire.wait(ticket, link.timeout, name);
+    received(link, name, began, out)
+}
+
+/// The result of an operation `name` sent at `began`, from what its wait got (`None`: the
+/// soft mount's timeout), counted in [`Link::sent`].
+fn received(
+    link: &mut Link,
+    name: &'static str,
+    began: std::time::Instant,
+    out: Option<Outcome>,
+) -> FsResult {
     let tally = link.sent.entry(name).or_default();
     tally.0 += 1;
     tally.1 += began.elapsed();
@@ -250,13 +317,15 @@ pub(crate) fn send_write(link: &mut Link, ino: u64, cred: &Credentials, op: Op) 
 /// meanwhile, so a user's operation waits behind at most one step.
 pub(crate) const RECLAIM_PAUSE: Duration = Duration::from_millis(1);
 
-/// How long the background thread drives the client's links at each tick.
+/// How long the background thread drives the client at each tick, when no caller does
+/// (`wire.rs`): replies that came late, reconnections.
 pub(crate) const LINK_DRIVE: Duration = Duration::from_millis(2);
 
 /// While the mount lives, every quarter of [`gather::MAX_AGE`]: sends held-back writes
-/// older than it, renews the lock lease when due (`locks.rs`), and drives the client's links
-/// for [`LINK_DRIVE`] (reconnections, replies that arrived late), which otherwise run only
-/// inside an operation. While it holds lock delegations, every
+/// older than it, renews the lock lease when due (`locks.rs`), sweeps the orphan
+/// directory, and drives the client for [`LINK_DRIVE`] with the mount's lock let go
+/// (`wire.rs`: otherwise only waiting callers drive it). While it holds lock delegations,
+/// every
 /// [`delegations::POLL_EVERY`] (`nudge` wakes it when one arrives): gives back those
 /// recalled or idle.
 pub(crate) fn spawn_background(
@@ -284,6 +353,7 @@ pub(crate) fn spawn_background(
                 let Ok(mut inner) = inner.lock() else {
                     return;
                 };
+                let mut drive = None;
                 let (link, locking, _) = inner.for_locks();
                 delegations::poll(link, &mut locking.delegs, &cred);
                 // One reclaim step per wake-up, the lock released in between.
@@ -299,10 +369,7 @@ pub(crate) fn spawn_background(
                     let (link, locking, hidden) = inner.for_locks();
                     locks::renew_if_due(link, locking, hidden, &cred);
                     sweep.step(&mut inner.link, &cred);
-                    inner
-                        .link
-                        .rt
-                        .block_on(async { tokio::time::sleep(LINK_DRIVE).await });
+                    drive = Some(std::sync::Arc::clone(&inner.link.wire));
                 }
                 nap = if reclaiming {
                     RECLAIM_PAUSE
@@ -312,6 +379,10 @@ pub(crate) fn spawn_background(
                     tick.saturating_sub(chores.elapsed())
                         .max(delegations::POLL_EVERY)
                 };
+                drop(inner);
+                if let Some(wire) = drive {
+                    wire.drive_for(LINK_DRIVE);
+                }
             }
         });
     if let Err(e) = spawned {
@@ -369,7 +440,7 @@ impl Transport for Link {
     }
 
     fn granted(&self, cred: &Credentials) -> Credentials {
-        self.client.granted(cred)
+        self.wire.granted(cred)
     }
 
     /// From the mount's one pool (`dirs.rs`), which the queue of early answers also takes

@@ -9,8 +9,8 @@
 //! none.
 
 use crate::crypt::{authenticated, tree_name, Crypt, Encryption};
-use crate::fsclient::FsClient;
-use anyhow::{anyhow, bail, Context as _};
+use crate::wire::Wire;
+use anyhow::{anyhow, bail};
 use byzfs_crypt::file::{self, DirHeader};
 use byzfs_crypt::member::{open_mine, GroupRef};
 use byzfs_crypt::CryptError;
@@ -18,18 +18,13 @@ use byzfs_fs::proto::signed::sign_with_headers;
 use byzfs_fs::{decode_result, Credentials, Errno, FileHandle, FileType, FsResult, Op, Reply};
 
 /// One operation, sent as it is.
-fn call(
-    rt: &tokio::runtime::Runtime,
-    client: &mut FsClient,
-    cred: &Credentials,
-    op: Op,
-) -> anyhow::Result<FsResult> {
+fn call(wire: &Wire, cred: &Credentials, op: Op) -> anyhow::Result<FsResult> {
     let read_only = op.is_read_only();
     let name = op.name();
-    let bytes = client.request(cred, op);
-    let out = rt
-        .block_on(client.invoke(bytes, read_only))
-        .with_context(|| format!("{name} at the cluster"))?;
+    let out = wire
+        .wait(wire.call(wire.request(cred, op), read_only), None, name)
+        .unwrap_or_else(|| Err("no answer".into()))
+        .map_err(|e| anyhow!("{name} at the cluster: {e}"))?;
     decode_result(&out).ok_or_else(|| {
         anyhow!("a reply that does not decode; are the replicas running --service fs?")
     })
@@ -38,22 +33,21 @@ fn call(
 /// The layer of an encrypted mount of `enc` on cluster `cluster` by client `client_id`, as
 /// `cred`.
 pub(crate) fn start(
-    rt: &tokio::runtime::Runtime,
-    client: &mut FsClient,
+    wire: &Wire,
     enc: &Encryption,
     cluster: &[u8; 16],
     client_id: u64,
     cred: &Credentials,
 ) -> anyhow::Result<Crypt> {
     // Writer proofs bind the credentials the requests carry: mapped into the grant first.
-    let cred = &client.granted(cred);
+    let cred = &wire.granted(cred);
     let g = hex::encode(enc.group);
     let group = GroupRef {
         cluster: *cluster,
         group: enc.group,
         owner: enc.owner,
     };
-    let signed = match call(rt, client, cred, Op::GroupGet { group: enc.group })? {
+    let signed = match call(wire, cred, Op::GroupGet { group: enc.group })? {
         Ok(Reply::Group(Some(r))) => r,
         Ok(Reply::Group(None)) => bail!("no group {g} (create it with `byzfs group create`)"),
         other => bail!("reading group {g}: {other:?}"),
@@ -72,17 +66,16 @@ pub(crate) fn start(
         ),
         Err(e) => bail!("this identity's lockbox in group {g} does not open: {e}"),
     };
-    let seq = match call(rt, client, cred, Op::WriterSeq)? {
+    let seq = match call(wire, cred, Op::WriterSeq)? {
         Ok(Reply::WriterSeq(n)) => n,
         other => bail!("reading the writer sequence: {other:?}"),
     };
     let mut crypt = Crypt::new(enc.identity.clone(), group, mine, client_id, seq);
     let name = tree_name(&enc.group);
     let shown = String::from_utf8_lossy(&name).into_owned();
-    let lookup = |client: &mut FsClient| {
+    let lookup = || {
         call(
-            rt,
-            client,
+            wire,
             cred,
             Op::Lookup {
                 dir: FileHandle::ROOT,
@@ -90,17 +83,17 @@ pub(crate) fn start(
             },
         )
     };
-    let mut found = lookup(client)?;
+    let mut found = lookup()?;
     if found == Err(Errno::ENOENT) {
-        make_tree(rt, client, &mut crypt, cred, &name)?;
-        found = lookup(client)?;
+        make_tree(wire, &mut crypt, cred, &name)?;
+        found = lookup()?;
     }
     let top = match found {
         Ok(Reply::Entry(a)) if a.kind == FileType::Directory => a,
         Ok(Reply::Entry(_)) => bail!("/{shown} is not a directory"),
         other => bail!("looking up the group's tree: {other:?}"),
     };
-    match call(rt, client, cred, Op::FileGroup { fh: top.fh })? {
+    match call(wire, cred, Op::FileGroup { fh: top.fh })? {
         Ok(Reply::FileGroup(Some(x))) if x == enc.group => {}
         Ok(Reply::FileGroup(x)) => bail!(
             "/{shown} is not group {g}'s tree (it is in {}): someone else made it first; \
@@ -119,8 +112,7 @@ pub(crate) fn start(
 /// Makes the group's tree `/name`, joined to the group and with its header, in one
 /// request (a writer only); another writer making it meanwhile is no error.
 fn make_tree(
-    rt: &tokio::runtime::Runtime,
-    client: &mut FsClient,
+    wire: &Wire,
     crypt: &mut Crypt,
     cred: &Credentials,
     name: &[u8],
@@ -129,7 +121,7 @@ fn make_tree(
     let Some((w, _)) = &crypt.writer else {
         bail!("group {g} has no tree yet: a writer of the group must mount it first");
     };
-    let at = match call(rt, client, cred, Op::ReserveInodes { count: 1 })? {
+    let at = match call(wire, cred, Op::ReserveInodes { count: 1 })? {
         Ok(Reply::Reserved { first, .. }) => first,
         other => bail!("reserving the tree's handle: {other:?}"),
     };
@@ -165,7 +157,7 @@ fn make_tree(
         vec![(at, header)],
         Vec::new(),
     );
-    match call(rt, client, cred, op)? {
+    match call(wire, cred, op)? {
         Ok(_) | Err(Errno::EEXIST) => Ok(()),
         Err(e) => bail!(
             "cannot make the group's tree /{}: {e:?}",

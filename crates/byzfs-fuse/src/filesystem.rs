@@ -1218,7 +1218,7 @@ impl Filesystem for ByzFuse {
                 "operations sent: {}",
                 by_kind.join(" ")
             );
-            if let Some(s) = inner.link.client.stats() {
+            if let Some(s) = inner.link.wire.stats() {
                 tracing::info!(
                     retransmissions = s.retransmissions,
                     read_only_to_quorum = s.read_only_to_quorum,

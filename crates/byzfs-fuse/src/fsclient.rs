@@ -12,10 +12,43 @@ use byzfs_net::cluster::ClusterConfig;
 use byzfs_net::error::SetupError;
 use byzfs_net::{ByzClient, ClientCredential, ClientError};
 
-/// One of the two clients, and the grant its requests carry.
+/// What a request needs besides the connection: the grant it carries and the client's id.
+/// Cloned out of an [`FsClient`] so that any thread can encode requests.
+#[derive(Clone)]
+pub struct Signer {
+    grant: SignedGrant,
+    id: byzfs_bft::ClientId,
+}
+
+impl Signer {
+    /// `cred` as this client may state it: mapped into its grant ([`Grant::squash`]).
+    /// Idempotent, so credentials mapped early (the mount's, before a writer proof binds
+    /// them: `crypt.rs`) are sent unchanged.
+    pub fn granted(&self, cred: &Credentials) -> Credentials {
+        self.grant.grant.squash(cred)
+    }
+
+    /// The encoded request running `op` as `cred`, mapped into this client's grant, with
+    /// the grant.
+    pub fn request(&self, cred: &Credentials, op: Op) -> Vec<u8> {
+        Request::granted(self.granted(cred), op, self.grant.clone()).encode()
+    }
+
+    /// The grant.
+    pub fn grant(&self) -> &Grant {
+        &self.grant.grant
+    }
+
+    /// The protocol client id of the session.
+    pub fn id(&self) -> byzfs_bft::ClientId {
+        self.id
+    }
+}
+
+/// One of the two clients, and what encodes its requests.
 pub struct FsClient {
     wire: Wire,
-    grant: SignedGrant,
+    signer: Signer,
 }
 
 /// The client proper.
@@ -65,25 +98,70 @@ impl FsClient {
         } else {
             Wire::Replicated(Box::new(ByzClient::connect(cluster, cred).await?))
         };
-        Ok(FsClient { wire, grant })
+        let id = match &wire {
+            Wire::Replicated(c) => c.id(),
+            Wire::Unreplicated(c) => c.id(),
+        };
+        Ok(FsClient {
+            wire,
+            signer: Signer { grant, id },
+        })
     }
 
-    /// `cred` as this client may state it: mapped into its grant ([`Grant::squash`]).
-    /// Idempotent, so credentials mapped early (the mount's, before a writer proof binds
-    /// them: `crypt.rs`) are sent unchanged.
+    /// `cred` mapped into this client's grant ([`Signer::granted`]).
     pub fn granted(&self, cred: &Credentials) -> Credentials {
-        self.grant.grant.squash(cred)
+        self.signer.granted(cred)
     }
 
-    /// The encoded request running `op` as `cred`, mapped into this client's grant, with
-    /// the grant.
+    /// The encoded request running `op` as `cred` ([`Signer::request`]).
     pub fn request(&self, cred: &Credentials, op: Op) -> Vec<u8> {
-        Request::granted(self.granted(cred), op, self.grant.clone()).encode()
+        self.signer.request(cred, op)
     }
 
     /// The grant.
     pub fn grant(&self) -> &Grant {
-        &self.grant.grant
+        self.signer.grant()
+    }
+
+    /// What encodes this client's requests, for other threads ([`Signer`]).
+    pub fn signer(&self) -> Signer {
+        self.signer.clone()
+    }
+
+    /// Whether requests can be in flight together ([`FsClient::submit_now`]): the replicated
+    /// client's window; the unreplicated client runs one at a time.
+    pub fn windowed(&self) -> bool {
+        matches!(self.wire, Wire::Replicated(_))
+    }
+
+    /// Whether the window has room now ([`ByzClient::has_room`]; never for the
+    /// unreplicated client, which has none).
+    pub fn has_room(&self, read_only: bool) -> bool {
+        match &self.wire {
+            Wire::Replicated(c) => c.has_room(read_only),
+            Wire::Unreplicated(_) => false,
+        }
+    }
+
+    /// Sends `op` without waiting, if the window has room ([`ByzClient::submit_now`]); the
+    /// unreplicated client has no window and refuses ([`ClientError::Busy`]).
+    pub fn submit_now(
+        &mut self,
+        op: Vec<u8>,
+        read_only: bool,
+    ) -> Result<byzfs_bft::RequestId, ClientError> {
+        match &mut self.wire {
+            Wire::Replicated(c) => c.submit_now(op, read_only),
+            Wire::Unreplicated(_) => Err(ClientError::Busy),
+        }
+    }
+
+    /// The next submitted request to complete ([`ByzClient::next_completed`]).
+    pub async fn next_completed(&mut self) -> Result<(byzfs_bft::RequestId, Vec<u8>), ClientError> {
+        match &mut self.wire {
+            Wire::Replicated(c) => c.next_completed().await,
+            Wire::Unreplicated(_) => Err(ClientError::UnknownRequest(0)),
+        }
     }
 
     /// The BFT client's counters (retransmissions, read-only fallbacks and hedges), or
@@ -97,10 +175,7 @@ impl FsClient {
 
     /// The protocol client id of this session (the replicas' owner of its locks).
     pub fn id(&self) -> byzfs_bft::ClientId {
-        match &self.wire {
-            Wire::Replicated(c) => c.id(),
-            Wire::Unreplicated(c) => c.id(),
-        }
+        self.signer.id()
     }
 
     /// Runs one operation and returns its result bytes.

@@ -85,9 +85,14 @@
 //! * **Extended attributes:** `user.` and `trusted.` (stored by the replicas, with Linux's
 //!   checks: `byzfs_fs::xattr`); `security.` names read as absent, and `system.` (ACLs) is
 //!   not supported.
-//! * **Not handled yet:** ACLs are not supported (device nodes are: `mknod` by uid 0). The adapter is
-//!   single-threaded: one operation at a time per mount. go-fuse's POSIX suite passes
-//!   (docs/CONFORMANCE.md).
+//! * **Threads** ([`MountOptions::threads`], [`DEFAULT_THREADS`]): several FUSE threads
+//!   (four by default) take the kernel's requests. A read-only operation (getattr, lookup, read, readdir,
+//!   readlink, access, statfs, extended attributes) of a plain mount lets the mount's lock
+//!   go while the replicas answer it, so several processes' reads are in flight together;
+//!   every other operation, and every operation of an encrypted mount, still holds the
+//!   lock until its reply (one at a time).
+//! * **Not handled yet:** ACLs are not supported (device nodes are: `mknod` by uid 0).
+//!   go-fuse's POSIX suite passes (docs/CONFORMANCE.md).
 
 mod attrs;
 mod cluster;
@@ -110,8 +115,8 @@ mod ranges;
 mod reclaim;
 mod session;
 mod transport;
+mod wire;
 
-use crate::fsclient::FsClient;
 use attrs::{AttrCache, Effect};
 use byzfs_fs::proto::attr::{SetTime, Timestamp};
 use byzfs_fs::proto::op::{XattrSet, MAX_IO};
@@ -142,6 +147,10 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 /// NFS's `acregmin`. A build stats and looks up the same headers for seconds: the Tcl
 /// `make -j2` through the mount took 21.5 s at 3 s against 24.6 s at 1 s.
 pub const DEFAULT_CACHE_TIMEOUT: Duration = Duration::from_secs(3);
+/// FUSE threads by default ([`MountOptions::threads`]): four, so that four processes'
+/// reads are in flight together (`byzfs bench parallel`); `--threads 1` serves one
+/// operation at a time.
+pub const DEFAULT_THREADS: usize = 4;
 /// Entries asked for per `readdir` round trip.
 const READDIR_BATCH: u32 = 128;
 /// Hidden names tried for one `O_TMPFILE` file before giving up (each taken one means a
@@ -291,12 +300,35 @@ impl ByzFuse {
     /// Runs `op` on the cluster as the caller. An entry reply gives the kernel a reference to
     /// an inode (its lookup count grows by one), so the inode's generation is remembered
     /// until the matching `forget`.
+    ///
+    /// A read-only operation of a plain mount goes in a lane (`cluster.rs`
+    /// [`cluster::send_in_lane`]): sent under the mount's lock, which is then let go while
+    /// the replicas answer, so other threads' operations are sent meanwhile and are in
+    /// flight together through the client's window (`wire.rs`). Its place among the
+    /// mount's requests is where it was sent; its reply updates the attribute cache only
+    /// where nothing changed since (`attrs.rs`). One the replicas answer `Recall` (a
+    /// directory another mount holds) is run again as any other operation is.
     fn call(&self, req: &fuser::Request, op: Op) -> FsResult {
         let cred = self.credentials(req);
         let Ok(mut inner) = self.inner.lock() else {
             return Err(Errno::EIO);
         };
-        let result = invoke(&mut inner.link, &cred, op);
+        let result = if cluster::lane_takes(&inner.link, &op) {
+            let again = (!op.dirs_named().is_empty()).then(|| op.clone());
+            let mut sent = cluster::send_in_lane(&mut inner.link, &cred, op);
+            drop(inner);
+            let out = sent.wait();
+            inner = match self.inner.lock() {
+                Ok(i) => i,
+                Err(_) => return Err(Errno::EIO),
+            };
+            match (cluster::finish_in_lane(&mut inner.link, sent, out), again) {
+                (Ok(Reply::Recall), Some(op)) => invoke(&mut inner.link, &cred, op),
+                (r, _) => r,
+            }
+        } else {
+            invoke(&mut inner.link, &cred, op)
+        };
         if let Some(a) = result.as_ref().ok().and_then(Reply::entry) {
             let k = inner.files.known.entry(a.fh.ino).or_insert(Known {
                 generation: a.fh.generation,
@@ -312,7 +344,11 @@ impl ByzFuse {
             | Reply::Write { attr: a, .. },
         ) = &result
         {
-            inner.link.stamps.insert(a.fh.ino, Stamp::of(a));
+            // Unless a later reply or change of this mount knows better (a lane's reply
+            // that came back late: the cache then holds other attributes, or none).
+            if inner.link.attrs.last(a.fh.ino) == Some(a) {
+                inner.link.stamps.insert(a.fh.ino, Stamp::of(a));
+            }
         }
         result
     }
@@ -386,7 +422,7 @@ impl ByzFuse {
         let Ok(mut inner) = self.inner.lock() else {
             return false;
         };
-        let me = inner.link.client.id();
+        let me = inner.link.wire.id();
         let lookup = Op::Lookup {
             dir,
             name: name.to_vec(),

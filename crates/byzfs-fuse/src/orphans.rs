@@ -32,7 +32,7 @@ pub(crate) fn hide_if_open(
         return None;
     }
     let what = format!("{:x}-{:x}", a.fh.ino, a.fh.generation);
-    let hidden = byzfs_fs::orphan::hidden_name(inner.link.client.id(), &what);
+    let hidden = byzfs_fs::orphan::hidden_name(inner.link.wire.id(), &what);
     if let Some(r) = to_orphans(inner, cred, (dir, name), &hidden) {
         inner.files.silly.insert(a.fh.ino, r);
         return Some(Ok(Reply::Done));

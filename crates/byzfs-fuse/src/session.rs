@@ -3,10 +3,11 @@
 
 use super::{
     client_key_path, delegations, dirs, groups, locks, reclaim, spawn_background, Arc, AttrCache,
-    BTreeMap, ByzFuse, ClientCredential, ClusterConfig, Duration, Files, FsClient, Gather, HashMap,
-    Inner, Known, Link, MountOption, Mutex, OnceLock, Path, PathBuf, DEFAULT_CLIENT, MAX_IO,
+    BTreeMap, ByzFuse, ClientCredential, ClusterConfig, Duration, Files, Gather, HashMap, Inner,
+    Known, Link, MountOption, Mutex, OnceLock, Path, PathBuf, DEFAULT_CLIENT, MAX_IO,
     WRITE_OVERHEAD,
 };
+use crate::wire::Wire;
 use anyhow::{bail, Context as _};
 
 /// How to mount (the flags `byzfs mount` and `byzfs up --mount` share).
@@ -32,6 +33,9 @@ pub struct MountOptions {
     /// Mount a group's encrypted tree with this identity (`crypt.rs`); `None`: the
     /// cluster's plain tree.
     pub encryption: Option<crate::crypt::Encryption>,
+    /// FUSE threads ([`crate::DEFAULT_THREADS`]): with more than one, read-only operations
+    /// of several processes are at the replicas together (`lib.rs` `call`).
+    pub threads: usize,
 }
 
 /// A mounted file system, served by a background thread.
@@ -183,24 +187,16 @@ pub fn mount(
         )
     });
     let cred = ClientCredential::load(&key, &cluster)?;
-    // A current-thread runtime: an operation's `block_on` writes its frames and reads the
-    // replies on the calling (FUSE) thread itself, with no hand-off to another thread and
-    // back. Between operations the background thread drives the links every tick
-    // (`spawn_background`), so they still notice a replica's restart and reconnect (the
-    // fault test's restarted replica must see this client again).
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .context("cannot start the mount's runtime")?;
-    let mut client = rt
-        .block_on(FsClient::connect(&cluster, &cred, opts.unreplicated))
-        .context("cannot connect to the cluster")?;
-    let client_id = client.id();
-    let grant = client.grant().clone();
+    // The client, driven by whichever thread waits for it (`wire.rs`); between operations
+    // the background thread drives it every tick (`spawn_background`), so the links
+    // notice a replica's restart and reconnect (the fault test's restarted replica must
+    // see this client again).
+    let wire = std::sync::Arc::new(Wire::connect(&cluster, &cred, opts.unreplicated)?);
+    let client_id = wire.id();
+    let grant = wire.grant().clone();
     let crypt = match &opts.encryption {
         Some(enc) => Some(Box::new(crate::crypt_tree::start(
-            &rt,
-            &mut client,
+            &wire,
             enc,
             &cluster.cluster_id,
             client_id,
@@ -228,8 +224,8 @@ pub fn mount(
         ttl: opts.cache_timeout,
         inner: Arc::new(Mutex::new(Inner {
             link: Link {
-                rt,
-                client,
+                wire,
+                lanes: opts.threads > 1,
                 sent: BTreeMap::new(),
                 timeout: opts.timeout,
                 strict: opts.strict,
@@ -268,6 +264,10 @@ pub fn mount(
     };
     spawn_background(Arc::downgrade(&fs.inner), nudge_rx);
     let mut config = fuser::Config::default();
+    config.n_threads = Some(opts.threads.max(1));
+    // Each thread its own descriptor (`FUSE_DEV_IOC_CLONE`, Linux 4.5+): no contention on
+    // one file's reads.
+    config.clone_fd = opts.threads > 1;
     config.mount_options = vec![
         MountOption::FSName("byzfs".into()),
         MountOption::Subtype("byzfs".into()),

@@ -38,6 +38,11 @@ pub struct MountArgs {
     /// the replicas can find (ENOSPC) is then reported by close or fsync.
     #[arg(long)]
     sync_writes: bool,
+    /// FUSE threads: with more than one, read-only operations (stat, lookup, read,
+    /// readdir) of several processes are at the replicas together; other operations still
+    /// go one at a time.
+    #[arg(long, default_value_t = byzfs_fuse::DEFAULT_THREADS as u16, value_parser = clap::value_parser!(u16).range(1..=64))]
+    threads: u16,
     #[command(flatten)]
     cache: CacheArgs,
     #[command(flatten)]
@@ -104,6 +109,7 @@ pub fn run(a: MountArgs) -> anyhow::Result<ExitCode> {
         cache_timeout: a.cache.timeout(),
         delegate_dirs: !a.cache.no_dir_delegations,
         encryption: a.encrypt.encryption()?,
+        threads: usize::from(a.threads),
     };
     let mounted = mount(&a.config, a.key.as_deref(), &a.mountpoint, &opts)?;
     eprintln!(

@@ -6,22 +6,13 @@
 
 use crate::common;
 
-use common::{skip_without_fuse, Mount, Up};
+use common::{names, skip_without_fuse, Mount, Up};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use std::collections::BTreeSet;
 use std::fs::{self, File};
 use std::io::Write as _;
-use std::path::Path;
 use std::time::{Duration, Instant};
-
-/// The names in `dir`, sorted.
-fn names(dir: &Path) -> BTreeSet<String> {
-    fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().into_string().unwrap())
-        .collect()
-}
 
 #[test]
 fn two_mounts_take_turns_on_one_directory_and_see_each_others_work() {

@@ -932,6 +932,10 @@ fn disk_mode_unreplicated_server_killed_keeps_closed_files() {
         std::fs::write(mount.path(&format!("d/f{i}")), unrep_content(i)).unwrap();
     }
     drop(mount);
+    // The mount's threads ran throughout (its background thread ticks every 250 ms: a
+    // panic there once went unseen).
+    let mount_log = std::fs::read_to_string(tmp.path().join("m.log")).unwrap();
+    assert!(!mount_log.contains("panicked"), "{}", tail(&mount_log));
     drop(server); // SIGKILL
                   // The log names a checkpoint; the server's own database holds its digests, not a second
                   // copy of the files.

@@ -17,6 +17,7 @@ mod fsbench;
 mod grants;
 mod groups;
 mod hostile;
+mod lanes;
 mod large_files;
 mod locks;
 mod mount;

@@ -1,5 +1,6 @@
-//! `byzfs bench andrew|postmark|largefile|store`: file-system benchmarks (issue #4 item 5;
-//! `store`, the file service's store alone, issue #46).
+//! `byzfs bench andrew|postmark|largefile|parallel|store`: file-system benchmarks (issue #4
+//! item 5; `parallel`, several processes on one mount, issue #45; `store`, the file
+//! service's store alone, issue #46).
 //!
 //! Each benchmark runs the same workload against several *targets* (see `target.rs`): ByzFS and
 //! NO-REP (an unreplicated ByzFS) mounted through FUSE, local disk, and a plain FUSE
@@ -14,7 +15,8 @@
 //!   BFT library's Figure 8 (Andrew-N with `--copies N`);
 //! - `postmark`: the BFT library's Figure 9 (PostMark, 10,000 files of 512 B–16 KiB,
 //!   100,000 transactions);
-//! - `largefile`: Plutus Table 5 (40 MB files, sequential and random read and write).
+//! - `largefile`: Plutus Table 5 (40 MB files, sequential and random read and write);
+//! - `parallel`: no seed; issue #45's four processes on four directories.
 //!
 //! The commands sit beside `bench micro|throughput` under `byzfs bench`: `main.rs` flattens
 //! [`FsbenchCommand`] and `bench::BenchCommand` into one subcommand enum.
@@ -22,6 +24,7 @@
 mod andrew;
 mod diskio;
 mod largefile;
+mod parallel;
 mod postmark;
 mod report;
 mod store;
@@ -42,6 +45,9 @@ pub enum FsbenchCommand {
     Postmark(Box<postmark::PostmarkArgs>),
     /// 40 MB files: sequential and random read and write (Plutus Table 5).
     Largefile(Box<largefile::LargefileArgs>),
+    /// Several processes on one mount: small files another mount wrote, stat and read by
+    /// one process, then by several at once (issue #45).
+    Parallel(Box<parallel::ParallelArgs>),
     /// The file service's store alone: create, write 4 KiB and remove, against ext4
     /// through the passthrough (issue #46).
     Store(store::StoreArgs),
@@ -84,6 +90,15 @@ pub struct CommonArgs {
     /// (repeatable; names as in the cluster file, e.g. `monitor_period_ms=10000`).
     #[arg(long = "protocol", value_name = "KEY=VALUE", value_parser = parse_protocol)]
     pub protocol: Vec<String>,
+    /// Seconds the kernel may cache attributes and names on the FUSE targets (`byzfs
+    /// mount --cache-timeout`; bindfs's `attr_timeout`, `entry_timeout` and
+    /// `negative_timeout`); 0 turns those caches off. Default: each target's own.
+    #[arg(long, value_name = "SECONDS")]
+    pub cache_timeout: Option<f64>,
+    /// FUSE threads of the ByzFS and NO-REP mounts (`byzfs mount --threads`; above one,
+    /// read-only operations go in lanes). Default: the mount's own.
+    #[arg(long, value_name = "N")]
+    pub mount_threads: Option<u16>,
     /// Runs per target; tables show the median, `--json` every run.
     #[arg(long, default_value_t = 1)]
     pub runs: u32,
@@ -123,6 +138,7 @@ pub fn run_command(command: FsbenchCommand) -> anyhow::Result<ExitCode> {
         FsbenchCommand::Andrew(a) => andrew::run(*a),
         FsbenchCommand::Postmark(a) => postmark::run(*a),
         FsbenchCommand::Largefile(a) => largefile::run(*a),
+        FsbenchCommand::Parallel(a) => parallel::run(*a),
         FsbenchCommand::Store(a) => store::run(a),
     }?;
     Ok(ExitCode::SUCCESS)

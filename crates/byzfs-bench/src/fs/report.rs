@@ -1,7 +1,7 @@
 //! Running every target, and the results: tables, ratios, `--json` rows, SVG bar charts.
 
 use super::diskio;
-use super::target::{ServerCounts, TargetSpec, Targets};
+use super::target::{Mounted, ServerCounts, TargetSpec, Targets};
 use super::CommonArgs;
 use crate::cpu;
 use anyhow::Context as _;
@@ -53,8 +53,25 @@ pub type Measure<'a> = dyn FnMut(&TargetSpec, &Path, &ProgressBar) -> anyhow::Re
 pub fn run_targets(
     args: &CommonArgs,
     bench: &'static str,
+    metrics: Vec<Metric>,
+    params: serde_json::Value,
+    measure: &mut Measure<'_>,
+) -> anyhow::Result<Results> {
+    run_targets_prepared(args, bench, metrics, params, &mut |_, _, _| Ok(()), measure)
+}
+
+/// Readies one started target before it is measured (untimed, its CPU and bytes not
+/// counted): e.g. writes the files a workload reads, then remounts.
+pub type Prepare<'a> =
+    dyn FnMut(&TargetSpec, &mut Mounted, &ProgressBar) -> anyhow::Result<()> + 'a;
+
+/// [`run_targets`] with `prepare` run on each started target first.
+pub fn run_targets_prepared(
+    args: &CommonArgs,
+    bench: &'static str,
     mut metrics: Vec<Metric>,
     params: serde_json::Value,
+    prepare: &mut Prepare<'_>,
     measure: &mut Measure<'_>,
 ) -> anyhow::Result<Results> {
     let measured = metrics.len();
@@ -116,7 +133,7 @@ pub fn run_targets(
         let mut kept = Vec::new();
         for spec in specs {
             let label = spec.label();
-            let Some(mounted) = targets.start(&spec, run)? else {
+            let Some(mut mounted) = targets.start(&spec, run)? else {
                 continue;
             };
             let what = if warmup { "warm-up" } else { "run" };
@@ -128,6 +145,8 @@ pub fn run_targets(
                 .expect("valid template")
                 .progress_chars("=> "),
             );
+            prepare(&spec, &mut mounted, &pb)
+                .with_context(|| format!("{bench}: readying {label}"))?;
             let client0 = cpu::client_secs();
             let server0 = cpu::process_secs(&mounted.servers);
             let fuse0 = cpu::process_secs(&mounted.fuse);

@@ -67,6 +67,12 @@ pub struct TargetSpec {
     pub sites: Option<crate::sites::Profile>,
     /// ByzFS and NO-REP: the cluster file's `[protocol]` (`--protocol`).
     pub protocol: ProtocolParams,
+    /// FUSE targets: how long the kernel (and ByzFS's mount) may cache attributes and
+    /// names, in seconds (`byzfs mount --cache-timeout`, bindfs's `attr_timeout`,
+    /// `entry_timeout` and `negative_timeout`); `None`: each one's default.
+    pub cache_timeout: Option<f64>,
+    /// ByzFS and NO-REP: `byzfs mount --threads` (`None`: its default).
+    pub mount_threads: Option<u16>,
 }
 
 impl TargetSpec {
@@ -125,6 +131,8 @@ impl TargetSpec {
                         dir_delegations,
                         sites: args.sites.clone(),
                         protocol: protocol.clone(),
+                        cache_timeout: args.cache_timeout,
+                        mount_threads: args.mount_threads,
                     };
                     if !out.iter().any(|s: &TargetSpec| s.label() == spec.label()) {
                         out.push(spec);
@@ -150,7 +158,7 @@ impl TargetSpec {
                     guard: Guard::Dir(inst.clone()),
                 })
             }
-            TargetKind::Passthrough => start_bindfs(&inst),
+            TargetKind::Passthrough => start_bindfs(&inst, self.cache_timeout),
             TargetKind::Byzfs | TargetKind::ByzfsEncrypted | TargetKind::Norep => {
                 mount_cluster(&ClusterMountOptions {
                     replicated: self.kind != TargetKind::Norep,
@@ -162,6 +170,8 @@ impl TargetSpec {
                     dir: inst.clone(),
                     sites: self.sites.clone(),
                     protocol: self.protocol.clone(),
+                    cache_timeout: self.cache_timeout,
+                    threads: self.mount_threads,
                 })
             }
         };
@@ -186,18 +196,28 @@ pub struct Mounted {
     guard: Guard,
 }
 
+/// Starts `byzfs mount` on a cluster's servers and waits until it is mounted.
+type MountCommand = dyn Fn(&Servers) -> anyhow::Result<Child> + Send;
+/// Mounts bindfs and returns its processes.
+type BindfsMount = dyn Fn() -> anyhow::Result<Vec<i32>> + Send;
+
 enum Guard {
     /// Remove this directory.
     Dir(PathBuf),
-    /// Unmount `mnt` (FUSE), then remove `inst`.
-    Fuse { mnt: PathBuf, inst: PathBuf },
+    /// Unmount `mnt` (FUSE), then remove `inst`. `remount` mounts it again.
+    Fuse {
+        mnt: PathBuf,
+        inst: PathBuf,
+        remount: Box<BindfsMount>,
+    },
     /// Stop `byzfs mount` (which unmounts), make sure `mnt` is unmounted, stop the
-    /// servers, remove `inst`.
+    /// servers, remove `inst`. `mount_cmd` starts `byzfs mount` again.
     Cluster {
         servers: Box<Servers>,
         mount: Option<Child>,
         mnt: PathBuf,
         inst: PathBuf,
+        mount_cmd: Box<MountCommand>,
     },
 }
 
@@ -263,7 +283,7 @@ impl Drop for Mounted {
     fn drop(&mut self) {
         match &mut self.guard {
             Guard::Dir(d) => remove_tree(d),
-            Guard::Fuse { mnt, inst } => {
+            Guard::Fuse { mnt, inst, .. } => {
                 fuse_unmount(mnt);
                 live_mounts().retain(|m| m.dir != *mnt);
                 remove_tree(inst);
@@ -273,6 +293,7 @@ impl Drop for Mounted {
                 mount,
                 mnt,
                 inst,
+                ..
             } => {
                 if let Some(m) = mount {
                     stop_child(m);
@@ -428,29 +449,58 @@ pub fn last_line(log: &Path) -> String {
         .unwrap_or_else(|| format!("(see {})", log.display()))
 }
 
-/// `bindfs INST/backing INST/mnt`.
 /// A `bindfs` mount of a fresh directory under `work` (made here), for a benchmark that
 /// runs its own workload through the passthrough (`byzfs bench store`).
 pub fn start_passthrough(work: &Path) -> anyhow::Result<Mounted> {
     fs::create_dir_all(work)?;
-    start_bindfs(work)
+    start_bindfs(work, None)
 }
 
-fn start_bindfs(inst: &Path) -> anyhow::Result<Mounted> {
+/// `bindfs INST/backing INST/mnt`.
+fn start_bindfs(inst: &Path, cache_timeout: Option<f64>) -> anyhow::Result<Mounted> {
     check_fuse()?;
     let backing = inst.join("backing");
     let mnt = inst.join("mnt");
     fs::create_dir(&backing)?;
     fs::create_dir(&mnt)?;
     let log = inst.join("bindfs.log");
-    let out = match Command::new("bindfs").arg(&backing).arg(&mnt).output() {
+    let point = mnt.clone();
+    let remount = move || bindfs_mount(&backing, &point, &log, cache_timeout);
+    let pids = remount()?;
+    Ok(Mounted {
+        dir: mnt.clone(),
+        servers: pids.clone(),
+        fuse: pids,
+        guard: Guard::Fuse {
+            mnt,
+            inst: inst.to_path_buf(),
+            remount: Box::new(remount),
+        },
+    })
+}
+
+/// Mounts `backing` on `mnt` with bindfs (caching attributes and names for `cache_timeout`
+/// seconds if given) and returns the bindfs processes.
+fn bindfs_mount(
+    backing: &Path,
+    mnt: &Path,
+    log: &Path,
+    cache_timeout: Option<f64>,
+) -> anyhow::Result<Vec<i32>> {
+    let mut cmd = Command::new("bindfs");
+    if let Some(t) = cache_timeout {
+        cmd.arg("-o").arg(format!(
+            "attr_timeout={t},entry_timeout={t},negative_timeout={t}"
+        ));
+    }
+    let out = match cmd.arg(backing).arg(mnt).output() {
         Ok(o) => o,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             bail!("bindfs not found: the passthrough target needs it (`apt-get install -y bindfs fuse3`)")
         }
         Err(e) => return Err(e).context("running bindfs"),
     };
-    fs::File::create(&log)?.write_all(&out.stderr)?;
+    fs::File::create(log)?.write_all(&out.stderr)?;
     if !out.status.success() {
         bail!(
             "bindfs failed ({}): {}",
@@ -459,28 +509,16 @@ fn start_bindfs(inst: &Path) -> anyhow::Result<Mounted> {
         );
     }
     live_mounts().push(LiveMount {
-        dir: mnt.clone(),
+        dir: mnt.to_path_buf(),
         daemon: None,
     });
     // bindfs daemonises after mounting; wait anyway in case it returns early.
-    let guard = Guard::Fuse {
-        mnt: mnt.clone(),
-        inst: inst.to_path_buf(),
-    };
-    let mut mounted = Mounted {
-        dir: mnt,
-        servers: Vec::new(),
-        fuse: Vec::new(),
-        guard,
-    };
-    wait_mounted(&mounted.dir, None, &log)?;
+    wait_mounted(mnt, None, log)?;
     // bindfs forked into the background: find it by its command line.
-    let want = mounted.dir.to_string_lossy().into_owned();
-    mounted.servers = crate::cpu::pids_where(|argv| {
+    let want = mnt.to_string_lossy().into_owned();
+    Ok(crate::cpu::pids_where(|argv| {
         argv.first().is_some_and(|a| a.ends_with("bindfs")) && argv.contains(&want)
-    });
-    mounted.fuse = mounted.servers.clone();
-    Ok(mounted)
+    }))
 }
 
 /// Environment variable naming the program [`mount_cluster`] runs as `byzfs mount` instead
@@ -510,6 +548,10 @@ pub struct ClusterMountOptions {
     /// The cluster file's `[protocol]` (e.g. `relay_big_requests = false`: the client sends
     /// a big body to every replica rather than to the primary, which relays it).
     pub protocol: ProtocolParams,
+    /// `byzfs mount --cache-timeout` (`None`: its default).
+    pub cache_timeout: Option<f64>,
+    /// `byzfs mount --threads` (`None`: its default).
+    pub threads: Option<u16>,
 }
 
 /// The ByzFS and NO-REP targets: starts the servers with the benchmarks' one launcher
@@ -552,6 +594,55 @@ pub fn mount_cluster(opts: &ClusterMountOptions) -> anyhow::Result<Mounted> {
         byzfs_net::signals::runtime()?.block_on(Servers::start(system, &cdir, &launch))?;
     let mnt = opts.dir.join("mnt");
     fs::create_dir_all(&mnt)?;
+    let mount_log = opts.dir.join("mount.log");
+    let mut args: Vec<std::ffi::OsString> = vec!["mount".into()];
+    if opts.encrypted {
+        let identity = opts.dir.join("identity.id");
+        setup_encryption(servers.config_path(), &identity)?;
+        args.extend(["--identity".into(), identity.into_os_string()]);
+    }
+    if !opts.replicated {
+        args.push("--unreplicated".into());
+    }
+    if opts.replicated && !opts.ro_lookups {
+        args.push("--strict".into());
+    }
+    if !opts.dir_delegations {
+        args.push("--no-dir-delegations".into());
+    }
+    if let Some(t) = opts.cache_timeout {
+        args.extend(["--cache-timeout".into(), t.to_string().into()]);
+    }
+    if let Some(n) = opts.threads {
+        args.extend(["--threads".into(), n.to_string().into()]);
+    }
+    args.extend(["--config".into(), servers.config_path().into()]);
+    args.push(mnt.clone().into_os_string());
+    let (log, point) = (mount_log.clone(), mnt.clone());
+    let mount_cmd = move |servers: &Servers| -> anyhow::Result<Child> {
+        let logf = fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log)?;
+        let mut cmd = Command::new(&exe);
+        if let Some(sites) = servers.sites() {
+            sites.enter(crate::sites::Node::Client, &mut cmd)?;
+        }
+        let mut child = cmd
+            .args(&args)
+            .stdin(Stdio::null())
+            .stdout(logf.try_clone()?)
+            .stderr(logf)
+            .spawn()
+            .context("starting `byzfs mount`")?;
+        live_mounts().push(LiveMount {
+            dir: point.clone(),
+            daemon: Some(child.id() as i32),
+        });
+        wait_mounted(&point, Some(&mut child), &log)?;
+        Ok(child)
+    };
+    let child = mount_cmd(&servers);
     let mut mounted = Mounted {
         dir: mnt.clone(),
         servers: servers.pids(),
@@ -559,50 +650,61 @@ pub fn mount_cluster(opts: &ClusterMountOptions) -> anyhow::Result<Mounted> {
         guard: Guard::Cluster {
             servers: Box::new(servers),
             mount: None,
-            mnt: mnt.clone(),
+            mnt,
             inst: opts.dir.clone(),
+            mount_cmd: Box::new(mount_cmd),
         },
     };
-    let Guard::Cluster { servers, mount, .. } = &mut mounted.guard else {
+    let Guard::Cluster { mount, .. } = &mut mounted.guard else {
         unreachable!("built just above")
     };
-    let mount_log = opts.dir.join("mount.log");
-    let mut encrypt = Vec::new();
-    if opts.encrypted {
-        let identity = opts.dir.join("identity.id");
-        setup_encryption(servers.config_path(), &identity)?;
-        encrypt = vec!["--identity".into(), identity.into_os_string()];
-    }
-    let logf = fs::File::create(&mount_log)?;
-    let mut cmd = Command::new(&exe);
-    if let Some(sites) = servers.sites() {
-        sites.enter(crate::sites::Node::Client, &mut cmd)?;
-    }
-    let m = mount.insert(
-        cmd.arg("mount")
-            .args(&encrypt)
-            .args((!opts.replicated).then_some("--unreplicated"))
-            .args((opts.replicated && !opts.ro_lookups).then_some("--strict"))
-            .args((!opts.dir_delegations).then_some("--no-dir-delegations"))
-            .arg("--config")
-            .arg(servers.config_path())
-            .arg(&mnt)
-            .stdin(Stdio::null())
-            .stdout(logf.try_clone()?)
-            .stderr(logf)
-            .spawn()
-            .context("starting `byzfs mount`")?,
-    );
+    // On an error, dropping `mounted` stops the servers.
+    let m = mount.insert(child?);
     let mount_pid = m.id() as i32;
-    live_mounts().push(LiveMount {
-        dir: mnt.clone(),
-        daemon: Some(mount_pid),
-    });
-    wait_mounted(&mnt, Some(m), &mount_log)?;
     // Everything serving the mount: the replicas (or the server) and the FUSE daemon.
     mounted.servers.push(mount_pid);
     mounted.fuse = vec![mount_pid];
     Ok(mounted)
+}
+
+impl Mounted {
+    /// Unmounts and mounts the target again, as a new mount would find it (nothing cached
+    /// in the kernel or the mount, no delegation held): ByzFS and NO-REP restart `byzfs
+    /// mount`, the passthrough restarts bindfs; local disk has nothing to do. The servers
+    /// keep running.
+    pub fn remount(&mut self) -> anyhow::Result<()> {
+        match &mut self.guard {
+            Guard::Dir(_) => Ok(()),
+            Guard::Fuse { mnt, remount, .. } => {
+                fuse_unmount(mnt);
+                live_mounts().retain(|m| m.dir != *mnt);
+                self.servers = remount()?;
+                self.fuse = self.servers.clone();
+                Ok(())
+            }
+            Guard::Cluster {
+                servers,
+                mount,
+                mnt,
+                mount_cmd,
+                ..
+            } => {
+                let old = mount.as_ref().map(|m| m.id() as i32);
+                if let Some(m) = mount {
+                    stop_child(m);
+                }
+                fuse_unmount(mnt);
+                live_mounts().retain(|m| m.dir != *mnt);
+                *mount = None;
+                let child = mount.insert(mount_cmd(servers)?);
+                let pid = child.id() as i32;
+                self.servers.retain(|p| Some(*p) != old);
+                self.servers.push(pid);
+                self.fuse = vec![pid];
+                Ok(())
+            }
+        }
+    }
 }
 
 /// A new identity at `identity` and its group `default` on the cluster of `config`, with

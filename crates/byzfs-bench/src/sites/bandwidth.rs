@@ -240,6 +240,8 @@ pub fn run(a: BandwidthArgs) -> anyhow::Result<std::process::ExitCode> {
                 relay_big_requests: relay,
                 ..Default::default()
             },
+            cache_timeout: None,
+            threads: None,
         })?;
         rows.extend(measure(target, &m, &a.sites, a.runs.max(1))?);
     }

@@ -238,6 +238,8 @@ enum Until {
     Done(RequestId),
     /// The window has room for a request (read-only or not).
     Room(bool),
+    /// Some submitted request completed (its result is kept for collection).
+    Any,
 }
 
 impl ByzClient {
@@ -389,6 +391,47 @@ impl ByzClient {
         Ok(result)
     }
 
+    /// Whether the window has room for a request now ([`ByzClient::submit_now`]).
+    pub fn has_room(&self, read_only: bool) -> bool {
+        self.client.can_invoke(read_only)
+    }
+
+    /// [`ByzClient::submit`] without waiting: [`ClientError::Busy`] when the window is full
+    /// ([`ByzClient::has_room`]). Not async, so a caller that must not lose a request to a
+    /// cancelled future (the mount's leader: `byzfs-fuse` `wire.rs`) never holds one half
+    /// sent.
+    pub fn submit_now(&mut self, op: Vec<u8>, read_only: bool) -> Result<RequestId, ClientError> {
+        if !self.client.can_invoke(read_only) {
+            return Err(ClientError::Busy);
+        }
+        let rid = self.invoke_now(op, read_only)?;
+        self.submitted.insert(rid, None);
+        Ok(rid)
+    }
+
+    /// The next submitted request to complete and its result, in the order they complete
+    /// (not submitted): one that completed already first, else the first to complete from
+    /// now. For a caller that waits for many at once (the mount's lanes). With nothing
+    /// submitted left to collect, [`ClientError::UnknownRequest`] (0). Cancel-safe: a
+    /// result is never lost by dropping the future.
+    pub async fn next_completed(&mut self) -> Result<(RequestId, Vec<u8>), ClientError> {
+        loop {
+            let done = self
+                .submitted
+                .iter()
+                .find(|(_, r)| r.is_some())
+                .map(|(k, _)| *k);
+            if let Some(rid) = done {
+                let result = self.submitted.remove(&rid).flatten().unwrap_or_default();
+                return Ok((rid, result));
+            }
+            if self.submitted.is_empty() {
+                return Err(ClientError::UnknownRequest(0));
+            }
+            self.drive(Until::Any).await?;
+        }
+    }
+
     /// How many requests are outstanding.
     pub fn outstanding(&self) -> usize {
         self.client.outstanding()
@@ -399,6 +442,11 @@ impl ByzClient {
         if !self.client.can_invoke(read_only) {
             self.drive(Until::Room(read_only)).await?;
         }
+        self.invoke_now(op, read_only)
+    }
+
+    /// Hands a request to the core client (the window has room).
+    fn invoke_now(&mut self, op: Vec<u8>, read_only: bool) -> Result<RequestId, ClientError> {
         let len = op.len();
         self.client
             .invoke(self.clock.now(), op, read_only)
@@ -442,6 +490,9 @@ impl ByzClient {
                 Until::Done(rid) if self.submitted.get(&rid).is_some_and(|r| r.is_some()) => {
                     return Ok(self.submitted.remove(&rid).flatten().unwrap_or_default());
                 }
+                Until::Any if self.submitted.values().any(Option::is_some) => {
+                    return Ok(Vec::new());
+                }
                 _ => {}
             }
             let now = self.clock.now();
@@ -451,7 +502,7 @@ impl ByzClient {
                 None => {
                     return Err(ClientError::UnknownRequest(match until {
                         Until::Done(rid) => rid,
-                        Until::Room(_) => 0,
+                        Until::Room(_) | Until::Any => 0,
                     }))
                 }
                 Some(t) if t <= now => {

@@ -653,3 +653,11 @@ impl Drop for Mount {
         }
     }
 }
+
+/// The names in `dir`, sorted.
+pub fn names(dir: &Path) -> std::collections::BTreeSet<String> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect()
+}
