@@ -11,8 +11,9 @@
 //! 3. `Event`s become logs and metrics as they are drained.
 //!
 //! A core call that takes long (at least [`BUSY_REPORT_MIN`]; executing an expensive request
-//! runs inside it, on this thread), or a drain of its actions that does (a stable
-//! checkpoint's synced commit, a store compaction), is reported to the core as busy time
+//! runs inside it, on this thread), or a drain of its actions that does (the write-ahead
+//! log's sync on a saturated disk, a store compaction's copy), is reported to the core as
+//! busy time
 //! ([`Replica::busy_for`]), so that it does not count against the primary on the
 //! view-change timer, and the next turn handles the input queued meanwhile (the COMMITs and
 //! PRE-PREPAREs of the peers, busy executing the same request) before the deadlines that
@@ -482,8 +483,9 @@ impl<S: Service> EventLoop<S> {
 
     /// Drains the core's actions: group-commit the promises, then send.
     fn drain(&mut self) -> Result<(), NodeError> {
-        // The disk work below (a stable checkpoint's synced commit, a store compaction at
-        // its turn) is busy time as much as executing is.
+        // The disk work below (the write-ahead log's sync, a checkpoint record's commit,
+        // compaction's copy at its turn) is busy time as much as executing is; a stable
+        // checkpoint's store sync is not here (`disk_worker.rs`).
         let started = std::time::Instant::now();
         // Again while a checkpoint's record landed: the window it moved may let held frames
         // in (`Replica::checkpoint_recorded`).
