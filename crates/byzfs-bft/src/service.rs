@@ -36,6 +36,20 @@ impl DiskWork {
     }
 }
 
+/// Runs `work`, and every work it leads to, on the caller's thread, reporting each to
+/// `service` ([`Service::work_done`]): for a driver with no worker of its own (the
+/// unreplicated server, the store benchmark). The first error stops it.
+pub fn run_in_line<S: Service + ?Sized>(
+    service: &mut S,
+    mut work: Option<DiskWork>,
+) -> Result<(), String> {
+    while let Some(w) = work {
+        w.run()?;
+        work = service.work_done()?;
+    }
+    Ok(())
+}
+
 impl core::fmt::Debug for DiskWork {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.write_str("DiskWork")

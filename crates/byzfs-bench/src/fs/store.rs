@@ -19,6 +19,7 @@
 use super::diskio;
 use super::target;
 use anyhow::{bail, Context};
+use byzfs_bft::service::run_in_line;
 use byzfs_bft::Service;
 use byzfs_fs::store::LogStore;
 use byzfs_fs::{decode_result, Credentials, FileHandle, FileService, FsConfig, Op, Reply, Request};
@@ -168,9 +169,9 @@ impl StoreTarget {
             self.svc.discard_checkpoints_below(seq);
             // A replica runs these works on its disk worker; here, in line.
             let work = self.svc.persist(seq).map_err(anyhow::Error::msg)?;
-            self.run_works(work)?;
+            run_in_line(&mut self.svc, work).map_err(anyhow::Error::msg)?;
             let work = self.svc.recorded(seq).map_err(anyhow::Error::msg)?;
-            self.run_works(work)?;
+            run_in_line(&mut self.svc, work).map_err(anyhow::Error::msg)?;
         }
         if let Some(e) = self.svc.failure() {
             bail!("the store failed: {e}");
@@ -178,15 +179,6 @@ impl StoreTarget {
         decode_result(&out)
             .context("a result that does not decode")?
             .map_err(|e| anyhow::anyhow!("the file service answered {e:?}"))
-    }
-
-    /// Runs a disk work of the service, and every work it leads to.
-    fn run_works(&mut self, mut work: Option<byzfs_bft::service::DiskWork>) -> anyhow::Result<()> {
-        while let Some(w) = work {
-            w.run().map_err(anyhow::Error::msg)?;
-            work = self.svc.work_done().map_err(anyhow::Error::msg)?;
-        }
-        Ok(())
     }
 
     fn syncs(&self) -> u64 {

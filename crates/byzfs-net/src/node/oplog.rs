@@ -213,7 +213,7 @@ impl OpLog {
             let work = service
                 .persist(self.stable)
                 .map_err(std::io::Error::other)?;
-            run_works(service, work)?;
+            byzfs_bft::service::run_in_line(service, work).map_err(std::io::Error::other)?;
             recorded = Some(self.stable);
         }
         if self.records.is_empty() && self.stores.is_empty() {
@@ -225,7 +225,7 @@ impl OpLog {
         r?;
         if let Some(seq) = recorded {
             let work = service.recorded(seq).map_err(std::io::Error::other)?;
-            run_works(service, work)?;
+            byzfs_bft::service::run_in_line(service, work).map_err(std::io::Error::other)?;
         }
         Ok(())
     }
@@ -283,18 +283,6 @@ pub(crate) fn decode_request(frame: &[u8], max: usize) -> Option<(ClientId, Requ
     let f = Frame::parse(frame, max).ok()?;
     let req = RequestView::decode(f.body)?;
     Some((req.client, req.rid, req.op))
-}
-
-/// Runs a service's disk work, and every work it leads to, on this thread.
-fn run_works<S: Service>(
-    service: &mut S,
-    mut work: Option<byzfs_bft::service::DiskWork>,
-) -> std::io::Result<()> {
-    while let Some(w) = work {
-        w.run().map_err(std::io::Error::other)?;
-        work = service.work_done().map_err(std::io::Error::other)?;
-    }
-    Ok(())
 }
 
 #[cfg(test)]
