@@ -513,8 +513,7 @@ impl<S: Service> EventLoop<S> {
         }
         if let Some(msg) = self.replica.service().failure() {
             // The step ran on a store that failed under it: nothing of it may leave.
-            tracing::error!(replica = self.replica.id(), "{msg}; stopping");
-            return Err(NodeError::Service(msg));
+            return Err(self.stop(msg));
         }
         let stored = self
             .stores
