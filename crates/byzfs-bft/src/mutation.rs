@@ -101,11 +101,17 @@ pub enum Mutation {
     /// cut in between leaves a record naming a checkpoint the store lost. Applied by the
     /// simulator (`fs-disk-…` families).
     RecordBeforeStoreSync,
+    /// A replica that installed a checkpoint by state transfer executes on top of it before
+    /// its record is durable (docs/PROTOCOL.md §2.7): a power cut then takes it back to the
+    /// checkpoint recorded before, with no log of the batches in between, although its
+    /// CHECKPOINTs claimed later states. Breaks a liveness rule: after a crash of every
+    /// replica no checkpoint may have `f+1` holders (`fs-disk-transfer-power-cuts`).
+    ExecuteBeforeTransferRecorded,
 }
 
 impl Mutation {
     /// Every mutation.
-    pub const ALL: [Mutation; 27] = [
+    pub const ALL: [Mutation; 28] = [
         Mutation::CommitQuorum2f,
         Mutation::AcceptSecondPrePrepare,
         Mutation::NewViewLowestView,
@@ -133,6 +139,7 @@ impl Mutation {
         Mutation::SkipServicePersist,
         Mutation::NoIdleCheckpoint,
         Mutation::RecordBeforeStoreSync,
+        Mutation::ExecuteBeforeTransferRecorded,
     ];
 
     /// Command-line name.
@@ -165,6 +172,7 @@ impl Mutation {
             Mutation::SkipServicePersist => "skip-service-persist",
             Mutation::RecordBeforeStoreSync => "record-before-store-sync",
             Mutation::NoIdleCheckpoint => "no-idle-checkpoint",
+            Mutation::ExecuteBeforeTransferRecorded => "execute-before-transfer-recorded",
         }
     }
 

@@ -18,7 +18,11 @@ impl<S: Service> Replica<S> {
     /// Tentative execution (§1.7): batch `n` once prepared, if every earlier batch has
     /// committed and executed and no other tentative execution is outstanding.
     pub(super) fn try_execute_tentative(&mut self) {
-        if !self.config.tentative_execution || self.fetch.is_some() || !self.view.has_new_view {
+        if !self.config.tentative_execution
+            || self.fetch.is_some()
+            || !self.view.has_new_view
+            || self.awaits_transfer_record()
+        {
             return;
         }
         loop {
@@ -47,7 +51,7 @@ impl<S: Service> Replica<S> {
     pub(super) fn execute_committed(&mut self) {
         let mut progressed = false;
         self.foreign.forget_through(self.log.last_executed);
-        while self.fetch.is_none() {
+        while self.fetch.is_none() && !self.awaits_transfer_record() {
             let n = self.log.last_executed + 1;
             let ours = self
                 .log

@@ -751,6 +751,7 @@ pub(crate) enum MutationStub {
     ForeignCommitQuorumF1,
     NoCheckpointLoans,
     NoIdleCheckpoint,
+    ExecuteBeforeTransferRecorded,
 }
 
 /// The mutation type call sites name (`M::CommitQuorum2f`).

@@ -484,7 +484,12 @@ impl<S: Service> Replica<S> {
         self.checkpoints.own.clear();
         self.checkpoints.set_own(f.seq, digest);
         if f.seq > self.log.last_stable {
+            // Stores the checkpoint (`store_checkpoint`); with a service that keeps its own
+            // state, execution waits for its record (`awaits_transfer_record`, §2.7).
             self.mark_stable(f.seq, StableVia::Transfer);
+            if self.storage.store_state && self.service.persists_state() {
+                self.storage.transferred = f.seq;
+            }
         }
         // Forget requests the transferred reply cache shows as executed.
         let lib = &self.lib;

@@ -13,6 +13,9 @@ pub(super) struct Cluster {
     pub(super) disks: Vec<Option<DurableState>>,
     /// Frames of this kind are lost in transit.
     pub(super) lose: Option<crate::message::Tag>,
+    /// Replicas whose driver holds their checkpoint records (a slow disk): the
+    /// checkpoints waiting, for the test to record (`Replica::checkpoint_recorded`).
+    pub(super) held_records: Vec<Option<Vec<Seq>>>,
 }
 
 impl Cluster {
@@ -20,6 +23,7 @@ impl Cluster {
         let r: Vec<_> = (0..cfg.n() as u32).map(|i| replica(i, &cfg)).collect();
         let down = vec![false; r.len()];
         let disks = vec![None; r.len()];
+        let held_records = vec![None; r.len()];
         Cluster {
             cfg,
             r,
@@ -28,6 +32,7 @@ impl Cluster {
             replies: vec![],
             disks,
             lose: None,
+            held_records,
         }
     }
     pub(super) fn pump(&mut self) {
@@ -61,8 +66,11 @@ impl Cluster {
                                 d.apply_store(&rec);
                             }
                             if let StoreRecord::Checkpoint(img) = &rec {
-                                // Durable at once here.
-                                self.r[i].checkpoint_recorded(img.seq);
+                                match &mut self.held_records[i] {
+                                    Some(held) => held.push(img.seq),
+                                    // Durable at once here.
+                                    None => self.r[i].checkpoint_recorded(img.seq),
+                                }
                             }
                         }
                         // Every record is durable at once here.

@@ -35,6 +35,54 @@ fn lagging_replica_catches_up_by_state_transfer() {
     assert_eq!(c.r[3].state_digest(), c.r[0].state_digest());
 }
 
+/// A replica whose service keeps its own state executes nothing past a checkpoint it
+/// fetched until its driver has recorded it (docs/PROTOCOL.md §2.7): until then a crash
+/// takes it back to the checkpoint recorded before, and its log holds none of the batches
+/// between the two.
+#[test]
+fn nothing_executes_on_a_fetched_checkpoint_before_its_record() {
+    let mut c = Cluster::new(config());
+    let keys = TestKeys::new(1, c.cfg.n());
+    c.r[3] = Replica::new(
+        c.cfg.clone(),
+        keys.replica(3, [CLIENT]),
+        Counter::persisting(&ServiceDisk::default()),
+        3,
+        c.now,
+    );
+    c.with_disk(3);
+    for rid in 1..=8 {
+        let req = request(&c.cfg, rid, b"w", false);
+        c.deliver_all(&req);
+    }
+    assert_eq!(c.r[3].last_stable(), 8);
+    // Down while the others reach checkpoint 12 (batch 13 lies within the log window of
+    // the checkpoint it recorded, 8); its records wait from now on.
+    c.held_records[3] = Some(Vec::new());
+    c.down[3] = true;
+    for rid in 9..=13 {
+        let req = request(&c.cfg, rid, b"w", false);
+        c.deliver_all(&req);
+    }
+    assert_eq!(c.r[0].last_executed(), 13);
+    c.down[3] = false;
+    c.advance(Duration::from_secs(1));
+    let r3 = &c.r[3];
+    assert_eq!(r3.stats().state_transfers, 1);
+    assert_eq!(
+        (r3.last_stable(), r3.last_executed(), r3.service().count()),
+        (12, 12, 12),
+        "batch 13 waits for the record of checkpoint 12"
+    );
+    assert_eq!(c.held_records[3], Some(vec![12]));
+    c.held_records[3] = None;
+    c.r[3].checkpoint_recorded(12);
+    c.pump();
+    c.advance(Duration::from_secs(1));
+    assert_eq!((c.r[3].last_executed(), c.r[3].service().count()), (13, 13));
+    assert_eq!(c.r[3].state_digest(), c.r[0].state_digest());
+}
+
 /// A cluster of 72 KiB messages and 36 KiB state chunks that ran 60 writes of 6 KiB values
 /// (about 90 KiB per partition of the counter's 4) while replica 3 was down; it is up again.
 pub(super) fn cluster_with_a_replica_behind_big_partitions() -> Cluster {

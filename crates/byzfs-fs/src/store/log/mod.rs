@@ -52,9 +52,11 @@
 //!   appended to) is written once. A process crash loses the staged writes, which is safe
 //!   for the same reason as an unsynced frame: the replica returns the store to its
 //!   recorded checkpoint and replays its own write-ahead log. A replay sees one merged
-//!   frame where the run applied several operations; the live state, sums and exports it
-//!   rebuilds are the same (undo logs may lack entries for keys created and removed within
-//!   the interval, which restore nothing).
+//!   frame where the run applied several operations; the live state, sums, exports and
+//!   places it rebuilds are the same (undo logs may lack entries for keys created and
+//!   removed within the interval, which restore nothing). A key staged away from its bytes
+//!   and back is written after a deletion of it, so that its replay moves it as the run
+//!   did: compaction removes segments by the places the running index names.
 //! * **Durability.** Nothing is synced but by the [`DiskWork`]s the store hands its owner:
 //!   [`LogStore::persist`]'s, one `fdatasync` of each segment written since the last work
 //!   (usually one), and compaction's. The owner runs them away from its event loop (a
@@ -169,6 +171,10 @@ pub struct LogStore<M: Medium = DirMedium> {
     /// Writes since the last frame, merged by key (the last one wins); the index points at
     /// their values with places in segment [`STAGED`].
     staged: BTreeMap<Vec<u8>, Option<Vec<u8>>>,
+    /// For each staged key, the seed of the leaf it had before it was staged (`None`:
+    /// absent): a key staged away from its value and back to the same bytes needs a
+    /// deletion ahead of it in the frame, or a replay keeps its old place ([`LogStore::flush`]).
+    staged_from: BTreeMap<Vec<u8>, Option<[u8; 32]>>,
     /// Bytes of keys and values in `staged`.
     staged_bytes: usize,
     /// [`WRITE_BACK_BYTES`] unless set; 0: every operation is a frame at once.
@@ -289,6 +295,7 @@ impl<M: Medium> LogStore<M> {
             checked: (0, 0),
             segment_bytes: SEGMENT_BYTES,
             staged: BTreeMap::new(),
+            staged_from: BTreeMap::new(),
             staged_bytes: 0,
             write_back_bytes: WRITE_BACK_BYTES,
             discarded: None,
@@ -336,6 +343,17 @@ impl<M: Medium> LogStore<M> {
         Ok(self)
     }
 
+    /// Every place (segment, offset, length) the index names, live or kept for a held
+    /// checkpoint, staged writes apart: a replay of the log must name exactly these, since
+    /// compaction removes segments by them (`tests/log_store.rs`).
+    pub fn places(&self) -> BTreeSet<(u64, u64, u32)> {
+        self.index
+            .referenced()
+            .filter(|l| l.seg != STAGED)
+            .map(|l| (l.seg, l.off, l.len))
+            .collect()
+    }
+
     /// Starts a new segment past `bytes` instead of [`SEGMENT_BYTES`] (tests use small ones,
     /// so that segments close and compaction runs often).
     pub fn set_segment_bytes(&mut self, bytes: u64) {
@@ -360,13 +378,46 @@ impl<M: Medium> LogStore<M> {
         if self.staged.is_empty() {
             return Ok(());
         }
-        let Some((body, offs)) = frame::encode_apply(
-            self.staged
-                .iter()
-                .map(|(k, v)| (k.as_slice(), v.as_deref())),
-        ) else {
+        // A key that went back to the bytes it had before it was staged, through other
+        // values: its leaf here is staged (it changed), but a replay of the merged write
+        // alone would see the same bytes and leave the leaf at its old place, which
+        // compaction may remove once this index no longer names it. A deletion ahead of
+        // it makes the replay move it too (`tests/log_store.rs`
+        // `a_key_staged_back_to_its_bytes_replays_at_its_new_place`).
+        let returned: BTreeSet<&[u8]> = self
+            .staged
+            .iter()
+            .filter(|(k, v)| {
+                v.as_ref().is_some_and(|_| {
+                    self.index.get(k).is_some_and(|l| {
+                        l.loc.seg == STAGED
+                            && self.staged_from.get(*k).copied().flatten() == Some(l.seed)
+                    })
+                })
+            })
+            .map(|(k, _)| k.as_slice())
+            .collect();
+        // The frame's writes, and whether each is such a deletion.
+        let mut writes = Vec::with_capacity(self.staged.len());
+        let mut deletion = Vec::with_capacity(self.staged.len());
+        for (k, v) in &self.staged {
+            if returned.contains(k.as_slice()) {
+                writes.push((k.as_slice(), None));
+                deletion.push(true);
+            }
+            writes.push((k.as_slice(), v.as_deref()));
+            deletion.push(false);
+        }
+        let Some((body, offs)) = frame::encode_apply(writes.into_iter()) else {
             return Err(StoreError::Io("a key or value of 4 GiB or more".into()));
         };
+        // The staged writes' offsets, in order.
+        let offs: Vec<Option<usize>> = offs
+            .into_iter()
+            .zip(deletion)
+            .filter(|(_, d)| !d)
+            .map(|(off, _)| off)
+            .collect();
         let at = self.append(&body)?;
         for ((k, v), off) in std::mem::take(&mut self.staged).into_iter().zip(offs) {
             if let (Some(v), Some(off)) = (v, off) {
@@ -380,6 +431,7 @@ impl<M: Medium> LogStore<M> {
                 );
             }
         }
+        self.staged_from.clear();
         self.staged_bytes = 0;
         Ok(())
     }
@@ -966,6 +1018,12 @@ impl<M: Medium> Store for LogStore<M> {
                 (k.clone(), leaf)
             })
             .collect();
+        for k in writes.keys() {
+            if !self.staged.contains_key(k) {
+                let from = self.index.get(k).map(|l| l.seed);
+                self.staged_from.insert(k.clone(), from);
+            }
+        }
         self.index.apply(leaves);
         for (k, v) in writes {
             self.staged_bytes += k.len() + v.as_ref().map_or(0, Vec::len);
