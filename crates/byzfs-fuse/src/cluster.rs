@@ -141,18 +141,32 @@ fn prepare(link: &mut Link, op: &Op, ordered: bool) -> Prep {
     // poll reads no file: it would otherwise send them every few milliseconds while
     // delegations are held.
     if !matches!(op, Op::Recalls) {
+        // The held writes this operation may see (`gather::needs`).
+        let files = gather::needs(op);
+        let needed: Vec<u64> = match &files {
+            Some(inos) => inos
+                .iter()
+                .copied()
+                .filter(|&i| link.gather.holds(i))
+                .collect(),
+            None => link.gather.inos().collect(),
+        };
         // Writes held back for a file the queue makes go with it, after it.
-        let gathered_new = link
-            .gather
-            .pending_ino()
-            .is_some_and(|i| link.dirs.touches(i));
+        let gathered_new = needed.iter().any(|&i| link.dirs.touches(i));
         // An encrypted mount makes a directory at a reserved handle (`crypt.rs`): the
         // lower ones the queue took must reach the replicas first (`byzfs_fs::reserve`).
         let takes_handle = link.crypt.is_some() && matches!(op, Op::Mkdir { .. });
         if link.dirs.must_precede(op) || gathered_new || takes_handle {
             dirs::send_queue(link);
         }
-        if let Some(p) = link.gather.take() {
+        let held = match files {
+            Some(_) => needed
+                .into_iter()
+                .filter_map(|i| link.gather.take_file(i))
+                .collect(),
+            None => link.gather.take_all(),
+        };
+        for p in held {
             send_held(link, p);
         }
     }
@@ -363,7 +377,7 @@ pub(crate) fn spawn_background(
                 }
                 if chores.elapsed() >= tick {
                     chores = std::time::Instant::now();
-                    if let Some(p) = inner.link.gather.take_stale() {
+                    for p in inner.link.gather.take_stale() {
                         send_held(&mut inner.link, p);
                     }
                     let (link, locking, hidden) = inner.for_locks();

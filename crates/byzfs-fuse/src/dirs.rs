@@ -302,23 +302,24 @@ pub(crate) enum Make {
     Symlink(Vec<u8>),
 }
 
-/// Sends the queued operations as one batch, with the gathered writes of the same caller if
-/// they fit; other gathered writes go after it (they may be to a file it creates).
+/// Sends the queued operations as one batch, with one file's gathered writes of the same
+/// caller if they fit (a file's writes fill an operation's bytes, so one at most); other
+/// gathered writes go after it (they may be to a file it creates).
 pub(crate) fn send_queue(link: &mut Link) {
     let Some((cred, mut ops)) = link.dirs.take_queue() else {
         return;
     };
-    let mut after = None;
+    let mut after = Vec::new();
     let mut joined = None;
-    if let Some(p) = link.gather.take() {
+    for p in link.gather.take_all() {
         let ino = p.fh.ino;
         let same = p.cred == cred;
         let (c, op) = p.into_op();
-        if same && may_batch(&op) && ops.len() < MAX_BATCH {
+        if joined.is_none() && same && may_batch(&op) && ops.len() < MAX_BATCH {
             joined = Some(ino);
             ops.push(op);
         } else {
-            after = Some((ino, c, op));
+            after.push((ino, c, op));
         }
     }
     let n = ops.len();
@@ -359,7 +360,7 @@ pub(crate) fn send_queue(link: &mut Link) {
             link.dirs.forget_all();
         }
     }
-    if let Some((ino, c, op)) = after {
+    for (ino, c, op) in after {
         send_write(link, ino, &c, op);
     }
 }

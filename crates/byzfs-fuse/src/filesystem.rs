@@ -99,7 +99,7 @@ impl Filesystem for ByzFuse {
             if let Some((a, left)) = i.link.attrs.fresh(ino.0, self.ttl) {
                 return Some((a.clone(), left));
             }
-            let held_back = i.link.gather.pending_ino() == Some(ino.0);
+            let held_back = i.link.gather.holds(ino.0);
             if held_back || !i.link.dirs.use_mine(ino.0) {
                 return None;
             }
@@ -502,9 +502,12 @@ impl Filesystem for ByzFuse {
             // EFBIG is known here: such a write goes at once and fails at once.
             if inner.link.gather_writes && fits && inner.link.gather.may_hold(data.len()) {
                 if !inner.link.gather.joins(fh, &cred, data.len()) {
-                    if let Some(p) = inner.link.gather.take() {
+                    if let Some(p) = inner.link.gather.take_file(ino.0) {
                         send_held(&mut inner.link, p);
                     }
+                }
+                if let Some(p) = inner.link.gather.make_room(ino.0) {
+                    send_held(&mut inner.link, p);
                 }
                 let base = inner
                     .link
@@ -559,10 +562,8 @@ impl Filesystem for ByzFuse {
         if inner.link.dirs.touches(ino.0) {
             dirs::send_queue(&mut inner.link);
         }
-        if inner.link.gather.pending_ino() == Some(ino.0) {
-            if let Some(p) = inner.link.gather.take() {
-                send_held(&mut inner.link, p);
-            }
+        if let Some(p) = inner.link.gather.take_file(ino.0) {
+            send_held(&mut inner.link, p);
         }
         // POSIX: a process's close of a file drops its locks on it, after its writes.
         {
@@ -1037,10 +1038,8 @@ impl Filesystem for ByzFuse {
         let cred = self.credentials(req);
         if let Ok(mut inner) = self.inner.lock() {
             // Writes through mmap can arrive after the last `close`.
-            if inner.link.gather.pending_ino() == Some(ino.0) {
-                if let Some(p) = inner.link.gather.take() {
-                    send_held(&mut inner.link, p);
-                }
+            if let Some(p) = inner.link.gather.take_file(ino.0) {
+                send_held(&mut inner.link, p);
             }
             // The kernel names an owner here when the file was `flock`ed: its last close
             // drops that lock.
@@ -1198,7 +1197,7 @@ impl Filesystem for ByzFuse {
         if let Ok(mut guard) = self.inner.lock() {
             let inner = &mut *guard;
             dirs::give_back_all(&mut inner.link, &cred);
-            if let Some(p) = inner.link.gather.take() {
+            for p in inner.link.gather.take_all() {
                 send_held(&mut inner.link, p);
             }
             let total: u64 = inner.link.sent.values().map(|(n, _)| n).sum();

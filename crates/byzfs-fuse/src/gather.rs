@@ -1,7 +1,10 @@
 //! Write-behind: consecutive writes to one file by one caller are acknowledged at once and
 //! sent to the cluster together, as one [`Op::WriteGather`] (or one [`Op::Write`]), before
-//! the next operation of any other kind, at `close` and `fsync`, and at most
-//! [`MAX_AGE`] after the first of them.
+//! the next operation on that file, before any operation that is not about given files
+//! only ([`needs`]: names, listings, locks, space), at `close` and `fsync`, and at most
+//! [`MAX_AGE`] after the first of them. Each file's writes are held apart (at most
+//! [`MAX_FILES`] files), so two processes writing two files do not send each other's
+//! writes at every write.
 //!
 //! Why: an assembler writes a small object file in about eight scattered writes, PostMark a
 //! file in a few; each write was a full agreement round (about 1 ms on the development
@@ -12,9 +15,11 @@
 //! (`ENOSPC`, `EDQUOT`, a permission changed by another client) is reported by the next
 //! `close` or `fsync` of that file, and by later writes to it; the gathered writes are then
 //! applied all or not at all. Everything this mount does afterwards (reads, `stat`,
-//! `open`) sees the writes, because every other operation sends them first.
+//! `open`) sees the writes, because every operation that could see them sends them first.
 //! Close-to-open consistency between mounts is unchanged: `close` returns only after the
-//! cluster has applied the file's writes.
+//! cluster has applied the file's writes. A lock operation sends every file's writes
+//! first, so data written under a lock on another file (a lock file, SQLite's journal
+//! beside its database) reaches the replicas before the lock is let go.
 //!
 //! A `chmod`, `chown` or `utimes` of the file right after such writes, by the same caller,
 //! is held back with them and sent as one [`Op::WriteSetAttr`]: `cp -p`, `tar` and `rsync`
@@ -31,6 +36,35 @@ use std::time::{Duration, Instant};
 
 /// Longest time a write stays in the mount unsent.
 pub const MAX_AGE: Duration = Duration::from_secs(1);
+
+/// Which held writes must reach the replicas before `op`: those of the files it names by
+/// handle alone (`Some`: reads, writes, attributes, extended attributes, `fsync`, copies of
+/// ranges), or every file's (`None`: anything that reads or changes names, lists a
+/// directory, counts space, takes or lets go of a lock, or does several things at once).
+pub fn needs(op: &Op) -> Option<Vec<u64>> {
+    let one = |fh: &FileHandle| Some(vec![fh.ino]);
+    match op {
+        Op::GetAttr { fh }
+        | Op::SetAttr { fh, .. }
+        | Op::Access { fh, .. }
+        | Op::ReadLink { fh }
+        | Op::GetXattr { fh, .. }
+        | Op::ListXattr { fh, .. }
+        | Op::SetXattr { fh, .. }
+        | Op::RemoveXattr { fh, .. }
+        | Op::Read { fh, .. }
+        | Op::ReadGather { fh, .. }
+        | Op::Write { fh, .. }
+        | Op::WriteGather { fh, .. }
+        | Op::WriteSetAttr { fh, .. }
+        | Op::Allocate { fh, .. }
+        | Op::Fsync { fh, .. }
+        | Op::Punch { fh, .. }
+        | Op::Seek { fh, .. } => one(fh),
+        Op::CopyRange { from, to, .. } => Some(vec![from.ino, to.ino]),
+        _ => None,
+    }
+}
 
 /// Writes acknowledged to the kernel and not yet sent.
 #[derive(Debug)]
@@ -69,10 +103,16 @@ impl Pending {
     }
 }
 
-/// The mount's write-behind state.
+/// Most files with writes held back at once: a write to another file first sends the
+/// oldest file's.
+pub const MAX_FILES: usize = 16;
+
+/// The mount's write-behind state: each file's held writes apart, so that processes
+/// writing different files do not send each other's writes at every write.
 #[derive(Debug)]
 pub struct Gather {
-    pending: Option<Pending>,
+    /// By inode; at most [`MAX_FILES`].
+    pending: HashMap<u64, Pending>,
     /// Most bytes one operation may carry.
     limit: usize,
     /// Errors of sent writes not yet reported, by inode.
@@ -83,7 +123,7 @@ impl Gather {
     /// Gathers at most `limit` bytes per operation.
     pub fn new(limit: usize) -> Gather {
         Gather {
-            pending: None,
+            pending: HashMap::new(),
             limit,
             errors: HashMap::new(),
         }
@@ -95,16 +135,26 @@ impl Gather {
         len > 0 && len <= self.limit
     }
 
-    /// Whether a write of `len` bytes to `fh` by `cred` can join the pending writes: same
-    /// file, same caller, room left, no attribute change held after them. `true` when
-    /// nothing is pending.
+    /// Whether a write of `len` bytes to `fh` by `cred` can join the file's pending
+    /// writes: same file handle, same caller, room left, no attribute change held after
+    /// them. `true` when nothing is pending for the file.
     pub fn joins(&self, fh: FileHandle, cred: &Credentials, len: usize) -> bool {
-        match &self.pending {
+        match self.pending.get(&fh.ino) {
             None => true,
             Some(p) => {
                 p.fh == fh && p.cred == *cred && p.sets.is_empty() && p.bytes + len <= self.limit
             }
         }
+    }
+
+    /// Before holding a write to `ino`: the oldest file's pending writes, to be sent now,
+    /// if [`MAX_FILES`] files have some and `ino` is not among them.
+    pub fn make_room(&mut self, ino: u64) -> Option<Pending> {
+        if self.pending.contains_key(&ino) || self.pending.len() < MAX_FILES {
+            return None;
+        }
+        let oldest = self.pending.values().min_by_key(|p| p.since)?.fh.ino;
+        self.pending.remove(&oldest)
     }
 
     /// Holds a write back (after [`Gather::joins`] said it may join), made at `now`. A
@@ -119,7 +169,7 @@ impl Gather {
         base: Option<&Attr>,
         now: Timestamp,
     ) {
-        let p = self.pending.get_or_insert_with(|| Pending {
+        let p = self.pending.entry(fh.ino).or_insert_with(|| Pending {
             fh,
             cred: cred.clone(),
             extents: Vec::new(),
@@ -159,7 +209,7 @@ impl Gather {
         now: Timestamp,
     ) -> Option<Attr> {
         const SPECIAL: u32 = 0o6000;
-        let p = self.pending.as_mut()?;
+        let p = self.pending.get_mut(&fh.ino)?;
         if p.fh != fh || p.cred != *cred || p.sets.len() >= MAX_SETATTRS || set.size.is_some() {
             return None;
         }
@@ -183,23 +233,42 @@ impl Gather {
         Some(a.clone())
     }
 
-    /// The pending writes, if any, to be sent now.
-    pub fn take(&mut self) -> Option<Pending> {
-        self.pending.take()
+    /// Every file's pending writes, to be sent now, oldest first.
+    pub fn take_all(&mut self) -> Vec<Pending> {
+        let mut all: Vec<Pending> = self.pending.drain().map(|(_, p)| p).collect();
+        all.sort_by_key(|p| p.since);
+        all
     }
 
-    /// The pending writes if they are older than [`MAX_AGE`].
-    pub fn take_stale(&mut self) -> Option<Pending> {
-        if self.pending.as_ref()?.since.elapsed() >= MAX_AGE {
-            self.pending.take()
-        } else {
-            None
-        }
+    /// The pending writes to `ino`, if any, to be sent now.
+    pub fn take_file(&mut self, ino: u64) -> Option<Pending> {
+        self.pending.remove(&ino)
     }
 
-    /// The inode the pending writes are for.
-    pub fn pending_ino(&self) -> Option<u64> {
-        self.pending.as_ref().map(|p| p.fh.ino)
+    /// The pending writes older than [`MAX_AGE`], oldest first.
+    pub fn take_stale(&mut self) -> Vec<Pending> {
+        let stale: Vec<u64> = self
+            .pending
+            .values()
+            .filter(|p| p.since.elapsed() >= MAX_AGE)
+            .map(|p| p.fh.ino)
+            .collect();
+        let mut out: Vec<Pending> = stale
+            .into_iter()
+            .filter_map(|ino| self.pending.remove(&ino))
+            .collect();
+        out.sort_by_key(|p| p.since);
+        out
+    }
+
+    /// Whether writes to `ino` are held back.
+    pub fn holds(&self, ino: u64) -> bool {
+        self.pending.contains_key(&ino)
+    }
+
+    /// The inodes with writes held back.
+    pub fn inos(&self) -> impl Iterator<Item = u64> + '_ {
+        self.pending.keys().copied()
     }
 
     /// Remembers that sent writes to `ino` failed with `e` (the first error is kept).
@@ -283,7 +352,7 @@ mod tests {
         };
         assert!(g.hold_set(fh(5), &me, &truncate, T0).is_none());
         assert!(g.hold_set(fh(5), &me, &chmod(0o4755), T0).is_none());
-        let (_, op) = g.take().unwrap().into_op();
+        let (_, op) = g.take_file(5).unwrap().into_op();
         assert_eq!(
             op,
             Op::WriteSetAttr {
@@ -298,10 +367,10 @@ mod tests {
         // Unknown attributes, or a set-user-ID file: sent on their own.
         g.hold(fh(5), &me, 0, b"x", None, T0);
         assert!(g.hold_set(fh(5), &me, &times, T0).is_none());
-        g.take();
+        g.take_file(5);
         g.hold(fh(5), &me, 0, b"x", Some(&attr(5, 0o4755)), T0);
         assert!(g.hold_set(fh(5), &me, &times, T0).is_none());
-        g.take();
+        g.take_file(5);
         // At most MAX_SETATTRS.
         g.hold(fh(5), &me, 0, b"x", Some(&attr(5, 0o644)), T0);
         for _ in 0..MAX_SETATTRS {
@@ -318,7 +387,7 @@ mod tests {
         g.hold(fh(5), &me, 0, b"abcd", None, T0);
         assert!(g.joins(fh(5), &me, 2));
         g.hold(fh(5), &me, 4, b"ef", None, T0);
-        let (cred, op) = g.take().unwrap().into_op();
+        let (cred, op) = g.take_file(5).unwrap().into_op();
         assert_eq!(cred, me);
         assert_eq!(
             op,
@@ -328,11 +397,11 @@ mod tests {
                 data: b"abcdef".to_vec()
             }
         );
-        assert!(g.take().is_none());
+        assert!(g.take_file(5).is_none() && g.take_all().is_empty());
 
         g.hold(fh(5), &me, 100, b"x", None, T0);
         g.hold(fh(5), &me, 0, b"y", None, T0);
-        let (_, op) = g.take().unwrap().into_op();
+        let (_, op) = g.take_file(5).unwrap().into_op();
         let Op::WriteGather { extents, .. } = op else {
             panic!("{op:?}")
         };
@@ -348,13 +417,95 @@ mod tests {
         let other = Credentials::user(1001, 100);
         let mut g = Gather::new(10);
         g.hold(fh(5), &me, 0, b"12345678", None, T0);
-        assert!(!g.joins(fh(6), &me, 1), "another file");
+        assert!(
+            !g.joins(
+                FileHandle {
+                    ino: 5,
+                    generation: 2
+                },
+                &me,
+                1
+            ),
+            "another generation"
+        );
         assert!(!g.joins(fh(5), &other, 1), "another caller");
         assert!(!g.joins(fh(5), &me, 3), "over the limit");
         assert!(g.joins(fh(5), &me, 2));
         assert!(g.may_hold(10) && !g.may_hold(11) && !g.may_hold(0));
-        assert_eq!(g.pending_ino(), Some(5));
-        assert!(g.take_stale().is_none(), "younger than MAX_AGE");
+        assert!(g.holds(5) && !g.holds(6));
+        assert!(g.take_stale().is_empty(), "younger than MAX_AGE");
+    }
+
+    /// Each file's writes are held apart: another file's write joins its own, and the
+    /// oldest file's go when [`MAX_FILES`] files have some.
+    #[test]
+    fn each_file_holds_its_own_writes() {
+        let me = Credentials::user(1000, 100);
+        let other = Credentials::user(1001, 100);
+        let mut g = Gather::new(10);
+        g.hold(fh(5), &me, 0, b"ab", None, T0);
+        assert!(g.joins(fh(6), &other, 4), "another file, another caller");
+        g.hold(fh(6), &other, 0, b"cd", None, T0);
+        g.hold(fh(5), &me, 2, b"ef", None, T0);
+        assert_eq!(
+            g.take_file(5).map(Pending::into_op),
+            Some((
+                me.clone(),
+                Op::Write {
+                    fh: fh(5),
+                    offset: 0,
+                    data: b"abef".to_vec()
+                }
+            ))
+        );
+        assert!(g.holds(6) && !g.holds(5));
+        for ino in 7..6 + MAX_FILES as u64 {
+            assert!(g.make_room(ino).is_none(), "room for {ino}");
+            g.hold(fh(ino), &me, 0, b"x", None, T0);
+        }
+        assert!(g.make_room(6).is_none(), "6 has writes held already");
+        let gone = g.make_room(99).map(|p| p.fh.ino);
+        assert_eq!(gone, Some(6), "the oldest");
+        let all: Vec<u64> = g.take_all().iter().map(|p| p.fh.ino).collect();
+        assert_eq!(
+            all,
+            (7..6 + MAX_FILES as u64).collect::<Vec<_>>(),
+            "oldest first"
+        );
+    }
+
+    /// What must go before an operation: its own files' writes, or everyone's.
+    #[test]
+    fn an_operation_on_files_needs_only_their_writes() {
+        let read = Op::Read {
+            fh: fh(5),
+            offset: 0,
+            count: 1,
+        };
+        assert_eq!(needs(&read), Some(vec![5]));
+        let copy = Op::CopyRange {
+            from: fh(5),
+            from_offset: 0,
+            to: fh(6),
+            to_offset: 0,
+            len: 1,
+        };
+        assert_eq!(needs(&copy), Some(vec![5, 6]));
+        let lookup = Op::Lookup {
+            dir: fh(1),
+            name: b"a".to_vec(),
+        };
+        assert_eq!(needs(&lookup), None, "names");
+        assert_eq!(needs(&Op::StatFs), None, "space");
+        let unlock = Op::ReleaseLocks {
+            fh: fh(5),
+            owner: 1,
+        };
+        assert_eq!(
+            needs(&unlock),
+            None,
+            "locks: what a lock guards may be elsewhere"
+        );
     }
 
     #[test]

@@ -518,7 +518,7 @@ impl ByzFuse {
     ) -> Option<Attr> {
         let cred = self.credentials(req);
         let mut inner = self.inner.lock().ok()?;
-        if inner.link.gather.pending_ino() == Some(fh.ino) {
+        if inner.link.gather.holds(fh.ino) {
             return None;
         }
         let known = inner
@@ -543,7 +543,7 @@ impl ByzFuse {
     fn lookup_early(&self, dir: FileHandle, name: &[u8]) -> Option<Attr> {
         let mut inner = self.inner.lock().ok()?;
         let fh = inner.link.dirs.made_here(dir, name)?;
-        if inner.link.gather.pending_ino() == Some(fh.ino) {
+        if inner.link.gather.holds(fh.ino) {
             return None;
         }
         let a = inner

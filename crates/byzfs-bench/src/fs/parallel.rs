@@ -8,7 +8,11 @@
 //! 1. **stat**: P workers (threads of this process, each its own caller to FUSE) split the
 //!    directories between them and `stat` every file `--stats` times;
 //! 2. **read**: the kernel's caches dropped (root only), the same workers read every file
-//!    whole.
+//!    whole;
+//! 3. **write**: each of P workers writes a file of its own (`--write-kib`, in a directory
+//!    of the phase's) in
+//!    `--write-block`-byte writes, then closes it: P files written at once through one
+//!    mount (each file's writes are held back apart: `byzfs-fuse/src/gather.rs`).
 //!
 //! ByzFS and NO-REP are mounted with as many FUSE threads as the most workers
 //! (`--mount-threads`), so their read-only operations go in lanes.
@@ -22,7 +26,7 @@ use super::target::drop_caches;
 use super::CommonArgs;
 use anyhow::Context as _;
 use std::fs;
-use std::io::Read as _;
+use std::io::{Read as _, Write as _};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -46,16 +50,32 @@ pub struct ParallelArgs {
     /// Times each file is `stat`ed in the stat phase.
     #[arg(long, default_value_t = 3)]
     stats: usize,
+    /// KiB each worker writes to its own file in the write phase.
+    #[arg(long, default_value_t = 2048)]
+    write_kib: usize,
+    /// Bytes per `write` in the write phase.
+    #[arg(long, default_value_t = 4096)]
+    write_block: usize,
 }
 
-/// The metric names: "stat P" and "read P" for each worker count P.
-fn metric_names(processes: &[usize]) -> Vec<(&'static str, &'static str)> {
+/// The metric names of one worker count P: "stat P", "read P" and "write P".
+struct Names {
+    stat: &'static str,
+    read: &'static str,
+    write: &'static str,
+}
+
+fn metric_names(processes: &[usize]) -> Vec<Names> {
     processes
         .iter()
         .map(|p| {
             // A handful of names for the process's life (metrics are named by `&'static str`).
             let leak = |s: String| -> &'static str { Box::leak(s.into_boxed_str()) };
-            (leak(format!("stat {p}")), leak(format!("read {p}")))
+            Names {
+                stat: leak(format!("stat {p}")),
+                read: leak(format!("read {p}")),
+                write: leak(format!("write {p}")),
+            }
         })
         .collect()
 }
@@ -73,7 +93,7 @@ pub fn run(mut args: ParallelArgs) -> anyhow::Result<()> {
     let names = metric_names(&processes);
     let metrics: Vec<Metric> = names
         .iter()
-        .flat_map(|(s, r)| [Metric { name: s, unit: "s" }, Metric { name: r, unit: "s" }])
+        .flat_map(|n| [n.stat, n.read, n.write].map(|name| Metric { name, unit: "s" }))
         .collect();
     let cache_dropped = drop_caches();
     if !cache_dropped {
@@ -86,6 +106,8 @@ pub fn run(mut args: ParallelArgs) -> anyhow::Result<()> {
         "files": args.files,
         "size": args.size,
         "stats": args.stats,
+        "write_kib": args.write_kib,
+        "write_block": args.write_block,
         "processes": processes,
         "cache_timeout_s": args.common.cache_timeout,
         "cache_dropped": cache_dropped,
@@ -94,6 +116,8 @@ pub fn run(mut args: ParallelArgs) -> anyhow::Result<()> {
     });
     let (dirs, files, size, stats) = (args.dirs.max(1), args.files.max(1), args.size, args.stats);
     let content: Vec<u8> = (0..size).map(|i| (i % 251) as u8).collect();
+    let (write_bytes, block) = (args.write_kib * 1024, args.write_block.max(1));
+    let chunk: Vec<u8> = (0..block).map(|i| (i % 253) as u8).collect();
     let results = run_targets_prepared(
         &args.common,
         "parallel",
@@ -142,6 +166,30 @@ pub fn run(mut args: ParallelArgs) -> anyhow::Result<()> {
                     );
                     Ok(())
                 })?);
+                pb.set_message(format!("write ×{p}"));
+                // Apart from the directories the other phases list.
+                let wdir = dir.join(format!("w{p}"));
+                fs::create_dir(&wdir).with_context(|| format!("mkdir {}", wdir.display()))?;
+                out.push(timed_workers(p, |k| {
+                    let path = wdir.join(format!("f{k}"));
+                    let mut f = fs::File::create(&path)
+                        .with_context(|| format!("creating {}", path.display()))?;
+                    let mut left = write_bytes;
+                    while left > 0 {
+                        let n = left.min(block);
+                        f.write_all(&chunk[..n])
+                            .with_context(|| format!("writing {}", path.display()))?;
+                        left -= n;
+                    }
+                    drop(f);
+                    let len = fs::metadata(&path)?.len();
+                    anyhow::ensure!(
+                        len == write_bytes as u64,
+                        "{} is {len} bytes",
+                        path.display()
+                    );
+                    Ok(())
+                })?);
             }
             Ok(out)
         },
@@ -150,29 +198,55 @@ pub fn run(mut args: ParallelArgs) -> anyhow::Result<()> {
         "{}",
         results.table_metrics_as_rows(&format!(
             "Several processes ({dirs} directories of {files} files of {size} B another mount \
-             wrote; stat ×{stats}, then read; cache timeout {} s): seconds",
+             wrote; stat ×{stats}, then read; then each writes {} KiB in {block} B writes; \
+             cache timeout {} s): seconds",
+            args.write_kib,
             args.common.cache_timeout.unwrap_or(0.0)
         ))
     );
     // Speed-up of each worker count over the first, per target.
-    if let Some(&(s1, r1)) = names.first() {
+    // Writes: P workers write P times the bytes, so the speed-up is P × t1 / tP.
+    if let (Some(one), Some(&p1)) = (names.first(), processes.first()) {
         for t in &results.targets {
-            for (s, r) in names.iter().skip(1) {
-                let up = |a: &str, b: &str| match (results.value(t, a), results.value(t, b)) {
-                    (Some(x), Some(y)) if y > 0.0 => format!("{:.2}", x / y),
-                    _ => "-".to_string(),
-                };
+            for (n, &p) in names.iter().zip(&processes).skip(1) {
+                let up =
+                    |a: &str, b: &str, scale: f64| match (results.value(t, a), results.value(t, b))
+                    {
+                        (Some(x), Some(y)) if y > 0.0 => format!("{:.2}", scale * x / y),
+                        _ => "-".to_string(),
+                    };
                 println!(
-                    "{t}: speed-up of {} over {}: stat {}, read {}",
-                    s.trim_start_matches("stat "),
-                    s1.trim_start_matches("stat "),
-                    up(s1, s),
-                    up(r1, r)
+                    "{t}: speed-up of {p} over {p1}: stat {}, read {}, write {}",
+                    up(one.stat, n.stat, 1.0),
+                    up(one.read, n.read, 1.0),
+                    up(one.write, n.write, p as f64 / p1 as f64)
                 );
             }
         }
     }
     results.write_outputs(&args.common, "Several processes on one mount")
+}
+
+/// Runs `each(k)` on `workers` threads at once (k = 0, 1, …); the wall time in seconds.
+fn timed_workers(
+    workers: usize,
+    each: impl Fn(usize) -> anyhow::Result<()> + Sync,
+) -> anyhow::Result<f64> {
+    let start = Instant::now();
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..workers)
+            .map(|k| {
+                let each = &each;
+                scope.spawn(move || each(k))
+            })
+            .collect();
+        for h in handles {
+            h.join()
+                .map_err(|_| anyhow::anyhow!("a worker panicked"))??;
+        }
+        Ok::<(), anyhow::Error>(())
+    })?;
+    Ok(start.elapsed().as_secs_f64())
 }
 
 /// Runs `each` on every file of the `dirs` directories under `root`, split among `workers`
