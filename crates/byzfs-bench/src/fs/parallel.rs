@@ -257,32 +257,18 @@ fn timed(
     root: &Path,
     each: impl Fn(&Path) -> anyhow::Result<()> + Sync,
 ) -> anyhow::Result<f64> {
-    let start = Instant::now();
-    std::thread::scope(|scope| {
-        let handles: Vec<_> = (0..workers)
-            .map(|k| {
-                let each = &each;
-                scope.spawn(move || -> anyhow::Result<()> {
-                    for d in (k..dirs).step_by(workers) {
-                        let dir = root.join(format!("d{d}"));
-                        let mut paths: Vec<PathBuf> = fs::read_dir(&dir)
-                            .with_context(|| format!("listing {}", dir.display()))?
-                            .map(|e| e.map(|e| e.path()))
-                            .collect::<Result<_, _>>()?;
-                        paths.sort();
-                        for p in &paths {
-                            each(p)?;
-                        }
-                    }
-                    Ok(())
-                })
-            })
-            .collect();
-        for h in handles {
-            h.join()
-                .map_err(|_| anyhow::anyhow!("a worker panicked"))??;
+    timed_workers(workers, |k| {
+        for d in (k..dirs).step_by(workers) {
+            let dir = root.join(format!("d{d}"));
+            let mut paths: Vec<PathBuf> = fs::read_dir(&dir)
+                .with_context(|| format!("listing {}", dir.display()))?
+                .map(|e| e.map(|e| e.path()))
+                .collect::<Result<_, _>>()?;
+            paths.sort();
+            for p in &paths {
+                each(p)?;
+            }
         }
-        Ok::<(), anyhow::Error>(())
-    })?;
-    Ok(start.elapsed().as_secs_f64())
+        Ok(())
+    })
 }
