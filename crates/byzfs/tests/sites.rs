@@ -255,8 +255,14 @@ fn bandwidth_counts_each_update_on_every_link() {
     // CI fetched 5 of the 25 bodies twice (4.22 ×). A relayed body is sent ahead of the
     // PRE-PREPARE on the same link, so it never is. The first 1 MiB request has no measured
     // rate to time it by (`retransmit_timeout.rs`): on a loaded CI machine the client
-    // retransmitted one to all four replicas (4.16 ×).
-    for (t, uplink, extra) in [("byzfs", 0.95..1.05, 0.0), ("byzfs-all", 3.95..4.3, 0.3)] {
+    // retransmitted one to all four replicas (4.16 ×); with the primary relaying, such a
+    // retransmission (to all four) shows on the uplink instead (1.16 ×, in CI at 8ce210a):
+    // one 1 MiB request to four replicas is 0.16 of the 25 MiB.
+    let one_retransmission = 4.0 * 1_048_576.0 / 26_214_400.0;
+    for (t, uplink, extra) in [
+        ("byzfs", 0.95..1.05 + one_retransmission + 0.01, 0.0),
+        ("byzfs-all", 3.95..4.3, 0.3),
+    ] {
         let r = big(t);
         assert!(
             (3.95..4.3 + extra).contains(&ratio(r, "total_over_payload"))
