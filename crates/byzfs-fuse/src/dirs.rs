@@ -840,30 +840,16 @@ pub(crate) fn give_back_all(link: &mut Link, cred: &Credentials) {
 /// The files `op` names by handle (its directories come from `Op::dirs_named`); `None` for
 /// an operation whose effects reach further.
 fn handles_of(op: &Op) -> Option<Vec<u64>> {
+    // The files' own operations: the ones whose held writes they need (`gather.rs`).
+    if let Some(files) = gather::needs(op) {
+        return Some(files);
+    }
     Some(match op {
-        Op::GetAttr { fh }
-        | Op::Access { fh, .. }
-        | Op::ReadLink { fh }
-        | Op::Read { fh, .. }
-        | Op::Write { fh, .. }
-        | Op::WriteGather { fh, .. }
-        | Op::WriteSetAttr { fh, .. }
-        | Op::SetAttr { fh, .. }
-        | Op::Allocate { fh, .. }
-        | Op::Fsync { fh }
-        | Op::GetXattr { fh, .. }
-        | Op::ListXattr { fh }
-        | Op::SetXattr { fh, .. }
-        | Op::RemoveXattr { fh, .. }
-        | Op::Punch { fh, .. }
-        | Op::Seek { fh, .. }
-        | Op::ReadGather { fh, .. }
-        | Op::GetLk { fh, .. }
+        Op::GetLk { fh, .. }
         | Op::ReleaseLocks { fh, .. }
         | Op::ReturnDelegation { fh, .. }
         | Op::CancelWait { fh, .. } => vec![fh.ino],
         Op::SetLk(r) | Op::SetLkWait(r) | Op::LockDelegate(r) => vec![r.fh.ino],
-        Op::CopyRange { from, to, .. } => vec![from.ino, to.ino],
         Op::Reclaim { file } => file.iter().map(|f| f.ino).collect(),
         // A change of names acts on entries it names by name (an `rmdir` of a directory
         // the queue empties): it waits for the queue.
