@@ -2,13 +2,13 @@
 //! file-service operations on the cluster.
 
 use super::{
-    delegations, dirs, dirs::Make, errno, file_attr, hide_if_open, invoke, kind, locks,
-    negative_entry, own_credentials, ranges, send_held, timestamp, to_orphans, xattr_reply,
-    AccessFlags, Arc, ByzFuse, Duration, Errno, Filesystem, Generation, INodeNo, Op, OpenFlags,
-    OsStr, Path, RenameFlags, Reply, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty,
-    ReplyEntry, ReplyStatfs, ReplyWrite, SetAttr, SetTime, SpecialKind, Stamp, SystemTime,
-    TimeOrNow, WriteFlags, XattrSet, FALLOC_FL_KEEP_SIZE, MAX_IO, O_EXCL, READDIR_BATCH, S_IFBLK,
-    S_IFCHR, S_IFIFO, S_IFMT, S_IFREG, S_IFSOCK, TMPFILE_TRIES, XATTR_CREATE, XATTR_REPLACE,
+    delegations, dirs, dirs::Make, errno, file_attr, invoke, kind, locks, negative_entry,
+    own_credentials, ranges, send_held, timestamp, to_orphans, xattr_reply, AccessFlags, Arc,
+    ByzFuse, Duration, Errno, Filesystem, Generation, INodeNo, Op, OpenFlags, OsStr, Path,
+    RenameFlags, Reply, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry,
+    ReplyStatfs, ReplyWrite, SetAttr, SetTime, SpecialKind, Stamp, SystemTime, TimeOrNow,
+    WriteFlags, XattrSet, FALLOC_FL_KEEP_SIZE, MAX_IO, O_EXCL, READDIR_BATCH, S_IFBLK, S_IFCHR,
+    S_IFIFO, S_IFMT, S_IFREG, S_IFSOCK, TMPFILE_TRIES, XATTR_CREATE, XATTR_REPLACE,
 };
 use std::os::unix::ffi::OsStrExt as _;
 
@@ -317,7 +317,8 @@ impl Filesystem for ByzFuse {
         if self.remove_early(&mut inner, &cred, dir, &name, false) {
             return reply.ok();
         }
-        let r = match hide_if_open(&mut inner, &cred, dir, &name) {
+        let (mut inner, hidden) = self.hide_if_open(inner, &cred, dir, &name);
+        let r = match hidden {
             Some(r) => r,
             None => invoke(&mut inner.link, &cred, Op::Remove { dir, name }),
         };
@@ -415,7 +416,9 @@ impl Filesystem for ByzFuse {
             }
             // A file open here that the rename would replace is hidden first, as on unlink.
             if (from_dir, &from_name) != (to_dir, &to_name) {
-                if let Some(Err(e)) = hide_if_open(&mut inner, &cred, to_dir, &to_name) {
+                let (g, hidden) = self.hide_if_open(inner, &cred, to_dir, &to_name);
+                inner = g;
+                if let Some(Err(e)) = hidden {
                     return reply.error(errno(e));
                 }
             }
@@ -549,7 +552,7 @@ impl Filesystem for ByzFuse {
         &self,
         req: &fuser::Request,
         ino: INodeNo,
-        _fh: fuser::FileHandle,
+        fh: fuser::FileHandle,
         lock_owner: fuser::LockOwner,
         reply: ReplyEmpty,
     ) {
@@ -557,6 +560,7 @@ impl Filesystem for ByzFuse {
         let Ok(mut inner) = self.inner.lock() else {
             return reply.error(fuser::Errno::EIO);
         };
+        inner.files.open.flushed(fh.0, std::time::Instant::now());
         // What was answered early of this file goes first, with this caller's gathered
         // writes: the file (and its name) is then durable when `close` returns.
         if inner.link.dirs.touches(ino.0) {
@@ -879,10 +883,8 @@ impl Filesystem for ByzFuse {
         let dir = fh!(self, parent, reply);
         let mode = mode & !umask & 0o7777;
         if let Some(a) = self.make_early(req, dir, name.as_bytes(), mode, Make::File) {
-            if let Ok(mut inner) = self.inner.lock() {
-                *inner.files.open.entry(a.fh.ino).or_default() += 1;
-            }
-            return self.created(&a, reply);
+            let handle = self.opened(a.fh.ino);
+            return self.created(&a, handle, reply);
         }
         let op = Op::Create {
             dir,
@@ -892,10 +894,8 @@ impl Filesystem for ByzFuse {
         };
         match self.call(req, op) {
             Ok(Reply::Made { entry: a, .. }) => {
-                if let Ok(mut inner) = self.inner.lock() {
-                    *inner.files.open.entry(a.fh.ino).or_default() += 1;
-                }
-                self.created(&a, reply)
+                let handle = self.opened(a.fh.ino);
+                self.created(&a, handle, reply)
             }
             Ok(_) => reply.error(fuser::Errno::EIO),
             Err(e) => reply.error(errno(e)),
@@ -942,8 +942,9 @@ impl Filesystem for ByzFuse {
             };
             match self.call(req, op) {
                 Ok(Reply::Made { entry: a, .. }) => {
+                    let mut handle = 0;
                     if let Ok(mut inner) = self.inner.lock() {
-                        *inner.files.open.entry(a.fh.ino).or_default() += 1;
+                        handle = inner.files.open.open(a.fh.ino);
                         // Created where the caller asked (permissions, group), then moved
                         // out of the way; if it cannot move, its directory keeps it.
                         let at = to_orphans(&mut inner, &cred, (dir, &name), &name)
@@ -951,7 +952,7 @@ impl Filesystem for ByzFuse {
                         inner.files.silly.insert(a.fh.ino, at);
                     }
                     // One link: the kernel drops it itself (`d_tmpfile`).
-                    return self.created(&a, reply);
+                    return self.created(&a, handle, reply);
                 }
                 Err(Errno::EEXIST) => continue,
                 Ok(_) => return reply.error(fuser::Errno::EIO),
@@ -1012,15 +1013,13 @@ impl Filesystem for ByzFuse {
             Ok(_) => return reply.error(fuser::Errno::EIO),
             Err(e) => return reply.error(errno(e)),
         };
-        if let Ok(mut inner) = self.inner.lock() {
-            *inner.files.open.entry(ino.0).or_default() += 1;
-        }
+        let handle = self.opened(ino.0);
         let flags = if keep {
             fuser::FopenFlags::FOPEN_KEEP_CACHE
         } else {
             fuser::FopenFlags::empty()
         };
-        reply.opened(fuser::FileHandle(0), flags);
+        reply.opened(fuser::FileHandle(handle), flags);
     }
 
     /// At the last release of a file removed while open, removes it for good; drops an
@@ -1029,7 +1028,7 @@ impl Filesystem for ByzFuse {
         &self,
         req: &fuser::Request,
         ino: INodeNo,
-        _fh: fuser::FileHandle,
+        fh: fuser::FileHandle,
         _flags: OpenFlags,
         lock_owner: Option<fuser::LockOwner>,
         _flush: bool,
@@ -1047,15 +1046,7 @@ impl Filesystem for ByzFuse {
                 let (link, locking, _) = inner.for_locks();
                 locks::release(link, locking, &cred, ino.0, owner.0);
             }
-            let last = match inner.files.open.get_mut(&ino.0) {
-                Some(n) => {
-                    *n = n.saturating_sub(1);
-                    *n == 0
-                }
-                None => false,
-            };
-            if last {
-                inner.files.open.remove(&ino.0);
+            if inner.files.open.release(fh.0, ino.0) {
                 // Nobody is left to report it to.
                 if let Some(e) = inner.link.gather.take_error(ino.0) {
                     tracing::warn!(ino = ino.0, %e, "a write to a closed file failed");
@@ -1067,6 +1058,7 @@ impl Filesystem for ByzFuse {
                 }
             }
         }
+        self.released.notify_all();
         reply.ok();
     }
 

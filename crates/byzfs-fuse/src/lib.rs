@@ -110,6 +110,7 @@ pub mod fsclient;
 mod gather;
 mod groups;
 mod locks;
+mod open_files;
 mod orphans;
 mod ranges;
 mod reclaim;
@@ -135,12 +136,12 @@ use fuser::{
     ReplyWrite, TimeOrNow, WriteFlags,
 };
 use gather::Gather;
-use orphans::{hide_if_open, own_credentials, to_orphans};
+use orphans::{own_credentials, to_orphans};
 pub use session::{check_fuse, check_mountpoint, mount, MountOptions, Mounted};
 use std::collections::{BTreeMap, HashMap};
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// How long the kernel (and the mount) may cache attributes and names by default: 3 s,
@@ -195,6 +196,11 @@ struct ByzFuse {
     /// What its credential lets it act as: a caller outside it is mapped in
     /// ([`Self::credentials`]).
     grant: byzfs_fs::Grant,
+    /// Notified at every RELEASE: a remove waits on it for the RELEASE of a file just
+    /// closed (`open_files.rs`).
+    released: Condvar,
+    /// Whether another FUSE thread can deliver that RELEASE while one waits (more than one).
+    waits_for_release: bool,
 }
 
 /// Room for a write request's fields besides its data (credentials with supplementary
@@ -227,8 +233,8 @@ struct Files {
     /// Every inode the kernel may name: those it got in an entry reply and has not
     /// forgotten.
     known: HashMap<u64, Known>,
-    /// Open count of every inode this mount has open (for silly renames).
-    open: HashMap<u64, u32>,
+    /// The files open on this mount, by handle (for silly renames, `open_files.rs`).
+    open: open_files::OpenFiles,
     /// Directories open on this mount: how many times, and their last attributes, which
     /// `fstat` on one gets (with no links) once it is removed, as on a local file system.
     open_dirs: HashMap<u64, (u32, Attr)>,
@@ -573,7 +579,7 @@ impl ByzFuse {
     ) -> bool {
         let Inner { link, files, .. } = inner;
         let open = |ino: u64| {
-            files.open.contains_key(&ino)
+            files.open.contains(ino)
                 || files.open_dirs.contains_key(&ino)
                 || files.silly.contains_key(&ino)
         };
@@ -614,7 +620,7 @@ impl ByzFuse {
         names: (&[u8], &[u8]),
     ) -> bool {
         let Inner { link, files, .. } = inner;
-        let open = |ino: u64| files.open.contains_key(&ino) || files.silly.contains_key(&ino);
+        let open = |ino: u64| files.open.contains(ino) || files.silly.contains_key(&ino);
         let Some((replaced, d)) = dirs::rename_early(link, cred, dir, names, open) else {
             return false;
         };
@@ -627,15 +633,24 @@ impl ByzFuse {
         true
     }
 
-    /// Answers a `create` (or `O_TMPFILE` open) with the new file, opened.
-    fn created(&self, a: &Attr, reply: ReplyCreate) {
+    /// Answers a `create` (or `O_TMPFILE` open) with the new file, opened as `handle`.
+    fn created(&self, a: &Attr, handle: u64, reply: ReplyCreate) {
         reply.created(
             &self.ttl,
             &file_attr(a),
             Generation(a.fh.generation),
-            fuser::FileHandle(0),
+            fuser::FileHandle(handle),
             fuser::FopenFlags::empty(),
         )
+    }
+
+    /// Counts an open of `ino` on this mount: its handle (`open_files.rs`).
+    fn opened(&self, ino: u64) -> u64 {
+        match self.inner.lock() {
+            Ok(mut inner) => inner.files.open.open(ino),
+            // Poisoned: the mount answers EIO to everything after this anyway.
+            Err(_) => 0,
+        }
     }
 
     fn done(&self, req: &fuser::Request, op: Op, reply: ReplyEmpty) {

@@ -1,19 +1,62 @@
 //! Open files that are removed through this mount: hidden under `.byzfs-silly-…` names in
 //! the orphan directory (or their own directory) until their last close.
 
+use std::sync::MutexGuard;
+use std::time::Instant;
+
 use super::{
-    invoke, locks, Credentials, Errno, FileHandle, FileType, FsResult, Inner, Op, Reply, ORPHANS,
+    invoke, locks, Attr, ByzFuse, Credentials, Errno, FileHandle, FileType, FsResult, Inner, Op,
+    Reply, ORPHANS,
 };
 
 /// NFS-style silly rename: if `dir/name` is a file with one link that this mount has open,
 /// renames it to a hidden name instead of removing it, so the open file keeps working; it is
 /// removed at its last release. `None` if the name is not such a file (remove it normally).
-pub(crate) fn hide_if_open(
+///
+/// A file whose every handle here was just flushed is being closed: its RELEASE is waited
+/// for first, a bounded time, and it is then removed normally (`open_files.rs`).
+impl ByzFuse {
+    pub(crate) fn hide_if_open<'a>(
+        &self,
+        mut inner: MutexGuard<'a, Inner>,
+        cred: &Credentials,
+        dir: FileHandle,
+        name: &[u8],
+    ) -> (MutexGuard<'a, Inner>, Option<FsResult>) {
+        let Some(a) = open_target(&mut inner, cred, dir, name) else {
+            return (inner, None);
+        };
+        if self.waits_for_release {
+            let mut now = Instant::now();
+            while let Some(end) = inner.files.open.closing_until(a.fh.ino, now) {
+                inner = match self.released.wait_timeout(inner, end - now) {
+                    Ok((g, _)) => g,
+                    // A panicked thread's state: what `lock()` callers refuse, the remove
+                    // below reaches only the replicas.
+                    Err(e) => e.into_inner().0,
+                };
+                now = Instant::now();
+            }
+            if !inner.files.open.contains(a.fh.ino) {
+                tracing::debug!(
+                    ino = a.fh.ino,
+                    "removed after the release of its last close"
+                );
+                return (inner, None);
+            }
+        }
+        let r = hide(&mut inner, cred, (dir, name), &a);
+        (inner, Some(r))
+    }
+}
+
+/// The file `dir/name`, if it has one link and this mount has it open.
+fn open_target(
     inner: &mut Inner,
     cred: &Credentials,
     dir: FileHandle,
     name: &[u8],
-) -> Option<FsResult> {
+) -> Option<Attr> {
     if inner.files.open.is_empty() {
         return None;
     }
@@ -28,14 +71,24 @@ pub(crate) fn hide_if_open(
     let Ok(Reply::Entry(a)) = found else {
         return None;
     };
-    if a.kind == FileType::Directory || a.nlink != 1 || !inner.files.open.contains_key(&a.fh.ino) {
+    if a.kind == FileType::Directory || a.nlink != 1 || !inner.files.open.contains(a.fh.ino) {
         return None;
     }
+    Some(a)
+}
+
+/// Renames the open file `a` at `dir/name` to a hidden name, kept until its last release.
+fn hide(
+    inner: &mut Inner,
+    cred: &Credentials,
+    (dir, name): (FileHandle, &[u8]),
+    a: &Attr,
+) -> FsResult {
     let what = format!("{:x}-{:x}", a.fh.ino, a.fh.generation);
     let hidden = byzfs_fs::orphan::hidden_name(inner.link.wire.id(), &what);
     if let Some(r) = to_orphans(inner, cred, (dir, name), &hidden) {
         inner.files.silly.insert(a.fh.ino, r);
-        return Some(Ok(Reply::Done));
+        return Ok(Reply::Done);
     }
     // No orphan directory for this caller: the file's own directory keeps it, under the
     // lease too (`Op::SweepDir` sweeps such names in any directory).
@@ -53,7 +106,7 @@ pub(crate) fn hide_if_open(
     if r.is_ok() {
         inner.files.silly.insert(a.fh.ino, (dir, hidden));
     }
-    Some(r)
+    r
 }
 
 /// The directory at the root that keeps the files this and other mounts hide (removed while

@@ -246,7 +246,7 @@ pub fn mount(
                         lookups: 1,
                     },
                 )]),
-                open: HashMap::new(),
+                open: crate::open_files::OpenFiles::default(),
                 open_dirs: HashMap::new(),
                 silly: HashMap::new(),
                 tmp_next: 0,
@@ -261,6 +261,8 @@ pub fn mount(
         groups: groups::GroupCache::default(),
         client_id,
         grant,
+        released: std::sync::Condvar::new(),
+        waits_for_release: opts.threads > 1,
     };
     spawn_background(Arc::downgrade(&fs.inner), nudge_rx);
     let mut config = fuser::Config::default();
