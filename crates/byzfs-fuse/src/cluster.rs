@@ -9,6 +9,7 @@ use super::{
 };
 use crate::transport::Transport;
 use crate::wire::{Outcome, Ticket, Wire};
+use byzfs_fs::proto::batch::MAX_BATCH;
 use byzfs_fs::FileHandle;
 
 /// The cluster and what every call to it passes through: the client and its runtime, the
@@ -166,9 +167,7 @@ fn prepare(link: &mut Link, op: &Op, ordered: bool) -> Prep {
                 .collect(),
             None => link.gather.take_all(),
         };
-        for p in held {
-            send_held(link, p);
-        }
+        send_writes(link, held);
     }
     // Names changed in held directories by anything but the queue: listed again before use.
     // A held directory's own attributes come back in the reply.
@@ -313,6 +312,61 @@ pub(crate) fn send_held(link: &mut Link, p: gather::Pending) {
     send_write(link, ino, &cred, op);
 }
 
+/// Sends held writes of several files (oldest first), a caller's together in one
+/// `Op::Batch` as far as [`MAX_BATCH`] operations and the gather's bytes of data allow:
+/// files written and closed under write-back (`filesystem.rs` `flush`) go in few round
+/// trips. A batch runs all or nothing, so one that fails is sent again file by file, and
+/// each file keeps its own error.
+pub(crate) fn send_writes(link: &mut Link, held: Vec<gather::Pending>) {
+    let limit = link.gather.limit();
+    let mut batch: Vec<gather::Pending> = Vec::new();
+    let mut bytes = 0;
+    for p in held {
+        let cost = link.gather.cost(&p);
+        let full = batch.len() >= MAX_BATCH || bytes + cost > limit;
+        if batch.first().is_some_and(|b| b.cred != p.cred) || full {
+            send_batch(link, std::mem::take(&mut batch));
+            bytes = 0;
+        }
+        bytes += cost;
+        batch.push(p);
+    }
+    send_batch(link, batch);
+}
+
+/// One batch of [`send_writes`]: one caller's writes.
+fn send_batch(link: &mut Link, batch: Vec<gather::Pending>) {
+    if batch.len() < 2 {
+        for p in batch {
+            send_held(link, p);
+        }
+        return;
+    }
+    let cred = batch[0].cred.clone();
+    let (inos, ops): (Vec<u64>, Vec<Op>) =
+        batch.into_iter().map(|p| (p.fh.ino, p.into_op().1)).unzip();
+    let r = invoke(link, &cred, Op::Batch(ops.clone()));
+    match r {
+        Ok(Reply::Batch(replies)) if replies.len() == inos.len() => {
+            for (ino, reply) in inos.into_iter().zip(replies) {
+                if let Reply::Write { attr, .. } | Reply::Attr(attr) = reply {
+                    link.stamps.insert(ino, Stamp::of(&attr));
+                }
+            }
+        }
+        other => {
+            tracing::debug!(
+                files = inos.len(),
+                ?other,
+                "a batch of held writes failed; sent file by file"
+            );
+            for (ino, op) in inos.into_iter().zip(ops) {
+                send_write(link, ino, &cred, op);
+            }
+        }
+    }
+}
+
 /// Sends `op`, the writes held back for `ino` (see [`send_held`]).
 pub(crate) fn send_write(link: &mut Link, ino: u64, cred: &Credentials, op: Op) {
     match invoke(link, cred, op) {
@@ -377,9 +431,8 @@ pub(crate) fn spawn_background(
                 }
                 if chores.elapsed() >= tick {
                     chores = std::time::Instant::now();
-                    for p in inner.link.gather.take_stale() {
-                        send_held(&mut inner.link, p);
-                    }
+                    let stale = inner.link.gather.take_stale();
+                    send_writes(&mut inner.link, stale);
                     let (link, locking, hidden) = inner.for_locks();
                     locks::renew_if_due(link, locking, hidden, &cred);
                     sweep.step(&mut inner.link, &cred);

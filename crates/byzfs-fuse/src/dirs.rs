@@ -27,10 +27,18 @@
 //!   it is asked for itself meanwhile, and is sent again, ordered (see `cluster::invoke`).
 //! * **Given back** when another mount asks, after [`IDLE`] without an early answer, and at
 //!   unmount.
-//! * **A mount that dies** loses what it queued and had not made durable by `close` or
-//!   `fsync`, as with gathered writes; its delegations lapse with its lease.
+//! * **Write-back:** a file made here in a held directory is reachable by no other mount
+//!   until the directory is recalled. Its first `close` sends the queue that makes it (so
+//!   the attributes the kernel keeps are the cluster's, with agreed times, not this
+//!   machine's); after that its `close` sends nothing (`filesystem.rs` `flush`): its
+//!   writes wait for [`gather::MAX_AGE`], `fsync`, a full gather or a recall, and go
+//!   with other files' in one batch (`cluster::send_writes`); removed first, they never
+//!   go ([`drop_writes`]).
+//! * **A mount that dies** loses what it queued and had not made durable by `fsync` (or,
+//!   for files not made here, `close`), as with gathered writes; its delegations lapse
+//!   with its lease.
 
-use super::cluster::{invoke, invoke_once, send_write, Link};
+use super::cluster::{invoke, invoke_once, send_write, send_writes, Link};
 use super::gather;
 use byzfs_fs::proto::batch::{may_batch, MAX_BATCH};
 use byzfs_fs::proto::op::MAX_READDIR_ENTRIES;
@@ -302,24 +310,36 @@ pub(crate) enum Make {
     Symlink(Vec<u8>),
 }
 
-/// Sends the queued operations as one batch, with one file's gathered writes of the same
-/// caller if they fit (a file's writes fill an operation's bytes, so one at most); other
-/// gathered writes go after it (they may be to a file it creates).
+/// Sends the queued operations as one batch, with the gathered writes of the same caller
+/// that fit after them (as far as [`MAX_BATCH`] and the gather's bytes of data allow);
+/// other gathered writes go after it (they may be to a file it creates).
 pub(crate) fn send_queue(link: &mut Link) {
     let Some((cred, mut ops)) = link.dirs.take_queue() else {
         return;
     };
+    // Other callers' writes, sent after the batch; and (never met: held writes are writes
+    // without size changes) what may not join one.
     let mut after = Vec::new();
-    let mut joined = None;
+    let mut alone = Vec::new();
+    let mut joined = Vec::new();
+    // A queued operation's name and framing.
+    let mut bytes = ops.len() * 300;
     for p in link.gather.take_all() {
+        let cost = link.gather.cost(&p);
+        // One file's writes join whatever their size (a file's writes fill an operation).
+        let room = joined.is_empty() || bytes + cost <= link.gather.limit();
+        if p.cred != cred || ops.len() >= MAX_BATCH || !room {
+            after.push(p);
+            continue;
+        }
+        bytes += cost;
         let ino = p.fh.ino;
-        let same = p.cred == cred;
-        let (c, op) = p.into_op();
-        if joined.is_none() && same && may_batch(&op) && ops.len() < MAX_BATCH {
-            joined = Some(ino);
+        let (_, op) = p.into_op();
+        if may_batch(&op) {
+            joined.push(ino);
             ops.push(op);
         } else {
-            after.push((ino, c, op));
+            alone.push((ino, op));
         }
     }
     let n = ops.len();
@@ -338,12 +358,14 @@ pub(crate) fn send_queue(link: &mut Link) {
     if link.dirs.sent.len() < 4 * MAX_BATCH {
         link.dirs.sent.extend(touched);
     }
+    let first_write = n - joined.len();
+    let writes: Vec<Op> = ops[first_write..].to_vec();
     match invoke_once(link, &cred, Op::Batch(ops)) {
         Ok(Reply::Batch(replies)) if replies.len() == n => {
-            if let (Some(ino), Some(Reply::Write { attr, .. } | Reply::Attr(attr))) =
-                (joined, replies.last())
-            {
-                link.stamps.insert(ino, super::Stamp::of(attr));
+            for (ino, reply) in joined.iter().zip(&replies[first_write..]) {
+                if let Reply::Write { attr, .. } | Reply::Attr(attr) = reply {
+                    link.stamps.insert(*ino, super::Stamp::of(attr));
+                }
             }
         }
         other => {
@@ -354,15 +376,24 @@ pub(crate) fn send_queue(link: &mut Link) {
             tracing::warn!(%e, ops = n, "operations answered early failed at the replicas; \
                 reported at the next close or fsync");
             link.dirs.error = Some(e);
-            if let Some(ino) = joined {
-                link.gather.failed(ino, e);
-            }
             link.dirs.forget_all();
+            // Nothing of the batch ran: each file's writes are sent again alone, and keep
+            // their own error (those to a file the batch made fail with `ESTALE`).
+            alone.extend(joined.into_iter().zip(writes));
         }
     }
-    for (ino, c, op) in after {
-        send_write(link, ino, &c, op);
+    for (ino, op) in alone {
+        send_write(link, ino, &cred, op);
     }
+    send_writes(link, after);
+}
+
+/// Sends everything held: the queue of early answers, with the writes that join it, and
+/// every other held write (a delegation given back, unmount, the gather full).
+pub(crate) fn send_everything(link: &mut Link) {
+    send_queue(link);
+    let rest = link.gather.take_all();
+    send_writes(link, rest);
 }
 
 /// Makes room in the queue for `n` operations of `cred`.
@@ -651,6 +682,7 @@ pub(crate) fn remove_early(
     let dir_attr = h.attr.clone();
     link.dirs.mine.remove(&fh.ino);
     link.dirs.touched.insert(fh.ino);
+    drop_writes(link, fh.ino);
     let op = if is_dir {
         Op::Rmdir {
             dir,
@@ -664,6 +696,14 @@ pub(crate) fn remove_early(
     };
     link.dirs.push(cred, [op]);
     Some((fh.ino, dir_attr))
+}
+
+/// A file made here, with one name (a second one makes it not "made here":
+/// [`link_early`]) and not open, is removed early: the writes held for it (write-back,
+/// `filesystem.rs` `flush`) die with it, unsent: a file appended to, closed and removed
+/// within a second (PostMark's transactions) never sends the append.
+fn drop_writes(link: &mut Link, ino: u64) {
+    link.gather.discard(ino);
 }
 
 /// Answers a plain `rename` within one held directory early if it may: the source exists,
@@ -712,6 +752,7 @@ pub(crate) fn rename_early(
     if let Some(t) = replaced {
         link.dirs.mine.remove(&t);
         link.dirs.touched.insert(t);
+        drop_writes(link, t);
     }
     link.dirs.touched.insert(fh.ino);
     let op = Op::Rename {
@@ -785,7 +826,9 @@ pub(crate) fn give_back(link: &mut Link, cred: &Credentials, ino: u64) {
         // Forgotten after a failed batch, but the replicas may still count it as held.
         None => FileHandle { ino, generation: 0 },
     };
-    send_queue(link);
+    // Files written and closed here under write-back (`filesystem.rs` `flush`) too: the
+    // mount that asked will open them next.
+    send_everything(link);
     if fh.generation == 0 {
         // The handle is not known any more: let the lease lapse.
         return;
@@ -812,6 +855,17 @@ pub(crate) fn give_back_idle(link: &mut Link, cred: &Credentials) {
     if idle.is_empty() {
         return;
     }
+    // Writes held for files made there (write-back) reach the replicas before another
+    // mount can look the files up.
+    let held_mine = link.gather.inos().any(|i| {
+        link.dirs
+            .mine
+            .get(&i)
+            .is_some_and(|d| idle.iter().any(|x| x.ino == *d))
+    });
+    if held_mine {
+        send_everything(link);
+    }
     for d in &idle {
         link.dirs.held.remove(&d.ino);
     }
@@ -826,7 +880,7 @@ pub(crate) fn give_back_idle(link: &mut Link, cred: &Credentials) {
 
 /// Sends the queue and gives every held directory back (at unmount), in batches.
 pub(crate) fn give_back_all(link: &mut Link, cred: &Credentials) {
-    send_queue(link);
+    send_everything(link);
     link.dirs.mine.clear();
     let all: Vec<FileHandle> = link.dirs.held.drain().map(|(_, h)| h.fh).collect();
     for chunk in all.chunks(MAX_BATCH) {
@@ -850,14 +904,9 @@ fn handles_of(op: &Op) -> Option<Vec<u64>> {
         | Op::ReturnDelegation { fh, .. }
         | Op::CancelWait { fh, .. } => vec![fh.ino],
         Op::SetLk(r) | Op::SetLkWait(r) | Op::LockDelegate(r) => vec![r.fh.ino],
-        Op::Reclaim { file } => file.iter().map(|f| f.ino).collect(),
         // A change of names acts on entries it names by name (an `rmdir` of a directory
         // the queue empties): it waits for the queue.
-        Op::Lookup { .. }
-        | Op::ReadDir { .. }
-        | Op::RenewLease
-        | Op::Recalls
-        | Op::ReserveInodes { .. } => Vec::new(),
+        Op::Lookup { .. } | Op::ReadDir { .. } => Vec::new(),
         Op::DelegateDir { dir } | Op::ReturnDir { dir } => vec![dir.ino],
         _ => return None,
     })

@@ -509,8 +509,10 @@ impl Filesystem for ByzFuse {
                         send_held(&mut inner.link, p);
                     }
                 }
-                if let Some(p) = inner.link.gather.make_room(ino.0) {
-                    send_held(&mut inner.link, p);
+                // Full: every held write goes, together (and with the queue of early
+                // answers, which may make their files).
+                if inner.link.gather.full_without(ino.0) {
+                    dirs::send_everything(&mut inner.link);
                 }
                 let base = inner
                     .link
@@ -561,13 +563,22 @@ impl Filesystem for ByzFuse {
             return reply.error(fuser::Errno::EIO);
         };
         inner.files.open.flushed(fh.0, std::time::Instant::now());
-        // What was answered early of this file goes first, with this caller's gathered
-        // writes: the file (and its name) is then durable when `close` returns.
+        // What was answered early of this file goes first, with the gathered writes of
+        // this caller: the file, its name and its attributes as the cluster sets them
+        // (agreed times; until then the kernel holds this machine's) are then on the
+        // replicas when `close` returns.
         if inner.link.dirs.touches(ino.0) {
             dirs::send_queue(&mut inner.link);
         }
-        if let Some(p) = inner.link.gather.take_file(ino.0) {
-            send_held(&mut inner.link, p);
+        // Write-back: the writes to a file made here in a directory this mount holds, once
+        // its creation is sent, wait: no other mount can reach the file before it recalls
+        // the directory, and the recall sends everything held first (`dirs::give_back`).
+        // They go within `gather::MAX_AGE`, at `fsync`, or at the recall, batched with
+        // other files' (`cluster::send_writes`).
+        if !inner.link.dirs.is_mine(ino.0) {
+            if let Some(p) = inner.link.gather.take_file(ino.0) {
+                send_held(&mut inner.link, p);
+            }
         }
         // POSIX: a process's close of a file drops its locks on it, after its writes.
         {
@@ -1036,9 +1047,12 @@ impl Filesystem for ByzFuse {
     ) {
         let cred = self.credentials(req);
         if let Ok(mut inner) = self.inner.lock() {
-            // Writes through mmap can arrive after the last `close`.
-            if let Some(p) = inner.link.gather.take_file(ino.0) {
-                send_held(&mut inner.link, p);
+            // Writes through mmap can arrive after the last `close` (write-back keeps
+            // them, as `flush` does).
+            if !inner.link.dirs.is_mine(ino.0) {
+                if let Some(p) = inner.link.gather.take_file(ino.0) {
+                    send_held(&mut inner.link, p);
+                }
             }
             // The kernel names an owner here when the file was `flock`ed: its last close
             // drops that lock.
@@ -1189,9 +1203,7 @@ impl Filesystem for ByzFuse {
         if let Ok(mut guard) = self.inner.lock() {
             let inner = &mut *guard;
             dirs::give_back_all(&mut inner.link, &cred);
-            for p in inner.link.gather.take_all() {
-                send_held(&mut inner.link, p);
-            }
+            dirs::send_everything(&mut inner.link);
             let total: u64 = inner.link.sent.values().map(|(n, _)| n).sum();
             let waited: Duration = inner.link.sent.values().map(|(_, t)| *t).sum();
             let by_kind: Vec<String> = inner
@@ -1209,6 +1221,14 @@ impl Filesystem for ByzFuse {
                 "operations sent: {}",
                 by_kind.join(" ")
             );
+            let (files, bytes) = inner.link.gather.dropped();
+            if files > 0 {
+                tracing::info!(
+                    files,
+                    bytes,
+                    "write-back: writes of files removed before they were sent, never sent"
+                );
+            }
             if let Some(s) = inner.link.wire.stats() {
                 tracing::info!(
                     retransmissions = s.retransmissions,

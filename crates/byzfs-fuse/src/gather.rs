@@ -17,7 +17,11 @@
 //! applied all or not at all. Everything this mount does afterwards (reads, `stat`,
 //! `open`) sees the writes, because every operation that could see them sends them first.
 //! Close-to-open consistency between mounts is unchanged: `close` returns only after the
-//! cluster has applied the file's writes. A lock operation sends every file's writes
+//! cluster has applied the file's writes; except under write-back, for a file this mount
+//! made in a directory it holds, once its creation is sent (`dirs.rs`): no other mount can
+//! open it before it recalls the directory, and the recall sends every held write first. Held writes go
+//! in batches, several files' in one request (`cluster::send_writes`), and those of a
+//! file removed before they went are dropped (`dirs.rs` `drop_writes`). A lock operation sends every file's writes
 //! first, so data written under a lock on another file (a lock file, SQLite's journal
 //! beside its database) reaches the replicas before the lock is let go.
 //!
@@ -39,7 +43,7 @@ pub const MAX_AGE: Duration = Duration::from_secs(1);
 
 /// Which held writes must reach the replicas before `op`: those of the files it names by
 /// handle alone (`Some`: reads, writes, attributes, extended attributes, `fsync`, copies of
-/// ranges), or every file's (`None`: anything that reads or changes names, lists a
+/// ranges, reclaim; none for lease renewals and inode reservations), or every file's (`None`: anything that reads or changes names, lists a
 /// directory, counts space, takes or lets go of a lock, or does several things at once).
 pub fn needs(op: &Op) -> Option<Vec<u64>> {
     let one = |fh: &FileHandle| Some(vec![fh.ino]);
@@ -62,6 +66,18 @@ pub fn needs(op: &Op) -> Option<Vec<u64>> {
         | Op::Punch { fh, .. }
         | Op::Seek { fh, .. } => one(fh),
         Op::CopyRange { from, to, .. } => Some(vec![from.ino, to.ino]),
+        // The background's own: they read no data (reclaim deletes only what nothing can
+        // read any more), so held writes, which write-back keeps past `close`, stay.
+        Op::Reclaim { file } => Some(file.iter().map(|f| f.ino).collect()),
+        Op::RenewLease | Op::Recalls | Op::ReserveInodes { .. } => Some(Vec::new()),
+        // Held writes of several files sent together (`cluster::send_writes`).
+        Op::Batch(ops) => {
+            let mut all = Vec::new();
+            for op in ops {
+                all.extend(needs(op)?);
+            }
+            Some(all)
+        }
         _ => None,
     }
 }
@@ -103,8 +119,8 @@ impl Pending {
     }
 }
 
-/// Most files with writes held back at once: a write to another file first sends the
-/// oldest file's.
+/// Most files with writes held back at once: a write to another file first sends them
+/// all, in as few batches as they fit.
 pub const MAX_FILES: usize = 16;
 
 /// The mount's write-behind state: each file's held writes apart, so that processes
@@ -117,7 +133,17 @@ pub struct Gather {
     limit: usize,
     /// Errors of sent writes not yet reported, by inode.
     errors: HashMap<u64, Errno>,
+    /// An encrypted mount's: each write is sealed in whole blocks ([`Gather::cost`]).
+    sealed: bool,
+    /// Files whose held writes were dropped unsent, their file removed first, and their
+    /// bytes (logged at unmount).
+    dropped: (u64, u64),
 }
+
+/// What one more operation in a batch costs besides its data (handle, offset, lengths).
+const FRAMING: usize = 128;
+/// The block an encrypted mount seals data in (`byzfs_crypt::file`).
+const SEALED_BLOCK: usize = 4096;
 
 impl Gather {
     /// Gathers at most `limit` bytes per operation.
@@ -126,7 +152,41 @@ impl Gather {
             pending: HashMap::new(),
             limit,
             errors: HashMap::new(),
+            sealed: false,
+            dropped: (0, 0),
         }
+    }
+
+    /// For an encrypted mount, whose writes are sealed in whole blocks.
+    pub fn sealed(mut self) -> Gather {
+        self.sealed = true;
+        self
+    }
+
+    /// What `p` counts against [`Gather::limit`] in a batch of several files' writes:
+    /// its data and framing; sealed, its whole blocks and the two a write's unaligned ends
+    /// may add (`session.rs` leaves those two out of the limit for one write only).
+    pub fn cost(&self, p: &Pending) -> usize {
+        let framing = FRAMING + 16 * p.extents.len();
+        if self.sealed {
+            (p.bytes.div_ceil(SEALED_BLOCK) + 2 * p.extents.len()) * SEALED_BLOCK + framing
+        } else {
+            p.bytes + framing
+        }
+    }
+
+    /// Drops `ino`'s held writes unsent (its file was removed first), and its error.
+    pub fn discard(&mut self, ino: u64) {
+        if let Some(p) = self.pending.remove(&ino) {
+            self.dropped.0 += 1;
+            self.dropped.1 += p.bytes as u64;
+        }
+        self.errors.remove(&ino);
+    }
+
+    /// Files whose held writes were dropped unsent, and their bytes.
+    pub fn dropped(&self) -> (u64, u64) {
+        self.dropped
     }
 
     /// Whether a write of `len` bytes may be held back at all (one that alone fills an
@@ -147,14 +207,15 @@ impl Gather {
         }
     }
 
-    /// Before holding a write to `ino`: the oldest file's pending writes, to be sent now,
-    /// if [`MAX_FILES`] files have some and `ino` is not among them.
-    pub fn make_room(&mut self, ino: u64) -> Option<Pending> {
-        if self.pending.contains_key(&ino) || self.pending.len() < MAX_FILES {
-            return None;
-        }
-        let oldest = self.pending.values().min_by_key(|p| p.since)?.fh.ino;
-        self.pending.remove(&oldest)
+    /// Before holding a write to `ino`: whether [`MAX_FILES`] files have writes held and
+    /// `ino` is not among them (the held ones go first).
+    pub fn full_without(&self, ino: u64) -> bool {
+        !self.pending.contains_key(&ino) && self.pending.len() >= MAX_FILES
+    }
+
+    /// Most bytes one operation carries (and one batch of held writes).
+    pub fn limit(&self) -> usize {
+        self.limit
     }
 
     /// Holds a write back (after [`Gather::joins`] said it may join), made at `now`. A
@@ -460,16 +521,15 @@ mod tests {
         );
         assert!(g.holds(6) && !g.holds(5));
         for ino in 7..6 + MAX_FILES as u64 {
-            assert!(g.make_room(ino).is_none(), "room for {ino}");
+            assert!(!g.full_without(ino), "room for {ino}");
             g.hold(fh(ino), &me, 0, b"x", None, T0);
         }
-        assert!(g.make_room(6).is_none(), "6 has writes held already");
-        let gone = g.make_room(99).map(|p| p.fh.ino);
-        assert_eq!(gone, Some(6), "the oldest");
+        assert!(!g.full_without(6), "6 has writes held already");
+        assert!(g.full_without(99));
         let all: Vec<u64> = g.take_all().iter().map(|p| p.fh.ino).collect();
         assert_eq!(
             all,
-            (7..6 + MAX_FILES as u64).collect::<Vec<_>>(),
+            (6..6 + MAX_FILES as u64).collect::<Vec<_>>(),
             "oldest first"
         );
     }
@@ -506,6 +566,48 @@ mod tests {
             None,
             "locks: what a lock guards may be elsewhere"
         );
+        let write = |ino| Op::Write {
+            fh: fh(ino),
+            offset: 0,
+            data: b"x".to_vec(),
+        };
+        assert_eq!(
+            needs(&Op::Batch(vec![write(5), copy.clone()])),
+            Some(vec![5, 5, 6]),
+            "a batch of file operations: their files"
+        );
+        assert_eq!(needs(&Op::Batch(vec![write(5), lookup])), None);
+        let reclaim = |file| Op::Reclaim { file };
+        assert_eq!(needs(&reclaim(Some(fh(7)))), Some(vec![7]));
+        assert_eq!(needs(&reclaim(None)), Some(vec![]), "the queue's oldest");
+        assert_eq!(needs(&Op::RenewLease), Some(vec![]));
+    }
+
+    /// A batch of several files' writes counts their data and framing; sealed, whole
+    /// blocks and two more per extent. A removed file's writes are dropped and counted.
+    #[test]
+    fn batches_count_what_writes_cost_and_removed_files_drop_theirs() {
+        let me = Credentials::user(1000, 100);
+        let mut plain = Gather::new(1 << 20);
+        let mut sealed = Gather::new(1 << 20).sealed();
+        for g in [&mut plain, &mut sealed] {
+            g.hold(fh(5), &me, 0, &[1; 100], None, T0);
+            g.hold(fh(5), &me, 4096, &[2; 10], None, T0);
+            g.hold(fh(6), &me, 0, &[3; 5000], None, T0);
+        }
+        let costs =
+            |g: &mut Gather| -> Vec<usize> { g.take_all().iter().map(|p| g.cost(p)).collect() };
+        assert_eq!(costs(&mut plain), vec![110 + 128 + 32, 5000 + 128 + 16]);
+        assert_eq!(
+            costs(&mut sealed),
+            vec![(1 + 4) * 4096 + 128 + 32, (2 + 2) * 4096 + 128 + 16]
+        );
+        plain.hold(fh(7), &me, 0, &[1; 300], None, T0);
+        plain.failed(7, Errno::ENOSPC);
+        plain.discard(7);
+        plain.discard(8);
+        assert_eq!(plain.dropped(), (1, 300));
+        assert!(!plain.holds(7) && plain.error(7).is_none());
     }
 
     #[test]

@@ -219,6 +219,7 @@ pub fn mount(
         write_chunk = (room / (4096 + ENTRY)).saturating_sub(2).max(1) * 4096;
     }
     let (nudge_tx, nudge_rx) = std::sync::mpsc::channel();
+    let sealed = crypt.is_some();
     let fs = ByzFuse {
         write_chunk,
         ttl: opts.cache_timeout,
@@ -229,7 +230,11 @@ pub fn mount(
                 sent: BTreeMap::new(),
                 timeout: opts.timeout,
                 strict: opts.strict,
-                gather: Gather::new(write_chunk),
+                gather: if sealed {
+                    Gather::new(write_chunk).sealed()
+                } else {
+                    Gather::new(write_chunk)
+                },
                 gather_writes: !opts.sync_writes,
                 attrs: AttrCache::default(),
                 stamps: HashMap::new(),

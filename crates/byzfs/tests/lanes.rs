@@ -22,6 +22,15 @@ fn content(name: &str, v: usize) -> Vec<u8> {
     line.repeat(1 + (v * 7 + name.len()) % 13).into_bytes()
 }
 
+/// One `read(2)` of up to a page at offset 0.
+fn read_once(p: &std::path::Path) -> std::io::Result<Vec<u8>> {
+    use std::io::Read as _;
+    let mut buf = vec![0u8; 4096];
+    let n = fs::File::open(p)?.read(&mut buf)?;
+    buf.truncate(n);
+    Ok(buf)
+}
+
 #[test]
 fn readers_in_lanes_see_whole_versions_while_another_mount_writes() {
     if skip_without_fuse() {
@@ -68,9 +77,11 @@ fn readers_in_lanes_see_whole_versions_while_another_mount_writes() {
                             continue; // Removed by the writer meanwhile.
                         };
                         assert!(meta.is_file(), "{}", p.display());
-                        // One version's bytes, up to the size the open saw (close-to-open:
-                        // a version written after the open may be read up to that size).
-                        match fs::read(&p) {
+                        // One read(2): one version's bytes, or a prefix of one. (Two
+                        // reads of an open file may see two versions: with no attribute
+                        // cache the kernel asks for the size again, so a second read past
+                        // the first's end may read a later version's tail, as over NFS.)
+                        match read_once(&p) {
                             Ok(got) => assert!(
                                 (0..=3).any(|v| content(&name, v).starts_with(&got)),
                                 "{} read {:?}",
@@ -209,18 +220,20 @@ fn writers_of_different_files_hold_their_writes_apart() {
     drop(c);
     let text = fs::read_to_string(&log).unwrap();
     assert!(!text.contains("panicked"), "{text}");
-    // The writes the mount sent: a few per file (the stat, the listing, the close: 12
-    // here; and at most one a second per file for writes held 1 s on a slow machine), not
-    // one per write (4 × 96 + 4, as when a write to one file sent the others').
+    // The writes the mount sent: a few per file (the stat, the listing: 3 to 12 here;
+    // and at most one a second per file for writes held 1 s on a slow machine), not one
+    // per write (4 × 96 + 4, as when a write to one file sent the others').
     let sent = |kind: &str| -> u64 {
         text.split_whitespace()
             .find_map(|w| w.strip_prefix(&format!("{kind}=")))
             .and_then(|n| n.parse().ok())
             .unwrap_or(0)
     };
-    let writes = sent("write") + sent("write_gather") + sent("write_setattr");
+    // Written back (the files are made in a directory the mount holds): several files'
+    // held writes may go in one batch.
+    let writes = sent("write") + sent("write_gather") + sent("write_setattr") + sent("batch");
     assert!(
-        (WRITERS as u64..=(WRITERS * STEPS / 4) as u64).contains(&writes),
+        (1..=(WRITERS * STEPS / 4) as u64).contains(&writes),
         "{writes} write operations sent for {} writes:\n{text}",
         WRITERS * (STEPS + 1)
     );
