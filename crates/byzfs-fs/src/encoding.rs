@@ -320,6 +320,7 @@ mod tests {
             },
             Op::ReserveInodes { count: 1 },
             Op::MakeAt {
+                time: None,
                 at: FH,
                 make: Box::new(Op::Mkdir {
                     dir: FH,

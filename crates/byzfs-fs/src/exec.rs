@@ -31,9 +31,10 @@ pub(crate) struct Exec<'t, 'a, S: Store + ?Sized> {
     /// Blocks (or extended attributes) this operation may still delete
     /// ([`crate::reclaim::STEP_BLOCKS`] at the start): what would exceed it is queued.
     pub budget: u64,
-    /// The handle the next creation gets, reserved by the client ([`crate::reserve`]);
-    /// `None`: the next free one.
-    pub at: Option<FileHandle>,
+    /// The handle the next creation gets, reserved by the client ([`crate::reserve`]), and
+    /// the time it is made at (the one its mount answered with, or [`Exec::now`]); `None`:
+    /// the next free handle, at [`Exec::now`].
+    pub at: Option<(FileHandle, Timestamp)>,
     /// Groups this operation needs a writer proof for whatever it writes
     /// ([`crate::crypt_write`]): the group an [`Op::SetGroup`] joins.
     pub proofs_needed: Vec<[u8; 16]>,

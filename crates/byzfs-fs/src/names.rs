@@ -64,7 +64,7 @@ impl<S: Store + ?Sized> Exec<'_, '_, S> {
                 b_name,
             } => self.exchange(a_dir, &a_name, b_dir, &b_name),
             Op::ReserveInodes { count } => self.reserve_inodes(count),
-            Op::MakeAt { at, make } => self.make_at(at, *make),
+            Op::MakeAt { at, make, time } => self.make_at(at, *make, time),
             Op::DelegateDir { dir } => self.delegate_dir(dir),
             Op::ReturnDir { dir } => self.return_dir(dir),
             Op::SweepOrphans { after } => self.sweep_orphans(after),
@@ -184,10 +184,10 @@ impl<S: Store + ?Sized> Exec<'_, '_, S> {
             return Err(Errno::ENOSPC.into());
         }
         self.charge(target.len() as i64)?;
-        let (ino, generation) = match self.at.take() {
-            Some(at) => (at.ino, at.generation),
+        let (ino, generation, now) = match self.at.take() {
+            Some((at, time)) => (at.ino, at.generation, time),
             None => {
-                let next = (self.sb.next_ino, self.sb.next_generation);
+                let next = (self.sb.next_ino, self.sb.next_generation, self.now);
                 self.sb.next_ino += 1;
                 self.sb.next_generation += 1;
                 next
@@ -203,7 +203,7 @@ impl<S: Store + ?Sized> Exec<'_, '_, S> {
         } else {
             self.cred.gid
         };
-        let mut i = Inode::new(kind, generation, mode, self.cred.uid, gid, self.now);
+        let mut i = Inode::new(kind, generation, mode, self.cred.uid, gid, now);
         i.rdev = rdev;
         if is_dir {
             i.parent = dir.ino;
@@ -225,8 +225,8 @@ impl<S: Store + ?Sized> Exec<'_, '_, S> {
                 kind,
             },
         );
-        d.mtime = self.now;
-        d.ctime = self.now;
+        d.mtime = now;
+        d.ctime = now;
         self.save(dir.ino, &d);
         self.save(ino, &i);
         self.inherit_group(dir.ino, ino)?;

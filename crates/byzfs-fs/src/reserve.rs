@@ -10,11 +10,20 @@
 //! so no handle is ever given to two files, even if a batch that used it failed (its number
 //! is then skipped for ever: 64 bits last). A session keeps at most [`MAX_RANGES`] ranges
 //! (the one in use and the next); a new one beyond that drops the oldest.
+//!
+//! A `MakeAt` may carry the time its mount answered the creation with (the mount's clock):
+//! the entry and its directory get that time, not the agreed one, if it is within
+//! [`MAKE_AT_SKEW_SECS`] of it, so the attributes the kernel was given are the ones kept
+//! (a mount holds early answers for up to a second; a program that `stat`s a new file
+//! then and again later sees one time). A client gains nothing it lacked: an owner sets
+//! its files' times with `utimes` already; this moves a creation's `ctime`, and its
+//! directory's `mtime`, by at most the bound.
 
 use crate::encoding::{decode, encode};
 use crate::exec::Exec;
 use crate::fail::Res;
 use crate::key;
+use crate::proto::attr::Timestamp;
 use crate::proto::errno::Errno;
 use crate::proto::handle::FileHandle;
 use crate::proto::op::Op;
@@ -26,6 +35,8 @@ use serde::{Deserialize, Serialize};
 pub const MAX_RESERVE: u32 = 4096;
 /// Most ranges a session holds.
 pub const MAX_RANGES: usize = 2;
+/// How far (seconds) a [`Op::MakeAt`]'s own time may be from the agreed time to be taken.
+pub const MAKE_AT_SKEW_SECS: u64 = 60;
 
 /// A reserved range: handles `(ino + k, generation + k)` for `k` in `spent..count` are
 /// still to be used.
@@ -91,8 +102,14 @@ impl<S: Store + ?Sized> Exec<'_, '_, S> {
     }
 
     /// [`Op::MakeAt`]: spends `at` (and every handle before it in its range), then runs
-    /// `make` with it.
-    pub(crate) fn make_at(&mut self, at: FileHandle, make: Op) -> Res<Reply> {
+    /// `make` with it, at `time` if that is within [`MAKE_AT_SKEW_SECS`] of the agreed time
+    /// (else at the agreed time).
+    pub(crate) fn make_at(
+        &mut self,
+        at: FileHandle,
+        make: Op,
+        time: Option<Timestamp>,
+    ) -> Res<Reply> {
         if !matches!(
             make,
             Op::Create { .. } | Op::Mkdir { .. } | Op::Symlink { .. } | Op::Mknod { .. }
@@ -109,7 +126,8 @@ impl<S: Store + ?Sized> Exec<'_, '_, S> {
         };
         range.spent = k + 1;
         self.txn.put(key::reserved(self.client), encode(&r));
-        self.at = Some(at);
+        let near = |t: &Timestamp| t.secs.abs_diff(self.now.secs) <= MAKE_AT_SKEW_SECS;
+        self.at = Some((at, time.filter(near).unwrap_or(self.now)));
         let reply = self.run(make);
         // `Create` of an existing name makes nothing: the handle is spent all the same.
         self.at = None;

@@ -260,6 +260,7 @@ fn the_operations(b: &mut Bench) -> Vec<(&'static str, Op)> {
             data: one_mib.clone(),
         },
         Op::MakeAt {
+            time: None,
             at: first,
             make: Box::new(Op::Mkdir {
                 dir: big_dir,
@@ -533,6 +534,7 @@ fn all_kinds(
         },
         // Refused: not reserved (the one that is, is in the batch measured last).
         Op::MakeAt {
+            time: None,
             at: FileHandle {
                 ino: 1 << 40,
                 generation: 1,

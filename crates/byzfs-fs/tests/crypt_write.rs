@@ -82,6 +82,7 @@ fn reserve(fs: &mut Fs) -> FileHandle {
 fn make_in_group(dir: FileHandle, name: &str, at: FileHandle, group: [u8; 16]) -> Op {
     Op::Batch(vec![
         Op::MakeAt {
+            time: None,
             at,
             make: Box::new(Op::Mkdir {
                 dir,

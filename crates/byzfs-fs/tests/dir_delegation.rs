@@ -121,6 +121,7 @@ fn a_batch_may_create_a_directory_and_take_its_delegation() {
     };
     let batch = Op::Batch(vec![
         Op::MakeAt {
+            time: None,
             at: first,
             make: Box::new(Op::Mkdir {
                 dir: ROOT,

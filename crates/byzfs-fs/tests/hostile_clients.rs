@@ -305,6 +305,12 @@ fn to_op(t: &T, known: &[FileHandle]) -> Op {
         T::Recalls => Op::Recalls,
         T::Reserve(n) => Op::ReserveInodes { count: *n },
         T::MakeAt(at, t) => Op::MakeAt {
+            // Any time at all, the extremes among them (the bound is checked without
+            // overflow), or none.
+            time: (at % 3 != 0).then_some(byzfs_fs::Timestamp {
+                secs: at.rotate_left(17) as i64,
+                nsecs: (*at as u32) % 1_000_000_000,
+            }),
             at: FileHandle {
                 ino: at % 64,
                 generation: at >> 6,

@@ -33,8 +33,15 @@ fn mkdir_at(fs: &mut Fs, client: u64, at: FileHandle, name: &str) -> Result<File
         name: name.into(),
         mode: 0o755,
     });
-    fs.run_client(client, Op::MakeAt { at, make })
-        .map(|r| Fs::entry(Ok(r)).fh)
+    fs.run_client(
+        client,
+        Op::MakeAt {
+            at,
+            make,
+            time: None,
+        },
+    )
+    .map(|r| Fs::entry(Ok(r)).fh)
 }
 
 #[test]
@@ -117,6 +124,7 @@ fn a_failed_creation_spends_nothing_and_every_kind_can_be_made_at_a_handle() {
         let made = fs.run_client(
             ME,
             Op::MakeAt {
+                time: None,
                 at,
                 make: Box::new(make),
             },
@@ -125,6 +133,7 @@ fn a_failed_creation_spends_nothing_and_every_kind_can_be_made_at_a_handle() {
     }
     // Only creations may name a handle.
     let not_a_creation = Op::MakeAt {
+        time: None,
         at: nth(first, 4),
         make: Box::new(Op::Remove {
             dir: ROOT,
@@ -150,4 +159,58 @@ fn reservations_are_bounded() {
     assert_eq!(mkdir_at(&mut fs, ME, a, "a"), Err(Errno::EINVAL), "dropped");
     assert_eq!(mkdir_at(&mut fs, ME, b, "b"), Ok(b));
     assert_eq!(mkdir_at(&mut fs, ME, c, "c"), Ok(c));
+}
+
+/// A creation at a reserved handle is made at the time its mount answered it with (the
+/// entry's times, its directory's `mtime` and `ctime`) if that is within
+/// `MAKE_AT_SKEW_SECS` of the agreed time, and at the agreed time otherwise.
+#[test]
+fn a_creation_takes_its_mounts_time_within_the_bound() {
+    use byzfs_fs::reserve::MAKE_AT_SKEW_SECS;
+    use byzfs_fs::Timestamp;
+    let mut fs = Fs::new();
+    let first = reserve(&mut fs, ME, 8);
+    let make = |fs: &mut Fs, k: u64, time: Option<Timestamp>| {
+        let make = Box::new(Op::Create {
+            dir: ROOT,
+            name: format!("f{k}").into_bytes(),
+            mode: 0o644,
+            exclusive: true,
+        });
+        let at = nth(first, k);
+        match fs.run_client(ME, Op::MakeAt { at, make, time }) {
+            Ok(Reply::Made { entry, dir }) => {
+                // What the replicas keep is what they replied.
+                assert_eq!(fs.getattr(entry.fh), entry);
+                [entry.atime, entry.mtime, entry.ctime, dir.mtime, dir.ctime]
+            }
+            other => panic!("{k}: {other:?}"),
+        }
+    };
+    // The agreed time: the harness's clock moves 1 s per ordered operation.
+    let agreed = make(&mut fs, 0, None)[0];
+    let at = |k: u64| Timestamp {
+        secs: agreed.secs + k as i64,
+        ..agreed
+    };
+    let skew = MAKE_AT_SKEW_SECS as i64;
+    let mine = |k: u64, off: i64| Timestamp {
+        secs: at(k).secs + off,
+        nsecs: 7,
+    };
+    let extreme = Timestamp {
+        secs: i64::MIN,
+        nsecs: 7,
+    };
+    let cases = [
+        (1, Some(mine(1, -skew)), mine(1, -skew)),
+        (2, Some(mine(2, skew)), mine(2, skew)),
+        (3, Some(mine(3, -skew - 1)), at(3)),
+        (4, Some(mine(4, skew + 1)), at(4)),
+        (5, Some(extreme), at(5)),
+        (6, None, at(6)),
+    ];
+    for (k, time, want) in cases {
+        assert_eq!(make(&mut fs, k, time), [want; 5], "case {k}: {time:?}");
+    }
 }

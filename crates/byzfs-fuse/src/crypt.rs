@@ -286,6 +286,7 @@ impl Crypt {
                 // request could fail and leave its names under version 1's key.
                 let at = link.new_handle(cred)?;
                 let op = Op::MakeAt {
+                    time: None,
                     at,
                     make: Box::new(op),
                 };
@@ -658,7 +659,7 @@ impl Crypt {
                 let op = self.seal_allocate(link, cred, fh, end, headers)?;
                 (op, Shape::Plain)
             }
-            Op::MakeAt { at, make } => {
+            Op::MakeAt { at, make, time } => {
                 let is_dir = matches!(*make, Op::Mkdir { .. });
                 let is_file = matches!(*make, Op::Create { .. });
                 let (make, shape) = self.seal(link, cred, *make, headers)?;
@@ -675,6 +676,7 @@ impl Crypt {
                     self.files.insert(at.ino, FileNodes::empty());
                 }
                 let op = Op::MakeAt {
+                    time,
                     at,
                     make: Box::new(make),
                 };

@@ -178,7 +178,8 @@ pub(crate) fn map_op(op: Op, f: &impl Fn(FileHandle) -> FileHandle) -> Op {
             hole,
         },
         Op::ReadGather { fh, ranges } => Op::ReadGather { fh: f(fh), ranges },
-        Op::MakeAt { at, make } => Op::MakeAt {
+        Op::MakeAt { at, make, time } => Op::MakeAt {
+            time,
             at: f(at),
             make: Box::new(map_op(*make, f)),
         },
@@ -235,6 +236,7 @@ mod tests {
                 to_name: b"y".to_vec(),
             },
             Op::MakeAt {
+                time: None,
                 at: FileHandle {
                     ino: 40,
                     generation: 3,
@@ -254,6 +256,7 @@ mod tests {
                 to_name: b"y".to_vec(),
             },
             Op::MakeAt {
+                time: None,
                 at: FileHandle {
                     ino: 40,
                     generation: 3,

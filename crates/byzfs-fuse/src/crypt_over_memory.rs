@@ -128,6 +128,7 @@ fn writer_layer(mem: &mut Memory) -> Crypt {
     let (w, _) = crypt.writer.clone().expect("a writer");
     let make = Op::Batch(vec![
         Op::MakeAt {
+            time: None,
             at,
             make: Box::new(Op::Mkdir {
                 dir: FileHandle::ROOT,

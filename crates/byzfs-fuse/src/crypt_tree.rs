@@ -133,6 +133,7 @@ fn make_tree(
     crypt.seq += 1;
     let make = Op::Batch(vec![
         Op::MakeAt {
+            time: None,
             at,
             make: Box::new(Op::Mkdir {
                 dir: FileHandle::ROOT,

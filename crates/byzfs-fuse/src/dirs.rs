@@ -28,12 +28,14 @@
 //! * **Given back** when another mount asks, after [`IDLE`] without an early answer, and at
 //!   unmount.
 //! * **Write-back:** a file made here in a held directory is reachable by no other mount
-//!   until the directory is recalled. Its first `close` sends the queue that makes it (so
-//!   the attributes the kernel keeps are the cluster's, with agreed times, not this
-//!   machine's); after that its `close` sends nothing (`filesystem.rs` `flush`): its
-//!   writes wait for [`gather::MAX_AGE`], `fsync`, a full gather or a recall, and go
-//!   with other files' in one batch (`cluster::send_writes`); removed first, they never
-//!   go ([`drop_writes`]).
+//!   until the directory is recalled, so its `close` sends nothing (`filesystem.rs`
+//!   `flush`): its creation and writes wait for [`gather::MAX_AGE`], `fsync`, a full
+//!   gather or queue, or a recall, and go with other files' in one batch
+//!   (`cluster::send_writes`; the queue's batch packs them too); removed first, its writes
+//!   never go ([`drop_writes`]). The creation carries the time this mount answered it with
+//!   (`Op::MakeAt`'s `time`), which the replicas take if near theirs
+//!   (`byzfs_fs::reserve`), so the attributes the kernel was given do not change when the
+//!   batch runs (go-fuse's `FstatDeleted` compares a `stat` before and an `fstat` after).
 //! * **A mount that dies** loses what it queued and had not made durable by `fsync` (or,
 //!   for files not made here, `close`), as with gathered writes; its delegations lapse
 //!   with its lease.
@@ -613,7 +615,11 @@ pub(crate) fn make_early(
     link.dirs.mine.insert(at.ino, dir.ino);
     let h = link.dirs.held.get_mut(&dir.ino)?;
     let dir_attr = h.attr.clone();
+    // The replicas make it at this machine's time, the one the kernel was given (within
+    // `byzfs_fs::reserve::MAKE_AT_SKEW_SECS` of theirs): its attributes do not change
+    // when the batch runs, however late (write-back).
     let mut ops = vec![Op::MakeAt {
+        time: Some(now),
         at,
         make: Box::new(make),
     }];
@@ -700,8 +706,8 @@ pub(crate) fn remove_early(
 
 /// A file made here, with one name (a second one makes it not "made here":
 /// [`link_early`]) and not open, is removed early: the writes held for it (write-back,
-/// `filesystem.rs` `flush`) die with it, unsent: a file appended to, closed and removed
-/// within a second (PostMark's transactions) never sends the append.
+/// `filesystem.rs` `flush`) die with it, unsent: a file a program writes, closes and
+/// removes within a second (PostMark's, a build's temporaries) never sends its data.
 fn drop_writes(link: &mut Link, ino: u64) {
     link.gather.discard(ino);
 }

@@ -563,19 +563,18 @@ impl Filesystem for ByzFuse {
             return reply.error(fuser::Errno::EIO);
         };
         inner.files.open.flushed(fh.0, std::time::Instant::now());
-        // What was answered early of this file goes first, with the gathered writes of
-        // this caller: the file, its name and its attributes as the cluster sets them
-        // (agreed times; until then the kernel holds this machine's) are then on the
-        // replicas when `close` returns.
-        if inner.link.dirs.touches(ino.0) {
-            dirs::send_queue(&mut inner.link);
-        }
-        // Write-back: the writes to a file made here in a directory this mount holds, once
-        // its creation is sent, wait: no other mount can reach the file before it recalls
-        // the directory, and the recall sends everything held first (`dirs::give_back`).
-        // They go within `gather::MAX_AGE`, at `fsync`, or at the recall, batched with
-        // other files' (`cluster::send_writes`).
+        // Write-back: a file made here in a directory this mount holds is reachable by no
+        // other mount until it recalls the directory, and the recall sends everything
+        // held first (`dirs::give_back`): its `close` sends nothing. Its creation and
+        // writes go within `gather::MAX_AGE`, at `fsync`, or at the recall, batched with
+        // other files' (`cluster::send_writes`); the creation is made at the time the
+        // kernel was given (`dirs::make_early`), so its attributes do not change then.
         if !inner.link.dirs.is_mine(ino.0) {
+            // What was answered early of this file goes first, with this caller's gathered
+            // writes: the file (and its name) is then durable when `close` returns.
+            if inner.link.dirs.touches(ino.0) {
+                dirs::send_queue(&mut inner.link);
+            }
             if let Some(p) = inner.link.gather.take_file(ino.0) {
                 send_held(&mut inner.link, p);
             }

@@ -18,8 +18,8 @@
 //! `open`) sees the writes, because every operation that could see them sends them first.
 //! Close-to-open consistency between mounts is unchanged: `close` returns only after the
 //! cluster has applied the file's writes; except under write-back, for a file this mount
-//! made in a directory it holds, once its creation is sent (`dirs.rs`): no other mount can
-//! open it before it recalls the directory, and the recall sends every held write first. Held writes go
+//! made in a directory it holds (`dirs.rs`), which no other mount can open before it
+//! recalls the directory, and the recall sends every held write first. Held writes go
 //! in batches, several files' in one request (`cluster::send_writes`), and those of a
 //! file removed before they went are dropped (`dirs.rs` `drop_writes`). A lock operation sends every file's writes
 //! first, so data written under a lock on another file (a lock file, SQLite's journal

@@ -145,7 +145,8 @@ fn a_killed_mount_loses_only_what_it_had_not_made_durable_and_nothing_half() {
     let c = Mount::start(&up.config, &dir.join("mnt-c"), &dir.join("mount-c.log"));
     let k = c.mnt.join("k");
     fs::create_dir(&k).unwrap();
-    // Durable: closed (a new file's close sends its creation and writes), and fsync'd.
+    // Durable: fsync'd, and with it every write held before (one batch): `closed` too,
+    // which its `close` did not send (write-back).
     fs::write(k.join("closed"), b"closed").unwrap();
     let mut f = File::create(k.join("synced")).unwrap();
     f.write_all(b"synced").unwrap();
@@ -158,8 +159,9 @@ fn a_killed_mount_loses_only_what_it_had_not_made_durable_and_nothing_half() {
         .unwrap();
     g.write_all(b" and appended").unwrap();
     drop(g);
-    // Answered but not yet sent (no close or fsync since): one batch, sent within a
-    // second, or lost with the mount.
+    // Answered but not yet sent (no fsync since; a new file's `close` sends nothing): one
+    // batch, sent within a second, or lost with the mount.
+    fs::write(k.join("pending-file"), b"written back").unwrap();
     std::os::unix::fs::symlink("closed", k.join("pending-link")).unwrap();
     fs::create_dir(k.join("pending-dir")).unwrap();
     let killed = Instant::now();
@@ -179,11 +181,14 @@ fn a_killed_mount_loses_only_what_it_had_not_made_durable_and_nothing_half() {
         String::from_utf8_lossy(&closed)
     );
     assert_eq!(fs::read(a.join("k/synced")).unwrap(), b"synced");
-    let pending = ["pending-dir", "pending-link"].map(|n| seen.contains(n));
+    let pending = ["pending-dir", "pending-link", "pending-file"].map(|n| seen.contains(n));
     assert!(
-        pending == [true, true] || pending == [false, false],
+        pending == [true; 3] || pending == [false; 3],
         "half a batch applied: {seen:?}"
     );
+    if pending[2] {
+        assert_eq!(fs::read(a.join("k/pending-file")).unwrap(), b"written back");
+    }
     eprintln!("C killed; A saw {seen:?} after {waited:?}");
     // A works there now.
     fs::write(a.join("k/after"), b"a").unwrap();
@@ -265,13 +270,14 @@ fn files_made_in_a_held_directory_are_stated_and_opened_without_asking() {
     assert_eq!(local, theirs);
 }
 
-/// Write-back (`crates/byzfs-fuse/src/dirs.rs`): once a file the mount made in a directory
-/// it holds has been sent (its first `close`), a later `close` sends nothing; the writes go
-/// later, several files' in one request, those of a file removed first never go, and
-/// another mount's look at the directory recalls it after all of them reached the replicas
-/// (close-to-open between mounts).
+/// Write-back (`crates/byzfs-fuse/src/dirs.rs`): the `close` of a file the mount made in
+/// a directory it holds sends nothing; the creations and writes go later, several files'
+/// in one request, those of a file removed first never go, and another mount's look at the
+/// directory recalls it after all of them reached the replicas (close-to-open between
+/// mounts).
 #[test]
 fn files_made_in_a_held_directory_are_written_back_in_batches() {
+    use std::os::unix::fs::MetadataExt as _;
     if skip_without_fuse() {
         return;
     }
@@ -304,35 +310,35 @@ fn files_made_in_a_held_directory_are_written_back_in_batches() {
         sent.join("\n")
     };
     let first = |i: usize| format!("file {i} ").repeat(100 + i);
-    // Made here: each close sends the creation with the writes.
+    let before = sends();
+    let began = Instant::now();
+    // Made, written and closed: held. More files than the mount holds writes for (16):
+    // the 17th sends the others, in one batch with their creations.
+    let mut made = Vec::new();
     for i in 0..FILES + REMOVED {
-        fs::write(d.join(format!("f{i:02}")), first(i)).unwrap();
+        let mut f = File::create(d.join(format!("f{i:02}"))).unwrap();
+        // Before the write: the attributes of the creation's answer, kept by the kernel.
+        made.push(f.metadata().unwrap().ino());
+        f.write_all(first(i).as_bytes()).unwrap();
     }
-    let append = |i: usize| {
+    // Appended and closed: held again.
+    for i in 0..FILES + REMOVED {
         let mut f = fs::OpenOptions::new()
             .append(true)
             .open(d.join(format!("f{i:02}")))
             .unwrap();
         f.write_all(format!("and more {i}").as_bytes()).unwrap();
-    };
-    let before = sends();
-    let began = Instant::now();
-    // Appended and closed: held. More files than the mount holds writes for (16): the
-    // 17th sends the others, in one batch.
-    for i in 0..FILES {
-        append(i);
     }
-    // PostMark's append-then-delete: the removal is answered here, the append never sent.
+    // PostMark's delete: the removal is answered here, the held writes never sent.
     for i in FILES..FILES + REMOVED {
-        append(i);
         fs::remove_file(d.join(format!("f{i:02}"))).unwrap();
     }
     let took = began.elapsed();
     let (batches, writes) = sends();
-    // No write went alone; the batches: at most one per 16 files, and one per second the
-    // loop took (writes held 1 s go by themselves).
+    // No write went alone; the batches: one per 16 files written (twice over), and one
+    // per second the loop took (held writes go after 1 s by themselves).
     assert_eq!(writes, before.1, "writes sent alone:\n{}", shown());
-    let most = before.0 + FILES / 16 + 1 + took.as_secs() as usize;
+    let most = before.0 + 2 * (FILES + REMOVED) / 16 + 2 + took.as_secs() as usize;
     assert!(
         batches <= most,
         "{batches} batches (at most {most}) in {took:?}:\n{}",
@@ -343,17 +349,20 @@ fn files_made_in_a_held_directory_are_written_back_in_batches() {
     let mut want: BTreeSet<String> = (0..FILES).map(|i| format!("f{i:02}")).collect();
     want.extend(["first", "second"].map(String::from));
     assert_eq!(names(&a), want);
-    for i in 0..FILES {
+    for (i, seen_here) in made.iter().enumerate().take(FILES) {
+        let p = a.join(format!("f{i:02}"));
         assert_eq!(
-            fs::read_to_string(a.join(format!("f{i:02}"))).unwrap(),
+            fs::read_to_string(&p).unwrap(),
             format!("{}and more {i}", first(i)),
             "f{i:02}"
         );
+        // The inode this mount gave at `create` (a reserved one) is the replicas'.
+        assert_eq!(fs::metadata(&p).unwrap().ino(), *seen_here, "f{i:02}");
     }
     drop(c);
     let text = fs::read_to_string(&log).unwrap();
     assert!(!text.contains("panicked"), "{text}");
-    // The removed files' appends were dropped with them (one may have gone with a 1 s
+    // The removed files' writes were dropped with them (one may have gone with a 1 s
     // flush).
     let dropped: usize = text
         .lines()
@@ -362,12 +371,13 @@ fn files_made_in_a_held_directory_are_written_back_in_batches() {
         .and_then(|n| n.parse().ok())
         .unwrap_or(0);
     eprintln!(
-        "{FILES} appends written back in {} batches ({took:?}); {dropped} of {REMOVED} \
-         removed files' appends never sent",
+        "{} files made, written and appended in {} batches ({took:?}); {dropped} of \
+         {REMOVED} removed files' writes never sent",
+        FILES + REMOVED,
         batches - before.0
     );
     assert!(
         dropped >= REMOVED - 1,
-        "{dropped} of {REMOVED} removed files' appends dropped:\n{text}"
+        "{dropped} of {REMOVED} removed files' writes dropped:\n{text}"
     );
 }

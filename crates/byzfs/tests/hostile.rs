@@ -214,6 +214,7 @@ fn out_of_range() -> Vec<Op> {
         },
         Op::ReserveInodes { count: u32::MAX },
         Op::MakeAt {
+            time: None,
             at: bad,
             make: Box::new(Op::Mkdir {
                 dir: root,

@@ -198,6 +198,7 @@ mod tests {
 
     fn make_at(make: Op) -> Op {
         Op::MakeAt {
+            time: None,
             at: FileHandle::ROOT,
             make: Box::new(make),
         }

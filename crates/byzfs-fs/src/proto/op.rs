@@ -4,7 +4,7 @@
 //!
 //! The operations follow NFSv3 (RFC 1813): they name files by [`FileHandle`], never by path.
 
-use super::attr::SetAttr;
+use super::attr::{SetAttr, Timestamp};
 use super::handle::FileHandle;
 use super::lock::{LockKind, LockReq, Returned};
 #[cfg(doc)]
@@ -440,6 +440,10 @@ pub enum Op {
         /// The creation.
         #[serde(deserialize_with = "crate::proto::bounded::nested_op")]
         make: Box<Op>,
+        /// The time the mount answered it with: the entry's times and its directory's
+        /// `mtime` and `ctime`, if within [`crate::reserve::MAKE_AT_SKEW_SECS`] of the
+        /// agreed time (else the agreed time).
+        time: Option<Timestamp>,
     },
     /// Runs `ops` in order as one operation, all or nothing: the first that fails fails the batch,
     /// and none of it is applied ([`super::batch::may_batch`] says what may be in one). Reply:
