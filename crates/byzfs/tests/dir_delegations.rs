@@ -6,7 +6,7 @@
 
 use crate::common;
 
-use common::{names, skip_without_fuse, Mount, Up};
+use common::{logged, names, skip_without_fuse, Mount, Up};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use std::collections::BTreeSet;
@@ -364,12 +364,7 @@ fn files_made_in_a_held_directory_are_written_back_in_batches() {
     assert!(!text.contains("panicked"), "{text}");
     // The removed files' writes were dropped with them (one may have gone with a 1 s
     // flush).
-    let dropped: usize = text
-        .lines()
-        .find(|l| l.contains("write-back: writes of files removed"))
-        .and_then(|l| l.split_whitespace().find_map(|w| w.strip_prefix("files=")))
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(0);
+    let dropped = logged(&text, "write-back: writes of files removed", "files") as usize;
     eprintln!(
         "{} files made, written and appended in {} batches ({took:?}); {dropped} of \
          {REMOVED} removed files' writes never sent",

@@ -6,7 +6,7 @@
 
 use crate::common;
 
-use common::{names, skip_without_fuse, Mount, Up};
+use common::{logged, names, skip_without_fuse, Mount, Up};
 use std::fs;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -223,12 +223,7 @@ fn writers_of_different_files_hold_their_writes_apart() {
     // The writes the mount sent: a few per file (the stat, the listing: 3 to 12 here;
     // and at most one a second per file for writes held 1 s on a slow machine), not one
     // per write (4 × 96 + 4, as when a write to one file sent the others').
-    let sent = |kind: &str| -> u64 {
-        text.split_whitespace()
-            .find_map(|w| w.strip_prefix(&format!("{kind}=")))
-            .and_then(|n| n.parse().ok())
-            .unwrap_or(0)
-    };
+    let sent = |kind: &str| logged(&text, "operations sent", kind);
     // Written back (the files are made in a directory the mount holds): several files'
     // held writes may go in one batch.
     let writes = sent("write") + sent("write_gather") + sent("write_setattr") + sent("batch");

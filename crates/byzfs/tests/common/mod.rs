@@ -654,6 +654,19 @@ impl Drop for Mount {
     }
 }
 
+/// The number a mount logged as `key=N` on the first line of `log` that contains `line`
+/// (its summaries at unmount: "operations sent: …", "write-back: …"); 0 if none.
+pub fn logged(log: &str, line: &str, key: &str) -> u64 {
+    log.lines()
+        .find(|l| l.contains(line))
+        .and_then(|l| {
+            l.split_whitespace()
+                .find_map(|w| w.strip_prefix(&format!("{key}=")))
+        })
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}
+
 /// The names in `dir`, sorted.
 pub fn names(dir: &Path) -> std::collections::BTreeSet<String> {
     std::fs::read_dir(dir)
