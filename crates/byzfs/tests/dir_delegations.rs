@@ -216,15 +216,8 @@ fn files_made_in_a_held_directory_are_stated_and_opened_without_asking() {
         return;
     }
     let up = Up::start_mounted(&["--timeout-ms", "120000"]);
-    let dir = up.dir.path();
-    let log = dir.join("mount-b.log");
-    let b = Mount::start_with_env(
-        &up.config,
-        &dir.join("mnt-b"),
-        &log,
-        &["--timeout-ms", "120000", "--cache-timeout", "0"],
-        &[("RUST_LOG", "byzfs_fuse::cluster=trace")],
-    );
+    let log_at = [("RUST_LOG", "byzfs_fuse::cluster=trace")];
+    let (b, log) = Mount::logged(&up, "b", &["--cache-timeout", "0"], &log_at);
     // Two creations in the root make B ask for it; a directory made in a held one is
     // asked for in the batch that makes it: every name on the path is B's.
     for n in ["a", "b"] {
@@ -284,15 +277,8 @@ fn files_made_in_a_held_directory_are_written_back_in_batches() {
     const FILES: usize = 40;
     const REMOVED: usize = 5;
     let up = Up::start_mounted(&["--timeout-ms", "120000"]);
-    let dir = up.dir.path();
-    let log = dir.join("mount-c.log");
-    let c = Mount::start_with_env(
-        &up.config,
-        &dir.join("mnt-c"),
-        &log,
-        &["--timeout-ms", "120000"],
-        &[("RUST_LOG", "byzfs_fuse=info,byzfs_fuse::cluster=trace")],
-    );
+    let log_at = [("RUST_LOG", "byzfs_fuse=info,byzfs_fuse::cluster=trace")];
+    let (c, log) = Mount::logged(&up, "c", &[], &log_at);
     let d = c.mnt.join("wb");
     fs::create_dir(&d).unwrap();
     // The second creation in a directory within 5 s makes the mount ask for it.

@@ -170,16 +170,8 @@ fn writers_of_different_files_hold_their_writes_apart() {
     const STEPS: usize = 96;
     let up = Up::start_mounted(&["--timeout-ms", "120000"]);
     let a = up.mountpoint.clone().unwrap();
-    let dir = up.dir.path();
-    let log = dir.join("mount-c.log");
     // At `info`, the mount logs the operations it sent when it is unmounted.
-    let c = Mount::start_with_env(
-        &up.config,
-        &dir.join("mnt-c"),
-        &log,
-        &["--timeout-ms", "120000", "--threads", "4"],
-        &[("RUST_LOG", "info")],
-    );
+    let (c, log) = Mount::logged(&up, "c", &["--threads", "4"], &[("RUST_LOG", "info")]);
     fs::create_dir(c.mnt.join("w")).unwrap();
     let step = Arc::new(std::sync::Barrier::new(WRITERS));
     let writers: Vec<_> = (0..WRITERS)

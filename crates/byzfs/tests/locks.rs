@@ -367,15 +367,7 @@ fn counter_under_locks(a: &Path, b: &Path) {
 /// Many locks on a file no other mount locks cost one round trip (the lock that brings the
 /// delegation) and one at unmount (giving it back); another mount's lock then sees them.
 fn delegation_spares_round_trips(up: &Up, a: &Path) {
-    let dir = up.dir.path();
-    let log = dir.join("mount-d.log");
-    let d = Mount::start_with_env(
-        &up.config,
-        &dir.join("mnt-d"),
-        &log,
-        &["--timeout-ms", "120000"],
-        &[("RUST_LOG", "info")],
-    );
+    let (d, log) = Mount::logged(up, "d", &[], &[("RUST_LOG", "info")]);
     fs::write(a.join("solo"), vec![b's'; 64]).unwrap();
     let f = rw(&d.mnt.join("solo"));
     for i in 0..100 {

@@ -589,6 +589,24 @@ impl Mount {
         Mount::start_with_env(config, mnt, log, flags, &[])
     }
 
+    /// Another mount of `up`'s cluster at `mnt-NAME` in its directory, a soft mount with
+    /// extra `flags` and environment (`RUST_LOG`, say), logging to `mount-NAME.log`: the
+    /// mount and its log's path.
+    pub fn logged(up: &Up, name: &str, flags: &[&str], env: &[(&str, &str)]) -> (Mount, PathBuf) {
+        let dir = up.dir.path();
+        let log = dir.join(format!("mount-{name}.log"));
+        let mut all = vec!["--timeout-ms", "120000"];
+        all.extend_from_slice(flags);
+        let m = Mount::start_with_env(
+            &up.config,
+            &dir.join(format!("mnt-{name}")),
+            &log,
+            &all,
+            env,
+        );
+        (m, log)
+    }
+
     /// The same with extra environment variables (`RUST_LOG`, say).
     pub fn start_with_env(
         config: &Path,
