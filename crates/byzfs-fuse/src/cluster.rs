@@ -255,6 +255,11 @@ pub(crate) fn send_in_lane(link: &mut Link, cred: &Credentials, op: Op) -> InLan
 }
 
 impl InLane {
+    /// When it was sent.
+    pub(crate) fn began(&self) -> std::time::Instant {
+        self.began
+    }
+
     /// Waits for the reply (without the mount's lock).
     pub(crate) fn wait(&mut self) -> Option<Outcome> {
         let ticket = std::mem::replace(&mut self.ticket, Ticket::Done);
@@ -373,10 +378,15 @@ pub(crate) fn send_write(link: &mut Link, ino: u64, cred: &Credentials, op: Op) 
         Ok(Reply::Write { attr, .. } | Reply::Attr(attr)) => {
             link.stamps.insert(ino, Stamp::of(&attr));
         }
-        Ok(_) => link.gather.failed(ino, Errno::EIO),
+        Ok(_) => {
+            link.gather.failed(ino, Errno::EIO);
+            link.dirs.contents_changed(ino);
+        }
         Err(e) => {
             tracing::debug!(ino, %e, "held-back writes failed; reported at close or fsync");
             link.gather.failed(ino, e);
+            // The replicas do not hold what the kept bytes say (`mine.rs`).
+            link.dirs.contents_changed(ino);
         }
     }
 }
@@ -392,10 +402,10 @@ pub(crate) const LINK_DRIVE: Duration = Duration::from_millis(2);
 /// While the mount lives, every quarter of [`gather::MAX_AGE`]: sends held-back writes
 /// older than it, renews the lock lease when due (`locks.rs`), sweeps the orphan
 /// directory, and drives the client for [`LINK_DRIVE`] with the mount's lock let go
-/// (`wire.rs`: otherwise only waiting callers drive it). While it holds lock delegations,
-/// every
-/// [`delegations::POLL_EVERY`] (`nudge` wakes it when one arrives): gives back those
-/// recalled or idle.
+/// (`wire.rs`: otherwise only waiting callers drive it). While it holds lock or directory
+/// delegations, every [`delegations::POLL_EVERY`] or more (`nudge` wakes it when one
+/// arrives): polls for recalls, without the mount's lock, and gives back those recalled or
+/// idle.
 pub(crate) fn spawn_background(
     inner: std::sync::Weak<Mutex<Inner>>,
     nudge: std::sync::mpsc::Receiver<()>,
@@ -415,15 +425,28 @@ pub(crate) fn spawn_background(
                 {
                     std::thread::sleep(nap);
                 }
-                let Some(inner) = inner.upgrade() else {
+                let Some(mount) = inner.upgrade() else {
                     return; // Unmounted.
                 };
-                let Ok(mut inner) = inner.lock() else {
+                // The recall poll, its round trip without the mount's lock (`poll_sent`).
+                let Ok(mut guard) = mount.lock() else {
+                    return;
+                };
+                let (link, locking, _) = guard.for_locks();
+                let poll = delegations::poll_sent(link, &mut locking.delegs, &cred);
+                drop(guard);
+                if let Some(mut sent) = poll {
+                    let out = sent.wait();
+                    let Ok(mut guard) = mount.lock() else {
+                        return;
+                    };
+                    let (link, locking, _) = guard.for_locks();
+                    delegations::poll_answered(link, &mut locking.delegs, &cred, (sent, out));
+                }
+                let Ok(mut inner) = mount.lock() else {
                     return;
                 };
                 let mut drive = None;
-                let (link, locking, _) = inner.for_locks();
-                delegations::poll(link, &mut locking.delegs, &cred);
                 // One reclaim step per wake-up, the lock released in between.
                 let reclaiming = reclaim::step(&mut inner.link, &cred);
                 if inner.link.dirs.due(std::time::Instant::now()) {

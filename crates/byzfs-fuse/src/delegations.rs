@@ -15,6 +15,8 @@
 //!   recalled is locked at the replicas for [`CONTENDED_FOR`]: two mounts taking turns on
 //!   one file would otherwise pass its delegation back and forth at every lock.
 
+use super::cluster::{finish_in_lane, send_in_lane, InLane};
+use super::wire::Outcome;
 use super::{invoke, Link};
 use byzfs_fs::proto::lock::{self, Held as Lock, LockInfo, LockKind, LockOwner, Returned};
 use byzfs_fs::{Credentials, Errno, FileHandle, Op, Reply};
@@ -280,11 +282,18 @@ pub(super) fn give_back(
     }
 }
 
-/// Gives back the delegations the replicas recalled and those left idle (at most every
-/// [`POLL_EVERY`]; from the mount's background thread).
-pub(super) fn poll(link: &mut Link, delegs: &mut Delegations, cred: &Credentials) {
+/// Sends the recall poll if one is due (at most every [`Delegations::poll_every`], while any
+/// lock or directory delegation is held; from the mount's background thread), in a lane:
+/// the caller lets the mount's lock go while it is at the replicas (across sites a poll
+/// takes a round trip, 40 ms, which every operation of the mount would otherwise wait
+/// behind), then hands its answer to [`poll_answered`].
+pub(super) fn poll_sent(
+    link: &mut Link,
+    delegs: &mut Delegations,
+    cred: &Credentials,
+) -> Option<InLane> {
     if !delegs.any() && !link.dirs.any_held() {
-        return;
+        return None;
     }
     let now = Instant::now();
     let every = delegs.poll_every();
@@ -292,11 +301,22 @@ pub(super) fn poll(link: &mut Link, delegs: &mut Delegations, cred: &Credentials
         .polled
         .is_some_and(|t| now.saturating_duration_since(t) < every)
     {
-        return;
+        return None;
     }
     delegs.polled = Some(now);
-    let answer = invoke(link, cred, Op::Recalls);
-    delegs.polled_in(now.elapsed());
+    Some(send_in_lane(link, cred, Op::Recalls))
+}
+
+/// Gives back the delegations the poll says were recalled, and those left idle.
+pub(super) fn poll_answered(
+    link: &mut Link,
+    delegs: &mut Delegations,
+    cred: &Credentials,
+    (sent, out): (InLane, Option<Outcome>),
+) {
+    let began = sent.began();
+    let answer = finish_in_lane(link, sent, out);
+    delegs.polled_in(began.elapsed());
     match answer {
         Ok(Reply::Recalls(inos)) => {
             for ino in inos {
@@ -311,7 +331,7 @@ pub(super) fn poll(link: &mut Link, delegs: &mut Delegations, cred: &Credentials
         Ok(_) => tracing::warn!("unexpected reply to a recall poll"),
         Err(e) => tracing::debug!(%e, "recall poll failed"),
     }
-    for ino in delegs.idle(now) {
+    for ino in delegs.idle(Instant::now()) {
         give_back(link, delegs, cred, ino, false);
     }
     super::dirs::give_back_idle(link, cred);

@@ -25,8 +25,10 @@
 //!   (`delegations::POLL_EVERY`), sends the queue, and gives the directory back. An
 //!   operation of this mount that meets another mount's delegation waits, giving back what
 //!   it is asked for itself meanwhile, and is sent again, ordered (see `cluster::invoke`).
-//! * **Given back** when another mount asks, after [`IDLE`] without an early answer, and at
-//!   unmount.
+//! * **Given back** when another mount asks, after [`IDLE`] unused (no early answer, and
+//!   nothing made there looked up, stated, opened or read), and at unmount.
+//! * **Read back from here:** the bytes of a small file made here are kept while it is this
+//!   mount's alone (`mine.rs`), so reading it back asks nobody.
 //! * **Write-back:** a file made here in a held directory is reachable by no other mount
 //!   until the directory is recalled, so its `close` sends nothing (`filesystem.rs`
 //!   `flush`): its creation and writes wait for [`gather::MAX_AGE`], `fsync`, a full
@@ -42,6 +44,7 @@
 
 use super::cluster::{invoke, invoke_once, send_write, send_writes, Link};
 use super::gather;
+use super::mine::Mine;
 use byzfs_fs::proto::batch::{may_batch, MAX_BATCH};
 use byzfs_fs::proto::op::MAX_READDIR_ENTRIES;
 use byzfs_fs::{Attr, Credentials, Errno, FileHandle, FileType, Op, Reply};
@@ -60,9 +63,13 @@ const LIST_PAGES: usize = 128;
 const MAX_HELD: usize = 4096;
 /// A directory another mount asked back is not asked for again for this long.
 const CONTENDED_FOR: Duration = Duration::from_secs(5);
-/// A held directory this long without an early answer is given back (so the mount stops
-/// polling for recalls when it is done with its directories).
-const IDLE: Duration = Duration::from_secs(10);
+/// A held directory this long unused (no early answer, nothing made there looked up,
+/// stated, opened or read) is given back, so the mount stops polling for recalls when it
+/// is done with its directories. Long enough to keep a working set through the phases of a
+/// build or a benchmark: across sites, every use after a give-back costs round trips
+/// (docs/BENCHMARKS.md "Across sites, the working set kept"); another mount never waits
+/// for it (its operation recalls the directory).
+const IDLE: Duration = Duration::from_secs(120);
 /// Two creations or removals in a directory this close together make the mount ask for it.
 const WANTED_WITHIN: Duration = Duration::from_secs(5);
 /// How long an operation that met another mount's delegation waits before it is sent again.
@@ -104,7 +111,7 @@ pub(crate) struct Dirs {
     /// would recall), so what this mount last saw of them is current, and removing them
     /// early is invisible to others until sent. Dropped for a directory renamed out of or
     /// given back, and for a file linked elsewhere, through the cluster.
-    mine: HashMap<u64, u64>,
+    mine: Mine,
     /// Directories not held where a creation or removal went to the cluster, and when.
     wanted: HashMap<u64, Instant>,
     /// Inodes the queue makes, removes or changes names in: a read-only operation on
@@ -130,7 +137,7 @@ impl Dirs {
             contended: HashMap::new(),
             too_big: HashSet::new(),
             wanted: HashMap::new(),
-            mine: HashMap::new(),
+            mine: Mine::default(),
             touched: HashSet::new(),
             nudge,
             sent: Vec::new(),
@@ -200,21 +207,21 @@ impl Dirs {
             .get(&dir.ino)
             .filter(|h| h.fh == dir && !h.stale)?;
         let (fh, _) = h.names.get(name)?;
-        (self.mine.get(&fh.ino) == Some(&dir.ino)).then_some(*fh)
+        (self.mine.dir_of(fh.ino) == Some(dir.ino)).then_some(*fh)
     }
 
     /// Whether this mount made `ino` in a directory it still holds (see [`Dirs::mine`]).
     pub(crate) fn is_mine(&self, ino: u64) -> bool {
         self.mine
-            .get(&ino)
-            .and_then(|d| self.held.get(d))
+            .dir_of(ino)
+            .and_then(|d| self.held.get(&d))
             .is_some_and(|h| !h.stale)
     }
 
     /// [`Dirs::is_mine`], and if so its directory counts as used now (answering from what
     /// the mount made keeps the delegation, as an early answer does).
     pub(crate) fn use_mine(&mut self, ino: u64) -> bool {
-        let Some(h) = self.mine.get(&ino).and_then(|d| self.held.get_mut(d)) else {
+        let Some(h) = self.mine.dir_of(ino).and_then(|d| self.held.get_mut(&d)) else {
             return false;
         };
         if h.stale {
@@ -226,7 +233,32 @@ impl Dirs {
 
     /// `ino` may now be reachable from elsewhere (a hard link made through the cluster).
     pub(crate) fn not_mine(&mut self, ino: u64) {
-        self.mine.remove(&ino);
+        self.mine.remove(ino);
+    }
+
+    /// Up to `count` bytes of `ino` at `offset` from the bytes kept of a small file this
+    /// mount made (`mine.rs`), if it is still this mount's alone; its directory counts as
+    /// used.
+    pub(crate) fn read_mine(&mut self, ino: u64, offset: u64, count: u32) -> Option<Vec<u8>> {
+        if !self.use_mine(ino) {
+            return None;
+        }
+        self.mine.read(ino, offset, count)
+    }
+
+    /// This mount wrote `data` at `offset` of `ino` (`mine.rs`).
+    pub(crate) fn wrote(&mut self, ino: u64, offset: u64, data: &[u8]) {
+        self.mine.wrote(ino, offset, data);
+    }
+
+    /// `ino`'s contents changed in a way `mine.rs` does not follow.
+    pub(crate) fn contents_changed(&mut self, ino: u64) {
+        self.mine.changed(ino);
+    }
+
+    /// Reads answered from kept bytes (`mine.rs`), for the log at unmount.
+    pub(crate) fn reads_answered(&self) -> u64 {
+        self.mine.reads
     }
 
     /// Whether `name` is surely missing from directory `dir` (held, listed). Only a plain
@@ -260,7 +292,7 @@ impl Dirs {
     /// A rename out of (or an exchange in) `dirs` went through the cluster: what this mount
     /// made there may now be reachable elsewhere.
     pub(crate) fn moved_from(&mut self, dirs: &[FileHandle]) {
-        self.mine.retain(|_, d| !dirs.iter().any(|x| x.ino == *d));
+        self.mine.retain_dirs(|d| !dirs.iter().any(|x| x.ino == d));
     }
 
     fn take_queue(&mut self) -> Option<(Credentials, Vec<Op>)> {
@@ -612,7 +644,9 @@ pub(crate) fn make_early(
     h.attr.ctime = now;
     h.used = Instant::now();
     h.names.insert(name.to_vec(), (at, attr.kind));
-    link.dirs.mine.insert(at.ino, dir.ino);
+    link.dirs
+        .mine
+        .made(at.ino, dir.ino, attr.kind == FileType::Regular);
     let h = link.dirs.held.get_mut(&dir.ino)?;
     let dir_attr = h.attr.clone();
     // The replicas make it at this machine's time, the one the kernel was given (within
@@ -661,7 +695,7 @@ pub(crate) fn remove_early(
     }
     let (fh, kind) = *link.dirs.held.get(&dir.ino)?.names.get(name)?;
     // Another mount may hold a handle of an older entry and must see it go at once.
-    let mine = link.dirs.mine.get(&fh.ino) == Some(&dir.ino);
+    let mine = link.dirs.mine.dir_of(fh.ino) == Some(dir.ino);
     if (kind == FileType::Directory) != is_dir || open(fh.ino) || !mine {
         return None;
     }
@@ -686,7 +720,7 @@ pub(crate) fn remove_early(
         h.attr.nlink = h.attr.nlink.saturating_sub(1);
     }
     let dir_attr = h.attr.clone();
-    link.dirs.mine.remove(&fh.ino);
+    link.dirs.mine.remove(fh.ino);
     link.dirs.touched.insert(fh.ino);
     drop_writes(link, fh.ino);
     let op = if is_dir {
@@ -740,7 +774,7 @@ pub(crate) fn rename_early(
         None => None,
         Some(&(t, _)) if t == fh => None,
         Some(&(t, tkind)) => {
-            let mine = link.dirs.mine.get(&t.ino) == Some(&dir.ino);
+            let mine = link.dirs.mine.dir_of(t.ino) == Some(dir.ino);
             if tkind == FileType::Directory || !mine || open(t.ino) {
                 return None;
             }
@@ -756,7 +790,7 @@ pub(crate) fn rename_early(
     h.attr.ctime = now;
     let dir_attr = h.attr.clone();
     if let Some(t) = replaced {
-        link.dirs.mine.remove(&t);
+        link.dirs.mine.remove(t);
         link.dirs.touched.insert(t);
         drop_writes(link, t);
     }
@@ -808,7 +842,7 @@ pub(crate) fn link_early(
     h.attr.mtime = now;
     h.attr.ctime = now;
     let dir_attr = h.attr.clone();
-    link.dirs.mine.remove(&fh.ino);
+    link.dirs.mine.remove(fh.ino);
     link.dirs.touched.insert(fh.ino);
     let op = Op::Link {
         fh,
@@ -826,7 +860,7 @@ fn plain_name(name: &[u8]) -> bool {
 
 /// Sends the queue and gives `ino` back (asked for by another mount, or too big to hold).
 pub(crate) fn give_back(link: &mut Link, cred: &Credentials, ino: u64) {
-    link.dirs.mine.retain(|_, d| *d != ino);
+    link.dirs.mine.retain_dirs(|d| d != ino);
     let fh = match link.dirs.held.remove(&ino) {
         Some(h) => h.fh,
         // Forgotten after a failed batch, but the replicas may still count it as held.
@@ -866,8 +900,8 @@ pub(crate) fn give_back_idle(link: &mut Link, cred: &Credentials) {
     let held_mine = link.gather.inos().any(|i| {
         link.dirs
             .mine
-            .get(&i)
-            .is_some_and(|d| idle.iter().any(|x| x.ino == *d))
+            .dir_of(i)
+            .is_some_and(|d| idle.iter().any(|x| x.ino == d))
     });
     if held_mine {
         send_everything(link);
@@ -877,7 +911,7 @@ pub(crate) fn give_back_idle(link: &mut Link, cred: &Credentials) {
     }
     link.dirs
         .mine
-        .retain(|_, d| !idle.iter().any(|i| i.ino == *d));
+        .retain_dirs(|d| !idle.iter().any(|i| i.ino == d));
     let ops = idle.iter().map(|&dir| Op::ReturnDir { dir }).collect();
     if let Err(e) = invoke(link, cred, Op::Batch(ops)) {
         tracing::debug!(%e, "cannot give idle directories back; they lapse");

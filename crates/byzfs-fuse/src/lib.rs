@@ -110,6 +110,7 @@ pub mod fsclient;
 mod gather;
 mod groups;
 mod locks;
+mod mine;
 mod open_files;
 mod orphans;
 mod ranges;
@@ -552,6 +553,8 @@ impl ByzFuse {
         if inner.link.gather.holds(fh.ino) {
             return None;
         }
+        // Answering from what the mount made keeps the delegation (`dirs.rs` `IDLE`).
+        inner.link.dirs.use_mine(fh.ino);
         let a = inner
             .link
             .attrs
@@ -590,6 +593,14 @@ impl ByzFuse {
         link.attrs.learn(&d, std::time::Instant::now());
         link.stamps.remove(&ino);
         true
+    }
+
+    /// `ino`'s contents change in a way the bytes kept of files made here do not follow
+    /// (`mine.rs`): they are read from the cluster from now on.
+    fn contents_changed(&self, ino: u64) {
+        if let Ok(mut inner) = self.inner.lock() {
+            inner.link.dirs.contents_changed(ino);
+        }
     }
 
     /// Tells the kernel to drop the attributes early answers gave it, for what has been
