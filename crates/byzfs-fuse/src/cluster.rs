@@ -181,10 +181,32 @@ fn prepare(link: &mut Link, op: &Op, ordered: bool) -> Prep {
     // A hard link or a rename makes a file reachable from another directory.
     match op {
         Op::Link { fh, .. } => link.dirs.not_mine(fh.ino),
-        Op::Rename { from_dir, .. } | Op::RenameNoReplace { from_dir, .. } => {
-            link.dirs.moved_from(&[*from_dir])
+        Op::Rename {
+            from_dir,
+            from_name,
+            ..
         }
-        Op::Exchange { a_dir, b_dir, .. } => link.dirs.moved_from(&[*a_dir, *b_dir]),
+        | Op::RenameNoReplace {
+            from_dir,
+            from_name,
+            ..
+        } => {
+            link.dirs.moved_from(&[*from_dir]);
+            link.dirs
+                .renamed_through_cluster(&[(*from_dir, from_name.as_slice())]);
+        }
+        Op::Exchange {
+            a_dir,
+            a_name,
+            b_dir,
+            b_name,
+        } => {
+            link.dirs.moved_from(&[*a_dir, *b_dir]);
+            link.dirs.renamed_through_cluster(&[
+                (*a_dir, a_name.as_slice()),
+                (*b_dir, b_name.as_slice()),
+            ]);
+        }
         _ => {}
     }
     let sets_held = match op {

@@ -83,6 +83,9 @@ struct Held {
     attr: Attr,
     /// Every name but `.` and `..`, with what it names.
     names: HashMap<Vec<u8>, (FileHandle, FileType)>,
+    /// What its `..` names, once known (from a listing, or made here); forgotten when a
+    /// rename through the cluster may have moved it ([`Dirs::renamed_through_cluster`]).
+    parent: Option<FileHandle>,
     /// Something else changed the directory here: list it again before answering early.
     stale: bool,
     /// When it last answered early.
@@ -295,6 +298,53 @@ impl Dirs {
         self.mine.retain_dirs(|d| !dirs.iter().any(|x| x.ino == d));
     }
 
+    /// A rename or exchange of `names` (directory, name) is about to go through the
+    /// cluster: a held directory it moves has a new `..`, known again at its next listing.
+    /// A name in a directory not held or not listed may name any of them.
+    pub(crate) fn renamed_through_cluster(&mut self, names: &[(FileHandle, &[u8])]) {
+        for (dir, name) in names {
+            let listed = self.held.get(&dir.ino).filter(|h| h.fh == *dir && !h.stale);
+            match listed.map(|h| h.names.get(*name)) {
+                Some(Some((fh, FileType::Directory))) => {
+                    let fh = *fh;
+                    if let Some(h) = self.held.get_mut(&fh.ino) {
+                        h.parent = None;
+                    }
+                }
+                Some(_) => {}
+                None => self.held.values_mut().for_each(|h| h.parent = None),
+            }
+        }
+    }
+
+    /// Held directory `dir`'s `..`, as a listing from the cluster showed it.
+    pub(crate) fn listed_parent(&mut self, dir: FileHandle, parent: FileHandle) {
+        if let Some(h) = self.held.get_mut(&dir.ino).filter(|h| h.fh == dir) {
+            h.parent = Some(parent);
+        }
+    }
+
+    /// Held directory `dir`'s entries as this mount keeps them, `.` and `..` first, for an
+    /// `opendir` (`listings.rs`); `None` if it is not held and listed here, or its `..` is
+    /// not known. The directory counts as used.
+    pub(crate) fn listing(&mut self, dir: FileHandle) -> Option<Vec<super::listings::Entry>> {
+        let h = self
+            .held
+            .get_mut(&dir.ino)
+            .filter(|h| h.fh == dir && !h.stale)?;
+        let parent = h.parent?;
+        h.used = Instant::now();
+        let mut out = Vec::with_capacity(h.names.len() + 2);
+        out.push((b".".to_vec(), dir.ino, FileType::Directory));
+        out.push((b"..".to_vec(), parent.ino, FileType::Directory));
+        out.extend(
+            h.names
+                .iter()
+                .map(|(name, (fh, kind))| (name.clone(), fh.ino, *kind)),
+        );
+        Some(out)
+    }
+
     fn take_queue(&mut self) -> Option<(Credentials, Vec<Op>)> {
         if self.queue.is_empty() {
             return None;
@@ -478,6 +528,7 @@ fn ensure(link: &mut Link, cred: &Credentials, dir: FileHandle) -> bool {
                     fh: dir,
                     attr,
                     names: HashMap::new(),
+                    parent: None,
                     stale: true,
                     used: Instant::now(),
                 },
@@ -505,6 +556,7 @@ fn relist(link: &mut Link, cred: &Credentials, dir: FileHandle) -> bool {
         _ => return false,
     };
     let mut names = HashMap::new();
+    let mut parent = None;
     let mut cookie = 0;
     for page in 0.. {
         if page == LIST_PAGES {
@@ -523,6 +575,9 @@ fn relist(link: &mut Link, cred: &Credentials, dir: FileHandle) -> bool {
         if let Some(e) = entries.last() {
             cookie = e.cookie;
         }
+        if let Some(e) = entries.iter().find(|e| e.name == b"..") {
+            parent = Some(e.fh);
+        }
         names.extend(
             entries
                 .into_iter()
@@ -537,6 +592,7 @@ fn relist(link: &mut Link, cred: &Credentials, dir: FileHandle) -> bool {
         Some(h) => {
             h.attr = attr;
             h.names = names;
+            h.parent = parent;
             h.stale = false;
             true
         }
@@ -666,6 +722,7 @@ pub(crate) fn make_early(
                 fh: at,
                 attr: attr.clone(),
                 names: HashMap::new(),
+                parent: Some(dir),
                 stale: false,
                 used: Instant::now(),
             },

@@ -2,13 +2,13 @@
 //! file-service operations on the cluster.
 
 use super::{
-    delegations, dirs, dirs::Make, errno, file_attr, invoke, kind, locks, negative_entry,
-    own_credentials, ranges, send_held, timestamp, to_orphans, xattr_reply, AccessFlags, Arc,
-    ByzFuse, Duration, Errno, Filesystem, Generation, INodeNo, Op, OpenFlags, OsStr, Path,
-    RenameFlags, Reply, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry,
-    ReplyStatfs, ReplyWrite, SetAttr, SetTime, SpecialKind, Stamp, SystemTime, TimeOrNow,
-    WriteFlags, XattrSet, FALLOC_FL_KEEP_SIZE, MAX_IO, O_EXCL, READDIR_BATCH, S_IFBLK, S_IFCHR,
-    S_IFIFO, S_IFMT, S_IFREG, S_IFSOCK, TMPFILE_TRIES, XATTR_CREATE, XATTR_REPLACE,
+    delegations, dirs, dirs::Make, errno, file_attr, held_listing, invoke, kind, locks,
+    negative_entry, own_credentials, ranges, send_held, timestamp, to_orphans, xattr_reply,
+    AccessFlags, Arc, ByzFuse, Duration, Errno, Filesystem, Generation, INodeNo, Op, OpenFlags,
+    OsStr, Path, RenameFlags, Reply, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty,
+    ReplyEntry, ReplyStatfs, ReplyWrite, SetAttr, SetTime, SpecialKind, Stamp, SystemTime,
+    TimeOrNow, WriteFlags, XattrSet, FALLOC_FL_KEEP_SIZE, MAX_IO, O_EXCL, READDIR_BATCH, S_IFBLK,
+    S_IFCHR, S_IFIFO, S_IFMT, S_IFREG, S_IFSOCK, TMPFILE_TRIES, XATTR_CREATE, XATTR_REPLACE,
 };
 use std::os::unix::ffi::OsStrExt as _;
 
@@ -140,11 +140,14 @@ impl Filesystem for ByzFuse {
         reply: fuser::ReplyOpen,
     ) {
         let fh = fh!(self, ino, reply);
-        let known = self
-            .inner
-            .lock()
-            .ok()
-            .and_then(|i| i.link.attrs.last(ino.0).filter(|a| a.fh == fh).cloned());
+        let known = self.inner.lock().ok().and_then(|i| {
+            i.link
+                .dirs
+                .attr(ino.0)
+                .or_else(|| i.link.attrs.last(ino.0))
+                .filter(|a| a.fh == fh)
+                .cloned()
+        });
         let attr = match known {
             Some(a) => a,
             None => match self.call(req, Op::GetAttr { fh }) {
@@ -153,6 +156,7 @@ impl Filesystem for ByzFuse {
                 Err(e) => return reply.error(errno(e)),
             },
         };
+        let mut handle = 0;
         if let Ok(mut inner) = self.inner.lock() {
             let entry = inner
                 .files
@@ -161,19 +165,24 @@ impl Filesystem for ByzFuse {
                 .or_insert((0, attr.clone()));
             entry.0 += 1;
             entry.1 = attr;
+            // Held here: listed from the names this mount keeps (`listings.rs`).
+            if let Some(entries) = held_listing(&mut inner, fh) {
+                handle = inner.files.listings.open(entries);
+            }
         }
-        reply.opened(fuser::FileHandle(0), fuser::FopenFlags::empty());
+        reply.opened(fuser::FileHandle(handle), fuser::FopenFlags::empty());
     }
 
     fn releasedir(
         &self,
         _req: &fuser::Request,
         ino: INodeNo,
-        _fh: fuser::FileHandle,
+        fh: fuser::FileHandle,
         _flags: OpenFlags,
         reply: ReplyEmpty,
     ) {
         if let Ok(mut inner) = self.inner.lock() {
+            inner.files.listings.release(fh.0);
             if let Some((n, _)) = inner.files.open_dirs.get_mut(&ino.0) {
                 *n = n.saturating_sub(1);
                 if *n == 0 {
@@ -830,11 +839,17 @@ impl Filesystem for ByzFuse {
         &self,
         req: &fuser::Request,
         ino: INodeNo,
-        _fh: fuser::FileHandle,
+        handle: fuser::FileHandle,
         offset: u64,
         mut reply: ReplyDirectory,
     ) {
         let dir = fh!(self, ino, reply);
+        if self
+            .readdir_listed(dir, handle.0, offset, &mut reply)
+            .is_some()
+        {
+            return reply.ok();
+        }
         // Files this mount keeps under hidden names (removed while open, `O_TMPFILE`) in
         // their own directory, where the orphan directory was not to be had, are in no
         // directory as its users see it. The orphan directory itself lists them.
@@ -858,6 +873,12 @@ impl Filesystem for ByzFuse {
             };
             match self.call(req, op) {
                 Ok(Reply::ReadDir { entries, eof }) => {
+                    // A held directory's `..`, for listing it here next time.
+                    if let Some(e) = entries.iter().find(|e| e.name == b"..") {
+                        if let Ok(mut inner) = self.inner.lock() {
+                            inner.link.dirs.listed_parent(dir, e.fh);
+                        }
+                    }
                     for e in entries {
                         if hidden.iter().any(|(i, n)| *i == e.fh.ino && *n == e.name) {
                             cookie = e.cookie;

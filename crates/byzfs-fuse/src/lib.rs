@@ -109,6 +109,7 @@ mod dirs;
 pub mod fsclient;
 mod gather;
 mod groups;
+mod listings;
 mod locks;
 mod mine;
 mod open_files;
@@ -239,6 +240,8 @@ struct Files {
     /// Directories open on this mount: how many times, and their last attributes, which
     /// `fstat` on one gets (with no links) once it is removed, as on a local file system.
     open_dirs: HashMap<u64, (u32, Attr)>,
+    /// Open directories listed from this mount's books (`listings.rs`).
+    listings: listings::Listings,
     /// Open files removed while open: inode → (directory, hidden name), removed for good at
     /// the last release.
     silly: HashMap<u64, (FileHandle, Vec<u8>)>,
@@ -247,6 +250,23 @@ struct Files {
     /// The orphan directory once looked for ([`orphan_dir`]): `Some(None)` if there is none
     /// to be had.
     orphans: Option<Option<FileHandle>>,
+}
+
+/// Held directory `dir`'s entries for an open directory listed here (`listings.rs`),
+/// without the files this mount keeps under hidden names there (as `readdir` from the
+/// cluster leaves them out, but in the orphan directory itself).
+fn held_listing(inner: &mut Inner, dir: FileHandle) -> Option<Vec<listings::Entry>> {
+    let mut entries = inner.link.dirs.listing(dir)?;
+    let files = &inner.files;
+    if files.orphans != Some(Some(dir)) {
+        entries.retain(|(name, ino, _)| {
+            !files
+                .silly
+                .get(ino)
+                .is_some_and(|(d, n)| *d == dir && n == name)
+        });
+    }
+    Some(entries)
 }
 
 /// What of an inode's attributes says its data or size changed.
@@ -384,6 +404,39 @@ impl ByzFuse {
                 generation: k.generation,
             })
             .ok_or(fuser::Errno::ESTALE)
+    }
+
+    /// Answers a `readdir` of an open directory listed from this mount's books
+    /// (`listings.rs`), with the entries from `offset` on that fit; `None` if `handle` is
+    /// not one. An offset of 0 (a rewind) copies the names again if still held.
+    fn readdir_listed(
+        &self,
+        dir: FileHandle,
+        handle: u64,
+        offset: u64,
+        reply: &mut ReplyDirectory,
+    ) -> Option<()> {
+        let mut inner = self.inner.lock().ok()?;
+        if !inner.files.listings.has(handle) {
+            return None;
+        }
+        if offset == 0 {
+            if let Some(entries) = held_listing(&mut inner, dir) {
+                inner.files.listings.renew(handle, entries);
+            }
+        }
+        for (next, (name, ino, k)) in inner.files.listings.from(handle, offset)? {
+            if reply.add(
+                INodeNo(*ino),
+                next,
+                kind(*k),
+                <OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(name),
+            ) {
+                // The kernel's buffer is full; it asks again from here.
+                break;
+            }
+        }
+        Some(())
     }
 
     /// The attributes `fstat` gets for directory `ino`, open here and removed (by a rename

@@ -253,6 +253,7 @@ pub fn mount(
                 )]),
                 open: crate::open_files::OpenFiles::default(),
                 open_dirs: HashMap::new(),
+                listings: Default::default(),
                 silly: HashMap::new(),
                 tmp_next: 0,
                 orphans: None,

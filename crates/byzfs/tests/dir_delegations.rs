@@ -236,14 +236,7 @@ fn files_made_in_a_held_directory_are_stated_opened_and_read_without_asking() {
     // Written back (their `close` sent nothing): `fsync` of the directory sends the
     // names and the writes held with them, so the answers below are the cluster's.
     File::open(&d).unwrap().sync_all().unwrap();
-    // Sent under the mount's lock or in a lane (read-only operations, `cluster.rs`).
-    let sends = |what: &str| {
-        let text = fs::read_to_string(&log).unwrap();
-        ["send op", "send in a lane op"]
-            .iter()
-            .map(|s| text.matches(&format!("{s}=\"{what}\"")).count())
-            .sum::<usize>()
-    };
+    let sends = |what: &str| sent(&log, what);
     let key = |m: &fs::Metadata| (m.ino(), m.len(), m.mode(), m.mtime(), m.mtime_nsec());
     let before = (sends("getattr"), sends("read"));
     let mut local = Vec::new();
@@ -300,6 +293,71 @@ fn files_made_in_a_held_directory_are_stated_opened_and_read_without_asking() {
     assert_eq!(local, theirs);
     assert_eq!(fs::read(a.join("y")).unwrap(), y);
     assert_eq!(fs::read(a.join("z")).unwrap(), z);
+}
+
+/// How many operations named `what` a mount logging `byzfs_fuse::cluster=trace` to `log`
+/// sent, under its lock or in a lane (read-only operations, `cluster.rs`).
+fn sent(log: &std::path::Path, what: &str) -> usize {
+    let text = fs::read_to_string(log).unwrap();
+    ["send op", "send in a lane op"]
+        .iter()
+        .map(|s| text.matches(&format!("{s}=\"{what}\"")).count())
+        .sum()
+}
+
+/// `ls -1ai` of `dir`: every entry with its inode number, `.` and `..` too, sorted.
+fn ls(dir: &std::path::Path) -> String {
+    let out = std::process::Command::new("ls")
+        .arg("-1ai")
+        .arg(dir)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "ls {}: {out:?}", dir.display());
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// A directory the mount holds is listed from the names it keeps
+/// (`crates/byzfs-fuse/src/listings.rs`): `ls` of it, over several `readdir`s of one open
+/// directory, asks nobody (across sites each was a round trip, Andrew-Tcl's `stat` and
+/// `read` walks), and lists what another mount gets from the replicas: names, inode
+/// numbers, `.` and `..`, and a name made since the last `opendir`.
+#[test]
+fn a_held_directory_is_listed_without_asking() {
+    if skip_without_fuse() {
+        return;
+    }
+    let up = Up::start_mounted(&["--timeout-ms", "120000"]);
+    let log_at = [("RUST_LOG", "byzfs_fuse::cluster=trace")];
+    let (b, log) = Mount::logged(&up, "b", &["--cache-timeout", "0"], &log_at);
+    // Two creations in the root make B ask for it; a directory made in a held one is
+    // asked for in the batch that makes it.
+    for n in ["a", "b"] {
+        fs::write(b.mnt.join(n), n).unwrap();
+    }
+    let d = b.mnt.join("listed");
+    fs::create_dir(&d).unwrap();
+    fs::create_dir(d.join("sub")).unwrap();
+    // More than one `readdir` fills (the kernel's buffer is a page).
+    for i in 0..300 {
+        fs::write(d.join(format!("file-with-a-longish-name-{i:04}")), "x").unwrap();
+    }
+    let before = sent(&log, "readdir");
+    let first = ls(&d);
+    assert_eq!(
+        first.lines().count(),
+        303,
+        "., .., sub and 300 files:\n{first}"
+    );
+    let sub = ls(&d.join("sub"));
+    fs::write(d.join("made-after"), "y").unwrap();
+    let second = ls(&d);
+    assert_eq!(sent(&log, "readdir"), before, "listed from B's books");
+    assert_eq!(second.lines().count(), 304);
+    assert!(second.contains(" made-after\n"), "{second}");
+    // The other mount lists them from the replicas (recalling the directory first).
+    let a = up.mountpoint.clone().unwrap().join("listed");
+    assert_eq!(ls(&a), second);
+    assert_eq!(ls(&a.join("sub")), sub);
 }
 
 /// Write-back (`crates/byzfs-fuse/src/dirs.rs`): the `close` of a file the mount made in
