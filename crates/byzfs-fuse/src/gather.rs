@@ -33,6 +33,7 @@
 //! `stat` asks again and gets the cluster's. Not held back: size changes, and anything
 //! touching a set-user-ID or set-group-ID file (whose bits the change may clear).
 
+use byzfs_fs::proto::batch::MAX_BATCH;
 use byzfs_fs::MAX_SETATTRS;
 use byzfs_fs::{Attr, Credentials, Errno, Extent, FileHandle, Op, SetAttr, SetTime, Timestamp};
 use std::collections::HashMap;
@@ -120,8 +121,12 @@ impl Pending {
 }
 
 /// Most files with writes held back at once: a write to another file first sends them
-/// all, in as few batches as they fit.
-pub const MAX_FILES: usize = 16;
+/// all, in as few batches as they fit. 31: with a creation each (write-back, `dirs.rs`),
+/// they fill one batch of [`MAX_BATCH`] operations with the one that made the room.
+/// Across sites each send is an agreement round (about 130 ms at `wan`): Andrew-Tcl's
+/// copy there sent one per 16 files (docs/BENCHMARKS.md "Across sites, the working set
+/// kept").
+pub const MAX_FILES: usize = (MAX_BATCH - 2) / 2;
 
 /// The mount's write-behind state: each file's held writes apart, so that processes
 /// writing different files do not send each other's writes at every write.
