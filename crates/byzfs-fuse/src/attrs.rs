@@ -129,10 +129,33 @@ impl AttrCache {
                     None => self.forget(*ino),
                 }
             }
-            // Its members' replies, in order (a batch holds no rename: `byzfs_fs::batch`).
+            // Its members' replies, in order (a batch holds no rename: `byzfs_fs::batch`):
+            // each inode once, as the last member left it. A put marks its inode changed,
+            // so a second one from the same reply would be refused as newer than `mark`
+            // (a creation's size 0 kept over the size its write then gave).
             Ok(Reply::Batch(replies)) => {
+                let mut last: HashMap<u64, Option<&Attr>> = HashMap::new();
                 for r in replies {
-                    self.record_since(mark, effect, &Ok(r.clone()), now);
+                    match r {
+                        Reply::Attr(a) | Reply::Entry(a) | Reply::Write { attr: a, .. } => {
+                            last.insert(a.fh.ino, Some(a));
+                        }
+                        Reply::Made { entry, dir } => {
+                            last.insert(entry.fh.ino, Some(entry));
+                            last.insert(dir.fh.ino, Some(dir));
+                        }
+                        Reply::Unlinked { dir, ino, left } => {
+                            last.insert(dir.fh.ino, Some(dir));
+                            last.insert(*ino, left.as_ref());
+                        }
+                        _ => {}
+                    }
+                }
+                for (ino, a) in last {
+                    match a {
+                        Some(a) => self.put(mark, a, now),
+                        None => self.forget(ino),
+                    }
                 }
             }
             Ok(_) => {}
@@ -225,6 +248,42 @@ mod tests {
 
     fn size(c: &AttrCache, ino: u64) -> Option<u64> {
         c.fresh(ino, TTL).map(|(a, _)| a.size)
+    }
+
+    /// A batch answered to a call sent at a mark (a write-back batch left in flight,
+    /// `inflight.rs`): each inode as its last member left it, an unchanged one filled, one
+    /// changed since the mark left alone.
+    #[test]
+    fn a_batch_recorded_since_a_mark_keeps_each_inodes_last_attributes() {
+        let mut c = AttrCache::default();
+        let t0 = Instant::now();
+        c.record(Effect::of(&Op::StatFs), &Ok(Reply::Attr(attr(9, 1))), t0);
+        let mark = c.mark();
+        c.forget(9);
+        let batch = Ok(Reply::Batch(vec![
+            Reply::Made {
+                entry: attr(5, 0),
+                dir: attr(1, 4096),
+            },
+            Reply::Write {
+                count: 707,
+                attr: attr(5, 707),
+            },
+            Reply::Write {
+                count: 2,
+                attr: attr(9, 2),
+            },
+            Reply::Unlinked {
+                dir: attr(1, 4096),
+                ino: 6,
+                left: None,
+            },
+        ]));
+        c.record_since(mark, Effect::of(&Op::Batch(Vec::new())), &batch, t0);
+        assert_eq!(
+            (size(&c, 5), size(&c, 1), size(&c, 9), size(&c, 6)),
+            (Some(707), Some(4096), None, None)
+        );
     }
 
     #[test]

@@ -3,9 +3,9 @@
 //! thread (write flushes, lease renewals, delegation recalls, orphan sweeps, reclaim steps).
 
 use super::{
-    decode_result, delegations, dirs, gather, locks, own_credentials, reclaim, AttrCache, BTreeMap,
-    Credentials, Duration, Effect, Errno, FsResult, Gather, HashMap, Inner, Mutex, Op, Reply,
-    Stamp, SWEEP_EVERY,
+    decode_result, delegations, dirs, gather, inflight, locks, own_credentials, reclaim, AttrCache,
+    BTreeMap, Credentials, Duration, Effect, Errno, FsResult, Gather, HashMap, Inner, Mutex, Op,
+    Reply, Stamp, SWEEP_EVERY,
 };
 use crate::transport::Transport;
 use crate::wire::{Outcome, Ticket, Wire};
@@ -44,6 +44,8 @@ pub(crate) struct Link {
     pub(crate) reclaim: reclaim::Reclaimer,
     /// Directory delegations and the operations answered early in them (`dirs.rs`).
     pub(crate) dirs: dirs::Dirs,
+    /// Write-back batches sent and not yet answered (`inflight.rs`).
+    pub(crate) inflight: inflight::InFlight,
     /// Read-only operations go in lanes (more than one FUSE thread: `lib.rs` `call`).
     pub(crate) lanes: bool,
     /// An encrypted mount's crypto layer (`crypt.rs`), between every operation and the wire.
@@ -134,9 +136,17 @@ struct Prep {
     sets_held: Option<FileHandle>,
 }
 
-/// Before `op` goes: sends what must reach the replicas first, and notes what its reply
-/// must update ([`settle`]).
+/// Before `op` goes: waits for the write-back in flight it may see (`inflight.rs`), sends
+/// what must reach the replicas first, and notes what its reply must update ([`settle`]).
 fn prepare(link: &mut Link, op: &Op, ordered: bool) -> Prep {
+    if link.inflight.must_precede(op) {
+        inflight::land_all(link);
+    }
+    prepare_after_flight(link, op, ordered)
+}
+
+/// [`prepare`] but for the write-back in flight, which a batch of it follows in order.
+fn prepare_after_flight(link: &mut Link, op: &Op, ordered: bool) -> Prep {
     // Operations answered early, then writes held back, go first: every operation sees
     // them (they are taken, so the recursive calls send nothing else first). The recall
     // poll reads no file: it would otherwise send them every few milliseconds while
@@ -158,7 +168,7 @@ fn prepare(link: &mut Link, op: &Op, ordered: bool) -> Prep {
         // lower ones the queue took must reach the replicas first (`byzfs_fs::reserve`).
         let takes_handle = link.crypt.is_some() && matches!(op, Op::Mkdir { .. });
         if link.dirs.must_precede(op) || gathered_new || takes_handle {
-            dirs::send_queue(link);
+            dirs::send_queue(link, Wait::Yes);
         }
         let held = match files {
             Some(_) => needed
@@ -167,7 +177,7 @@ fn prepare(link: &mut Link, op: &Op, ordered: bool) -> Prep {
                 .collect(),
             None => link.gather.take_all(),
         };
-        send_writes(link, held);
+        send_writes(link, held, Wait::Yes);
     }
     // Names changed in held directories by anything but the queue: listed again before use.
     // A held directory's own attributes come back in the reply.
@@ -263,6 +273,17 @@ pub(crate) fn lane_takes(link: &Link, op: &Op) -> bool {
 /// fixed here (`wire.rs`).
 pub(crate) fn send_in_lane(link: &mut Link, cred: &Credentials, op: Op) -> InLane {
     let prep = prepare(link, &op, false);
+    sent_in_lane(link, cred, op, prep)
+}
+
+/// [`send_in_lane`] for a write-back batch left in flight (`inflight.rs`): it waits for
+/// none of the others, which go before it in order.
+pub(crate) fn send_in_flight(link: &mut Link, cred: &Credentials, op: Op) -> InLane {
+    let prep = prepare_after_flight(link, &op, false);
+    sent_in_lane(link, cred, op, prep)
+}
+
+fn sent_in_lane(link: &mut Link, cred: &Credentials, op: Op, prep: Prep) -> InLane {
     let name = op.name();
     tracing::trace!(op = name, "send in a lane");
     InLane {
@@ -280,6 +301,11 @@ impl InLane {
     /// When it was sent.
     pub(crate) fn began(&self) -> std::time::Instant {
         self.began
+    }
+
+    /// The reply if it is in, without waiting.
+    pub(crate) fn ready(&mut self) -> Option<Outcome> {
+        self.ticket.ready()
     }
 
     /// Waits for the reply (without the mount's lock).
@@ -339,12 +365,21 @@ pub(crate) fn send_held(link: &mut Link, p: gather::Pending) {
     send_write(link, ino, &cred, op);
 }
 
+/// Whether a sender waits for what it sends of the write-back (`inflight.rs`).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Wait {
+    /// Sent and answered before the sender goes on.
+    Yes,
+    /// Left in flight where the mount may (no room to hold more, or old enough).
+    InFlight,
+}
+
 /// Sends held writes of several files (oldest first), a caller's together in one
 /// `Op::Batch` as far as [`MAX_BATCH`] operations and the gather's bytes of data allow:
 /// files written and closed under write-back (`filesystem.rs` `flush`) go in few round
 /// trips. A batch runs all or nothing, so one that fails is sent again file by file, and
 /// each file keeps its own error.
-pub(crate) fn send_writes(link: &mut Link, held: Vec<gather::Pending>) {
+pub(crate) fn send_writes(link: &mut Link, held: Vec<gather::Pending>, wait: Wait) {
     let limit = link.gather.limit();
     let mut batch: Vec<gather::Pending> = Vec::new();
     let mut bytes = 0;
@@ -352,43 +387,85 @@ pub(crate) fn send_writes(link: &mut Link, held: Vec<gather::Pending>) {
         let cost = link.gather.cost(&p);
         let full = batch.len() >= MAX_BATCH || bytes + cost > limit;
         if batch.first().is_some_and(|b| b.cred != p.cred) || full {
-            send_batch(link, std::mem::take(&mut batch));
+            send_batch(link, std::mem::take(&mut batch), wait);
             bytes = 0;
         }
         bytes += cost;
         batch.push(p);
     }
-    send_batch(link, batch);
+    send_batch(link, batch, wait);
 }
 
 /// One batch of [`send_writes`]: one caller's writes.
-fn send_batch(link: &mut Link, batch: Vec<gather::Pending>) {
-    if batch.len() < 2 {
+fn send_batch(link: &mut Link, batch: Vec<gather::Pending>, wait: Wait) {
+    let Some(first) = batch.first() else {
+        return;
+    };
+    if wait == Wait::Yes && batch.len() == 1 {
         for p in batch {
             send_held(link, p);
         }
         return;
     }
-    let cred = batch[0].cred.clone();
+    let cred = first.cred.clone();
     let (inos, ops): (Vec<u64>, Vec<Op>) =
         batch.into_iter().map(|p| (p.fh.ino, p.into_op().1)).unzip();
-    let r = invoke(link, &cred, Op::Batch(ops.clone()));
-    match r {
-        Ok(Reply::Batch(replies)) if replies.len() == inos.len() => {
-            for (ino, reply) in inos.into_iter().zip(replies) {
-                if let Reply::Write { attr, .. } | Reply::Attr(attr) = reply {
-                    link.stamps.insert(ino, Stamp::of(&attr));
+    let op = match <[Op; 1]>::try_from(ops.clone()) {
+        Ok([op]) => op,
+        Err(ops) => Op::Batch(ops),
+    };
+    let sent = WritesSent { cred, inos, ops };
+    match wait {
+        Wait::InFlight => {
+            let footprint = inflight::footprint_of(&sent.ops);
+            let cred = sent.cred.clone();
+            inflight::send(link, &cred, op, footprint, inflight::Then::Writes(sent));
+        }
+        Wait::Yes => {
+            let r = invoke(link, &sent.cred, op);
+            sent.answered(link, r, true);
+        }
+    }
+}
+
+/// Held writes sent, one file's or several's in one batch ([`send_writes`]), for their
+/// answer.
+pub(crate) struct WritesSent {
+    cred: Credentials,
+    inos: Vec<u64>,
+    ops: Vec<Op>,
+}
+
+impl WritesSent {
+    /// Handles the answer. A batch that failed ran nothing: each file's writes are sent
+    /// again alone and keep their own error. One file's writes that failed are sent again
+    /// too unless `final_answer` (sent by [`invoke`], with its own retries), when the
+    /// error is kept for the file.
+    pub(crate) fn answered(self, link: &mut Link, result: FsResult, final_answer: bool) {
+        let n = self.ops.len();
+        match result {
+            Ok(Reply::Write { attr, .. } | Reply::Attr(attr)) if n == 1 => {
+                link.stamps.insert(self.inos[0], Stamp::of(&attr));
+            }
+            Ok(Reply::Batch(replies)) if n > 1 && replies.len() == n => {
+                for (ino, reply) in self.inos.into_iter().zip(replies) {
+                    if let Reply::Write { attr, .. } | Reply::Attr(attr) = reply {
+                        link.stamps.insert(ino, Stamp::of(&attr));
+                    }
                 }
             }
-        }
-        other => {
-            tracing::debug!(
-                files = inos.len(),
-                ?other,
-                "a batch of held writes failed; sent file by file"
-            );
-            for (ino, op) in inos.into_iter().zip(ops) {
-                send_write(link, ino, &cred, op);
+            other if n == 1 && final_answer => {
+                let e = match other {
+                    Err(e) => e,
+                    Ok(_) => Errno::EIO,
+                };
+                write_failed(link, self.inos[0], e);
+            }
+            other => {
+                tracing::debug!(files = n, ?other, "held writes failed; sent file by file");
+                for (ino, op) in self.inos.into_iter().zip(self.ops) {
+                    send_write(link, ino, &self.cred, op);
+                }
             }
         }
     }
@@ -400,17 +477,17 @@ pub(crate) fn send_write(link: &mut Link, ino: u64, cred: &Credentials, op: Op) 
         Ok(Reply::Write { attr, .. } | Reply::Attr(attr)) => {
             link.stamps.insert(ino, Stamp::of(&attr));
         }
-        Ok(_) => {
-            link.gather.failed(ino, Errno::EIO);
-            link.dirs.contents_changed(ino);
-        }
-        Err(e) => {
-            tracing::debug!(ino, %e, "held-back writes failed; reported at close or fsync");
-            link.gather.failed(ino, e);
-            // The replicas do not hold what the kept bytes say (`mine.rs`).
-            link.dirs.contents_changed(ino);
-        }
+        Ok(_) => write_failed(link, ino, Errno::EIO),
+        Err(e) => write_failed(link, ino, e),
     }
+}
+
+/// `ino`'s held writes failed for good: the error waits for its next `close` or `fsync`.
+fn write_failed(link: &mut Link, ino: u64, e: Errno) {
+    tracing::debug!(ino, %e, "held-back writes failed; reported at close or fsync");
+    link.gather.failed(ino, e);
+    // The replicas do not hold what the kept bytes say (`mine.rs`).
+    link.dirs.contents_changed(ino);
 }
 
 /// The background thread's pause between reclaim steps: the mount's lock is free
@@ -420,6 +497,11 @@ pub(crate) const RECLAIM_PAUSE: Duration = Duration::from_millis(1);
 /// How long the background thread drives the client at each tick, when no caller does
 /// (`wire.rs`): replies that came late, reconnections.
 pub(crate) const LINK_DRIVE: Duration = Duration::from_millis(2);
+
+/// How long the background thread leads the client at a time while write-back is in
+/// flight (`inflight.rs`), the mount's lock let go: the longest an answer waits to be
+/// handled once in.
+const FLIGHT_DRIVE: Duration = Duration::from_millis(10);
 
 /// While the mount lives, every quarter of [`gather::MAX_AGE`]: sends held-back writes
 /// older than it, renews the lock lease when due (`locks.rs`), sweeps the orphan
@@ -471,19 +553,30 @@ pub(crate) fn spawn_background(
                 let mut drive = None;
                 // One reclaim step per wake-up, the lock released in between.
                 let reclaiming = reclaim::step(&mut inner.link, &cred);
+                // Answers of write-back in flight that came in (`inflight.rs`).
+                inflight::land_ready(&mut inner.link);
+                // Old enough: sent, not waited for.
                 if inner.link.dirs.due(std::time::Instant::now()) {
-                    dirs::send_queue(&mut inner.link);
+                    dirs::send_queue(&mut inner.link, Wait::InFlight);
                 }
                 if chores.elapsed() >= tick {
                     chores = std::time::Instant::now();
                     let stale = inner.link.gather.take_stale();
-                    send_writes(&mut inner.link, stale);
+                    send_writes(&mut inner.link, stale, Wait::InFlight);
                     let (link, locking, hidden) = inner.for_locks();
                     locks::renew_if_due(link, locking, hidden, &cred);
                     sweep.step(&mut inner.link, &cred);
                     drive = Some(std::sync::Arc::clone(&inner.link.wire));
                 }
-                nap = if reclaiming {
+                // Write-back in flight is sent and answered only while someone leads the
+                // client (`wire.rs`), and its writer does not wait: this thread leads.
+                let flying = !inner.link.inflight.is_empty();
+                if flying {
+                    drive = Some(std::sync::Arc::clone(&inner.link.wire));
+                }
+                nap = if flying {
+                    Duration::ZERO
+                } else if reclaiming {
                     RECLAIM_PAUSE
                 } else if inner.locking.delegs.any() || inner.link.dirs.any_held() {
                     inner.locking.delegs.poll_every()
@@ -493,7 +586,11 @@ pub(crate) fn spawn_background(
                 };
                 drop(inner);
                 if let Some(wire) = drive {
-                    wire.drive_for(LINK_DRIVE);
+                    let led = wire.drive_for(if flying { FLIGHT_DRIVE } else { LINK_DRIVE });
+                    if flying && !led {
+                        // A waiting caller leads and hands the answers on meanwhile.
+                        std::thread::sleep(FLIGHT_DRIVE);
+                    }
                 }
             }
         });

@@ -42,12 +42,13 @@
 //!   for files not made here, `close`), as with gathered writes; its delegations lapse
 //!   with its lease.
 
-use super::cluster::{invoke, invoke_once, send_write, send_writes, Link};
+use super::cluster::{invoke, invoke_once, send_write, send_writes, Link, Wait};
 use super::gather;
+use super::inflight;
 use super::mine::Mine;
 use byzfs_fs::proto::batch::{may_batch, MAX_BATCH};
 use byzfs_fs::proto::op::MAX_READDIR_ENTRIES;
-use byzfs_fs::{Attr, Credentials, Errno, FileHandle, FileType, Op, Reply};
+use byzfs_fs::{Attr, Credentials, Errno, FileHandle, FileType, FsResult, Op, Reply};
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::mpsc::Sender;
 use std::time::{Duration, Instant};
@@ -144,6 +145,13 @@ impl Dirs {
             touched: HashSet::new(),
             nudge,
             sent: Vec::new(),
+        }
+    }
+
+    /// Wakes the mount's background thread (write-back was left in flight).
+    pub(crate) fn wake_background(&self) {
+        if let Some(n) = &self.nudge {
+            let _ = n.send(());
         }
     }
 
@@ -394,10 +402,10 @@ pub(crate) enum Make {
     Symlink(Vec<u8>),
 }
 
-/// Sends the queued operations as one batch, with the gathered writes of the same caller
-/// that fit after them (as far as [`MAX_BATCH`] and the gather's bytes of data allow);
-/// other gathered writes go after it (they may be to a file it creates).
-pub(crate) fn send_queue(link: &mut Link) {
+/// Sends the queue of early answers, with this caller's held writes joined to its batch
+/// (as far as [`MAX_BATCH`] and the gather's bytes allow), then the other held writes.
+pub(crate) fn send_queue(link: &mut Link, wait: Wait) {
+    let footprint: HashSet<u64> = link.dirs.touched.iter().copied().collect();
     let Some((cred, mut ops)) = link.dirs.take_queue() else {
         return;
     };
@@ -440,51 +448,91 @@ pub(crate) fn send_queue(link: &mut Link) {
     touched.sort_unstable();
     touched.dedup();
     if link.dirs.sent.len() < 4 * MAX_BATCH {
-        link.dirs.sent.extend(touched);
+        link.dirs.sent.extend(touched.iter().copied());
     }
     let first_write = n - joined.len();
     let writes: Vec<Op> = ops[first_write..].to_vec();
-    match invoke_once(link, &cred, Op::Batch(ops)) {
-        Ok(Reply::Batch(replies)) if replies.len() == n => {
-            for (ino, reply) in joined.iter().zip(&replies[first_write..]) {
-                if let Reply::Write { attr, .. } | Reply::Attr(attr) = reply {
-                    link.stamps.insert(*ino, super::Stamp::of(attr));
-                }
-            }
+    let mut footprint = footprint;
+    footprint.extend(touched);
+    footprint.extend(joined.iter().copied());
+    let sent = QueueSent {
+        cred: cred.clone(),
+        n,
+        joined,
+        writes,
+    };
+    match wait {
+        Wait::InFlight => {
+            let then = inflight::Then::Queue(sent);
+            inflight::send(link, &cred, Op::Batch(ops), footprint, then);
         }
-        other => {
-            let e = match other {
-                Err(e) => e,
-                _ => Errno::EIO,
-            };
-            tracing::warn!(%e, ops = n, "operations answered early failed at the replicas; \
-                reported at the next close or fsync");
-            link.dirs.error = Some(e);
-            link.dirs.forget_all();
-            // Nothing of the batch ran: each file's writes are sent again alone, and keep
-            // their own error (those to a file the batch made fail with `ESTALE`).
-            alone.extend(joined.into_iter().zip(writes));
+        Wait::Yes => {
+            let r = invoke_once(link, &cred, Op::Batch(ops));
+            sent.answered(link, r);
         }
     }
     for (ino, op) in alone {
         send_write(link, ino, &cred, op);
     }
-    send_writes(link, after);
+    send_writes(link, after, wait);
+}
+
+/// The queue's batch sent ([`send_queue`]), for its answer.
+pub(crate) struct QueueSent {
+    cred: Credentials,
+    /// Operations in the batch.
+    n: usize,
+    /// Files whose held writes joined it, in order, and those writes (its last ones).
+    joined: Vec<u64>,
+    writes: Vec<Op>,
+}
+
+impl QueueSent {
+    /// Handles the answer. One that failed ran nothing: the error waits for the next
+    /// `close`, `fsync` or `fsyncdir`, what this mount held is forgotten, and the joined
+    /// writes are sent again file by file, each keeping its own error (those to a file the
+    /// batch made fail with `ESTALE`).
+    pub(crate) fn answered(self, link: &mut Link, result: FsResult) {
+        let first_write = self.n - self.joined.len();
+        match result {
+            Ok(Reply::Batch(replies)) if replies.len() == self.n => {
+                for (ino, reply) in self.joined.iter().zip(&replies[first_write..]) {
+                    if let Reply::Write { attr, .. } | Reply::Attr(attr) = reply {
+                        link.stamps.insert(*ino, super::Stamp::of(attr));
+                    }
+                }
+            }
+            other => {
+                let e = match other {
+                    Err(e) => e,
+                    _ => Errno::EIO,
+                };
+                tracing::warn!(%e, ops = self.n, "operations answered early failed at the replicas; \
+                    reported at the next close or fsync");
+                link.dirs.error = Some(e);
+                link.dirs.forget_all();
+                for (ino, op) in self.joined.into_iter().zip(self.writes) {
+                    send_write(link, ino, &self.cred, op);
+                }
+            }
+        }
+    }
 }
 
 /// Sends everything held: the queue of early answers, with the writes that join it, and
 /// every other held write (a delegation given back, unmount, the gather full).
-pub(crate) fn send_everything(link: &mut Link) {
-    send_queue(link);
+pub(crate) fn send_everything(link: &mut Link, wait: Wait) {
+    send_queue(link, wait);
     let rest = link.gather.take_all();
-    send_writes(link, rest);
+    send_writes(link, rest, wait);
 }
 
 /// Makes room in the queue for `n` operations of `cred`.
 fn make_room(link: &mut Link, cred: &Credentials, n: usize) {
     let other_caller = link.dirs.cred.as_ref().is_some_and(|c| c != cred);
     if other_caller || link.dirs.queue.len() + n > MAX_QUEUE {
-        send_queue(link);
+        // No room: the queue goes, and the caller does not wait for it.
+        send_queue(link, Wait::InFlight);
     }
 }
 
@@ -925,7 +973,7 @@ pub(crate) fn give_back(link: &mut Link, cred: &Credentials, ino: u64) {
     };
     // Files written and closed here under write-back (`filesystem.rs` `flush`) too: the
     // mount that asked will open them next.
-    send_everything(link);
+    send_everything(link, Wait::Yes);
     if fh.generation == 0 {
         // The handle is not known any more: let the lease lapse.
         return;
@@ -961,7 +1009,7 @@ pub(crate) fn give_back_idle(link: &mut Link, cred: &Credentials) {
             .is_some_and(|d| idle.iter().any(|x| x.ino == d))
     });
     if held_mine {
-        send_everything(link);
+        send_everything(link, Wait::Yes);
     }
     for d in &idle {
         link.dirs.held.remove(&d.ino);
@@ -977,7 +1025,7 @@ pub(crate) fn give_back_idle(link: &mut Link, cred: &Credentials) {
 
 /// Sends the queue and gives every held directory back (at unmount), in batches.
 pub(crate) fn give_back_all(link: &mut Link, cred: &Credentials) {
-    send_everything(link);
+    send_everything(link, Wait::Yes);
     link.dirs.mine.clear();
     let all: Vec<FileHandle> = link.dirs.held.drain().map(|(_, h)| h.fh).collect();
     for chunk in all.chunks(MAX_BATCH) {
@@ -990,7 +1038,7 @@ pub(crate) fn give_back_all(link: &mut Link, cred: &Credentials) {
 
 /// The files `op` names by handle (its directories come from `Op::dirs_named`); `None` for
 /// an operation whose effects reach further.
-fn handles_of(op: &Op) -> Option<Vec<u64>> {
+pub(crate) fn handles_of(op: &Op) -> Option<Vec<u64>> {
     // The files' own operations: the ones whose held writes they need (`gather.rs`).
     if let Some(files) = gather::needs(op) {
         return Some(files);

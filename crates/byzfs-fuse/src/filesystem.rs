@@ -1,6 +1,8 @@
 //! The `fuser::Filesystem` implementation: one method per kernel request, each turned into
 //! file-service operations on the cluster.
 
+use super::cluster::Wait;
+use super::inflight;
 use super::{
     delegations, dirs, dirs::Make, errno, file_attr, held_listing, invoke, kind, locks,
     negative_entry, own_credentials, ranges, send_held, timestamp, to_orphans, xattr_reply,
@@ -96,11 +98,15 @@ impl Filesystem for ByzFuse {
             if let Some(a) = i.link.dirs.attr(ino.0) {
                 return Some((a.clone(), self.ttl));
             }
+            // Writes held or in flight: the size and times are the cluster's to say, once
+            // they ran (`gather.rs`, `inflight.rs`).
+            if i.link.gather.holds(ino.0) || i.link.inflight.holds(ino.0) {
+                return None;
+            }
             if let Some((a, left)) = i.link.attrs.fresh(ino.0, self.ttl) {
                 return Some((a.clone(), left));
             }
-            let held_back = i.link.gather.holds(ino.0);
-            if held_back || !i.link.dirs.use_mine(ino.0) {
+            if !i.link.dirs.use_mine(ino.0) {
                 return None;
             }
             i.link
@@ -532,7 +538,7 @@ impl Filesystem for ByzFuse {
                 // Full: every held write goes, together (and with the queue of early
                 // answers, which may make their files).
                 if inner.link.gather.full_without(ino.0) {
-                    dirs::send_everything(&mut inner.link);
+                    dirs::send_everything(&mut inner.link, Wait::InFlight);
                 }
                 let base = inner
                     .link
@@ -607,7 +613,11 @@ impl Filesystem for ByzFuse {
             // What was answered early of this file goes first, with this caller's gathered
             // writes: the file (and its name) is then durable when `close` returns.
             if inner.link.dirs.touches(ino.0) {
-                dirs::send_queue(&mut inner.link);
+                dirs::send_queue(&mut inner.link, Wait::Yes);
+            }
+            // Left in flight (no room to hold it): its answer comes before `close` does.
+            if inner.link.inflight.holds(ino.0) {
+                inflight::land_all(&mut inner.link);
             }
             if let Some(p) = inner.link.gather.take_file(ino.0) {
                 send_held(&mut inner.link, p);
@@ -822,8 +832,12 @@ impl Filesystem for ByzFuse {
         reply: ReplyEmpty,
     ) {
         let fh = fh!(self, ino, reply);
-        // The Fsync operation sends the held-back writes first (`invoke`).
+        // The Fsync operation sends the held-back writes first (`invoke`), and every
+        // write-back batch in flight is waited for: durable when `fsync` returns.
         let synced = self.call(req, Op::Fsync { fh });
+        if let Ok(mut inner) = self.inner.lock() {
+            inflight::land_all(&mut inner.link);
+        }
         let held = self.inner.lock().ok().and_then(|mut i| {
             let early = i.link.dirs.take_error();
             i.link.gather.take_error(ino.0).or(early)
@@ -1250,7 +1264,8 @@ impl Filesystem for ByzFuse {
         if let Ok(mut guard) = self.inner.lock() {
             let inner = &mut *guard;
             dirs::give_back_all(&mut inner.link, &cred);
-            dirs::send_everything(&mut inner.link);
+            dirs::send_everything(&mut inner.link, Wait::Yes);
+            inflight::land_all(&mut inner.link);
             let total: u64 = inner.link.sent.values().map(|(n, _)| n).sum();
             let waited: Duration = inner.link.sent.values().map(|(_, t)| *t).sum();
             let by_kind: Vec<String> = inner
@@ -1268,6 +1283,14 @@ impl Filesystem for ByzFuse {
                 "operations sent: {}",
                 by_kind.join(" ")
             );
+            let flown = &inner.link.inflight;
+            if flown.sent > 0 {
+                tracing::info!(
+                    batches = flown.sent,
+                    waited_for_room = flown.waited_for_room,
+                    "write-back: batches left in flight"
+                );
+            }
             let reads = inner.link.dirs.reads_answered();
             if reads > 0 {
                 tracing::info!(

@@ -109,6 +109,7 @@ mod dirs;
 pub mod fsclient;
 mod gather;
 mod groups;
+mod inflight;
 mod listings;
 mod locks;
 mod mine;
@@ -578,7 +579,7 @@ impl ByzFuse {
     ) -> Option<Attr> {
         let cred = self.credentials(req);
         let mut inner = self.inner.lock().ok()?;
-        if inner.link.gather.holds(fh.ino) {
+        if inner.link.gather.holds(fh.ino) || inner.link.inflight.holds(fh.ino) {
             return None;
         }
         let known = inner
@@ -603,7 +604,7 @@ impl ByzFuse {
     fn lookup_early(&self, dir: FileHandle, name: &[u8]) -> Option<Attr> {
         let mut inner = self.inner.lock().ok()?;
         let fh = inner.link.dirs.made_here(dir, name)?;
-        if inner.link.gather.holds(fh.ino) {
+        if inner.link.gather.holds(fh.ino) || inner.link.inflight.holds(fh.ino) {
             return None;
         }
         // Answering from what the mount made keeps the delegation (`dirs.rs` `IDLE`).

@@ -241,6 +241,7 @@ pub fn mount(
                 opened: HashMap::new(),
                 reclaim: reclaim::Reclaimer::new(Some(nudge_tx.clone())),
                 dirs: dirs::Dirs::new(opts.delegate_dirs, Some(nudge_tx.clone())),
+                inflight: Default::default(),
                 crypt,
             },
             files: Files {

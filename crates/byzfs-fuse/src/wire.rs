@@ -75,6 +75,25 @@ enum Mode {
     Serial(Arc<tokio::sync::Mutex<FsClient>>),
 }
 
+impl Ticket {
+    /// The result if it is in (a waiting caller or the background thread drove the
+    /// client), without waiting; `None` if not yet, or never here (an unsent or taken one).
+    pub(crate) fn ready(&mut self) -> Option<Outcome> {
+        let Ticket::Sent(rx) = self else {
+            return None;
+        };
+        let r = match rx.try_recv() {
+            Ok(r) => r,
+            Err(oneshot::error::TryRecvError::Empty) => return None,
+            Err(oneshot::error::TryRecvError::Closed) => {
+                Err("the mount's client is closed".to_string())
+            }
+        };
+        *self = Ticket::Done;
+        Some(r)
+    }
+}
+
 /// A submitted call's result, to wait for.
 pub(crate) enum Ticket {
     /// With the client: its result comes here.
@@ -123,6 +142,13 @@ impl Wire {
         })
     }
 
+    /// Whether a call goes to the client when submitted, so it may be left in flight and
+    /// waited for later (the replicated client's window); the unreplicated client sends a
+    /// call only when it is waited for.
+    pub(crate) fn windowed(&self) -> bool {
+        matches!(self.mode, Mode::Windowed { .. })
+    }
+
     /// Submits an encoded request ([`Wire::request`]); its place among this mount's
     /// requests is fixed now.
     pub(crate) fn call(&self, bytes: Vec<u8>, read_only: bool) -> Ticket {
@@ -141,19 +167,24 @@ impl Wire {
     }
 
     /// Drives the client for `d` (no call of this thread waiting): replies that came late,
-    /// reconnections. Returns at once if another thread drives it.
-    pub(crate) fn drive_for(&self, d: Duration) {
+    /// reconnections, calls left in flight. Returns at once, `false`, if another thread
+    /// drives it.
+    pub(crate) fn drive_for(&self, d: Duration) -> bool {
         let stats = Arc::clone(&self.stats);
         match &self.mode {
             Mode::Windowed { leader, .. } => self.rt.block_on(async move {
                 let Ok(mut l) = leader.try_lock() else {
-                    return;
+                    return false;
                 };
                 let _ = tokio::time::timeout(d, l.lead(&stats)).await;
+                true
             }),
             // The unreplicated client's link runs on the runtime: let it.
             // (The timer is made inside the runtime: outside it there is no timer to use.)
-            Mode::Serial(_) => self.rt.block_on(async move { tokio::time::sleep(d).await }),
+            Mode::Serial(_) => self.rt.block_on(async move {
+                tokio::time::sleep(d).await;
+                true
+            }),
         }
     }
 

@@ -364,7 +364,8 @@ fn a_held_directory_is_listed_without_asking() {
 /// a directory it holds sends nothing; the creations and writes go later, several files'
 /// in one request, those of a file removed first never go, and another mount's look at the
 /// directory recalls it after all of them reached the replicas (close-to-open between
-/// mounts).
+/// mounts). The batches that make room leave without the writer waiting for them
+/// (`inflight.rs`), and an `O_APPEND` after them goes at the size they gave.
 #[test]
 fn files_made_in_a_held_directory_are_written_back_in_batches() {
     use std::os::unix::fs::MetadataExt as _;
@@ -382,10 +383,12 @@ fn files_made_in_a_held_directory_are_written_back_in_batches() {
     for n in ["first", "second"] {
         fs::write(d.join(n), n).unwrap();
     }
+    // Batches left in flight go as lanes do (`inflight.rs`).
     let sends = || {
-        let text = fs::read_to_string(&log).unwrap();
-        let count = |what: &str| text.matches(&format!("send op=\"{what}\"")).count();
-        (count("batch"), count("write") + count("write_gather"))
+        (
+            sent(&log, "batch"),
+            sent(&log, "write") + sent(&log, "write_gather"),
+        )
     };
     let shown = || {
         let text = fs::read_to_string(&log).unwrap();
@@ -418,6 +421,13 @@ fn files_made_in_a_held_directory_are_written_back_in_batches() {
     }
     let took = began.elapsed();
     let (batches, writes) = sends();
+    // Their sizes here, right after: the batches in flight gave them (a creation's size 0
+    // must not outlive the writes after it: `inflight.rs` `land_all`).
+    for i in 0..FILES {
+        let want = (first(i).len() + format!("and more {i}").len()) as u64;
+        let got = fs::metadata(d.join(format!("f{i:02}"))).unwrap().len();
+        assert_eq!(got, want, "f{i:02} as its mount sees it");
+    }
     // No write went alone; the batches: one per 31 files written (twice over;
     // `gather::MAX_FILES`), and one per second the loop took (held writes go after 1 s by
     // themselves).
@@ -459,4 +469,9 @@ fn files_made_in_a_held_directory_are_written_back_in_batches() {
         dropped >= REMOVED - 1,
         "{dropped} of {REMOVED} removed files' writes dropped:\n{text}"
     );
+    // The batches that made room went without the writer waiting for them
+    // (`crates/byzfs-fuse/src/inflight.rs`), and what they held is all there (above: the
+    // appends, made through the kernel's size after them, too).
+    let flown = logged(&text, "write-back: batches left in flight", "batches");
+    assert!(flown >= 1, "no batch left in flight:\n{text}");
 }
