@@ -18,7 +18,7 @@
 //! whether it ran). `open` never uses the cache (close-to-open consistency).
 
 use byzfs_fs::{Attr, FsResult, Op, Reply};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
 /// At most this many inodes are cached; past it the cache starts afresh (the kernel's
@@ -113,19 +113,39 @@ impl AttrCache {
 
     /// [`AttrCache::record`] for a call sent at `mark`: its attributes fill only inodes
     /// that did not change since (what it drops, it always drops).
+    #[cfg(test)]
     pub fn record_since(&mut self, mark: u64, effect: Effect, result: &FsResult, now: Instant) {
+        self.record_since_but(mark, effect, result, now, &HashSet::new());
+    }
+
+    /// [`AttrCache::record_since`], but what the result says of the inodes in `later` is
+    /// passed over: requests already sent after this one change them (write-back in
+    /// flight, `inflight.rs`), and their own results fill them.
+    pub fn record_since_but(
+        &mut self,
+        mark: u64,
+        effect: Effect,
+        result: &FsResult,
+        now: Instant,
+        later: &HashSet<u64>,
+    ) {
+        let put = |c: &mut Self, a: &Attr| {
+            if !later.contains(&a.fh.ino) {
+                c.put(mark, a, now);
+            }
+        };
         match result {
             Ok(Reply::Attr(a) | Reply::Entry(a) | Reply::Write { attr: a, .. }) => {
-                self.put(mark, a, now);
+                put(self, a);
             }
             Ok(Reply::Made { entry, dir }) => {
-                self.put(mark, entry, now);
-                self.put(mark, dir, now);
+                put(self, entry);
+                put(self, dir);
             }
             Ok(Reply::Unlinked { dir, ino, left }) => {
-                self.put(mark, dir, now);
+                put(self, dir);
                 match left {
-                    Some(a) => self.put(mark, a, now),
+                    Some(a) => put(self, a),
                     None => self.forget(*ino),
                 }
             }
@@ -153,7 +173,7 @@ impl AttrCache {
                 }
                 for (ino, a) in last {
                     match a {
-                        Some(a) => self.put(mark, a, now),
+                        Some(a) => put(self, a),
                         None => self.forget(ino),
                     }
                 }
@@ -284,6 +304,26 @@ mod tests {
             (size(&c, 5), size(&c, 1), size(&c, 9), size(&c, 6)),
             (Some(707), Some(4096), None, None)
         );
+        // An earlier batch's answer lands while a later one still changes inode 5: what
+        // it says of 5 (its creation, size 0) is passed over, and the later one's answer,
+        // sent at a mark before it, still fills it.
+        let mut c = AttrCache::default();
+        let early = c.mark();
+        c.forget(5);
+        let late = c.mark();
+        let made = Ok(Reply::Made {
+            entry: attr(5, 0),
+            dir: attr(1, 4096),
+        });
+        let later: HashSet<u64> = [5].into();
+        c.record_since_but(early, Effect::of(&Op::StatFs), &made, t0, &later);
+        assert_eq!((size(&c, 5), size(&c, 1)), (None, Some(4096)));
+        let written = Ok(Reply::Write {
+            count: 707,
+            attr: attr(5, 707),
+        });
+        c.record_since_but(late, Effect::of(&Op::StatFs), &written, t0, &HashSet::new());
+        assert_eq!(size(&c, 5), Some(707));
     }
 
     #[test]

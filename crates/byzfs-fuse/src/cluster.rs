@@ -200,23 +200,15 @@ fn prepare_after_flight(link: &mut Link, op: &Op, ordered: bool) -> Prep {
             from_dir,
             from_name,
             ..
-        } => {
-            link.dirs.moved_from(&[*from_dir]);
-            link.dirs
-                .renamed_through_cluster(&[(*from_dir, from_name.as_slice())]);
-        }
+        } => link.dirs.renamed_through_cluster(&[(*from_dir, from_name)]),
         Op::Exchange {
             a_dir,
             a_name,
             b_dir,
             b_name,
-        } => {
-            link.dirs.moved_from(&[*a_dir, *b_dir]);
-            link.dirs.renamed_through_cluster(&[
-                (*a_dir, a_name.as_slice()),
-                (*b_dir, b_name.as_slice()),
-            ]);
-        }
+        } => link
+            .dirs
+            .renamed_through_cluster(&[(*a_dir, a_name), (*b_dir, b_name)]),
         _ => {}
     }
     let sets_held = match op {
@@ -236,8 +228,21 @@ fn prepare_after_flight(link: &mut Link, op: &Op, ordered: bool) -> Prep {
 /// After `result` came back for an operation sent at the attribute cache's `mark`
 /// (`u64::MAX`: the mount's lock was held since).
 fn settle(link: &mut Link, prep: Prep, mark: u64, result: &FsResult) {
+    settle_but(link, prep, mark, result, &std::collections::HashSet::new());
+}
+
+/// [`settle`], the attributes of the inodes in `later` passed over (see
+/// [`AttrCache::record_since_but`]).
+fn settle_but(
+    link: &mut Link,
+    prep: Prep,
+    mark: u64,
+    result: &FsResult,
+    later: &std::collections::HashSet<u64>,
+) {
+    let now = std::time::Instant::now();
     link.attrs
-        .record_since(mark, prep.effect, result, std::time::Instant::now());
+        .record_since_but(mark, prep.effect, result, now, later);
     if !prep.changes_held.is_empty() {
         link.dirs.changed_elsewhere(&prep.changes_held);
     }
@@ -319,6 +324,19 @@ impl InLane {
 pub(crate) fn finish_in_lane(link: &mut Link, sent: InLane, out: Option<Outcome>) -> FsResult {
     let result = received(link, sent.name, sent.began, out);
     settle(link, sent.prep, sent.mark, &result);
+    result
+}
+
+/// [`finish_in_lane`] for a write-back batch in flight: what its reply says of the inodes
+/// in `later`, which batches sent after it change, is passed over (`inflight.rs`).
+pub(crate) fn finish_in_flight(
+    link: &mut Link,
+    sent: InLane,
+    out: Option<Outcome>,
+    later: &std::collections::HashSet<u64>,
+) -> FsResult {
+    let result = received(link, sent.name, sent.began, out);
+    settle_but(link, sent.prep, sent.mark, &result, later);
     result
 }
 

@@ -300,16 +300,13 @@ impl Dirs {
         }
     }
 
-    /// A rename out of (or an exchange in) `dirs` went through the cluster: what this mount
-    /// made there may now be reachable elsewhere.
-    pub(crate) fn moved_from(&mut self, dirs: &[FileHandle]) {
-        self.mine.retain_dirs(|d| !dirs.iter().any(|x| x.ino == d));
-    }
-
-    /// A rename or exchange of `names` (directory, name) is about to go through the
-    /// cluster: a held directory it moves has a new `..`, known again at its next listing.
-    /// A name in a directory not held or not listed may name any of them.
-    pub(crate) fn renamed_through_cluster(&mut self, names: &[(FileHandle, &[u8])]) {
+    /// A rename out of (or an exchange of) `names` (directory, name) is about to go through
+    /// the cluster. What this mount made in those directories may then be reachable
+    /// elsewhere; a held directory it moves has a new `..`, known again at its next
+    /// listing (a name in a directory not held or not listed may name any of them).
+    pub(crate) fn renamed_through_cluster(&mut self, names: &[(FileHandle, &Vec<u8>)]) {
+        self.mine
+            .retain_dirs(|d| !names.iter().any(|(x, _)| x.ino == d));
         for (dir, name) in names {
             let listed = self.held.get(&dir.ino).filter(|h| h.fh == *dir && !h.stale);
             match listed.map(|h| h.names.get(*name)) {

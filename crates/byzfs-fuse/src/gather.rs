@@ -123,7 +123,7 @@ impl Pending {
 /// Most files with writes held back at once: a write to another file first sends them
 /// all, in as few batches as they fit. 31: with a creation each (write-back, `dirs.rs`),
 /// they fill one batch of [`MAX_BATCH`] operations with the one that made the room.
-/// Across sites each send is an agreement round (about 130 ms at `wan`): Andrew-Tcl's
+/// Across sites each send is an agreement round (60 ms of delay alone at `wan`): Andrew-Tcl's
 /// copy there sent one per 16 files (docs/BENCHMARKS.md "Across sites, the working set
 /// kept").
 pub const MAX_FILES: usize = (MAX_BATCH - 2) / 2;

@@ -1,9 +1,9 @@
 //! Write-back left in flight: held writes and early answers sent because there was no room
 //! to hold more (`gather::MAX_FILES`, the queue of early answers) or because they were
 //! [`gather::MAX_AGE`] old go to the cluster without the sender waiting for them, up to
-//! [`MAX_IN_FLIGHT`] batches at once. Across sites each batch is an agreement round (about
-//! 130 ms at `wan`), which a program writing many files waited for every 31 files
-//! (docs/BENCHMARKS.md "Write-back in flight").
+//! [`MAX_IN_FLIGHT`] batches at once. Across sites each batch is an agreement round (60 ms of
+//! delay alone at `wan`), which a program writing many files waited for every 31 files
+//! (docs/BENCHMARKS.md "Across sites, the working set kept; write-back in flight").
 //!
 //! What keeps it safe:
 //! * **Order.** The replicas run a client's ordered requests in the order the mount
@@ -27,7 +27,7 @@
 //! seals and sends a write in several calls (`crypt.rs`), and the unreplicated client sends
 //! a call only when it is waited for (`wire.rs`).
 
-use super::cluster::{finish_in_lane, send_in_flight, InLane, Link};
+use super::cluster::{finish_in_flight, send_in_flight, InLane, Link};
 use super::dirs::{handles_of, QueueSent};
 use super::reclaim;
 use super::wire::Outcome;
@@ -151,7 +151,7 @@ pub(crate) fn send(
 }
 
 /// Waits for every batch in flight and handles their answers, oldest first. The later ones
-/// stay in the list meanwhile: what an answer says of an inode they change is forgotten
+/// stay in the list meanwhile: what an answer says of an inode they change is passed over
 /// ([`land`]; a creation's size 0 was kept over the size the writes in flight after it
 /// gave, and `stat` answered 0: `faults::andrew`). An answer that sends again (a failed
 /// batch, file by file) lands the rest first (`cluster.rs` `prepare`).
@@ -184,20 +184,18 @@ fn land_oldest(link: &mut Link) {
 }
 
 fn land(link: &mut Link, f: Flying, out: Option<Outcome>) {
-    let result = finish_in_lane(link, f.lane, out);
-    link.reclaim.after(f.reclaims && result.is_ok());
-    f.then.answered(link, result);
-    // What the answer said of a file a later batch still changes is already old (a
-    // creation's size 0 before the writes in flight after it): the cache forgets it.
-    let later: Vec<u64> = link
+    // What the answer says of a file a later batch still changes is already old (a
+    // creation's size 0 before the writes in flight after it): the cache takes it from
+    // the later batch's answer instead.
+    let later: HashSet<u64> = link
         .inflight
         .flying
         .iter()
         .flat_map(|f| f.footprint.iter().copied())
         .collect();
-    for ino in later {
-        link.attrs.forget(ino);
-    }
+    let result = finish_in_flight(link, f.lane, out, &later);
+    link.reclaim.after(f.reclaims && result.is_ok());
+    f.then.answered(link, result);
 }
 
 /// The inodes `ops` write (by handle) and name directories of: a write batch's footprint.

@@ -205,6 +205,22 @@ fn errno<T: std::fmt::Debug>(r: std::io::Result<T>, want: i32, what: &str) {
     }
 }
 
+/// A cluster, and a second mount B (the kernel's caches off, its sends logged: the path
+/// returned) that holds directory `name`, made in the root: two creations there make B ask
+/// for the root, and a directory made in a held one is asked for in the batch that makes
+/// it, so every name on the path is B's.
+fn a_second_mount_holding(name: &str) -> (Up, Mount, std::path::PathBuf, std::path::PathBuf) {
+    let up = Up::start_mounted(&["--timeout-ms", "120000"]);
+    let log_at = [("RUST_LOG", "byzfs_fuse::cluster=trace")];
+    let (b, log) = Mount::logged(&up, "b", &["--cache-timeout", "0"], &log_at);
+    for n in ["a", "b"] {
+        fs::write(b.mnt.join(n), n).unwrap();
+    }
+    let d = b.mnt.join(name);
+    fs::create_dir(&d).unwrap();
+    (up, b, log, d)
+}
+
 /// What a mount made in a directory it holds, it answers `stat`, `open` and `read` of from
 /// its own books, even with the kernel's attribute cache off: nobody else can reach those
 /// files (`crates/byzfs-fuse/src/dirs.rs`, `mine.rs`), and across sites each question was a
@@ -216,16 +232,7 @@ fn files_made_in_a_held_directory_are_stated_opened_and_read_without_asking() {
     if skip_without_fuse() {
         return;
     }
-    let up = Up::start_mounted(&["--timeout-ms", "120000"]);
-    let log_at = [("RUST_LOG", "byzfs_fuse::cluster=trace")];
-    let (b, log) = Mount::logged(&up, "b", &["--cache-timeout", "0"], &log_at);
-    // Two creations in the root make B ask for it; a directory made in a held one is
-    // asked for in the batch that makes it: every name on the path is B's.
-    for n in ["a", "b"] {
-        fs::write(b.mnt.join(n), n).unwrap();
-    }
-    let d = b.mnt.join("made");
-    fs::create_dir(&d).unwrap();
+    let (up, _b, log, d) = a_second_mount_holding("made");
     // A partial last page: the kernel keeps only whole pages written through it as
     // read-ready, and reads the last one back, from the bytes the mount kept
     // (`crates/byzfs-fuse/src/mine.rs`).
@@ -326,16 +333,7 @@ fn a_held_directory_is_listed_without_asking() {
     if skip_without_fuse() {
         return;
     }
-    let up = Up::start_mounted(&["--timeout-ms", "120000"]);
-    let log_at = [("RUST_LOG", "byzfs_fuse::cluster=trace")];
-    let (b, log) = Mount::logged(&up, "b", &["--cache-timeout", "0"], &log_at);
-    // Two creations in the root make B ask for it; a directory made in a held one is
-    // asked for in the batch that makes it.
-    for n in ["a", "b"] {
-        fs::write(b.mnt.join(n), n).unwrap();
-    }
-    let d = b.mnt.join("listed");
-    fs::create_dir(&d).unwrap();
+    let (up, _b, log, d) = a_second_mount_holding("listed");
     fs::create_dir(d.join("sub")).unwrap();
     // More than one `readdir` fills (the kernel's buffer is a page).
     for i in 0..300 {
