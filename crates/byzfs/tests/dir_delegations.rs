@@ -146,7 +146,12 @@ fn a_killed_mount_loses_only_what_it_had_not_made_durable_and_nothing_half() {
     let k = c.mnt.join("k");
     fs::create_dir(&k).unwrap();
     // Durable: fsync'd, and with it every write held before (one batch): `closed` too,
-    // which its `close` did not send (write-back).
+    // which its `close` did not send (write-back), and the 40 files before it, of which
+    // the first 31 went in a batch left in flight (`inflight.rs`: `fsync` waits for it).
+    let many = |i: usize| format!("many {i} ").repeat(50 + i);
+    for i in 0..40 {
+        fs::write(k.join(format!("many-{i:02}")), many(i)).unwrap();
+    }
     fs::write(k.join("closed"), b"closed").unwrap();
     let mut f = File::create(k.join("synced")).unwrap();
     f.write_all(b"synced").unwrap();
@@ -181,6 +186,10 @@ fn a_killed_mount_loses_only_what_it_had_not_made_durable_and_nothing_half() {
         String::from_utf8_lossy(&closed)
     );
     assert_eq!(fs::read(a.join("k/synced")).unwrap(), b"synced");
+    for i in 0..40 {
+        let p = a.join(format!("k/many-{i:02}"));
+        assert_eq!(fs::read_to_string(&p).unwrap(), many(i), "many-{i:02}");
+    }
     let pending = ["pending-dir", "pending-link", "pending-file"].map(|n| seen.contains(n));
     assert!(
         pending == [true; 3] || pending == [false; 3],
