@@ -14,6 +14,22 @@ pub fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
         .build()
 }
 
+/// Lets SIGINT and SIGTERM reach this thread and the threads it starts from now on. A
+/// signal mask is inherited across `fork` and `exec` (Rust's `Command` does not clear it),
+/// and a parent that blocked them in the spawning thread (`byzfs bench`, to leave them to
+/// its cleanup thread) left `byzfs mount` deaf to SIGTERM: it was killed 15 s later without
+/// giving its directories back or sending what it held (`byzfs bench parallel`'s second
+/// mount then waited 30 s for their lease). Called first thing in `main`.
+pub fn unblock_shutdown_signals() {
+    use nix::sys::signal::{pthread_sigmask, SigSet, SigmaskHow, Signal};
+    let mut signals = SigSet::empty();
+    signals.add(Signal::SIGINT);
+    signals.add(Signal::SIGTERM);
+    if let Err(e) = pthread_sigmask(SigmaskHow::SIG_UNBLOCK, Some(&signals), None) {
+        tracing::warn!("cannot unblock SIGINT and SIGTERM: {e}");
+    }
+}
+
 /// Completes on SIGINT or SIGTERM (and on stdin EOF if `stdin_eof`); returns what happened.
 pub async fn shutdown(stdin_eof: bool) -> &'static str {
     let (Ok(mut int), Ok(mut term)) = (

@@ -100,6 +100,8 @@ enum BenchCommand {
 }
 
 fn main() -> ExitCode {
+    // Before any thread starts: a parent's blocked SIGTERM must not outlive `exec`.
+    byzfs_net::signals::unblock_shutdown_signals();
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Keygen(a) => keygen::keygen(a),

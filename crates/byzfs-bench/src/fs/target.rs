@@ -830,8 +830,9 @@ fn live_mounts() -> std::sync::MutexGuard<'static, Vec<LiveMount>> {
 /// aborted connection, so it is sent SIGTERM, then SIGKILL ([`stop_daemons`]). The servers
 /// stop when our exit closes their stdin (`--exit-with-parent`).
 ///
-/// The signals are then blocked in the calling thread (and so in the threads it starts;
-/// `std::process::Command` clears the mask in children): a process-directed signal goes to
+/// The signals are then blocked in the calling thread (and so in the threads it starts,
+/// and in the processes they start: a mask outlives `exec`, so `byzfs` unblocks them first
+/// thing, `byzfs_net::signals::unblock_shutdown_signals`): a process-directed signal goes to
 /// a thread that does not block it, and the kernel had picked the benchmark's thread while
 /// it was blocked in a request to a mount whose cluster no longer answered, where the
 /// handler never ran and nothing was cleaned up.
