@@ -58,8 +58,17 @@ async fn reads_to_2f_plus_1_replicas_are_hedged_past_a_stopped_backup() {
     assert_eq!(before.read_only_to_quorum, 20);
     up.signal(2, Signal::SIGSTOP);
     let start = std::time::Instant::now();
-    for _ in 0..20 {
+    // At least 20 reads, and on until one goes unhedged: the grace is eight average reads
+    // (`byzfs_bft::responsive`), and under a loaded machine 20 quick hedged reads could all
+    // fall within it (seen once in a full CI run); it is at most 1 s.
+    let (mut reads, mut unhedged) = (0u32, 0u32);
+    while reads < 20 || (unhedged == 0 && start.elapsed() < std::time::Duration::from_secs(3)) {
+        let h = c.stats().read_only_hedged;
         assert_eq!(get(&mut c, "k").await, Some(b"v".to_vec()));
+        reads += 1;
+        if c.stats().read_only_hedged == h {
+            unhedged += 1;
+        }
     }
     let took = start.elapsed();
     up.signal(2, Signal::SIGCONT);
@@ -67,7 +76,10 @@ async fn reads_to_2f_plus_1_replicas_are_hedged_past_a_stopped_backup() {
     // The first read is hedged (the stopped backup was not known to be silent yet); the
     // reads after the grace are not.
     let hedged = s.read_only_hedged - before.read_only_hedged;
-    assert!((1..20).contains(&hedged), "{s:?}");
+    assert!(
+        hedged >= 1 && unhedged >= 1,
+        "{reads} reads, {unhedged} unhedged: {s:?}"
+    );
     assert_eq!(s.retransmissions, before.retransmissions, "{s:?}");
     assert_eq!(s.read_only_fallbacks, 0, "{s:?}");
     assert!(took < std::time::Duration::from_secs(20), "{took:?}");
