@@ -75,6 +75,8 @@ pub enum Service {
 pub struct Launch {
     /// Protocol parameters written into the cluster file.
     pub protocol: Config,
+    /// The cluster file's `[fs] clock_lag_tolerance_ms` (`None`: its default).
+    pub clock_lag_tolerance_ms: Option<u64>,
     /// `--durability disk` (else `memory`).
     pub disk: bool,
     /// No Unix sockets: every link over TCP.
@@ -139,6 +141,13 @@ impl Servers {
             }
         };
         opts.protocol = launch.protocol.clone();
+        if let Some(ms) = launch.clock_lag_tolerance_ms {
+            // As keygen fits four local replicas to the disk when given no limits.
+            let fs = opts.fs.get_or_insert_with(|| {
+                byzfs_net::cluster::FsLimits::fitting(byzfs_net::keygen::free_disk(dir), 4)
+            });
+            fs.clock_lag_tolerance_ms = ms;
+        }
         // The cluster's own client acts for every local user, root too (README "Security").
         opts.client_grant = Some(byzfs_fs::Grant::trusted_host().encode());
         keygen(dir, &opts)?;

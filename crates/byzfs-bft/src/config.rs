@@ -32,6 +32,15 @@ pub struct Config {
     /// every replica: the client's uplink carries it once, not `3f+1` times. Its first
     /// retransmission goes to every replica either way.
     pub relay_big_requests: bool,
+    /// How many backups the primary sends a relayed body to; each backup that gets it passes
+    /// it on to the backup this many places after it in the view's order (docs/PROTOCOL.md
+    /// §1.10, "the relay's fan-out"), so the primary's link carries each body this many times,
+    /// not `3f`. 0 (the default) means `2f`: the backups a prepare quorum needs get it from
+    /// the primary itself and a faulty backup can delay only the other `f`; 1 makes a chain
+    /// (one copy per link, but one faulty backup can delay every body behind it); `3f` or
+    /// more sends it to every backup, as before.
+    #[serde(default)]
+    pub relay_fan_out: u32,
     /// Results at most this large are sent in full by every replica, not only the designated
     /// replier.
     pub full_reply_threshold: usize,
@@ -176,6 +185,7 @@ impl Config {
             batch_bytes_max: 64 * 1024,
             big_request_threshold: 1024,
             relay_big_requests: true,
+            relay_fan_out: 0,
             full_reply_threshold: 256,
             tentative_execution: true,
             read_only_optimisation: true,
@@ -208,6 +218,16 @@ impl Config {
     /// Weak certificate size `f + 1`.
     pub fn weak(&self) -> usize {
         self.f as usize + 1
+    }
+
+    /// The backups the primary sends a relayed body to ([`Config::relay_fan_out`], `0` read
+    /// as `2f`), at least one and at most `3f`.
+    pub fn relay_fan_out(&self) -> usize {
+        let backups = self.n() - 1;
+        match self.relay_fan_out {
+            0 => 2 * self.f as usize,
+            k => (k as usize).min(backups),
+        }
     }
 
     /// The primary of view `v`.

@@ -32,6 +32,7 @@ pub struct ProtocolParams {
     pub batch_bytes_max: usize,
     pub big_request_threshold: usize,
     pub relay_big_requests: bool,
+    pub relay_fan_out: u32,
     pub full_reply_threshold: usize,
     pub tentative_execution: bool,
     pub read_only_optimisation: bool,
@@ -77,6 +78,7 @@ impl ProtocolParams {
             batch_bytes_max: c.batch_bytes_max,
             big_request_threshold: c.big_request_threshold,
             relay_big_requests: c.relay_big_requests,
+            relay_fan_out: c.relay_fan_out,
             full_reply_threshold: c.full_reply_threshold,
             tentative_execution: c.tentative_execution,
             read_only_optimisation: c.read_only_optimisation,
@@ -141,6 +143,7 @@ impl ProtocolParams {
             batch_bytes_max: self.batch_bytes_max,
             big_request_threshold: self.big_request_threshold,
             relay_big_requests: self.relay_big_requests,
+            relay_fan_out: self.relay_fan_out,
             full_reply_threshold: self.full_reply_threshold,
             tentative_execution: self.tentative_execution,
             read_only_optimisation: self.read_only_optimisation,
@@ -190,10 +193,11 @@ pub struct ReplicaEntry {
 }
 
 /// `[fs]`: the file service's replicated limits — the most `df` on a mount shows, and
-/// where `ENOSPC` begins at the latest. Part of the cluster file because every replica must
-/// use the same ones (they decide results). `byzfs keygen` and `byzfs up` derive them from
-/// the free disk ([`FsLimits::fitting`]); the replicas' reports of their disks lower them
-/// at run time (`byzfs_fs::capacity`).
+/// where `ENOSPC` begins at the latest — and how far behind its clock a replica takes the
+/// agreed time. Part of the cluster file because every replica must use the same ones
+/// (they decide results). `byzfs keygen` and `byzfs up` derive the limits from the free
+/// disk ([`FsLimits::fitting`]); the replicas' reports of their disks lower them at run
+/// time (`byzfs_fs::capacity`).
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]
 pub struct FsLimits {
@@ -201,6 +205,29 @@ pub struct FsLimits {
     pub capacity_bytes: u64,
     /// Inodes: files, directories, links of other kinds.
     pub max_inodes: u64,
+    /// How far behind its own clock a replica accepts the time a primary proposed, in
+    /// milliseconds ([`CLOCK_LAG_TOLERANCE_MS`] unless set; `byzfs_fs::FsConfig::
+    /// clock_lag_tolerance`): a PRE-PREPARE leaves after the bodies queued before it, and
+    /// on a slow link between sites that can be longer than 10 s (a 592 KB body crosses
+    /// 1 Mb/s in 5 s, and the primary sends it twice). A higher value lets a faulty
+    /// primary hold the agreed clock back that much longer (leases then end late, never
+    /// early). Between 1,000 and 600,000.
+    #[serde(
+        default = "clock_lag_tolerance_ms_default",
+        skip_serializing_if = "is_default_clock_lag"
+    )]
+    pub clock_lag_tolerance_ms: u64,
+}
+
+/// The default of `[fs] clock_lag_tolerance_ms`: 10 s.
+pub const CLOCK_LAG_TOLERANCE_MS: u64 = 10_000;
+
+fn clock_lag_tolerance_ms_default() -> u64 {
+    CLOCK_LAG_TOLERANCE_MS
+}
+
+fn is_default_clock_lag(ms: &u64) -> bool {
+    *ms == CLOCK_LAG_TOLERANCE_MS
 }
 
 impl Default for FsLimits {
@@ -209,6 +236,7 @@ impl Default for FsLimits {
         FsLimits {
             capacity_bytes: 1 << 40,
             max_inodes: 1 << 32,
+            clock_lag_tolerance_ms: CLOCK_LAG_TOLERANCE_MS,
         }
     }
 }
@@ -234,6 +262,7 @@ impl FsLimits {
         FsLimits {
             capacity_bytes: capacity,
             max_inodes: (capacity / 512).clamp(1 << 16, 1 << 32),
+            clock_lag_tolerance_ms: CLOCK_LAG_TOLERANCE_MS,
         }
     }
 
@@ -447,6 +476,12 @@ impl ClusterConfig {
             return Err(bad(
                 "[fs] capacity_bytes and max_inodes must be above 0".into()
             ));
+        }
+        if !(1_000..=600_000).contains(&file.fs.clock_lag_tolerance_ms) {
+            return Err(bad(format!(
+                "[fs] clock_lag_tolerance_ms = {} is out of range: give 1000 to 600000 (10000 if unset)",
+                file.fs.clock_lag_tolerance_ms
+            )));
         }
         Ok(ClusterConfig {
             path: path.to_path_buf(),

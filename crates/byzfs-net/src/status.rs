@@ -77,6 +77,8 @@ pub struct CoreCounters {
     pub monitor_complaints: u64,
     #[serde(default)]
     pub bodies_relayed: u64,
+    #[serde(default)]
+    pub bodies_passed_on: u64,
     pub dropped: BTreeMap<String, u64>,
 }
 
@@ -105,6 +107,7 @@ impl From<&Stats> for CoreCounters {
             busy_steps: s.busy_steps,
             monitor_complaints: s.monitor_complaints,
             bodies_relayed: s.bodies_relayed,
+            bodies_passed_on: s.bodies_passed_on,
             dropped: DROP_REASONS
                 .iter()
                 .chain(s.dropped.keys())

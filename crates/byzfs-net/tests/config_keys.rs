@@ -301,6 +301,7 @@ fn the_file_systems_limits_are_fitted_to_the_disk_set_or_defaulted() {
     let set = FsLimits {
         capacity_bytes: 5 << 30,
         max_inodes: 1000,
+        ..FsLimits::default()
     };
     opts.fs = Some(set);
     let g2 = keygen(dir2.path(), &opts).unwrap();
@@ -319,6 +320,29 @@ fn the_file_systems_limits_are_fitted_to_the_disk_set_or_defaulted() {
     let p = edit_config(&g2, |t| t.replace("max_inodes = 1000", "max_inodes = 0"));
     let e = ClusterConfig::load(&p).unwrap_err();
     assert!(one_line(&e, "edited.toml").contains("[fs]"), "{e}");
+    // The clock-lag tolerance: raised for slow links, bounded.
+    let lag = |ms: &str| {
+        edit_config(&g2, |t| {
+            t.replace(
+                "max_inodes = 1000\n",
+                &format!("max_inodes = 1000\nclock_lag_tolerance_ms = {ms}\n"),
+            )
+        })
+    };
+    assert_eq!(
+        ClusterConfig::load(&lag("60000")).unwrap().fs,
+        FsLimits {
+            clock_lag_tolerance_ms: 60_000,
+            ..set
+        }
+    );
+    let e = ClusterConfig::load(&lag("999")).unwrap_err();
+    assert!(
+        one_line(&e, "edited.toml").contains(
+            "[fs] clock_lag_tolerance_ms = 999 is out of range: give 1000 to 600000 (10000 if unset)"
+        ),
+        "{e}"
+    );
 }
 
 #[test]

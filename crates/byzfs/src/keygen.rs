@@ -116,6 +116,7 @@ pub fn keygen(a: KeygenArgs) -> anyhow::Result<ExitCode> {
             max_inodes: a
                 .fs_inodes
                 .unwrap_or((capacity_bytes / 512).clamp(1 << 16, 1 << 32)),
+            ..byzfs_net::cluster::FsLimits::default()
         });
     }
     let g = generate(&a.out, &opts)?;

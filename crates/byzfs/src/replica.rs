@@ -193,6 +193,7 @@ pub(crate) fn fs_config(cluster: &ClusterConfig) -> FsConfig {
         })),
         // Group records and writer proofs name the cluster (`byzfs_fs::crypt_group`).
         cluster_id: cluster.cluster_id,
+        clock_lag_tolerance: std::time::Duration::from_millis(cluster.fs.clock_lag_tolerance_ms),
         ..FsConfig::default()
     }
 }

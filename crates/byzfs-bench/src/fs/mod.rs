@@ -90,6 +90,10 @@ pub struct CommonArgs {
     /// (repeatable; names as in the cluster file, e.g. `monitor_period_ms=10000`).
     #[arg(long = "protocol", value_name = "KEY=VALUE", value_parser = parse_protocol)]
     pub protocol: Vec<String>,
+    /// The ByzFS and NO-REP cluster files' `[fs] clock_lag_tolerance_ms` (how far behind
+    /// its clock a replica takes the agreed time; raise it on slow links between sites).
+    #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(1_000..=600_000))]
+    pub clock_lag_tolerance_ms: Option<u64>,
     /// Seconds the kernel may cache attributes and names on the FUSE targets (`byzfs
     /// mount --cache-timeout`; bindfs's `attr_timeout`, `entry_timeout` and
     /// `negative_timeout`); 0 turns those caches off. Default: each target's own.

@@ -67,6 +67,8 @@ pub struct TargetSpec {
     pub sites: Option<crate::sites::Profile>,
     /// ByzFS and NO-REP: the cluster file's `[protocol]` (`--protocol`).
     pub protocol: ProtocolParams,
+    /// ByzFS and NO-REP: the cluster file's `[fs] clock_lag_tolerance_ms` (`None`: default).
+    pub clock_lag_tolerance_ms: Option<u64>,
     /// FUSE targets: how long the kernel (and ByzFS's mount) may cache attributes and
     /// names, in seconds (`byzfs mount --cache-timeout`, bindfs's `attr_timeout`,
     /// `entry_timeout` and `negative_timeout`); `None`: each one's default.
@@ -131,6 +133,7 @@ impl TargetSpec {
                         dir_delegations,
                         sites: args.sites.clone(),
                         protocol: protocol.clone(),
+                        clock_lag_tolerance_ms: args.clock_lag_tolerance_ms,
                         cache_timeout: args.cache_timeout,
                         mount_threads: args.mount_threads,
                     };
@@ -170,6 +173,7 @@ impl TargetSpec {
                     dir: inst.clone(),
                     sites: self.sites.clone(),
                     protocol: self.protocol.clone(),
+                    clock_lag_tolerance_ms: self.clock_lag_tolerance_ms,
                     cache_timeout: self.cache_timeout,
                     threads: self.mount_threads,
                 })
@@ -548,6 +552,8 @@ pub struct ClusterMountOptions {
     /// The cluster file's `[protocol]` (e.g. `relay_big_requests = false`: the client sends
     /// a big body to every replica rather than to the primary, which relays it).
     pub protocol: ProtocolParams,
+    /// The cluster file's `[fs] clock_lag_tolerance_ms` (`None`: its default).
+    pub clock_lag_tolerance_ms: Option<u64>,
     /// `byzfs mount --cache-timeout` (`None`: its default).
     pub cache_timeout: Option<f64>,
     /// `byzfs mount --threads` (`None`: its default).
@@ -579,6 +585,7 @@ pub fn mount_cluster(opts: &ClusterMountOptions) -> anyhow::Result<Mounted> {
     let protocol = opts.protocol.to_config(1, byzfs_bft::Config::new(1).epoch);
     let launch = Launch {
         protocol,
+        clock_lag_tolerance_ms: opts.clock_lag_tolerance_ms,
         disk: opts.durability == Durability::Disk,
         tcp_only: opts.tcp_only,
         service: Service::Fs,

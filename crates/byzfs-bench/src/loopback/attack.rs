@@ -245,6 +245,7 @@ async fn one(a: &AttackArgs, work: &WorkDir, attack: Attack) -> anyhow::Result<A
         System::Byzfs,
         &dir,
         &Launch {
+            clock_lag_tolerance_ms: None,
             protocol,
             disk: false,
             tcp_only: false,

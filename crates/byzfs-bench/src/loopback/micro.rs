@@ -66,6 +66,7 @@ async fn micro(a: MicroArgs) -> anyhow::Result<ExitCode> {
                 system,
                 &dir,
                 &Launch {
+                    clock_lag_tolerance_ms: None,
                     protocol,
                     disk: switches.is_some_and(|w| w.disk),
                     tcp_only: c.tcp_only,

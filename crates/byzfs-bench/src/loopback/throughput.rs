@@ -107,6 +107,7 @@ async fn throughput(a: ThroughputArgs) -> anyhow::Result<ExitCode> {
                             *system,
                             &dir,
                             &Launch {
+                                clock_lag_tolerance_ms: None,
                                 protocol: protocol.clone(),
                                 disk: switches.is_some_and(|w| w.disk),
                                 tcp_only: c.tcp_only,

@@ -82,22 +82,28 @@ pub struct Row {
     pub replica_bytes: u64,
     /// What crossed from one site to another (each transmission once).
     pub between_sites_bytes: u64,
+    /// What the busiest site sent to the others (the primary's, unless the relay's fan-out
+    /// spreads it: docs/PROTOCOL.md §1.10).
+    pub busiest_uplink_bytes: u64,
     /// `total_bytes / payload` (`None` for `create`).
     pub total_over_payload: Option<f64>,
     /// `client_sent_bytes / payload`.
     pub uplink_over_payload: Option<f64>,
     /// `between_sites_bytes / payload`.
     pub between_sites_over_payload: Option<f64>,
+    /// `busiest_uplink_bytes / payload`.
+    pub busiest_uplink_over_payload: Option<f64>,
     pub runs: usize,
 }
 
-/// Every node's link counters, `(received, sent)` by node, then the bytes between sites
-/// as `(0, bytes)`.
+/// Every node's link counters, `(received, sent)` by node, then each site's uplink as
+/// `(0, bytes)`, then the bytes between sites as `(0, bytes)`.
 fn counters(sites: &Sites, nodes: &[Node]) -> anyhow::Result<Vec<(u64, u64)>> {
     let mut v: Vec<(u64, u64)> = nodes
         .iter()
         .map(|&n| sites.link_bytes(n))
         .collect::<anyhow::Result<_>>()?;
+    v.extend(sites.site_uplink_bytes()?.into_iter().map(|b| (0, b)));
     v.push((0, sites.between_sites_bytes()?));
     Ok(v)
 }
@@ -149,7 +155,7 @@ fn measure(target: &str, m: &Mounted, profile: &Profile, runs: usize) -> anyhow:
     let nodes: Vec<Node> = std::iter::once(Node::Client).chain(servers).collect();
     let mut rows = Vec::new();
     for (op, size) in OPS {
-        let mut got: Vec<(f64, f64, f64, f64, f64)> = Vec::new();
+        let mut got: Vec<(f64, f64, f64, f64, f64, f64)> = Vec::new();
         for run in 0..runs {
             let name = format!("{}-{run}", op.replace(' ', "-"));
             if size > 0 {
@@ -171,14 +177,23 @@ fn measure(target: &str, m: &Mounted, profile: &Profile, runs: usize) -> anyhow:
                 .map(|(x, z)| ((x.0 - z.0 * scale).max(0.0), (x.1 - z.1 * scale).max(0.0)))
                 .collect();
             let (between, d) = d.split_last().context("no counters")?;
+            let (d, uplinks) = d.split_at(nodes.len());
+            let busiest = uplinks.iter().map(|u| u.1).fold(0.0, f64::max);
             let client = d[0].0 + d[0].1;
             let client_sent = d[0].1;
             let servers_sum: f64 = d[1..].iter().map(|x| x.0 + x.1).sum();
             let replica = ((servers_sum - client) / 2.0).max(0.0);
-            got.push((client + replica, client, client_sent, replica, between.1));
+            got.push((
+                client + replica,
+                client,
+                client_sent,
+                replica,
+                between.1,
+                busiest,
+            ));
         }
         got.sort_by(|a, b| a.0.total_cmp(&b.0));
-        let (total, client, client_sent, replica, between) = got[got.len() / 2];
+        let (total, client, client_sent, replica, between, busiest) = got[got.len() / 2];
         let ratio = |b: f64| (size > 0).then(|| b / size as f64);
         rows.push(Row {
             target: target.into(),
@@ -190,9 +205,11 @@ fn measure(target: &str, m: &Mounted, profile: &Profile, runs: usize) -> anyhow:
             client_sent_bytes: client_sent as u64,
             replica_bytes: replica as u64,
             between_sites_bytes: between as u64,
+            busiest_uplink_bytes: busiest as u64,
             total_over_payload: ratio(total),
             uplink_over_payload: ratio(client_sent),
             between_sites_over_payload: ratio(between),
+            busiest_uplink_over_payload: ratio(busiest),
             runs,
         });
     }
@@ -240,6 +257,7 @@ pub fn run(a: BandwidthArgs) -> anyhow::Result<std::process::ExitCode> {
                 relay_big_requests: relay,
                 ..Default::default()
             },
+            clock_lag_tolerance_ms: None,
             cache_timeout: None,
             threads: None,
         })?;
@@ -257,7 +275,7 @@ pub fn run(a: BandwidthArgs) -> anyhow::Result<std::process::ExitCode> {
 
 fn print_table(rows: &[Row]) {
     println!(
-        "{:<9} {:<11} {:>10} {:>10} {:>10} {:>10} {:>10} {:>9} {:>8} {:>9}",
+        "{:<9} {:<11} {:>10} {:>10} {:>10} {:>10} {:>10} {:>9} {:>8} {:>9} {:>10}",
         "target",
         "op",
         "total",
@@ -267,12 +285,13 @@ fn print_table(rows: &[Row]) {
         "sites",
         "total/B",
         "sent/B",
-        "sites/B"
+        "sites/B",
+        "busiest/B"
     );
     for r in rows {
         let f = |x: Option<f64>| x.map(|v| format!("{v:.3}")).unwrap_or_else(|| "-".into());
         println!(
-            "{:<9} {:<11} {:>10} {:>10} {:>10} {:>10} {:>10} {:>9} {:>8} {:>9}",
+            "{:<9} {:<11} {:>10} {:>10} {:>10} {:>10} {:>10} {:>9} {:>8} {:>9} {:>10}",
             r.target,
             r.op,
             human(r.total_bytes),
@@ -282,7 +301,8 @@ fn print_table(rows: &[Row]) {
             human(r.between_sites_bytes),
             f(r.total_over_payload),
             f(r.uplink_over_payload),
-            f(r.between_sites_over_payload)
+            f(r.between_sites_over_payload),
+            f(r.busiest_uplink_over_payload)
         );
     }
 }

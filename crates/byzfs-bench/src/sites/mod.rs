@@ -303,6 +303,17 @@ impl Sites {
         self.ns(node)?.in_ns(|| device_bytes("eth0"))?
     }
 
+    /// What each site sent to the others, by site: what the hub received on its access
+    /// link (the link whose rate the profile shapes).
+    pub fn site_uplink_bytes(&self) -> anyhow::Result<Vec<u64>> {
+        let n = self.routers.len();
+        self.hub.in_ns(move || -> anyhow::Result<Vec<u64>> {
+            (0..n)
+                .map(|s| Ok(device_bytes(&format!("s{s}"))?.0))
+                .collect()
+        })?
+    }
+
     /// Bytes that crossed between sites: the sum over the sites' access links of what the
     /// hub delivered into each (every transmission between two sites once).
     pub fn between_sites_bytes(&self) -> anyhow::Result<u64> {

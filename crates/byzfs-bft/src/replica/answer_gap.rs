@@ -66,6 +66,13 @@ impl AnswerGaps {
         true
     }
 
+    /// Leaves `peer`'s `ask` unanswered until `until` (what it asks for is on its way to it:
+    /// `relay_fan_out.rs`); a later due time is kept.
+    pub(crate) fn defer(&mut self, peer: ReplicaId, ask: Ask, until: Time) {
+        let e = self.due.entry((peer, ask)).or_insert((until, 0));
+        e.0 = e.0.max(until);
+    }
+
     /// Forgets `peer`'s `ask`: its next one is answered at once (e.g. a peer that made
     /// progress is no longer stuck).
     pub(crate) fn reset(&mut self, peer: ReplicaId, ask: Ask) {

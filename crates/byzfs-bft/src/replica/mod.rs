@@ -39,6 +39,7 @@ pub mod new_view;
 mod normal;
 mod peers;
 mod read_only;
+mod relay_fan_out;
 mod reply_cache;
 mod request_store;
 mod requests;
@@ -157,9 +158,12 @@ pub struct Stats {
     /// Client request signatures a backup did not check on receipt: its MAC vouched for the
     /// request and the backup neither orders nor vouches for it (see `on_request`).
     pub client_signatures_deferred: u64,
-    /// Big request bodies this replica relayed to every backup as primary, for a client that
-    /// sent them to it alone (`Config::relay_big_requests`).
+    /// Big request bodies this replica relayed as primary, for a client that sent them to it
+    /// alone (`Config::relay_big_requests`), to the backups of its fan-out.
     pub bodies_relayed: u64,
+    /// Relayed bodies this replica passed on as a backup, to the backup its fan-out's
+    /// places after it (`Config::relay_fan_out`).
+    pub bodies_passed_on: u64,
     /// Clients blacklisted: a request whose MAC verified carried a bad signature.
     pub clients_blacklisted: u64,
 }

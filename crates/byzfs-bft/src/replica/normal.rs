@@ -2,7 +2,7 @@
 
 use super::slot::{Accepted, Unverified};
 use super::{Replica, StoredRequest, LOOSE_REQUESTS_MAX, M};
-use crate::action::{Action, DropReason, Event, PersistRecord};
+use crate::action::{DropReason, Event, PersistRecord};
 use crate::batch::{batch_digest, null_digest};
 use crate::client::FLAG_RELAY;
 use crate::crypto::Digest;
@@ -100,17 +100,23 @@ impl<S: Service> Replica<S> {
             sig_checked,
             relayed: frame.header.flags & FLAG_RELAY != 0,
         };
+        let first_receipt = !self.requests.store.contains_key(&stored.digest);
+        let flagged = stored.relayed;
         if needed_body {
-            // Only the body: it is not queued, forwarded or waited for.
+            // Only the body: it is not queued, forwarded or waited for, but passed on down
+            // the relay's fan-out (its PRE-PREPARE came straight from the primary, ahead of
+            // it: `relay_fan_out.rs`).
             if let Err(why) = self.store_request(stored, false) {
                 return self.drop_input(why);
+            }
+            if first_receipt && flagged {
+                self.pass_on_relayed(frame.header.body_digest);
             }
             return self.on_body_arrived(frame.header.body_digest);
         }
         if read_only {
             return self.on_read_only(stored);
         }
-        let first_receipt = !self.requests.store.contains_key(&stored.digest);
         // Only a request that cannot run yet counts against its client's share; a body a
         // logged batch names is stored whatever the share: the batch cannot run without it
         // (a quota on it stalled bad-clients 0 for good).
@@ -138,23 +144,25 @@ impl<S: Service> Replica<S> {
             self.add_pending(c, stored.rid, stored.digest);
         }
         // A big body the client sent to the primary alone (`FLAG_RELAY`) goes on once, to
-        // every backup, ahead of the PRE-PREPARE naming it on the same links. A backup passes
-        // on nothing: the primary's relayed copy and a client's own look alike, and a client
-        // whose view is behind gets its body to the primary by `forward_late_big_requests`
-        // or its retransmission to everyone. A body a logged batch already names is not
-        // relayed again (a new primary fetching one it lacks; the copy keeps the flag).
+        // the backups of the relay's fan-out, ahead of the PRE-PREPARE naming it on the same
+        // links; each backup passes it on once, to the backup the fan-out's places after it
+        // (`relay_fan_out.rs`), never back to the primary. A client whose view is behind gets
+        // its body to the primary by `forward_late_big_requests` or its retransmission to
+        // everyone. A body a logged batch already names is not relayed again by a primary (a
+        // new primary fetching one it lacks; the copy keeps the flag).
         let relay = stored.big
             && first_receipt
-            && frame.header.flags & FLAG_RELAY != 0
+            && flagged
             && self.view.has_new_view
             && self.is_primary()
             && !self.body_in_log(&stored.digest);
+        if stored.big && first_receipt && flagged && !self.is_primary() {
+            self.pass_on_relayed(stored.digest);
+        }
         if self.is_primary() {
             if relay {
                 self.stats.bodies_relayed += 1;
-                self.out.push_back(Action::Broadcast {
-                    bytes: stored.frame.clone(),
-                });
+                self.relay_onward(stored.digest, stored.frame.clone());
             }
             if !self.requests.proposed.contains(&stored.digest)
                 && !self.requests.queue.contains(&stored.digest)

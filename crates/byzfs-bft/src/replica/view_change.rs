@@ -200,6 +200,13 @@ impl<S: Service> Replica<S> {
             self.restart_vtimer();
             return;
         }
+        if self.view.has_new_view && self.awaits_a_prepared_body() {
+            // The primary ordered it and `2f` others prepared it, so `f+1` correct replicas
+            // hold the body: this replica is behind, not the primary at fault (a body passed
+            // on by a backup busy executing: simulator, slow-execution 1213).
+            self.restart_vtimer();
+            return;
+        }
         if !self.view.has_new_view {
             // The new view failed to install in time: back off (§3.1, pitfall #8).
             let doubled = self.vc.timeout.saturating_mul(2);

@@ -96,6 +96,7 @@ impl Metrics {
         counter("byzfs_busy_steps_total", c.busy_steps);
         counter("byzfs_monitor_complaints_total", c.monitor_complaints);
         counter("byzfs_bodies_relayed_total", c.bodies_relayed);
+        counter("byzfs_bodies_passed_on_total", c.bodies_passed_on);
         let n = &s.net;
         counter("byzfs_frames_in_total", n.frames_in);
         counter("byzfs_frames_out_total", n.frames_out);

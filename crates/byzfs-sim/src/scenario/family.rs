@@ -125,7 +125,8 @@ pub enum Family {
     /// sent COMMIT for batches they have not executed when reads reach them (checker
     /// `read-floor`).
     ReadRace,
-    /// A faulty first receiver of big bodies (issue #30): every request big and relayed
+    /// A faulty first receiver of big bodies (issue #30), or a faulty backup down the relay's
+    /// fan-out: every request big and relayed
     /// by the primary, which is most often the faulty replica; it withholds, corrupts, or
     /// passes to some replicas only every client frame it should pass on; a lossy network,
     /// and primaries now and then cut off so views rotate.
@@ -1096,4 +1097,7 @@ fn first_receiver(r: &mut SimRng, params: &mut Params, plan: &mut Plan, n: usize
     if r.gen_bool(0.5) {
         rotate_primaries(r, params, plan, 1..=4);
     }
+    // The relay's fan-out: a chain (a faulty backup withholds from every backup after it),
+    // the default `2f`, or every backup from the primary (docs/PROTOCOL.md §1.10).
+    params.config.relay_fan_out = r.gen_range(0..=3);
 }

@@ -166,12 +166,13 @@ impl Plan {
             )
         });
         format!(
-            "n={} K={} W={} big={} relay={} ro={} roq={} tent={} T={}ms status={}ms chunk={} clients={}+{}bad byz={:?} twin={:?}{slow}",
+            "n={} K={} W={} big={} relay={}/{} ro={} roq={} tent={} T={}ms status={}ms chunk={} clients={}+{}bad byz={:?} twin={:?}{slow}",
             c.n(),
             c.checkpoint_interval,
             c.batch_window,
             if c.big_request_threshold == usize::MAX { "inf".to_string() } else { c.big_request_threshold.to_string() },
             c.relay_big_requests,
+            c.relay_fan_out(),
             c.read_only_optimisation,
             c.read_only_to_quorum,
             c.tentative_execution,
