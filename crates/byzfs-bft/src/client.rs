@@ -42,7 +42,7 @@ mod frame;
 #[cfg(test)]
 mod tests;
 
-use certificate::certified;
+use certificate::{certified, read_may_certify};
 use frame::build_frame;
 
 /// Request header flag: the operation is read-only (docs/PROTOCOL.md §1.8).
@@ -172,6 +172,10 @@ struct Outstanding {
     full_by: Option<Time>,
     /// Latest reply per replica.
     replies: BTreeMap<ReplicaId, ReplySlot>,
+    /// A read-only request whose replies cannot, or are not about to, make a certificate
+    /// (they disagree, or an ordered request sent after it completed): it falls back to an
+    /// ordered request at its next timeout, not after two retransmissions (`try_complete`).
+    disagreed: bool,
 }
 
 /// Why a frame was dropped.
@@ -195,6 +199,11 @@ pub struct Client {
     /// anyone who orders it.
     view_known: bool,
     next_rid: RequestId,
+    /// The id of the newest request sent ordered (0: none yet). A read-only request with a
+    /// lower id is dropped as stale by every replica that has executed it (the reply cache
+    /// answers ids up to the client's last executed one), so its retransmission could
+    /// reach no one who answers: it goes ordered instead (`timeout_one`).
+    last_ordered: RequestId,
     /// Outstanding requests by current id.
     out: BTreeMap<RequestId, Outstanding>,
     actions: VecDeque<ClientAction>,
@@ -238,6 +247,7 @@ impl Client {
             view: 0,
             view_known: false,
             next_rid: 1,
+            last_ordered: 0,
             out: BTreeMap::new(),
             actions: VecDeque::new(),
             stats: ClientStats::default(),
@@ -351,6 +361,9 @@ impl Client {
             RequestKind::Small
         };
         let rtimeout_us = self.patience.sent(&self.config, kind, now);
+        if !read_only {
+            self.last_ordered = rid;
+        }
         let mut o = Outstanding {
             rid,
             issued: rid,
@@ -368,6 +381,7 @@ impl Client {
             hedge: None,
             full_by: None,
             replies: BTreeMap::new(),
+            disagreed: false,
         };
         o.frame = build_frame(&self.config, &self.keys, &o);
         let bytes = o.frame.clone();
@@ -467,6 +481,7 @@ impl Client {
     fn timeout_one(&mut self, now: Time, rid: RequestId) {
         let f = self.config.f as usize;
         let max_us = micros(self.config.client_retransmit_max).max(1);
+        let last_ordered = self.last_ordered;
         let Some(o) = self.out.get_mut(&rid) else {
             return;
         };
@@ -510,7 +525,14 @@ impl Client {
         o.retransmissions = o.retransmissions.saturating_add(1);
         self.stats.retransmissions += 1;
         let mut changed = false;
-        let fall_back = o.read_only && o.retransmissions > 1;
+        // A read that got no certificate goes ordered after a second retransmission (§1.8);
+        // at once if its replies disagree (`try_complete`), or if an ordered request of ours
+        // was sent after it: replicas that executed that one drop this id as stale, so a
+        // retransmission reaches no one who answers (Andrew-Tcl at `wan` waited minutes for
+        // a `lookup` sent just before a `reclaim`, while a backup down the relay's fan-out
+        // lagged and the other three answered from different states).
+        let fall_back =
+            o.read_only && (o.retransmissions > 1 || o.disagreed || last_ordered > o.rid);
         if o.replier != REPLIER_ALL && certified(o, f, false).is_some() {
             o.replier = REPLIER_ALL;
             changed = true;
@@ -565,6 +587,7 @@ impl Client {
         };
         let rid = self.next_rid;
         self.next_rid = rid.saturating_add(1);
+        self.last_ordered = rid;
         let big = op.len() > self.config.big_request_threshold;
         o.body = wire::encode_body(&Message::Request(Request {
             client: self.keys.me,
@@ -733,6 +756,26 @@ impl Client {
                 // the result, then every replica is asked (`timeout_one`).
                 o.full_by = Some(Time::from_micros(now.as_micros().saturating_add(grace)));
             }
+            if o.read_only && !o.disagreed && certified(o, f, false).is_none() {
+                // Replicas answer a read from the state they reached, which differs while
+                // writes run: once no result can reach `2f+1` matching replies, or `2f+1`
+                // replies disagree, the read goes ordered at once or after the grace the
+                // others have to answer (`timeout_one`), not two retransmission timeouts
+                // later — each of which may be seconds (twice the slowest recent read).
+                let n = self.config.n();
+                let wait = if !read_may_certify(o, f, n) {
+                    Some(0)
+                } else if o.replies.len() > 2 * f {
+                    Some(grace)
+                } else {
+                    None
+                };
+                if let Some(wait) = wait {
+                    o.disagreed = true;
+                    let at = Time::from_micros(now.as_micros().saturating_add(wait));
+                    o.deadline = o.deadline.min(at);
+                }
+            }
             return;
         };
         let Some(o) = self.out.remove(&rid) else {
@@ -745,6 +788,23 @@ impl Client {
         }
         let took = now.as_micros().saturating_sub(o.sent_at.as_micros());
         self.patience.completed(o.kind, took, o.retransmissions > 0);
+        if !o.read_only {
+            // Replicas that executed this request drop a read of ours with a lower id as
+            // stale (their reply cache answers ids up to our last executed one): a read sent
+            // before it that a replica had not yet answered — it may have crossed a slower
+            // connection — will get no answer there. It goes ordered once the others have
+            // had the grace to answer, not at its retransmission timeout (twice the
+            // slowest recent read: tens of seconds once one read waited long).
+            let at = Time::from_micros(now.as_micros().saturating_add(grace));
+            for r in self
+                .out
+                .values_mut()
+                .filter(|r| r.read_only && r.rid < o.rid)
+            {
+                r.disagreed = true;
+                r.deadline = r.deadline.min(at);
+            }
+        }
         if o.read_only && o.retransmissions == 0 && o.replier != REPLIER_ALL {
             // Moving average (weight 1/8) of completion times of reads that needed no
             // retransmission, and no second ask for the full result (a read that waited

@@ -5,6 +5,17 @@ use crate::crypto::Digest;
 use crate::ids::View;
 use std::collections::BTreeMap;
 
+/// Whether a read-only request's replies may still make a certificate: the most replies
+/// that agree on a result, plus the replicas yet to answer, reach `2f+1` (`n` replicas).
+pub(super) fn read_may_certify(o: &Outstanding, f: usize, n: usize) -> bool {
+    let mut agree: BTreeMap<Digest, usize> = BTreeMap::new();
+    for s in o.replies.values() {
+        *agree.entry(s.digest).or_default() += 1;
+    }
+    let most = agree.values().copied().max().unwrap_or(0);
+    most + n.saturating_sub(o.replies.len()) > 2 * f
+}
+
 /// The result digest of a complete reply certificate (docs/PROTOCOL.md §1.6): `f+1` matching
 /// committed replies, or `2f+1` matching replies of which the tentative ones all carry the
 /// **same view** (committed replies count whatever their view). With `need_full`, only a

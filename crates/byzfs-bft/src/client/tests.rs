@@ -929,6 +929,81 @@ fn read_only_falls_back_after_more_than_one_retransmission() {
     }
 }
 
+/// The read's id and the id it went ordered under, if the client fell back at `at`.
+fn fell_back_at(h: &mut Harness, at: Time) -> Option<(RequestId, RequestId)> {
+    h.client.handle_timeout(at);
+    h.actions().into_iter().find_map(|a| match a {
+        ClientAction::Reissued { issued, rid } => Some((issued, rid)),
+        _ => None,
+    })
+}
+
+#[test]
+fn a_read_whose_replies_disagree_goes_ordered_without_two_retransmissions() {
+    // Replicas answer a read from the state each reached; while writes run they differ.
+    // Three different answers of four: no result can reach 2f+1, ordered at once.
+    let mut h = Harness::new(1);
+    h.client.config.read_only_to_quorum = false;
+    let rid = h.invoke(b"r", true);
+    for (j, v) in [(0, b"a"), (1, b"b"), (2, b"c")] {
+        h.deliver(j, &reply(j, rid, 0, true, v, true));
+    }
+    assert_eq!(h.client.poll_timeout(), Some(Time::ZERO));
+    assert_eq!(fell_back_at(&mut h, Time::ZERO), Some((rid, rid + 1)));
+    assert_eq!(h.client.stats().read_only_fallbacks, 1);
+
+    // Two and one: the fourth may still agree, for the grace the others have to answer.
+    let grace = Responsiveness::grace_us(READ_US_INITIAL);
+    let mut h = Harness::new(1);
+    h.client.config.read_only_to_quorum = false;
+    let rid = h.invoke(b"r", true);
+    for (j, v) in [(0, b"a"), (1, b"a"), (2, b"b")] {
+        h.deliver(j, &reply(j, rid, 0, true, v, true));
+    }
+    assert_eq!(h.client.poll_timeout(), Some(Time::from_micros(grace)));
+    assert_eq!(
+        fell_back_at(&mut h, Time::from_micros(grace)),
+        Some((rid, rid + 1))
+    );
+    // … and if it does agree meanwhile, the read completes as read-only.
+    let mut h = Harness::new(1);
+    h.client.config.read_only_to_quorum = false;
+    let rid = h.invoke(b"r", true);
+    for (j, v) in [(0, b"a"), (1, b"a"), (2, b"b"), (3, b"a")] {
+        h.deliver(j, &reply(j, rid, 0, true, v, true));
+    }
+    assert_eq!(h.completed(), Some((rid, b"a".to_vec())));
+    assert_eq!(h.client.stats().read_only_fallbacks, 0);
+}
+
+#[test]
+fn a_read_sent_before_an_ordered_request_that_completed_goes_ordered() {
+    // A `lookup` sent just before a `reclaim`: once the replicas execute the reclaim they
+    // drop the read's id as stale (their reply cache answers ids up to the client's last
+    // executed one), so retransmitting it read-only would reach no one who answers.
+    let mut h = Harness::new(1);
+    h.client.config.read_only_to_quorum = false;
+    let read = h.invoke(b"r", true);
+    let write = h.invoke(b"w", false);
+    for j in 0..3 {
+        h.deliver(j, &reply(j, write, 0, true, b"ok", true));
+    }
+    assert_eq!(h.completed(), Some((write, b"ok".to_vec())));
+    // … after the grace the replicas that got it in time have to answer, not its own
+    // retransmission timeout.
+    let grace = Responsiveness::grace_us(READ_US_INITIAL);
+    let at = h.client.poll_timeout().expect("the read is timed");
+    assert_eq!(at, Time::from_micros(grace));
+    assert_eq!(fell_back_at(&mut h, at), Some((read, write + 1)));
+    assert_eq!(h.client.stats().read_only_fallbacks, 1);
+    // A read sent with no ordered request after it is retransmitted read-only first.
+    let mut h = Harness::new(1);
+    h.client.config.read_only_to_quorum = false;
+    h.invoke(b"r", true);
+    let (_, again) = h.retransmit();
+    assert_eq!(header(&again).flags & FLAG_READ_ONLY, FLAG_READ_ONLY);
+}
+
 #[test]
 fn view_is_learned_from_f_plus_one_replies() {
     for f in [1, 2] {
