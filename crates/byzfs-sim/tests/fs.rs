@@ -85,9 +85,9 @@ fn a_rollback_that_keeps_created_records_is_caught_by_the_file_checkers() {
     assert!(fired.contains(&fs_results::NAME), "{fired:?}");
     // ...and a checkpoint whose digests agree holds another tree.
     let fired = caught(
-        Family::FsTotalCrash,
+        Family::FsDiskTotalCrash,
         StoreMutation::RollbackKeepsCreated,
-        &[88],
+        &[48],
     );
     assert!(fired.contains(&fs_tree::NAME), "{fired:?}");
 }
