@@ -46,6 +46,8 @@ pub(crate) struct Link {
     pub(crate) dirs: dirs::Dirs,
     /// Write-back batches sent and not yet answered (`inflight.rs`).
     pub(crate) inflight: inflight::InFlight,
+    /// Handles reserved for new entries (`handles.rs`).
+    pub(crate) handles: super::handles::Handles,
     /// Read-only operations go in lanes (more than one FUSE thread: `lib.rs` `call`).
     pub(crate) lanes: bool,
     /// An encrypted mount's crypto layer (`crypt.rs`), between every operation and the wire.
@@ -140,7 +142,7 @@ struct Prep {
 /// what must reach the replicas first, and notes what its reply must update ([`settle`]).
 fn prepare(link: &mut Link, op: &Op, ordered: bool) -> Prep {
     if link.inflight.must_precede(op) {
-        inflight::land_all(link);
+        inflight::land_all_for(link, op.name());
     }
     prepare_after_flight(link, op, ordered)
 }
@@ -257,6 +259,8 @@ fn settle_but(
 /// A read-only operation of a plain mount sent by [`send_in_lane`], not yet answered.
 pub(crate) struct InLane {
     prep: Prep,
+    /// The request's size.
+    bytes: usize,
     mark: u64,
     wire: std::sync::Arc<Wire>,
     ticket: Ticket,
@@ -291,9 +295,11 @@ pub(crate) fn send_in_flight(link: &mut Link, cred: &Credentials, op: Op) -> InL
 fn sent_in_lane(link: &mut Link, cred: &Credentials, op: Op, prep: Prep) -> InLane {
     let name = op.name();
     tracing::trace!(op = name, "send in a lane");
+    let request = link.wire.request(cred, op);
     InLane {
         mark: link.attrs.mark(),
-        ticket: link.wire.call(link.wire.request(cred, op), prep.read_only),
+        bytes: request.len(),
+        ticket: link.wire.call(request, prep.read_only),
         wire: std::sync::Arc::clone(&link.wire),
         prep,
         name,
@@ -306,6 +312,11 @@ impl InLane {
     /// When it was sent.
     pub(crate) fn began(&self) -> std::time::Instant {
         self.began
+    }
+
+    /// Its request's size.
+    pub(crate) fn bytes(&self) -> usize {
+        self.bytes
     }
 
     /// The reply if it is in, without waiting.
@@ -670,25 +681,8 @@ impl Transport for Link {
         self.wire.granted(cred)
     }
 
-    /// From the mount's one pool (`dirs.rs`), which the queue of early answers also takes
-    /// from and which went first (`invoke_once_as`), so handles stay in increasing order.
+    /// From the mount's one pool (`handles.rs`).
     fn new_handle(&mut self, cred: &Credentials) -> Result<FileHandle, Errno> {
-        if self.dirs.reserved.is_empty() {
-            let op = Op::ReserveInodes {
-                count: dirs::RESERVE,
-            };
-            match transmit(self, cred, op, false)? {
-                Reply::Reserved { first, count } => {
-                    self.dirs
-                        .reserved
-                        .extend((0..u64::from(count)).map(|k| FileHandle {
-                            ino: first.ino + k,
-                            generation: first.generation + k,
-                        }));
-                }
-                _ => return Err(Errno::EIO),
-            }
-        }
-        self.dirs.reserved.pop_front().ok_or(Errno::EIO)
+        super::handles::take_now(self, cred)
     }
 }

@@ -49,14 +49,12 @@ use super::mine::Mine;
 use byzfs_fs::proto::batch::{may_batch, MAX_BATCH};
 use byzfs_fs::proto::op::MAX_READDIR_ENTRIES;
 use byzfs_fs::{Attr, Credentials, Errno, FileHandle, FileType, FsResult, Op, Reply};
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, HashSet};
 use std::sync::mpsc::Sender;
 use std::time::{Duration, Instant};
 
 /// Most operations queued: a batch keeps one place for the caller's gathered writes.
 const MAX_QUEUE: usize = MAX_BATCH - 1;
-/// Inode numbers reserved at a time.
-pub(crate) const RESERVE: u32 = 1024;
 /// Listing pages a directory may take to be delegated here ([`MAX_READDIR_ENTRIES`] names
 /// each).
 const LIST_PAGES: usize = 128;
@@ -98,7 +96,6 @@ pub(crate) struct Dirs {
     /// Ask for delegations at all (`MountOptions::delegate_dirs`).
     pub(crate) enabled: bool,
     held: HashMap<u64, Held>,
-    pub(crate) reserved: VecDeque<FileHandle>,
     queue: Vec<Op>,
     /// The caller whose operations are queued (a batch has one caller's credentials).
     cred: Option<Credentials>,
@@ -133,7 +130,6 @@ impl Dirs {
         Dirs {
             enabled,
             held: HashMap::new(),
-            reserved: VecDeque::new(),
             queue: Vec::new(),
             cred: None,
             oldest: None,
@@ -645,27 +641,6 @@ fn relist(link: &mut Link, cred: &Credentials, dir: FileHandle) -> bool {
     }
 }
 
-/// A handle for a new entry, from the reserved ones.
-fn new_handle(link: &mut Link, cred: &Credentials) -> Option<FileHandle> {
-    if link.dirs.reserved.is_empty() {
-        match invoke(link, cred, Op::ReserveInodes { count: RESERVE }) {
-            Ok(Reply::Reserved { first, count }) => {
-                for k in 0..u64::from(count) {
-                    link.dirs.reserved.push_back(FileHandle {
-                        ino: first.ino + k,
-                        generation: first.generation + k,
-                    });
-                }
-            }
-            other => {
-                tracing::debug!(?other, "cannot reserve inode numbers");
-                return None;
-            }
-        }
-    }
-    link.dirs.reserved.pop_front()
-}
-
 /// Answers a creation of `name` in `dir` early if it may: queues it and returns the new
 /// entry's attributes (as the replicas will make them, with this machine's time) and the
 /// directory's.
@@ -685,7 +660,7 @@ pub(crate) fn make_early(
     if !ensure(link, cred, dir) || !link.dirs.surely_missing(dir, name) {
         return None;
     }
-    let at = new_handle(link, cred)?;
+    let at = super::handles::take(link, cred)?;
     // Asking for handles sent the queue; a failure there forgot the directory.
     let h = link.dirs.held.get_mut(&dir.ino).filter(|h| !h.stale)?;
     let now = super::timestamp(std::time::SystemTime::now());

@@ -617,7 +617,7 @@ impl Filesystem for ByzFuse {
             }
             // Left in flight (no room to hold it): its answer comes before `close` does.
             if inner.link.inflight.holds(ino.0) {
-                inflight::land_all(&mut inner.link);
+                inflight::land_all_for(&mut inner.link, "close");
             }
             if let Some(p) = inner.link.gather.take_file(ino.0) {
                 send_held(&mut inner.link, p);
@@ -836,7 +836,7 @@ impl Filesystem for ByzFuse {
         // write-back batch in flight is waited for: durable when `fsync` returns.
         let synced = self.call(req, Op::Fsync { fh });
         if let Ok(mut inner) = self.inner.lock() {
-            inflight::land_all(&mut inner.link);
+            inflight::land_all_for(&mut inner.link, "fsync");
         }
         let held = self.inner.lock().ok().and_then(|mut i| {
             let early = i.link.dirs.take_error();
@@ -1285,10 +1285,16 @@ impl Filesystem for ByzFuse {
             );
             let flown = &inner.link.inflight;
             if flown.sent > 0 {
+                let waited: Vec<String> = flown
+                    .waited_by
+                    .iter()
+                    .map(|(k, n)| format!("{k}={n}"))
+                    .collect();
                 tracing::info!(
                     batches = flown.sent,
                     waited_for_room = flown.waited_for_room,
-                    "write-back: batches left in flight"
+                    "write-back: batches left in flight; operations that waited for them: {}",
+                    waited.join(" ")
                 );
             }
             let reads = inner.link.dirs.reads_answered();

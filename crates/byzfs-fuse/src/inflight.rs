@@ -1,9 +1,13 @@
 //! Write-back left in flight: held writes and early answers sent because there was no room
 //! to hold more (`gather::MAX_FILES`, the queue of early answers) or because they were
 //! [`gather::MAX_AGE`] old go to the cluster without the sender waiting for them, up to
-//! [`MAX_IN_FLIGHT`] batches at once. Across sites each batch is an agreement round (60 ms of
-//! delay alone at `wan`), which a program writing many files waited for every 31 files
-//! (docs/BENCHMARKS.md "Across sites, the working set kept; write-back in flight").
+//! [`MAX_BYTES_IN_FLIGHT`] of requests (and [`MAX_IN_FLIGHT`] batches) at once. Across sites
+//! each batch is an agreement round (60 ms of delay alone at `wan`), which a program writing
+//! many files waited for every 31 files (docs/BENCHMARKS.md "Across sites, the working set
+//! kept; write-back in flight"), and then every four batches while the bound was four
+//! batches (docs/BENCHMARKS.md "Write-back bounded in bytes"): bounded in bytes, a writer
+//! waits only for what it writes faster than the links carry, as a local file system's
+//! writer waits only once its dirty pages pass their bound.
 //!
 //! What keeps it safe:
 //! * **Order.** The replicas run a client's ordered requests in the order the mount
@@ -34,8 +38,14 @@ use super::wire::Outcome;
 use byzfs_fs::{Credentials, FsResult, Op};
 use std::collections::{HashSet, VecDeque};
 
-/// Most batches in flight at once: one more waits for the oldest.
-pub(crate) const MAX_IN_FLIGHT: usize = 4;
+/// Most bytes of requests in flight at once: one more batch waits for the oldest (the last
+/// one sent may pass the bound by its own size, at most a request's). What a mount that
+/// dies loses at most, beside what it holds (README "Write-back").
+pub(crate) const MAX_BYTES_IN_FLIGHT: usize = 64 << 20;
+
+/// Most batches in flight at once, whatever their size (each keeps its footprint, which
+/// every operation is checked against: [`InFlight::must_precede`]).
+pub(crate) const MAX_IN_FLIGHT: usize = 256;
 
 /// What to do with a batch's answer.
 pub(crate) enum Then {
@@ -43,6 +53,8 @@ pub(crate) enum Then {
     Queue(QueueSent),
     /// Held writes of several files, or one file's.
     Writes(super::cluster::WritesSent),
+    /// Handles reserved ahead (`handles.rs`).
+    Reserved,
 }
 
 impl Then {
@@ -51,6 +63,7 @@ impl Then {
             Then::Queue(q) => q.answered(link, result),
             // Sent without `invoke`'s retries: a failure is tried again.
             Then::Writes(w) => w.answered(link, result, false),
+            Then::Reserved => super::handles::reserved(link, result),
         }
     }
 }
@@ -58,6 +71,8 @@ impl Then {
 /// One batch in flight.
 struct Flying {
     lane: InLane,
+    /// Its request's size.
+    bytes: usize,
     /// Inodes it writes, makes, removes or changes names in.
     footprint: HashSet<u64>,
     /// Whether its success may leave space to give back (`reclaim.rs`).
@@ -69,16 +84,26 @@ struct Flying {
 #[derive(Default)]
 pub(crate) struct InFlight {
     flying: VecDeque<Flying>,
+    /// The sum of their requests' sizes.
+    bytes: usize,
     /// Batches sent in flight, and how many of them one more had to wait for (logged at
     /// unmount).
     pub(crate) sent: u64,
     pub(crate) waited_for_room: u64,
+    /// Operations that waited for every batch in flight ([`InFlight::must_precede`]), by
+    /// kind (logged at unmount: where a writer still waits for the links).
+    pub(crate) waited_by: std::collections::BTreeMap<&'static str, u64>,
 }
 
 impl InFlight {
     /// Whether no batch is in flight.
     pub(crate) fn is_empty(&self) -> bool {
         self.flying.is_empty()
+    }
+
+    /// Whether one more batch may go without the oldest landing first.
+    fn has_room(&self) -> bool {
+        self.flying.len() < MAX_IN_FLIGHT && self.bytes < MAX_BYTES_IN_FLIGHT
     }
 
     /// Whether a batch in flight writes, makes, removes or changes names in `ino`.
@@ -110,8 +135,8 @@ pub(crate) fn may_fly(link: &Link) -> bool {
     link.crypt.is_none() && link.wire.windowed()
 }
 
-/// Sends `op` for `cred` and leaves it in flight (after the oldest, if [`MAX_IN_FLIGHT`]
-/// are); `then` handles its answer. Sent and waited for at once where batches may not fly.
+/// Sends `op` for `cred` and leaves it in flight (after the oldest, while
+/// [`MAX_BYTES_IN_FLIGHT`] or [`MAX_IN_FLIGHT`] are); `then` handles its answer. Sent and waited for at once where batches may not fly.
 pub(crate) fn send(
     link: &mut Link,
     cred: &Credentials,
@@ -130,18 +155,27 @@ pub(crate) fn send(
                 let result = super::cluster::invoke(link, cred, op);
                 w.answered(link, result, true)
             }
+            Then::Reserved => {
+                let result = super::cluster::invoke(link, cred, op);
+                super::handles::reserved(link, result)
+            }
         }
         return;
     }
-    if link.inflight.flying.len() >= MAX_IN_FLIGHT {
+    if !link.inflight.has_room() {
         link.inflight.waited_for_room += 1;
-        land_oldest(link);
+        while !link.inflight.has_room() {
+            land_oldest(link);
+        }
     }
     let reclaims = reclaim::may_queue(&op);
     let lane = send_in_flight(link, cred, op);
+    let bytes = lane.bytes();
     link.inflight.sent += 1;
+    link.inflight.bytes += bytes;
     link.inflight.flying.push_back(Flying {
         lane,
+        bytes,
         footprint,
         reclaims,
         then,
@@ -161,6 +195,15 @@ pub(crate) fn land_all(link: &mut Link) {
     }
 }
 
+/// [`land_all`] for an operation `why` that must see them, counted in
+/// [`InFlight::waited_by`] if any is in flight.
+pub(crate) fn land_all_for(link: &mut Link, why: &'static str) {
+    if !link.inflight.flying.is_empty() {
+        *link.inflight.waited_by.entry(why).or_default() += 1;
+        land_all(link);
+    }
+}
+
 /// Handles the answers already in (the background thread, after driving the client),
 /// oldest first, without waiting.
 pub(crate) fn land_ready(link: &mut Link) {
@@ -170,14 +213,20 @@ pub(crate) fn land_ready(link: &mut Link) {
         .front_mut()
         .and_then(|f| f.lane.ready())
     {
-        if let Some(f) = link.inflight.flying.pop_front() {
+        if let Some(f) = pop_oldest(link) {
             land(link, f, Some(out));
         }
     }
 }
 
+fn pop_oldest(link: &mut Link) -> Option<Flying> {
+    let f = link.inflight.flying.pop_front()?;
+    link.inflight.bytes -= f.bytes;
+    Some(f)
+}
+
 fn land_oldest(link: &mut Link) {
-    if let Some(mut f) = link.inflight.flying.pop_front() {
+    if let Some(mut f) = pop_oldest(link) {
         let out = f.lane.wait();
         land(link, f, out);
     }

@@ -109,6 +109,7 @@ mod dirs;
 pub mod fsclient;
 mod gather;
 mod groups;
+mod handles;
 mod inflight;
 mod listings;
 mod locks;

@@ -242,6 +242,7 @@ pub fn mount(
                 reclaim: reclaim::Reclaimer::new(Some(nudge_tx.clone())),
                 dirs: dirs::Dirs::new(opts.delegate_dirs, Some(nudge_tx.clone())),
                 inflight: Default::default(),
+                handles: Default::default(),
                 crypt,
             },
             files: Files {

@@ -1099,6 +1099,18 @@ fn a_replica_whose_disk_fills_up_stops_cleanly_and_recovers_with_space() {
             break;
         }
     }
+    // Written back in flight (`crates/byzfs-fuse/src/inflight.rs`: up to 64 MiB without the
+    // writer waiting), the last files may not have reached the replicas yet: `fsync` sends
+    // and waits for all of them.
+    if status.is_none() {
+        let last = std::fs::File::open(mount.path(&format!("f{}", files - 1))).unwrap();
+        last.sync_all().unwrap();
+        let until = Instant::now() + Duration::from_secs(30);
+        while status.is_none() && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(100));
+            status = stopped(&mut lock(&s.p));
+        }
+    }
     let status = status.expect("replica 3 stopped when its disk filled up");
     let log = lock(&s.p).log(3);
     assert!(!status.success(), "stopped with an error status");
