@@ -144,11 +144,13 @@ fn prepare(link: &mut Link, op: &Op, ordered: bool) -> Prep {
     if link.inflight.must_precede(op) {
         inflight::land_all_for(link, op.name());
     }
-    prepare_after_flight(link, op, ordered)
+    prepare_after_flight(link, op, ordered, Wait::Yes)
 }
 
-/// [`prepare`] but for the write-back in flight, which a batch of it follows in order.
-fn prepare_after_flight(link: &mut Link, op: &Op, ordered: bool) -> Prep {
+/// [`prepare`] but for the write-back in flight, which a batch of it follows in order;
+/// what must go before `op` is sent as `first` says (a batch left in flight sends it in
+/// flight too: it runs before the batch all the same, and the writer need not wait).
+fn prepare_after_flight(link: &mut Link, op: &Op, ordered: bool, first: Wait) -> Prep {
     // Operations answered early, then writes held back, go first: every operation sees
     // them (they are taken, so the recursive calls send nothing else first). The recall
     // poll reads no file: it would otherwise send them every few milliseconds while
@@ -170,7 +172,7 @@ fn prepare_after_flight(link: &mut Link, op: &Op, ordered: bool) -> Prep {
         // lower ones the queue took must reach the replicas first (`byzfs_fs::reserve`).
         let takes_handle = link.crypt.is_some() && matches!(op, Op::Mkdir { .. });
         if link.dirs.must_precede(op) || gathered_new || takes_handle {
-            dirs::send_queue(link, Wait::Yes);
+            dirs::send_queue(link, first);
         }
         let held = match files {
             Some(_) => needed
@@ -179,7 +181,7 @@ fn prepare_after_flight(link: &mut Link, op: &Op, ordered: bool) -> Prep {
                 .collect(),
             None => link.gather.take_all(),
         };
-        send_writes(link, held, Wait::Yes);
+        send_writes(link, held, first);
     }
     // Names changed in held directories by anything but the queue: listed again before use.
     // A held directory's own attributes come back in the reply.
@@ -288,7 +290,7 @@ pub(crate) fn send_in_lane(link: &mut Link, cred: &Credentials, op: Op) -> InLan
 /// [`send_in_lane`] for a write-back batch left in flight (`inflight.rs`): it waits for
 /// none of the others, which go before it in order.
 pub(crate) fn send_in_flight(link: &mut Link, cred: &Credentials, op: Op) -> InLane {
-    let prep = prepare_after_flight(link, &op, false);
+    let prep = prepare_after_flight(link, &op, false, Wait::InFlight);
     sent_in_lane(link, cred, op, prep)
 }
 

@@ -1,7 +1,7 @@
 //! The `fuser::Filesystem` implementation: one method per kernel request, each turned into
 //! file-service operations on the cluster.
 
-use super::cluster::Wait;
+use super::cluster::{send_writes, Wait};
 use super::inflight;
 use super::{
     delegations, dirs, dirs::Make, errno, file_attr, held_listing, invoke, kind, locks,
@@ -528,31 +528,48 @@ impl Filesystem for ByzFuse {
             }
             let end = offset.checked_add(data.len() as u64);
             let fits = end.is_some_and(|e| e <= byzfs_fs::proto::attr::MAX_FILE_SIZE);
-            // EFBIG is known here: such a write goes at once and fails at once.
-            if inner.link.gather_writes && fits && inner.link.gather.may_hold(data.len()) {
-                if !inner.link.gather.joins(fh, &cred, data.len()) {
-                    if let Some(p) = inner.link.gather.take_file(ino.0) {
-                        send_held(&mut inner.link, p);
+            // EFBIG is known here: such a write goes at once and fails at once. A file made
+            // here is written back (its `close` sends nothing either): a write bigger than
+            // one operation is held in pieces, and what the gather cannot hold goes in
+            // flight, behind the queue that makes the file (across sites Andrew's copy
+            // waited for all the write-back in flight at its first big file).
+            let mine = inner.link.dirs.is_mine(ino.0) && inflight::may_fly(&inner.link);
+            let holds = inner.link.gather.may_hold(data.len()) || (mine && !data.is_empty());
+            if inner.link.gather_writes && fits && holds {
+                let limit = inner.link.gather.limit();
+                let mut carried = None;
+                for (k, piece) in data.chunks(limit).enumerate() {
+                    let at = offset + (k * limit) as u64;
+                    if !inner.link.gather.joins(fh, &cred, piece.len()) {
+                        if let Some(p) = inner.link.gather.take_file(ino.0) {
+                            if mine {
+                                carried = p.attr().cloned();
+                                send_writes(&mut inner.link, vec![p], Wait::InFlight);
+                            } else {
+                                send_held(&mut inner.link, p);
+                            }
+                        }
                     }
+                    // Full: every held write goes, together (and with the queue of early
+                    // answers, which may make their files).
+                    if inner.link.gather.full_without(ino.0) {
+                        dirs::send_everything(&mut inner.link, Wait::InFlight);
+                    }
+                    let base = inner
+                        .link
+                        .attrs
+                        .fresh(ino.0, self.ttl)
+                        .map(|(a, _)| a.clone())
+                        .or(carried.take());
+                    let now = timestamp(SystemTime::now());
+                    inner
+                        .link
+                        .gather
+                        .hold(fh, &cred, at, piece, base.as_ref(), now);
+                    inner.link.dirs.wrote(ino.0, at, piece);
+                    // Its size and times change when the writes are applied.
+                    inner.link.attrs.forget(ino.0);
                 }
-                // Full: every held write goes, together (and with the queue of early
-                // answers, which may make their files).
-                if inner.link.gather.full_without(ino.0) {
-                    dirs::send_everything(&mut inner.link, Wait::InFlight);
-                }
-                let base = inner
-                    .link
-                    .attrs
-                    .fresh(ino.0, self.ttl)
-                    .map(|(a, _)| a.clone());
-                let now = timestamp(SystemTime::now());
-                inner
-                    .link
-                    .gather
-                    .hold(fh, &cred, offset, data, base.as_ref(), now);
-                inner.link.dirs.wrote(ino.0, offset, data);
-                // Its size and times change when the writes are applied.
-                inner.link.attrs.forget(ino.0);
                 // `data.len() <= write_chunk <= MAX_IO`, a `u32`.
                 return reply.written(data.len() as u32);
             }

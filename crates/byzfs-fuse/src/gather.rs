@@ -44,8 +44,8 @@ pub const MAX_AGE: Duration = Duration::from_secs(1);
 
 /// Which held writes must reach the replicas before `op`: those of the files it names by
 /// handle alone (`Some`: reads, writes, attributes, extended attributes, `fsync`, copies of
-/// ranges, reclaim; none for lease renewals and inode reservations), or every file's (`None`: anything that reads or changes names, lists a
-/// directory, counts space, takes or lets go of a lock, or does several things at once).
+/// ranges, reclaim; none for lease renewals, inode reservations and listings), or every file's (`None`: anything that reads or changes names,
+/// counts space, takes or lets go of a lock, or does several things at once).
 pub fn needs(op: &Op) -> Option<Vec<u64>> {
     let one = |fh: &FileHandle| Some(vec![fh.ino]);
     match op {
@@ -71,6 +71,9 @@ pub fn needs(op: &Op) -> Option<Vec<u64>> {
         // read any more), so held writes, which write-back keeps past `close`, stay.
         Op::Reclaim { file } => Some(file.iter().map(|f| f.ino).collect()),
         Op::RenewLease | Op::Recalls | Op::ReserveInodes { .. } => Some(Vec::new()),
+        // A listing shows names, kinds and handles, which no held write changes (the
+        // queue of early answers, which makes names, goes first: `dirs::Dirs::must_precede`).
+        Op::ReadDir { .. } => Some(Vec::new()),
         // Held writes of several files sent together (`cluster::send_writes`).
         Op::Batch(ops) => {
             let mut all = Vec::new();
@@ -100,6 +103,11 @@ pub struct Pending {
 }
 
 impl Pending {
+    /// The file's attributes once they are applied, as far as the mount can tell.
+    pub fn attr(&self) -> Option<&Attr> {
+        self.attr.as_ref()
+    }
+
     /// The operation that applies them.
     pub fn into_op(self) -> (Credentials, Op) {
         let fh = self.fh;

@@ -1,13 +1,14 @@
 //! Write-back left in flight: held writes and early answers sent because there was no room
 //! to hold more (`gather::MAX_FILES`, the queue of early answers) or because they were
 //! [`gather::MAX_AGE`] old go to the cluster without the sender waiting for them, up to
-//! [`MAX_BYTES_IN_FLIGHT`] of requests (and [`MAX_IN_FLIGHT`] batches) at once. Across sites
-//! each batch is an agreement round (60 ms of delay alone at `wan`), which a program writing
-//! many files waited for every 31 files (docs/BENCHMARKS.md "Across sites, the working set
-//! kept; write-back in flight"), and then every four batches while the bound was four
-//! batches (docs/BENCHMARKS.md "Write-back bounded in bytes"): bounded in bytes, a writer
-//! waits only for what it writes faster than the links carry, as a local file system's
-//! writer waits only once its dirty pages pass their bound.
+//! what the links drain in a few seconds at the rate measured (`drain_rate.rs`: 1 to 64 MiB
+//! of requests) and [`MAX_IN_FLIGHT`] batches at once. Across sites each batch is an
+//! agreement round (60 ms of delay alone at `wan`), which a program writing many files
+//! waited for every 31 files (docs/BENCHMARKS.md "Across sites, the working set kept;
+//! write-back in flight"), and then every four batches while the bound was four batches
+//! (docs/BENCHMARKS.md "Write-back bounded in bytes"): bounded in bytes, a writer waits
+//! only for what it writes faster than the links carry, as a local file system's writer
+//! waits only once its dirty pages pass their bound.
 //!
 //! What keeps it safe:
 //! * **Order.** The replicas run a client's ordered requests in the order the mount
@@ -33,15 +34,12 @@
 
 use super::cluster::{finish_in_flight, send_in_flight, InLane, Link};
 use super::dirs::{handles_of, QueueSent};
+use super::drain_rate::DrainRate;
 use super::reclaim;
 use super::wire::Outcome;
 use byzfs_fs::{Credentials, FsResult, Op};
 use std::collections::{HashSet, VecDeque};
-
-/// Most bytes of requests in flight at once: one more batch waits for the oldest (the last
-/// one sent may pass the bound by its own size, at most a request's). What a mount that
-/// dies loses at most, beside what it holds (README "Write-back").
-pub(crate) const MAX_BYTES_IN_FLIGHT: usize = 64 << 20;
+use std::time::Instant;
 
 /// Most batches in flight at once, whatever their size (each keeps its footprint, which
 /// every operation is checked against: [`InFlight::must_precede`]).
@@ -73,6 +71,8 @@ struct Flying {
     lane: InLane,
     /// Its request's size.
     bytes: usize,
+    /// When it was sent.
+    sent: Instant,
     /// Inodes it writes, makes, removes or changes names in.
     footprint: HashSet<u64>,
     /// Whether its success may leave space to give back (`reclaim.rs`).
@@ -86,6 +86,8 @@ pub(crate) struct InFlight {
     flying: VecDeque<Flying>,
     /// The sum of their requests' sizes.
     bytes: usize,
+    /// How fast the links drain them: how many bytes may fly.
+    drain: DrainRate,
     /// Batches sent in flight, and how many of them one more had to wait for (logged at
     /// unmount).
     pub(crate) sent: u64,
@@ -101,9 +103,10 @@ impl InFlight {
         self.flying.is_empty()
     }
 
-    /// Whether one more batch may go without the oldest landing first.
+    /// Whether one more batch may go without the oldest landing first (the last one sent
+    /// may pass the bound in bytes by its own size, at most a request's).
     fn has_room(&self) -> bool {
-        self.flying.len() < MAX_IN_FLIGHT && self.bytes < MAX_BYTES_IN_FLIGHT
+        self.flying.len() < MAX_IN_FLIGHT && self.bytes < self.drain.bound()
     }
 
     /// Whether a batch in flight writes, makes, removes or changes names in `ino`.
@@ -114,8 +117,11 @@ impl InFlight {
     /// Whether `op` must wait for the batches in flight: it names what one touches, its
     /// reach is wider than its handles, or it reads through a name (a `lookup` answers the
     /// attributes of whatever the name leads to, maybe a file with writes in flight: an
-    /// `O_APPEND` write then went at the size before them). The recall poll reads no file.
-    /// An ordered operation that names entries runs after the batches anyway.
+    /// `O_APPEND` write then went at the size before them). A listing answers no
+    /// attributes: it waits only for batches that change names in its directory (across
+    /// sites the first listing after a copy waited for the whole copy's write-back:
+    /// docs/BENCHMARKS.md "Write-back bounded in bytes"). The recall poll reads no file. An
+    /// ordered operation that names entries runs after the batches anyway.
     pub(crate) fn must_precede(&self, op: &Op) -> bool {
         if self.flying.is_empty() || matches!(op, Op::Recalls) {
             return false;
@@ -123,7 +129,8 @@ impl InFlight {
         let Some(inos) = handles_of(op) else {
             return true;
         };
-        if op.is_read_only() && !op.dirs_named().is_empty() {
+        let lists = matches!(op, Op::ReadDir { .. });
+        if op.is_read_only() && !lists && !op.dirs_named().is_empty() {
             return true;
         }
         inos.iter().any(|i| self.holds(*i)) || op.dirs_named().iter().any(|d| self.holds(d.ino))
@@ -135,8 +142,8 @@ pub(crate) fn may_fly(link: &Link) -> bool {
     link.crypt.is_none() && link.wire.windowed()
 }
 
-/// Sends `op` for `cred` and leaves it in flight (after the oldest, while
-/// [`MAX_BYTES_IN_FLIGHT`] or [`MAX_IN_FLIGHT`] are); `then` handles its answer. Sent and waited for at once where batches may not fly.
+/// Sends `op` for `cred` and leaves it in flight (after the oldest, while the bound in bytes
+/// or [`MAX_IN_FLIGHT`] batches are); `then` handles its answer. Sent and waited for at once where batches may not fly.
 pub(crate) fn send(
     link: &mut Link,
     cred: &Credentials,
@@ -176,6 +183,7 @@ pub(crate) fn send(
     link.inflight.flying.push_back(Flying {
         lane,
         bytes,
+        sent: Instant::now(),
         footprint,
         reclaims,
         then,
@@ -222,6 +230,9 @@ pub(crate) fn land_ready(link: &mut Link) {
 fn pop_oldest(link: &mut Link) -> Option<Flying> {
     let f = link.inflight.flying.pop_front()?;
     link.inflight.bytes -= f.bytes;
+    link.inflight
+        .drain
+        .answered(f.bytes, f.sent, Instant::now());
     Some(f)
 }
 

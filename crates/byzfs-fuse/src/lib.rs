@@ -106,6 +106,7 @@ mod crypt_over_memory;
 mod crypt_tree;
 mod delegations;
 mod dirs;
+mod drain_rate;
 pub mod fsclient;
 mod gather;
 mod groups;
