@@ -5,8 +5,12 @@
 //!
 //! Partitions are links switched off; they apply when a frame is sent (a frame already in
 //! flight arrives). *Slow links* add a fixed extra delay to every copy sent over one directed
-//! link (no random draws: switching them on never shifts the network's random stream). A link
-//! from a node to itself is always up and fault-free.
+//! link (no random draws: switching them on never shifts the network's random stream). *Thin
+//! links* carry a set number of bytes per second: a frame waits for the frames sent over the
+//! link before it, then for its own bytes to cross (no random draws either; off by default,
+//! so existing seeds keep their traces). Issue #45 item 4 asks for it: on a 1–5 Mb/s link a
+//! body takes seconds to cross, which timers fixed in time do not know. A link from a node to
+//! itself is always up and fault-free.
 
 use crate::rng::{chance, Ppm, SimRng};
 use rand::Rng;
@@ -132,6 +136,10 @@ pub struct Network {
     nodes: usize,
     up: Vec<bool>,
     extra_us: Vec<u64>,
+    /// Bytes per second of each directed link (0: no limit).
+    rate: Vec<u64>,
+    /// When each directed link has sent what it was given (microseconds).
+    busy_until_us: Vec<u64>,
     faults: NetFaults,
     history: Vec<VecDeque<Arc<[u8]>>>,
     rng: SimRng,
@@ -145,6 +153,8 @@ impl Network {
             nodes,
             up: vec![true; nodes * nodes],
             extra_us: vec![0; nodes * nodes],
+            rate: vec![0; nodes * nodes],
+            busy_until_us: vec![0; nodes * nodes],
             faults,
             history: vec![VecDeque::new(); nodes * nodes],
             rng,
@@ -200,6 +210,26 @@ impl Network {
         }
     }
 
+    /// Sets how many bytes per second `from → to` carries (0: no limit).
+    pub fn set_link_rate(&mut self, from: NodeIdx, to: NodeIdx, bytes_per_sec: u64) {
+        if from != to {
+            self.rate[from * self.nodes + to] = bytes_per_sec;
+        }
+    }
+
+    /// How long a frame of `len` bytes sent over `link` at `now_us` waits and crosses: the
+    /// link is busy with it until then.
+    fn occupy(&mut self, link: usize, now_us: u64, len: usize) -> u64 {
+        let rate = self.rate[link];
+        if rate == 0 {
+            return 0;
+        }
+        let cross = (len as u64).saturating_mul(1_000_000).div_ceil(rate);
+        let start = self.busy_until_us[link].max(now_us);
+        self.busy_until_us[link] = start.saturating_add(cross);
+        self.busy_until_us[link] - now_us
+    }
+
     /// Every directed link that is down, in order.
     pub fn down_links(&self) -> Vec<(NodeIdx, NodeIdx)> {
         (0..self.nodes)
@@ -208,10 +238,11 @@ impl Network {
             .collect()
     }
 
-    /// Brings every link up and removes every extra delay.
+    /// Brings every link up and removes every extra delay and rate limit.
     pub fn heal_all(&mut self) {
         self.up.iter_mut().for_each(|u| *u = true);
         self.extra_us.iter_mut().for_each(|d| *d = 0);
+        self.rate.iter_mut().for_each(|r| *r = 0);
     }
 
     fn latency(&mut self) -> u64 {
@@ -255,8 +286,14 @@ impl Network {
         }
     }
 
-    /// Sends `bytes` over `from → to` and decides its fate.
+    /// [`Network::send_at`] at time 0 (tests of the faults alone).
+    #[cfg(test)]
     pub fn send(&mut self, from: NodeIdx, to: NodeIdx, bytes: &Arc<[u8]>) -> Fate {
+        self.send_at(0, from, to, bytes)
+    }
+
+    /// Sends `bytes` over `from → to` at `now_us` and decides its fate.
+    pub fn send_at(&mut self, now_us: u64, from: NodeIdx, to: NodeIdx, bytes: &Arc<[u8]>) -> Fate {
         self.stats.sent += 1;
         if from == to {
             return Fate::Delivered(vec![Delivery {
@@ -285,7 +322,8 @@ impl Network {
             }
             h.push_back(bytes.clone());
         }
-        let extra = self.extra_us[link];
+        // A lost frame crossed the link too.
+        let extra = self.extra_us[link] + self.occupy(link, now_us, bytes.len());
         if chance(&mut self.rng, self.faults.drop_ppm) {
             self.stats.lost += 1;
             out.iter_mut().for_each(|d| d.after_us += extra);
@@ -369,6 +407,33 @@ mod tests {
         }
         b.heal_all();
         assert_eq!(b.link_delay(0, 1), 0);
+    }
+
+    #[test]
+    fn thin_links_queue_frames_behind_each_other_and_leave_the_random_stream_alone() {
+        let mut a = net(NetFaults::benign());
+        let mut b = net(NetFaults::benign());
+        // 1,000 bytes per second from 0 to 1: a 500-byte frame takes 500 ms to cross.
+        b.set_link_rate(0, 1, 1_000);
+        let big: Arc<[u8]> = vec![7u8; 500].into();
+        let x = a.send_at(0, 0, 1, &big).deliveries()[0].after_us;
+        let y = b.send_at(0, 0, 1, &big).deliveries()[0].after_us;
+        assert_eq!(y, x + 500_000);
+        // Sent 100 ms later, the next waits for the first (400 ms more) and crosses.
+        let x = a.send_at(100_000, 0, 1, &big).deliveries()[0].after_us;
+        let y = b.send_at(100_000, 0, 1, &big).deliveries()[0].after_us;
+        assert_eq!(y, x + 900_000);
+        // The other direction and other links are not limited; an idle link is free again.
+        let x = a.send_at(100_000, 1, 0, &big).deliveries()[0].after_us;
+        let y = b.send_at(100_000, 1, 0, &big).deliveries()[0].after_us;
+        assert_eq!(y, x);
+        let x = a.send_at(5_000_000, 0, 1, &big).deliveries()[0].after_us;
+        let y = b.send_at(5_000_000, 0, 1, &big).deliveries()[0].after_us;
+        assert_eq!(y, x + 500_000);
+        b.heal_all();
+        let x = a.send_at(9_000_000, 0, 1, &big).deliveries()[0].after_us;
+        let y = b.send_at(9_000_000, 0, 1, &big).deliveries()[0].after_us;
+        assert_eq!(y, x);
     }
 
     #[test]

@@ -326,7 +326,8 @@ impl Sim {
                 .unwrap_or_default(),
         };
         for to in targets {
-            let fate = self.world.net.send(from, to, bytes);
+            let now_us = self.world.now.as_micros();
+            let fate = self.world.net.send_at(now_us, from, to, bytes);
             if self.trace.on() {
                 let what = match &fate {
                     Fate::LinkDown => "link-down".to_string(),
