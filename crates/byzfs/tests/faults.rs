@@ -1099,9 +1099,10 @@ fn a_replica_whose_disk_fills_up_stops_cleanly_and_recovers_with_space() {
             break;
         }
     }
-    // Written back in flight (`crates/byzfs-fuse/src/inflight.rs`: up to 64 MiB without the
-    // writer waiting), the last files may not have reached the replicas yet: `fsync` sends
-    // and waits for all of them.
+    // Written back in flight (`crates/byzfs-fuse/src/inflight.rs`: what the links drain in
+    // 4 s, without the writer waiting), the last files may not have reached the replicas
+    // yet: `fsync` sends and waits for all of them. Then replica 3's exit is polled (a
+    // child process's exit has no timed wait in std), for at most 30 s.
     if status.is_none() {
         let last = std::fs::File::open(mount.path(&format!("f{}", files - 1))).unwrap();
         last.sync_all().unwrap();
