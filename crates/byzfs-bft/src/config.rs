@@ -75,6 +75,17 @@ pub struct Config {
     pub idle_checkpoint: Duration,
     /// Period of STATUS messages (retransmission / negative acknowledgement).
     pub status_interval: Duration,
+    /// The rate, in kbit/s, of the slowest link between replicas, as the operator states it
+    /// (0: not stated). It says how long the big bodies a replica sent still need to cross
+    /// its link (docs/PROTOCOL.md §1.10, "A body on its way"; `replica/uplink.rs`): a peer's
+    /// ask for a body is left unanswered while the copy sent may still be crossing, behind
+    /// the bodies sent before it (taken at 3,500 kbit/s when not stated), and, only when
+    /// stated, a primary proposes nothing while its bodies need more than half the
+    /// view-change timeout, so its PRE-PREPAREs do not arrive stale. Stated too low, a
+    /// primary waits for bodies already across; too high, PRE-PREPAREs may queue behind
+    /// bodies past the service's clock tolerance on a busy slow link.
+    #[serde(default)]
+    pub link_rate_kbps: u64,
     /// Most requests a client may have outstanding at once, and the most results the reply
     /// cache keeps per client (docs/PROTOCOL.md §1.6, "several requests in flight"). 1 is
     /// PBFT's one request at a time.
@@ -172,6 +183,10 @@ fn idle_checkpoint_default() -> Duration {
     Duration::from_secs(1)
 }
 
+/// The rate bodies are taken to cross at when [`Config::link_rate_kbps`] is not stated
+/// (about 64 KiB per 150 ms STATUS interval).
+pub const LINK_RATE_KBPS_UNSTATED: u64 = 3_500;
+
 impl Config {
     /// Parameters of the BFT library (K = 128, L = 256, W = 1) for a cluster tolerating `f`
     /// faults, with our recommended thresholds.
@@ -195,6 +210,7 @@ impl Config {
             unreachable_primary_timeout: unreachable_primary_timeout_default(),
             idle_checkpoint: idle_checkpoint_default(),
             status_interval: Duration::from_millis(150),
+            link_rate_kbps: 0,
             client_window: 16,
             client_retransmit: Duration::from_millis(150),
             client_retransmit_max: Duration::from_secs(5),
@@ -208,6 +224,16 @@ impl Config {
     /// Number of replicas, `3f + 1`.
     pub fn n(&self) -> usize {
         3 * self.f as usize + 1
+    }
+
+    /// [`Config::link_rate_kbps`] in bytes per second (3,500 kbit/s when not stated).
+    pub fn link_bytes_per_s(&self) -> u64 {
+        let kbps = if self.link_rate_kbps == 0 {
+            LINK_RATE_KBPS_UNSTATED
+        } else {
+            self.link_rate_kbps
+        };
+        kbps.saturating_mul(1000) / 8
     }
 
     /// Quorum size `2f + 1`.
@@ -261,6 +287,11 @@ impl Config {
         }
         if self.op_bytes_max + 64 * 1024 > self.message_bytes_max {
             return Err("message_bytes_max must exceed op_bytes_max by at least 64 KiB".into());
+        }
+        if self.link_rate_kbps != 0 && !(8..=100_000_000).contains(&self.link_rate_kbps) {
+            return Err(
+                "link_rate_kbps must be 0 (not stated) or in 8..=100000000 (kbit/s)".into(),
+            );
         }
         if self.client_window == 0 || self.client_window > 1024 {
             return Err("client_window must be in 1..=1024".into());

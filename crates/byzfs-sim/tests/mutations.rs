@@ -74,17 +74,18 @@ const CASES: &[Case] = &[
         &[persist::NAME],
     ),
     (
-        // The directed family for this rule: 4 of seeds 0..300 catch it.
+        // The directed family for this rule: 4 of seeds 0..300 catch it (6 of 0..160 since
+        // bodies wait for the copies queued ahead of them, `byzfs_bft` `replica/uplink.rs`).
         Mutation::VoteAfterUntrustedRestore,
         Family::VoteCuts,
-        &[185, 313, 295],
+        &[39, 313, 295],
         &[persist::NAME],
     ),
     (
         // A driver that loses the vote horizon: restored backups abstain too little.
         Mutation::ForgetVoteHorizon,
         Family::VoteCuts,
-        &[185, 313],
+        &[39, 313],
         &[persist::NAME],
     ),
     (
@@ -203,7 +204,7 @@ const CASES: &[Case] = &[
         // asked ahead, docs/PROTOCOL.md §2.4).
         Mutation::NoCheckpointLoans,
         Family::Outrun,
-        &[0, 3],
+        &[0, 17],
         &[BUDGET],
     ),
     (
@@ -257,8 +258,8 @@ const CASES: &[Case] = &[
 ];
 
 /// The event budget of the `no-checkpoint-loans` runs: about twice what seeds 0 and 3 of
-/// outrun need without the mutation (44,032 and 44,459 events), so the mutated runs, which
-/// never end, stop soon.
+/// outrun needed without the mutation when it was set (44,032 and 44,459 events), so the
+/// mutated runs, which never end, stop soon (seed 17, which replaced 3, ends within it too).
 const OUTRUN_BUDGET: u64 = 100_000;
 
 /// The run of `seed` of `family`, with the budget the case needs.

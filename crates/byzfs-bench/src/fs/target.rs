@@ -108,6 +108,21 @@ impl TargetSpec {
             // Checked by the argument's parser already.
             let _ = protocol.set(kv);
         }
+        // The cluster file states the links' rate, as an operator's across sites would
+        // (docs/DEPLOY.md), unless `--protocol` does.
+        let kbps = args
+            .sites
+            .as_ref()
+            .and_then(|p| p.wan.as_ref())
+            .map(|w| w.rate_bps / 1000);
+        let given = args
+            .protocol
+            .iter()
+            .any(|kv| kv.trim_start().starts_with("link_rate_kbps"));
+        if let Some(kbps) = kbps.filter(|_| !given) {
+            protocol.link_rate_kbps = kbps;
+            println!("cluster files' [protocol]: link_rate_kbps={kbps} (the sites' links)");
+        }
         if !args.protocol.is_empty() {
             println!("cluster files' [protocol]: {}", args.protocol.join(", "));
         }

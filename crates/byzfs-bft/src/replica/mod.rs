@@ -49,6 +49,7 @@ mod state_transfer;
 mod status;
 mod storage;
 mod timers;
+mod uplink;
 mod view_change;
 mod view_status;
 
@@ -368,6 +369,11 @@ impl<S: Service> Replica<S> {
                     self.send_status();
                     self.timers
                         .set(TimerKind::Status, now + self.config.status_interval);
+                    // A primary that held its batches while its bodies crossed
+                    // (`uplink.rs`: only when the links' rate is stated) looks again.
+                    if self.config.link_rate_kbps != 0 {
+                        self.try_send_pre_prepare();
+                    }
                 }
                 TimerKind::ViewChange => self.on_view_change_timeout(),
                 TimerKind::Fetch => self.on_fetch_timer(),

@@ -269,6 +269,7 @@ impl<S: Service> Replica<S> {
             && (!self.requests.queue.is_empty() || self.log.pad_to > self.log.seqno)
             && self.log.seqno < self.log.last_executed + self.config.batch_window
             && self.log.seqno < self.window_base() + self.config.log_window
+            && !self.bodies_backlogged()
         {
             let seq = self.log.seqno + 1;
             let batch = match self.build_batch() {
@@ -319,6 +320,14 @@ impl<S: Service> Replica<S> {
             self.check_prepared(seq);
         }
         self.arm_idle_timer();
+    }
+
+    /// Whether, at the link rate the operator stated, the bodies we sent need more than
+    /// half the view-change timeout to cross our link: a PRE-PREPARE made now would wait
+    /// behind them and arrive stale (`uplink.rs`).
+    pub(super) fn bodies_backlogged(&self) -> bool {
+        self.config.link_rate_kbps != 0
+            && self.peers.uplink.ahead(self.now) > self.config.view_change_timeout / 2
     }
 
     /// Takes queued requests into a batch: inline up to the byte bound, big ones by digest.

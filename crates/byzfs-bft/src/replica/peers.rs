@@ -2,6 +2,7 @@
 //! each peer's repeated asks next (docs/PROTOCOL.md §1.3).
 
 use super::answer_gap::AnswerGaps;
+use super::uplink::Uplink;
 use crate::ids::{ReplicaId, Seq, View};
 use std::collections::BTreeMap;
 
@@ -16,4 +17,6 @@ pub(crate) struct Peers {
     /// checkpoint, the slots of a stuck peer; and our own VIEW-CHANGE's rebroadcast) is
     /// answered next: the gap doubles (`answer_gap.rs`, used by `status.rs`).
     pub answer_gaps: AnswerGaps,
+    /// When the big bodies we sent will have crossed our link (`uplink.rs`).
+    pub uplink: Uplink,
 }

@@ -24,26 +24,26 @@ use crate::service::Service;
 use core::time::Duration;
 use std::sync::Arc;
 
-/// Bytes one hop is taken to carry per STATUS interval while a holder waits for a body on
-/// its way (64 KiB per 150 ms, about 3.5 Mb/s): a bound of the design, which measures no
-/// link's rate; a faster link only makes the wait longer than needed.
-const HOP_BYTES_PER_INTERVAL: usize = 64 * 1024;
-
 /// How long a holder leaves an ask for a body of `len` bytes unanswered when the body is
-/// `hops` hops from the asker: one STATUS interval, plus one per hop per
-/// [`HOP_BYTES_PER_INTERVAL`] (at least one), at most `2^GAP_DOUBLINGS_MAX` intervals (the
-/// longest gap between two answers) and at most half of `view_change_timeout`: a backup
-/// that lacks the body cannot execute what follows it, and the client's retransmission
-/// starts its view-change timer (a backup busy executing passed a body on 233 ms late and
-/// the one after it, refused an answer for 303 ms, left a view whose timer was 100 ms:
-/// simulator, slow-execution 1213).
+/// `hops` hops from the asker and nothing is queued ahead of it: one STATUS interval, plus
+/// one per hop per interval's worth of bytes at `bytes_per_s` ([`crate::Config::link_rate_kbps`];
+/// at least one), at most `2^GAP_DOUBLINGS_MAX` intervals (the longest gap between two
+/// answers) and at most half of `view_change_timeout`: a backup that lacks the body cannot
+/// execute what follows it, and the client's retransmission starts its view-change timer
+/// (a backup busy executing passed a body on 233 ms late and the one after it, refused an
+/// answer for 303 ms, left a view whose timer was 100 ms: simulator, slow-execution 1213).
+/// What is queued ahead of the copy on the holder's link comes on top (`uplink.rs`).
 pub(crate) fn pass_on_wait(
     interval: Duration,
     view_change_timeout: Duration,
+    bytes_per_s: u64,
     len: usize,
     hops: usize,
 ) -> Duration {
-    let per_hop = len.div_ceil(HOP_BYTES_PER_INTERVAL).max(1);
+    let per_interval = (bytes_per_s as u128 * interval.as_micros() / 1_000_000).max(1);
+    let per_hop = usize::try_from((len as u128).div_ceil(per_interval))
+        .unwrap_or(usize::MAX)
+        .max(1);
     let intervals = 1 + per_hop.saturating_mul(hops);
     let longest = 1usize << GAP_DOUBLINGS_MAX;
     let wait = interval * u32::try_from(intervals.min(longest)).unwrap_or(1 << GAP_DOUBLINGS_MAX);
@@ -77,22 +77,50 @@ impl<S: Service> Replica<S> {
     }
 
     /// Sends the relayed body `d` on to [`Self::relay_next`], and leaves the asks for it of
-    /// every backup after us unanswered while it may still be on its way to them.
+    /// every backup after us unanswered while it may still be on its way to them: behind
+    /// what our link still carries, then hop by hop.
     pub(super) fn relay_onward(&mut self, d: Digest, frame: Arc<[u8]>) {
         let next = self.relay_next();
         let (k, backups) = (self.config.relay_fan_out().max(1), self.n() - 1);
         let from = self.relay_place(self.me).map_or(0, |i| i + 1);
         let (now, len) = (self.now, frame.len());
         let (interval, timeout) = (self.config.status_interval, self.config.view_change_timeout);
+        let (rate, cap) = (
+            self.config.link_bytes_per_s(),
+            self.config.view_change_timeout_max,
+        );
+        // Our copies go out one after another: the last one's wait covers those ahead of it.
+        let mut ahead = Duration::ZERO;
+        for _ in &next {
+            ahead = self.peers.uplink.send(now, len, rate, cap);
+        }
         for place in from..backups {
             // Hops from the primary: an upper bound on what is left from us.
-            let wait = pass_on_wait(interval, timeout, len, place / k + 1);
+            let wait = pass_on_wait(interval, timeout, rate, len, place / k + 1);
             let peer = self.backup_at(place);
-            self.peers.answer_gaps.defer(peer, Ask::Body(d), now + wait);
+            self.peers
+                .answer_gaps
+                .defer(peer, Ask::Body(d), now + (wait + ahead).min(cap));
         }
         for j in next {
             self.send_frame(j, frame.clone());
         }
+    }
+
+    /// We answered `j`'s ask for body `d` with a copy of `len` bytes: `j`'s next asks wait
+    /// while that copy may be crossing, behind what our link still carries.
+    pub(super) fn body_sent_again(&mut self, j: ReplicaId, d: Digest, len: usize) {
+        let (interval, timeout) = (self.config.status_interval, self.config.view_change_timeout);
+        let (rate, cap) = (
+            self.config.link_bytes_per_s(),
+            self.config.view_change_timeout_max,
+        );
+        let now = self.now;
+        let ahead = self.peers.uplink.send(now, len, rate, cap);
+        let wait = pass_on_wait(interval, timeout, rate, len, 1);
+        self.peers
+            .answer_gaps
+            .defer(j, Ask::Body(d), now + (wait + ahead).min(cap));
     }
 
     /// A backup that got a relayed body (`FLAG_RELAY`) for the first time passes it on down
@@ -142,20 +170,27 @@ mod tests {
     fn the_wait_grows_with_the_bytes_and_the_hops_up_to_a_bound() {
         let i = Duration::from_millis(150);
         let t = Duration::from_secs(20);
+        // 3,500 kbit/s: 65,625 bytes per 150 ms interval.
+        let rate = 3_500_000 / 8;
         let waits: Vec<u128> = [
             (100, 1),
-            (64 * 1024, 1),
-            (64 * 1024 + 1, 1),
+            (65_625, 1),
+            (65_626, 1),
             (256 * 1024, 2),
             (1 << 20, 2),
         ]
         .into_iter()
-        .map(|(len, hops)| pass_on_wait(i, t, len, hops).as_millis())
+        .map(|(len, hops)| pass_on_wait(i, t, rate, len, hops).as_millis())
         .collect();
         assert_eq!(waits, vec![300, 300, 450, 1_350, 4_800]);
         // Never above half the view-change timeout (5 s by default).
         let short = Duration::from_secs(5);
-        assert_eq!(pass_on_wait(i, short, 1 << 20, 2).as_millis(), 2_500);
-        assert_eq!(pass_on_wait(i, short, 100, 1).as_millis(), 300);
+        assert_eq!(pass_on_wait(i, short, rate, 1 << 20, 2).as_millis(), 2_500);
+        assert_eq!(pass_on_wait(i, short, rate, 100, 1).as_millis(), 300);
+        // At 1 Mb/s (18,750 bytes an interval) a 64 KiB body takes four intervals a hop.
+        assert_eq!(
+            pass_on_wait(i, t, 125_000, 64 * 1024, 1).as_millis(),
+            5 * 150
+        );
     }
 }

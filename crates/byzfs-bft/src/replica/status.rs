@@ -262,6 +262,7 @@ impl<S: Service> Replica<S> {
                 continue;
             };
             if self.peers.answer_gaps.take(j, Ask::Body(*d), now, interval) {
+                self.body_sent_again(j, *d, f.len());
                 self.send_frame(j, f);
             }
         }

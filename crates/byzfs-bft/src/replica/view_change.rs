@@ -207,6 +207,17 @@ impl<S: Service> Replica<S> {
             self.restart_vtimer();
             return;
         }
+        if self.view.has_new_view
+            && self.is_primary()
+            && self.config.link_rate_kbps != 0
+            && !self.peers.uplink.ahead(self.now).is_zero()
+        {
+            // Our own link still carries the bodies of our view's requests (`uplink.rs`):
+            // this primary is at work, held back only by what it sent (a correct one never
+            // votes itself out for that; a faulty one's vote moves no one alone).
+            self.restart_vtimer();
+            return;
+        }
         if !self.view.has_new_view {
             // The new view failed to install in time: back off (§3.1, pitfall #8).
             let doubled = self.vc.timeout.saturating_mul(2);

@@ -143,8 +143,9 @@ fn executed_big_request_named_again_is_stored_when_it_arrives() {
 }
 
 /// A body a peer keeps asking for (it is still crossing a slow link) is sent again only
-/// after a gap that doubles: one STATUS interval, then two, then four. Answering every
-/// ask filled 1 Mb/s links with copies the receivers dropped as stale.
+/// once the copy sent may have crossed (a 100-byte body: two STATUS intervals) and after
+/// a gap that doubles: two intervals, then four. Answering every ask filled 1 Mb/s links
+/// with copies the receivers dropped as stale.
 #[test]
 fn a_body_asked_for_again_is_resent_after_a_doubling_gap() {
     let cfg = config();
@@ -172,8 +173,48 @@ fn a_body_asked_for_again_is_resent_after_a_doubling_gap() {
         .collect();
     assert_eq!(
         answered,
-        [true, true, false, true, false, false, false, true]
+        [true, false, true, false, true, false, false, false]
     );
+}
+
+/// Bodies queue behind each other on the holder's link: at 1 Mb/s a 60 KB body answered
+/// behind two others of 60 KB is not sent again while they may be crossing (0.96 s) and
+/// then it (five intervals of 150 ms: 1.71 s in all), so at the twelfth interval, where a
+/// lone one would have been at the fifth (`uplink.rs`; at `slow-5` the primary sent a 1 MB
+/// body 13 more times while it crossed).
+#[test]
+fn a_body_sent_behind_others_is_not_sent_again_while_they_cross() {
+    let mut cfg = config();
+    cfg.link_rate_kbps = 1_000;
+    cfg.view_change_timeout = Duration::from_secs(30);
+    cfg.op_bytes_max = 1 << 20;
+    let mut r = replica(2, &cfg);
+    drain(&mut r);
+    let bodies: Vec<_> = (1..=3)
+        .map(|c| request(&cfg, c, &vec![b'w'; 60_000], false))
+        .collect();
+    for b in &bodies {
+        r.handle_message(Time(1), b);
+    }
+    drain(&mut r);
+    let digests: Vec<_> = bodies.iter().map(|b| big_batch_of(b).1).collect();
+    let ask = from_replica(
+        &cfg,
+        1,
+        &Message::Status(Status {
+            missing_requests: digests.clone(),
+            ..status_of(1, 0, true, 0, 0)
+        }),
+    );
+    let i = cfg.status_interval;
+    let last = decode(&bodies[2]);
+    let answered: Vec<u32> = (0..20u32)
+        .filter(|&k| {
+            r.handle_message(Time(1) + k * i, &ask);
+            outputs(drain(&mut r)).contains(&Out::Send(1, last.clone()))
+        })
+        .collect();
+    assert_eq!(answered, [0, 12]);
 }
 
 /// A peer whose STATUS shows no progress is resent the slots it lacks, again only after a
