@@ -23,8 +23,10 @@ pub struct WorkloadParams {
     pub pause_max_us: u64,
     /// Probability of a pause while pacing.
     pub pause_ppm: Ppm,
-    /// Probability that a `Put` carries a 100–300 byte value.
+    /// Probability that a `Put` carries a 100–`big_put_max` byte value.
     pub big_put_ppm: Ppm,
+    /// Largest big `Put` value, bytes (300 but in `thin-links`).
+    pub big_put_max: usize,
 }
 
 /// One correct client's operation generator.
@@ -72,7 +74,7 @@ impl Workload {
             650..800 => {
                 let mut value = format!("p{tag}").into_bytes();
                 if chance(&mut self.rng, self.params.big_put_ppm) {
-                    let len = self.rng.gen_range(100..=300);
+                    let len = self.rng.gen_range(100..=self.params.big_put_max.max(100));
                     value.resize(len, b'.');
                 }
                 KvOp::Put { key, value }
@@ -119,6 +121,7 @@ mod tests {
             pause_max_us: 0,
             pause_ppm: 0,
             big_put_ppm: 500_000,
+            big_put_max: 300,
         };
         let mut a = Workload::new(p.clone(), 1, substream(9, Purpose::Workload, 1));
         let mut b = Workload::new(p, 1, substream(9, Purpose::Workload, 1));
@@ -150,6 +153,7 @@ mod tests {
             pause_max_us: 0,
             pause_ppm: 0,
             big_put_ppm: 0,
+            big_put_max: 300,
         };
         let mut w = Workload::new(p, 1, substream(1, Purpose::Workload, 0));
         w.observe(

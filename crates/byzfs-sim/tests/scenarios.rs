@@ -215,6 +215,11 @@ fn idle_checkpoint() {
 }
 
 #[test]
+fn thin_links() {
+    family(Family::ThinLinks);
+}
+
+#[test]
 fn every_family_has_a_test() {
     // Keep this list in sync with the tests above.
     let tested = [
@@ -254,6 +259,7 @@ fn every_family_has_a_test() {
         "left-behind",
         "unreachable-primary",
         "idle-checkpoint",
+        "thin-links",
     ];
     let all: Vec<&str> = byzfs_sim::FAMILIES.iter().map(|f| f.name()).collect();
     assert_eq!(all, tested);

@@ -764,6 +764,7 @@ mod tests {
                 pause_max_us: 0,
                 pause_ppm: 0,
                 big_put_ppm: 100_000,
+                big_put_max: 300,
             };
             let mut real = service(core::time::Duration::from_secs(1));
             let mut model = FsModel::new(ROOT_MODE);

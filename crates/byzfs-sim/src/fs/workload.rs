@@ -266,6 +266,7 @@ mod tests {
             pause_max_us: 0,
             pause_ppm: 0,
             big_put_ppm: 200_000,
+            big_put_max: 300,
         };
         let mut a = FsWorkload::new(p.clone(), 100, substream(9, Purpose::Workload, 1));
         let mut b = FsWorkload::new(p, 100, substream(9, Purpose::Workload, 1));

@@ -188,11 +188,18 @@ impl Sim {
         if plan.family.service().is_fs() {
             oracle.fs = Some(crate::checker::FsOracle::new(crate::fs::ROOT_MODE));
         }
-        let net = Network::new(
+        let mut net = Network::new(
             nodes,
             plan.params.net.clone(),
             stream(seed, Purpose::Network),
         );
+        if let Some(rate) = plan.link_rate {
+            for a in 0..nodes {
+                for b in 0..nodes {
+                    net.set_link_rate(a, b, rate);
+                }
+            }
+        }
         Ok(Sim {
             seed,
             config,

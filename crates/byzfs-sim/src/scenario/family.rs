@@ -152,6 +152,13 @@ pub enum Family {
     /// correct replica's stable checkpoint covers every acknowledged write, which only the
     /// primary's null batches after the quiet spell bring (mutation `no-idle-checkpoint`).
     IdleCheckpoint,
+    /// No faults, but every link carries only tens of kilobytes per second while clients
+    /// put values of up to 8 KiB, relayed by the primary, and the operator stated the
+    /// links' rate (`link_rate_kbps`): bodies queue on the links for longer than the
+    /// view-change timeout and the clock tolerance (`byzfs_bft`'s `replica/uplink.rs`).
+    /// Views still change (the backups' timers do not wait for the bodies queued ahead;
+    /// the `stable-view` promise is the goal), so safety and liveness are checked.
+    ThinLinks,
     /// [`Family::Normal`]'s plan over the file service (every `Fs…` family: the real
     /// `byzfs_fs::FileService` on its in-memory store, the fs workload, and the file checkers;
     /// in [`FS_TABLE`], not in `all`).
@@ -198,7 +205,7 @@ pub struct Spec {
 }
 
 /// Every family, in `all`'s order (`all` runs `TABLE[seed % len]`).
-pub const TABLE: [Spec; 36] = [
+pub const TABLE: [Spec; 37] = [
     Spec {
         family: Family::Normal,
         name: "normal",
@@ -378,6 +385,11 @@ pub const TABLE: [Spec; 36] = [
         family: Family::IdleCheckpoint,
         name: "idle-checkpoint",
         plan: idle_checkpoint,
+    },
+    Spec {
+        family: Family::ThinLinks,
+        name: "thin-links",
+        plan: thin_links,
     },
 ];
 
@@ -1100,4 +1112,25 @@ fn first_receiver(r: &mut SimRng, params: &mut Params, plan: &mut Plan, n: usize
     // The relay's fan-out: a chain (a faulty backup withholds from every backup after it),
     // the default `2f`, or every backup from the primary (docs/PROTOCOL.md §1.10).
     params.config.relay_fan_out = r.gen_range(0..=3);
+}
+
+/// [`Family::ThinLinks`]. A view-change timeout of 500 ms and the key-value store's 1 s
+/// clock tolerance against links of 24–64 KB/s: four clients' 8 KiB bodies, each relayed
+/// to `2f` backups, are a second or more of the primary's links.
+fn thin_links(r: &mut SimRng, params: &mut Params, plan: &mut Plan, _n: usize, _f: usize) {
+    let rate: u64 = r.gen_range(24_000..=64_000);
+    plan.link_rate = Some(rate);
+    let c = &mut params.config;
+    c.link_rate_kbps = rate * 8 / 1000;
+    c.relay_big_requests = true;
+    c.big_request_threshold = 1024;
+    c.view_change_timeout = Duration::from_millis(500);
+    c.view_change_timeout_max = Duration::from_millis(16 * 500);
+    params.clients = 4;
+    params.workload.big_put_ppm = 800_000;
+    params.workload.big_put_max = 8 * 1024;
+    // Not yet `stable_view`: the backups' view-change timer and throughput watch do not
+    // wait for the bodies queued ahead of a request (issue #45 item 4; most seeds change
+    // views). The runs go on through the view changes, checked for safety and liveness.
+    plan.stable_view = false;
 }

@@ -86,6 +86,9 @@ pub struct Plan {
     /// No correct replica may start a view change (a family without faults that promises
     /// it; checker `stable-view`).
     pub stable_view: bool,
+    /// Bytes per second every link carries in the safety phase (`thin-links`; `None`: no
+    /// limit).
+    pub link_rate: Option<u64>,
 }
 
 /// Execution costs (`slow-execution`): a request is expensive with probability `ppm`; it then
@@ -251,6 +254,7 @@ fn sweep(seed: u64, replicas: Option<usize>) -> Result<Params, String> {
             pause_max_us: 6 * safety_us / SAFETY_OPS_MAX,
             pause_ppm: 300_000,
             big_put_ppm: 200_000,
+            big_put_max: 300,
         },
         safety_us,
         liveness_bound_us: 120 * S,
@@ -282,6 +286,7 @@ pub fn plan(seed: u64, family: Family, replicas: Option<usize>) -> Result<Plan, 
         slow_execution: None,
         clock_tolerance: DEFAULT_CLOCK_TOLERANCE,
         stable_view: false,
+        link_rate: None,
         params: params.clone(),
     };
     (family.spec().plan)(&mut r, &mut params, &mut plan, n, f);
