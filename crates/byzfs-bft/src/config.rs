@@ -226,12 +226,17 @@ impl Config {
         3 * self.f as usize + 1
     }
 
+    /// Whether the operator stated [`Config::link_rate_kbps`] (pacing on).
+    pub fn link_rate_stated(&self) -> bool {
+        self.link_rate_kbps != 0
+    }
+
     /// [`Config::link_rate_kbps`] in bytes per second (3,500 kbit/s when not stated).
     pub fn link_bytes_per_s(&self) -> u64 {
-        let kbps = if self.link_rate_kbps == 0 {
-            LINK_RATE_KBPS_UNSTATED
-        } else {
+        let kbps = if self.link_rate_stated() {
             self.link_rate_kbps
+        } else {
+            LINK_RATE_KBPS_UNSTATED
         };
         kbps.saturating_mul(1000) / 8
     }

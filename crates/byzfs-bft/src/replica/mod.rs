@@ -371,7 +371,7 @@ impl<S: Service> Replica<S> {
                         .set(TimerKind::Status, now + self.config.status_interval);
                     // A primary that held its batches while its bodies crossed
                     // (`uplink.rs`: only when the links' rate is stated) looks again.
-                    if self.config.link_rate_kbps != 0 {
+                    if self.config.link_rate_stated() {
                         self.try_send_pre_prepare();
                     }
                 }

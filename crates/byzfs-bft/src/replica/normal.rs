@@ -326,7 +326,7 @@ impl<S: Service> Replica<S> {
     /// half the view-change timeout to cross our link: a PRE-PREPARE made now would wait
     /// behind them and arrive stale (`uplink.rs`).
     pub(super) fn bodies_backlogged(&self) -> bool {
-        self.config.link_rate_kbps != 0
+        self.config.link_rate_stated()
             && self.peers.uplink.ahead(self.now) > self.config.view_change_timeout / 2
     }
 

@@ -84,7 +84,6 @@ impl<S: Service> Replica<S> {
         let (k, backups) = (self.config.relay_fan_out().max(1), self.n() - 1);
         let from = self.relay_place(self.me).map_or(0, |i| i + 1);
         let (now, len) = (self.now, frame.len());
-        let (interval, timeout) = (self.config.status_interval, self.config.view_change_timeout);
         let (rate, cap) = (
             self.config.link_bytes_per_s(),
             self.config.view_change_timeout_max,
@@ -96,11 +95,8 @@ impl<S: Service> Replica<S> {
         }
         for place in from..backups {
             // Hops from the primary: an upper bound on what is left from us.
-            let wait = pass_on_wait(interval, timeout, rate, len, place / k + 1);
             let peer = self.backup_at(place);
-            self.peers
-                .answer_gaps
-                .defer(peer, Ask::Body(d), now + (wait + ahead).min(cap));
+            self.defer_body_ask(peer, d, len, place / k + 1, ahead);
         }
         for j in next {
             self.send_frame(j, frame.clone());
@@ -110,17 +106,34 @@ impl<S: Service> Replica<S> {
     /// We answered `j`'s ask for body `d` with a copy of `len` bytes: `j`'s next asks wait
     /// while that copy may be crossing, behind what our link still carries.
     pub(super) fn body_sent_again(&mut self, j: ReplicaId, d: Digest, len: usize) {
-        let (interval, timeout) = (self.config.status_interval, self.config.view_change_timeout);
         let (rate, cap) = (
             self.config.link_bytes_per_s(),
             self.config.view_change_timeout_max,
         );
-        let now = self.now;
-        let ahead = self.peers.uplink.send(now, len, rate, cap);
-        let wait = pass_on_wait(interval, timeout, rate, len, 1);
-        self.peers
-            .answer_gaps
-            .defer(j, Ask::Body(d), now + (wait + ahead).min(cap));
+        let ahead = self.peers.uplink.send(self.now, len, rate, cap);
+        self.defer_body_ask(j, d, len, 1, ahead);
+    }
+
+    /// Leaves `peer`'s asks for body `d` (`len` bytes, `hops` hops away, behind `ahead` of
+    /// our link's backlog) unanswered while it may be on its way.
+    fn defer_body_ask(
+        &mut self,
+        peer: ReplicaId,
+        d: Digest,
+        len: usize,
+        hops: usize,
+        ahead: Duration,
+    ) {
+        let c = &self.config;
+        let wait = pass_on_wait(
+            c.status_interval,
+            c.view_change_timeout,
+            c.link_bytes_per_s(),
+            len,
+            hops,
+        );
+        let until = self.now + (wait + ahead).min(c.view_change_timeout_max);
+        self.peers.answer_gaps.defer(peer, Ask::Body(d), until);
     }
 
     /// A backup that got a relayed body (`FLAG_RELAY`) for the first time passes it on down

@@ -209,7 +209,7 @@ impl<S: Service> Replica<S> {
         }
         if self.view.has_new_view
             && self.is_primary()
-            && self.config.link_rate_kbps != 0
+            && self.config.link_rate_stated()
             && !self.peers.uplink.ahead(self.now).is_zero()
         {
             // Our own link still carries the bodies of our view's requests (`uplink.rs`):
