@@ -30,6 +30,16 @@
 //! every backup after 150 ms and got the primary voted out. The client counts only what it
 //! sent itself, at the best rate it saw, so this too is no room for a slow primary.
 //!
+//! When the operator stated the links' rate ([`Config::link_rate_kbps`]), neither can be
+//! shorter than what that rate allows, measured or not: a big request's first timeout is
+//! at least the time `2 + k` copies of it take at that rate (the client's to the primary,
+//! the primary's to the `k` backups of its fan-out one after another, one more hop), and
+//! each big request sent adds at least the time of `1 + k` copies to the backlog: the
+//! primary orders what comes after it only once its relayed copies are nearly across. Unmeasured, a
+//! client sent 8 KiB bodies 130 ms apart to every replica of a 40 KB/s cluster, and each
+//! backup's view-change timer started on the copy it got (simulator, `thin-links` 7). The
+//! floor comes from the cluster file, so no replica can move it (Deviation 39).
+//!
 //! Retransmissions after the first back off as before, up to `client_retransmit_max` or
 //! the first timeout if that is longer. No first timeout exceeds
 //! `view_change_timeout_max`.
@@ -75,6 +85,17 @@ fn class(bytes: usize) -> u32 {
     kib(bytes).next_power_of_two().trailing_zeros()
 }
 
+/// Microseconds one copy of `bytes` takes at the links' stated rate (0 when not stated).
+fn stated_crossing_us(config: &Config, bytes: usize) -> u64 {
+    if !config.link_rate_stated() {
+        return 0;
+    }
+    (bytes as u64)
+        .saturating_mul(1_000_000)
+        .checked_div(config.link_bytes_per_s())
+        .unwrap_or(0)
+}
+
 impl RetransmitTimeout {
     /// The first retransmission timeout of a request of `kind` sent at `now`, in
     /// microseconds (at least 1); a big one is then counted in the backlog.
@@ -86,10 +107,14 @@ impl RetransmitTimeout {
         let alone = self.first_us(config, kind);
         let cap = micros(config.view_change_timeout_max).max(alone);
         let first = alone.saturating_add(backlog).min(cap);
-        if let (RequestKind::Big(bytes), Some(r)) = (kind, self.rate(kind)) {
+        if let RequestKind::Big(bytes) = kind {
+            // Its copy to the primary, then the primary's to its fan-out, which the requests
+            // sent after it wait behind (`replica/uplink.rs`).
+            let copies = 1 + config.relay_fan_out() as u64;
+            let own = stated_crossing_us(config, bytes).saturating_mul(copies);
+            let measured = self.rate(kind).map_or(0, |r| r.saturating_mul(kib(bytes)));
             let from = self.backlog_until.max(now).as_micros();
-            self.backlog_until =
-                Time::from_micros(from.saturating_add(r.saturating_mul(kib(bytes))));
+            self.backlog_until = Time::from_micros(from.saturating_add(measured.max(own)));
         }
         first
     }
@@ -106,8 +131,15 @@ impl RetransmitTimeout {
                 .map(|r| r.saturating_mul(kib(bytes)).saturating_mul(2)),
             RequestKind::ReadOnly => self.read_us.map(|r| r.saturating_mul(2)),
         };
+        let stated = match kind {
+            RequestKind::Big(bytes) => {
+                let copies = 2 + config.relay_fan_out() as u64;
+                stated_crossing_us(config, bytes).saturating_mul(copies)
+            }
+            RequestKind::Small | RequestKind::ReadOnly => 0,
+        };
         let cap = micros(config.view_change_timeout_max).max(base);
-        measured.map_or(base, |m| m.clamp(base, cap))
+        measured.unwrap_or(0).max(stated).clamp(base, cap)
     }
 
     /// Microseconds per KiB for a big request: its class's, or for a class not yet seen
@@ -223,6 +255,32 @@ mod tests {
         t.completed(RequestKind::Big(1 << 20), 25_600_000, false); // 25,000 µs a KiB
         assert_eq!(alone(&t, &c, RequestKind::Big(1 << 20)), 51_200_000);
         assert_eq!(alone(&t, &c, RequestKind::Big(60 << 10)), 240_000);
+    }
+
+    /// With the links' rate stated (1,000 kbit/s: 125,000 bytes a second, 2f = 2), an
+    /// unmeasured 125,000-byte request waits for four copies (4 s), a measured faster rate
+    /// does not shorten that, and a request sent behind it waits for its copy and the
+    /// primary's two (3 s) too;
+    /// small requests and reads keep the configured timeout.
+    #[test]
+    fn a_stated_link_rate_is_the_floor_of_a_big_request_and_its_backlog() {
+        let c = Config {
+            link_rate_kbps: 1_000,
+            ..config()
+        };
+        let mut t = RetransmitTimeout::default();
+        assert_eq!(alone(&t, &c, RequestKind::Big(125_000)), 4_000_000);
+        assert_eq!(alone(&t, &c, RequestKind::Small), 150_000);
+        assert_eq!(alone(&t, &c, RequestKind::ReadOnly), 150_000);
+        t.completed(RequestKind::Big(125_000), 200_000, false);
+        assert_eq!(alone(&t, &c, RequestKind::Big(125_000)), 4_000_000);
+        let now = Time::from_micros(1 << 40);
+        let firsts = [
+            t.sent(&c, RequestKind::Big(125_000), now),
+            t.sent(&c, RequestKind::Small, now),
+            t.sent(&c, RequestKind::Big(125_000), now),
+        ];
+        assert_eq!(firsts, [4_000_000, 3_150_000, 7_000_000]);
     }
 
     /// A slow read counts at once; faster ones bring the estimate down by 1/16 each.

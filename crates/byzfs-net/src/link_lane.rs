@@ -41,19 +41,8 @@ impl LinkLane {
 
     /// The lane a frame goes on, by the tag of its protocol header (`"BZ"`, version 1, tag).
     pub fn of(frame: &[u8]) -> LinkLane {
-        if !frame.starts_with(b"BZ\x01") {
-            return LinkLane::Bulk;
-        }
-        match frame.get(3).copied().and_then(Tag::from_u8) {
-            Some(
-                Tag::Prepare
-                | Tag::Commit
-                | Tag::Checkpoint
-                | Tag::ViewChange
-                | Tag::NewView
-                | Tag::Status
-                | Tag::Fetch,
-            ) => LinkLane::Control,
+        match Tag::of_frame(frame) {
+            Some(t) if t.is_agreement() => LinkLane::Control,
             _ => LinkLane::Bulk,
         }
     }

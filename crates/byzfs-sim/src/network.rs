@@ -131,6 +131,15 @@ pub struct NetStats {
     pub corrupted: u64,
 }
 
+/// The lane a frame takes on an access link: 0 for agreement messages, 1 for the rest
+/// (bodies, PRE-PREPAREs, state, replies), as `byzfs-net`'s `LinkLane::of` sends them.
+fn lane(frame: &[u8]) -> usize {
+    match byzfs_bft::message::Tag::of_frame(frame) {
+        Some(t) if t.is_agreement() => 0,
+        _ => 1,
+    }
+}
+
 /// The network.
 pub struct Network {
     nodes: usize,
@@ -140,6 +149,13 @@ pub struct Network {
     rate: Vec<u64>,
     /// When each directed link has sent what it was given (microseconds).
     busy_until_us: Vec<u64>,
+    /// Bytes per second of each node's access link, each way (0: no limit): what a site's
+    /// link to the wide area is in `byzfs bench --sites`, shared by every peer.
+    access_rate: Vec<u64>,
+    /// When each node's access link has sent (`up`) and received (`down`) what it was
+    /// given, per lane ([`lane`]; microseconds).
+    up_busy_us: Vec<[u64; 2]>,
+    down_busy_us: Vec<[u64; 2]>,
     faults: NetFaults,
     history: Vec<VecDeque<Arc<[u8]>>>,
     rng: SimRng,
@@ -155,6 +171,9 @@ impl Network {
             extra_us: vec![0; nodes * nodes],
             rate: vec![0; nodes * nodes],
             busy_until_us: vec![0; nodes * nodes],
+            access_rate: vec![0; nodes],
+            up_busy_us: vec![[0; 2]; nodes],
+            down_busy_us: vec![[0; 2]; nodes],
             faults,
             history: vec![VecDeque::new(); nodes * nodes],
             rng,
@@ -217,6 +236,35 @@ impl Network {
         }
     }
 
+    /// Sets how many bytes per second `node`'s access link carries each way (0: no limit).
+    /// Every frame `node` sends crosses its link up, then the receiver's down: copies to
+    /// several peers queue behind each other, as on a site's one link.
+    pub fn set_access_rate(&mut self, node: NodeIdx, bytes_per_sec: u64) {
+        self.access_rate[node] = bytes_per_sec;
+    }
+
+    /// How long a frame from `from` to `to` at `now_us` waits and crosses the sender's
+    /// access link up and the receiver's down. The two overlap (a frame enters the link
+    /// down as its packets arrive): on idle links it takes one crossing at the slower
+    /// rate. Each lane queues apart ([`lane`]), as the runtime's two connections per
+    /// link do, whose packets the links interleave (`byzfs-net` `link_lane.rs`).
+    fn access(&mut self, from: NodeIdx, to: NodeIdx, now_us: u64, bytes: &[u8]) -> u64 {
+        let (len, l) = (bytes.len() as u64, lane(bytes));
+        let cross = |rate: u64| (rate > 0).then(|| len.saturating_mul(1_000_000).div_ceil(rate));
+        let (mut start, mut end) = (now_us, now_us);
+        if let Some(c) = cross(self.access_rate[from]) {
+            start = self.up_busy_us[from][l].max(now_us);
+            end = start.saturating_add(c);
+            self.up_busy_us[from][l] = end;
+        }
+        if let Some(c) = cross(self.access_rate[to]) {
+            let down_start = self.down_busy_us[to][l].max(start);
+            end = end.max(down_start.saturating_add(c));
+            self.down_busy_us[to][l] = end;
+        }
+        end - now_us
+    }
+
     /// How long a frame of `len` bytes sent over `link` at `now_us` waits and crosses: the
     /// link is busy with it until then.
     fn occupy(&mut self, link: usize, now_us: u64, len: usize) -> u64 {
@@ -243,6 +291,7 @@ impl Network {
         self.up.iter_mut().for_each(|u| *u = true);
         self.extra_us.iter_mut().for_each(|d| *d = 0);
         self.rate.iter_mut().for_each(|r| *r = 0);
+        self.access_rate.iter_mut().for_each(|r| *r = 0);
     }
 
     fn latency(&mut self) -> u64 {
@@ -323,7 +372,10 @@ impl Network {
             h.push_back(bytes.clone());
         }
         // A lost frame crossed the link too.
-        let extra = self.extra_us[link] + self.occupy(link, now_us, bytes.len());
+        let extra = self.extra_us[link]
+            + self
+                .occupy(link, now_us, bytes.len())
+                .max(self.access(from, to, now_us, bytes));
         if chance(&mut self.rng, self.faults.drop_ppm) {
             self.stats.lost += 1;
             out.iter_mut().for_each(|d| d.after_us += extra);
@@ -434,6 +486,45 @@ mod tests {
         let x = a.send_at(9_000_000, 0, 1, &big).deliveries()[0].after_us;
         let y = b.send_at(9_000_000, 0, 1, &big).deliveries()[0].after_us;
         assert_eq!(y, x);
+    }
+
+    /// Node 0's access link at 1,000 bytes a second: two 500-byte frames to two peers go
+    /// one after the other (0.5 s, then 1 s); a frame to node 0 from an unlimited node waits
+    /// only for node 0's link down, which its own sends do not hold; agreement messages
+    /// queue apart.
+    #[test]
+    fn an_access_link_is_shared_by_every_peer_each_way() {
+        let mut a = net(NetFaults::benign());
+        let mut b = net(NetFaults::benign());
+        b.set_access_rate(0, 1_000);
+        let big: Arc<[u8]> = vec![7u8; 500].into();
+        let mut extra = Vec::new();
+        for (at, from, to) in [
+            (0, 0, 1),
+            (0, 0, 2),
+            (0, 1, 0),
+            (0, 2, 0),
+            (9_000_000, 0, 1),
+        ] {
+            let x = a.send_at(at, from, to, &big).deliveries()[0].after_us;
+            let y = b.send_at(at, from, to, &big).deliveries()[0].after_us;
+            extra.push(y - x);
+        }
+        assert_eq!(extra, [500_000, 1_000_000, 500_000, 1_000_000, 500_000]);
+        // An agreement message (a PREPARE's header) queues apart from the bodies: 100 bytes
+        // sent behind 1,000 bytes of them take 100 ms, not 1.1 s.
+        let mut vote = vec![0u8; 100];
+        vote[..4].copy_from_slice(b"BZ\x01\x04");
+        let vote: Arc<[u8]> = vote.into();
+        let (mut a, mut b) = (net(NetFaults::benign()), net(NetFaults::benign()));
+        b.set_access_rate(0, 1_000);
+        for n in [&mut a, &mut b] {
+            n.send_at(0, 0, 1, &big);
+            n.send_at(0, 0, 2, &big);
+        }
+        let x = a.send_at(0, 0, 1, &vote).deliveries()[0].after_us;
+        let y = b.send_at(0, 0, 1, &vote).deliveries()[0].after_us;
+        assert_eq!(y - x, 100_000);
     }
 
     #[test]

@@ -63,6 +63,31 @@ impl Tag {
             _ => return None,
         })
     }
+
+    /// Whether a frame of this tag is an agreement message (PREPARE, COMMIT, CHECKPOINT,
+    /// VIEW-CHANGE, NEW-VIEW, STATUS, FETCH): small, and sent apart from bodies,
+    /// PRE-PREPAREs and state so that it never waits behind them (`byzfs-net`'s
+    /// `link_lane.rs` says why; the simulator's access links queue them apart too).
+    pub fn is_agreement(self) -> bool {
+        matches!(
+            self,
+            Tag::Prepare
+                | Tag::Commit
+                | Tag::Checkpoint
+                | Tag::ViewChange
+                | Tag::NewView
+                | Tag::Status
+                | Tag::Fetch
+        )
+    }
+
+    /// The tag of a protocol frame (`"BZ"`, version 1, tag), if it is one.
+    pub fn of_frame(frame: &[u8]) -> Option<Tag> {
+        if !frame.starts_with(b"BZ\x01") {
+            return None;
+        }
+        frame.get(3).copied().and_then(Tag::from_u8)
+    }
 }
 
 /// ⟨REQUEST, o, t, c⟩. The read-only bit and the designated replier travel in the header (they

@@ -46,6 +46,7 @@ use crate::crypto::Digest;
 use crate::ids::{ClientId, ReplicaId, Seq, View};
 use crate::service::Service;
 use crate::time::Time;
+use core::time::Duration;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 /// Bytes of an operation worth one more unit of work.
@@ -67,6 +68,8 @@ pub(crate) struct Monitor {
     history: VecDeque<u64>,
     /// Periods of this view judged so far (each raises the bar).
     judged: u32,
+    /// The last batch the view's NEW-VIEW carried over (0 in a view without one).
+    carried_to: Seq,
     /// Batches whose work was credited when they committed here, ahead of a gap.
     credited: BTreeSet<Seq>,
     /// Replicas whose STATUS arrived during the period.
@@ -113,6 +116,7 @@ impl<S: Service> Replica<S> {
         }
         m.view = self.view.current;
         m.view_start = self.now;
+        m.carried_to = 0;
         m.period_start = self.now;
         m.units = 0;
         m.busy = false;
@@ -121,6 +125,26 @@ impl<S: Service> Replica<S> {
             self.timers
                 .set(TimerKind::Monitor, self.now + self.config.monitor.period);
         }
+    }
+
+    /// The view's NEW-VIEW carried batches over up to `seq`.
+    pub(super) fn monitor_carried_over(&mut self, seq: Seq) {
+        self.monitor.carried_to = seq;
+    }
+
+    /// Whether, with the links' rate stated, this view is still running the batches its
+    /// NEW-VIEW carried over, within a view-change timeout of its start: a new primary
+    /// that has not yet got past what the view change left is not judged on it. At
+    /// `slow-1` each new primary was voted out half a second into its view, while the
+    /// carried-over batches' bodies were still crossing (BENCHMARKS.md "A body on its
+    /// way"). They are in the NEW-VIEW itself, so a faulty primary cannot hold them back;
+    /// the view-change timer still runs.
+    fn still_carrying_over(&self, now: Time) -> bool {
+        let m = &self.monitor;
+        self.config.link_rate_stated()
+            && self.log.last_executed < m.carried_to
+            && now.as_micros()
+                < m.view_start.as_micros() + self.config.view_change_timeout.as_micros() as u64
     }
 
     /// Work executed in this view (`units` of [`UNIT_BYTES`]).
@@ -264,6 +288,7 @@ impl<S: Service> Replica<S> {
             && m.heard.len() >= 2 * self.f()
             && !self.lags()
             && !self.lacks_ordered_bodies()
+            && !self.still_carrying_over(now)
             // A period cut short (a view installed mid-way) says little.
             && period_us >= c.period.as_micros() as u64;
         let in_grace = now.as_micros() < m.view_start.as_micros() + c.grace.as_micros() as u64;
@@ -271,11 +296,28 @@ impl<S: Service> Replica<S> {
             return None;
         }
         let patience = c.patience.as_micros() as u64;
+        // With the links' rate stated, a client's wait counts from the view's start (the
+        // bodies the new primary must first relay are its own link's time), and its
+        // patience grows by the time the big bodies waiting here need at that rate, its
+        // own and those ordered ahead of it (`view_change.rs` `bodies_to_cross`): at
+        // `slow-1` every new primary was voted out in its first half second, its clients
+        // having waited through the view change with 0.5 MB batches that need seconds of
+        // link (BENCHMARKS.md "A body on its way"; Deviation 39).
+        let stated = self.config.link_rate_stated();
+        let view_start = self.monitor.view_start;
+        let ahead = self.bodies_to_cross();
         let waited: Vec<ClientId> = self
             .monitor
             .waiting_since
             .iter()
-            .filter(|(_, t)| t.as_micros() + patience <= now.as_micros())
+            .filter(|&(_, &t)| {
+                let (from, more) = if stated {
+                    (t.max(view_start), ahead)
+                } else {
+                    (t, Duration::ZERO)
+                };
+                from.as_micros() + patience + more.as_micros() as u64 <= now.as_micros()
+            })
             .map(|(&cl, _)| cl)
             .collect();
         // Only a correct client's wait is demand: a request whose deferred signature fails

@@ -316,6 +316,7 @@ impl<S: Service> Replica<S> {
         self.view.low_bound = dec.min;
         self.log.seqno = max - 1;
         self.read_only.raise_floor(max - 1);
+        self.monitor_carried_over(max - 1);
         if dec.min > self.log.last_stable
             && self.checkpoints.own.get(&dec.min) == Some(&dec.min_digest)
         {

@@ -269,7 +269,6 @@ impl<S: Service> Replica<S> {
             && (!self.requests.queue.is_empty() || self.log.pad_to > self.log.seqno)
             && self.log.seqno < self.log.last_executed + self.config.batch_window
             && self.log.seqno < self.window_base() + self.config.log_window
-            && !self.bodies_backlogged()
         {
             let seq = self.log.seqno + 1;
             let batch = match self.build_batch() {
@@ -322,12 +321,16 @@ impl<S: Service> Replica<S> {
         self.arm_idle_timer();
     }
 
-    /// Whether, at the link rate the operator stated, the bodies we sent need more than
-    /// half the view-change timeout to cross our link: a PRE-PREPARE made now would wait
-    /// behind them and arrive stale (`uplink.rs`).
-    pub(super) fn bodies_backlogged(&self) -> bool {
+    /// Whether, at the link rate the operator stated, the copies of big body `d` we relayed
+    /// will still be crossing our link half a view-change timeout from now: a PRE-PREPARE
+    /// naming it would reach the backups well before it and go stale there (`uplink.rs`;
+    /// ARCHITECTURE.md Deviation 39).
+    fn body_still_crossing(&self, d: &Digest) -> bool {
         self.config.link_rate_stated()
-            && self.peers.uplink.ahead(self.now) > self.config.view_change_timeout / 2
+            && self
+                .peers
+                .uplink
+                .crossing_at(d, self.now + self.config.view_change_timeout / 2)
     }
 
     /// Takes queued requests into a batch: inline up to the byte bound, big ones by digest.
@@ -337,6 +340,10 @@ impl<S: Service> Replica<S> {
     /// now, it would only be skipped at execution (§1.6), and its client would wait for a
     /// retransmission timeout, which may by then have backed off beyond the view-change
     /// timeout (simulator: slow-execution 103).
+    ///
+    /// So is a big request whose body is still crossing our link
+    /// ([`Self::body_still_crossing`]); the requests queued after it are not held with it,
+    /// but those of its client that follow it are, by the rule above.
     fn build_batch(&mut self) -> Option<BatchBody> {
         let mut batch = BatchBody::default();
         let mut bytes = 0usize;
@@ -358,7 +365,7 @@ impl<S: Service> Replica<S> {
                 || self.requests.proposed_ids.contains(&(r.client, r.after))
                 || in_batch.contains(&(r.client, r.after, false))
                 || (r.big && in_batch.contains(&(r.client, r.after, true)));
-            if !ready {
+            if !ready || (r.big && self.body_still_crossing(&d)) {
                 kept.push_back(d);
                 self.requests.queue.pop_front();
                 continue;

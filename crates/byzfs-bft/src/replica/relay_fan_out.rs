@@ -93,6 +93,7 @@ impl<S: Service> Replica<S> {
         for _ in &next {
             ahead = self.peers.uplink.send(now, len, rate, cap);
         }
+        self.peers.uplink.note_crossing(d, now);
         for place in from..backups {
             // Hops from the primary: an upper bound on what is left from us.
             let peer = self.backup_at(place);

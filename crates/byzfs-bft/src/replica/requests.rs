@@ -4,6 +4,7 @@
 use super::request_store::RequestStore;
 use crate::crypto::Digest;
 use crate::ids::{ClientId, RequestId};
+use crate::time::Time;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 /// Client requests and their ordering bookkeeping.
@@ -20,9 +21,10 @@ pub(crate) struct Requests {
     pub proposed_ids: BTreeSet<(ClientId, RequestId)>,
     /// The newest unexecuted request per client (drives the view-change timer, primary too).
     pub pending: BTreeMap<ClientId, (RequestId, Digest)>,
-    /// Backup: pending big requests not yet pre-prepared at the last STATUS tick, and those
-    /// already forwarded to the primary in this view (see `forward_late_big_requests`).
-    pub late_big: BTreeSet<Digest>,
+    /// Backup: pending big requests not yet pre-prepared, since the STATUS tick that first
+    /// found them so, and those already forwarded to the primary in this view (see
+    /// `forward_late_big_requests`).
+    pub late_big: BTreeMap<Digest, Time>,
     pub forwarded_big: BTreeSet<Digest>,
     /// Clients proven faulty to this replica (a good MAC over a bad signature, §5.3). Their
     /// frames on their own connections are dropped unheard by the runtime

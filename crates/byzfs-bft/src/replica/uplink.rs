@@ -16,25 +16,32 @@
 //! connection waits at most [`crate::Config::view_change_timeout_max`] longer than it
 //! would have.
 //!
-//! The primary also orders by it (`normal.rs` `try_send_pre_prepare`): a PRE-PREPARE leaves
-//! after the bodies sent before it, on the same link even when on another connection, and
+//! The primary also orders by it (`normal.rs` `build_batch`): a PRE-PREPARE leaves after
+//! the bodies sent before it, on the same link even when on another connection, and
 //! carries the time it was made. Eleven bodies relayed at once (4.9 MB, twice) put the
 //! next one 16–22 s behind, past the file service's 10 s clock-lag tolerance, at every
 //! backup: each refused it (`Nondet`), nobody could vouch for it, and the view was lost.
-//! So, when the operator stated the links' rate, while the bodies sent need more than half
-//! the view-change timeout to cross, the primary proposes nothing; it looks again at each
-//! STATUS tick, and its own view-change timer waits while they cross (`view_change.rs`: its
-//! link is busy with its view's work). Unstated, the rate is taken as 3,500 kbit/s for the
-//! answers only: a guess far below a fast link's rate would hold every batch of large
-//! writes on a LAN for seconds.
+//! So, when the operator stated the links' rate, the primary remembers when the last copy
+//! of each body it relayed will have crossed ([`Uplink::note_crossing`]) and holds that
+//! request back while it would still be crossing half a view-change timeout from now; it
+//! looks again at each STATUS tick, and its own view-change timer waits while its link is
+//! busy (`view_change.rs`). Holding every batch while any body crossed let clients that
+//! kept sending bodies hold the primary for ever (simulator, `thin-links`). Unstated, the
+//! rate is taken as 3,500 kbit/s for the answers only: a guess far below a fast link's
+//! rate would hold every batch of large writes on a LAN for seconds.
 
+use crate::crypto::Digest;
 use crate::time::Time;
 use core::time::Duration;
+use std::collections::BTreeMap;
 
 /// When the bodies sent so far will have crossed this replica's link.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Uplink {
     busy_until: Option<Time>,
+    /// When the last copy of each body relayed as primary will have crossed, for those
+    /// still crossing (entries in the past are dropped at the next relay).
+    crossing: BTreeMap<Digest, Time>,
 }
 
 impl Uplink {
@@ -67,6 +74,20 @@ impl Uplink {
         let end = Time::from_micros(start.as_micros().saturating_add(cross_us));
         self.busy_until = Some(end.min(now + cap));
         ahead.min(cap)
+    }
+
+    /// The copies of body `d` sent up to now leave when the link is free: remembered until
+    /// then (one entry per body still crossing, so as many as the bodies sent in `cap`).
+    pub(crate) fn note_crossing(&mut self, d: Digest, now: Time) {
+        self.crossing.retain(|_, t| *t > now);
+        if let Some(t) = self.busy_until.filter(|&t| t > now) {
+            self.crossing.insert(d, t);
+        }
+    }
+
+    /// Whether body `d` will still be crossing at `by`.
+    pub(crate) fn crossing_at(&self, d: &Digest, by: Time) -> bool {
+        self.crossing.get(d).is_some_and(|&t| t > by)
     }
 }
 

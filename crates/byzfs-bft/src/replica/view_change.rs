@@ -99,8 +99,41 @@ impl<S: Service> Replica<S> {
             self.timers.stop(TimerKind::ViewChange);
             return;
         }
-        let at = self.now + self.vc.timeout + self.jitter(VTIMER_JITTER);
+        let at = self.now + self.vc.timeout + self.jitter(VTIMER_JITTER) + self.bodies_to_cross();
         self.set_vtimer(at);
+    }
+
+    /// With the links' rate stated, how long the big bodies of the requests waiting here
+    /// (each pending client's not yet run) need at that rate to reach the backups: one copy
+    /// from the client to the primary and the fan-out's `k` from the primary; at most
+    /// `view_change_timeout_max` (zero when the rate is not stated). The view-change timer
+    /// waits that much longer, and the throughput watch's patience grows by as much
+    /// (`monitor.rs`): at `slow-1` (1 Mb/s) the mount's 0.5 MB batch needs 6 s of links
+    /// before the primary can order it, and a 5 s timer replaced every primary not at the
+    /// client's site (BENCHMARKS.md "A body on its way"; Deviation 39). The bodies come from clients, so a
+    /// faulty primary cannot stretch the wait, and the cap bounds what a faulty client can.
+    pub(super) fn bodies_to_cross(&self) -> Duration {
+        if !self.config.link_rate_stated() {
+            return Duration::ZERO;
+        }
+        let bytes: u64 = self
+            .requests
+            .pending
+            .keys()
+            .flat_map(|&c| {
+                let last = self.cached_rid(c).map_or(0, |(rid, _)| rid);
+                self.requests.store.after(c, last)
+            })
+            .filter(|r| r.big)
+            .map(|r| r.frame.len() as u64)
+            .sum();
+        let copies = 1 + self.config.relay_fan_out() as u64;
+        let us = bytes
+            .saturating_mul(copies)
+            .saturating_mul(1_000_000)
+            .checked_div(self.config.link_bytes_per_s())
+            .unwrap_or(0);
+        Duration::from_micros(us).min(self.config.view_change_timeout_max)
     }
 
     /// Arms the view-change timer at `at`, with a fresh allowance for busy time (see

@@ -195,9 +195,7 @@ impl Sim {
         );
         if let Some(rate) = plan.link_rate {
             for a in 0..nodes {
-                for b in 0..nodes {
-                    net.set_link_rate(a, b, rate);
-                }
+                net.set_access_rate(a, rate);
             }
         }
         Ok(Sim {

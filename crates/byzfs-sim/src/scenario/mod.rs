@@ -86,8 +86,8 @@ pub struct Plan {
     /// No correct replica may start a view change (a family without faults that promises
     /// it; checker `stable-view`).
     pub stable_view: bool,
-    /// Bytes per second every link carries in the safety phase (`thin-links`; `None`: no
-    /// limit).
+    /// Bytes per second every node's access link carries each way in the safety phase
+    /// (`thin-links`; `None`: no limit).
     pub link_rate: Option<u64>,
 }
 

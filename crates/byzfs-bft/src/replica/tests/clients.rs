@@ -299,3 +299,27 @@ fn big_request_the_primary_never_pre_prepares_is_forwarded_once() {
     );
     assert_eq!(outputs(tick(&mut b, 3)), vec![status]);
 }
+
+/// With the links' rate stated, a backup forwards the body only once it has been late for
+/// half a view-change timeout (500 ms here: the first STATUS tick, at 150 ms, finds it
+/// late; the first tick 500 ms after that, at 750 ms, forwards it): a primary holds a big
+/// request while its relayed copies cross, and every backup holding the body would send it
+/// (`status.rs` `forward_late_big_requests`).
+#[test]
+fn with_the_rate_stated_a_late_big_request_is_forwarded_after_half_the_timeout() {
+    let mut cfg = config();
+    cfg.link_rate_kbps = 1_000;
+    cfg.view_change_timeout = Duration::from_secs(1);
+    let mut b = replica(1, &cfg);
+    drain(&mut b);
+    let big = request(&cfg, 1, &[b'w'; 100], false);
+    b.handle_message(Time(0), &big);
+    drain(&mut b);
+    let forwarded: Vec<u32> = (1..=8u32)
+        .filter(|&k| {
+            b.handle_timeout(Time(0) + k * cfg.status_interval);
+            outputs(drain(&mut b)).contains(&Out::Send(0, decode(&big)))
+        })
+        .collect();
+    assert_eq!(forwarded, [5]);
+}

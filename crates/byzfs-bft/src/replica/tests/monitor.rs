@@ -335,3 +335,53 @@ fn a_backup_behind_a_gap_credits_the_batches_it_commits() {
     assert!(r.slow_verdicts().is_empty(), "{:?}", r.slow_verdicts());
     assert_eq!((r.b.view(), r.b.last_executed()), (0, 0));
 }
+
+/// With the links' rate stated (1 Mb/s), a client waiting on a 100 KB body is demand only
+/// once it has waited the patience and the time three copies of the body take at that rate
+/// (2.4 s: the client's to the primary, the primary's to its fan-out): the floor votes at
+/// the first period after 3.0 s (3.5 s), not at 1 s as it does with the rate unstated.
+/// At `slow-1` every new primary was voted out half a second into its view, its clients
+/// having waited through the view change with batches that need seconds of link.
+#[test]
+fn with_the_rate_stated_a_big_body_is_demand_only_after_its_crossing() {
+    let vote_at = |kbps: u64| {
+        let mut r = Run::new(|c| c.link_rate_kbps = kbps);
+        let now = Time::ZERO + Duration::from_millis(100);
+        r.until(now);
+        let req = client_request(&r.cfg, OTHER, 1, &[b'o'; 100_000], false, ReqAuth::Signed);
+        r.b.handle_message(now, &req);
+        r.collect();
+        (1..=10u64).map(|k| k * 500).find(|&ms| {
+            r.until(Time::ZERO + Duration::from_millis(ms));
+            r.b.view() != 0
+        })
+    };
+    assert_eq!([vote_at(0), vote_at(1_000)], [Some(1_000), Some(3_500)]);
+}
+
+/// With the links' rate stated, a client's wait counts from the view's start: a backup
+/// that installs a new view does not judge its primary on what the client waited before
+/// (`monitor.rs` `judge`). Here the client's request waits from 1.5 s (patience 800 ms)
+/// and the watch restarts at 2 s as at a view's installation (no grace): the floor votes
+/// at 2.5 s unstated (waited since 1.5 s), at 3.0 s stated (since 2.0 s).
+#[test]
+fn with_the_rate_stated_a_wait_counts_from_the_view_start() {
+    let vote_at = |kbps: u64| {
+        let mut r = Run::new(|c| {
+            c.link_rate_kbps = kbps;
+            c.monitor.grace = Duration::ZERO;
+            c.monitor.patience = Duration::from_millis(800);
+        });
+        let _held = r.other_waits(1_500, 1);
+        // What installing a view does to the watch, at 2 s.
+        r.until(Time::ZERO + Duration::from_millis(2_000));
+        r.b.handle_timeout(Time::ZERO + Duration::from_millis(2_000));
+        r.b.monitor_view_start();
+        r.collect();
+        (1..=10u64).map(|k| 2_000 + k * 500).find(|&ms| {
+            r.until(Time::ZERO + Duration::from_millis(ms));
+            r.b.view() != 0
+        })
+    };
+    assert_eq!([vote_at(0), vote_at(1_000)], [Some(2_500), Some(3_000)]);
+}

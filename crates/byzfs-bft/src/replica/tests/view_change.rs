@@ -338,3 +338,30 @@ fn an_unreachable_primary_is_left_after_the_short_timeout() {
     c.handle_reachability(Time(0) + ms(90), 0, true);
     assert_eq!(c.timers.get(TimerKind::ViewChange), Some(at));
 }
+
+/// With the links' rate stated (1 Mb/s: 125,000 bytes a second), a backup holding a 50 KB
+/// body its client sent to every replica gives the primary, on top of the view-change
+/// timeout, the time three copies of it take at that rate (the client's to the primary
+/// and the primary's to the two backups of its fan-out): 1.2 s more
+/// (`view_change.rs` `bodies_to_cross`). Unstated, nothing more.
+#[test]
+fn a_backups_timer_waits_for_the_bodies_waiting_here_at_the_stated_rate() {
+    let armed = |kbps: u64| {
+        let mut cfg = config();
+        cfg.link_rate_kbps = kbps;
+        let mut b = replica(1, &cfg);
+        drain(&mut b);
+        let big = request(&cfg, 1, &[b'w'; 50_000], false);
+        b.handle_message(Time(0), &big);
+        drain(&mut b);
+        let at = b
+            .timers
+            .get(TimerKind::ViewChange)
+            .expect("the request is timed");
+        (big.len() as u64, at.as_micros())
+    };
+    let (len, unstated) = armed(0);
+    let (_, stated) = armed(1_000);
+    assert_eq!(stated - unstated, 3 * len * 1_000_000 / 125_000);
+    assert!(stated - unstated > 1_200_000);
+}
