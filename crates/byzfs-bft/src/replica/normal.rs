@@ -63,6 +63,13 @@ impl<S: Service> Replica<S> {
                 if mac_ok && self.resend_cached_reply(c, req.rid, frame.header.replier) {
                     return;
                 }
+                // Which request, for the operator: the runtime's drop line says only why.
+                tracing::debug!(
+                    replica = self.me,
+                    client = c,
+                    rid = req.rid,
+                    "old request dropped: its reply is no longer kept"
+                );
                 return self.drop_input(DropReason::Stale);
             }
         }
