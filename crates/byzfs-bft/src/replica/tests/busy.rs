@@ -96,14 +96,7 @@ pub(super) fn slow_committed_execution(report: bool) -> (Replica<Counter>, Vec<O
     let mut cfg = config();
     cfg.tentative_execution = false;
     let other = CLIENT + 1;
-    let keys = TestKeys::new(1, cfg.n());
-    let mut b = Replica::new(
-        cfg.clone(),
-        keys.replica(1, [CLIENT, other]),
-        Counter::new(),
-        1,
-        Time::ZERO,
-    );
+    let mut b = replica_with(1, &cfg, [CLIENT, other]);
     drain(&mut b);
     let r1 = request(&cfg, 1, b"w", false);
     let r2 = client_request(&cfg, other, 1, b"w", false, ReqAuth::Signed);

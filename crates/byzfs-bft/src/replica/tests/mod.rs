@@ -131,10 +131,19 @@ fn config() -> Config {
 }
 
 fn replica(i: ReplicaId, cfg: &Config) -> Replica<Counter> {
+    replica_with(i, cfg, [CLIENT])
+}
+
+/// Replica `i` that knows `clients`' keys.
+fn replica_with<const N: usize>(
+    i: ReplicaId,
+    cfg: &Config,
+    clients: [ClientId; N],
+) -> Replica<Counter> {
     let keys = TestKeys::new(1, cfg.n());
     Replica::new(
         cfg.clone(),
-        keys.replica(i, [CLIENT]),
+        keys.replica(i, clients),
         Counter::new(),
         i as u64,
         Time::ZERO,

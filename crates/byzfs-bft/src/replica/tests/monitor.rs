@@ -14,14 +14,7 @@ fn backup(tune: impl Fn(&mut Config)) -> (Config, Replica<Counter>) {
     cfg.log_window = 256;
     cfg.view_change_timeout = Duration::from_secs(5);
     tune(&mut cfg);
-    let keys = TestKeys::new(1, cfg.n());
-    let mut b = Replica::new(
-        cfg.clone(),
-        keys.replica(1, [CLIENT, OTHER]),
-        Counter::new(),
-        1,
-        Time::ZERO,
-    );
+    let mut b = replica_with(1, &cfg, [CLIENT, OTHER]);
     drain(&mut b);
     (cfg, b)
 }

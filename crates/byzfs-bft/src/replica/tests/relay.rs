@@ -288,14 +288,7 @@ fn a_primary_holds_a_big_request_while_its_copies_cross_and_proposes_the_rest() 
     cfg.view_change_timeout = Duration::from_secs(2);
     cfg.batch_window = 4;
     let other = CLIENT + 1;
-    let keys = TestKeys::new(1, cfg.n());
-    let mut p = Replica::new(
-        cfg.clone(),
-        keys.replica(0, [CLIENT, other]),
-        Counter::new(),
-        0,
-        Time::ZERO,
-    );
+    let mut p = replica_with(0, &cfg, [CLIENT, other]);
     drain(&mut p);
     let big = flagged_request(
         &cfg,
