@@ -313,6 +313,18 @@ proptest! {
         let _ = parse_decode(&bytes, max);
     }
 
+    /// `Tag::of_frame` (the lane a peer's frame goes on, `byzfs-net` `link_lane.rs`, and the
+    /// simulator's access links) reads at most four bytes of any input: a tag only behind
+    /// the magic, and the tag a parsed frame carries.
+    #[test]
+    fn a_frames_tag_is_read_from_its_prefix_only(bytes in bytes(64), t in tag(), rest in bytes(64)) {
+        let got = Tag::of_frame(&bytes);
+        prop_assert!(got.is_none() || bytes.starts_with(b"BZ\x01"));
+        let mut framed = vec![b'B', b'Z', 1, t as u8];
+        framed.extend_from_slice(&rest);
+        prop_assert_eq!(Tag::of_frame(&framed), Some(t));
+    }
+
     /// Raw bytes behind a plausible prefix, so the parser gets past the magic and the tag.
     #[test]
     fn random_bytes_after_magic_never_panic(t in tag(), rest in bytes(4096)) {
