@@ -10,7 +10,7 @@ use byzfs_crypt::header::{self, FileHeader, WriterKey};
 use byzfs_crypt::lockbox;
 use byzfs_crypt::member::{writer_cert, Identity};
 use byzfs_crypt::regression::Owner;
-use byzfs_crypt::tree;
+use byzfs_crypt::{layout, tree};
 use byzfs_fs::proto::proof::signed_bytes;
 use byzfs_fs::proto::signed::request_digest;
 use byzfs_fs::{Credentials, FileHandle, Op};
@@ -77,7 +77,7 @@ pub fn run(a: CryptArgs) -> anyhow::Result<ExitCode> {
         size: 123_456,
     };
     let header = header::seal(&keys, &group, &id, &fh, &wk, &mut OsRng);
-    let region = vec![0x42u8; tree::REGION];
+    let region = vec![0x42u8; layout::REGION];
     let dir = DirHeader { names: 3 };
     let name = b"a-typical-file-name.c".to_vec();
     let sealed_name = file::seal_name(&keys, &id, dir, &name)?;
@@ -139,7 +139,7 @@ pub fn run(a: CryptArgs) -> anyhow::Result<ExitCode> {
     );
     add(
         "hash a chunk's entries (mount, per 1 MiB changed or read)",
-        tree::REGION,
+        layout::REGION,
         time(d, || {
             black_box(tree::chunk_hash(&id, 3, &region));
         }),

@@ -11,32 +11,15 @@
 //!
 //! Nonces are random (192 bits) everywhere, so no rewrite repeats one.
 
+use crate::layout::{BLOCK, ENTRY};
 use crate::regression::GroupKeys;
-use crate::{block, names, tree, CryptError};
+use crate::{block, names, CryptError};
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine as _;
 use chacha20poly1305::aead::{Aead, KeyInit, Payload};
 use chacha20poly1305::{XChaCha20Poly1305, XNonce};
 use rand_core::{CryptoRng, RngCore};
 
-/// Plaintext bytes per block.
-pub const BLOCK: u64 = block::BLOCK as u64;
-/// Blocks per chunk (1 MiB): a chunk's blocks' metadata entries lie together before its
-/// data.
-pub const CHUNK_BLOCKS: u64 = 256;
-/// Bytes of one block's metadata entry: key version (4, big-endian) ‖ nonce (24) ‖ tag
-/// (16) ‖ leaf (32, [`leaf`]); all zeros for a hole.
-pub const ENTRY: usize = 4 + 24 + 16 + 32;
-/// The replicas' block size (`byzfs_fs::data::BLOCK_SIZE`, checked by the mount's tests):
-/// chunks and their data start at multiples of it, so a write of whole replica blocks
-/// needs no read at the replicas.
-pub const STORE_BLOCK: u64 = 16 * 1024;
-/// Stored 4 KiB blocks a chunk's metadata takes: 256 entries (19,456 bytes), rounded up
-/// to whole replica blocks (32 KiB).
-pub const META_BLOCKS: u64 =
-    (CHUNK_BLOCKS * ENTRY as u64).div_ceil(STORE_BLOCK) * (STORE_BLOCK / BLOCK);
-/// Stored bytes per chunk: its metadata, then its blocks.
-pub const CHUNK_SPAN: u64 = (META_BLOCKS + CHUNK_BLOCKS) * BLOCK;
 /// The block index a file's header is sealed at (no data block has it).
 pub const HEADER_INDEX: u64 = u64::MAX;
 /// Longest symbolic link target that seals within the 4095-byte limit on targets.
@@ -50,41 +33,6 @@ pub fn file_id(ino: u64, generation: u64) -> [u8; 16] {
     id[..8].copy_from_slice(&ino.to_be_bytes());
     id[8..].copy_from_slice(&generation.to_be_bytes());
     id
-}
-
-/// Where block `index`'s metadata entry is stored.
-pub fn entry_offset(index: u64) -> u64 {
-    (index / CHUNK_BLOCKS) * CHUNK_SPAN + (index % CHUNK_BLOCKS) * ENTRY as u64
-}
-
-/// Where block `index`'s sealed data is stored: at a multiple of [`BLOCK`], so a write of
-/// whole blocks covers whole blocks of the replicas' store.
-pub fn data_offset(index: u64) -> u64 {
-    (index / CHUNK_BLOCKS) * CHUNK_SPAN + (META_BLOCKS + index % CHUNK_BLOCKS) * BLOCK
-}
-
-/// Where the hash of chunk `c` is stored (its *slot*, [`crate::tree`]): in the spare room
-/// after the entries of the first chunk of its group.
-pub fn slot_offset(c: u64) -> u64 {
-    let g = tree::GROUP_CHUNKS;
-    (c / g * g) * CHUNK_SPAN + tree::REGION as u64 + (c % g) * 32
-}
-
-/// Where the hash of group `g` is stored: in the spare room of chunk 1, which starts no
-/// group (a file of one group stores no group hash).
-pub fn group_offset(g: u64) -> u64 {
-    CHUNK_SPAN + tree::REGION as u64 + g * 32
-}
-
-/// The largest plaintext size of an encrypted file ([`tree::MAX_GROUPS`] groups).
-pub const MAX_SIZE: u64 = tree::MAX_GROUPS * tree::GROUP_CHUNKS * CHUNK_BLOCKS * BLOCK;
-
-/// The stored size of a file of `plain` bytes: to the end of its last block's data.
-pub fn sealed_size(plain: u64) -> u64 {
-    match plain.checked_sub(1) {
-        None => 0,
-        Some(last) => data_offset(last / BLOCK) + BLOCK,
-    }
 }
 
 /// The keys of `version` from `keys` (the newest a member holds).
@@ -516,38 +464,6 @@ mod tests {
         );
         assert!(open_block(&k2, &f, 3, &s.data[1..], &s.entry).is_err());
         assert!(open_block(&k2, &f, 3, &s.data, &s.entry[1..]).is_err());
-    }
-
-    #[test]
-    fn the_layout_keeps_data_aligned_and_entries_before_their_chunk() {
-        assert_eq!((META_BLOCKS, CHUNK_SPAN), (8, 264 * 4096));
-        assert_eq!((entry_offset(0), data_offset(0)), (0, 8 * 4096));
-        assert_eq!((entry_offset(1), data_offset(1)), (76, 9 * 4096));
-        assert_eq!(entry_offset(255), 255 * 76);
-        assert_eq!(data_offset(255), 263 * 4096);
-        assert_eq!(entry_offset(256), CHUNK_SPAN);
-        assert_eq!(data_offset(256), CHUNK_SPAN + 8 * 4096);
-        for i in [0, 1, 4, 255, 256, 1 << 30] {
-            // Four plaintext blocks from a multiple of four fill one replica block.
-            let first = i / 4 * 4;
-            assert_eq!(data_offset(first) % STORE_BLOCK, 0, "aligned: {i}");
-            assert_eq!(data_offset(first + 3), data_offset(first) + 3 * BLOCK);
-            let chunk = (i / CHUNK_BLOCKS) * CHUNK_SPAN;
-            assert!(entry_offset(i) + ENTRY as u64 <= chunk + META_BLOCKS * BLOCK);
-        }
-        assert_eq!(sealed_size(0), 0);
-        assert_eq!(sealed_size(1), 9 * 4096);
-        assert_eq!(sealed_size(4096), 9 * 4096);
-        assert_eq!(sealed_size(4097), 10 * 4096);
-        assert_eq!(sealed_size(256 * 4096), CHUNK_SPAN);
-        assert_eq!(sealed_size(256 * 4096 + 1), CHUNK_SPAN + 9 * 4096);
-        // Slots and the group list fill each chunk's spare room and meet nothing else.
-        assert_eq!(slot_offset(0), 19_456);
-        assert_eq!(slot_offset(415) + 32, 8 * 4096);
-        assert_eq!(slot_offset(416), 416 * CHUNK_SPAN + 19_456);
-        assert_eq!(group_offset(0), CHUNK_SPAN + 19_456);
-        assert_eq!(group_offset(415) + 32, CHUNK_SPAN + 8 * 4096);
-        assert_eq!(MAX_SIZE, (416 * 416) << 20);
     }
 
     #[test]

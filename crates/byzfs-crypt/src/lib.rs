@@ -6,6 +6,7 @@
 //!   bound to their file, index and key version.
 //! - [`file`](mod@file): how an encrypted mount stores a file: sealed blocks and their entries, the
 //!   tree's nodes, names, link targets and extended attributes.
+//! - [`layout`]: where blocks, entries and the tree's nodes lie in the stored file.
 //! - [`tree`]: the BLAKE3 Merkle tree over a file's blocks (chunks, groups, root), whose
 //!   nodes live beside the blocks.
 //! - [`header`]: a file's `(key version, file version, root, sealed size)`, signed by the
@@ -32,6 +33,7 @@
 pub mod block;
 pub mod file;
 pub mod header;
+pub mod layout;
 pub mod lockbox;
 pub mod member;
 pub mod names;

@@ -31,7 +31,7 @@
 //!   `ENOSYS` (the kernel then treats the file as all data).
 
 use crate::crypt_handles::map_op;
-use crate::crypt_nodes::FileNodes;
+use crate::crypt_nodes::{FileNodes, MISFIT};
 use crate::transport::Transport;
 use byzfs_crypt::file::{self, DirHeader};
 use byzfs_crypt::member::{open_mine, GroupRef, Identity, MemberKeys};
@@ -45,12 +45,6 @@ use std::collections::{BTreeMap, HashMap};
 
 /// `ENOSYS`: the kernel stops asking (`lseek` then works on its own).
 const ENOSYS: Errno = Errno(38);
-
-/// Data that does not fit the nodes kept for its file (`crypt_nodes.rs`), found before
-/// anything was sent: the file may have changed since its header was read (another
-/// mount wrote it), so [`Crypt::call`] reads the header again and tries once more; what
-/// still does not fit is `EIO`. Never leaves the layer.
-pub(crate) const MISFIT: Errno = Errno(74);
 
 /// What `byzfs mount --identity` gives the mount: who it is, which group's tree, and whose
 /// group it must be.

@@ -7,19 +7,21 @@
 //! block again with zeros past the size), so growing a file needs no block rewritten, and
 //! blocks never written are holes that read as zeros.
 
-use crate::crypt::{crypt_errno, Crypt, MISFIT};
+use crate::crypt::{crypt_errno, Crypt};
 use crate::crypt_nodes::FileNodes;
+use crate::crypt_nodes::MISFIT;
 use crate::transport::Transport;
-use byzfs_crypt::file::{self, BLOCK, CHUNK_BLOCKS, ENTRY};
+use byzfs_crypt::file;
 use byzfs_crypt::header::{FileHeader, WriterKey};
+use byzfs_crypt::layout::{self, BLOCK, CHUNK_BLOCKS, ENTRY};
 use byzfs_crypt::CryptError;
 use byzfs_fs::proto::op::MAX_IO;
 use byzfs_fs::{Credentials, Errno, Extent, FileHandle, FsResult, Op, Reply, SetAttr};
 use std::collections::btree_map::{BTreeMap, Entry};
 use std::collections::BTreeSet;
 
-// The layout lines chunks up with the replicas' blocks (`byzfs_crypt::file::STORE_BLOCK`).
-const _: () = assert!(file::STORE_BLOCK == byzfs_fs::data::BLOCK_SIZE);
+// The layout lines chunks up with the replicas' blocks (`byzfs_crypt::layout::STORE_BLOCK`).
+const _: () = assert!(layout::STORE_BLOCK == byzfs_fs::data::BLOCK_SIZE);
 
 /// Most blocks one `Op::ReadGather` asks for (with their entries, within `MAX_IO`).
 const READ_BLOCKS: u64 = MAX_IO as u64 / (BLOCK + ENTRY as u64);
@@ -74,7 +76,7 @@ impl Crypt {
             let n = (last - at + 1).min(READ_BLOCKS).min(chunk_end - at);
             let chunk = BTreeSet::from([at / CHUNK_BLOCKS]);
             // `n <= READ_BLOCKS`, so the count is within `MAX_IO`.
-            let range = (file::data_offset(at), (n * BLOCK) as u32);
+            let range = (layout::data_offset(at), (n * BLOCK) as u32);
             let data = self.load_nodes(link, cred, fh, &chunk, Some(range), read_only)?;
             // Blocks past the stored end are past the file's size: the caller asked for
             // blocks below it, so a shorter answer is a cut file.
@@ -214,7 +216,7 @@ impl Crypt {
                 }
                 size = s;
                 sealed_sets.push(SetAttr {
-                    size: Some(file::sealed_size(s)),
+                    size: Some(layout::sealed_size(s)),
                     ..set
                 });
             } else {
@@ -239,11 +241,11 @@ impl Crypt {
                 }
                 _ => {
                     sealed.push(Extent {
-                        offset: file::entry_offset(index),
+                        offset: layout::entry_offset(index),
                         data: b.entry.to_vec(),
                     });
                     sealed.push(Extent {
-                        offset: file::data_offset(index),
+                        offset: layout::data_offset(index),
                         data: b.data,
                     });
                 }
@@ -259,7 +261,7 @@ impl Crypt {
             let chunk_end = (cut / CHUNK_BLOCKS + 1) * CHUNK_BLOCKS;
             let clear = chunk_end.min(had) - cut;
             sealed.push(Extent {
-                offset: file::entry_offset(cut),
+                offset: layout::entry_offset(cut),
                 data: vec![0; clear as usize * ENTRY],
             });
         }
@@ -317,7 +319,7 @@ impl Crypt {
         }
         Ok(Op::Allocate {
             fh,
-            end: file::sealed_size(end),
+            end: layout::sealed_size(end),
         })
     }
 
@@ -375,7 +377,7 @@ impl Crypt {
             .get(&fh.ino)
             .cloned()
             .unwrap_or_else(|| committed.clone());
-        let n = byzfs_crypt::tree::chunks_of(base.size());
+        let n = byzfs_crypt::layout::chunks_of(base.size());
         for (c, r) in committed.regions.iter().filter(|(c, _)| **c < n) {
             base.regions.entry(*c).or_insert_with(|| r.clone());
         }

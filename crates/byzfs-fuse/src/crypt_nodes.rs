@@ -6,15 +6,17 @@
 //! opened, then kept until the header changes. A change computes the new nodes from the
 //! kept ones (`FileNodes::change`) and writes only what changed, with the new header.
 
-use crate::crypt::{crypt_errno, Crypt, MISFIT};
-use crate::transport::Transport;
-use byzfs_crypt::file::{self, BLOCK, CHUNK_BLOCKS, ENTRY};
 use byzfs_crypt::header::FileHeader;
-use byzfs_crypt::tree::{self, Hash, GROUP_CHUNKS, REGION};
-use byzfs_crypt::CryptError;
-use byzfs_fs::proto::op::{MAX_GATHER_READS, MAX_IO};
-use byzfs_fs::{Credentials, Errno, Extent, FileHandle, Op, Reply};
+use byzfs_crypt::layout::{self, BLOCK, CHUNK_BLOCKS, ENTRY, GROUP_CHUNKS, REGION};
+use byzfs_crypt::tree::{self, Hash};
+use byzfs_fs::{Errno, Extent};
 use std::collections::{BTreeMap, BTreeSet};
+
+/// Data that does not fit the nodes kept for its file, found before anything was sent:
+/// the file may have changed since its header was read (another mount wrote it), so
+/// `Crypt::call` (`crypt.rs`) reads the header again and tries once more; what still does
+/// not fit is `EIO`. Never leaves the crypto layer.
+pub(crate) const MISFIT: Errno = Errno(74);
 
 /// A file's header and the nodes of its tree checked against it.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -67,13 +69,13 @@ impl FileNodes {
     }
 
     fn chunks(&self) -> u64 {
-        tree::chunks_of(self.size())
+        layout::chunks_of(self.size())
     }
 
     /// The reads that fetch what checking `chunks` needs and is not kept.
-    fn missing(&self, chunks: &BTreeSet<u64>) -> Vec<Node> {
+    pub(crate) fn missing(&self, chunks: &BTreeSet<u64>) -> Vec<Node> {
         let n = self.chunks();
-        let ng = tree::groups_of(n);
+        let ng = layout::groups_of(n);
         let mut out = Vec::new();
         if n == 0 {
             return out;
@@ -110,13 +112,13 @@ impl FileNodes {
     }
 
     /// Where `node` is stored and how many bytes it takes.
-    fn range(&self, node: Node) -> (u64, u32) {
+    pub(crate) fn range(&self, node: Node) -> (u64, u32) {
         let n = self.chunks();
         let (at, len) = match node {
-            Node::Groups => (file::group_offset(0), tree::groups_of(n) * 32),
-            Node::Slots(g) => (file::slot_offset(g * GROUP_CHUNKS), group_len(g, n) * 32),
+            Node::Groups => (layout::group_offset(0), layout::groups_of(n) * 32),
+            Node::Slots(g) => (layout::slot_offset(g * GROUP_CHUNKS), group_len(g, n) * 32),
             Node::Region(c) => (
-                file::entry_offset(c * CHUNK_BLOCKS),
+                layout::entry_offset(c * CHUNK_BLOCKS),
                 chunk_len(c, self.size()) * ENTRY as u64,
             ),
         };
@@ -125,7 +127,7 @@ impl FileNodes {
     }
 
     /// Checks fetched nodes against the root and keeps them; `EIO` if one does not fit.
-    fn check(&mut self, id: &[u8; 16], got: Vec<(Node, Vec<u8>)>) -> Result<(), Errno> {
+    pub(crate) fn check(&mut self, id: &[u8; 16], got: Vec<(Node, Vec<u8>)>) -> Result<(), Errno> {
         let Some(h) = self.header else {
             return Ok(());
         };
@@ -133,7 +135,7 @@ impl FileNodes {
         let mut got: BTreeMap<Node, Vec<u8>> = got.into_iter().collect();
         if self.groups.is_none() {
             let groups = match got.remove(&Node::Groups) {
-                Some(b) => hashes(&padded(b, tree::groups_of(n) as usize * 32)),
+                Some(b) => hashes(&padded(b, layout::groups_of(n) as usize * 32)),
                 None if n == 1 => {
                     let region = got
                         .get(&Node::Region(0))
@@ -211,8 +213,8 @@ impl FileNodes {
         size: u64,
     ) -> (FileNodes, Hash, Vec<Extent>) {
         let old_n = self.chunks();
-        let low_n = tree::chunks_of(low.min(self.size()));
-        let new_n = tree::chunks_of(size);
+        let low_n = layout::chunks_of(low.min(self.size()));
+        let new_n = layout::chunks_of(size);
         let mut next = self.clone();
         let mut touched: BTreeSet<u64> = BTreeSet::new();
         // The cut: chunks after it go; the chunk it falls in loses its later entries.
@@ -280,7 +282,7 @@ impl FileNodes {
                     e.data.extend_from_slice(&h)
                 }
                 _ => extents.push(Extent {
-                    offset: file::slot_offset(c),
+                    offset: layout::slot_offset(c),
                     data: h.to_vec(),
                 }),
             }
@@ -292,19 +294,20 @@ impl FileNodes {
             next.regions.entry(c).or_insert_with(|| vec![0; REGION]);
         }
         next.regions.retain(|&c, _| c < new_n);
-        let new_ng = tree::groups_of(new_n);
+        let new_ng = layout::groups_of(new_n);
         let mut groups = next.groups.clone().unwrap_or_default();
         groups.resize(new_ng as usize, [0; 32]);
         for &g in groups_touched.iter().filter(|&&g| g < new_ng) {
             let slots = next.slots.get(&g).cloned().unwrap_or_default();
             groups[g as usize] = tree::group_hash(id, g, &slots);
         }
-        if new_ng > 1 && (Some(&groups) != self.groups.as_ref() || new_ng != tree::groups_of(old_n))
+        if new_ng > 1
+            && (Some(&groups) != self.groups.as_ref() || new_ng != layout::groups_of(old_n))
         {
             let mut bytes = groups.concat();
-            bytes.resize((tree::groups_of(old_n) as usize * 32).max(bytes.len()), 0);
+            bytes.resize((layout::groups_of(old_n) as usize * 32).max(bytes.len()), 0);
             extents.push(Extent {
-                offset: file::group_offset(0),
+                offset: layout::group_offset(0),
                 data: bytes,
             });
         }
@@ -316,19 +319,10 @@ impl FileNodes {
 
 /// A node of a file's tree as stored.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-enum Node {
+pub(crate) enum Node {
     Groups,
     Slots(u64),
     Region(u64),
-}
-
-/// Whether header `got` is older than `kept`: a stale answer (`Crypt::take_header`). An
-/// answer with no header is taken: `f + 1` liars answering alike with a file's first,
-/// headerless state are believed (`tests/encryption.rs`
-/// `f_plus_one_replicas_rolling_back_alike_are_believed` shows it; STATUS Known gaps), and
-/// a change built on it still expects what the mount believes, so the replicas refuse it.
-fn older(kept: FileHeader, got: Option<FileHeader>) -> bool {
-    got.is_some_and(|g| g.version < kept.version)
 }
 
 fn mismatch(id: &[u8; 16], what: &str) -> Errno {
@@ -340,157 +334,9 @@ fn mismatch(id: &[u8; 16], what: &str) -> Errno {
     MISFIT
 }
 
-impl Crypt {
-    /// The checked nodes of `fh` (its header from the attributes the replicas return).
-    pub(crate) fn nodes(
-        &mut self,
-        link: &mut dyn Transport,
-        cred: &Credentials,
-        fh: FileHandle,
-    ) -> Result<&mut FileNodes, Errno> {
-        if !self.files.contains_key(&fh.ino) {
-            self.size_of(link, cred, fh)?;
-        }
-        self.files.get_mut(&fh.ino).ok_or(Errno::EIO)
-    }
-
-    /// Fetches and checks the nodes that `chunks` of `fh` need, and, with them, `data`
-    /// (`(offset, count)` of stored bytes): its bytes as read.
-    pub(crate) fn load_nodes(
-        &mut self,
-        link: &mut dyn Transport,
-        cred: &Credentials,
-        fh: FileHandle,
-        chunks: &BTreeSet<u64>,
-        data: Option<(u64, u32)>,
-        read_only: bool,
-    ) -> Result<Vec<u8>, Errno> {
-        let id = file::file_id(fh.ino, fh.generation);
-        let nodes = self.nodes(link, cred, fh)?;
-        let mut missing = nodes.missing(chunks);
-        let ranges: Vec<(Node, (u64, u32))> =
-            missing.drain(..).map(|n| (n, nodes.range(n))).collect();
-        // In requests of at most MAX_GATHER_READS ranges and MAX_IO bytes, the data last.
-        let data_len = data.map_or(0, |d| d.1);
-        let mut batches: Vec<Vec<(Node, (u64, u32))>> = vec![Vec::new()];
-        let mut bytes = data_len;
-        for r in ranges {
-            let full = batches.last().is_some_and(|b| {
-                b.len() + 2 > MAX_GATHER_READS || bytes.saturating_add(r.1 .1) > MAX_IO
-            });
-            if full {
-                batches.push(Vec::new());
-                bytes = data_len;
-            }
-            bytes += r.1 .1;
-            if let Some(b) = batches.last_mut() {
-                b.push(r);
-            }
-        }
-        let count = batches.len();
-        let mut got = Vec::new();
-        let mut out = Vec::new();
-        for (i, batch) in batches.into_iter().enumerate() {
-            let last = i + 1 == count;
-            let mut want: Vec<(u64, u32)> = batch.iter().map(|(_, r)| *r).collect();
-            match data {
-                Some(d) if last => want.push(d),
-                _ if want.is_empty() => continue,
-                _ => {}
-            }
-            let op = Op::ReadGather { fh, ranges: want };
-            let replies = match link.transmit(cred, op, read_only)? {
-                Reply::Batch(r) => r,
-                _ => return Err(Errno::EIO),
-            };
-            let mut replies = replies.into_iter();
-            for (node, _) in batch {
-                match replies.next() {
-                    Some(Reply::Read { data, .. }) => got.push((node, data)),
-                    _ => return Err(Errno::EIO),
-                }
-            }
-            if last && data.is_some() {
-                match replies.next() {
-                    Some(Reply::Read { data, .. }) => out = data,
-                    _ => return Err(Errno::EIO),
-                }
-            }
-        }
-        let nodes = self.files.get_mut(&fh.ino).ok_or(Errno::EIO)?;
-        nodes.check(&id, got)?;
-        Ok(out)
-    }
-
-    /// Opens attribute header `raw` of regular file `fh`: its checked nodes, kept (anew
-    /// if the header changed).
-    pub(crate) fn take_header(&mut self, fh: FileHandle, raw: &[u8]) -> Result<u64, Errno> {
-        // A header seen before, or the one this request sets (signed here), is not
-        // checked again.
-        for n in [self.files.get(&fh.ino), self.pending.get(&fh.ino)]
-            .into_iter()
-            .flatten()
-        {
-            if n.raw == raw {
-                return Ok(n.size());
-            }
-        }
-        let id = file::file_id(fh.ino, fh.generation);
-        let header =
-            byzfs_crypt::header::open(&self.keys, &self.g, &id, raw).map_err(|e| match e {
-                // Keys older than the header's: the caller reads the group again.
-                CryptError::NoSuchVersion { .. } => Errno::EKEYEXPIRED,
-                e => {
-                    tracing::warn!(ino = fh.ino, %e, "a file header that does not open: EIO");
-                    crypt_errno(&e)
-                }
-            })?;
-        // Every change is signed over the header it was built on, one version up, so a
-        // header older than the one kept (which the replicas accepted from this mount or
-        // showed it) is a stale answer (a read-only reply from a state without that
-        // change): the kept one stands, and a change is never built on the older one.
-        let kept = self.files.get(&fh.ino).and_then(|n| n.header);
-        if let Some(kept) = kept.filter(|&k| older(k, header)) {
-            tracing::debug!(
-                ino = fh.ino,
-                kept = kept.version,
-                got = header.map_or(0, |h| h.version),
-                "an older header than the one kept: ignored"
-            );
-            return Ok(kept.size);
-        }
-        let nodes = FileNodes {
-            raw: raw.to_vec(),
-            header,
-            ..FileNodes::empty()
-        };
-        let size = nodes.size();
-        self.files.insert(fh.ino, nodes);
-        Ok(size)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// A header the mount keeps is never replaced by an older one (a read-only answer from
-    /// a state without this mount's last change): a change built on it would not fit the
-    /// replicas' tree (`tests/mount.rs` git section, "a tree node that does not match").
-    #[test]
-    fn an_older_header_does_not_replace_the_kept_one() {
-        let h = |version| FileHeader {
-            key_version: 1,
-            version,
-            root: [0; 32],
-            size: version,
-        };
-        let verdicts: Vec<bool> = [Some(h(4)), Some(h(5)), Some(h(6)), None]
-            .into_iter()
-            .map(|got| older(h(5), got))
-            .collect();
-        assert_eq!(verdicts, vec![true, false, false, false]);
-    }
 
     fn entry(i: u64) -> [u8; ENTRY] {
         let mut e = [0u8; ENTRY];
@@ -501,7 +347,7 @@ mod tests {
     /// The nodes of a file whose blocks `blocks` have entries `entry(i)`, computed from
     /// scratch: what any sequence of changes must end in.
     fn from_scratch(id: &[u8; 16], blocks: &[u64], size: u64) -> (Hash, FileNodes) {
-        let n = tree::chunks_of(size);
+        let n = layout::chunks_of(size);
         let mut regions: BTreeMap<u64, Vec<u8>> = BTreeMap::new();
         for &i in blocks.iter().filter(|&&i| i < size.div_ceil(BLOCK)) {
             let r = regions
@@ -511,7 +357,7 @@ mod tests {
             r[at..at + ENTRY].copy_from_slice(&entry(i));
         }
         let mut groups = Vec::new();
-        for g in 0..tree::groups_of(n) {
+        for g in 0..layout::groups_of(n) {
             let slots: Vec<Hash> = (g * GROUP_CHUNKS..g * GROUP_CHUNKS + group_len(g, n))
                 .map(|c| tree::chunk_hash(id, c, regions.get(&c).map_or(&[][..], |r| r)))
                 .collect();

@@ -99,6 +99,7 @@ mod cluster;
 mod convert;
 pub mod crypt;
 mod crypt_data;
+mod crypt_files;
 mod crypt_handles;
 mod crypt_nodes;
 #[cfg(test)]

@@ -214,7 +214,7 @@ pub fn mount(
         // Sealed, a write carries a 76-byte entry beside each block, the blocks it changes
         // only in part (read and sealed whole: two more at most), and, for a truncation,
         // the entries it clears after the new end (a chunk's at most).
-        use byzfs_crypt::file::{CHUNK_BLOCKS, ENTRY};
+        use byzfs_crypt::layout::{CHUNK_BLOCKS, ENTRY};
         let room = write_chunk.saturating_sub(CHUNK_BLOCKS as usize * ENTRY);
         write_chunk = (room / (4096 + ENTRY)).saturating_sub(2).max(1) * 4096;
     }

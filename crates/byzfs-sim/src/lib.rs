@@ -25,6 +25,7 @@
 pub mod byzantine;
 pub mod checker;
 pub mod clock;
+pub mod disk_queue;
 pub mod fault;
 pub mod fs;
 pub mod kv;

@@ -83,7 +83,7 @@ pub struct ReplicaNode {
     /// Its service's disk work, run after a delay as the disk driver's worker runs it
     /// away from the event loop (`byzfs-net` `disk_worker.rs`), and the stable checkpoints'
     /// records waiting for it (`run/disk_work.rs`).
-    pub disk_work: crate::run::DiskWorkQueue,
+    pub disk_work: crate::disk_queue::DiskWorkQueue,
 }
 
 /// One unsynced log append.

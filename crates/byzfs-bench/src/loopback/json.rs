@@ -66,6 +66,15 @@ pub struct Row {
     pub timeline_ops_per_100ms: Option<Vec<u64>>,
 }
 
+/// A row's `mode`: read-only (`ro`) or read-write (`rw`) requests.
+pub fn mode_name(read_only: bool) -> &'static str {
+    if read_only {
+        "ro"
+    } else {
+        "rw"
+    }
+}
+
 impl Row {
     /// The row of point `p` measured for `system` (with the ByzFS `switches`, if any) on
     /// operation `name` with `clients` clients; one run, no frames or batch sizes (the
@@ -81,7 +90,7 @@ impl Row {
         Row {
             bench,
             op: name.to_string(),
-            mode: super::table::mode_name(read_only),
+            mode: mode_name(read_only),
             system: system.name(),
             clients,
             throughput_ops_s: p.throughput_ops_s,

@@ -101,7 +101,7 @@ async fn micro(a: MicroArgs) -> anyhow::Result<ExitCode> {
                 bar.set_message(format!(
                     "run {}/{runs} {name} {} {}",
                     run + 1,
-                    table::mode_name(op.read_only),
+                    json::mode_name(op.read_only),
                     s.system.name()
                 ));
                 let progress = Arc::new(std::sync::atomic::AtomicU64::new(0));

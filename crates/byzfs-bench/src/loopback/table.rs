@@ -4,14 +4,6 @@
 
 use super::json::Row;
 
-pub fn mode_name(read_only: bool) -> &'static str {
-    if read_only {
-        "ro"
-    } else {
-        "rw"
-    }
-}
-
 fn switches(r: &Row) -> String {
     match (r.batching, r.srt, r.tentative, r.read_only_opt) {
         (Some(b), Some(s), Some(t), Some(ro)) => super::Switches {

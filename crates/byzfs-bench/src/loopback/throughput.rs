@@ -126,7 +126,7 @@ async fn throughput(a: ThroughputArgs) -> anyhow::Result<ExitCode> {
                 bar.set_message(format!(
                     "{} {name} {} {clients} clients{}",
                     system.name(),
-                    table::mode_name(op.read_only),
+                    json::mode_name(op.read_only),
                     switches
                         .map(|w| format!(" ({})", w.label()))
                         .unwrap_or_default()

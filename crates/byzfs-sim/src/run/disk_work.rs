@@ -9,42 +9,9 @@
 use super::{substream, trace_line, Ev, Mutation, Purpose, Role, Sim, StoreRecord, Time};
 use byzfs_bft::service::DiskWork;
 use rand::Rng;
-use std::collections::VecDeque;
 
 /// The longest a disk work takes (µs): a sync of a busy store's checkpoint interval.
 const WORK_US_MAX: u64 = 200_000;
-
-/// One replica life's disk work and the records waiting for it.
-#[derive(Debug, Default)]
-pub struct DiskWorkQueue {
-    /// Works handed over and not yet run, oldest first, with their tickets.
-    works: VecDeque<(u64, DiskWork)>,
-    /// Stable checkpoints' records waiting for the work of a ticket, oldest first.
-    held: VecDeque<(u64, StoreRecord)>,
-    /// The last ticket handed out, and the last one run.
-    handed: u64,
-    ran: u64,
-    /// The front work's event is queued.
-    scheduled: bool,
-    /// This life: a work's event from an earlier life is ignored.
-    pub life: u64,
-}
-
-impl DiskWorkQueue {
-    fn busy(&self) -> bool {
-        self.ran < self.handed
-    }
-
-    /// A crash or restart: everything in flight is lost.
-    pub fn lose(&mut self) {
-        self.works.clear();
-        self.held.clear();
-        self.handed = 0;
-        self.ran = 0;
-        self.scheduled = false;
-        self.life += 1;
-    }
-}
 
 impl Sim {
     /// A stable checkpoint's record of `inst` (the log synced before it): committed now if

@@ -48,7 +48,6 @@ mod replicas;
 mod report;
 mod world;
 
-pub use disk_work::DiskWorkQueue;
 use faults::Director;
 use phases::Phases;
 
