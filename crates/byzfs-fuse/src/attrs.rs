@@ -17,6 +17,7 @@
 //! a failed modifying operation drops everything (a soft mount's timeout leaves it unknown
 //! whether it ran). `open` never uses the cache (close-to-open consistency).
 
+use byzfs_fs::proto::attr::Timestamp;
 use byzfs_fs::{Attr, FsResult, Op, Reply};
 use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
@@ -234,6 +235,24 @@ impl AttrCache {
         }
         self.by_ino.insert(a.fh.ino, (a.clone(), now));
         self.touch(a.fh.ino);
+    }
+}
+
+/// What of an inode's attributes says its data or size changed.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Stamp {
+    size: u64,
+    mtime: Timestamp,
+    ctime: Timestamp,
+}
+
+impl Stamp {
+    pub(crate) fn of(a: &Attr) -> Stamp {
+        Stamp {
+            size: a.size,
+            mtime: a.mtime,
+            ctime: a.ctime,
+        }
     }
 }
 

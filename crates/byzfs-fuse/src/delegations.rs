@@ -15,9 +15,11 @@
 //!   recalled is locked at the replicas for [`CONTENDED_FOR`]: two mounts taking turns on
 //!   one file would otherwise pass its delegation back and forth at every lock.
 
-use super::cluster::{finish_in_lane, send_in_lane, InLane};
-use super::wire::Outcome;
-use super::{invoke, Link};
+use crate::calls::{invoke, send_in_lane};
+use crate::lane::InLane;
+use crate::link::{finish_in_lane, Link};
+use crate::recalls;
+use crate::wire::Outcome;
 use byzfs_fs::proto::lock::{self, Held as Lock, LockInfo, LockKind, LockOwner, Returned};
 use byzfs_fs::{Credentials, Errno, FileHandle, Op, Reply};
 use std::collections::HashMap;
@@ -324,7 +326,7 @@ pub(super) fn poll_answered(
                     give_back(link, delegs, cred, ino, true);
                 } else {
                     // A directory (`dirs.rs`), held or forgotten after a failed batch.
-                    super::dirs::give_back(link, cred, ino);
+                    recalls::give_back(link, cred, ino);
                 }
             }
         }
@@ -334,7 +336,7 @@ pub(super) fn poll_answered(
     for ino in delegs.idle(Instant::now()) {
         give_back(link, delegs, cred, ino, false);
     }
-    super::dirs::give_back_idle(link, cred);
+    recalls::give_back_idle(link, cred);
 }
 
 /// Gives every delegation back (at unmount).

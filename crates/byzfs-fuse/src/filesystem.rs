@@ -1,17 +1,19 @@
 //! The `fuser::Filesystem` implementation: one method per kernel request, each turned into
 //! file-service operations on the cluster.
 
-use super::cluster::{send_writes, Wait};
-use super::inflight;
 use super::{
-    delegations, dirs, dirs::Make, errno, file_attr, held_listing, invoke, kind, locks,
-    negative_entry, own_credentials, ranges, send_held, timestamp, to_orphans, xattr_reply,
-    AccessFlags, Arc, ByzFuse, Duration, Errno, Filesystem, Generation, INodeNo, Op, OpenFlags,
-    OsStr, Path, RenameFlags, Reply, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty,
-    ReplyEntry, ReplyStatfs, ReplyWrite, SetAttr, SetTime, SpecialKind, Stamp, SystemTime,
-    TimeOrNow, WriteFlags, XattrSet, FALLOC_FL_KEEP_SIZE, MAX_IO, O_EXCL, READDIR_BATCH, S_IFBLK,
-    S_IFCHR, S_IFIFO, S_IFMT, S_IFREG, S_IFSOCK, TMPFILE_TRIES, XATTR_CREATE, XATTR_REPLACE,
+    delegations, errno, file_attr, held_listing, invoke, kind, locks, negative_entry,
+    own_credentials, ranges, send_held, timestamp, to_orphans, xattr_reply, AccessFlags, Arc,
+    ByzFuse, Duration, Errno, Filesystem, Generation, INodeNo, Op, OpenFlags, OsStr, Path,
+    RenameFlags, Reply, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry,
+    ReplyStatfs, ReplyWrite, SetAttr, SetTime, SpecialKind, Stamp, SystemTime, TimeOrNow,
+    WriteFlags, XattrSet, FALLOC_FL_KEEP_SIZE, MAX_IO, O_EXCL, READDIR_BATCH, S_IFBLK, S_IFCHR,
+    S_IFIFO, S_IFMT, S_IFREG, S_IFSOCK, TMPFILE_TRIES, XATTR_CREATE, XATTR_REPLACE,
 };
+use crate::calls::{send_everything, send_queue, send_writes};
+use crate::early::Make;
+use crate::sender;
+use crate::writeback::Wait;
 use std::os::unix::ffi::OsStrExt as _;
 
 impl Filesystem for ByzFuse {
@@ -533,7 +535,7 @@ impl Filesystem for ByzFuse {
             // one operation is held in pieces, and what the gather cannot hold goes in
             // flight, behind the queue that makes the file (across sites Andrew's copy
             // waited for all the write-back in flight at its first big file).
-            let mine = inner.link.dirs.is_mine(ino.0) && inflight::may_fly(&inner.link);
+            let mine = inner.link.dirs.is_mine(ino.0) && sender::may_fly(&inner.link);
             let holds = inner.link.gather.may_hold(data.len()) || (mine && !data.is_empty());
             if inner.link.gather_writes && fits && holds {
                 let limit = inner.link.gather.limit();
@@ -553,7 +555,7 @@ impl Filesystem for ByzFuse {
                     // Full: every held write goes, together (and with the queue of early
                     // answers, which may make their files).
                     if inner.link.gather.full_without(ino.0) {
-                        dirs::send_everything(&mut inner.link, Wait::InFlight);
+                        send_everything(&mut inner.link, Wait::InFlight);
                     }
                     let base = inner
                         .link
@@ -622,19 +624,19 @@ impl Filesystem for ByzFuse {
         inner.files.open.flushed(fh.0, std::time::Instant::now());
         // Write-back: a file made here in a directory this mount holds is reachable by no
         // other mount until it recalls the directory, and the recall sends everything
-        // held first (`dirs::give_back`): its `close` sends nothing. Its creation and
+        // held first (`recalls.rs` `give_back`): its `close` sends nothing. Its creation and
         // writes go within `gather::MAX_AGE`, at `fsync`, or at the recall, batched with
-        // other files' (`cluster::send_writes`); the creation is made at the time the
-        // kernel was given (`dirs::make_early`), so its attributes do not change then.
+        // other files' (`writeback.rs` `writes`); the creation is made at the time the
+        // kernel was given (`early.rs` `make_early`), so its attributes do not change then.
         if !inner.link.dirs.is_mine(ino.0) {
             // What was answered early of this file goes first, with this caller's gathered
             // writes: the file (and its name) is then durable when `close` returns.
             if inner.link.dirs.touches(ino.0) {
-                dirs::send_queue(&mut inner.link, Wait::Yes);
+                send_queue(&mut inner.link, Wait::Yes);
             }
             // Left in flight (no room to hold it): its answer comes before `close` does.
             if inner.link.inflight.holds(ino.0) {
-                inflight::land_all_for(&mut inner.link, "close");
+                sender::land_all_for(&mut inner.link, "close");
             }
             if let Some(p) = inner.link.gather.take_file(ino.0) {
                 send_held(&mut inner.link, p);
@@ -853,7 +855,7 @@ impl Filesystem for ByzFuse {
         // write-back batch in flight is waited for: durable when `fsync` returns.
         let synced = self.call(req, Op::Fsync { fh });
         if let Ok(mut inner) = self.inner.lock() {
-            inflight::land_all_for(&mut inner.link, "fsync");
+            sender::land_all_for(&mut inner.link, "fsync");
         }
         let held = self.inner.lock().ok().and_then(|mut i| {
             let early = i.link.dirs.take_error();
@@ -1280,9 +1282,9 @@ impl Filesystem for ByzFuse {
         let cred = own_credentials();
         if let Ok(mut guard) = self.inner.lock() {
             let inner = &mut *guard;
-            dirs::give_back_all(&mut inner.link, &cred);
-            dirs::send_everything(&mut inner.link, Wait::Yes);
-            inflight::land_all(&mut inner.link);
+            crate::recalls::give_back_all(&mut inner.link, &cred);
+            send_everything(&mut inner.link, Wait::Yes);
+            sender::land_all(&mut inner.link);
             let total: u64 = inner.link.sent.values().map(|(n, _)| n).sum();
             let waited: Duration = inner.link.sent.values().map(|(_, t)| *t).sum();
             let by_kind: Vec<String> = inner

@@ -20,7 +20,7 @@
 //! cluster has applied the file's writes; except under write-back, for a file this mount
 //! made in a directory it holds (`dirs.rs`), which no other mount can open before it
 //! recalls the directory, and the recall sends every held write first. Held writes go
-//! in batches, several files' in one request (`cluster::send_writes`), and those of a
+//! in batches, several files' in one request (`writeback.rs` `writes`), and those of a
 //! file removed before they went are dropped (`dirs.rs` `drop_writes`). A lock operation sends every file's writes
 //! first, so data written under a lock on another file (a lock file, SQLite's journal
 //! beside its database) reaches the replicas before the lock is let go.
@@ -74,7 +74,7 @@ pub fn needs(op: &Op) -> Option<Vec<u64>> {
         // A listing shows names, kinds and handles, which no held write changes (the
         // queue of early answers, which makes names, goes first: `dirs::Dirs::must_precede`).
         Op::ReadDir { .. } => Some(Vec::new()),
-        // Held writes of several files sent together (`cluster::send_writes`).
+        // Held writes of several files sent together (`writeback.rs` `writes`).
         Op::Batch(ops) => {
             let mut all = Vec::new();
             for op in ops {

@@ -1,6 +1,7 @@
 //! The handles this mount gives new entries before the replicas make them
 //! (`byzfs_fs::reserve`): reserved [`RESERVE`] at a time, taken in increasing order, and
-//! asked for again ahead, in flight, once [`AHEAD_BELOW`] are left.
+//! asked for again ahead, in flight, once [`AHEAD_BELOW`] are left. This is the pool;
+//! `early.rs` `take` takes from it for early answers, `link.rs` for the crypto layer.
 //!
 //! A reservation is an ordered request: it runs after every write-back batch in flight
 //! before it. Asked for only when the pool was empty, a program making files waited for all
@@ -18,10 +19,8 @@
 //! reservation, and the replicas run a client's requests in submission order (`wire.rs`). A
 //! failed queue's creations are forgotten, never sent again.
 
-use super::cluster::{invoke, transmit, Link};
-use super::inflight::{self, Then};
-use byzfs_fs::{Credentials, Errno, FileHandle, FsResult, Op, Reply};
-use std::collections::{HashSet, VecDeque};
+use byzfs_fs::{FileHandle, FsResult, Reply};
+use std::collections::VecDeque;
 
 /// Inode numbers reserved at a time (the most one request may: 64-bit numbers skipped by a
 /// mount that stops are never missed).
@@ -30,6 +29,9 @@ pub(crate) const RESERVE: u32 = byzfs_fs::reserve::MAX_RESERVE;
 /// More are asked for once fewer than this are left (see the module docs for why
 /// `RESERVE - AHEAD_BELOW` must exceed the queue of early answers).
 pub(crate) const AHEAD_BELOW: usize = RESERVE as usize - RESERVE as usize / 8;
+
+// The safety argument above, checked where the constants are.
+const _: () = assert!(RESERVE as usize - AHEAD_BELOW > byzfs_fs::proto::batch::MAX_BATCH);
 
 /// The reserved handles not yet given, oldest first, and whether more are asked for.
 #[derive(Default)]
@@ -40,8 +42,8 @@ pub(crate) struct Handles {
 }
 
 impl Handles {
-    /// Adds a range the replicas reserved.
-    fn add(&mut self, reply: FsResult) -> bool {
+    /// Adds a range the replicas reserved; false if they refused.
+    pub(crate) fn add(&mut self, reply: FsResult) -> bool {
         match reply {
             Ok(Reply::Reserved { first, count }) => {
                 self.pool.extend((0..u64::from(count)).map(|k| FileHandle {
@@ -56,51 +58,33 @@ impl Handles {
             }
         }
     }
-}
 
-/// A handle for an entry answered early (`dirs.rs`): the next reserved one, reserved first
-/// (waiting) if none is left; more are asked for in flight once [`AHEAD_BELOW`] are left.
-/// `None` if the cluster refused.
-pub(crate) fn take(link: &mut Link, cred: &Credentials) -> Option<FileHandle> {
-    if link.handles.pool.is_empty() && link.handles.asking {
-        // The reservation in flight lands with the batches before it.
-        inflight::land_all_for(link, "reserve_inodes");
+    /// Whether none is left.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.pool.is_empty()
     }
-    if link.handles.pool.is_empty() {
-        let reply = invoke(link, cred, Op::ReserveInodes { count: RESERVE });
-        if !link.handles.add(reply) {
-            return None;
-        }
-    }
-    let fh = link.handles.pool.pop_front()?;
-    if link.handles.pool.len() < AHEAD_BELOW && !link.handles.asking && inflight::may_fly(link) {
-        link.handles.asking = true;
-        let op = Op::ReserveInodes { count: RESERVE };
-        inflight::send(link, cred, op, HashSet::new(), Then::Reserved);
-    }
-    Some(fh)
-}
 
-/// A handle for the crypto layer, which makes an entry at once (`crypt.rs`, through
-/// [`crate::transport::Transport::new_handle`]): reserved on the wire under it if none is
-/// left. The queue of early answers, which takes from the same pool, went before the
-/// crypto layer's call (`cluster.rs` `invoke_once_as`), so handles stay in increasing order.
-pub(crate) fn take_now(link: &mut Link, cred: &Credentials) -> Result<FileHandle, Errno> {
-    if link.handles.pool.is_empty() {
-        let reply = transmit(link, cred, Op::ReserveInodes { count: RESERVE }, false);
-        if let Err(e) = reply {
-            return Err(e);
-        }
-        link.handles.add(reply);
+    /// Whether a reservation is in flight.
+    pub(crate) fn asking(&self) -> bool {
+        self.asking
     }
-    link.handles.pool.pop_front().ok_or(Errno::EIO)
-}
 
-// The safety argument above, checked where the constants are.
-const _: () = assert!(RESERVE as usize - AHEAD_BELOW > byzfs_fs::proto::batch::MAX_BATCH);
+    /// The next handle, in increasing order.
+    pub(crate) fn take(&mut self) -> Option<FileHandle> {
+        self.pool.pop_front()
+    }
 
-/// The answer of a reservation asked for ahead.
-pub(crate) fn reserved(link: &mut Link, reply: FsResult) {
-    link.handles.asking = false;
-    link.handles.add(reply);
+    /// Whether to ask for more ahead now (few left, none asked for); if so, counts it
+    /// asked for.
+    pub(crate) fn ask_ahead(&mut self) -> bool {
+        let due = self.pool.len() < AHEAD_BELOW && !self.asking;
+        self.asking |= due;
+        due
+    }
+
+    /// The answer of a reservation asked for ahead.
+    pub(crate) fn reserved(&mut self, reply: FsResult) {
+        self.asking = false;
+        self.add(reply);
+    }
 }

@@ -15,8 +15,8 @@
 //!   submitted them (`wire.rs`), so every ordered operation sent later runs after the
 //!   batch. A read-only one is answered without ordering and could overtake it, so any
 //!   operation that names what a batch in flight touches (its [`footprint`]), or whose reach
-//!   is wider than its handles, first waits for every batch in flight (`cluster.rs`
-//!   `prepare`): the mount sees its own writes.
+//!   is wider than its handles, first waits for every batch in flight (`calls.rs`,
+//!   `sender.rs` `run`): the mount sees its own writes.
 //! * **What the mount answers itself** of a file with writes in flight (its attributes, a
 //!   lookup of it), it answers as of a file with writes held: from the cluster, after the
 //!   batch (`filesystem.rs` `getattr`, `lib.rs` `lookup_early`).
@@ -28,16 +28,17 @@
 //!   that dies loses what was in flight and not yet run, as what it held (README
 //!   "Write-back").
 //!
-//! Only a plain mount of a replicated cluster leaves batches in flight: the crypto layer
+//! These are the books; `sender.rs` launches batches and lands their answers. Only a plain
+//! mount of a replicated cluster leaves batches in flight: the crypto layer
 //! seals and sends a write in several calls (`crypt.rs`), and the unreplicated client sends
 //! a call only when it is waited for (`wire.rs`).
 
-use super::cluster::{finish_in_flight, send_in_flight, InLane, Link};
-use super::dirs::{handles_of, QueueSent};
-use super::drain_rate::DrainRate;
-use super::reclaim;
-use super::wire::Outcome;
-use byzfs_fs::{Credentials, FsResult, Op};
+use crate::awaiting::Then;
+use crate::dirs::handles_of;
+use crate::drain_rate::DrainRate;
+use crate::lane::InLane;
+use crate::wire::Outcome;
+use byzfs_fs::Op;
 use std::collections::{HashSet, VecDeque};
 use std::time::Instant;
 
@@ -45,39 +46,16 @@ use std::time::Instant;
 /// every operation is checked against: [`InFlight::must_precede`]).
 pub(crate) const MAX_IN_FLIGHT: usize = 256;
 
-/// What to do with a batch's answer.
-pub(crate) enum Then {
-    /// The queue of early answers, with the writes that joined it.
-    Queue(QueueSent),
-    /// Held writes of several files, or one file's.
-    Writes(super::cluster::WritesSent),
-    /// Handles reserved ahead (`handles.rs`).
-    Reserved,
-}
-
-impl Then {
-    fn answered(self, link: &mut Link, result: FsResult) {
-        match self {
-            Then::Queue(q) => q.answered(link, result),
-            // Sent without `invoke`'s retries: a failure is tried again.
-            Then::Writes(w) => w.answered(link, result, false),
-            Then::Reserved => super::handles::reserved(link, result),
-        }
-    }
-}
-
 /// One batch in flight.
-struct Flying {
-    lane: InLane,
-    /// Its request's size.
-    bytes: usize,
+pub(crate) struct Flying {
+    pub(crate) lane: InLane,
     /// When it was sent.
-    sent: Instant,
+    pub(crate) sent: Instant,
     /// Inodes it writes, makes, removes or changes names in.
-    footprint: HashSet<u64>,
+    pub(crate) footprint: HashSet<u64>,
     /// Whether its success may leave space to give back (`reclaim.rs`).
-    reclaims: bool,
-    then: Then,
+    pub(crate) reclaims: bool,
+    pub(crate) then: Then,
 }
 
 /// The batches in flight, oldest first.
@@ -105,7 +83,7 @@ impl InFlight {
 
     /// Whether one more batch may go without the oldest landing first (the last one sent
     /// may pass the bound in bytes by its own size, at most a request's).
-    fn has_room(&self) -> bool {
+    pub(crate) fn has_room(&self) -> bool {
         self.flying.len() < MAX_IN_FLIGHT && self.bytes < self.drain.bound()
     }
 
@@ -135,134 +113,56 @@ impl InFlight {
         }
         inos.iter().any(|i| self.holds(*i)) || op.dirs_named().iter().any(|d| self.holds(d.ino))
     }
-}
 
-/// Whether this mount may leave batches in flight at all (see the module docs).
-pub(crate) fn may_fly(link: &Link) -> bool {
-    link.crypt.is_none() && link.wire.windowed()
-}
-
-/// Sends `op` for `cred` and leaves it in flight (after the oldest, while the bound in bytes
-/// or [`MAX_IN_FLIGHT`] batches are); `then` handles its answer. Sent and waited for at once where batches may not fly.
-pub(crate) fn send(
-    link: &mut Link,
-    cred: &Credentials,
-    op: Op,
-    footprint: HashSet<u64>,
-    then: Then,
-) {
-    if !may_fly(link) {
-        match then {
-            Then::Queue(q) => {
-                let result = super::cluster::invoke_once(link, cred, op);
-                q.answered(link, result)
-            }
-            // Sent with `invoke`'s own retries: its answer is final.
-            Then::Writes(w) => {
-                let result = super::cluster::invoke(link, cred, op);
-                w.answered(link, result, true)
-            }
-            Then::Reserved => {
-                let result = super::cluster::invoke(link, cred, op);
-                super::handles::reserved(link, result)
-            }
-        }
-        return;
+    /// Counts an operation `why` that waits for every batch in flight.
+    pub(crate) fn waits(&mut self, why: &'static str) {
+        *self.waited_by.entry(why).or_default() += 1;
     }
-    if !link.inflight.has_room() {
-        link.inflight.waited_for_room += 1;
-        while !link.inflight.has_room() {
-            land_oldest(link);
-        }
+
+    /// A batch sent.
+    pub(crate) fn launched(&mut self, f: Flying) {
+        self.sent += 1;
+        self.bytes += f.lane.bytes();
+        self.flying.push_back(f);
     }
-    let reclaims = reclaim::may_queue(&op);
-    let lane = send_in_flight(link, cred, op);
-    let bytes = lane.bytes();
-    link.inflight.sent += 1;
-    link.inflight.bytes += bytes;
-    link.inflight.flying.push_back(Flying {
-        lane,
-        bytes,
-        sent: Instant::now(),
-        footprint,
-        reclaims,
-        then,
-    });
-    // The background thread leads the client while batches fly (`cluster.rs`).
-    link.dirs.wake_background();
-}
 
-/// Waits for every batch in flight and handles their answers, oldest first. The later ones
-/// stay in the list meanwhile: what an answer says of an inode they change is passed over
-/// ([`land`]; a creation's size 0 was kept over the size the writes in flight after it
-/// gave, and `stat` answered 0: `faults::andrew`). An answer that sends again (a failed
-/// batch, file by file) lands the rest first (`cluster.rs` `prepare`).
-pub(crate) fn land_all(link: &mut Link) {
-    while !link.inflight.flying.is_empty() {
-        land_oldest(link);
+    /// The oldest batch's reply if it is in, without waiting.
+    pub(crate) fn oldest_ready(&mut self) -> Option<Outcome> {
+        self.flying.front_mut().and_then(|f| f.lane.ready())
     }
-}
 
-/// [`land_all`] for an operation `why` that must see them, counted in
-/// [`InFlight::waited_by`] if any is in flight.
-pub(crate) fn land_all_for(link: &mut Link, why: &'static str) {
-    if !link.inflight.flying.is_empty() {
-        *link.inflight.waited_by.entry(why).or_default() += 1;
-        land_all(link);
+    /// Waits for the oldest batch's answer, leaving it first in line (`None`: nothing in
+    /// flight).
+    pub(crate) fn wait_oldest(&mut self) -> Option<Option<Outcome>> {
+        self.flying.front_mut().map(|f| f.lane.wait())
     }
-}
 
-/// Handles the answers already in (the background thread, after driving the client),
-/// oldest first, without waiting.
-pub(crate) fn land_ready(link: &mut Link) {
-    while let Some(out) = link
-        .inflight
-        .flying
-        .front_mut()
-        .and_then(|f| f.lane.ready())
-    {
-        if let Some(f) = pop_oldest(link) {
-            land(link, f, Some(out));
-        }
+    /// Takes the oldest batch out once its answer is in; the drain rate learns how long it
+    /// took (to now: measured from the time the mount began to wait instead, the rate came
+    /// out too fast exactly when the mount waited on the links).
+    pub(crate) fn pop_oldest(&mut self) -> Option<Flying> {
+        let f = self.flying.pop_front()?;
+        let bytes = f.lane.bytes();
+        self.bytes -= bytes;
+        self.drain.answered(bytes, f.sent, Instant::now());
+        Some(f)
     }
-}
 
-fn pop_oldest(link: &mut Link) -> Option<Flying> {
-    let f = link.inflight.flying.pop_front()?;
-    link.inflight.bytes -= f.bytes;
-    link.inflight
-        .drain
-        .answered(f.bytes, f.sent, Instant::now());
-    Some(f)
-}
-
-fn land_oldest(link: &mut Link) {
-    if let Some(mut f) = pop_oldest(link) {
-        let out = f.lane.wait();
-        land(link, f, out);
+    /// What the batches still in flight touch: what an answer landing before them says of
+    /// those inodes is already old (`sender.rs` `land`).
+    pub(crate) fn later_footprint(&self) -> HashSet<u64> {
+        self.flying
+            .iter()
+            .flat_map(|f| f.footprint.iter().copied())
+            .collect()
     }
-}
-
-fn land(link: &mut Link, f: Flying, out: Option<Outcome>) {
-    // What the answer says of a file a later batch still changes is already old (a
-    // creation's size 0 before the writes in flight after it): the cache takes it from
-    // the later batch's answer instead.
-    let later: HashSet<u64> = link
-        .inflight
-        .flying
-        .iter()
-        .flat_map(|f| f.footprint.iter().copied())
-        .collect();
-    let result = finish_in_flight(link, f.lane, out, &later);
-    link.reclaim.after(f.reclaims && result.is_ok());
-    f.then.answered(link, result);
 }
 
 /// The inodes `ops` write (by handle) and name directories of: a write batch's footprint.
 pub(crate) fn footprint_of(ops: &[Op]) -> HashSet<u64> {
     let mut out = HashSet::new();
     for op in ops {
-        if let Some(files) = super::gather::needs(op) {
+        if let Some(files) = crate::gather::needs(op) {
             out.extend(files);
         }
         out.extend(op.dirs_named().iter().map(|d| d.ino));

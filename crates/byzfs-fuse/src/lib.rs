@@ -95,7 +95,9 @@
 //!   go-fuse's POSIX suite passes (docs/CONFORMANCE.md).
 
 mod attrs;
-mod cluster;
+mod awaiting;
+mod background;
+mod calls;
 mod convert;
 pub mod crypt;
 mod crypt_data;
@@ -108,33 +110,39 @@ mod crypt_tree;
 mod delegations;
 mod dirs;
 mod drain_rate;
+mod early;
 pub mod fsclient;
 mod gather;
 mod groups;
 mod handles;
 mod inflight;
+mod lane;
+mod link;
 mod listings;
 mod locks;
 mod mine;
 mod open_files;
 mod orphans;
 mod ranges;
+mod recalls;
 mod reclaim;
+mod sender;
 mod session;
 mod transport;
 mod wire;
+mod writeback;
 
-use attrs::{AttrCache, Effect};
+use attrs::{AttrCache, Stamp};
+use background::spawn_background;
 use byzfs_fs::proto::attr::{SetTime, Timestamp};
 use byzfs_fs::proto::op::{XattrSet, MAX_IO};
 use byzfs_fs::{
-    decode_result, Attr, Credentials, Errno, FileHandle, FileType, FsResult, Op, Reply, SetAttr,
-    SpecialKind,
+    Attr, Credentials, Errno, FileHandle, FileType, FsResult, Op, Reply, SetAttr, SpecialKind,
 };
 use byzfs_net::cluster::ClusterConfig;
 use byzfs_net::keygen::{client_key_path, DEFAULT_CLIENT};
 use byzfs_net::ClientCredential;
-use cluster::{invoke, invoke_once, send_held, spawn_background, Link};
+use calls::{invoke, send_held};
 use convert::{errno, file_attr, kind, negative_entry, timestamp};
 use fuser::{
     AccessFlags, FileAttr, Filesystem, Generation, INodeNo, MountOption, OpenFlags, RenameFlags,
@@ -142,6 +150,7 @@ use fuser::{
     ReplyWrite, TimeOrNow, WriteFlags,
 };
 use gather::Gather;
+use link::Link;
 use orphans::{own_credentials, to_orphans};
 pub use session::{check_fuse, check_mountpoint, mount, MountOptions, Mounted};
 use std::collections::{BTreeMap, HashMap};
@@ -217,7 +226,7 @@ const WRITE_OVERHEAD: usize = 16 * 1024;
 /// separately: a lock or delegation call borrows the link and the lock books, never the
 /// file table.
 struct Inner {
-    /// The cluster and what every call to it passes through (`cluster.rs`).
+    /// The cluster and what every call to it passes through (`link.rs`).
     link: Link,
     /// What the kernel holds and what is open on this mount.
     files: Files,
@@ -273,24 +282,6 @@ fn held_listing(inner: &mut Inner, dir: FileHandle) -> Option<Vec<listings::Entr
     Some(entries)
 }
 
-/// What of an inode's attributes says its data or size changed.
-#[derive(Clone, Copy, PartialEq, Eq)]
-struct Stamp {
-    size: u64,
-    mtime: Timestamp,
-    ctime: Timestamp,
-}
-
-impl Stamp {
-    fn of(a: &Attr) -> Stamp {
-        Stamp {
-            size: a.size,
-            mtime: a.mtime,
-            ctime: a.ctime,
-        }
-    }
-}
-
 /// What the adapter knows of an inode the kernel holds.
 struct Known {
     generation: u64,
@@ -332,8 +323,8 @@ impl ByzFuse {
     /// an inode (its lookup count grows by one), so the inode's generation is remembered
     /// until the matching `forget`.
     ///
-    /// A read-only operation of a plain mount goes in a lane (`cluster.rs`
-    /// [`cluster::send_in_lane`]): sent under the mount's lock, which is then let go while
+    /// A read-only operation of a plain mount goes in a lane (`calls.rs`
+    /// [`calls::send_in_lane`]): sent under the mount's lock, which is then let go while
     /// the replicas answer, so other threads' operations are sent meanwhile and are in
     /// flight together through the client's window (`wire.rs`). Its place among the
     /// mount's requests is where it was sent; its reply updates the attribute cache only
@@ -344,16 +335,16 @@ impl ByzFuse {
         let Ok(mut inner) = self.inner.lock() else {
             return Err(Errno::EIO);
         };
-        let result = if cluster::lane_takes(&inner.link, &op) {
+        let result = if link::lane_takes(&inner.link, &op) {
             let again = (!op.dirs_named().is_empty()).then(|| op.clone());
-            let mut sent = cluster::send_in_lane(&mut inner.link, &cred, op);
+            let mut sent = calls::send_in_lane(&mut inner.link, &cred, op);
             drop(inner);
             let out = sent.wait();
             inner = match self.inner.lock() {
                 Ok(i) => i,
                 Err(_) => return Err(Errno::EIO),
             };
-            match (cluster::finish_in_lane(&mut inner.link, sent, out), again) {
+            match (link::finish_in_lane(&mut inner.link, sent, out), again) {
                 (Ok(Reply::Recall), Some(op)) => invoke(&mut inner.link, &cred, op),
                 (r, _) => r,
             }
@@ -551,11 +542,11 @@ impl ByzFuse {
         dir: FileHandle,
         name: &[u8],
         mode: u32,
-        what: dirs::Make,
+        what: early::Make,
     ) -> Option<Attr> {
         let cred = self.credentials(req);
         let mut inner = self.inner.lock().ok()?;
-        let (a, d) = dirs::make_early(&mut inner.link, &cred, dir, name, mode, what)?;
+        let (a, d) = early::make_early(&mut inner.link, &cred, dir, name, mode, what)?;
         let now = std::time::Instant::now();
         inner.link.attrs.learn(&a, now);
         inner.link.attrs.learn(&d, now);
@@ -591,7 +582,7 @@ impl ByzFuse {
             .last(fh.ino)
             .filter(|a| a.fh == fh)?
             .clone();
-        let (a, d) = dirs::link_early(&mut inner.link, &cred, (fh, known), dir, name)?;
+        let (a, d) = early::link_early(&mut inner.link, &cred, (fh, known), dir, name)?;
         let now = std::time::Instant::now();
         inner.link.attrs.learn(&a, now);
         inner.link.attrs.learn(&d, now);
@@ -643,7 +634,7 @@ impl ByzFuse {
                 || files.open_dirs.contains_key(&ino)
                 || files.silly.contains_key(&ino)
         };
-        let Some((ino, d)) = dirs::remove_early(link, cred, dir, name, is_dir, open) else {
+        let Some((ino, d)) = early::remove_early(link, cred, dir, name, is_dir, open) else {
             return false;
         };
         link.attrs.forget(ino);
@@ -689,7 +680,7 @@ impl ByzFuse {
     ) -> bool {
         let Inner { link, files, .. } = inner;
         let open = |ino: u64| files.open.contains(ino) || files.silly.contains_key(&ino);
-        let Some((replaced, d)) = dirs::rename_early(link, cred, dir, names, open) else {
+        let Some((replaced, d)) = early::rename_early(link, cred, dir, names, open) else {
             return false;
         };
         let now = std::time::Instant::now();

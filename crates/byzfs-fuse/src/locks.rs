@@ -42,7 +42,8 @@
 
 use super::delegations::Delegations;
 use super::delegations::CONFIRMED_WITHIN;
-use super::{errno, invoke, Inner, Link, Stamp};
+use super::{errno, invoke, Inner, Link};
+use crate::attrs::Stamp;
 use byzfs_fs::proto::lock::{LockInfo, LockKind, LOCK_END_MAX};
 use byzfs_fs::{Credentials, Errno, FileHandle, Op, Reply};
 use std::collections::HashMap;

@@ -10,19 +10,18 @@
 //!   ([`byzfs_fs::reclaim::STEP_BLOCKS`] blocks).
 //! * **On `EBUSY`.** A write, truncation or `fallocate` that would grow a file over the
 //!   stale tail a large truncation left gets `EBUSY` from the replicas, having changed
-//!   nothing; [`super::invoke`] then reclaims that file's tail and sends the operation
-//!   again, so applications never see it.
+//!   nothing; the mount then reclaims that file's tail and sends the operation again
+//!   (`sender.rs` `send_growing`), so applications never see it.
+//!
+//! This file holds the books and the rules; the background thread sends the steps
+//! (`background.rs`).
 
-use super::{invoke_once, Link};
-use byzfs_fs::{Credentials, Errno, FileHandle, FsResult, Op, Reply};
+use byzfs_fs::{FileHandle, Op};
 use std::sync::mpsc::Sender;
 use std::time::{Duration, Instant};
 
 /// How often a mount looks for reclaim work left by others, besides after its own removals.
 pub(super) const CHECK_EVERY: Duration = Duration::from_secs(300);
-/// Most times one operation is sent again after `EBUSY` (each after its file's whole tail
-/// went: another client would have to truncate the file again each time).
-const BUSY_RETRIES: u32 = 16;
 
 /// Whether reclaim steps are due.
 pub(super) struct Reclaimer {
@@ -53,6 +52,12 @@ impl Reclaimer {
                 let _ = n.send(());
             }
         }
+    }
+
+    /// The replicas said no work is left: look again in [`CHECK_EVERY`].
+    pub(crate) fn done(&mut self) {
+        self.due = false;
+        self.next_check = Instant::now() + CHECK_EVERY;
     }
 
     /// Whether the background thread should send a step now.
@@ -87,65 +92,5 @@ pub(super) fn grows(op: &Op) -> Option<FileHandle> {
         | Op::SetAttr { fh, .. }
         | Op::Allocate { fh, .. } => Some(*fh),
         _ => None,
-    }
-}
-
-/// One background step: `Op::Reclaim` of the queue's oldest work. Returns whether more is
-/// left (the caller sends the next step soon, with the mount's lock released meanwhile).
-pub(super) fn step(link: &mut Link, cred: &Credentials) -> bool {
-    if !link.reclaim.due() {
-        return false;
-    }
-    let more = match invoke_once(link, cred, Op::Reclaim { file: None }) {
-        Ok(Reply::Reclaimed { more, .. }) => more,
-        Ok(other) => {
-            tracing::warn!(?other, "unexpected reply to a reclaim step");
-            false
-        }
-        Err(e) => {
-            tracing::debug!(%e, "cannot send a reclaim step");
-            false
-        }
-    };
-    if !more {
-        link.reclaim.due = false;
-        link.reclaim.next_check = Instant::now() + CHECK_EVERY;
-    }
-    more
-}
-
-/// Sends `op`, and after an `EBUSY` for a file it grows, reclaims that file's stale tail and
-/// sends it again.
-pub(super) fn invoke_growing(
-    link: &mut Link,
-    cred: &Credentials,
-    fh: FileHandle,
-    op: Op,
-) -> FsResult {
-    for _ in 0..BUSY_RETRIES {
-        match invoke_once(link, cred, op.clone()) {
-            Err(Errno::EBUSY) => file_tail(link, cred, fh)?,
-            other => return other,
-        }
-    }
-    invoke_once(link, cred, op)
-}
-
-/// Sends `Op::Reclaim` for `fh`'s stale tail until none is left.
-fn file_tail(link: &mut Link, cred: &Credentials, fh: FileHandle) -> Result<(), Errno> {
-    let began = Instant::now();
-    let mut blocks = 0;
-    loop {
-        match invoke_once(link, cred, Op::Reclaim { file: Some(fh) })? {
-            Reply::Reclaimed { blocks: b, more } => {
-                blocks += b;
-                if !more {
-                    tracing::debug!(ino = fh.ino, blocks, took = ?began.elapsed(),
-                        "deleted a file's stale tail before growing it");
-                    return Ok(());
-                }
-            }
-            _ => return Err(Errno::EIO),
-        }
     }
 }

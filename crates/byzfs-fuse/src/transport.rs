@@ -1,7 +1,7 @@
 //! What the crypto layer (`crypt.rs`) needs of the cluster below it, and nothing more: a
 //! call, whether reads must be ordered, the caller's credentials as requests carry them,
 //! and a reserved handle for a new directory. The mount's `Link` is one transport
-//! (`cluster.rs`); a test can run the layer over a file service in memory, without FUSE or
+//! (`link.rs`); a test can run the layer over a file service in memory, without FUSE or
 //! a cluster (issue #45 item 1: layers that own their state, each testable alone).
 
 use byzfs_fs::{Credentials, Errno, FileHandle, FsResult, Op};

@@ -15,7 +15,7 @@
 //! process on a mount is as fast as before lanes); with several, the leader passes the
 //! others' results on. All callers block on one current-thread runtime, which lets any of
 //! them drive its I/O in turn (tokio's `block_on` hands the runtime's core over). Between
-//! calls the background thread drives it briefly (`cluster.rs`, [`Wire::drive_for`]), so
+//! calls the background thread drives it briefly (`background.rs`, [`Wire::drive_for`]), so
 //! the links notice a restarted replica.
 //!
 //! The unreplicated client (NO-REP) has no window: a call is sent when its caller waits for

@@ -1109,7 +1109,7 @@ fn a_new_directory_and_its_header_are_one_request() {
             // Each creation sent as it comes (not answered early and batched).
             "--no-dir-delegations",
         ],
-        &[("RUST_LOG", "byzfs_fuse::cluster=trace")],
+        &[("RUST_LOG", "byzfs_fuse::link=trace")],
     );
     let signed = || {
         std::fs::read_to_string(&log)

@@ -1,0 +1,85 @@
+//! Calls to the cluster as the mount's operations make them: one operation, after what
+//! must reach the replicas first, retried while it meets another mount's directory
+//! ([`invoke`]); a read-only one sent in a lane, waited for without the mount's lock
+//! ([`send_in_lane`]); and the write-back sent on its own (`close`, `fsync`, the background
+//! thread, a full queue). The layers below: `sender.rs` (sending, write-back in flight),
+//! `writeback.rs` (what to send), `link.rs` (one request as it is).
+
+use crate::dirs::RECALL_RETRY;
+use crate::gather::Pending;
+use crate::lane::InLane;
+use crate::link::{prep_of, send_lane, Link};
+use crate::recalls;
+use crate::sender::{self, run};
+use crate::writeback::{self, Wait};
+use byzfs_fs::{Credentials, FsResult, Op, Reply};
+
+/// Runs `op` on the cluster with `cred`. Waits until the cluster answers, or up to the
+/// soft mount's timeout; the client retransmits meanwhile and its links reconnect by
+/// themselves, so replicas killed and restarted never surface as errors. What `op` may
+/// see goes first: the write-back in flight lands, the queue of early answers and held
+/// writes are sent (`writeback::before`). An operation that grows a file the replicas are
+/// still shrinking (`EBUSY`) is sent again once that file's old tail is gone, and one that
+/// may leave space to give back wakes the background reclaim (`sender.rs` `send_growing`).
+///
+/// An operation on names in a directory another mount holds (`dirs.rs`) is answered
+/// `Recall`: it is sent again, ordered (so the replicas ask the holder to give the directory
+/// back), every [`RECALL_RETRY`], until it runs; meanwhile this mount gives back what
+/// it is asked for itself, so two mounts waiting on each other's directories both go on.
+pub(crate) fn invoke(link: &mut Link, cred: &Credentials, op: Op) -> FsResult {
+    let again = (!op.is_lock() && !op.dirs_named().is_empty()).then(|| op.clone());
+    let mut r = sender::call(link, cred, op, false);
+    if let Some(op) = again {
+        let mut waits = 0u32;
+        while matches!(r, Ok(Reply::Recall)) {
+            if waits.is_multiple_of(200) {
+                tracing::debug!(op = op.name(), "waiting for another mount's directory");
+            }
+            waits = waits.wrapping_add(1);
+            recalls::give_back_recalled(link, cred);
+            std::thread::sleep(RECALL_RETRY);
+            r = sender::call(link, cred, op.clone(), true);
+        }
+    }
+    r
+}
+
+/// The first half of [`invoke`] for an operation `link.rs` `lane_takes`: sends what must go
+/// first, then `op`, and returns without waiting, so the caller can let the mount's lock
+/// go while `op` is at the replicas (`lib.rs` `call`). Its place among the mount's
+/// requests is fixed here (`wire.rs`); `link.rs` `finish_in_lane` is the second half.
+pub(crate) fn send_in_lane(link: &mut Link, cred: &Credentials, op: Op) -> InLane {
+    if link.inflight.must_precede(&op) {
+        sender::land_all_for(link, op.name());
+    }
+    let first = writeback::before(link, &op, Wait::Yes);
+    run(link, first);
+    let prep = prep_of(link, &op, false);
+    send_lane(link, cred, op, prep)
+}
+
+/// Sends the queue of early answers, with the held writes that join it, then the other
+/// held writes.
+pub(crate) fn send_queue(link: &mut Link, wait: Wait) {
+    let plan = writeback::queue(&mut link.dirs, &mut link.gather, wait);
+    run(link, plan);
+}
+
+/// Sends everything held: the queue, with the writes that join it, and every other held
+/// write (a delegation given back, unmount, the gather full).
+pub(crate) fn send_everything(link: &mut Link, wait: Wait) {
+    let plan = writeback::everything(link, wait);
+    run(link, plan);
+}
+
+/// Sends held writes of several files (`writeback::writes` packs them).
+pub(crate) fn send_writes(link: &mut Link, held: Vec<Pending>, wait: Wait) {
+    let plan = writeback::writes(&link.gather, held, wait);
+    run(link, plan);
+}
+
+/// Sends one file's held writes and waits; a failure is kept for the file's next `close`
+/// or `fsync`.
+pub(crate) fn send_held(link: &mut Link, p: Pending) {
+    send_writes(link, vec![p], Wait::Yes);
+}

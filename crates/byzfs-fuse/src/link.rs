@@ -1,0 +1,240 @@
+//! The mount's link to the cluster: one operation sent as it is, in a lane or waited for,
+//! and its reply applied to the books every call passes through (the attribute cache, the
+//! directory delegations' listings). What must reach the replicas before an operation, and
+//! the retries, are the layers above (`sender.rs`, `calls.rs`).
+
+use crate::attrs::{AttrCache, Effect, Stamp};
+use crate::dirs::Dirs;
+use crate::gather::Gather;
+use crate::handles::{Handles, RESERVE};
+use crate::inflight::InFlight;
+use crate::lane::{InLane, Prep};
+use crate::reclaim::Reclaimer;
+use crate::transport::Transport;
+use crate::wire::{Outcome, Wire};
+use byzfs_fs::{decode_result, Credentials, Errno, FileHandle, FsResult, Op, Reply};
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::time::{Duration, Instant};
+
+/// The cluster and what every call to it passes through: the client and its runtime, the
+/// mount's options for calls, and the books the calls read and their replies fill (writes
+/// held back, the attribute cache, the attributes last seen of each file, directory
+/// delegations, write-back in flight, reserved handles, reclaim). The functions here send
+/// one operation as it is; what must go before it is `calls.rs`'s and `sender.rs`'s. Locks
+/// and delegations borrow this and their own books only (`locks.rs`).
+pub(crate) struct Link {
+    /// The cluster client (`wire.rs`), shared with callers waiting without the mount's
+    /// lock.
+    pub(crate) wire: std::sync::Arc<Wire>,
+    /// Operations sent to the cluster, by kind: how many, and the time spent waiting for
+    /// them (logged at unmount: where a workload's round trips and time go).
+    pub(crate) sent: BTreeMap<&'static str, (u64, Duration)>,
+    /// `None`: a hard mount (see [`crate::MountOptions::timeout`]).
+    pub(crate) timeout: Option<Duration>,
+    /// Send read-only operations as ordered requests.
+    pub(crate) strict: bool,
+    /// Writes held back (`gather.rs`).
+    pub(crate) gather: Gather,
+    /// Hold writes back at all (not `--sync-writes`).
+    pub(crate) gather_writes: bool,
+    /// Attributes from the cluster's replies, answering the kernel's `getattr` within the
+    /// cache timeout (`attrs.rs`).
+    pub(crate) attrs: AttrCache,
+    /// The last attributes seen for each inode the kernel holds, to tell at `open` whether
+    /// another client changed the file since.
+    pub(crate) stamps: HashMap<u64, Stamp>,
+    /// The attributes each inode had at its last `open` that let the kernel drop its cached
+    /// pages: an `open` that finds the same ones keeps the pages (`FOPEN_KEEP_CACHE`).
+    pub(crate) opened: HashMap<u64, Stamp>,
+    /// Whether reclaim steps are due (`reclaim.rs`).
+    pub(crate) reclaim: Reclaimer,
+    /// Directory delegations and the operations answered early in them (`dirs.rs`).
+    pub(crate) dirs: Dirs,
+    /// Write-back batches sent and not yet answered (`inflight.rs`).
+    pub(crate) inflight: InFlight,
+    /// Handles reserved for new entries (`handles.rs`).
+    pub(crate) handles: Handles,
+    /// Read-only operations go in lanes (more than one FUSE thread: `lib.rs` `call`).
+    pub(crate) lanes: bool,
+    /// An encrypted mount's crypto layer (`crypt.rs`), between every operation and the wire.
+    pub(crate) crypt: Option<Box<crate::crypt::Crypt>>,
+}
+
+/// What `op`'s reply must update ([`settle`]), noted just before it is sent (`ordered`: sent
+/// ordered even if read-only); a rename or a hard link through the cluster changes what
+/// this mount may count as its own at once.
+pub(crate) fn prep_of(link: &mut Link, op: &Op, ordered: bool) -> Prep {
+    // Names changed in held directories by anything but the queue: listed again before use.
+    // A held directory's own attributes come back in the reply.
+    let changes_held = match op {
+        Op::Batch(_) | Op::DelegateDir { .. } | Op::ReturnDir { .. } | Op::SetAttr { .. } => {
+            Vec::new()
+        }
+        _ if op.is_read_only() || !link.dirs.any_held() => Vec::new(),
+        _ => op.dirs_named(),
+    };
+    // A hard link or a rename makes a file reachable from another directory.
+    match op {
+        Op::Link { fh, .. } => link.dirs.not_mine(fh.ino),
+        Op::Rename {
+            from_dir,
+            from_name,
+            ..
+        }
+        | Op::RenameNoReplace {
+            from_dir,
+            from_name,
+            ..
+        } => link.dirs.renamed_through_cluster(&[(*from_dir, from_name)]),
+        Op::Exchange {
+            a_dir,
+            a_name,
+            b_dir,
+            b_name,
+        } => link
+            .dirs
+            .renamed_through_cluster(&[(*a_dir, a_name), (*b_dir, b_name)]),
+        _ => {}
+    }
+    let sets_held = match op {
+        Op::SetAttr { fh, .. } if link.dirs.holds(fh.ino) => Some(*fh),
+        _ => None,
+    };
+    Prep {
+        // The flag is only a hint: replicas decide from the operation itself what is
+        // read-only.
+        read_only: op.is_read_only() && !link.strict && !ordered,
+        effect: Effect::of(op),
+        changes_held,
+        sets_held,
+    }
+}
+
+/// After `result` came back for an operation sent at the attribute cache's `mark`
+/// (`u64::MAX`: the mount's lock was held since).
+pub(crate) fn settle(link: &mut Link, prep: Prep, mark: u64, result: &FsResult) {
+    settle_but(link, prep, mark, result, &HashSet::new());
+}
+
+/// [`settle`], the attributes of the inodes in `later` passed over (see
+/// [`AttrCache::record_since_but`]).
+fn settle_but(link: &mut Link, prep: Prep, mark: u64, result: &FsResult, later: &HashSet<u64>) {
+    let now = Instant::now();
+    link.attrs
+        .record_since_but(mark, prep.effect, result, now, later);
+    if !prep.changes_held.is_empty() {
+        link.dirs.changed_elsewhere(&prep.changes_held);
+    }
+    if let Some(fh) = prep.sets_held {
+        match result {
+            Ok(Reply::Attr(a)) => link.dirs.set_attr(a),
+            _ => link.dirs.changed_elsewhere(&[fh]),
+        }
+    }
+}
+
+/// Whether `calls.rs` `send_in_lane` takes `op`: a read-only operation of a mount without the
+/// crypto layer (whose reads fetch and check headers in several calls: `crypt.rs`), other
+/// than the recall poll.
+pub(crate) fn lane_takes(link: &Link, op: &Op) -> bool {
+    link.lanes && link.crypt.is_none() && op.is_read_only() && !matches!(op, Op::Recalls)
+}
+
+/// Sends `op` without waiting (its reply is waited for by whoever holds the returned
+/// lane, without the mount's lock); its place among the mount's requests is fixed here
+/// (`wire.rs`).
+pub(crate) fn send_lane(link: &mut Link, cred: &Credentials, op: Op, prep: Prep) -> InLane {
+    let name = op.name();
+    tracing::trace!(op = name, "send in a lane");
+    let request = link.wire.request(cred, op);
+    InLane {
+        mark: link.attrs.mark(),
+        bytes: request.len(),
+        ticket: link.wire.call(request, prep.read_only),
+        wire: std::sync::Arc::clone(&link.wire),
+        prep,
+        name,
+        began: Instant::now(),
+        timeout: link.timeout,
+    }
+}
+
+/// What a lane's reply does, the mount's lock taken again.
+pub(crate) fn finish_in_lane(link: &mut Link, sent: InLane, out: Option<Outcome>) -> FsResult {
+    let result = received(link, sent.name, sent.began, out);
+    settle(link, sent.prep, sent.mark, &result);
+    result
+}
+
+/// [`finish_in_lane`] for a write-back batch in flight: what its reply says of the inodes
+/// in `later`, which batches sent after it change, is passed over (`inflight.rs`).
+pub(crate) fn finish_in_flight(
+    link: &mut Link,
+    sent: InLane,
+    out: Option<Outcome>,
+    later: &HashSet<u64>,
+) -> FsResult {
+    let result = received(link, sent.name, sent.began, out);
+    settle_but(link, sent.prep, sent.mark, &result, later);
+    result
+}
+
+/// Sends `op` as it is and waits for its result, or up to the soft mount's timeout: the
+/// wire under `sender.rs` `send_op` (and under the crypto layer, `crypt.rs`).
+pub(crate) fn transmit(link: &mut Link, cred: &Credentials, op: Op, read_only: bool) -> FsResult {
+    let name = op.name();
+    tracing::trace!(op = name, "send");
+    let began = Instant::now();
+    let ticket = link.wire.call(link.wire.request(cred, op), read_only);
+    let out = link.wire.wait(ticket, link.timeout, name);
+    received(link, name, began, out)
+}
+
+/// The result of an operation `name` sent at `began`, from what its wait got (`None`: the
+/// soft mount's timeout), counted in [`Link::sent`].
+fn received(link: &mut Link, name: &'static str, began: Instant, out: Option<Outcome>) -> FsResult {
+    let tally = link.sent.entry(name).or_default();
+    tally.0 += 1;
+    tally.1 += began.elapsed();
+    match out {
+        Some(Ok(b)) => decode_result(&b).unwrap_or(Err(Errno::EIO)),
+        Some(Err(e)) => {
+            tracing::warn!(op = name, error = %e, "invoke failed");
+            Err(Errno::EIO)
+        }
+        None => {
+            tracing::warn!(op = name, "no reply within the soft mount's timeout: EIO");
+            Err(Errno::EIO)
+        }
+    }
+}
+
+/// The crypto layer's wire (`transport.rs`): the calls under it go out as they are.
+impl Transport for Link {
+    fn transmit(&mut self, cred: &Credentials, op: Op, read_only: bool) -> FsResult {
+        transmit(self, cred, op, read_only)
+    }
+
+    fn strict(&self) -> bool {
+        self.strict
+    }
+
+    fn granted(&self, cred: &Credentials) -> Credentials {
+        self.wire.granted(cred)
+    }
+
+    /// From the mount's one pool (`handles.rs`), reserved on the wire if none is left. The
+    /// queue of early answers, which takes from the same pool, went before the crypto
+    /// layer's call (`sender.rs` `send_op` runs after `calls.rs` sent what goes first), so
+    /// handles stay in increasing order.
+    fn new_handle(&mut self, cred: &Credentials) -> Result<FileHandle, Errno> {
+        if self.handles.is_empty() {
+            let reply = transmit(self, cred, Op::ReserveInodes { count: RESERVE }, false);
+            if let Err(e) = reply {
+                return Err(e);
+            }
+            self.handles.add(reply);
+        }
+        self.handles.take().ok_or(Errno::EIO)
+    }
+}
