@@ -252,6 +252,10 @@ pub enum Event {
         nondet: Vec<u8>,
         /// Requests executed, in order.
         requests: Vec<(ClientId, RequestId)>,
+        /// Each executed request's digest, in the same order: the digest its client's frame
+        /// carries (and that its authentication covers), so an observer can tell whether
+        /// what ran is what the client sent (simulator checker `exactly-once`).
+        request_digests: Vec<Digest>,
         /// Executed before the commit certificate was complete.
         tentative: bool,
     },

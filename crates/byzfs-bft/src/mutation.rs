@@ -107,11 +107,16 @@ pub enum Mutation {
     /// CHECKPOINTs claimed later states. Breaks a liveness rule: after a crash of every
     /// replica no checkpoint may have `f+1` holders (`fs-disk-transfer-power-cuts`).
     ExecuteBeforeTransferRecorded,
+    /// A backup takes a PRE-PREPARE on the word of `f - 1` other backups' PREPAREs instead
+    /// of `f` (§1.5 "Backup on PRE-PREPARE"), without checking its requests' authentication
+    /// or the primary's non-deterministic choice itself: with `f = 1`, on nobody's word, so
+    /// a faulty primary's forged requests run (`forging-primary`, checker `exactly-once`).
+    VouchOnFewer,
 }
 
 impl Mutation {
     /// Every mutation.
-    pub const ALL: [Mutation; 28] = [
+    pub const ALL: [Mutation; 29] = [
         Mutation::CommitQuorum2f,
         Mutation::AcceptSecondPrePrepare,
         Mutation::NewViewLowestView,
@@ -140,6 +145,7 @@ impl Mutation {
         Mutation::NoIdleCheckpoint,
         Mutation::RecordBeforeStoreSync,
         Mutation::ExecuteBeforeTransferRecorded,
+        Mutation::VouchOnFewer,
     ];
 
     /// Command-line name.
@@ -173,6 +179,7 @@ impl Mutation {
             Mutation::RecordBeforeStoreSync => "record-before-store-sync",
             Mutation::NoIdleCheckpoint => "no-idle-checkpoint",
             Mutation::ExecuteBeforeTransferRecorded => "execute-before-transfer-recorded",
+            Mutation::VouchOnFewer => "vouch-on-fewer",
         }
     }
 

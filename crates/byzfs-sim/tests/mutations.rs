@@ -11,9 +11,9 @@ use crate::common;
 
 use byzfs_bft::mutation::Mutation;
 use byzfs_sim::checker::{
-    agreement, authentic, checkpoints, client_order, committed_prepared, durability, liveness,
-    persist, prefix, prepared, read_floor, read_only, reply_cache, request_store, slow_view,
-    stable_quorum, stable_view, view_jump, Violation,
+    agreement, authentic, checkpoints, client_order, committed_prepared, durability, exactly_once,
+    liveness, persist, prefix, prepared, read_floor, read_only, reply_cache, request_store,
+    slow_view, stable_quorum, stable_view, view_jump, Violation,
 };
 use byzfs_sim::run::{BUDGET, PANIC};
 use byzfs_sim::{run, Family, RunConfig};
@@ -254,6 +254,15 @@ const CASES: &[Case] = &[
         Family::IdleCheckpoint,
         &[0, 3],
         &[liveness::NAME],
+    ),
+    (
+        // A backup that takes the primary's batch on fewer backups' word than `f` runs what
+        // a faulty primary forged in its clients' names (27 of seeds 1..100 of
+        // forging-primary caught).
+        Mutation::VouchOnFewer,
+        Family::ForgingPrimary,
+        &[87, 89, 95],
+        &[exactly_once::NAME],
     ),
 ];
 

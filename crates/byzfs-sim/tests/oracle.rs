@@ -37,6 +37,9 @@ fn commit(o: &mut Oracle, inst: usize, seq: u64, digest: Digest, reqs: &[(u64, u
             digest,
             nondet,
             requests: reqs.to_vec(),
+            // Not what clients sent: no frame is on record here (`exactly_once` checks
+            // content only where the replica named it).
+            request_digests: Vec::new(),
             tentative: false,
         },
     );

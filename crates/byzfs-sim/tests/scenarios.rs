@@ -220,6 +220,11 @@ fn thin_links() {
 }
 
 #[test]
+fn forging_primary() {
+    family(Family::ForgingPrimary);
+}
+
+#[test]
 fn every_family_has_a_test() {
     // Keep this list in sync with the tests above.
     let tested = [
@@ -260,6 +265,7 @@ fn every_family_has_a_test() {
         "unreachable-primary",
         "idle-checkpoint",
         "thin-links",
+        "forging-primary",
     ];
     let all: Vec<&str> = byzfs_sim::FAMILIES.iter().map(|f| f.name()).collect();
     assert_eq!(all, tested);

@@ -126,6 +126,7 @@ impl<S: Service> Replica<S> {
         // Counted for the throughput watch already if it committed ahead of a gap.
         let credited = !replay && self.monitor_take_credit(n);
         let mut ran: Vec<(ClientId, RequestId)> = Vec::new();
+        let mut ran_digests: Vec<Digest> = Vec::new();
         let big_frames: Vec<Arc<[u8]>> = batch
             .big
             .iter()
@@ -181,6 +182,7 @@ impl<S: Service> Replica<S> {
             }
             reply_cache::store(&mut self.lib, c, req.rid, req.acked, n, result);
             ran.push((c, req.rid));
+            ran_digests.push(f.header.body_digest);
         }
         if !replay {
             self.stats.requests_executed += ran.len() as u64;
@@ -190,6 +192,7 @@ impl<S: Service> Replica<S> {
             digest: d,
             nondet: batch.nondet.clone(),
             requests: ran,
+            request_digests: ran_digests,
             tentative,
         });
         for (c, rid) in progress_clients {

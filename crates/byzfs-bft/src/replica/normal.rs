@@ -500,11 +500,16 @@ impl<S: Service> Replica<S> {
         }
         let frame_arc: Arc<[u8]> = Arc::from(bytes);
         let f = self.f();
+        let vouchers = if self.mutated(M::VouchOnFewer) {
+            f.saturating_sub(1)
+        } else {
+            f
+        };
         let vouched = self
             .log
             .slots
             .get(&seq)
-            .is_some_and(|s| s.prepare_count(d, false) >= f);
+            .is_some_and(|s| s.prepare_count(d, false) >= vouchers);
         // Checked whenever it may be accepted (it blacklists a client whose good MAC covers
         // a bad signature); a choice that fails and nobody vouches for is not looked at.
         let authentic = (nondet_ok || vouched) && self.requests_authentic(&pp.batch);

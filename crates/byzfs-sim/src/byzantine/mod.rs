@@ -10,6 +10,7 @@ pub mod eager_voter;
 pub mod equivocate;
 pub mod faulty_relay;
 pub mod forge;
+pub mod forging_primary;
 pub mod garbage;
 pub mod impersonator;
 pub mod lying_primary;
@@ -117,6 +118,8 @@ pub enum StrategyKind {
     LyingState,
     /// [`faulty_relay::FaultyRelay`].
     FaultyRelay,
+    /// [`forging_primary::ForgingPrimary`].
+    ForgingPrimary,
 }
 
 impl StrategyKind {
@@ -139,6 +142,7 @@ impl StrategyKind {
             StrategyKind::LyingPrimary => Box::new(lying_primary::LyingPrimary::new()),
             StrategyKind::LyingState => Box::new(lying_state::LyingState::new()),
             StrategyKind::FaultyRelay => Box::new(faulty_relay::FaultyRelay::new(rng)),
+            StrategyKind::ForgingPrimary => Box::new(forging_primary::ForgingPrimary::new()),
         }
     }
 }

@@ -41,11 +41,13 @@ impl Agreement {
                 digest,
                 nondet,
                 requests,
+                request_digests,
                 ..
             } => {
                 let content = Content {
                     nondet: nondet.clone(),
                     requests: requests.clone(),
+                    digests: request_digests.clone(),
                 };
                 if log.committed.get(seq) == Some(digest) {
                     // Re-executed after the commit (e.g. replay from a checkpoint).
@@ -167,6 +169,7 @@ mod tests {
             digest,
             nondet: vec![1],
             requests: reqs.to_vec(),
+            request_digests: reqs.iter().map(|_| Digest([0; 32])).collect(),
             tentative: false,
         }
     }

@@ -80,6 +80,7 @@ mod tests {
         Content {
             nondet: vec![],
             requests,
+            digests: Vec::new(),
         }
     }
 

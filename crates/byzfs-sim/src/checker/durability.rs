@@ -89,6 +89,7 @@ mod tests {
                 content: Some(Content {
                     nondet: vec![],
                     requests: vec![(1, 1)],
+                    digests: Vec::new(),
                 }),
                 first: 0,
                 at: Time(0),
@@ -102,6 +103,7 @@ mod tests {
                     content: Some(Content {
                         nondet: vec![],
                         requests: vec![],
+                        digests: Vec::new(),
                     }),
                     first: 0,
                     at: Time(0),

@@ -39,6 +39,9 @@ pub struct Content {
     pub nondet: Vec<u8>,
     /// Requests executed, in order (duplicates answered from the reply cache excluded).
     pub requests: Vec<(ClientId, RequestId)>,
+    /// Their digests, in the same order (what each client's frame carried); empty in
+    /// histories built by hand in tests.
+    pub digests: Vec<Digest>,
 }
 
 /// One agreed sequence number.

@@ -505,6 +505,25 @@ impl Oracle {
         self.prefix.on_restart(inst);
     }
 
+    /// A client (correct or faulty) put frame `bytes` on the network: a request's digest is
+    /// what may run in its name (`exactly_once`).
+    pub fn client_sent(&mut self, bytes: &[u8]) {
+        // The header alone (tag, sender, body digest: `byzfs_bft::wire` layout): read for
+        // every copy sent, not hashed again.
+        let Some(h) = bytes.get(..byzfs_bft::wire::HEADER_LEN) else {
+            return;
+        };
+        if h[3] != byzfs_bft::message::Tag::Request as u8 || h[4] != 1 {
+            return;
+        }
+        let mut id = [0u8; 8];
+        id.copy_from_slice(&h[8..16]);
+        let mut d = [0u8; 32];
+        d.copy_from_slice(&h[32..64]);
+        self.exactly_once
+            .on_sent(u64::from_le_bytes(id), byzfs_bft::Digest(d));
+    }
+
     /// A client issued `(client, rid)` with `op` (`correct`: by a correct client).
     pub fn issue(&mut self, now: Time, client: ClientId, rid: RequestId, op: &[u8], correct: bool) {
         self.exactly_once.on_issue(client, rid);

@@ -560,6 +560,7 @@ mod tests {
                 content: Some(Content {
                     nondet: 0u64.to_le_bytes().to_vec(),
                     requests: reqs.to_vec(),
+                    digests: Vec::new(),
                 }),
                 first: 0,
                 at: Time(0),

@@ -315,6 +315,10 @@ impl Sim {
     // ---- network ---------------------------------------------------------------------------
 
     pub(super) fn transmit(&mut self, from: NodeIdx, dest: Dest, bytes: &Arc<[u8]>) {
+        if from >= self.world.replicas.len() {
+            // A client's frame: what it sent is what may run in its name.
+            self.oracle.client_sent(bytes);
+        }
         let targets: Vec<NodeIdx> = match dest {
             Dest::Replica(r) => self
                 .world

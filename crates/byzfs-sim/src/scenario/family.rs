@@ -162,6 +162,13 @@ pub enum Family {
     /// queued on the primary's link ahead of a request; the `stable-view` promise is the
     /// goal), so safety and liveness are checked.
     ThinLinks,
+    /// A faulty primary that passes off as its clients' what they never sent: an inlined
+    /// request's operation altered (its digest made to fit, the client's authentication
+    /// left as it was), a request it proposed before added again, the batch's timestamp an
+    /// hour off (`byzantine/forging_primary.rs`); the same PRE-PREPARE to every backup, so
+    /// only a backup's own checks, or `f` others vouching, keep it out (checker
+    /// `exactly-once`, mutation `vouch-on-fewer`).
+    ForgingPrimary,
     /// [`Family::Normal`]'s plan over the file service (every `Fs…` family: the real
     /// `byzfs_fs::FileService` on its in-memory store, the fs workload, and the file checkers;
     /// in [`FS_TABLE`], not in `all`).
@@ -208,7 +215,7 @@ pub struct Spec {
 }
 
 /// Every family, in `all`'s order (`all` runs `TABLE[seed % len]`).
-pub const TABLE: [Spec; 37] = [
+pub const TABLE: [Spec; 38] = [
     Spec {
         family: Family::Normal,
         name: "normal",
@@ -393,6 +400,11 @@ pub const TABLE: [Spec; 37] = [
         family: Family::ThinLinks,
         name: "thin-links",
         plan: thin_links,
+    },
+    Spec {
+        family: Family::ForgingPrimary,
+        name: "forging-primary",
+        plan: forging_primary,
     },
 ];
 
@@ -1021,6 +1033,21 @@ fn lying_primary(r: &mut SimRng, params: &mut Params, plan: &mut Plan, n: usize,
         ..NetFaults::benign()
     };
     rotate_primaries(r, params, plan, 2..=6);
+}
+
+/// [`Family::ForgingPrimary`]. Most often the first primary; primaries cut off now and
+/// then, so it leads again after a view change, and the vouching PREPAREs of other backups
+/// often arrive before its PRE-PREPARE (jitter).
+fn forging_primary(r: &mut SimRng, params: &mut Params, plan: &mut Plan, n: usize, _f: usize) {
+    let id = byzantine(r, n, Some((0, 0.75)));
+    byz(plan, id, StrategyKind::ForgingPrimary);
+    params.net = NetFaults {
+        jitter_us: r.gen_range(0..=5_000),
+        ..NetFaults::benign()
+    };
+    if r.gen_bool(0.5) {
+        rotate_primaries(r, params, plan, 1..=4);
+    }
 }
 
 /// [`Family::LyingState`].
