@@ -152,11 +152,18 @@ const CASES: &[Case] = &[
     ),
     (
         // The lying primary's VIEW-CHANGE claims its variant prepared in a higher view; one
-        // claim passes A2 (1 of 200, 7 of 600: it needs a failed view in between).
+        // claim passes A2 (1 of 200, 7 of 600 of lying-primary: it needs a failed view in
+        // between, which failed-view makes: 42 of seeds 0..200).
         Mutation::NewViewA2One,
         Family::LyingPrimary,
         &[176, 266],
         &[agreement::NAME, prefix::NAME],
+    ),
+    (
+        Mutation::NewViewA2One,
+        Family::FailedView,
+        &[0, 1],
+        &[agreement::NAME],
     ),
     (
         // A lagging replica fetches the liar's made-up stable checkpoint and installs its

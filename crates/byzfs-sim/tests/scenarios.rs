@@ -225,6 +225,11 @@ fn forging_primary() {
 }
 
 #[test]
+fn failed_view() {
+    family(Family::FailedView);
+}
+
+#[test]
 fn every_family_has_a_test() {
     // Keep this list in sync with the tests above.
     let tested = [
@@ -266,6 +271,7 @@ fn every_family_has_a_test() {
         "idle-checkpoint",
         "thin-links",
         "forging-primary",
+        "failed-view",
     ];
     let all: Vec<&str> = byzfs_sim::FAMILIES.iter().map(|f| f.name()).collect();
     assert_eq!(all, tested);

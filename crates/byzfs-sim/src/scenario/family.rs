@@ -169,6 +169,14 @@ pub enum Family {
     /// only a backup's own checks, or `f` others vouching, keep it out (checker
     /// `exactly-once`, mutation `vouch-on-fewer`).
     ForgingPrimary,
+    /// A lying primary (as `lying-primary`) whose next view fails: the replica that leads
+    /// the view after each of the liar's is cut off from everyone, again and again, so the
+    /// view after the liar's equivocation ends before anyone prepares in it, and the view
+    /// after that decides with the liar's VIEW-CHANGE, which claims its variant prepared
+    /// one view below the new one, above every real certificate. Only rule A2 (`f+1`
+    /// VIEW-CHANGEs report it pre-prepared in that view or later) refuses it (mutation
+    /// `newview-a2-one`; docs/PROTOCOL.md §3.4).
+    FailedView,
     /// [`Family::Normal`]'s plan over the file service (every `Fs…` family: the real
     /// `byzfs_fs::FileService` on its in-memory store, the fs workload, and the file checkers;
     /// in [`FS_TABLE`], not in `all`).
@@ -215,7 +223,7 @@ pub struct Spec {
 }
 
 /// Every family, in `all`'s order (`all` runs `TABLE[seed % len]`).
-pub const TABLE: [Spec; 38] = [
+pub const TABLE: [Spec; 39] = [
     Spec {
         family: Family::Normal,
         name: "normal",
@@ -405,6 +413,11 @@ pub const TABLE: [Spec; 38] = [
         family: Family::ForgingPrimary,
         name: "forging-primary",
         plan: forging_primary,
+    },
+    Spec {
+        family: Family::FailedView,
+        name: "failed-view",
+        plan: failed_view,
     },
 ];
 
@@ -1047,6 +1060,33 @@ fn forging_primary(r: &mut SimRng, params: &mut Params, plan: &mut Plan, n: usiz
     };
     if r.gen_bool(0.5) {
         rotate_primaries(r, params, plan, 1..=4);
+    }
+}
+
+/// [`Family::FailedView`]. The liar is most often replica 0, which leads the first view;
+/// the replica after it (the primary of every view after one of the liar's, round robin)
+/// is cut off from everyone for `T` to `3T`, then back for `T` to `4T`, through the safety
+/// phase.
+fn failed_view(r: &mut SimRng, params: &mut Params, plan: &mut Plan, n: usize, _f: usize) {
+    let liar = byzantine(r, n, Some((0, 0.75)));
+    byz(plan, liar, StrategyKind::LyingPrimary);
+    params.net = NetFaults {
+        jitter_us: r.gen_range(0..=5_000),
+        ..NetFaults::benign()
+    };
+    let next = (liar + 1) % n as ReplicaId;
+    let t = params.config.view_change_timeout.as_micros() as u64;
+    let mut at = r.gen_range(0..=t);
+    while at + S < params.safety_us {
+        let dur_us = r.gen_range(t..=3 * t);
+        plan.faults.push((
+            at,
+            Fault::Isolate {
+                replica: next,
+                dur_us,
+            },
+        ));
+        at += dur_us + r.gen_range(t..=4 * t);
     }
 }
 
