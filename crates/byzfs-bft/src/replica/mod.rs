@@ -762,6 +762,7 @@ pub(crate) enum MutationStub {
     NoCheckpointLoans,
     NoIdleCheckpoint,
     ExecuteBeforeTransferRecorded,
+    VouchOnFewer,
 }
 
 /// The mutation type call sites name (`M::CommitQuorum2f`).
