@@ -4,11 +4,17 @@ python3 scripts/workloads.py files DIR N        create N empty files in DIR (one
 python3 scripts/workloads.py sqlite DB ROWS TX MODE
     ROWS rows in TX transactions into a new database DB, journal_mode MODE (delete or wal),
     synchronous FULL; checks the row count and `pragma integrity_check`.
-Prints nothing on success; exits non-zero with a message otherwise.
+python3 scripts/workloads.py names DIR PROCS N
+    PROCS processes, each in a directory of its own under DIR: N times create and write a
+    100-byte file, chmod it, rename it; every third removed (docs/BENCHMARKS.md "Ordered
+    operations in lanes"). Prints the wall time.
+Prints nothing else on success; exits non-zero with a message otherwise.
 """
+import multiprocessing
 import os
 import sqlite3
 import sys
+import time
 
 
 def files(d, n):
@@ -37,10 +43,41 @@ def sqlite(db, rows, tx, mode):
         sys.exit("sqlite: %d rows of %d, integrity %s" % (count, k, check))
 
 
+def names_one(root, n):
+    os.mkdir(root)
+    for f in range(n):
+        p = os.path.join(root, "f%d" % f)
+        with open(p, "wb") as h:
+            h.write(b"x" * 100)
+        os.chmod(p, 0o600)
+        q = os.path.join(root, "g%d" % f)
+        os.rename(p, q)
+        if f % 3 == 0:
+            os.remove(q)
+
+
+def names(d, procs, n):
+    tag = "names-%d-%d" % (os.getpid(), time.time_ns())
+    began = time.monotonic()
+    ps = [
+        multiprocessing.Process(target=names_one, args=(os.path.join(d, "%s-%d" % (tag, k)), n))
+        for k in range(procs)
+    ]
+    for p in ps:
+        p.start()
+    for p in ps:
+        p.join()
+        if p.exitcode != 0:
+            sys.exit("names: a process failed")
+    print("names: %d processes x %d files: %.3f s" % (procs, n, time.monotonic() - began))
+
+
 if __name__ == "__main__":
     what = sys.argv[1]
     if what == "files":
         files(sys.argv[2], int(sys.argv[3]))
+    elif what == "names":
+        names(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))
     elif what == "sqlite":
         sqlite(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5])
     else:

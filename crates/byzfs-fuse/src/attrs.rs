@@ -119,6 +119,27 @@ impl AttrCache {
         self.record_since_but(mark, effect, result, now, &HashSet::new());
     }
 
+    /// [`AttrCache::record_since`] for an ordered operation whose reply was waited for
+    /// without the mount's lock (`calls.rs` `ordered_lane_takes`): an inode it describes
+    /// that changed since it was sent (another ordered operation's reply, answered in
+    /// either order) is dropped, not kept as the other left it, which may be the older.
+    pub fn record_ordered_since(
+        &mut self,
+        mark: u64,
+        effect: Effect,
+        result: &FsResult,
+        now: Instant,
+    ) {
+        let stale: Vec<u64> = described(result)
+            .into_iter()
+            .filter(|&ino| !self.unchanged_since(mark, ino))
+            .collect();
+        self.record_since_but(mark, effect, result, now, &HashSet::new());
+        for ino in stale {
+            self.forget(ino);
+        }
+    }
+
     /// [`AttrCache::record_since`], but what the result says of the inodes in `later` is
     /// passed over: requests already sent after this one change them (write-back in
     /// flight, `inflight.rs`), and their own results fill them.
@@ -235,6 +256,20 @@ impl AttrCache {
         }
         self.by_ino.insert(a.fh.ino, (a.clone(), now));
         self.touch(a.fh.ino);
+    }
+}
+
+/// The inodes whose attributes `result` describes.
+fn described(result: &FsResult) -> Vec<u64> {
+    match result {
+        Ok(Reply::Attr(a) | Reply::Entry(a) | Reply::Write { attr: a, .. }) => vec![a.fh.ino],
+        Ok(Reply::Made { entry, dir }) => vec![entry.fh.ino, dir.fh.ino],
+        Ok(Reply::Unlinked { dir, ino, .. }) => vec![dir.fh.ino, *ino],
+        Ok(Reply::Batch(replies)) => replies
+            .iter()
+            .flat_map(|r| described(&Ok(r.clone())))
+            .collect(),
+        _ => Vec::new(),
     }
 }
 

@@ -165,7 +165,7 @@ impl Sweep {
 /// One background step: `Op::Reclaim` of the queue's oldest work. Returns whether more is
 /// left (the caller sends the next step soon, with the mount's lock released meanwhile).
 fn reclaim_step(link: &mut Link, cred: &Credentials) -> bool {
-    if !link.reclaim.due() {
+    if !link.reclaim.due(std::time::Instant::now()) {
         return false;
     }
     let more = match call(link, cred, Op::Reclaim { file: None }, false) {
@@ -180,7 +180,7 @@ fn reclaim_step(link: &mut Link, cred: &Credentials) -> bool {
         }
     };
     if !more {
-        link.reclaim.done();
+        link.reclaim.done(std::time::Instant::now());
     }
     more
 }

@@ -8,11 +8,13 @@
 use crate::dirs::RECALL_RETRY;
 use crate::gather::Pending;
 use crate::lane::InLane;
-use crate::link::{prep_of, send_lane, Link};
+use crate::link::{finish_ordered_in_lane, prep_of, send_lane, Link};
 use crate::recalls;
+use crate::reclaim;
 use crate::sender::{self, run};
+use crate::wire::Outcome;
 use crate::writeback::{self, Wait};
-use byzfs_fs::{Credentials, FsResult, Op, Reply};
+use byzfs_fs::{Credentials, Errno, FsResult, Op, Reply};
 
 /// Runs `op` on the cluster with `cred`. Waits until the cluster answers, or up to the
 /// soft mount's timeout; the client retransmits meanwhile and its links reconnect by
@@ -56,6 +58,73 @@ pub(crate) fn send_in_lane(link: &mut Link, cred: &Credentials, op: Op) -> InLan
     run(link, first);
     let prep = prep_of(link, &op, false);
     send_lane(link, cred, op, prep)
+}
+
+/// Whether ordered operation `op` may go in a lane ([`send_in_lane`]), its reply waited
+/// for without the mount's lock, as read-only ones do (`link.rs` `lane_takes`): a plain
+/// mount's own operations on files and names, none in a directory it holds. The replicas
+/// run the mount's requests in the order it submitted them (`wire.rs`), and that order is
+/// fixed under the lock; what the reply updates is guarded by the attribute cache's mark
+/// (an inode changed since it was sent is dropped: `attrs.rs` `record_ordered_since`) or
+/// commutes (a held directory's listing marked stale, reclaim marked due). A directory this mount holds is
+/// left out: an early answer there, given while the operation is on its way, would be
+/// given from a listing that does not show it yet. Locks, delegations, the background's
+/// operations and batches stay under the lock.
+pub(crate) fn ordered_lane_takes(link: &Link, op: &Op) -> bool {
+    let user_op = matches!(
+        op,
+        Op::SetAttr { .. }
+            | Op::Create { .. }
+            | Op::Mkdir { .. }
+            | Op::Symlink { .. }
+            | Op::Mknod { .. }
+            | Op::Remove { .. }
+            | Op::Rmdir { .. }
+            | Op::Rename { .. }
+            | Op::RenameNoReplace { .. }
+            | Op::Exchange { .. }
+            | Op::Link { .. }
+            | Op::SetXattr { .. }
+            | Op::RemoveXattr { .. }
+            | Op::Write { .. }
+            | Op::Allocate { .. }
+            | Op::Fsync { .. }
+    );
+    user_op
+        && link.lanes
+        && link.crypt.is_none()
+        && !op.is_read_only()
+        && !op.dirs_named().iter().any(|d| link.dirs.holds(d.ino))
+}
+
+/// The second half of an ordered operation sent in a lane ([`ordered_lane_takes`]), the
+/// mount's lock taken again: its reply applied (`link.rs` `finish_ordered_in_lane`). An answer
+/// [`invoke`] would have retried — `Recall` (another mount's directory), `EBUSY` of an
+/// operation that grows a file over a stale tail (it changed nothing) — sends `op` again
+/// through [`invoke`].
+pub(crate) fn finish_ordered(
+    link: &mut Link,
+    cred: &Credentials,
+    op: Op,
+    sent: InLane,
+    out: Option<Outcome>,
+) -> FsResult {
+    link.ordered_lanes.answered();
+    let r = finish_ordered_in_lane(link, sent, out);
+    let recalled = matches!(r, Ok(Reply::Recall)) && !op.dirs_named().is_empty();
+    let busy = matches!(r, Err(Errno::EBUSY)) && reclaim::grows(&op).is_some();
+    if recalled || busy {
+        return invoke(link, cred, op);
+    }
+    link.reclaim.after(reclaim::may_queue(&op) && r.is_ok());
+    r
+}
+
+/// [`send_in_lane`] for an ordered operation ([`ordered_lane_takes`]), counted.
+pub(crate) fn send_ordered_in_lane(link: &mut Link, cred: &Credentials, op: Op) -> InLane {
+    let sent = send_in_lane(link, cred, op);
+    link.ordered_lanes.sent();
+    sent
 }
 
 /// Sends the queue of early answers, with the held writes that join it, then the other

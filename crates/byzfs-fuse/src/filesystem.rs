@@ -1316,6 +1316,16 @@ impl Filesystem for ByzFuse {
                     waited.join(" ")
                 );
             }
+            let lanes = inner.link.ordered_lanes;
+            if lanes.sent > 0 {
+                tracing::info!(
+                    sent = lanes.sent,
+                    most = lanes.most,
+                    "ordered operations sent in lanes: {}, most at once {}",
+                    lanes.sent,
+                    lanes.most
+                );
+            }
             let reads = inner.link.dirs.reads_answered();
             if reads > 0 {
                 tracing::info!(

@@ -22,6 +22,31 @@ pub(crate) struct Prep {
     pub(crate) sets_held: Option<FileHandle>,
 }
 
+/// Ordered operations sent in lanes (`calls.rs` `ordered_lane_takes`), logged at unmount.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct LaneCount {
+    /// How many were sent.
+    pub(crate) sent: u64,
+    /// How many are on their way now.
+    pub(crate) now: usize,
+    /// The most on their way at once.
+    pub(crate) most: usize,
+}
+
+impl LaneCount {
+    /// One more sent.
+    pub(crate) fn sent(&mut self) {
+        self.sent += 1;
+        self.now += 1;
+        self.most = self.most.max(self.now);
+    }
+
+    /// One answered.
+    pub(crate) fn answered(&mut self) {
+        self.now = self.now.saturating_sub(1);
+    }
+}
+
 /// A request sent and not yet answered.
 pub(crate) struct InLane {
     pub(crate) prep: Prep,

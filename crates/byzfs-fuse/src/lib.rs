@@ -89,8 +89,11 @@
 //!   (four by default) take the kernel's requests. A read-only operation (getattr, lookup, read, readdir,
 //!   readlink, access, statfs, extended attributes) of a plain mount lets the mount's lock
 //!   go while the replicas answer it, so several processes' reads are in flight together;
-//!   every other operation, and every operation of an encrypted mount, still holds the
-//!   lock until its reply (one at a time).
+//!   so do its changes of files and names outside the directories it holds (setattr,
+//!   create, mkdir, unlink, rename, link, extended attributes, unbuffered writes, fsync:
+//!   `calls.rs` `ordered_lane_takes`), in the order it sent them. Locks, delegations,
+//!   write-back batches and every operation of an encrypted mount still hold the lock
+//!   until their reply (one at a time).
 //! * **Not handled yet:** ACLs are not supported (device nodes are: `mknod` by uid 0).
 //!   go-fuse's POSIX suite passes (docs/CONFORMANCE.md).
 
@@ -329,7 +332,10 @@ impl ByzFuse {
     /// flight together through the client's window (`wire.rs`). Its place among the
     /// mount's requests is where it was sent; its reply updates the attribute cache only
     /// where nothing changed since (`attrs.rs`). One the replicas answer `Recall` (a
-    /// directory another mount holds) is run again as any other operation is.
+    /// directory another mount holds) is run again as any other operation is. So does an
+    /// ordered operation on files and names outside the directories the mount holds
+    /// ([`calls::ordered_lane_takes`]); one answered `Recall`, or `EBUSY` over a file's
+    /// stale tail, goes again through [`invoke`].
     fn call(&self, req: &fuser::Request, op: Op) -> FsResult {
         let cred = self.credentials(req);
         let Ok(mut inner) = self.inner.lock() else {
@@ -348,6 +354,16 @@ impl ByzFuse {
                 (Ok(Reply::Recall), Some(op)) => invoke(&mut inner.link, &cred, op),
                 (r, _) => r,
             }
+        } else if calls::ordered_lane_takes(&inner.link, &op) {
+            let again = op.clone();
+            let mut sent = calls::send_ordered_in_lane(&mut inner.link, &cred, op);
+            drop(inner);
+            let out = sent.wait();
+            inner = match self.inner.lock() {
+                Ok(i) => i,
+                Err(_) => return Err(Errno::EIO),
+            };
+            calls::finish_ordered(&mut inner.link, &cred, again, sent, out)
         } else {
             invoke(&mut inner.link, &cred, op)
         };

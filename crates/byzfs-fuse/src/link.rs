@@ -8,7 +8,7 @@ use crate::dirs::Dirs;
 use crate::gather::Gather;
 use crate::handles::{Handles, RESERVE};
 use crate::inflight::InFlight;
-use crate::lane::{InLane, Prep};
+use crate::lane::{InLane, LaneCount, Prep};
 use crate::reclaim::Reclaimer;
 use crate::transport::Transport;
 use crate::wire::{Outcome, Wire};
@@ -56,6 +56,8 @@ pub(crate) struct Link {
     pub(crate) handles: Handles,
     /// Read-only operations go in lanes (more than one FUSE thread: `lib.rs` `call`).
     pub(crate) lanes: bool,
+    /// Ordered operations in lanes, counted (`calls.rs` `ordered_lane_takes`).
+    pub(crate) ordered_lanes: LaneCount,
     /// An encrypted mount's crypto layer (`crypt.rs`), between every operation and the wire.
     pub(crate) crypt: Option<Box<crate::crypt::Crypt>>,
 }
@@ -119,9 +121,15 @@ pub(crate) fn settle(link: &mut Link, prep: Prep, mark: u64, result: &FsResult) 
 /// [`settle`], the attributes of the inodes in `later` passed over (see
 /// [`AttrCache::record_since_but`]).
 fn settle_but(link: &mut Link, prep: Prep, mark: u64, result: &FsResult, later: &HashSet<u64>) {
-    let now = Instant::now();
     link.attrs
-        .record_since_but(mark, prep.effect, result, now, later);
+        .record_since_but(mark, prep.effect, result, Instant::now(), later);
+    settle_delegations(link, prep, result);
+}
+
+/// What a reply means for the directories this mount holds: names changed there by
+/// anything but the queue are listed again before use; a held directory's attributes set
+/// through the cluster come back in the reply.
+fn settle_delegations(link: &mut Link, prep: Prep, result: &FsResult) {
     if !prep.changes_held.is_empty() {
         link.dirs.changed_elsewhere(&prep.changes_held);
     }
@@ -163,6 +171,22 @@ pub(crate) fn send_lane(link: &mut Link, cred: &Credentials, op: Op, prep: Prep)
 pub(crate) fn finish_in_lane(link: &mut Link, sent: InLane, out: Option<Outcome>) -> FsResult {
     let result = received(link, sent.name, sent.began, out);
     settle(link, sent.prep, sent.mark, &result);
+    result
+}
+
+/// [`finish_in_lane`] for an ordered operation (`calls.rs` `ordered_lane_takes`): an inode
+/// its reply describes that changed since it was sent is dropped from the attribute cache
+/// (`attrs.rs` `record_ordered_since`).
+pub(crate) fn finish_ordered_in_lane(
+    link: &mut Link,
+    sent: InLane,
+    out: Option<Outcome>,
+) -> FsResult {
+    let result = received(link, sent.name, sent.began, out);
+    let effect = sent.prep.effect;
+    link.attrs
+        .record_ordered_since(sent.mark, effect, &result, Instant::now());
+    settle_delegations(link, sent.prep, &result);
     result
 }
 

@@ -23,12 +23,22 @@ use std::time::{Duration, Instant};
 /// How often a mount looks for reclaim work left by others, besides after its own removals.
 pub(super) const CHECK_EVERY: Duration = Duration::from_secs(300);
 
+/// After the replicas said no work is left, the next step waits this long, however many
+/// removals and renames came meanwhile: one step then covers them all. Most removals
+/// queue nothing (small files go at once), and a step after each took one ordered
+/// request in eight of a workload that renames and removes (3,784 operations, 441 of them
+/// steps: docs/BENCHMARKS.md "Ordered operations in lanes"). A file grown over a stale
+/// tail does not wait for it (`EBUSY`, below).
+pub(super) const QUIET_AFTER_NONE: Duration = Duration::from_secs(1);
+
 /// Whether reclaim steps are due.
 pub(super) struct Reclaimer {
     /// Work may be queued: send steps until the replicas say none is left.
     due: bool,
     /// When to look again without a reason.
     next_check: Instant,
+    /// No step before this, even if due ([`QUIET_AFTER_NONE`]).
+    quiet_until: Option<Instant>,
     /// Wakes the background thread.
     nudge: Option<Sender<()>>,
 }
@@ -39,6 +49,7 @@ impl Reclaimer {
         Reclaimer {
             due: true,
             next_check: Instant::now() + CHECK_EVERY,
+            quiet_until: None,
             nudge,
         }
     }
@@ -54,18 +65,20 @@ impl Reclaimer {
         }
     }
 
-    /// The replicas said no work is left: look again in [`CHECK_EVERY`].
-    pub(crate) fn done(&mut self) {
+    /// The replicas said no work is left: look again in [`CHECK_EVERY`], and send no step
+    /// for [`QUIET_AFTER_NONE`] whatever comes.
+    pub(crate) fn done(&mut self, now: Instant) {
         self.due = false;
-        self.next_check = Instant::now() + CHECK_EVERY;
+        self.next_check = now + CHECK_EVERY;
+        self.quiet_until = Some(now + QUIET_AFTER_NONE);
     }
 
-    /// Whether the background thread should send a step now.
-    pub(super) fn due(&mut self) -> bool {
-        if !self.due && Instant::now() >= self.next_check {
+    /// Whether the background thread should send a step at `now`.
+    pub(super) fn due(&mut self, now: Instant) -> bool {
+        if !self.due && now >= self.next_check {
             self.due = true;
         }
-        self.due
+        self.due && self.quiet_until.is_none_or(|t| now >= t)
     }
 }
 
@@ -92,5 +105,32 @@ pub(super) fn grows(op: &Op) -> Option<FileHandle> {
         | Op::SetAttr { fh, .. }
         | Op::Allocate { fh, .. } => Some(*fh),
         _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn after_nothing_was_left_steps_wait_out_the_quiet_spell() {
+        let t0 = Instant::now();
+        let mut r = Reclaimer::new(None);
+        // Due at once when the mount starts; the replicas say nothing is left.
+        assert!(r.due(t0));
+        r.done(t0);
+        // Removals within the quiet spell make it due, not sent: one step covers them.
+        r.after(true);
+        r.after(true);
+        let ms = Duration::from_millis;
+        let due: Vec<bool> = [ms(0), ms(999), ms(1000), ms(5000)]
+            .into_iter()
+            .map(|d| r.due(t0 + d))
+            .collect();
+        assert_eq!(due, vec![false, false, true, true]);
+        // Nothing queued and the quiet spell over: not due until CHECK_EVERY.
+        r.done(t0 + ms(5000));
+        assert!(!r.due(t0 + ms(7000)));
+        assert!(r.due(t0 + ms(5000) + CHECK_EVERY));
     }
 }

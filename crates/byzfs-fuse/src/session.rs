@@ -227,6 +227,7 @@ pub fn mount(
             link: Link {
                 wire,
                 lanes: opts.threads > 1,
+                ordered_lanes: Default::default(),
                 sent: BTreeMap::new(),
                 timeout: opts.timeout,
                 strict: opts.strict,

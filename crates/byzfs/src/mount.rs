@@ -38,9 +38,10 @@ pub struct MountArgs {
     /// the replicas can find (ENOSPC) is then reported by close or fsync.
     #[arg(long)]
     sync_writes: bool,
-    /// FUSE threads: with more than one, read-only operations (stat, lookup, read,
-    /// readdir) of several processes are at the replicas together; other operations still
-    /// go one at a time.
+    /// FUSE threads: with more than one, the operations of several processes (stat, lookup,
+    /// read, readdir; and setattr, create, mkdir, unlink, rename, fsync outside the
+    /// directories the mount holds) are at the replicas together, in the order sent; locks,
+    /// delegations and write-back still go one at a time.
     #[arg(long, default_value_t = byzfs_fuse::DEFAULT_THREADS as u16, value_parser = clap::value_parser!(u16).range(1..=64))]
     threads: u16,
     #[command(flatten)]

@@ -225,3 +225,97 @@ fn writers_of_different_files_hold_their_writes_apart() {
         WRITERS * (STEPS + 1)
     );
 }
+
+/// Four processes on one mount changing files and names in four directories it does not
+/// hold (`--no-dir-delegations`): their ordered operations (create, chmod, rename, mkdir,
+/// unlink, fsync) go in lanes (`byzfs-fuse/src/calls.rs` `ordered_lane_takes`), several at
+/// the replicas at once, and every change lands as each process made it, seen by another
+/// mount.
+#[test]
+fn ordered_operations_of_several_processes_are_in_flight_together() {
+    if skip_without_fuse() {
+        return;
+    }
+    let up = Up::start_mounted(&["--timeout-ms", "120000"]);
+    let a = up.mountpoint.clone().unwrap();
+    let dir = up.dir.path();
+    let c = Mount::start_with_env(
+        &up.config,
+        &dir.join("mnt-c"),
+        &dir.join("mount-c.log"),
+        &[
+            "--timeout-ms",
+            "120000",
+            "--threads",
+            "4",
+            "--no-dir-delegations",
+        ],
+        // Its summary at unmount counts the ordered operations in lanes.
+        &[("RUST_LOG", "byzfs_fuse=info")],
+    );
+    for d in 0..DIRS {
+        fs::create_dir(c.mnt.join(format!("d{d}"))).unwrap();
+    }
+    let workers: Vec<_> = (0..DIRS)
+        .map(|d| {
+            let root = c.mnt.join(format!("d{d}"));
+            std::thread::spawn(move || {
+                use std::os::unix::fs::PermissionsExt as _;
+                for f in 0..FILES {
+                    let name = format!("f{f}");
+                    let p = root.join(&name);
+                    fs::write(&p, content(&name, d)).unwrap();
+                    fs::set_permissions(&p, fs::Permissions::from_mode(0o600)).unwrap();
+                    fs::rename(&p, root.join(format!("g{f}"))).unwrap();
+                    if f % 3 == 0 {
+                        fs::remove_file(root.join(format!("g{f}"))).unwrap();
+                    }
+                    if f % 10 == 0 {
+                        fs::create_dir(root.join(format!("sub{f}"))).unwrap();
+                        fs::File::open(root.join(format!("sub{f}")))
+                            .and_then(|h| h.sync_all())
+                            .unwrap();
+                    }
+                }
+            })
+        })
+        .collect();
+    for w in workers {
+        w.join().unwrap();
+    }
+    // What each process made, seen through the other mount.
+    for d in 0..DIRS {
+        let on_a = a.join(format!("d{d}"));
+        let want: std::collections::BTreeSet<String> = (0..FILES)
+            .filter(|f| f % 3 != 0)
+            .map(|f| format!("g{f}"))
+            .chain((0..FILES).step_by(10).map(|f| format!("sub{f}")))
+            .collect();
+        assert_eq!(names(&on_a), want, "d{d}");
+        for f in (0..FILES).filter(|f| f % 3 != 0) {
+            use std::os::unix::fs::PermissionsExt as _;
+            let p = on_a.join(format!("g{f}"));
+            assert_eq!(
+                fs::read(&p).unwrap(),
+                content(&format!("f{f}"), d),
+                "{}",
+                p.display()
+            );
+            let mode = fs::metadata(&p).unwrap().permissions().mode() & 0o7777;
+            assert_eq!(mode, 0o600, "{}", p.display());
+        }
+    }
+    drop(c);
+    let log = fs::read_to_string(dir.join("mount-c.log")).unwrap();
+    assert!(!log.contains("panicked"), "{log}");
+    let most: usize = log
+        .lines()
+        .find_map(|l| l.split("most at once ").nth(1))
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no count of ordered operations in lanes:\n{log}"));
+    assert!(
+        most >= 2,
+        "ordered operations never in flight together ({most}):\n{log}"
+    );
+}
