@@ -66,10 +66,10 @@ pub(crate) fn send_in_lane(link: &mut Link, cred: &Credentials, op: Op) -> InLan
 /// run the mount's requests in the order it submitted them (`wire.rs`), and that order is
 /// fixed under the lock; what the reply updates is guarded by the attribute cache's mark
 /// (an inode changed since it was sent is dropped: `attrs.rs` `record_ordered_since`) or
-/// commutes (a held directory's listing marked stale, reclaim marked due). A directory this mount holds is
-/// left out: an early answer there, given while the operation is on its way, would be
-/// given from a listing that does not show it yet. Locks, delegations, the background's
-/// operations and batches stay under the lock.
+/// commutes (a held directory's listing marked stale, reclaim marked due). A directory
+/// this mount holds is left out: an early answer there, given while the operation is on
+/// its way, would be given from a listing that does not show it yet. Locks, delegations,
+/// the background's operations and batches stay under the lock.
 pub(crate) fn ordered_lane_takes(link: &Link, op: &Op) -> bool {
     let user_op = matches!(
         op,
@@ -98,10 +98,10 @@ pub(crate) fn ordered_lane_takes(link: &Link, op: &Op) -> bool {
 }
 
 /// The second half of an ordered operation sent in a lane ([`ordered_lane_takes`]), the
-/// mount's lock taken again: its reply applied (`link.rs` `finish_ordered_in_lane`). An answer
-/// [`invoke`] would have retried — `Recall` (another mount's directory), `EBUSY` of an
-/// operation that grows a file over a stale tail (it changed nothing) — sends `op` again
-/// through [`invoke`].
+/// mount's lock taken again: its reply applied (`link.rs` `finish_ordered_in_lane`). An
+/// answer [`invoke`] would have retried — `Recall` (another mount's directory), `EBUSY` of
+/// an operation that grows a file over a stale tail (it changed nothing) — sends `op`
+/// again through [`invoke`].
 pub(crate) fn finish_ordered(
     link: &mut Link,
     cred: &Credentials,
