@@ -396,22 +396,25 @@ mod tests {
         (names, inos, o.wait, kept)
     }
 
-    /// Holds `len` bytes for each of `files` as its caller, oldest first.
+    /// Holds four bytes for each of `files` as its caller.
     fn gather_with(files: &[(u64, &Credentials)]) -> Gather {
         let mut g = Gather::new(1 << 20);
         for &(ino, cred) in files {
             g.hold(fh(ino), cred, 0, b"data", None, Timestamp::default());
-            // `take_all` orders by the time of the first write.
-            std::thread::sleep(std::time::Duration::from_millis(1));
         }
         g
+    }
+
+    /// The held writes of `inos`, in that order.
+    fn take(g: &mut Gather, inos: &[u64]) -> Vec<Pending> {
+        inos.iter().filter_map(|&i| g.take_file(i)).collect()
     }
 
     #[test]
     fn held_writes_of_one_caller_go_in_one_batch_and_another_callers_apart() {
         let (a, b) = (Credentials::user(1000, 100), Credentials::user(1001, 100));
         let mut g = gather_with(&[(10, &a), (11, &a), (12, &b), (13, &a)]);
-        let held = g.take_all();
+        let held = take(&mut g, &[10, 11, 12, 13]);
         let plan: Vec<_> = writes(&g, held, Wait::InFlight).iter().map(shape).collect();
         assert_eq!(
             plan,
@@ -432,7 +435,7 @@ mod tests {
     fn one_files_writes_waited_for_keep_no_copy_to_send_again() {
         let a = Credentials::user(1000, 100);
         let mut g = gather_with(&[(10, &a)]);
-        let held = g.take_all();
+        let held = take(&mut g, &[10]);
         let plan: Vec<_> = writes(&g, held, Wait::Yes).iter().map(shape).collect();
         // Its error is kept for the file (`writes_answered`): nothing to send again.
         assert_eq!(plan, vec![(vec!["write"], vec![10], Wait::Yes, Some(0))]);
