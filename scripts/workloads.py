@@ -8,6 +8,12 @@ python3 scripts/workloads.py names DIR PROCS N
     PROCS processes, each in a directory of its own under DIR: N times create and write a
     100-byte file, chmod it, rename it; every third removed (docs/BENCHMARKS.md "Ordered
     operations in lanes"). Prints the wall time.
+python3 scripts/workloads.py make-files DIR N
+    N files of 4 KiB in DIR (made by an earlier mount for `rewrite`).
+python3 scripts/workloads.py rewrite DIR N ROUNDS
+    ROUNDS times over the N files of DIR: open one for writing, write 4 KiB at its start,
+    close it, then open, read and close it again; checks the last bytes (docs/BENCHMARKS.md
+    "File delegations"). Prints the wall time.
 Prints nothing else on success; exits non-zero with a message otherwise.
 """
 import multiprocessing
@@ -41,6 +47,27 @@ def sqlite(db, rows, tx, mode):
     c.close()
     if count != k or check != "ok":
         sys.exit("sqlite: %d rows of %d, integrity %s" % (count, k, check))
+
+
+def make_files(d, n):
+    os.makedirs(d, exist_ok=True)
+    for i in range(n):
+        with open(os.path.join(d, "f%04d" % i), "wb") as h:
+            h.write(b"-" * 4096)
+
+
+def rewrite(d, n, rounds):
+    began = time.monotonic()
+    for r in range(rounds):
+        block = (b"round %06d " % r) * 315 + b"."
+        for i in range(n):
+            p = os.path.join(d, "f%04d" % i)
+            with open(p, "r+b") as h:
+                h.write(block)
+            with open(p, "rb") as h:
+                if h.read(4096) != block:
+                    sys.exit("rewrite: %s does not read back round %d" % (p, r))
+    print("%.3f" % (time.monotonic() - began))
 
 
 def names_one(root, n):
@@ -78,6 +105,10 @@ if __name__ == "__main__":
         files(sys.argv[2], int(sys.argv[3]))
     elif what == "names":
         names(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))
+    elif what == "make-files":
+        make_files(sys.argv[2], int(sys.argv[3]))
+    elif what == "rewrite":
+        rewrite(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))
     elif what == "sqlite":
         sqlite(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5])
     else:

@@ -165,6 +165,8 @@ mod tests {
             Op::FileGroup { .. } => 52,
             Op::WriterSeq => 53,
             Op::ReadGather { .. } => 54,
+            Op::DelegateFile { .. } => 55,
+            Op::ReturnFile { .. } => 56,
         }
     }
 
@@ -331,6 +333,8 @@ mod tests {
             Op::Batch(vec![Op::Remove { dir: FH, name: n() }]),
             Op::DelegateDir { dir: FH },
             Op::ReturnDir { dir: FH },
+            Op::DelegateFile { file: FH },
+            Op::ReturnFile { file: FH },
             Op::GroupPut {
                 group: [1; 16],
                 record: crate::proto::group::GroupRecord {

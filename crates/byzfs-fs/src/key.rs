@@ -60,6 +60,7 @@ const TAG_DIR_DELEGATION: u8 = 17;
 const TAG_CRYPT_GROUP: u8 = 18;
 const TAG_CRYPT_FILE: u8 = 19;
 const TAG_WRITER_SEQ: u8 = 20;
+const TAG_FILE_DELEGATION: u8 = 21;
 
 /// The placement bytes of an object.
 fn placement(kind: u8, parts: &[u64]) -> [u8; PLACEMENT_BYTES] {
@@ -182,6 +183,11 @@ pub(crate) fn reserved(client: u64) -> Vec<u8> {
 /// Who holds directory `dir`'s delegation ([`crate::dir_delegation`]), beside its entries.
 pub(crate) fn dir_delegation(dir: u64) -> Vec<u8> {
     build(placement(b'd', &[dir]), TAG_DIR_DELEGATION, &[dir], &[])
+}
+
+/// Who holds file `ino`'s delegation ([`crate::file_delegation`]), in the inode's partition.
+pub(crate) fn file_delegation(ino: u64) -> Vec<u8> {
+    build(placement(b'i', &[ino]), TAG_FILE_DELEGATION, &[ino], &[])
 }
 
 /// Encryption group `group`'s record ([`crate::crypt_group`]).

@@ -6,7 +6,9 @@
 //! mknod (fifo, socket), remove, rmdir, rename (with `renameat2`'s flags), link, readdir,
 //! statfs, fsync, allocate (`fallocate` mode 0), extended attributes ([`xattr`]) and record
 //! locks shared by all clients, with leases in agreed time ([`lock`]) and delegations that
-//! let one client keep a file's locks while no other locks it ([`delegation`]) and
+//! let one client keep a file's locks while no other locks it ([`delegation`]), a
+//! directory's names ([`dir_delegation`]) or a file's contents ([`file_delegation`]) while
+//! no other uses them, and
 //! deadlock detection for blocking requests ([`deadlock`]), and the sweep of files that
 //! dead clients left hidden ([`orphan`]), on file
 //! handles with
@@ -124,6 +126,7 @@ pub mod dir_delegation;
 mod encoding;
 mod exec;
 mod fail;
+pub mod file_delegation;
 mod inode;
 mod key;
 pub mod lock;

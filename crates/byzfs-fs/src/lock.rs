@@ -76,6 +76,8 @@ impl<S: Store + ?Sized> Exec<'_, '_, S> {
             Op::Recalls => self.recalls(),
             Op::SetLkWait(r) => self.setlk_wait(r),
             Op::CancelWait { fh, owner } => self.cancel_wait(fh, owner),
+            Op::DelegateFile { file } => self.delegate_file(file),
+            Op::ReturnFile { file } => self.return_file(file),
             other => misrouted(&other),
         }
     }
@@ -258,5 +260,6 @@ impl<S: Store + ?Sized> Exec<'_, '_, S> {
         self.txn.delete(key::locks(ino));
         self.drop_delegation(ino);
         self.drop_dir_delegation(ino);
+        self.drop_file_delegation(ino);
     }
 }

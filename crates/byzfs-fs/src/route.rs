@@ -10,10 +10,13 @@ use crate::proto::reply::Reply;
 use crate::store::Store;
 
 impl<S: Store + ?Sized> Exec<'_, '_, S> {
-    /// Runs `op`: only a recall if it names a directory another session holds
-    /// ([`crate::dir_delegation`]), else what its family does.
+    /// Runs `op`: only a recall if it names a directory or a file another session holds
+    /// ([`crate::dir_delegation`], [`crate::file_delegation`]), else what its family does.
     pub fn run(&mut self, op: Op) -> Res<Reply> {
         if let Some(recall) = self.recall_named_dirs(&op)? {
+            return Ok(recall);
+        }
+        if let Some(recall) = self.recall_named_files(&op)? {
             return Ok(recall);
         }
         match op.family() {
@@ -23,7 +26,7 @@ impl<S: Store + ?Sized> Exec<'_, '_, S> {
             Family::Data => self.run_data(op),
             // names.rs, unlink.rs, rename.rs, reserve.rs, dir_delegation.rs, orphan.rs
             Family::Dirs => self.run_dirs(op),
-            // lock.rs, delegation.rs, deadlock.rs
+            // lock.rs, delegation.rs, deadlock.rs, file_delegation.rs
             Family::Locks => self.run_locks(op),
             // crypt_write.rs, crypt_group.rs, crypt_file.rs
             Family::Crypt => self.run_crypt(op),

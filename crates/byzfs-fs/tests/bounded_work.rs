@@ -497,6 +497,8 @@ fn all_kinds(
         },
         Op::DelegateDir { dir: big_dir },
         Op::ReturnDir { dir: big_dir },
+        Op::DelegateFile { file: big[1] },
+        Op::ReturnFile { file: big[1] },
         // The largest record a group may have, then reading it back.
         group_put_max(),
         Op::GroupGet { group: max_group() },
@@ -602,7 +604,9 @@ fn all_kinds(
             | Op::Signed { .. }
             | Op::FileGroup { .. }
             | Op::WriterSeq
-            | Op::ReadGather { .. } => {}
+            | Op::ReadGather { .. }
+            | Op::DelegateFile { .. }
+            | Op::ReturnFile { .. } => {}
             // Measured last, by `the_operations`.
             Op::Batch(_) => unreachable!("a batch is measured apart"),
         }
@@ -610,7 +614,7 @@ fn all_kinds(
     let kinds: std::collections::BTreeSet<&str> = ops.iter().map(Op::name).collect();
     assert_eq!(
         kinds.len(),
-        54,
+        56,
         "every kind of operation but the batch is measured here"
     );
     let _ = (empty_dir, small);

@@ -11,6 +11,7 @@ mod crypt_group;
 mod crypt_write;
 mod delegations;
 mod dir_delegation;
+mod file_delegation;
 mod garbage;
 mod grants;
 mod hostile_clients;

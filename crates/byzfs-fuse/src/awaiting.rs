@@ -12,6 +12,8 @@ pub(crate) enum Then {
     Writes(WritesSent),
     /// Handles reserved ahead (`handles.rs`).
     Reserved,
+    /// A held file given back (`held_files.rs`).
+    Returned(u64),
 }
 
 /// The queue's batch (`writeback.rs` `queue`).

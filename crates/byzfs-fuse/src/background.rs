@@ -102,7 +102,10 @@ pub(crate) fn spawn_background(
                     Duration::ZERO
                 } else if reclaiming {
                     RECLAIM_PAUSE
-                } else if inner.locking.delegs.any() || inner.link.dirs.any_held() {
+                } else if inner.locking.delegs.any()
+                    || inner.link.dirs.any_held()
+                    || inner.link.files.any()
+                {
                     inner.locking.delegs.poll_every()
                 } else {
                     tick.saturating_sub(chores.elapsed())

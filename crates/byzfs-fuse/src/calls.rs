@@ -24,12 +24,13 @@ use byzfs_fs::{Credentials, Errno, FsResult, Op, Reply};
 /// still shrinking (`EBUSY`) is sent again once that file's old tail is gone, and one that
 /// may leave space to give back wakes the background reclaim (`sender.rs` `send_growing`).
 ///
-/// An operation on names in a directory another mount holds (`dirs.rs`) is answered
-/// `Recall`: it is sent again, ordered (so the replicas ask the holder to give the directory
-/// back), every [`RECALL_RETRY`], until it runs; meanwhile this mount gives back what
-/// it is asked for itself, so two mounts waiting on each other's directories both go on.
+/// An operation on names in a directory, or on a file, another mount holds (`dirs.rs`,
+/// `held_files.rs`) is answered `Recall`: it is sent again, ordered (so the replicas ask
+/// the holder to give it back), every [`RECALL_RETRY`], until it runs; meanwhile this mount
+/// gives back what it is asked for itself, so two mounts waiting on each other's
+/// delegations both go on.
 pub(crate) fn invoke(link: &mut Link, cred: &Credentials, op: Op) -> FsResult {
-    let again = (!op.is_lock() && !op.dirs_named().is_empty()).then(|| op.clone());
+    let again = op.may_be_recalled().then(|| op.clone());
     let mut r = sender::call(link, cred, op, false);
     if let Some(op) = again {
         let mut waits = 0u32;
@@ -130,7 +131,7 @@ pub(crate) fn send_ordered_in_lane(link: &mut Link, cred: &Credentials, op: Op) 
 /// Sends the queue of early answers, with the held writes that join it, then the other
 /// held writes.
 pub(crate) fn send_queue(link: &mut Link, wait: Wait) {
-    let plan = writeback::queue(&mut link.dirs, &mut link.gather, wait);
+    let plan = writeback::queue(&mut link.dirs, &mut link.gather, &link.files, wait);
     run(link, plan);
 }
 

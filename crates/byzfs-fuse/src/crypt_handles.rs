@@ -186,6 +186,8 @@ pub(crate) fn map_op(op: Op, f: &impl Fn(FileHandle) -> FileHandle) -> Op {
         Op::Batch(ops) => Op::Batch(ops.into_iter().map(|o| map_op(o, f)).collect()),
         Op::DelegateDir { dir } => Op::DelegateDir { dir: f(dir) },
         Op::ReturnDir { dir } => Op::ReturnDir { dir: f(dir) },
+        Op::DelegateFile { file } => Op::DelegateFile { file: f(file) },
+        Op::ReturnFile { file } => Op::ReturnFile { file: f(file) },
         Op::SetGroup { dir, group } => Op::SetGroup { dir: f(dir), group },
         Op::FileGroup { fh } => Op::FileGroup { fh: f(fh) },
         Op::Signed {

@@ -294,7 +294,7 @@ pub(super) fn poll_sent(
     delegs: &mut Delegations,
     cred: &Credentials,
 ) -> Option<InLane> {
-    if !delegs.any() && !link.dirs.any_held() {
+    if !delegs.any() && !link.dirs.any_held() && !link.files.any() {
         return None;
     }
     let now = Instant::now();
@@ -322,9 +322,15 @@ pub(super) fn poll_answered(
     match answer {
         Ok(Reply::Recalls(inos)) => {
             for ino in inos {
+                // A file's delegation of its contents, apart from that of its locks (or
+                // one whose return the replicas did not take).
+                let file = link.files.holds(ino) || link.files.given_back_lately(ino).is_some();
+                if file {
+                    recalls::give_back_file(link, cred, ino, true);
+                }
                 if delegs.holds(ino) {
                     give_back(link, delegs, cred, ino, true);
-                } else {
+                } else if !file {
                     // A directory (`dirs.rs`), held or forgotten after a failed batch.
                     recalls::give_back(link, cred, ino);
                 }

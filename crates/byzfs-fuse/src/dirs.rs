@@ -252,6 +252,22 @@ impl Dirs {
         self.mine.read(ino, offset, count)
     }
 
+    /// Up to `count` bytes of `ino` at `offset` from kept bytes, whoever's (the caller
+    /// knows the file is this mount's alone: `held_files.rs`).
+    pub(crate) fn read_kept(&mut self, ino: u64, offset: u64, count: u32) -> Option<Vec<u8>> {
+        self.mine.read(ino, offset, count)
+    }
+
+    /// See `Mine::changes`.
+    pub(crate) fn kept_changes(&self) -> u64 {
+        self.mine.changes()
+    }
+
+    /// See `Mine::keep_read`.
+    pub(crate) fn keep_read(&mut self, ino: u64, data: &[u8], seen: u64) -> bool {
+        self.mine.keep_read(ino, data, seen)
+    }
+
     /// This mount wrote `data` at `offset` of `ino` (`mine.rs`).
     pub(crate) fn wrote(&mut self, ino: u64, offset: u64, data: &[u8]) {
         self.mine.wrote(ino, offset, data);

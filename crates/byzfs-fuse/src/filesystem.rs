@@ -95,20 +95,41 @@ impl Filesystem for ByzFuse {
     ) {
         let fh = fh!(self, ino, reply);
         // A directory this mount holds has the attributes it made, and a file it made there
-        // the ones it last saw (`dirs.rs`: no other mount can reach it; as `lookup_early`).
+        // or holds the ones it last saw (`dirs.rs`, `held_files.rs`: no other mount can
+        // change it; as `lookup_early`).
         let cached = self.inner.lock().ok().and_then(|mut i| {
             if let Some(a) = i.link.dirs.attr(ino.0) {
                 return Some((a.clone(), self.ttl));
             }
             // Writes held or in flight: the size and times are the cluster's to say, once
-            // they ran (`gather.rs`, `inflight.rs`).
+            // they ran (`gather.rs`, `inflight.rs`). A file this mount holds: its writes'
+            // replies say them (no other mount changes it), so they go, and no `getattr`.
+            let now = std::time::Instant::now();
             if i.link.gather.holds(ino.0) || i.link.inflight.holds(ino.0) {
-                return None;
+                if !i.link.files.use_held(ino.0, now) || i.link.gather.error(ino.0).is_some() {
+                    return None;
+                }
+                if i.link.inflight.holds(ino.0) {
+                    sender::land_all_for(&mut i.link, "getattr");
+                }
+                if let Some(p) = i.link.gather.take_file(ino.0) {
+                    send_held(&mut i.link, p);
+                }
+                if i.link.gather.error(ino.0).is_some() {
+                    return None;
+                }
+                return i
+                    .link
+                    .attrs
+                    .last(ino.0)
+                    .filter(|a| a.fh == fh)
+                    .map(|a| (a.clone(), self.ttl));
             }
             if let Some((a, left)) = i.link.attrs.fresh(ino.0, self.ttl) {
                 return Some((a.clone(), left));
             }
-            if !i.link.dirs.use_mine(ino.0) {
+            // A file this mount made or holds (`held_files.rs`): what it last saw is current.
+            if !i.link.dirs.use_mine(ino.0) && !i.link.files.use_held(ino.0, now) {
                 return None;
             }
             i.link
@@ -488,20 +509,40 @@ impl Filesystem for ByzFuse {
     ) {
         let fh = fh!(self, ino, reply);
         let count = size.min(MAX_IO);
-        // A small file this mount made and still alone reaches: from its kept bytes
-        // (`mine.rs`), which include writes still held back.
-        let kept = self.inner.lock().ok().and_then(|mut i| {
-            if i.link.gather.error(ino.0).is_some() {
-                return None;
+        // A small file this mount made and still alone reaches, or holds: from its kept
+        // bytes (`mine.rs`), which include writes still held back. A held file's whole
+        // bytes, read from its start, are kept when nothing changed meanwhile.
+        let now = std::time::Instant::now();
+        let (kept, seen) = match self.inner.lock() {
+            Ok(mut i) if i.link.gather.error(ino.0).is_none() => {
+                if let Some(data) = i.link.dirs.read_mine(ino.0, offset, count) {
+                    (Some(data), None)
+                } else if i.link.files.use_held(ino.0, now) {
+                    match i.link.dirs.read_kept(ino.0, offset, count) {
+                        Some(data) => (Some(data), None),
+                        None => (None, (offset == 0).then(|| i.link.dirs.kept_changes())),
+                    }
+                } else {
+                    (None, None)
+                }
             }
-            i.link.dirs.read_mine(ino.0, offset, count)
-        });
+            _ => (None, None),
+        };
         if let Some(data) = kept {
             return reply.data(&data);
         }
         let op = Op::Read { fh, offset, count };
         match self.call(req, op) {
-            Ok(Reply::Read { data, .. }) => reply.data(&data),
+            Ok(Reply::Read { data, .. }) => {
+                if let Some(seen) = seen.filter(|_| data.len() < count as usize) {
+                    if let Ok(mut i) = self.inner.lock() {
+                        if i.link.files.holds(ino.0) {
+                            i.link.dirs.keep_read(ino.0, &data, seen);
+                        }
+                    }
+                }
+                reply.data(&data)
+            }
             Ok(_) => reply.error(fuser::Errno::EIO),
             Err(e) => reply.error(errno(e)),
         }
@@ -535,7 +576,9 @@ impl Filesystem for ByzFuse {
             // one operation is held in pieces, and what the gather cannot hold goes in
             // flight, behind the queue that makes the file (across sites Andrew's copy
             // waited for all the write-back in flight at its first big file).
-            let mine = inner.link.dirs.is_mine(ino.0) && sender::may_fly(&inner.link);
+            let now = std::time::Instant::now();
+            let own = inner.link.dirs.is_mine(ino.0) || inner.link.files.use_held(ino.0, now);
+            let mine = own && sender::may_fly(&inner.link);
             let holds = inner.link.gather.may_hold(data.len()) || (mine && !data.is_empty());
             if inner.link.gather_writes && fits && holds {
                 let limit = inner.link.gather.limit();
@@ -628,7 +671,9 @@ impl Filesystem for ByzFuse {
         // writes go within `gather::MAX_AGE`, at `fsync`, or at the recall, batched with
         // other files' (`writeback.rs` `writes`); the creation is made at the time the
         // kernel was given (`early.rs` `make_early`), so its attributes do not change then.
-        if !inner.link.dirs.is_mine(ino.0) {
+        // A file this mount holds (`held_files.rs`) likewise: another mount's `open`
+        // recalls it, and the recall sends its writes first.
+        if !inner.link.dirs.is_mine(ino.0) && !inner.link.files.holds(ino.0) {
             // What was answered early of this file goes first, with this caller's gathered
             // writes: the file (and its name) is then durable when `close` returns.
             if inner.link.dirs.touches(ino.0) {
@@ -1062,17 +1107,29 @@ impl Filesystem for ByzFuse {
     fn open(&self, req: &fuser::Request, ino: INodeNo, flags: OpenFlags, reply: fuser::ReplyOpen) {
         tracing::trace!(ino = ino.0, flags = flags.0, "open");
         let fh = fh!(self, ino, reply);
-        let (before, mine) = match self.inner.lock() {
-            Ok(mut i) => (
-                i.link.stamps.get(&ino.0).copied(),
-                i.link.dirs.use_mine(ino.0),
-            ),
+        // `O_ACCMODE`: not `O_RDONLY`.
+        let writing = flags.0 & 0o3 != 0;
+        let now = std::time::Instant::now();
+        let (before, mine, want) = match self.inner.lock() {
+            Ok(mut i) => {
+                let before = i.link.stamps.get(&ino.0).copied();
+                let mine = i.link.dirs.use_mine(ino.0) || i.link.files.use_held(ino.0, now);
+                if mine && i.link.files.holds(ino.0) {
+                    i.link.files.opens_answered += 1;
+                }
+                let want = !mine && writing && i.link.files.wanted(ino.0, now);
+                (before, mine, want)
+            }
             Err(_) => return reply.error(fuser::Errno::EIO),
         };
-        // Made here, in a directory this mount still holds: no other mount can have
-        // changed it (`dirs.rs`), and the kernel's pages hold this mount's own writes.
+        // Made here, in a directory this mount still holds, or held (`held_files.rs`): no
+        // other mount can have changed it (`dirs.rs`), and the kernel's pages hold this
+        // mount's own writes. Opened for writing: its delegation asked for, whose reply
+        // carries the attributes the `open` looks at.
         let fetched = if mine {
             None
+        } else if want {
+            Some(self.delegate_file(req, fh))
         } else {
             Some(self.call(req, Op::GetAttr { fh }))
         };
@@ -1129,7 +1186,7 @@ impl Filesystem for ByzFuse {
         if let Ok(mut inner) = self.inner.lock() {
             // Writes through mmap can arrive after the last `close` (write-back keeps
             // them, as `flush` does).
-            if !inner.link.dirs.is_mine(ino.0) {
+            if !inner.link.dirs.is_mine(ino.0) && !inner.link.files.holds(ino.0) {
                 if let Some(p) = inner.link.gather.take_file(ino.0) {
                     send_held(&mut inner.link, p);
                 }
@@ -1324,6 +1381,15 @@ impl Filesystem for ByzFuse {
                     "ordered operations sent in lanes: {}, most at once {}",
                     lanes.sent,
                     lanes.most
+                );
+            }
+            let held = &inner.link.files;
+            if held.granted > 0 {
+                tracing::info!(
+                    granted = held.granted,
+                    given_back = held.given_back,
+                    opens_answered = held.opens_answered,
+                    "file delegations"
                 );
             }
             let reads = inner.link.dirs.reads_answered();

@@ -71,6 +71,9 @@ pub fn needs(op: &Op) -> Option<Vec<u64>> {
         // read any more), so held writes, which write-back keeps past `close`, stay.
         Op::Reclaim { file } => Some(file.iter().map(|f| f.ino).collect()),
         Op::RenewLease | Op::Recalls | Op::ReserveInodes { .. } => Some(Vec::new()),
+        // A file delegation asked for keeps what is held; one given back sends it first.
+        Op::DelegateFile { .. } => Some(Vec::new()),
+        Op::ReturnFile { file } => one(file),
         // A listing shows names, kinds and handles, which no held write changes (the
         // queue of early answers, which makes names, goes first: `dirs::Dirs::must_precede`).
         Op::ReadDir { .. } => Some(Vec::new()),

@@ -118,6 +118,7 @@ pub mod fsclient;
 mod gather;
 mod groups;
 mod handles;
+mod held_files;
 mod inflight;
 mod lane;
 mod link;
@@ -342,7 +343,7 @@ impl ByzFuse {
             return Err(Errno::EIO);
         };
         let result = if link::lane_takes(&inner.link, &op) {
-            let again = (!op.dirs_named().is_empty()).then(|| op.clone());
+            let again = op.may_be_recalled().then(|| op.clone());
             let mut sent = calls::send_in_lane(&mut inner.link, &cred, op);
             drop(inner);
             let out = sent.wait();
@@ -389,6 +390,46 @@ impl ByzFuse {
             }
         }
         result
+    }
+
+    /// Asks for file `fh`'s delegation (`held_files.rs`) at an `open` for writing; the
+    /// reply's attributes as a `getattr`'s. Another mount holding it (asked to give it
+    /// back) or a refusal: the file is not asked for again for a while, and the `open`
+    /// looks at its attributes as usual (after the holder gave it back).
+    fn delegate_file(&self, req: &fuser::Request, fh: FileHandle) -> FsResult {
+        let cred = self.credentials(req);
+        let granted = {
+            let Ok(mut inner) = self.inner.lock() else {
+                return Err(Errno::EIO);
+            };
+            let sent = std::time::Instant::now();
+            match invoke(&mut inner.link, &cred, Op::DelegateFile { file: fh }) {
+                Ok(Reply::Delegated { lapsed, attr, .. }) => {
+                    let (link, locking, hidden) = inner.for_locks();
+                    // It renewed the lease: a lapse dropped every other delegation.
+                    locks::lease_renewed(link, locking, hidden, lapsed, sent);
+                    let now = std::time::Instant::now();
+                    // Bytes kept from an earlier delegation may be old now.
+                    link.dirs.contents_changed(fh.ino);
+                    link.files.install(fh, now);
+                    link.attrs.learn(&attr, now);
+                    link.stamps.insert(fh.ino, Stamp::of(&attr));
+                    Some(attr)
+                }
+                other => {
+                    tracing::debug!(ino = fh.ino, ?other, "file delegation not granted");
+                    inner
+                        .link
+                        .files
+                        .contended(fh.ino, std::time::Instant::now());
+                    None
+                }
+            }
+        };
+        match granted {
+            Some(attr) => Ok(Reply::Attr(attr)),
+            None => self.call(req, Op::GetAttr { fh }),
+        }
     }
 
     /// Holds a `setattr` back with the caller's pending writes to the file (see

@@ -50,6 +50,8 @@ pub(crate) struct Link {
     pub(crate) reclaim: Reclaimer,
     /// Directory delegations and the operations answered early in them (`dirs.rs`).
     pub(crate) dirs: Dirs,
+    /// File delegations (`held_files.rs`).
+    pub(crate) files: crate::held_files::HeldFiles,
     /// Write-back batches sent and not yet answered (`inflight.rs`).
     pub(crate) inflight: InFlight,
     /// Handles reserved for new entries (`handles.rs`).
@@ -153,7 +155,7 @@ pub(crate) fn lane_takes(link: &Link, op: &Op) -> bool {
 /// (`wire.rs`).
 pub(crate) fn send_lane(link: &mut Link, cred: &Credentials, op: Op, prep: Prep) -> InLane {
     let name = op.name();
-    tracing::trace!(op = name, "send in a lane");
+    tracing::trace!(op = name, files = ?files_of(&op), "send in a lane");
     let request = link.wire.request(cred, op);
     InLane {
         mark: link.attrs.mark(),
@@ -203,11 +205,19 @@ pub(crate) fn finish_in_flight(
     result
 }
 
+/// The inodes `op` names by handle, for the trace (tests count a file's round trips).
+fn files_of(op: &Op) -> Vec<u64> {
+    match op {
+        Op::DelegateFile { file } | Op::ReturnFile { file } => vec![file.ino],
+        _ => op.files_named().iter().map(|f| f.ino).collect(),
+    }
+}
+
 /// Sends `op` as it is and waits for its result, or up to the soft mount's timeout: the
 /// wire under `sender.rs` `send_op` (and under the crypto layer, `crypt.rs`).
 pub(crate) fn transmit(link: &mut Link, cred: &Credentials, op: Op, read_only: bool) -> FsResult {
     let name = op.name();
-    tracing::trace!(op = name, "send");
+    tracing::trace!(op = name, files = ?files_of(&op), "send");
     let began = Instant::now();
     let ticket = link.wire.call(link.wire.request(cred, op), read_only);
     let out = link.wire.wait(ticket, link.timeout, name);

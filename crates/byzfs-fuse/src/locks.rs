@@ -311,6 +311,19 @@ fn renewed(link: &mut Link, locking: &mut Locking, hidden: usize, lapsed: bool, 
     locking.held.confirmed = Some(sent);
 }
 
+/// The lease renewed by a request sent at `sent` that is not a lock operation (a file
+/// delegation asked for: `lib.rs` `delegate_file`); `lapsed`: its reply said the lease had
+/// lapsed before.
+pub(super) fn lease_renewed(
+    link: &mut Link,
+    locking: &mut Locking,
+    hidden: usize,
+    lapsed: bool,
+    sent: Instant,
+) {
+    renewed(link, locking, hidden, lapsed, sent);
+}
+
 /// The books after the replicas granted a lock change sent at `sent` (the lease's are
 /// [`renewed`]'s).
 fn granted(
@@ -344,6 +357,10 @@ fn granted(
 /// may have removed its hidden files too.
 fn lease_lapsed(link: &mut Link, locking: &mut Locking, hidden: usize) {
     link.dirs.lease_lapsed();
+    for ino in link.files.inos() {
+        link.dirs.contents_changed(ino);
+    }
+    link.files.lease_lapsed();
     locking.held.lapsed();
     locking.delegs.clear();
     if hidden > 0 {
@@ -429,7 +446,7 @@ pub(super) fn renew_if_due(
     let now = Instant::now();
     if !locking.held.renewal_due(
         now,
-        locking.delegs.any() || hidden > 0 || link.dirs.any_held(),
+        locking.delegs.any() || hidden > 0 || link.dirs.any_held() || link.files.any(),
     ) {
         return;
     }

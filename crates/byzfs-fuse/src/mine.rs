@@ -33,6 +33,9 @@ pub(crate) struct Mine {
     total: usize,
     /// Reads answered from `bytes` (logged at unmount).
     pub(crate) reads: u64,
+    /// Changes this mount made to any file's contents so far: a read's bytes are kept
+    /// ([`Mine::keep_read`]) only if none came between its send and its reply.
+    changes: u64,
 }
 
 impl Mine {
@@ -81,6 +84,7 @@ impl Mine {
     /// its kept bytes, if any, change alike; a file grown past [`MAX_FILE`], or past what
     /// [`MAX_BYTES`] leaves, is no longer kept.
     pub(crate) fn wrote(&mut self, ino: u64, offset: u64, data: &[u8]) {
+        self.changes += 1;
         let Some(kept) = self.bytes.get(&ino) else {
             return;
         };
@@ -110,7 +114,26 @@ impl Mine {
 
     /// `ino` changed in a way not copied here: its bytes are read from the cluster again.
     pub(crate) fn changed(&mut self, ino: u64) {
+        self.changes += 1;
         self.drop_bytes(ino);
+    }
+
+    /// The count of changes [`Mine::keep_read`] compares with.
+    pub(crate) fn changes(&self) -> u64 {
+        self.changes
+    }
+
+    /// A read of `ino` from its start, sent when [`Mine::changes`] was `seen`, came back
+    /// with the whole file, `data` (shorter than asked): kept, as a file made here is, if
+    /// nothing changed since and it fits (a file this mount holds: `held_files.rs`).
+    pub(crate) fn keep_read(&mut self, ino: u64, data: &[u8], seen: u64) -> bool {
+        let fits = data.len() <= MAX_FILE && self.total + data.len() <= MAX_BYTES;
+        if seen != self.changes || self.bytes.contains_key(&ino) || !fits {
+            return false;
+        }
+        self.bytes.insert(ino, data.to_vec());
+        self.total += data.len();
+        true
     }
 
     /// Up to `count` bytes of `ino` from `offset`, if its contents are kept (empty past
@@ -178,6 +201,26 @@ mod tests {
         m.wrote(8, 0, b"q");
         m.remove(8);
         assert_eq!((m.read(8, 0, 1), m.dir_of(8), m.total), (None, None, 0));
+    }
+
+    /// A whole file read is kept only if no change came between the read's send and its
+    /// reply, and then follows the writes.
+    #[test]
+    fn a_read_is_kept_only_if_nothing_changed_meanwhile() {
+        let mut m = Mine::default();
+        let seen = m.changes();
+        m.wrote(3, 0, b"other file");
+        assert!(!m.keep_read(5, b"old", seen), "a write came between");
+        let seen = m.changes();
+        assert!(m.keep_read(5, b"whole", seen));
+        assert!(!m.keep_read(5, b"again", seen), "kept already");
+        m.wrote(5, 5, b"!");
+        assert_eq!(m.read(5, 0, 10), Some(b"whole!".to_vec()));
+        assert_eq!(m.total, 6);
+        m.changed(5);
+        assert_eq!((m.read(5, 0, 1), m.total), (None, 0));
+        let seen = m.changes();
+        assert!(!m.keep_read(6, &vec![0; MAX_FILE + 1], seen), "too big");
     }
 
     /// A file grown past [`MAX_FILE`], or past what [`MAX_BYTES`] leaves, is read from the

@@ -1,8 +1,8 @@
-//! Directories given back (`dirs.rs`): one another mount asked for (seen by the recall
-//! poll, `delegations.rs`, or by an operation of this mount that met another's delegation,
-//! `calls.rs` `invoke`), those idle for [`IDLE`], and all of them at unmount. What this
-//! mount holds there (early answers, writes of files made there) reaches the replicas
-//! first: the mount that asked will look at it next.
+//! Directories and files given back (`dirs.rs`, `held_files.rs`): one another mount asked
+//! for (seen by the recall poll, `delegations.rs`, or by an operation of this mount that met
+//! another's delegation, `calls.rs` `invoke`), those idle for [`IDLE`], and all of them at
+//! unmount. What this mount holds there (early answers, writes of files made there, a held
+//! file's writes) reaches the replicas first: the mount that asked will look at it next.
 
 use crate::dirs::IDLE;
 use crate::link::Link;
@@ -12,16 +12,57 @@ use byzfs_fs::proto::batch::MAX_BATCH;
 use byzfs_fs::{Credentials, Errno, FileHandle, Op, Reply};
 use std::time::Instant;
 
-/// Gives back the directories the replicas asked this mount for (an operation of this
-/// mount met another's delegation meanwhile: `calls.rs` `invoke`).
+/// Gives back the directories and files the replicas asked this mount for (an operation
+/// of this mount met another's delegation meanwhile: `calls.rs` `invoke`).
 pub(crate) fn give_back_recalled(link: &mut Link, cred: &Credentials) {
-    if !link.dirs.any_held() {
+    if !link.dirs.any_held() && !link.files.any() {
         return;
     }
     if let Ok(Reply::Recalls(inos)) = call(link, cred, Op::Recalls, false) {
         for ino in inos {
+            if link.files.holds(ino) || link.files.given_back_lately(ino).is_some() {
+                give_back_file(link, cred, ino, true);
+            }
             if link.dirs.holds(ino) {
                 give_back(link, cred, ino);
+            }
+        }
+    }
+}
+
+/// Gives file `ino`'s delegation back (`contended`: another mount asked for it). The
+/// file's held writes, and the write-back in flight that writes it, reach the replicas
+/// first (`Op::ReturnFile` needs them: `gather::needs`, `InFlight::must_precede`).
+pub(crate) fn give_back_file(link: &mut Link, cred: &Credentials, ino: u64, contended: bool) {
+    let Some(file) = link
+        .files
+        .take(ino, contended, Instant::now())
+        .or_else(|| link.files.given_back_lately(ino))
+    else {
+        return;
+    };
+    // Its bytes kept here (`mine.rs`) may be old once another mount writes it.
+    link.dirs.contents_changed(ino);
+    match call(link, cred, Op::ReturnFile { file }, false) {
+        Ok(_) | Err(Errno::ENOLCK | Errno::ESTALE) => {}
+        Err(e) => tracing::debug!(ino, %e, "cannot give a file back; it lapses"),
+    }
+}
+
+/// Gives `files` back in batches, each after their held writes (as [`give_back_file`]).
+fn give_back_files(link: &mut Link, cred: &Credentials, files: Vec<FileHandle>) {
+    for f in &files {
+        link.dirs.contents_changed(f.ino);
+    }
+    for chunk in files.chunks(MAX_BATCH) {
+        let ops = chunk.iter().map(|&file| Op::ReturnFile { file }).collect();
+        // A file removed meanwhile fails the batch (`ESTALE`): then one by one.
+        if call(link, cred, Op::Batch(ops), false).is_err() {
+            for &file in chunk {
+                match call(link, cred, Op::ReturnFile { file }, false) {
+                    Ok(_) | Err(Errno::ENOLCK | Errno::ESTALE) => {}
+                    Err(e) => tracing::debug!(ino = file.ino, %e, "cannot give a file back"),
+                }
             }
         }
     }
@@ -54,6 +95,10 @@ pub(crate) fn give_back(link: &mut Link, cred: &Credentials, ino: u64) {
 /// thread, which polls for recalls only while some are held).
 pub(crate) fn give_back_idle(link: &mut Link, cred: &Credentials) {
     let now = Instant::now();
+    let files = link.files.take_idle(now, MAX_BATCH);
+    if !files.is_empty() {
+        give_back_files(link, cred, files);
+    }
     let idle: Vec<FileHandle> = link
         .dirs
         .held
@@ -89,10 +134,12 @@ pub(crate) fn give_back_idle(link: &mut Link, cred: &Credentials) {
     }
 }
 
-/// Sends the queue and gives every held directory back (at unmount), in batches.
+/// Sends the queue and gives every held directory and file back (at unmount), in batches.
 pub(crate) fn give_back_all(link: &mut Link, cred: &Credentials) {
     let plan = writeback::everything(link, Wait::Yes);
     run(link, plan);
+    let files = link.files.take_all();
+    give_back_files(link, cred, files);
     link.dirs.mine.clear();
     let all: Vec<FileHandle> = link.dirs.held.drain().map(|(_, h)| h.fh).collect();
     for chunk in all.chunks(MAX_BATCH) {

@@ -6,6 +6,7 @@
 //! to the front of the plan being run, and a request that must wait for the write-back
 //! in flight lands its oldest batch first, then looks again.
 
+use crate::dirs::RECALL_RETRY;
 use crate::inflight::Flying;
 use crate::link::{finish_in_flight, prep_of, send_lane, settle, transmit, Link};
 use crate::reclaim;
@@ -32,6 +33,16 @@ pub(crate) fn may_fly(link: &Link) -> bool {
 pub(crate) fn run(link: &mut Link, plan: Vec<Outgoing>) {
     let mut work: VecDeque<Outgoing> = plan.into();
     while let Some(mut o) = work.pop_front() {
+        if o.recalled {
+            // Another mount holds a file `o` writes: this mount gives back what it is
+            // asked for meanwhile (two mounts writing each other's files both go on).
+            o.recalled = false;
+            std::thread::sleep(RECALL_RETRY);
+            let first = give_back_asked(link, &o.cred);
+            work.push_front(o);
+            prepend(&mut work, first);
+            continue;
+        }
         let fly = o.wait == Wait::InFlight && may_fly(link);
         let first =
             writeback::queue_before(link, &o.op, if fly { Wait::InFlight } else { Wait::Yes });
@@ -67,6 +78,34 @@ pub(crate) fn run(link: &mut Link, plan: Vec<Outgoing>) {
             prepend(&mut work, follow);
         }
     }
+}
+
+/// What giving back the held files the replicas asked this mount for takes
+/// (`writeback::give_back_file`); directories and lock delegations are given back by the
+/// calls that wait on them (`calls.rs` `invoke`) and the background's poll.
+fn give_back_asked(link: &mut Link, cred: &Credentials) -> Vec<Outgoing> {
+    if !link.files.any() {
+        return Vec::new();
+    }
+    let Ok(Reply::Recalls(inos)) = send_op(link, cred, Op::Recalls, false) else {
+        return Vec::new();
+    };
+    let now = Instant::now();
+    let files: Vec<FileHandle> = inos
+        .into_iter()
+        .filter_map(|ino| {
+            link.files
+                .take(ino, true, now)
+                .or_else(|| link.files.given_back_lately(ino))
+        })
+        .collect();
+    for f in &files {
+        link.dirs.contents_changed(f.ino);
+    }
+    files
+        .into_iter()
+        .flat_map(|file| writeback::give_back_file(link, cred, file))
+        .collect()
 }
 
 /// Puts `first` at the front of `work`, in its order.

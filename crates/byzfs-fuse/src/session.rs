@@ -30,6 +30,9 @@ pub struct MountOptions {
     /// Hold directory delegations and answer creations and removals in them early
     /// (`dirs.rs`).
     pub delegate_dirs: bool,
+    /// Hold file delegations: `open` and `close` of a file only this mount uses answered
+    /// here, its writes written back (`held_files.rs`). Never on an encrypted mount.
+    pub delegate_files: bool,
     /// Mount a group's encrypted tree with this identity (`crypt.rs`); `None`: the
     /// cluster's plain tree.
     pub encryption: Option<crate::crypt::Encryption>,
@@ -242,6 +245,9 @@ pub fn mount(
                 opened: HashMap::new(),
                 reclaim: reclaim::Reclaimer::new(Some(nudge_tx.clone())),
                 dirs: dirs::Dirs::new(opts.delegate_dirs, Some(nudge_tx.clone())),
+                files: crate::held_files::HeldFiles::new(
+                    opts.delegate_files && crypt.is_none() && !opts.sync_writes,
+                ),
                 inflight: Default::default(),
                 handles: Default::default(),
                 crypt,

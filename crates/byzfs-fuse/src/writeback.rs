@@ -9,10 +9,11 @@
 use crate::awaiting::{QueueSent, Then, WritesSent};
 use crate::dirs::Dirs;
 use crate::gather::{self, Gather, Pending};
+use crate::held_files::HeldFiles;
 use crate::inflight::footprint_of;
 use crate::link::Link;
 use byzfs_fs::proto::batch::{may_batch, MAX_BATCH};
-use byzfs_fs::{Credentials, Errno, FsResult, Op, Reply};
+use byzfs_fs::{Credentials, Errno, FileHandle, FsResult, Op, Reply};
 use std::collections::HashSet;
 
 use crate::attrs::Stamp;
@@ -37,22 +38,27 @@ pub(crate) struct Outgoing {
     /// It already waited once for the write-back in flight (counted in
     /// `InFlight::waited_by` or `waited_for_room`).
     pub(crate) counted: bool,
+    /// Answered `Recall` (a file another mount holds): sent again after a pause in which
+    /// this mount gives back what it is asked for (`sender.rs` `run`).
+    pub(crate) recalled: bool,
 }
 
 impl Outgoing {
     /// `ino`'s writes `op`, alone and waited for: its error is kept for the file.
     fn write(cred: &Credentials, ino: u64, op: Op) -> Outgoing {
+        let kept = vec![op.clone()];
         Outgoing {
             cred: cred.clone(),
             op,
             then: Then::Writes(WritesSent {
                 cred: cred.clone(),
                 inos: vec![ino],
-                ops: Vec::new(),
+                ops: kept,
             }),
             wait: Wait::Yes,
             footprint: HashSet::new(),
             counted: false,
+            recalled: false,
         }
     }
 
@@ -67,6 +73,7 @@ impl Outgoing {
             wait: Wait::InFlight,
             footprint: HashSet::new(),
             counted: false,
+            recalled: false,
         }
     }
 }
@@ -94,7 +101,7 @@ pub(crate) fn before(link: &mut Link, op: &Op, first: Wait) -> Vec<Outgoing> {
     // Writes held back for a file the queue makes go with it, after it.
     let gathered_new = needed.iter().any(|&i| link.dirs.touches(i));
     let mut out = if queue_must_go(link, op) || gathered_new {
-        queue(&mut link.dirs, &mut link.gather, first)
+        queue(&mut link.dirs, &mut link.gather, &link.files, first)
     } else {
         Vec::new()
     };
@@ -115,7 +122,7 @@ pub(crate) fn before(link: &mut Link, op: &Op, first: Wait) -> Vec<Outgoing> {
 /// go after it.
 pub(crate) fn queue_before(link: &mut Link, op: &Op, first: Wait) -> Vec<Outgoing> {
     if queue_must_go(link, op) {
-        queue(&mut link.dirs, &mut link.gather, first)
+        queue(&mut link.dirs, &mut link.gather, &link.files, first)
     } else {
         Vec::new()
     }
@@ -131,11 +138,20 @@ fn queue_must_go(link: &Link, op: &Op) -> bool {
 
 /// The queue of early answers as one batch, with this caller's held writes joined to it
 /// (as far as [`MAX_BATCH`] and the gather's bytes allow), then the other held writes.
-pub(crate) fn queue(dirs: &mut Dirs, gather: &mut Gather, wait: Wait) -> Vec<Outgoing> {
+/// Only writes no other mount's file delegation can recall join (of files the queue makes,
+/// this mount made in a directory it holds, or holds: `held_files.rs`): the queue's own
+/// operations are not kept to be sent again.
+pub(crate) fn queue(
+    dirs: &mut Dirs,
+    gather: &mut Gather,
+    files: &HeldFiles,
+    wait: Wait,
+) -> Vec<Outgoing> {
     let footprint: HashSet<u64> = dirs.touched.iter().copied().collect();
     let Some((cred, mut ops)) = dirs.take_queue() else {
         return Vec::new();
     };
+    let unrecallable = |ino: u64| footprint.contains(&ino) || dirs.is_mine(ino) || files.holds(ino);
     // Other callers' writes, sent after the batch; and (never met: held writes are writes
     // without size changes) what may not join one.
     let mut after = Vec::new();
@@ -147,7 +163,7 @@ pub(crate) fn queue(dirs: &mut Dirs, gather: &mut Gather, wait: Wait) -> Vec<Out
         let cost = gather.cost(&p);
         // One file's writes join whatever their size (a file's writes fill an operation).
         let room = joined.is_empty() || bytes + cost <= gather.limit();
-        if p.cred != cred || ops.len() >= MAX_BATCH || !room {
+        if p.cred != cred || ops.len() >= MAX_BATCH || !room || !unrecallable(p.fh.ino) {
             after.push(p);
             continue;
         }
@@ -195,6 +211,7 @@ pub(crate) fn queue(dirs: &mut Dirs, gather: &mut Gather, wait: Wait) -> Vec<Out
         wait,
         footprint,
         counted: false,
+        recalled: false,
     }];
     out.extend(
         alone
@@ -208,7 +225,7 @@ pub(crate) fn queue(dirs: &mut Dirs, gather: &mut Gather, wait: Wait) -> Vec<Out
 /// Everything held: the queue of early answers, with the writes that join it, and every
 /// other held write (a delegation given back, unmount, the gather full).
 pub(crate) fn everything(link: &mut Link, wait: Wait) -> Vec<Outgoing> {
-    let mut out = queue(&mut link.dirs, &mut link.gather, wait);
+    let mut out = queue(&mut link.dirs, &mut link.gather, &link.files, wait);
     let rest = link.gather.take_all();
     out.extend(writes(&link.gather, rest, wait));
     out
@@ -244,12 +261,9 @@ fn batch_of(batch: Vec<Pending>, wait: Wait) -> Option<Outgoing> {
     let (inos, ops): (Vec<u64>, Vec<Op>) =
         batch.into_iter().map(|p| (p.fh.ino, p.into_op().1)).unzip();
     let footprint = footprint_of(&ops);
-    // One file's writes waited for keep their error ([`answered`]): nothing to send again.
-    let kept = if wait == Wait::Yes && ops.len() == 1 {
-        Vec::new()
-    } else {
-        ops.clone()
-    };
+    // Kept to be sent again: file by file after a failed batch, as they were after a
+    // recall ([`answered`]).
+    let kept = ops.clone();
     let op = match <[Op; 1]>::try_from(ops) {
         Ok([op]) => op,
         Err(ops) => Op::Batch(ops),
@@ -265,6 +279,7 @@ fn batch_of(batch: Vec<Pending>, wait: Wait) -> Option<Outgoing> {
         wait,
         footprint,
         counted: false,
+        recalled: false,
     })
 }
 
@@ -285,7 +300,36 @@ pub(crate) fn answered(
             link.handles.reserved(result);
             Vec::new()
         }
+        Then::Returned(ino) => {
+            match result {
+                Ok(_) | Err(Errno::ENOLCK | Errno::ESTALE) => {}
+                Err(e) => tracing::debug!(ino, %e, "cannot give a file back; it lapses"),
+            }
+            Vec::new()
+        }
     }
+}
+
+/// Gives back held file `file` (another mount asked for it, `held_files.rs`): its held
+/// writes, then `Op::ReturnFile` (which waits for the write-back in flight that writes it:
+/// `InFlight::must_precede`).
+pub(crate) fn give_back_file(
+    link: &mut Link,
+    cred: &Credentials,
+    file: FileHandle,
+) -> Vec<Outgoing> {
+    let held: Vec<Pending> = link.gather.take_file(file.ino).into_iter().collect();
+    let mut out = writes(&link.gather, held, Wait::Yes);
+    out.push(Outgoing {
+        cred: cred.clone(),
+        op: Op::ReturnFile { file },
+        then: Then::Returned(file.ino),
+        wait: Wait::Yes,
+        footprint: HashSet::new(),
+        counted: false,
+        recalled: false,
+    });
+    out
 }
 
 /// The queue's batch answered. One that failed ran nothing: the error waits for the next
@@ -332,6 +376,15 @@ fn writes_answered(
 ) -> Vec<Outgoing> {
     let n = w.inos.len();
     match result {
+        // Another mount holds one of the files (`byzfs_fs::file_delegation`): nothing ran;
+        // the same writes go again once it gave the file back (`sender.rs` `run`).
+        Ok(Reply::Recall) if !w.ops.is_empty() => {
+            tracing::debug!(
+                files = n,
+                "held writes met another mount's file; sent again"
+            );
+            vec![again_after_recall(w)]
+        }
         Ok(Reply::Write { attr, .. } | Reply::Attr(attr)) if n == 1 => {
             link.stamps.insert(w.inos[0], Stamp::of(&attr));
             Vec::new()
@@ -360,6 +413,24 @@ fn writes_answered(
                 .map(|(ino, op)| Outgoing::write(&w.cred, ino, op))
                 .collect()
         }
+    }
+}
+
+/// Writes `w` answered `Recall`, as they were, to be sent again (waited for) once this
+/// mount gave back what it is asked for (`sender.rs` `run`).
+fn again_after_recall(w: WritesSent) -> Outgoing {
+    let op = match <[Op; 1]>::try_from(w.ops.clone()) {
+        Ok([op]) => op,
+        Err(ops) => Op::Batch(ops),
+    };
+    Outgoing {
+        cred: w.cred.clone(),
+        op,
+        then: Then::Writes(w),
+        wait: Wait::Yes,
+        footprint: HashSet::new(),
+        counted: false,
+        recalled: true,
     }
 }
 
@@ -392,6 +463,7 @@ mod tests {
             Then::Queue(q) => (q.joined.clone(), None),
             Then::Writes(w) => (w.inos.clone(), Some(w.ops.len())),
             Then::Reserved => (Vec::new(), None),
+            Then::Returned(ino) => (vec![*ino], None),
         };
         (names, inos, o.wait, kept)
     }
@@ -432,13 +504,38 @@ mod tests {
     }
 
     #[test]
-    fn one_files_writes_waited_for_keep_no_copy_to_send_again() {
+    fn writes_that_meet_another_mounts_file_go_again_as_they_were() {
         let a = Credentials::user(1000, 100);
         let mut g = gather_with(&[(10, &a)]);
         let held = take(&mut g, &[10]);
-        let plan: Vec<_> = writes(&g, held, Wait::Yes).iter().map(shape).collect();
-        // Its error is kept for the file (`writes_answered`): nothing to send again.
-        assert_eq!(plan, vec![(vec!["write"], vec![10], Wait::Yes, Some(0))]);
+        // One file's writes waited for keep a copy: a recall sends them again.
+        let plan = writes(&g, held, Wait::Yes);
+        let shapes: Vec<_> = plan.iter().map(shape).collect();
+        assert_eq!(shapes, vec![(vec!["write"], vec![10], Wait::Yes, Some(1))]);
+        let sent = plan.into_iter().next().map(|o| (o.op, o.then));
+        let Some((op, Then::Writes(w))) = sent else {
+            panic!("one file's writes");
+        };
+        let again = again_after_recall(w);
+        assert!(again.recalled, "after a pause and the give-backs asked for");
+        assert_eq!(again.op, op);
+        assert_eq!(shape(&again), (vec!["write"], vec![10], Wait::Yes, Some(1)));
+        // Several files' batch goes again whole.
+        let mut g = gather_with(&[(11, &a), (12, &a)]);
+        let held = take(&mut g, &[11, 12]);
+        let plan = writes(&g, held, Wait::InFlight);
+        let Some(o) = plan.into_iter().next() else {
+            panic!("one batch");
+        };
+        let Then::Writes(w) = o.then else {
+            panic!("writes");
+        };
+        let again = again_after_recall(w);
+        assert_eq!(again.op, o.op);
+        assert_eq!(
+            shape(&again),
+            (vec!["write", "write"], vec![11, 12], Wait::Yes, Some(2))
+        );
     }
 
     #[test]
@@ -460,13 +557,13 @@ mod tests {
             }],
         );
         let mut g = gather_with(&[(50, &a), (60, &b)]);
-        let plan = queue(&mut dirs, &mut g, Wait::Yes);
+        let plan = queue(&mut dirs, &mut g, &HeldFiles::new(true), Wait::Yes);
         let shapes: Vec<_> = plan.iter().map(shape).collect();
         assert_eq!(
             shapes,
             vec![
                 (vec!["make_at", "write"], vec![50], Wait::Yes, None),
-                (vec!["write"], vec![60], Wait::Yes, Some(0)),
+                (vec!["write"], vec![60], Wait::Yes, Some(1)),
             ]
         );
         let mut footprint: Vec<u64> = plan[0].footprint.iter().copied().collect();
@@ -475,7 +572,37 @@ mod tests {
         // The kernel drops the early attributes of both once the batch ran.
         assert_eq!(dirs.take_sent(), vec![2, 50]);
         // Everything was taken: a second plan is empty.
-        assert!(queue(&mut dirs, &mut g, Wait::Yes).is_empty());
+        assert!(queue(&mut dirs, &mut g, &HeldFiles::new(true), Wait::Yes).is_empty());
         assert!(!g.holds(50) && !g.holds(60));
+    }
+
+    #[test]
+    fn only_writes_no_other_mount_can_recall_join_the_queue() {
+        let a = Credentials::user(1000, 100);
+        let mut dirs = Dirs::new(true, None);
+        let make = Op::Mkdir {
+            dir: fh(2),
+            name: b"new".to_vec(),
+            mode: 0o755,
+        };
+        let made = Op::MakeAt {
+            time: None,
+            at: fh(50),
+            make: Box::new(make),
+        };
+        dirs.push(&a, [made]);
+        // 70: a file this mount neither made nor holds; 80: one it holds.
+        let mut g = gather_with(&[(70, &a), (80, &a)]);
+        let mut files = HeldFiles::new(true);
+        files.install(fh(80), std::time::Instant::now());
+        let plan = queue(&mut dirs, &mut g, &files, Wait::Yes);
+        let shapes: Vec<_> = plan.iter().map(shape).collect();
+        assert_eq!(
+            shapes,
+            vec![
+                (vec!["make_at", "write"], vec![80], Wait::Yes, None),
+                (vec!["write"], vec![70], Wait::Yes, Some(1)),
+            ]
+        );
     }
 }

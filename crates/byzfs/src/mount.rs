@@ -109,6 +109,7 @@ pub fn run(a: MountArgs) -> anyhow::Result<ExitCode> {
         sync_writes: a.sync_writes,
         cache_timeout: a.cache.timeout(),
         delegate_dirs: !a.cache.no_dir_delegations,
+        delegate_files: !a.cache.no_file_delegations,
         encryption: a.encrypt.encryption()?,
         threads: usize::from(a.threads),
     };
@@ -178,6 +179,12 @@ pub struct CacheArgs {
     /// by `close`, `fsync` and `fsyncdir` (README "Mounting").
     #[arg(long)]
     pub no_dir_delegations: bool,
+    /// Do not hold file delegations: every `open` asks the cluster and every `close` sends
+    /// the file's writes. Default: a file opened for writing that no other mount uses is
+    /// delegated to it, and its `open` and `close` are answered at once, its writes sent
+    /// within a second, at `fsync`, or when another mount opens it (README "Mounting").
+    #[arg(long)]
+    pub no_file_delegations: bool,
 }
 
 impl CacheArgs {

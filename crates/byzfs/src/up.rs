@@ -433,6 +433,7 @@ pub fn run(mut a: UpArgs) -> anyhow::Result<ExitCode> {
                 sync_writes: false,
                 cache_timeout: a.cache.timeout(),
                 delegate_dirs: !a.cache.no_dir_delegations,
+                delegate_files: !a.cache.no_file_delegations,
                 threads: byzfs_fuse::DEFAULT_THREADS,
                 encryption: if a.encrypt {
                     Some(rt.block_on(encryption(&config_path, &cluster))?)

@@ -225,6 +225,8 @@ fn out_of_range() -> Vec<Op> {
         Op::Batch(vec![Op::StatFs; 64]),
         Op::DelegateDir { dir: bad },
         Op::ReturnDir { dir: root },
+        Op::DelegateFile { file: bad },
+        Op::ReturnFile { file: root },
         Op::SetGroup {
             dir: root,
             group: [0xff; 16],

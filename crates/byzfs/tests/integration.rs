@@ -13,6 +13,7 @@ mod dir_delegations;
 mod encryption;
 mod failover;
 mod faults;
+mod file_delegations;
 mod fsbench;
 mod grants;
 mod groups;

@@ -24,6 +24,8 @@ pub fn may_batch(op: &Op) -> bool {
         | Op::WriteGather { .. }
         | Op::DelegateDir { .. }
         | Op::ReturnDir { .. }
+        | Op::DelegateFile { .. }
+        | Op::ReturnFile { .. }
         // A directory joins a group only in the request that makes it (`crypt_file`).
         | Op::SetGroup { .. } => true,
         // A size change may truncate: its work is bounded alone, not 64 times over.

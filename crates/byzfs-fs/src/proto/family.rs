@@ -73,7 +73,9 @@ impl Op {
             | Op::ReturnDelegation { .. }
             | Op::Recalls
             | Op::SetLkWait(_)
-            | Op::CancelWait { .. } => Family::Locks,
+            | Op::CancelWait { .. }
+            | Op::DelegateFile { .. }
+            | Op::ReturnFile { .. } => Family::Locks,
             Op::GroupPut { .. }
             | Op::GroupGet { .. }
             | Op::SetGroup { .. }

@@ -535,6 +535,22 @@ pub enum Op {
         #[serde(deserialize_with = "crate::proto::bounded::lists::ranges")]
         ranges: Vec<(u64, u32)>,
     },
+    /// Asks for regular file `file`'s delegation ([`crate::file_delegation`]): while the
+    /// caller holds it, every other session's operation naming `file`
+    /// ([`Op::files_named`]) is recalled. Renews the caller's lease. `EACCES` unless the
+    /// caller may write the file; `EISDIR`/`EINVAL` for a directory or a special file.
+    /// Reply: [`Reply::Delegated`] (no locks), or [`Reply::Recall`] if another session holds
+    /// it (asked to give it back).
+    DelegateFile {
+        /// The file.
+        file: FileHandle,
+    },
+    /// Gives file `file`'s delegation back. `ENOLCK` if the caller does not hold it.
+    /// Reply: [`Reply::Done`].
+    ReturnFile {
+        /// The file.
+        file: FileHandle,
+    },
 }
 
 /// Most ranges one [`Op::ReadGather`] may carry.
@@ -616,6 +632,8 @@ impl Op {
             Op::Batch(_) => "batch",
             Op::DelegateDir { .. } => "delegate_dir",
             Op::ReturnDir { .. } => "return_dir",
+            Op::DelegateFile { .. } => "delegate_file",
+            Op::ReturnFile { .. } => "return_file",
             Op::GroupPut { .. } => "group_put",
             Op::GroupGet { .. } => "group_get",
             Op::SetGroup { .. } => "set_group",
@@ -661,6 +679,45 @@ impl Op {
             Op::Signed { op, .. } => op.dirs_named(),
             Op::SetGroup { dir, .. } => vec![*dir],
             Op::Batch(ops) => ops.iter().flat_map(Op::dirs_named).collect(),
+            _ => Vec::new(),
+        }
+    }
+
+    /// Whether another session's delegation may answer this operation [`Reply::Recall`]
+    /// (its mount sends it again until it runs): it names a directory or a file, and is not
+    /// a lock operation (those meet lock delegations, answered apart).
+    ///
+    /// [`Reply::Recall`]: crate::Reply::Recall
+    pub fn may_be_recalled(&self) -> bool {
+        !self.is_lock() && (!self.dirs_named().is_empty() || !self.files_named().is_empty())
+    }
+
+    /// The files this operation reads or changes the contents or attributes of, by handle:
+    /// those a file delegation covers ([`crate::file_delegation`]). Names are left out (a
+    /// link, rename or removal of a delegated file is not recalled), and so are locks (lock
+    /// delegations cover them) and the reclaim of a file's stale tail.
+    pub fn files_named(&self) -> Vec<FileHandle> {
+        match self {
+            Op::GetAttr { fh }
+            | Op::SetAttr { fh, .. }
+            | Op::Access { fh, .. }
+            | Op::Read { fh, .. }
+            | Op::Write { fh, .. }
+            | Op::Fsync { fh, .. }
+            | Op::Allocate { fh, .. }
+            | Op::GetXattr { fh, .. }
+            | Op::ListXattr { fh }
+            | Op::SetXattr { fh, .. }
+            | Op::RemoveXattr { fh, .. }
+            | Op::WriteGather { fh, .. }
+            | Op::WriteSetAttr { fh, .. }
+            | Op::Punch { fh, .. }
+            | Op::Seek { fh, .. }
+            | Op::ReadGather { fh, .. } => vec![*fh],
+            Op::CopyRange { from, to, .. } => vec![*from, *to],
+            Op::MakeAt { make, .. } => make.files_named(),
+            Op::Signed { op, .. } => op.files_named(),
+            Op::Batch(ops) => ops.iter().flat_map(Op::files_named).collect(),
             _ => Vec::new(),
         }
     }

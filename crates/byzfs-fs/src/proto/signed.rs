@@ -120,6 +120,7 @@ pub(crate) fn unchecked(op: &Op) -> bool {
                 | Op::ReportCapacity { .. }
                 | Op::ReserveInodes { .. }
                 | Op::ReturnDir { .. }
+                | Op::ReturnFile { .. }
                 | Op::GroupPut { .. }
         )
 }
