@@ -26,6 +26,8 @@ fn data_bytes(op: &Op) -> usize {
         Op::WriteGather { extents, .. } | Op::WriteSetAttr { extents, .. } => {
             extents.iter().map(|e| e.data.len()).sum()
         }
+        // One level down: a write carries no `WriteAt` (`proto::bounded`).
+        Op::WriteAt { write, .. } => data_bytes(write),
         _ => 0,
     }
 }

@@ -8,7 +8,7 @@ use crate::exec::{kill_suid, misrouted, need_regular, Exec};
 use crate::fail::Res;
 use crate::inode::Inode;
 use crate::perm;
-use crate::proto::attr::{SetAttr, MAX_FILE_SIZE};
+use crate::proto::attr::{SetAttr, Timestamp, MAX_FILE_SIZE};
 use crate::proto::errno::Errno;
 use crate::proto::handle::FileHandle;
 use crate::proto::op::{Extent, Op, MAX_GATHER_READS, MAX_IO, MAX_SETATTRS, R_OK, W_OK};
@@ -43,8 +43,26 @@ impl<S: Store + ?Sized> Exec<'_, '_, S> {
                 keep_size,
             } => self.punch(fh, offset, len, keep_size),
             Op::Seek { fh, offset, hole } => self.seek(fh, offset, hole),
+            Op::WriteAt { time, write } => self.write_at(time, *write),
             other => misrouted(&other),
         }
+    }
+
+    /// [`Op::WriteAt`]: `write` run with `time` as the present, if near the agreed time.
+    fn write_at(&mut self, time: Timestamp, write: Op) -> Res<Reply> {
+        if !matches!(
+            write,
+            Op::Write { .. } | Op::WriteGather { .. } | Op::WriteSetAttr { .. }
+        ) {
+            return Err(Errno::EINVAL.into());
+        }
+        let agreed = self.now;
+        if time.secs.abs_diff(agreed.secs) <= crate::reserve::MAKE_AT_SKEW_SECS {
+            self.now = time;
+        }
+        let reply = self.run_data(write);
+        self.now = agreed;
+        reply
     }
 
     /// Reads up to `count` bytes (at most [`MAX_IO`]) of `fh` at `offset`.

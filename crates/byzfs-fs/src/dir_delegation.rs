@@ -2,8 +2,9 @@
 //! itself, so that its mount answers creations, removals and renames in it at once and sends
 //! them later, many in one [`Op::Batch`].
 //!
-//! * **Grant.** [`Op::DelegateDir`], which renews the caller's lease,
-//!   is granted unless another session holds the delegation: then that session is asked to
+//! * **Grant.** [`Op::DelegateDir`], which renews the caller's lease, is granted to a
+//!   caller who may change the directory's names (write and search permission), unless
+//!   another session holds the delegation: then that session is asked to
 //!   give it back (the directory joins its recall list, as for lock delegations:
 //!   [`crate::delegation`]) and the caller gets [`Reply::Recall`]. A delegation may be asked
 //!   for in the same batch that creates the directory.
@@ -26,9 +27,10 @@ use crate::encoding::encode;
 use crate::exec::Exec;
 use crate::fail::Res;
 use crate::key;
+use crate::perm;
 use crate::proto::errno::Errno;
 use crate::proto::handle::FileHandle;
-use crate::proto::op::Op;
+use crate::proto::op::{Op, W_OK, X_OK};
 use crate::proto::reply::Reply;
 use crate::store::Store;
 
@@ -62,6 +64,10 @@ impl<S: Store + ?Sized> Exec<'_, '_, S> {
         if !d.is_dir() {
             return Err(Errno::ENOTDIR.into());
         }
+        // The holder answers creations and removals there early, and every other session
+        // waits for it meanwhile: only one who may change the directory's names may hold
+        // it (a client with no right there could otherwise stop everyone's lookups in it).
+        perm::check(self.cred, &d, W_OK | X_OK)?;
         // The holder answers changes early: only a writer of an encrypted directory's group
         // may hold it, or a reader's mount would answer changes the replicas then refuse.
         if let Some(group) = crate::crypt_file::group_of(self.txn, dir.ino)? {

@@ -167,6 +167,7 @@ mod tests {
             Op::ReadGather { .. } => 54,
             Op::DelegateFile { .. } => 55,
             Op::ReturnFile { .. } => 56,
+            Op::WriteAt { .. } => 57,
         }
     }
 
@@ -335,6 +336,10 @@ mod tests {
             Op::ReturnDir { dir: FH },
             Op::DelegateFile { file: FH },
             Op::ReturnFile { file: FH },
+            Op::WriteAt {
+                time: Timestamp::default(),
+                write: Box::new(Op::Fsync { fh: FH }),
+            },
             Op::GroupPut {
                 group: [1; 16],
                 record: crate::proto::group::GroupRecord {

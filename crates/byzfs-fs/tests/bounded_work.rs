@@ -499,6 +499,15 @@ fn all_kinds(
         Op::ReturnDir { dir: big_dir },
         Op::DelegateFile { file: big[1] },
         Op::ReturnFile { file: big[1] },
+        // The biggest write there is, at the mount's time.
+        Op::WriteAt {
+            time: byzfs_fs::Timestamp::default(),
+            write: Box::new(Op::Write {
+                fh: big[1],
+                offset: 5 << 20,
+                data: vec![9; MAX_IO as usize],
+            }),
+        },
         // The largest record a group may have, then reading it back.
         group_put_max(),
         Op::GroupGet { group: max_group() },
@@ -606,7 +615,8 @@ fn all_kinds(
             | Op::WriterSeq
             | Op::ReadGather { .. }
             | Op::DelegateFile { .. }
-            | Op::ReturnFile { .. } => {}
+            | Op::ReturnFile { .. }
+            | Op::WriteAt { .. } => {}
             // Measured last, by `the_operations`.
             Op::Batch(_) => unreachable!("a batch is measured apart"),
         }
@@ -614,7 +624,7 @@ fn all_kinds(
     let kinds: std::collections::BTreeSet<&str> = ops.iter().map(Op::name).collect();
     assert_eq!(
         kinds.len(),
-        56,
+        57,
         "every kind of operation but the batch is measured here"
     );
     let _ = (empty_dir, small);

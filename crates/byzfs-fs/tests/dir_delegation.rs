@@ -141,3 +141,31 @@ fn a_batch_may_create_a_directory_and_take_its_delegation() {
     let not_a_dir = fs.run_client(HOLDER, Op::DelegateDir { dir: f });
     assert_eq!(not_a_dir, Err(Errno::ENOTDIR));
 }
+
+/// Only a caller who may change a directory's names may hold it: a client with no right
+/// there could otherwise make every other session's lookups in it wait on it.
+#[test]
+fn only_a_writer_of_a_directory_may_hold_it() {
+    let mut fs = Fs::new();
+    let d = fs.mkdir(ROOT, "d").fh;
+    let user = byzfs_fs::Credentials {
+        uid: 1000,
+        gid: 1000,
+        groups: Vec::new(),
+    };
+    // Root's, 0755: the user may list it, not change it.
+    assert_eq!(
+        fs.run_as(&user, Op::DelegateDir { dir: d }),
+        Err(Errno::EACCES)
+    );
+    assert_eq!(
+        fs.run_as(&user, Op::DelegateDir { dir: ROOT }),
+        Err(Errno::EACCES)
+    );
+    let set = byzfs_fs::SetAttr {
+        mode: Some(0o777),
+        ..Default::default()
+    };
+    assert!(fs.run(Op::SetAttr { fh: d, set }).is_ok());
+    delegated(fs.run_as(&user, Op::DelegateDir { dir: d }));
+}

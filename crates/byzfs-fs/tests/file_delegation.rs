@@ -238,3 +238,64 @@ fn a_removed_file_takes_its_delegation_with_it() {
         Err(Errno::ESTALE)
     );
 }
+
+#[test]
+fn a_write_at_the_mounts_time_keeps_it_within_the_skew() {
+    let mut fs = Fs::new();
+    let f = fs.create(ROOT, "f").fh;
+    let at = |secs: i64, op: Op| Op::WriteAt {
+        time: byzfs_fs::Timestamp { secs, nsecs: 5 },
+        write: Box::new(op),
+    };
+    // The harness's agreed time moves 1 s a request from its start; near it: taken.
+    let now = fs.getattr(f).mtime.secs;
+    let near = now + 30;
+    let r = fs.run_client(HOLDER, at(near, write(f, b"near")));
+    match r {
+        Ok(Reply::Write { attr, count }) => {
+            assert_eq!(count, 4);
+            assert_eq!(
+                (attr.mtime, attr.ctime),
+                (
+                    attr.ctime,
+                    byzfs_fs::Timestamp {
+                        secs: near,
+                        nsecs: 5
+                    }
+                )
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    // Far from it: the agreed time instead.
+    let far = now - 3600;
+    let r = fs.run_client(HOLDER, at(far, write(f, b"far!")));
+    let Ok(Reply::Write { attr, .. }) = r else {
+        panic!("{r:?}");
+    };
+    assert!(attr.mtime.secs > now, "{:?}", attr.mtime);
+    // Only a write is carried (a request nested otherwise does not decode).
+    let bytes = byzfs_fs::Request::new(fs.cred.clone(), at(near, Op::Fsync { fh: f })).encode();
+    assert_eq!(byzfs_fs::Request::decode(&bytes), None);
+    // A batch counts the bytes it carries: no more than one operation's in all.
+    let big = || {
+        at(
+            near,
+            Op::Write {
+                fh: f,
+                offset: 0,
+                data: vec![1; byzfs_fs::proto::op::MAX_IO as usize],
+            },
+        )
+    };
+    assert_eq!(
+        fs.run_client(HOLDER, Op::Batch(vec![big(), big()])),
+        Err(Errno::EINVAL)
+    );
+    // It is recalled as the write it carries.
+    delegated(fs.run_client(HOLDER, Op::DelegateFile { file: f }));
+    assert_eq!(
+        fs.run_client(OTHER, at(near, write(f, b"x"))),
+        Ok(Reply::Recall)
+    );
+}

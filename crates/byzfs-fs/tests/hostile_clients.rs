@@ -54,6 +54,7 @@ enum T {
     Recalls,
     Reserve(u32),
     MakeAt(u64, Box<T>),
+    WriteAt(u64, Box<T>),
     Batch(Vec<T>),
     Signed(u64, u8, Box<T>),
     GroupPut(u8, u32),
@@ -148,6 +149,7 @@ fn any_op() -> impl Strategy<Value = T> {
         prop_oneof![
             (any::<u64>(), inner.clone()).prop_map(|(at, t)| T::MakeAt(at, Box::new(t))),
             (any::<u64>(), creation()).prop_map(|(at, t)| T::MakeAt(at, Box::new(t))),
+            (any::<u64>(), inner.clone()).prop_map(|(at, t)| T::WriteAt(at, Box::new(t))),
             prop::collection::vec(inner.clone(), 0..5).prop_map(T::Batch),
             prop::collection::vec(plain(), 1..5).prop_map(T::Batch),
             (any::<u64>(), 0u8..3, inner).prop_map(|(s, p, t)| T::Signed(s, p, Box::new(t))),
@@ -308,6 +310,13 @@ fn to_op(t: &T, known: &[FileHandle]) -> Op {
         T::Renew => Op::RenewLease,
         T::Recalls => Op::Recalls,
         T::Reserve(n) => Op::ReserveInodes { count: *n },
+        T::WriteAt(at, t) => Op::WriteAt {
+            time: byzfs_fs::Timestamp {
+                secs: at.rotate_left(17) as i64,
+                nsecs: (*at as u32) % 1_000_000_000,
+            },
+            write: Box::new(to_op(t, known)),
+        },
         T::MakeAt(at, t) => Op::MakeAt {
             // Any time at all, the extremes among them (the bound is checked without
             // overflow), or none.

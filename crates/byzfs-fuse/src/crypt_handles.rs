@@ -188,6 +188,10 @@ pub(crate) fn map_op(op: Op, f: &impl Fn(FileHandle) -> FileHandle) -> Op {
         Op::ReturnDir { dir } => Op::ReturnDir { dir: f(dir) },
         Op::DelegateFile { file } => Op::DelegateFile { file: f(file) },
         Op::ReturnFile { file } => Op::ReturnFile { file: f(file) },
+        Op::WriteAt { time, write } => Op::WriteAt {
+            time,
+            write: Box::new(map_op(*write, f)),
+        },
         Op::SetGroup { dir, group } => Op::SetGroup { dir: f(dir), group },
         Op::FileGroup { fh } => Op::FileGroup { fh: f(fh) },
         Op::Signed {

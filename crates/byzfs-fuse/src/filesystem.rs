@@ -102,12 +102,20 @@ impl Filesystem for ByzFuse {
                 return Some((a.clone(), self.ttl));
             }
             // Writes held or in flight: the size and times are the cluster's to say, once
-            // they ran (`gather.rs`, `inflight.rs`). A file this mount holds: its writes'
-            // replies say them (no other mount changes it), so they go, and no `getattr`.
+            // they ran (`gather.rs`, `inflight.rs`). A file this mount made here or holds:
+            // no other mount changes it, so held writes at their own time say them now
+            // (`gather.rs` `expected`), and otherwise its writes' replies do: they go, and
+            // no `getattr`.
             let now = std::time::Instant::now();
             if i.link.gather.holds(ino.0) || i.link.inflight.holds(ino.0) {
-                if !i.link.files.use_held(ino.0, now) || i.link.gather.error(ino.0).is_some() {
+                let own = i.link.files.use_held(ino.0, now) || i.link.dirs.use_mine(ino.0);
+                if !own || i.link.gather.error(ino.0).is_some() {
                     return None;
+                }
+                if !i.link.inflight.holds(ino.0) {
+                    if let Some(a) = i.link.gather.expected(ino.0).filter(|a| a.fh == fh) {
+                        return Some((a.clone(), self.ttl));
+                    }
                 }
                 if i.link.inflight.holds(ino.0) {
                     sender::land_all_for(&mut i.link, "getattr");
@@ -600,17 +608,28 @@ impl Filesystem for ByzFuse {
                     if inner.link.gather.full_without(ino.0) {
                         send_everything(&mut inner.link, Wait::InFlight);
                     }
-                    let base = inner
-                        .link
-                        .attrs
-                        .fresh(ino.0, self.ttl)
-                        .map(|(a, _)| a.clone())
-                        .or(carried.take());
+                    // A file no other mount changes: the attributes last seen are exact.
+                    let base = if own {
+                        inner.link.attrs.last(ino.0).filter(|a| a.fh == fh).cloned()
+                    } else {
+                        inner
+                            .link
+                            .attrs
+                            .fresh(ino.0, self.ttl)
+                            .map(|(a, _)| a.clone())
+                    }
+                    .or(carried.take());
                     let now = timestamp(SystemTime::now());
                     inner
                         .link
                         .gather
                         .hold(fh, &cred, at, piece, base.as_ref(), now);
+                    // Sent at its own time, so its `stat` is answered here
+                    // (`gather.rs` `expected`); an encrypted mount's writes are sealed
+                    // by the crypto layer, which takes them as they are.
+                    if own && inner.link.crypt.is_none() {
+                        inner.link.gather.at_its_time(ino.0);
+                    }
                     inner.link.dirs.wrote(ino.0, at, piece);
                     // Its size and times change when the writes are applied.
                     inner.link.attrs.forget(ino.0);

@@ -67,6 +67,7 @@ pub fn needs(op: &Op) -> Option<Vec<u64>> {
         | Op::Punch { fh, .. }
         | Op::Seek { fh, .. } => one(fh),
         Op::CopyRange { from, to, .. } => Some(vec![from.ino, to.ino]),
+        Op::WriteAt { write, .. } => needs(write),
         // The background's own: they read no data (reclaim deletes only what nothing can
         // read any more), so held writes, which write-back keeps past `close`, stay.
         Op::Reclaim { file } => Some(file.iter().map(|f| f.ino).collect()),
@@ -103,6 +104,14 @@ pub struct Pending {
     attr: Option<Attr>,
     /// When the first of them was acknowledged.
     pub since: Instant,
+    /// The time of the first of them: with [`Pending::timed`], every time they set, and
+    /// the time the replicas set them at (`Op::WriteAt`).
+    time: Timestamp,
+    /// Sent at their own time ([`Gather::at_its_time`]): the file is this mount's alone.
+    timed: bool,
+    /// `attr`'s `used` is exact: the file was dense (`used == size`) and no write left a
+    /// hole (the replicas store exactly the bytes written: `byzfs_fs::data`).
+    dense: bool,
 }
 
 impl Pending {
@@ -111,10 +120,11 @@ impl Pending {
         self.attr.as_ref()
     }
 
-    /// The operation that applies them.
+    /// The operation that applies them (at their own time, if [`Pending::timed`]).
     pub fn into_op(self) -> (Credentials, Op) {
         let fh = self.fh;
         let extents = self.extents;
+        let (timed, time) = (self.timed, self.time);
         let op = if !self.sets.is_empty() {
             Op::WriteSetAttr {
                 fh,
@@ -126,6 +136,14 @@ impl Pending {
                 Ok([Extent { offset, data }]) => Op::Write { fh, offset, data },
                 Err(extents) => Op::WriteGather { fh, extents },
             }
+        };
+        let op = if timed {
+            Op::WriteAt {
+                time,
+                write: Box::new(op),
+            }
+        } else {
+            op
         };
         (self.cred, op)
     }
@@ -254,12 +272,22 @@ impl Gather {
             sets: Vec::new(),
             attr: base.filter(|a| a.fh == fh).cloned(),
             since: Instant::now(),
+            time: now,
+            timed: false,
+            dense: base.is_some_and(|a| a.used == a.size),
         });
         p.bytes += data.len();
+        let now = if p.timed { p.time } else { now };
         if let Some(a) = &mut p.attr {
+            if offset > a.size {
+                p.dense = false;
+            }
             // `offset + len` fits: the mount holds only writes that end within the
             // largest file size.
             a.size = a.size.max(offset.saturating_add(data.len() as u64));
+            if p.dense {
+                a.used = a.size;
+            }
             a.mtime = now;
             a.ctime = now;
         }
@@ -290,6 +318,7 @@ impl Gather {
         if p.fh != fh || p.cred != *cred || p.sets.len() >= MAX_SETATTRS || set.size.is_some() {
             return None;
         }
+        let now = if p.timed { p.time } else { now };
         let a = p.attr.as_mut()?;
         if a.mode & SPECIAL != 0 || set.mode.is_some_and(|m| m & SPECIAL != 0) {
             return None;
@@ -308,6 +337,31 @@ impl Gather {
         a.ctime = now;
         p.sets.push(set.clone());
         Some(a.clone())
+    }
+
+    /// `ino`'s held writes go at the time of the first of them (`Op::WriteAt`), which
+    /// every time they set takes, so [`Gather::expected`] is what the replicas will say:
+    /// for a file no other mount changes meanwhile (`held_files.rs`, `mine.rs`).
+    pub fn at_its_time(&mut self, ino: u64) {
+        if let Some(p) = self.pending.get_mut(&ino) {
+            if !p.timed {
+                p.timed = true;
+                if let Some(a) = &mut p.attr {
+                    a.mtime = p.time;
+                    a.ctime = p.time;
+                }
+            }
+        }
+    }
+
+    /// The attributes `ino` will have once its held writes and changes are applied,
+    /// exactly, if the mount can tell: they go at their own time
+    /// ([`Gather::at_its_time`]), its size and stored bytes are known (no hole), and no
+    /// set-user-ID or set-group-ID bit is there for a write to clear.
+    pub fn expected(&self, ino: u64) -> Option<&Attr> {
+        let p = self.pending.get(&ino)?;
+        let a = p.attr.as_ref()?;
+        (p.timed && p.dense && a.mode & 0o6000 == 0).then_some(a)
     }
 
     /// Every file's pending writes, to be sent now, oldest first.
@@ -390,6 +444,47 @@ mod tests {
             rdev: 0,
             crypt: Vec::new(),
         }
+    }
+
+    /// A file no other mount changes: its held writes go at the time of the first, which
+    /// every time they set takes, so the attributes the mount answers with are the ones
+    /// the replicas will give; a hole makes its stored bytes unknown.
+    #[test]
+    fn writes_at_their_own_time_say_the_attributes_they_will_give() {
+        let me = Credentials::user(1000, 100);
+        let t1 = Timestamp { secs: 60, nsecs: 7 };
+        let mut g = Gather::new(1 << 20);
+        g.hold(fh(5), &me, 0, b"abcd", Some(&attr(5, 0o644)), T0);
+        assert_eq!(g.expected(5), None, "not at its own time");
+        g.at_its_time(5);
+        g.hold(fh(5), &me, 4, b"ef", None, t1);
+        let set = SetAttr {
+            mode: Some(0o600),
+            ..SetAttr::default()
+        };
+        let held = g.hold_set(fh(5), &me, &set, t1);
+        let mut want = attr(5, 0o600);
+        (want.size, want.used, want.mtime, want.ctime) = (6, 6, T0, T0);
+        assert_eq!(held.as_ref(), Some(&want));
+        assert_eq!(g.expected(5), Some(&want));
+        let (_, op) = g.take_file(5).map(Pending::into_op).unwrap();
+        let Op::WriteAt { time, write } = op else {
+            panic!("{op:?}");
+        };
+        assert_eq!(time, T0);
+        assert!(matches!(*write, Op::WriteSetAttr { ref sets, .. } if sets == &[set]));
+        // A write past the end leaves a hole: the stored bytes are the replicas' to say.
+        g.hold(fh(6), &me, 10, b"x", Some(&attr(6, 0o644)), T0);
+        g.at_its_time(6);
+        assert_eq!(g.expected(6), None);
+        // So does a file that was sparse already, or set-user-ID (a write clears it).
+        let mut sparse = attr(7, 0o644);
+        sparse.used = 0;
+        g.hold(fh(7), &me, 0, b"x", Some(&sparse), T0);
+        g.hold(fh(8), &me, 0, b"x", Some(&attr(8, 0o4755)), T0);
+        g.at_its_time(7);
+        g.at_its_time(8);
+        assert_eq!((g.expected(7), g.expected(8)), (None, None));
     }
 
     #[test]

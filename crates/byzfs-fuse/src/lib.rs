@@ -389,6 +389,19 @@ impl ByzFuse {
                 inner.link.stamps.insert(a.fh.ino, Stamp::of(a));
             }
         }
+        // A lookup of a file whose held writes say its attributes (`writeback::before`
+        // kept them): those, not the replicas' of before them.
+        let mut result = result;
+        if let Ok(Reply::Entry(a)) = &mut result {
+            if let Some(e) = inner
+                .link
+                .gather
+                .expected(a.fh.ino)
+                .filter(|e| e.fh == a.fh)
+            {
+                *a = e.clone();
+            }
+        }
         result
     }
 

@@ -92,6 +92,7 @@ pub(super) fn may_queue(op: &Op) -> bool {
         | Op::SweepDir { .. }
         | Op::WriteSetAttr { .. } => true,
         Op::SetAttr { set, .. } => set.size.is_some(),
+        Op::WriteAt { write, .. } => may_queue(write),
         _ => false,
     }
 }
@@ -104,6 +105,7 @@ pub(super) fn grows(op: &Op) -> Option<FileHandle> {
         | Op::WriteSetAttr { fh, .. }
         | Op::SetAttr { fh, .. }
         | Op::Allocate { fh, .. } => Some(*fh),
+        Op::WriteAt { write, .. } => grows(write),
         _ => None,
     }
 }

@@ -90,11 +90,20 @@ pub(crate) fn before(link: &mut Link, op: &Op, first: Wait) -> Vec<Outgoing> {
         return Vec::new();
     }
     let files = gather::needs(op);
+    // A lookup reads names, and the attributes of what it finds: a file whose held
+    // writes say its attributes exactly (`gather::Gather::expected`) keeps them, and the
+    // reply is given those (`lib.rs` `call`).
+    let lookup = matches!(op, Op::Lookup { .. });
     let needed: Vec<u64> = match &files {
         Some(inos) => inos
             .iter()
             .copied()
             .filter(|&i| link.gather.holds(i))
+            .collect(),
+        None if lookup => link
+            .gather
+            .inos()
+            .filter(|&i| link.gather.expected(i).is_none())
             .collect(),
         None => link.gather.inos().collect(),
     };
@@ -106,11 +115,11 @@ pub(crate) fn before(link: &mut Link, op: &Op, first: Wait) -> Vec<Outgoing> {
         Vec::new()
     };
     let held = match files {
-        Some(_) => needed
+        None if !lookup => link.gather.take_all(),
+        _ => needed
             .into_iter()
             .filter_map(|i| link.gather.take_file(i))
             .collect(),
-        None => link.gather.take_all(),
     };
     out.extend(writes(&link.gather, held, first));
     out

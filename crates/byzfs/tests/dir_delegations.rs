@@ -545,7 +545,7 @@ fn a_big_file_made_in_a_held_directory_is_written_back_without_waiting() {
     drop(b);
     let text = fs::read_to_string(&log).unwrap();
     // Left in flight: sent as lanes are (`sender.rs` `launch`).
-    let flown = ["batch", "write", "write_gather"]
+    let flown = ["batch", "write", "write_gather", "write_at"]
         .map(|w| text.matches(&format!("send in a lane op=\"{w}\"")).count())
         .iter()
         .sum::<usize>();

@@ -518,8 +518,17 @@ fn replica_restarted_without_its_data_rejoins_by_state_transfer() {
     let tree = source_tree();
     let reference = local_reference(&tree);
     // 4 KiB chunks: the larger partitions of the file service (a directory's entries, a
-    // file's 1 MiB group of blocks) travel in several STATE-PART messages.
-    let s = Setup::with_protocol(vec![Vec::new(); 4], &[("state_chunk_bytes", "4096")]);
+    // file's 1 MiB group of blocks) travel in several STATE-PART messages. Checkpoints
+    // every 32 batches: a mount's write-back sends an Andrew run in a few dozen batches,
+    // and the others must move their log window past what replica 3 missed.
+    let s = Setup::with_protocol(
+        vec![Vec::new(); 4],
+        &[
+            ("state_chunk_bytes", "4096"),
+            ("checkpoint_interval", "32"),
+            ("log_window", "64"),
+        ],
+    );
     let mount = s.mount("mnt");
     andrew(&mount.path("run0"), &tree);
     {

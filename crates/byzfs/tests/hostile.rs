@@ -227,6 +227,17 @@ fn out_of_range() -> Vec<Op> {
         Op::ReturnDir { dir: root },
         Op::DelegateFile { file: bad },
         Op::ReturnFile { file: root },
+        Op::WriteAt {
+            time: byzfs_fs::Timestamp {
+                secs: i64::MIN,
+                nsecs: u32::MAX,
+            },
+            write: Box::new(Op::Write {
+                fh: bad,
+                offset: u64::MAX,
+                data: vec![1; 9],
+            }),
+        },
         Op::SetGroup {
             dir: root,
             group: [0xff; 16],

@@ -31,6 +31,8 @@ pub fn may_batch(op: &Op) -> bool {
         // A size change may truncate: its work is bounded alone, not 64 times over.
         Op::SetAttr { set, .. } => set.size.is_none(),
         Op::WriteSetAttr { sets, .. } => sets.iter().all(|s| s.size.is_none()),
+        // As the write it carries.
+        Op::WriteAt { write, .. } => may_batch(write),
         _ => false,
     }
 }

@@ -160,8 +160,8 @@ pub(crate) mod lists {
 
 impl Op {
     /// Whether the operation is nested as a correct client nests it: a batch holds no batch and no
-    /// signed operation, a signed operation holds no signed operation, and [`Op::MakeAt`] holds a
-    /// creation. A request that fails this does not decode
+    /// signed operation, a signed operation holds no signed operation, [`Op::MakeAt`] holds a
+    /// creation and [`Op::WriteAt`] a write. A request that fails this does not decode
     /// ([`Request::decode`](super::request::Request::decode)). Its recursion is bounded by
     /// [`MAX_NESTING`], which decoding enforced.
     pub fn nesting_ok(&self) -> bool {
@@ -173,6 +173,10 @@ impl Op {
             Op::MakeAt { make, .. } => matches!(
                 **make,
                 Op::Create { .. } | Op::Mkdir { .. } | Op::Symlink { .. } | Op::Mknod { .. }
+            ),
+            Op::WriteAt { write, .. } => matches!(
+                **write,
+                Op::Write { .. } | Op::WriteGather { .. } | Op::WriteSetAttr { .. }
             ),
             _ => true,
         }

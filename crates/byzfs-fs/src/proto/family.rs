@@ -46,7 +46,8 @@ impl Op {
             | Op::Fsync { .. }
             | Op::CopyRange { .. }
             | Op::Punch { .. }
-            | Op::Seek { .. } => Family::Data,
+            | Op::Seek { .. }
+            | Op::WriteAt { .. } => Family::Data,
             Op::Lookup { .. }
             | Op::Create { .. }
             | Op::Mkdir { .. }

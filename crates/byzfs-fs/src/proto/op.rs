@@ -551,6 +551,19 @@ pub enum Op {
         /// The file.
         file: FileHandle,
     },
+    /// `write` (a [`Op::Write`], [`Op::WriteGather`] or [`Op::WriteSetAttr`]; `EINVAL`
+    /// otherwise) with `time` as the file's `mtime` and `ctime` (and as any time its
+    /// changes set to now), if within [`crate::reserve::MAKE_AT_SKEW_SECS`] of the agreed
+    /// time (else the agreed time): the time a mount that holds the file
+    /// ([`crate::file_delegation`]) answered its `stat`s with, before the write reached the
+    /// replicas. Reply: as `write`'s.
+    WriteAt {
+        /// The mount's time.
+        time: Timestamp,
+        /// The write.
+        #[serde(deserialize_with = "crate::proto::bounded::nested_op")]
+        write: Box<Op>,
+    },
 }
 
 /// Most ranges one [`Op::ReadGather`] may carry.
@@ -634,6 +647,7 @@ impl Op {
             Op::ReturnDir { .. } => "return_dir",
             Op::DelegateFile { .. } => "delegate_file",
             Op::ReturnFile { .. } => "return_file",
+            Op::WriteAt { .. } => "write_at",
             Op::GroupPut { .. } => "group_put",
             Op::GroupGet { .. } => "group_get",
             Op::SetGroup { .. } => "set_group",
@@ -716,6 +730,7 @@ impl Op {
             | Op::ReadGather { fh, .. } => vec![*fh],
             Op::CopyRange { from, to, .. } => vec![*from, *to],
             Op::MakeAt { make, .. } => make.files_named(),
+            Op::WriteAt { write, .. } => write.files_named(),
             Op::Signed { op, .. } => op.files_named(),
             Op::Batch(ops) => ops.iter().flat_map(Op::files_named).collect(),
             _ => Vec::new(),
