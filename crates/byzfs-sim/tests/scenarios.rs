@@ -284,6 +284,10 @@ fn every_family_has_a_test() {
 /// at a slot where it had prepared another before the crash (the check
 /// `new_view_contradicts_promises`). Slow-execution 985 was liveness: a PRE-PREPARE dropped
 /// 223 µs before the window moved over it came back too late (`Replica::hold_ahead`).
+/// Total-crash 17684 was liveness: after a crash of all, the batches a NEW-VIEW carried
+/// held the only requests that could run, whose clients had their answers and sent
+/// nothing; no replica timed them, and one abstaining after its power cut left the view
+/// unable to commit them (`Replica::time_carried`).
 #[test]
 fn regression_seeds_from_the_sweeps() {
     let mut failures = Vec::new();
@@ -293,6 +297,7 @@ fn regression_seeds_from_the_sweeps() {
         (Family::TwinPowerCuts, 821),
         (Family::TwinPowerCuts, 2715),
         (Family::SlowExecution, 985),
+        (Family::TotalCrash, 17684),
     ] {
         let report = run(&RunConfig::new(seed, family)).expect("plan");
         for v in &report.violations {

@@ -423,6 +423,34 @@ impl<S: Service> Replica<S> {
         after <= reply_cache::last(&self.lib, c).map_or(0, |(rid, _)| rid)
     }
 
+    /// Times the requests of `batch`, carried into this view (a NEW-VIEW's pick) at a slot
+    /// not yet executed here, that can run here (§3.1). Their clients may have been
+    /// answered by replicas that ran them before a crash and so retransmit nothing: no
+    /// client's copy would start the timer, and a view whose replicas cannot commit them
+    /// (one abstains after a power cut) would never be left (simulator `total-crash` seed
+    /// 17684). Agreed batches only: a faulty client cannot make them.
+    pub(super) fn time_carried(&mut self, batch: &crate::message::BatchBody) {
+        let inline = batch.requests.iter().filter_map(|bytes| {
+            let d = super::normal::request_digest(bytes)?;
+            let f = Frame::parse(bytes, usize::MAX).ok()?;
+            let r = RequestView::decode(f.body)?;
+            Some((r.client, r.rid, r.after, d))
+        });
+        let big = batch.big.iter().filter_map(|d| {
+            self.requests
+                .store
+                .get(d)
+                .map(|r| (r.client, r.rid, r.after, *d))
+        });
+        let ids: Vec<(ClientId, RequestId, RequestId, Digest)> = inline.chain(big).collect();
+        for (c, rid, after, d) in ids {
+            let last = self.cached_rid(c).map_or(0, |(r, _)| r);
+            if rid > last && after <= last {
+                self.add_pending(c, rid, d);
+            }
+        }
+    }
+
     /// Times the newest stored request of client `c` that became ready (see `on_request`).
     fn time_next_ready(&mut self, c: ClientId) {
         let last = reply_cache::last(&self.lib, c).map_or(0, |(rid, _)| rid);

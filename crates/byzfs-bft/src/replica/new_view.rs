@@ -349,6 +349,9 @@ impl<S: Service> Replica<S> {
             }
             if let Some(b) = self.log.batches.get(&d).cloned() {
                 self.note_batch_at(Some(seq), d, (*b).clone());
+                if seq > self.log.last_executed {
+                    self.time_carried(&b);
+                }
             } else {
                 self.log.missing_batches.insert(d);
             }

@@ -518,6 +518,7 @@ impl<S: Service> Replica<S> {
         if self.validate_batch(&m.batch, 0, false) != Some(d) {
             return self.drop_input(DropReason::Invalid);
         }
+        let carried = m.batch.clone();
         self.note_batch(d, m.batch);
         let seqs: Vec<Seq> = self
             .log
@@ -526,6 +527,9 @@ impl<S: Service> Replica<S> {
             .filter(|(_, s)| s.pre_prepare.as_ref().is_some_and(|a| a.digest == d))
             .map(|(k, _)| *k)
             .collect();
+        if self.view.has_new_view && seqs.iter().any(|&s| s > self.log.last_executed) {
+            self.time_carried(&carried);
+        }
         for seq in seqs {
             self.maybe_send_prepare(seq);
             self.check_prepared(seq);
