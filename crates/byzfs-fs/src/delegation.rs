@@ -26,6 +26,7 @@ use crate::encoding::{decode, encode};
 use crate::exec::Exec;
 use crate::fail::Res;
 use crate::key;
+use crate::proto::attr::Attr;
 use crate::proto::errno::Errno;
 use crate::proto::handle::FileHandle;
 use crate::proto::lock::{self, Held, LockOwner, LockReq, Returned, MAX_LOCKS_PER_FILE};
@@ -92,6 +93,41 @@ impl<S: Store + ?Sized> Exec<'_, '_, S> {
             Some(b) => Ok(decode(&b)?),
             None => Ok(Vec::new()),
         }
+    }
+
+    /// Grants the caller the delegation recorded under `key` for `ino` (a directory's or a
+    /// file's contents': [`crate::dir_delegation`], [`crate::file_delegation`]), renewing
+    /// its lease, with `attr` in the reply; unless another session holds it, which is then
+    /// asked to give it back ([`Reply::Recall`]).
+    pub(crate) fn grant_or_recall(&mut self, key: Vec<u8>, ino: u64, attr: Attr) -> Res<Reply> {
+        let holder = self.valid_record(&key)?.map(|d| d.client);
+        if let Some(holder) = holder.filter(|&h| h != self.client) {
+            self.add_recall(holder, ino)?;
+            return Ok(Reply::Recall);
+        }
+        let (epoch, lapsed) = self.renew()?;
+        let rec = Delegation {
+            client: self.client,
+            epoch,
+        };
+        self.txn.put(key, encode(&rec));
+        self.forget_recall(ino)?;
+        Ok(Reply::Delegated {
+            lapsed,
+            attr,
+            mine: Vec::new(),
+        })
+    }
+
+    /// Ends the caller's delegation recorded under `key` for `ino`: `ENOLCK` if it holds
+    /// none (any more).
+    pub(crate) fn give_back_record(&mut self, key: Vec<u8>, ino: u64) -> Res<Reply> {
+        if self.valid_record(&key)?.map(|d| d.client) != Some(self.client) {
+            return Err(Errno::ENOLCK.into());
+        }
+        self.txn.delete(key);
+        self.forget_recall(ino)?;
+        Ok(Reply::Done)
     }
 
     /// `F_SETLK` asking for the file's delegation too (see the module docs).

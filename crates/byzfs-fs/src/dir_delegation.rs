@@ -22,8 +22,6 @@
 //! Records: `17 ‖ dir` → the holder and its lease epoch (as for lock delegations), in the
 //! directory's partition. A removed directory's record goes with its inode.
 
-use crate::delegation::Delegation;
-use crate::encoding::encode;
 use crate::exec::Exec;
 use crate::fail::Res;
 use crate::key;
@@ -73,33 +71,13 @@ impl<S: Store + ?Sized> Exec<'_, '_, S> {
         if let Some(group) = crate::crypt_file::group_of(self.txn, dir.ino)? {
             self.proofs_needed.push(group);
         }
-        if let Some(holder) = self.dir_holder(dir.ino)?.filter(|&h| h != self.client) {
-            self.add_recall(holder, dir.ino)?;
-            return Ok(Reply::Recall);
-        }
-        let (epoch, lapsed) = self.renew()?;
-        let rec = Delegation {
-            client: self.client,
-            epoch,
-        };
-        self.txn.put(key::dir_delegation(dir.ino), encode(&rec));
-        self.forget_recall(dir.ino)?;
-        Ok(Reply::Delegated {
-            lapsed,
-            attr: d.attr(dir.ino),
-            mine: Vec::new(),
-        })
+        self.grant_or_recall(key::dir_delegation(dir.ino), dir.ino, d.attr(dir.ino))
     }
 
     /// [`Op::ReturnDir`].
     pub(crate) fn return_dir(&mut self, dir: FileHandle) -> Res<Reply> {
         self.resolve(dir)?;
-        if self.dir_holder(dir.ino)? != Some(self.client) {
-            return Err(Errno::ENOLCK.into());
-        }
-        self.txn.delete(key::dir_delegation(dir.ino));
-        self.forget_recall(dir.ino)?;
-        Ok(Reply::Done)
+        self.give_back_record(key::dir_delegation(dir.ino), dir.ino)
     }
 
     /// Drops `ino`'s directory delegation record (the inode is being freed).

@@ -27,9 +27,7 @@
 //! Records: `21 ‖ ino` → the holder and its lease epoch, in the inode's partition; a freed
 //! inode's record goes with it.
 
-use crate::delegation::Delegation;
 use crate::dir;
-use crate::encoding::encode;
 use crate::exec::Exec;
 use crate::fail::Res;
 use crate::key;
@@ -108,33 +106,13 @@ impl<S: Store + ?Sized> Exec<'_, '_, S> {
         if let Some(group) = crate::crypt_file::group_of(self.txn, file.ino)? {
             self.proofs_needed.push(group);
         }
-        if let Some(holder) = self.file_holder(file.ino)?.filter(|&h| h != self.client) {
-            self.add_recall(holder, file.ino)?;
-            return Ok(Reply::Recall);
-        }
-        let (epoch, lapsed) = self.renew()?;
-        let rec = Delegation {
-            client: self.client,
-            epoch,
-        };
-        self.txn.put(key::file_delegation(file.ino), encode(&rec));
-        self.forget_recall(file.ino)?;
-        Ok(Reply::Delegated {
-            lapsed,
-            attr: i.attr(file.ino),
-            mine: Vec::new(),
-        })
+        self.grant_or_recall(key::file_delegation(file.ino), file.ino, i.attr(file.ino))
     }
 
     /// [`Op::ReturnFile`].
     pub(crate) fn return_file(&mut self, file: FileHandle) -> Res<Reply> {
         self.resolve(file)?;
-        if self.file_holder(file.ino)? != Some(self.client) {
-            return Err(Errno::ENOLCK.into());
-        }
-        self.txn.delete(key::file_delegation(file.ino));
-        self.forget_recall(file.ino)?;
-        Ok(Reply::Done)
+        self.give_back_record(key::file_delegation(file.ino), file.ino)
     }
 
     /// Drops `ino`'s file delegation record (the inode is being freed).

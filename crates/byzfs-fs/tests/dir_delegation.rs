@@ -5,7 +5,7 @@
 use crate::common;
 
 use byzfs_bft::Service as _;
-use byzfs_fs::{Errno, FileHandle, FsResult, Op, Reply};
+use byzfs_fs::{Errno, FileHandle, Op, Reply};
 use common::*;
 
 /// The harness's own client (`Fs::run`, `Fs::dump`), so the holder can look at the tree.
@@ -18,20 +18,6 @@ fn create(dir: FileHandle, name: &str) -> Op {
         name: name.into(),
         mode: 0o644,
         exclusive: true,
-    }
-}
-
-fn delegated(r: FsResult) {
-    assert!(
-        matches!(r, Ok(Reply::Delegated { ref mine, .. }) if mine.is_empty()),
-        "{r:?}"
-    );
-}
-
-fn recalls(fs: &mut Fs, client: u64) -> Vec<u64> {
-    match fs.run_client(client, Op::Recalls) {
-        Ok(Reply::Recalls(l)) => l,
-        other => panic!("{other:?}"),
     }
 }
 

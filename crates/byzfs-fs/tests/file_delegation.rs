@@ -7,26 +7,12 @@ use crate::common;
 
 use byzfs_bft::Service as _;
 use byzfs_fs::proto::attr::SetAttr;
-use byzfs_fs::{Credentials, Errno, FileHandle, FsResult, Op, Reply};
+use byzfs_fs::{Credentials, Errno, FileHandle, Op, Reply};
 use common::*;
 
 /// The harness's own client (`Fs::run`, `Fs::dump`), so the holder can look at the tree.
 const HOLDER: u64 = 9;
 const OTHER: u64 = 8;
-
-fn delegated(r: FsResult) {
-    assert!(
-        matches!(r, Ok(Reply::Delegated { ref mine, .. }) if mine.is_empty()),
-        "{r:?}"
-    );
-}
-
-fn recalls(fs: &mut Fs, client: u64) -> Vec<u64> {
-    match fs.run_client(client, Op::Recalls) {
-        Ok(Reply::Recalls(l)) => l,
-        other => panic!("{other:?}"),
-    }
-}
 
 fn write(fh: FileHandle, data: &[u8]) -> Op {
     Op::Write {

@@ -207,6 +207,23 @@ pub fn err(e: Errno) -> FsResult {
     Err(e)
 }
 
+/// Asserts `r` granted a delegation of a directory or a file (no locks).
+#[track_caller]
+pub fn delegated(r: FsResult) {
+    assert!(
+        matches!(r, Ok(Reply::Delegated { ref mine, .. }) if mine.is_empty()),
+        "{r:?}"
+    );
+}
+
+/// The recall list of `client`.
+pub fn recalls(fs: &mut Fs, client: u64) -> Vec<u64> {
+    match fs.run_client(client, Op::Recalls) {
+        Ok(Reply::Recalls(l)) => l,
+        other => panic!("{other:?}"),
+    }
+}
+
 /// A lock request of `owner` (its pid is `100 + owner`).
 pub fn req(
     fh: FileHandle,
