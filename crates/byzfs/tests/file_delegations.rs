@@ -192,7 +192,12 @@ fn two_mounts_writing_one_file_at_once_lose_no_record() {
             }
         }
     }
-    assert!(sent(&log, "delegate_file") >= 1);
+    // Both mounts ask for the file at their first open: one holds it and the other's
+    // open recalls it (here B usually wins, and gives it back once; which one wins is up
+    // to the scheduler).
+    let (asked, gave) = (sent(&log, "delegate_file"), sent(&log, "return_file"));
+    eprintln!("B asked for the file {asked} times and gave it back {gave} times");
+    assert!(asked >= 1, "{asked} {gave}");
 }
 
 #[test]
