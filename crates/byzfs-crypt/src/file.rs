@@ -67,10 +67,24 @@ pub struct SealedBlock {
 /// Merkle tree over the file's blocks is built from (docs/ENCRYPTION.md "Data").
 pub fn leaf(head: &[u8], data: &[u8]) -> [u8; 32] {
     let mut h = blake3::Hasher::new_derive_key("byzfs-crypt 2026-11 block leaf");
-    h.update(head);
-    h.update(data);
+    // One contiguous update: BLAKE3 hashes whole 1 KiB chunks side by side only when they
+    // lie together in one call; the 44-byte head ahead of the data misaligned every chunk
+    // (2.5 µs a block against 1.0, `byzfs bench crypt`). The hash is the same.
+    let mut joined = [0u8; LEAF_HEAD + block::BLOCK];
+    let n = head.len() + data.len();
+    if n <= joined.len() {
+        joined[..head.len()].copy_from_slice(head);
+        joined[head.len()..n].copy_from_slice(data);
+        h.update(&joined[..n]);
+    } else {
+        h.update(head);
+        h.update(data);
+    }
     *h.finalize().as_bytes()
 }
+
+/// The entry's bytes a [`leaf`] covers: key version, nonce and tag.
+const LEAF_HEAD: usize = 44;
 
 /// Seals block `index` of `file` (`plain`: at most [`BLOCK`] bytes, padded with zeros)
 /// under the newest version of `keys`.
@@ -90,8 +104,8 @@ pub fn seal_block(
     entry[..4].copy_from_slice(&v.to_be_bytes());
     entry[4..28].copy_from_slice(&nonce);
     entry[28..44].copy_from_slice(&tag);
-    let l = leaf(&entry[..44], &data);
-    entry[44..].copy_from_slice(&l);
+    let l = leaf(&entry[..LEAF_HEAD], &data);
+    entry[LEAF_HEAD..].copy_from_slice(&l);
     SealedBlock { data, entry }
 }
 
@@ -115,7 +129,7 @@ pub fn open_block(
         }
         return Err(CryptError::Tampered("block data without its entry"));
     }
-    if leaf(&entry[..44], data) != entry[44..] {
+    if leaf(&entry[..LEAF_HEAD], data) != entry[LEAF_HEAD..] {
         return Err(CryptError::Tampered("block leaf"));
     }
     let (v, rest) = split_version(entry)?;
@@ -129,6 +143,79 @@ pub fn open_block(
     let mut out = data.to_vec();
     block::open_detached(&k.content_key(file), file, index, v, &nonce, &tag, &mut out)?;
     Ok(out)
+}
+
+/// Opens the blocks of one file whose entries its signed tree vouches for (a mount's
+/// read: every entry checked against the header's root first, the mount's
+/// `crypt_nodes.rs`). The leaf, in the entry, covers the nonce, the tag and the
+/// ciphertext, and the tree covers the leaf: a block that matches its leaf is the one the
+/// header's writer sealed, so its Poly1305 tag adds nothing and is not computed again;
+/// only the XChaCha20 stream is applied (about 2.9 µs a block instead of 6.8,
+/// `byzfs bench crypt`). [`open_block`] checks the tag, for entries nothing vouches for.
+/// The content key of each key version met is derived once.
+pub struct VouchedBlocks<'a> {
+    keys: &'a GroupKeys,
+    file: [u8; 16],
+    key: Option<(u32, ContentKey)>,
+}
+
+/// A file's content key of one version, wiped when dropped.
+struct ContentKey([u8; 32]);
+
+impl Drop for ContentKey {
+    fn drop(&mut self) {
+        zeroize::Zeroize::zeroize(&mut self.0);
+    }
+}
+
+impl<'a> VouchedBlocks<'a> {
+    /// The opener of `file`'s blocks with the member's newest `keys`.
+    pub fn new(keys: &'a GroupKeys, file: &[u8; 16]) -> VouchedBlocks<'a> {
+        VouchedBlocks {
+            keys,
+            file: *file,
+            key: None,
+        }
+    }
+
+    /// Opens a block from its `data` ([`BLOCK`] bytes) and its vouched `entry` into `out`
+    /// ([`BLOCK`] bytes): zeros for a hole; refused as [`open_block`] refuses, but for the
+    /// tag. The block's place needs no check here: the tree's nodes name their file and
+    /// place, so the entry vouched for at a place is the one sealed there.
+    pub fn open(&mut self, data: &[u8], entry: &[u8], out: &mut [u8]) -> Result<(), CryptError> {
+        use chacha20::cipher::{KeyIvInit, StreamCipher, StreamCipherSeek};
+        if data.len() as u64 != BLOCK || entry.len() != ENTRY || out.len() != data.len() {
+            return Err(CryptError::Malformed("sealed block length"));
+        }
+        if entry.iter().all(|&b| b == 0) {
+            if data.iter().all(|&b| b == 0) {
+                out.fill(0);
+                return Ok(());
+            }
+            return Err(CryptError::Tampered("block data without its entry"));
+        }
+        if leaf(&entry[..LEAF_HEAD], data) != entry[LEAF_HEAD..] {
+            return Err(CryptError::Tampered("block leaf"));
+        }
+        let (v, rest) = split_version(entry)?;
+        let key = match &self.key {
+            Some((kv, k)) if *kv == v => &k.0,
+            _ => {
+                let k = ContentKey(keys_of(self.keys, v)?.content_key(&self.file));
+                &self.key.insert((v, k)).1 .0
+            }
+        };
+        let nonce: &[u8; 24] = rest[..24]
+            .try_into()
+            .map_err(|_| CryptError::Malformed("entry"))?;
+        out.copy_from_slice(data);
+        // XChaCha20-Poly1305's ciphertext is the stream from its second 64-byte block on
+        // (the first keys Poly1305): `a_vouched_block_opens_as_the_aead_opens_it`.
+        let mut stream = chacha20::XChaCha20::new(key.into(), nonce.into());
+        stream.seek(64u64);
+        stream.apply_keystream(out);
+        Ok(())
+    }
 }
 
 /// What the header of a regular file holds.
@@ -407,6 +494,76 @@ mod tests {
 
     fn keys(v: u32) -> GroupKeys {
         Owner::from_bytes([5; 32]).group_keys(v).unwrap()
+    }
+
+    #[test]
+    fn a_vouched_block_opens_as_the_aead_opens_it() {
+        let f = file_id(7, 1);
+        let k3 = keys(3);
+        let mut opener = VouchedBlocks::new(&k3, &f);
+        let mut out = vec![0xee; BLOCK as usize];
+        // Versions met in turn (the key cached per version), short and whole blocks.
+        for (i, (v, len)) in [(1, 1), (3, 4096), (1, 4095), (2, 0), (3, 17)]
+            .into_iter()
+            .enumerate()
+        {
+            let plain: Vec<u8> = (0..len).map(|b| (b * 7 + i) as u8).collect();
+            let s = seal_block(&keys(v), &f, i as u64, &plain, &mut OsRng);
+            let want = open_block(&k3, &f, i as u64, &s.data, &s.entry).unwrap();
+            assert_eq!(opener.open(&s.data, &s.entry, &mut out), Ok(()));
+            assert_eq!(out, want, "version {v}, {len} bytes");
+        }
+        // A hole is zeros; data without an entry, and every flipped bit of data or entry,
+        // are refused (the leaf covers version, nonce, tag and data).
+        let zeros = vec![0; BLOCK as usize];
+        assert_eq!(opener.open(&zeros, &[0; ENTRY], &mut out), Ok(()));
+        assert_eq!(out, zeros);
+        let s = seal_block(&k3, &f, 9, b"abc", &mut OsRng);
+        assert_eq!(
+            opener.open(&s.data, &[0; ENTRY], &mut out),
+            Err(CryptError::Tampered("block data without its entry"))
+        );
+        for i in (0..s.data.len()).step_by(61) {
+            let mut t = s.data.clone();
+            t[i] ^= 0x10;
+            assert_eq!(
+                opener.open(&t, &s.entry, &mut out),
+                Err(CryptError::Tampered("block leaf")),
+                "data bit {i}"
+            );
+        }
+        for i in 0..ENTRY {
+            let mut e = s.entry;
+            e[i] ^= 0x10;
+            assert!(opener.open(&s.data, &e, &mut out).is_err(), "entry bit {i}");
+        }
+        // A version newer than the member's keys, and wrong lengths.
+        let s4 = seal_block(&keys(4), &f, 9, b"new", &mut OsRng);
+        assert_eq!(
+            opener.open(&s4.data, &s4.entry, &mut out),
+            Err(CryptError::NoSuchVersion { asked: 4, have: 3 })
+        );
+        assert!(opener.open(&s.data[1..], &s.entry, &mut out).is_err());
+        assert!(opener.open(&s.data, &s.entry, &mut out[1..]).is_err());
+    }
+
+    #[test]
+    fn the_leaf_is_the_hash_of_head_then_data_at_any_length() {
+        for (h, d) in [
+            (44, 4096),
+            (0, 0),
+            (44, 100),
+            (10, 5000),
+            (4140, 0),
+            (4141, 0),
+        ] {
+            let head: Vec<u8> = (0..h).map(|b| b as u8).collect();
+            let data: Vec<u8> = (0..d).map(|b| (b * 3) as u8).collect();
+            let mut two = blake3::Hasher::new_derive_key("byzfs-crypt 2026-11 block leaf");
+            two.update(&head);
+            two.update(&data);
+            assert_eq!(leaf(&head, &data), *two.finalize().as_bytes(), "{h} + {d}");
+        }
     }
 
     #[test]

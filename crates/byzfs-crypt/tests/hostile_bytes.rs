@@ -59,6 +59,8 @@ proptest! {
         };
         let _ = header::open(&mine.keys, &g, &f, &input);
         let _ = file::open_block(&mine.keys, &f, index % 1024, &random, &entry);
+        let mut out = vec![0; random.len()];
+        let _ = file::VouchedBlocks::new(&mine.keys, &f).open(&random, &entry, &mut out);
         let _ = file::open_dir_header(&mine.keys, &f, &input);
         let _ = file::open_target(&mine.keys, &random);
         let _ = file::open_xattr_value(&mine.keys, &f, &entry, &random);

@@ -51,7 +51,10 @@ impl Crypt {
         let to = usize::try_from(end - first * BLOCK)
             .map_err(|_| Errno::EINVAL)?
             .min(plain.len());
-        let data = plain.get(from.min(to)..to).unwrap_or_default().to_vec();
+        // In place: an aligned read (the kernel's) moves nothing.
+        let mut data = plain;
+        data.truncate(to);
+        data.drain(..from.min(to));
         let eof = offset + data.len() as u64 >= size;
         Ok(Reply::Read { data, eof })
     }
@@ -89,38 +92,18 @@ impl Crypt {
                 );
                 return Err(Errno::EIO);
             }
-            let nodes = self.files.get(&fh.ino).ok_or(Errno::EIO)?;
-            let mut opened = Vec::with_capacity(whole as usize);
-            for i in 0..whole {
-                let index = at + i;
-                let e = nodes.entry(index).ok_or(Errno::EIO)?;
-                let d = &data[(i * BLOCK) as usize..((i + 1) * BLOCK) as usize];
-                opened.push(file::open_block(&self.keys, &id, index, d, e));
+            let from = out.len();
+            out.resize(from + (whole * BLOCK) as usize, 0);
+            let mut opened = self.open_run(&id, fh.ino, at, &data, &mut out[from..]);
+            if matches!(opened, Err((_, CryptError::NoSuchVersion { .. }))) && self.refresh(link)? {
+                opened = self.open_run(&id, fh.ino, at, &data, &mut out[from..]);
             }
-            if opened
-                .iter()
-                .any(|r| matches!(r, Err(CryptError::NoSuchVersion { .. })))
-                && self.refresh(link)?
-            {
-                let nodes = self.files.get(&fh.ino).ok_or(Errno::EIO)?;
-                opened = (0..whole)
-                    .map(|i| {
-                        let e = nodes.entry(at + i).unwrap_or_default();
-                        let d = &data[(i * BLOCK) as usize..((i + 1) * BLOCK) as usize];
-                        file::open_block(&self.keys, &id, at + i, d, e)
-                    })
-                    .collect();
-            }
-            for (i, plain) in opened.into_iter().enumerate() {
-                let plain = plain.map_err(|err| {
-                    let index = at + i as u64;
-                    tracing::warn!(ino = fh.ino, index, %err, "a block that does not open");
-                    match err {
-                        CryptError::Tampered(_) | CryptError::Malformed(_) => MISFIT,
-                        err => crypt_errno(&err),
-                    }
-                })?;
-                out.extend(plain);
+            if let Err((index, err)) = opened {
+                tracing::warn!(ino = fh.ino, index, %err, "a block that does not open");
+                return Err(match err {
+                    CryptError::Tampered(_) | CryptError::Malformed(_) => MISFIT,
+                    err => crypt_errno(&err),
+                });
             }
             if whole < n {
                 break;
@@ -128,6 +111,38 @@ impl Crypt {
             at += n;
         }
         Ok(out)
+    }
+
+    /// Opens the whole blocks of `data` (stored blocks from `at` on of file `ino`, id
+    /// `id`) into `out`, against the entries kept for them (checked against the signed
+    /// root when fetched, so [`file::VouchedBlocks`] applies); the first that does not
+    /// open, and why.
+    fn open_run(
+        &self,
+        id: &[u8; 16],
+        ino: u64,
+        at: u64,
+        data: &[u8],
+        out: &mut [u8],
+    ) -> Result<(), (u64, CryptError)> {
+        let nodes = self
+            .files
+            .get(&ino)
+            .ok_or((at, CryptError::Malformed("no nodes kept")))?;
+        let mut opener = file::VouchedBlocks::new(&self.keys, id);
+        let b = BLOCK as usize;
+        for (i, (d, o)) in data
+            .chunks_exact(b)
+            .zip(out.chunks_exact_mut(b))
+            .enumerate()
+        {
+            let index = at + i as u64;
+            let e = nodes
+                .entry(index)
+                .ok_or((index, CryptError::Malformed("no entry kept")))?;
+            opener.open(d, e, o).map_err(|err| (index, err))?;
+        }
+        Ok(())
     }
 
     /// The plaintext of block `index` of `fh` before this request: from the request's own
