@@ -5,6 +5,7 @@
 //! thread, a full queue). The layers below: `sender.rs` (sending, write-back in flight),
 //! `writeback.rs` (what to send), `link.rs` (one request as it is).
 
+use crate::crypt_read_lane::ReadPlan;
 use crate::dirs::RECALL_RETRY;
 use crate::gather::Pending;
 use crate::lane::InLane;
@@ -59,6 +60,30 @@ pub(crate) fn send_in_lane(link: &mut Link, cred: &Credentials, op: Op) -> InLan
     run(link, first);
     let prep = prep_of(link, &op, false);
     send_lane(link, cred, op, prep)
+}
+
+/// An encrypted mount's [`Op::Read`] sent in a lane (`crypt_read_lane.rs`), as
+/// [`send_in_lane`] sends a plain one: what must go first goes, then the crypto layer
+/// plans one gathered read from the header and nodes it keeps. `None`: not in a lane (one
+/// FUSE thread, another operation, or the layer needs more than one request), and `op`
+/// goes through [`invoke`].
+pub(crate) fn send_crypt_read_in_lane(
+    link: &mut Link,
+    cred: &Credentials,
+    op: &Op,
+) -> Option<(ReadPlan, InLane)> {
+    if !link.lanes || link.crypt.is_none() || !matches!(op, Op::Read { .. }) {
+        return None;
+    }
+    if link.inflight.must_precede(op) {
+        sender::land_all_for(link, op.name());
+    }
+    let first = writeback::before(link, op, Wait::Yes);
+    run(link, first);
+    let plan = link.crypt.as_ref()?.plan_read(op)?;
+    let prep = prep_of(link, &plan.op, false);
+    let sent = send_lane(link, cred, plan.op.clone(), prep);
+    Some((plan, sent))
 }
 
 /// Whether ordered operation `op` may go in a lane ([`send_in_lane`]), its reply waited

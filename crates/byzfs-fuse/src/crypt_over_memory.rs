@@ -261,3 +261,134 @@ fn a_truncation_on_a_stale_header_is_refused_and_built_again() {
         )
     );
 }
+
+/// An encrypted read in a lane (`crypt_read_lane.rs`): one gathered read, its blocks
+/// opened apart from the layer, answers what the locked path answers; a read it cannot
+/// plan as one request, a header changed while it was on its way, a node or a block a
+/// replica changed all leave it to the locked path.
+#[test]
+fn a_read_in_a_lane_answers_as_the_locked_path_or_leaves_it_to_it() {
+    let mut mem = Memory::new();
+    let mut crypt = writer_layer(&mut mem);
+    let cred = crate::own_credentials();
+    let f = entry(call(
+        &mut crypt,
+        &mut mem,
+        Op::Create {
+            dir: FileHandle::ROOT,
+            name: b"f".to_vec(),
+            mode: 0o644,
+            exclusive: true,
+        },
+    ));
+    // Three chunks and a bit (a chunk is 1 MiB), every byte telling its place.
+    let size = 3 * 1024 * 1024 + 100;
+    let bytes: Vec<u8> = (0..size).map(|i| (i % 251) as u8).collect();
+    for (k, piece) in bytes.chunks(128 * 1024).enumerate() {
+        let w = Op::Write {
+            fh: f,
+            offset: (k * 128 * 1024) as u64,
+            data: piece.to_vec(),
+        };
+        assert!(call(&mut crypt, &mut mem, w).is_ok());
+    }
+    crypt.files.clear();
+    crypt.sizes.clear();
+    assert!(call(&mut crypt, &mut mem, Op::GetAttr { fh: f }).is_ok());
+    let read = |offset: u64, count: u32| Op::Read {
+        fh: f,
+        offset,
+        count,
+    };
+    let want = |offset: usize, count: usize| {
+        let end = (offset + count).min(size);
+        Ok(Reply::Read {
+            data: bytes[offset..end].to_vec(),
+            eof: end == size,
+        })
+    };
+
+    // Planned, sent as one request, opened: what the locked path gives.
+    for (offset, count) in [
+        (0, 131_072),
+        (5_000, 10),
+        (2 * 1024 * 1024, 65_536),
+        (3 << 20, 4096),
+    ] {
+        let plan = crypt.plan_read(&read(offset, count)).expect("a plan");
+        mem.sent.clear();
+        let r = mem.transmit(&cred, plan.op.clone(), true);
+        assert_eq!(mem.sent, vec!["read_gather (read-only)".to_string()]);
+        let sealed = crypt.sealed_read(plan, r).expect("its nodes fit");
+        let got = sealed.open().expect("its blocks open");
+        assert_eq!(
+            Ok(got),
+            want(offset as usize, count as usize),
+            "at {offset}"
+        );
+        assert_eq!(
+            call(&mut crypt, &mut mem, read(offset, count)),
+            want(offset as usize, count as usize)
+        );
+    }
+    // Across two chunks, past the end, nothing asked, a size not known: the locked path.
+    assert!(crypt.plan_read(&read((1 << 20) - 100, 200)).is_none());
+    assert!(crypt.plan_read(&read(size as u64, 10)).is_none());
+    assert!(crypt.plan_read(&read(0, 0)).is_none());
+    let g = FileHandle {
+        ino: 999,
+        generation: 1,
+    };
+    assert!(crypt
+        .plan_read(&Op::Read {
+            fh: g,
+            offset: 0,
+            count: 1
+        })
+        .is_none());
+
+    // The header changed while the read was on its way (this mount wrote the file).
+    let plan = crypt.plan_read(&read(0, 4096)).expect("a plan");
+    let r = mem.transmit(&cred, plan.op.clone(), true);
+    let w = Op::Write {
+        fh: f,
+        offset: 0,
+        data: b"new".to_vec(),
+    };
+    assert!(call(&mut crypt, &mut mem, w).is_ok());
+    assert!(crypt.sealed_read(plan, r).is_none());
+
+    // A block's bytes changed by a replica: its leaf does not match, the open refuses.
+    crypt.files.clear();
+    crypt.sizes.clear();
+    assert!(call(&mut crypt, &mut mem, Op::GetAttr { fh: f }).is_ok());
+    let plan = crypt.plan_read(&read(8192, 4096)).expect("a plan");
+    let Ok(Reply::Batch(mut replies)) = mem.transmit(&cred, plan.op.clone(), true) else {
+        panic!("a gathered read");
+    };
+    if let Some(Reply::Read { data, .. }) = replies.last_mut() {
+        data[7] ^= 1;
+    }
+    let sealed = crypt
+        .sealed_read(plan, Ok(Reply::Batch(replies)))
+        .expect("nodes fit");
+    assert_eq!(sealed.open(), None);
+    // A node changed: refused before any block is opened, and not kept.
+    crypt.files.clear();
+    crypt.sizes.clear();
+    assert!(call(&mut crypt, &mut mem, Op::GetAttr { fh: f }).is_ok());
+    let plan = crypt.plan_read(&read(0, 4096)).expect("a plan");
+    let Ok(Reply::Batch(mut replies)) = mem.transmit(&cred, plan.op.clone(), true) else {
+        panic!("a gathered read");
+    };
+    assert!(replies.len() > 1, "nodes asked with the data");
+    if let Some(Reply::Read { data, .. }) = replies.first_mut() {
+        data[0] ^= 1;
+    }
+    assert!(crypt.sealed_read(plan, Ok(Reply::Batch(replies))).is_none());
+    assert_eq!(
+        crypt.files.get(&f.ino).map(|n| n.regions.len()),
+        Some(0),
+        "nothing kept of a node that does not fit"
+    );
+}

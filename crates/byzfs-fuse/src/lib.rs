@@ -91,9 +91,11 @@
 //!   go while the replicas answer it, so several processes' reads are in flight together;
 //!   so do its changes of files and names outside the directories it holds (setattr,
 //!   create, mkdir, unlink, rename, link, extended attributes, unbuffered writes, fsync:
-//!   `calls.rs` `ordered_lane_takes`), in the order it sent them. Locks, delegations,
-//!   write-back batches and every operation of an encrypted mount still hold the lock
-//!   until their reply (one at a time).
+//!   `calls.rs` `ordered_lane_takes`), in the order it sent them. An encrypted mount's
+//!   reads do too, and open their blocks with no lock held (`crypt_read_lane.rs`), so
+//!   several reads' blocks open on several cores. Locks, delegations, write-back batches
+//!   and an encrypted mount's other operations still hold the lock until their reply (one
+//!   at a time).
 //! * **Not handled yet:** ACLs are not supported (device nodes are: `mknod` by uid 0).
 //!   go-fuse's POSIX suite passes (docs/CONFORMANCE.md).
 
@@ -109,6 +111,7 @@ mod crypt_handles;
 mod crypt_nodes;
 #[cfg(test)]
 mod crypt_over_memory;
+mod crypt_read_lane;
 mod crypt_tree;
 mod delegations;
 mod dirs;
@@ -336,7 +339,9 @@ impl ByzFuse {
     /// directory another mount holds) is run again as any other operation is. So does an
     /// ordered operation on files and names outside the directories the mount holds
     /// ([`calls::ordered_lane_takes`]); one answered `Recall`, or `EBUSY` over a file's
-    /// stale tail, goes again through [`invoke`].
+    /// stale tail, goes again through [`invoke`]. An encrypted mount's read goes in a lane
+    /// when its crypto layer can plan it as one request, and its blocks are opened after
+    /// the lock is let go ([`calls::send_crypt_read_in_lane`], `crypt_read_lane.rs`).
     fn call(&self, req: &fuser::Request, op: Op) -> FsResult {
         let cred = self.credentials(req);
         let Ok(mut inner) = self.inner.lock() else {
@@ -355,6 +360,33 @@ impl ByzFuse {
                 (Ok(Reply::Recall), Some(op)) => invoke(&mut inner.link, &cred, op),
                 (r, _) => r,
             }
+        } else if let Some((plan, mut sent)) =
+            calls::send_crypt_read_in_lane(&mut inner.link, &cred, &op)
+        {
+            drop(inner);
+            let out = sent.wait();
+            inner = match self.inner.lock() {
+                Ok(i) => i,
+                Err(_) => return Err(Errno::EIO),
+            };
+            let r = link::finish_in_lane(&mut inner.link, sent, out);
+            let sealed = inner
+                .link
+                .crypt
+                .as_mut()
+                .and_then(|c| c.sealed_read(plan, r));
+            if let Some(sealed) = sealed {
+                // Its blocks opened without the lock (`crypt_read_lane.rs`).
+                drop(inner);
+                if let Some(reply) = sealed.open() {
+                    return Ok(reply);
+                }
+                inner = match self.inner.lock() {
+                    Ok(i) => i,
+                    Err(_) => return Err(Errno::EIO),
+                };
+            }
+            invoke(&mut inner.link, &cred, op)
         } else if calls::ordered_lane_takes(&inner.link, &op) {
             let again = op.clone();
             let mut sent = calls::send_ordered_in_lane(&mut inner.link, &cred, op);

@@ -70,13 +70,25 @@ fn mount_as(procs: &Procs, id: &Path, group: &str, name: &str) -> Mount {
 
 /// [`mount_as`] with more `byzfs mount` flags.
 fn mount_with(procs: &Procs, id: &Path, group: &str, name: &str, more: &[&str]) -> Mount {
+    mount_logged(procs, id, group, name, more, &[]).0
+}
+
+/// [`mount_with`] with more environment (`RUST_LOG`, say): the mount and its log's path.
+fn mount_logged(
+    procs: &Procs,
+    id: &Path,
+    group: &str,
+    name: &str,
+    more: &[&str],
+    env: &[(&str, &str)],
+) -> (Mount, PathBuf) {
     let mnt = procs.dir.path().join(name);
     // The mount's own log stays out of the cluster's directory (it is the client's).
     let log = std::env::temp_dir().join(format!(
         "byzfs-encryption-{name}-{}.log",
         std::process::id()
     ));
-    Mount::start_with(
+    let m = Mount::start_with_env(
         &procs.config(),
         &mnt,
         &log,
@@ -92,7 +104,9 @@ fn mount_with(procs: &Procs, id: &Path, group: &str, name: &str, more: &[&str]) 
             more,
         ]
         .concat(),
-    )
+        env,
+    );
+    (m, log)
 }
 
 /// Four `--service fs` replicas in `mode`, replica `i` with `extra[i]`; an owner's
@@ -518,6 +532,63 @@ fn a_mount_with_old_nodes_reads_the_new_header_when_blocks_do_not_fit() {
     std::fs::write("/proc/sys/vm/drop_caches", "1").unwrap();
     std::os::unix::fs::FileExt::read_exact_at(&held, &mut got, 0).unwrap();
     assert_eq!(got, two);
+}
+
+/// Reads in lanes (`byzfs-fuse/src/crypt_read_lane.rs`): four processes reading one
+/// 2 MiB file at once through a second mount each get their part's bytes, the mount's
+/// reads sent in lanes and opened without its lock; after the owner rewrites the file, the
+/// same readers — their kernel's pages dropped, the mount's nodes for the file old — get
+/// the new bytes (the lane's blocks do not open; the locked path reads the new header).
+#[test]
+fn encrypted_reads_in_lanes_get_every_byte_before_and_after_a_rewrite() {
+    if skip_without_fuse() {
+        return;
+    }
+    let _serial = common::serial();
+    let t = TwoWriters::start();
+    let version =
+        |v: usize| -> Vec<u8> { (0..2 << 20).map(|i| ((i * 7 + v) % 251) as u8).collect() };
+    write_synced(&t.o.mnt.join("big"), &version(1));
+    let (reader, log) = mount_logged(
+        &t.procs,
+        &t.owner,
+        "team",
+        "reader",
+        &["--threads", "4", "--cache-timeout", "600"],
+        &[("RUST_LOG", "byzfs_fuse::link=trace")],
+    );
+    let held = std::sync::Arc::new(std::fs::File::open(reader.mnt.join("big")).unwrap());
+    let read_in_four = |want: Vec<u8>| {
+        let want = std::sync::Arc::new(want);
+        let readers: Vec<_> = (0..4)
+            .map(|k| {
+                let (held, want) = (std::sync::Arc::clone(&held), std::sync::Arc::clone(&want));
+                std::thread::spawn(move || {
+                    let part = 512 * 1024;
+                    for at in (k * part..(k + 1) * part).step_by(128 * 1024) {
+                        let mut got = vec![0; 128 * 1024];
+                        std::os::unix::fs::FileExt::read_exact_at(&*held, &mut got, at as u64)
+                            .unwrap();
+                        assert!(got == want[at..at + got.len()], "bytes at {at}");
+                    }
+                })
+            })
+            .collect();
+        for r in readers {
+            r.join().unwrap();
+        }
+    };
+    read_in_four(version(1));
+    let text = std::fs::read_to_string(&log).unwrap();
+    let lanes = text.matches("send in a lane op=\"read_gather\"").count();
+    assert!(
+        lanes >= 8,
+        "{lanes} gathered reads in lanes for 2 MiB:\n{text}"
+    );
+
+    write_synced(&t.o.mnt.join("big"), &version(2));
+    std::fs::write("/proc/sys/vm/drop_caches", "1").unwrap();
+    read_in_four(version(2));
 }
 
 /// Revocation: a removed writer's next write is refused; current members read what it
