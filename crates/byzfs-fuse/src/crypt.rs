@@ -179,7 +179,7 @@ impl Crypt {
     }
 
     /// The real handle of `fh` (the root stands for the tree).
-    fn out(&self, fh: FileHandle) -> FileHandle {
+    pub(crate) fn out(&self, fh: FileHandle) -> FileHandle {
         if fh == FileHandle::ROOT {
             self.top
         } else {
@@ -354,9 +354,23 @@ impl Crypt {
         headers: Vec<(FileHandle, Vec<u8>)>,
         read_only: bool,
     ) -> FsResult {
+        let (cred, signed) = self.sign(link, cred, op, headers);
+        link.transmit(&cred, signed, read_only)
+    }
+
+    /// A sealed operation as it is sent, and the credentials it goes with: signed (with
+    /// `headers` and the headers it expects) if it may change the tree and this member
+    /// writes.
+    pub(crate) fn sign(
+        &mut self,
+        link: &dyn Transport,
+        cred: &Credentials,
+        op: Op,
+        headers: Vec<(FileHandle, Vec<u8>)>,
+    ) -> (Credentials, Op) {
         let expect = std::mem::take(&mut self.expect);
         // The proof binds the credentials the request carries: mapped into the grant first.
-        let cred = &link.granted(cred);
+        let cred = link.granted(cred);
         let signed = match &self.writer {
             Some((w, _)) if checked(&op) || !headers.is_empty() => {
                 self.seq += 1;
@@ -367,7 +381,7 @@ impl Crypt {
                     self.keys.version(),
                     self.client,
                     self.seq,
-                    cred,
+                    &cred,
                     op,
                     headers,
                     expect,
@@ -375,7 +389,7 @@ impl Crypt {
             }
             _ => op,
         };
-        link.transmit(cred, signed, read_only)
+        (cred, signed)
     }
 
     /// Reads the group again; whether the keys changed. The record must be signed by the
@@ -486,7 +500,7 @@ impl Crypt {
     }
 
     /// `op` as the replicas store it, with the headers to set and how to open its reply.
-    fn seal(
+    pub(crate) fn seal(
         &mut self,
         link: &mut dyn Transport,
         cred: &Credentials,
@@ -688,6 +702,12 @@ impl Crypt {
             }
             Op::CopyRange { .. } | Op::Punch { .. } => return Err(Errno::EOPNOTSUPP),
             Op::Seek { .. } => return Err(ENOSYS),
+            // Never made for an encrypted mount (`gather.rs` `at_its_time` is a plain
+            // mount's): its write would go as it is.
+            Op::WriteAt { .. } => {
+                tracing::warn!("a timed write on an encrypted mount: refused");
+                return Err(Errno::EIO);
+            }
             other => (other, Shape::Plain),
         })
     }

@@ -27,6 +27,8 @@ struct Memory {
     reserved: VecDeque<FileHandle>,
     /// Operations sent ordered and read-only, by name, in order.
     sent: Vec<String>,
+    /// The client the requests come from (proofs are bound to it).
+    client: u64,
 }
 
 impl Memory {
@@ -40,6 +42,7 @@ impl Memory {
             clock_us: 1_700_000_000_000_000,
             reserved: VecDeque::new(),
             sent: Vec::new(),
+            client: CLIENT,
         }
     }
 }
@@ -55,11 +58,12 @@ impl Transport for Memory {
         let bytes = Request::new(cred.clone(), op).encode();
         let out = if read_only && self.s.is_read_only(&bytes) {
             self.sent.push(format!("{name} (read-only)"));
-            self.s.execute_read_only(CLIENT, &bytes)
+            self.s.execute_read_only(self.client, &bytes)
         } else {
             self.sent.push(name);
             self.clock_us += 1_000_000;
-            self.s.execute(CLIENT, &bytes, &self.clock_us.to_le_bytes())
+            self.s
+                .execute(self.client, &bytes, &self.clock_us.to_le_bytes())
         };
         decode_result(&out).unwrap_or(Err(Errno::EIO))
     }
@@ -391,4 +395,120 @@ fn a_read_in_a_lane_answers_as_the_locked_path_or_leaves_it_to_it() {
         Some(0),
         "nothing kept of a node that does not fit"
     );
+}
+
+/// A second writer's layer on `first`'s tree (the same identity: another mount of it, as
+/// client `CLIENT + 1`: [`as_other`]).
+fn another_writer(mem: &mut Memory, first: &Crypt) -> Crypt {
+    let me = Identity::from_secrets([3; 32], [4; 32]);
+    let g = me.group_ref(&CLUSTER, "g");
+    let get = Op::GroupGet { group: g.group };
+    let signed = match mem.transmit(&crate::own_credentials(), get, true) {
+        Ok(Reply::Group(Some(s))) => s,
+        other => panic!("the group: {other:?}"),
+    };
+    let record = crate::crypt::authenticated(&g, signed).expect("the owner's record");
+    let mine =
+        open_mine(&me, &g, &record.lockboxes, record.version, &record.writer).expect("a member");
+    let mut other = Crypt::new(me, g, mine, CLIENT + 1, 0);
+    other.top = first.top;
+    other
+}
+
+/// `op` through `other`'s layer, from its own client.
+fn as_other(other: &mut Crypt, mem: &mut Memory, op: Op) -> FsResult {
+    mem.client = CLIENT + 1;
+    let r = call(other, mem, op);
+    mem.client = CLIENT;
+    r
+}
+
+/// Write-back sealed to fly (`crypt_in_flight.rs`): a batch built on the nodes the one
+/// before made, before that one's answer is opened; one refused because another writer replaced the
+/// file's header meanwhile forgets the nodes it assumed, and sent again through the
+/// locked path (as `sender.rs` `land` does) it is built on the new header: both writers'
+/// bytes are there.
+#[test]
+fn a_batch_in_flight_on_a_replaced_header_is_refused_and_built_again() {
+    let mut mem = Memory::new();
+    let mut crypt = writer_layer(&mut mem);
+    let mut other = another_writer(&mut mem, &crypt);
+    let cred = crate::own_credentials();
+    let f = entry(call(
+        &mut crypt,
+        &mut mem,
+        Op::Create {
+            dir: FileHandle::ROOT,
+            name: b"f".to_vec(),
+            mode: 0o644,
+            exclusive: true,
+        },
+    ));
+    let write = |offset: u64, byte: u8, n: usize| Op::Write {
+        fh: f,
+        offset,
+        data: vec![byte; n],
+    };
+    assert!(call(&mut crypt, &mut mem, write(0, b'a', 12_288)).is_ok());
+
+    // Two batches in turn, the second sealed on what the first made: nothing read again.
+    mem.sent.clear();
+    for (at, byte) in [(0, b'b'), (100, b'c')] {
+        let (c, op, kept) = crypt
+            .seal_to_fly(&mut mem, &cred, write(at, byte, 10))
+            .unwrap();
+        let r = mem.transmit(&c, op, false);
+        assert!(matches!(
+            crypt.landed(&mut mem, &kept, r),
+            Ok(Reply::Write { count: 10, .. })
+        ));
+    }
+    // Each reads the block it changes in part, and expects the header the one before made.
+    let each = ["read_gather (read-only)", "signed write_gather expecting 1"];
+    assert_eq!(mem.sent, [each, each].concat());
+
+    // Another writer changes the file while a batch is on its way.
+    assert!(as_other(&mut other, &mut mem, Op::GetAttr { fh: f }).is_ok());
+    let (c, op, kept) = crypt
+        .seal_to_fly(&mut mem, &cred, write(4096, b'd', 10))
+        .unwrap();
+    assert!(as_other(&mut other, &mut mem, write(8192, b'e', 10)).is_ok());
+    let r = mem.transmit(&c, op, false);
+    assert_eq!(crypt.landed(&mut mem, &kept, r), Err(Errno::ESTALE));
+    assert!(
+        !crypt.files.contains_key(&f.ino),
+        "the nodes it assumed are forgotten"
+    );
+    assert!(call(&mut crypt, &mut mem, write(4096, b'd', 10)).is_ok());
+
+    let (size, got) = read_afresh(&mut mem, &mut crypt, f);
+    assert_eq!(size, 12_288);
+    let mut want = vec![b'a'; 4096];
+    want[..10].fill(b'b');
+    want[100..110].fill(b'c');
+    assert_eq!(
+        got,
+        Ok(Reply::Read {
+            data: want,
+            eof: false
+        })
+    );
+    let mut block = |at: u64| match call(
+        &mut crypt,
+        &mut mem,
+        Op::Read {
+            fh: f,
+            offset: at,
+            count: 4096,
+        },
+    ) {
+        Ok(Reply::Read { data, .. }) => data,
+        other => panic!("{other:?}"),
+    };
+    let mut d = vec![b'a'; 4096];
+    d[..10].fill(b'd');
+    assert_eq!(block(4096), d);
+    let mut e = vec![b'a'; 4096];
+    e[..10].fill(b'e');
+    assert_eq!(block(8192), e);
 }

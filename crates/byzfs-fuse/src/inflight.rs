@@ -28,10 +28,10 @@
 //!   that dies loses what was in flight and not yet run, as what it held (README
 //!   "Write-back").
 //!
-//! These are the books; `sender.rs` launches batches and lands their answers. Only a plain
-//! mount of a replicated cluster leaves batches in flight: the crypto layer
-//! seals and sends a write in several calls (`crypt.rs`), and the unreplicated client sends
-//! a call only when it is waited for (`wire.rs`).
+//! These are the books; `sender.rs` launches batches and lands their answers. A mount of
+//! a replicated cluster leaves batches in flight; an encrypted one, one batch at a time
+//! (`crypt_in_flight.rs`); the unreplicated client sends a call only when it is waited
+//! for (`wire.rs`).
 
 use crate::awaiting::Then;
 use crate::dirs::handles_of;
@@ -56,6 +56,9 @@ pub(crate) struct Flying {
     /// Whether its success may leave space to give back (`reclaim.rs`).
     pub(crate) reclaims: bool,
     pub(crate) then: Then,
+    /// An encrypted mount's batch as the crypto layer sealed it (`crypt_in_flight.rs`):
+    /// its answer is opened when it lands.
+    pub(crate) sealed: Option<Box<crate::crypt_in_flight::Sealed>>,
 }
 
 /// The batches in flight, oldest first.

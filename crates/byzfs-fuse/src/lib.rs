@@ -108,6 +108,7 @@ pub mod crypt;
 mod crypt_data;
 mod crypt_files;
 mod crypt_handles;
+mod crypt_in_flight;
 mod crypt_nodes;
 #[cfg(test)]
 mod crypt_over_memory;

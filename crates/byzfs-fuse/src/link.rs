@@ -192,15 +192,18 @@ pub(crate) fn finish_ordered_in_lane(
     result
 }
 
-/// [`finish_in_lane`] for a write-back batch in flight: what its reply says of the inodes
-/// in `later`, which batches sent after it change, is passed over (`inflight.rs`).
+/// [`finish_in_lane`] for a write-back batch in flight: its reply made what the mount
+/// expects by `open` (the crypto layer's, `crypt_in_flight.rs`); what it says of the
+/// inodes in `later`, which batches sent after it change, is passed over (`inflight.rs`).
 pub(crate) fn finish_in_flight(
     link: &mut Link,
     sent: InLane,
     out: Option<Outcome>,
     later: &HashSet<u64>,
+    open: impl FnOnce(&mut Link, FsResult) -> FsResult,
 ) -> FsResult {
     let result = received(link, sent.name, sent.began, out);
+    let result = open(link, result);
     settle_but(link, sent.prep, sent.mark, &result, later);
     result
 }
@@ -249,8 +252,10 @@ impl Transport for Link {
         transmit(self, cred, op, read_only)
     }
 
+    /// Also while a batch is in flight: the crypto layer's reads of headers, nodes and
+    /// old blocks then run after it (`crypt_in_flight.rs`), as ordered requests do.
     fn strict(&self) -> bool {
-        self.strict
+        self.strict || !self.inflight.is_empty()
     }
 
     fn granted(&self, cred: &Credentials) -> Credentials {

@@ -6,6 +6,7 @@
 //! to the front of the plan being run, and a request that must wait for the write-back
 //! in flight lands its oldest batch first, then looks again.
 
+use crate::crypt::Crypt;
 use crate::dirs::RECALL_RETRY;
 use crate::inflight::Flying;
 use crate::link::{finish_in_flight, prep_of, send_lane, settle, transmit, Link};
@@ -22,7 +23,13 @@ const BUSY_RETRIES: u32 = 16;
 
 /// Whether this mount may leave batches in flight at all (`inflight.rs`).
 pub(crate) fn may_fly(link: &Link) -> bool {
-    link.crypt.is_none() && link.wire.windowed()
+    link.wire.windowed()
+}
+
+/// Whether one more batch may fly now: an encrypted mount's, only when none is in flight
+/// (`crypt_in_flight.rs`).
+fn has_room(link: &Link) -> bool {
+    link.inflight.has_room() && (link.crypt.is_none() || link.inflight.is_empty())
 }
 
 /// Sends `plan` in order. Each request goes after the queue of early answers if that
@@ -43,7 +50,7 @@ pub(crate) fn run(link: &mut Link, plan: Vec<Outgoing>) {
             prepend(&mut work, first);
             continue;
         }
-        let fly = o.wait == Wait::InFlight && may_fly(link);
+        let fly = o.wait == Wait::InFlight && may_fly(link) && Crypt::flies(&o.op);
         let first =
             writeback::queue_before(link, &o.op, if fly { Wait::InFlight } else { Wait::Yes });
         if !first.is_empty() {
@@ -52,7 +59,7 @@ pub(crate) fn run(link: &mut Link, plan: Vec<Outgoing>) {
             continue;
         }
         let blocked = if fly {
-            !link.inflight.has_room()
+            !has_room(link)
         } else {
             link.inflight.must_precede(&o.op)
         };
@@ -71,7 +78,8 @@ pub(crate) fn run(link: &mut Link, plan: Vec<Outgoing>) {
             continue;
         }
         if fly {
-            launch(link, o);
+            let follow = launch(link, o);
+            prepend(&mut work, follow);
         } else {
             let r = send_growing(link, &o.cred, o.op, false);
             let follow = writeback::answered(link, o.then, r, true);
@@ -116,19 +124,37 @@ fn prepend(work: &mut VecDeque<Outgoing>, first: Vec<Outgoing>) {
 }
 
 /// Sends `o` and leaves it in flight; the background thread leads the client while
-/// batches fly (`background.rs`).
-fn launch(link: &mut Link, o: Outgoing) {
+/// batches fly (`background.rs`). An encrypted mount's is sealed first
+/// (`crypt_in_flight.rs`); one that cannot be is answered with its error now: what that
+/// answer asks to send next.
+fn launch(link: &mut Link, o: Outgoing) -> Vec<Outgoing> {
     let reclaims = reclaim::may_queue(&o.op);
     let prep = prep_of(link, &o.op, false);
-    let lane = send_lane(link, &o.cred, o.op, prep);
+    let (cred, op, sealed) = match link.crypt.take() {
+        None => (o.cred, o.op, None),
+        Some(mut crypt) => {
+            let r = crypt.seal_to_fly(link, &o.cred, o.op);
+            link.crypt = Some(crypt);
+            match r {
+                Ok((cred, op, kept)) => (cred, op, Some(Box::new(kept))),
+                Err(e) => {
+                    settle(link, prep, u64::MAX, &Err(e));
+                    return writeback::answered(link, o.then, Err(e), false);
+                }
+            }
+        }
+    };
+    let lane = send_lane(link, &cred, op, prep);
     link.inflight.launched(Flying {
         lane,
         sent: Instant::now(),
         footprint: o.footprint,
         reclaims,
         then: o.then,
+        sealed,
     });
     link.dirs.wake_background();
+    Vec::new()
 }
 
 /// Waits for the oldest batch in flight and handles its answer; returns what the answer
@@ -148,7 +174,32 @@ fn land_oldest(link: &mut Link) -> Vec<Outgoing> {
 /// takes it from the later batch's answer instead (`stat` answered 0: `faults::andrew`).
 fn land(link: &mut Link, f: Flying, out: Option<Outcome>) -> Vec<Outgoing> {
     let later = link.inflight.later_footprint();
-    let result = finish_in_flight(link, f.lane, out, &later);
+    let sealed = f.sealed;
+    let result = finish_in_flight(link, f.lane, out, &later, |link, r| {
+        match (&sealed, link.crypt.take()) {
+            (Some(s), Some(mut crypt)) => {
+                let r = crypt.landed(link, s, r);
+                link.crypt = Some(crypt);
+                r
+            }
+            (_, crypt) => {
+                link.crypt = crypt;
+                r
+            }
+        }
+    });
+    // Refused before it ran, on a header or keys that changed: built again on the new
+    // ones and sent as the batch would have been had it waited (`crypt_in_flight.rs`).
+    let result = match (result, sealed) {
+        (Err(Errno::ESTALE | Errno::EKEYEXPIRED), Some(s)) => {
+            tracing::debug!(
+                op = s.plain.name(),
+                "a sealed batch in flight refused; sent again"
+            );
+            send_growing(link, &s.plain_cred, s.plain, false)
+        }
+        (r, _) => r,
+    };
     link.reclaim.after(f.reclaims && result.is_ok());
     writeback::answered(link, f.then, result, false)
 }

@@ -31,7 +31,9 @@ pub struct MountOptions {
     /// (`dirs.rs`).
     pub delegate_dirs: bool,
     /// Hold file delegations: `open` and `close` of a file only this mount uses answered
-    /// here, its writes written back (`held_files.rs`). Never on an encrypted mount.
+    /// here, its writes written back (`held_files.rs`). Never on an encrypted mount (its
+    /// writes are not sent at their own time, so a held file's `open` still asks for its
+    /// attributes: measured, no gain) nor with `--sync-writes`.
     pub delegate_files: bool,
     /// Mount a group's encrypted tree with this identity (`crypt.rs`); `None`: the
     /// cluster's plain tree.
