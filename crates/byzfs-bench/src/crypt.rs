@@ -257,9 +257,16 @@ mod tests {
             .map(|l| serde_json::from_str(l).unwrap())
             .collect();
         let steps: Vec<&str> = rows.iter().map(|r| r["step"].as_str().unwrap()).collect();
-        assert_eq!(steps.len(), 14);
-        assert_eq!(steps[0], "seal a 4 KiB block (mount)");
-        assert_eq!(steps[9], "check a writer proof (each replica)");
+        assert_eq!(steps.len(), 15);
+        assert_eq!(
+            steps[..3],
+            [
+                "seal a 4 KiB block (mount)",
+                "open a 4 KiB block, tag checked",
+                "open a 4 KiB block the tree vouches for (mount's reads)"
+            ]
+        );
+        assert_eq!(steps[10], "check a writer proof (each replica)");
         for r in &rows {
             assert!(r["us_per_op"].as_f64().unwrap() > 0.0, "{r}");
             let data = r["bytes"].as_u64().unwrap() > 0;
