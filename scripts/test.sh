@@ -94,10 +94,10 @@ trap 'rm -f "$log" "$sim_log"; [ -z "$sim_pid" ] || { pkill -P "$sim_pid"; kill 
 idle=(chrt --idle 0)
 "${idle[@]}" true 2>/dev/null || idle=(nice -n 19)
 # Then the real file service replicated (the `fs-` families, apart from `all`): slower per
-# seed, so fewer seeds (15 of each of the 11 families: with 300 the sweep's rest after the
+# seed, so fewer seeds (15 of each of the 12 families: with 300 the sweep's rest after the
 # tests took 144 s instead of 49-77 s, CI's budget); a longer sweep is
 # `--seeds 1..20001 --scenario fs-all`.
-fs_seeds=1..166
+fs_seeds=1..181
 $quick && fs_seeds=1..41
 sweep() {
     "${idle[@]}" "$sim" --seeds "$seeds" --scenario all || return $?

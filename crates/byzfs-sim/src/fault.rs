@@ -57,6 +57,29 @@ pub enum Fault {
         /// Downtime.
         down_us: u64,
     },
+    /// Power-cut the current primary (if correct and up) just after it next sends a
+    /// PRE-PREPARE (or let the order lapse after 500 ms): its `Proposed` record is then the
+    /// newest unsynced one, so the cut tears it off about half the time. It restarts from
+    /// its disk after `down_us`, short enough to come back in the view it led.
+    CrashAfterProposal {
+        /// Downtime.
+        down_us: u64,
+    },
+    /// Power-cut every correct replica `after_us` after `replica` next installs a
+    /// checkpoint it fetched (or let the order lapse after 3 s): its record of that
+    /// checkpoint then waits on its disk (PROTOCOL.md §2.7), and the others have seen what
+    /// it did since. Each restarts from its disk after `down_us` and up to 5 ms more;
+    /// `amnesiac`, if any, is cut too and restarts with an empty disk.
+    CutAllAfterTransfer {
+        /// Whose transfer.
+        replica: ReplicaId,
+        /// How long after the transfer.
+        after_us: u64,
+        /// Downtime.
+        down_us: u64,
+        /// The replica that loses its disk in this cut (it counts against `f`).
+        amnesiac: Option<ReplicaId>,
+    },
     /// Re-draw which peers each twin talks to.
     TwinLinks,
     /// Start the second twin instance.
@@ -102,6 +125,29 @@ pub enum FollowUp {
         inst: NodeIdx,
         /// When the crash was ordered (a later order stays).
         ordered: Time,
+    },
+    /// Drop `inst`'s pending crash after a PRE-PREPARE ordered at `ordered` (none came in
+    /// time).
+    CancelCrashAfterProposal {
+        /// Instance.
+        inst: NodeIdx,
+        /// When the crash was ordered (a later order stays).
+        ordered: Time,
+    },
+    /// Drop `inst`'s pending cut after a transfer ordered at `ordered` (none came in time).
+    CancelCutAllAfterTransfer {
+        /// Instance.
+        inst: NodeIdx,
+        /// When the cut was ordered (a later order stays).
+        ordered: Time,
+    },
+    /// Power-cut every correct replica that is up, and `amnesiac`; each restarts from its
+    /// disk (`amnesiac` with an empty one) after `down_us` and up to 5 ms more.
+    CutAll {
+        /// Downtime.
+        down_us: u64,
+        /// The replica that loses its disk.
+        amnesiac: Option<NodeIdx>,
     },
     /// Restart `inst`.
     Restart {

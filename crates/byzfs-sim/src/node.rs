@@ -44,6 +44,13 @@ pub struct ReplicaNode {
     /// Crash just after the next PREPARE sent, and restart after this downtime (µs); with
     /// the time of the order, which its lapse names.
     pub crash_after_prepare: Option<(u64, Time)>,
+    /// Crash just after the next PRE-PREPARE sent, and restart after this downtime (µs);
+    /// with the time of the order, which its lapse names.
+    pub crash_after_proposal: Option<(u64, Time)>,
+    /// Power-cut every replica this long (µs) after this one next installs a fetched
+    /// checkpoint, all down for the second (µs), the third losing its disk; with the time
+    /// of the order, which its lapse names.
+    pub cut_all_after_transfer: Option<(u64, u64, Option<usize>, Time)>,
     /// Restart mode decided at crash time.
     pub restart_with_state: bool,
     /// Its clock.

@@ -74,6 +74,14 @@ const CASES: &[Case] = &[
         &[persist::NAME],
     ),
     (
+        // The directed family: the primary cut just after a PRE-PREPARE, back in its view
+        // (241 of seeds 1000..1400 caught, against 2 in `crash`).
+        Mutation::TrustProposalsAfterCrash,
+        Family::ProposalCuts,
+        &[0, 1],
+        &[persist::NAME],
+    ),
+    (
         // The directed family for this rule: 9 of seeds 1..300 catch it (since carried-over
         // batches' requests are timed, `Replica::time_carried`).
         Mutation::VoteAfterUntrustedRestore,
@@ -252,6 +260,15 @@ const CASES: &[Case] = &[
         Mutation::ExecuteBeforeTransferRecorded,
         Family::FsDiskTransferPowerCuts,
         &[2579],
+        &[liveness::NAME],
+    ),
+    (
+        // The directed family: every replica cut just after one installs a fetched
+        // checkpoint, another cut off and a third losing its disk (4 of seeds 1000..1400
+        // caught, against 0 in `fs-disk-transfer-power-cuts`).
+        Mutation::ExecuteBeforeTransferRecorded,
+        Family::FsDiskTransferCut,
+        &[1019, 1183],
         &[liveness::NAME],
     ),
     (

@@ -230,6 +230,11 @@ fn failed_view() {
 }
 
 #[test]
+fn proposal_cuts() {
+    family(Family::ProposalCuts);
+}
+
+#[test]
 fn every_family_has_a_test() {
     // Keep this list in sync with the tests above.
     let tested = [
@@ -272,6 +277,7 @@ fn every_family_has_a_test() {
         "thin-links",
         "forging-primary",
         "failed-view",
+        "proposal-cuts",
     ];
     let all: Vec<&str> = byzfs_sim::FAMILIES.iter().map(|f| f.name()).collect();
     assert_eq!(all, tested);

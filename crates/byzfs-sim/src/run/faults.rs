@@ -153,6 +153,48 @@ impl Sim {
                     Ev::FollowUp(FollowUp::CancelCrashAfterPrepare { inst, ordered }),
                 );
             }
+            Fault::CrashAfterProposal { down_us } => {
+                let inst = self.current_primary() as usize;
+                let node = &mut self.world.replicas[inst];
+                if !node.up || node.adversary.is_some() || node.role != Role::Correct {
+                    trace_line!(
+                        self.trace,
+                        self.world.now,
+                        "fault skipped: r{inst} is down or not a crash victim"
+                    );
+                    return;
+                }
+                let ordered = self.world.now;
+                node.crash_after_proposal = Some((down_us, ordered));
+                self.world.queue.push(
+                    Time(now + 500 * MS),
+                    Ev::FollowUp(FollowUp::CancelCrashAfterProposal { inst, ordered }),
+                );
+            }
+            Fault::CutAllAfterTransfer {
+                replica,
+                after_us,
+                down_us,
+                amnesiac,
+            } => {
+                let inst = replica as usize;
+                let node = &mut self.world.replicas[inst];
+                if !node.up || node.adversary.is_some() || node.role != Role::Correct {
+                    trace_line!(
+                        self.trace,
+                        self.world.now,
+                        "fault skipped: r{inst} is down or not correct"
+                    );
+                    return;
+                }
+                let ordered = self.world.now;
+                let amnesiac = amnesiac.map(|a| a as usize);
+                node.cut_all_after_transfer = Some((after_us, down_us, amnesiac, ordered));
+                self.world.queue.push(
+                    Time(now + 3_000 * MS),
+                    Ev::FollowUp(FollowUp::CancelCutAllAfterTransfer { inst, ordered }),
+                );
+            }
             Fault::TwinLinks => {
                 let n = self.config.n();
                 self.director.twin_sides = (0..n)
@@ -294,6 +336,61 @@ impl Sim {
                     .is_some_and(|(_, at)| at == ordered)
                 {
                     node.crash_after_prepare = None;
+                }
+            }
+            FollowUp::CancelCrashAfterProposal { inst, ordered } => {
+                let node = &mut self.world.replicas[inst];
+                if node
+                    .crash_after_proposal
+                    .is_some_and(|(_, at)| at == ordered)
+                {
+                    node.crash_after_proposal = None;
+                }
+            }
+            FollowUp::CancelCutAllAfterTransfer { inst, ordered } => {
+                let node = &mut self.world.replicas[inst];
+                if node
+                    .cut_all_after_transfer
+                    .is_some_and(|(_, _, _, at)| at == ordered)
+                {
+                    node.cut_all_after_transfer = None;
+                }
+            }
+            FollowUp::CutAll { down_us, amnesiac } => {
+                let waiting: Vec<String> = self
+                    .world
+                    .replicas
+                    .iter()
+                    .map(|r| {
+                        format!(
+                            "stable {} records waiting {}",
+                            r.replica.last_stable(),
+                            r.disk_work.held.len()
+                        )
+                    })
+                    .collect();
+                trace_line!(
+                    self.trace,
+                    self.world.now,
+                    "power cut of every replica ({waiting:?})"
+                );
+                for inst in 0..self.world.replicas.len() {
+                    let node = &mut self.world.replicas[inst];
+                    let with_state = amnesiac != Some(inst);
+                    let allowed = node.up
+                        && node.adversary.is_none()
+                        && (node.role == Role::Correct
+                            || (node.role == Role::Amnesiac && !with_state));
+                    if !allowed {
+                        continue;
+                    }
+                    node.restart_with_state = with_state;
+                    self.crash(inst, "power cut after a transfer");
+                    let restart = now + down_us + self.director.fault_rng.gen_range(0..=5 * MS);
+                    self.world.queue.push(
+                        Time(restart),
+                        Ev::FollowUp(FollowUp::Restart { inst, with_state }),
+                    );
                 }
             }
             FollowUp::Restart { inst, with_state } => {

@@ -38,6 +38,8 @@ impl Sim {
             }
             self.world.replicas[inst].crash_at_next_send = false;
             self.world.replicas[inst].crash_after_prepare = None;
+            self.world.replicas[inst].crash_after_proposal = None;
+            self.world.replicas[inst].cut_all_after_transfer = None;
             if !self.world.replicas[inst].up {
                 let with_state = self.world.replicas[inst].restart_with_state;
                 self.restart(inst, with_state);

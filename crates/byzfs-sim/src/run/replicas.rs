@@ -133,6 +133,16 @@ impl Sim {
                     if correct && self.oracle.fs.is_some() {
                         self.fs_checkpoint(inst, &ev);
                     }
+                    if let Event::StateTransferred { .. } = ev {
+                        if let Some((after_us, down_us, amnesiac, _)) =
+                            self.world.replicas[inst].cut_all_after_transfer.take()
+                        {
+                            self.world.queue.push(
+                                Time(self.world.now.as_micros() + after_us),
+                                Ev::FollowUp(FollowUp::CutAll { down_us, amnesiac }),
+                            );
+                        }
+                    }
                     if let Some(d) = self.director.history.as_mut().filter(|_| correct) {
                         if d.observe(id, &ev) {
                             self.director.gen += 1;
@@ -182,11 +192,17 @@ impl Sim {
             for &d in dests {
                 self.transmit(inst, d, &bytes);
             }
-            if let Some((down_us, _)) = self.world.replicas[inst].crash_after_prepare {
-                let prepare =
-                    Frame::parse(&bytes, usize::MAX).is_ok_and(|f| f.header.tag == Tag::Prepare);
-                if prepare {
-                    self.crash(inst, "after a PREPARE");
+            let node = &self.world.replicas[inst];
+            let armed = node
+                .crash_after_prepare
+                .map(|(d, _)| (d, Tag::Prepare, "after a PREPARE"))
+                .or(node
+                    .crash_after_proposal
+                    .map(|(d, _)| (d, Tag::PrePrepare, "after a PRE-PREPARE")));
+            if let Some((down_us, tag, how)) = armed {
+                let sent = Frame::parse(&bytes, usize::MAX).is_ok_and(|f| f.header.tag == tag);
+                if sent {
+                    self.crash(inst, how);
                     self.world.queue.push(
                         Time(self.world.now.as_micros() + down_us),
                         Ev::FollowUp(FollowUp::Restart {
@@ -310,6 +326,8 @@ impl Sim {
         node.disk_work.lose();
         node.crash_at_next_send = false;
         node.crash_after_prepare = None;
+        node.crash_after_proposal = None;
+        node.cut_all_after_transfer = None;
         node.timer = None;
         node.timer_gen += 1;
         // What waited for it to finish executing is lost with it.

@@ -98,6 +98,8 @@ impl Sim {
                 up,
                 crash_at_next_send: false,
                 crash_after_prepare: None,
+                crash_after_proposal: None,
+                cut_all_after_transfer: None,
                 restart_with_state: true,
                 clock,
                 clock_at_restart: None,

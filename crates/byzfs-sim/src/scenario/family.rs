@@ -177,6 +177,12 @@ pub enum Family {
     /// VIEW-CHANGEs report it pre-prepared in that view or later) refuses it (mutation
     /// `newview-a2-one`; docs/PROTOCOL.md §3.4).
     FailedView,
+    /// The primary loses power just after it sends a PRE-PREPARE, again and again, and
+    /// comes back from its disk well within the view-change timeout: the cut often tears
+    /// off its `Proposed` record, and it still leads the view (Deviation 21: it must not
+    /// propose again at a sequence number it may have used; mutation
+    /// `trust-proposals-after-crash`).
+    ProposalCuts,
     /// [`Family::Normal`]'s plan over the file service (every `Fs…` family: the real
     /// `byzfs_fs::FileService` on its in-memory store, the fs workload, and the file checkers;
     /// in [`FS_TABLE`], not in `all`).
@@ -206,6 +212,11 @@ pub enum Family {
     FsDiskTotalCrash,
     /// [`Family::TransferPowerCuts`]'s plan over the file service on the simulated disk.
     FsDiskTransferPowerCuts,
+    /// The file service on the simulated disk: a replica falls behind and fetches a
+    /// checkpoint, and every replica loses power within 30 ms of its install, while its
+    /// record of the fetched checkpoint may still wait on its disk (PROTOCOL.md §2.7;
+    /// mutation `execute-before-transfer-recorded`).
+    FsDiskTransferCut,
 }
 
 /// A family's fault plan: `(faults stream, parameters, plan, n, f)`.
@@ -223,7 +234,7 @@ pub struct Spec {
 }
 
 /// Every family, in `all`'s order (`all` runs `TABLE[seed % len]`).
-pub const TABLE: [Spec; 39] = [
+pub const TABLE: [Spec; 40] = [
     Spec {
         family: Family::Normal,
         name: "normal",
@@ -419,11 +430,16 @@ pub const TABLE: [Spec; 39] = [
         name: "failed-view",
         plan: failed_view,
     },
+    Spec {
+        family: Family::ProposalCuts,
+        name: "proposal-cuts",
+        plan: proposal_cuts,
+    },
 ];
 
 /// The file-service families; `fs-all` runs `FS_TABLE[seed % len]`. Apart from [`TABLE`], so
 /// that `all`'s seed → family mapping stays put.
-pub const FS_TABLE: [Spec; 11] = [
+pub const FS_TABLE: [Spec; 12] = [
     Spec {
         family: Family::FsNormal,
         name: "fs-normal",
@@ -479,6 +495,11 @@ pub const FS_TABLE: [Spec; 11] = [
         name: "fs-disk-transfer-power-cuts",
         plan: transfer_power_cuts,
     },
+    Spec {
+        family: Family::FsDiskTransferCut,
+        name: "fs-disk-transfer-cut",
+        plan: transfer_cut,
+    },
 ];
 
 /// The file-service families, in `fs-all`'s order.
@@ -530,9 +551,10 @@ impl Family {
     /// The service the family replicates.
     pub fn service(self) -> ServiceKind {
         match self {
-            Family::FsDiskCrash | Family::FsDiskTotalCrash | Family::FsDiskTransferPowerCuts => {
-                ServiceKind::FsDisk
-            }
+            Family::FsDiskCrash
+            | Family::FsDiskTotalCrash
+            | Family::FsDiskTransferPowerCuts
+            | Family::FsDiskTransferCut => ServiceKind::FsDisk,
             f if FS_TABLE.iter().any(|s| s.family == f) => ServiceKind::Fs,
             _ => ServiceKind::Kv,
         }
@@ -913,6 +935,56 @@ fn transfer_power_cuts(r: &mut SimRng, params: &mut Params, plan: &mut Plan, n: 
     power_cuts(r, params, &all, amnesiac, &mut plan.faults);
 }
 
+/// [`Family::FsDiskTransferCut`]: a replica cut off until the others' stable checkpoint
+/// passes it, and, as it comes back, another cut off for a while, so that the returning
+/// replica's CHECKPOINTs count in the quorum; 0–200 ms after it installs the checkpoint it
+/// fetched, every replica loses power (its record of that checkpoint may still wait on its
+/// disk, and it may have executed, answered and sent CHECKPOINTs past it meanwhile), then
+/// comes back from its disk. Again, each time with other replicas, until the safety phase
+/// ends.
+fn transfer_cut(r: &mut SimRng, params: &mut Params, plan: &mut Plan, n: usize, _f: usize) {
+    params.config.checkpoint_interval = 4;
+    params.config.log_window = 8;
+    params.config.batch_window = params.config.batch_window.min(4);
+    params.workload.think_max_us = params.workload.think_max_us.min(5 * MS);
+    params.net = light_net(r);
+    // Half the seeds: a third replica loses its disk in the first cut too, so that the
+    // checkpoint the returning replica helped make stable may be left with one holder.
+    let mut amnesiac = maybe_amnesiac(r, plan, 1.0);
+    let mut at = r.gen_range(200 * MS..=S);
+    while at + S < params.safety_us {
+        // Short: the returning replica's record stays within a log window of the
+        // checkpoint it fetches, so it holds committed batches above it to execute.
+        let dur_us = r.gen_range(100 * MS..=400 * MS);
+        let correct: Vec<ReplicaId> = (0..n as ReplicaId)
+            .filter(|&i| plan.roles[i as usize].is_correct())
+            .collect();
+        let replica = *rng::pick(r, &correct).unwrap_or(&0);
+        plan.faults.push((at, Fault::Isolate { replica, dur_us }));
+        let others: Vec<ReplicaId> = (0..n as ReplicaId)
+            .filter(|&i| i != replica && Some(i) != amnesiac)
+            .collect();
+        let other = *rng::pick(r, &others).unwrap_or(&0);
+        plan.faults.push((
+            at + dur_us - r.gen_range(0..=dur_us / 2),
+            Fault::Isolate {
+                replica: other,
+                dur_us: r.gen_range(S..=3 * S),
+            },
+        ));
+        plan.faults.push((
+            at + dur_us,
+            Fault::CutAllAfterTransfer {
+                replica,
+                after_us: r.gen_range(0..=200 * MS),
+                down_us: r.gen_range(50 * MS..=S),
+                amnesiac: amnesiac.take(),
+            },
+        ));
+        at += dur_us + r.gen_range(S..=3 * S);
+    }
+}
+
 /// [`Family::TwinPowerCuts`].
 fn twin_power_cuts(r: &mut SimRng, params: &mut Params, plan: &mut Plan, _n: usize, _f: usize) {
     params.net = light_net(r);
@@ -987,6 +1059,21 @@ fn vote_cuts(r: &mut SimRng, params: &mut Params, plan: &mut Plan, _n: usize, _f
         plan.faults
             .push((at, Fault::CrashAfterPrepare { replica, down_us }));
         at += r.gen_range(50 * MS..=300 * MS);
+    }
+}
+
+/// [`Family::ProposalCuts`].
+fn proposal_cuts(r: &mut SimRng, params: &mut Params, plan: &mut Plan, _n: usize, _f: usize) {
+    params.net = light_net(r);
+    // Short downtimes, well under the view-change timeout, so that the primary comes
+    // back in the view it leads while its clients still have requests to order.
+    let t = params.config.view_change_timeout.as_micros() as u64;
+    let mut at = r.gen_range(100 * MS..=500 * MS);
+    while at < params.safety_us {
+        let down_us = r.gen_range(5 * MS..=t / 2);
+        plan.faults
+            .push((at, Fault::CrashAfterProposal { down_us }));
+        at += down_us + r.gen_range(50 * MS..=300 * MS);
     }
 }
 
