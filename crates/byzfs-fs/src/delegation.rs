@@ -17,6 +17,12 @@
 //!   each recalled file back with [`crate::Op::ReturnDelegation`], which installs the locks
 //!   it holds on it now at the replicas. From then on the file's locks are decided by the
 //!   replicas again, the recaller's among them.
+//! * **Revocation.** A holder that renews its lease but does not give a recalled delegation
+//!   back would make the others wait for ever. The first recall stores its agreed time in
+//!   the record; [`REVOKED_AFTER_LEASES`] leases later the record no longer counts, so the
+//!   others' operations run, and for as long again the holder may not take it back (the
+//!   same for directory and file delegations). The holder learns it at its give-back
+//!   (`ENOLCK`); what it answered early meanwhile fails then, or at the replicas.
 //! * **Data.** While a client holds a file's delegation no other client can lock the file,
 //!   so its programs' locks need not revalidate the file's cached data; a program that
 //!   writes a file without locks gets close-to-open consistency only, as without
@@ -38,12 +44,19 @@ use serde::{Deserialize, Serialize};
 /// that many delegations recalled at once gets the rest at its next poll).
 pub const MAX_RECALLS: usize = 256;
 
+/// How many lock leases after its first recall a delegation stops counting if not given
+/// back (an honest holder gives it back within a recall poll; across slow links its
+/// write-back may take a while first).
+pub const REVOKED_AFTER_LEASES: u64 = 2;
+
 /// Who holds a file's delegation.
 #[derive(Serialize, Deserialize, Clone, Copy, PartialEq, Eq, Debug)]
 pub(crate) struct Delegation {
     pub(crate) client: u64,
     /// The holder's lease epoch when it was granted.
     pub(crate) epoch: u64,
+    /// The agreed time of its first recall (µs).
+    pub(crate) recalled_us: Option<u64>,
 }
 
 impl<S: Store + ?Sized> Exec<'_, '_, S> {
@@ -53,29 +66,69 @@ impl<S: Store + ?Sized> Exec<'_, '_, S> {
     }
 
     /// The delegation stored under `key` (a file's or a directory's), if its holder's lease
-    /// still covers it: current, and granted under its present epoch.
+    /// still covers it — current, and granted under its present epoch — and it was not
+    /// recalled more than [`REVOKED_AFTER_LEASES`] leases ago.
     pub(crate) fn valid_record(&self, key: &[u8]) -> Res<Option<Delegation>> {
-        let Some(b) = self.txn.get(key)? else {
+        let Some(d) = self.stored_record(key)? else {
             return Ok(None);
         };
-        let d: Delegation = decode(&b)?;
         let valid = self
             .load_lease(d.client)?
-            .is_some_and(|l| l.epoch == d.epoch && self.current(l));
+            .is_some_and(|l| l.epoch == d.epoch && self.current(l))
+            && !self.revoked(d, 1);
         Ok(valid.then_some(d))
     }
 
-    /// If another client holds `ino`'s delegation: adds `ino` to its recall list and
-    /// returns `true` (the caller answers [`Reply::Recall`]).
-    pub(crate) fn recall_if_delegated(&mut self, ino: u64) -> Res<bool> {
-        let Some(d) = self.valid_delegation(ino)? else {
+    fn stored_record(&self, key: &[u8]) -> Res<Option<Delegation>> {
+        match self.txn.get(key)? {
+            Some(b) => Ok(Some(decode(&b)?)),
+            None => Ok(None),
+        }
+    }
+
+    /// Whether `d` was recalled more than `times` × [`REVOKED_AFTER_LEASES`] leases ago.
+    fn revoked(&self, d: Delegation, times: u64) -> bool {
+        let bound = self
+            .lease_us()
+            .saturating_mul(REVOKED_AFTER_LEASES)
+            .saturating_mul(times);
+        d.recalled_us
+            .is_some_and(|t| t.saturating_add(bound) < self.sb.clock_us)
+    }
+
+    /// If another session holds the delegation stored under `key` for `ino`: puts `ino` on
+    /// its recall list, notes the first recall's time in the record, and returns `true`
+    /// (the caller answers [`Reply::Recall`]).
+    pub(crate) fn recall_record(&mut self, key: Vec<u8>, ino: u64) -> Res<bool> {
+        let Some(d) = self.valid_record(&key)? else {
             return Ok(false);
         };
         if d.client == self.client {
             return Ok(false);
         }
         self.add_recall(d.client, ino)?;
+        if d.recalled_us.is_none() {
+            let d = Delegation {
+                recalled_us: Some(self.sb.clock_us),
+                ..d
+            };
+            self.txn.put(key, encode(&d));
+        }
         Ok(true)
+    }
+
+    /// If another client holds `ino`'s lock delegation: [`Self::recall_record`].
+    pub(crate) fn recall_if_delegated(&mut self, ino: u64) -> Res<bool> {
+        self.recall_record(key::delegation(ino), ino)
+    }
+
+    /// Whether the caller's own delegation under `key` was revoked lately (recalled, not
+    /// given back, and no more than twice the revocation bound ago): it may not take it
+    /// back yet.
+    fn revoked_lately(&self, key: &[u8]) -> Res<bool> {
+        Ok(self
+            .stored_record(key)?
+            .is_some_and(|d| d.client == self.client && self.revoked(d, 1) && !self.revoked(d, 2)))
     }
 
     /// Puts `ino` on `holder`'s recall list (unless it is there, or the list is full).
@@ -100,15 +153,19 @@ impl<S: Store + ?Sized> Exec<'_, '_, S> {
     /// its lease, with `attr` in the reply; unless another session holds it, which is then
     /// asked to give it back ([`Reply::Recall`]).
     pub(crate) fn grant_or_recall(&mut self, key: Vec<u8>, ino: u64, attr: Attr) -> Res<Reply> {
-        let holder = self.valid_record(&key)?.map(|d| d.client);
-        if let Some(holder) = holder.filter(|&h| h != self.client) {
-            self.add_recall(holder, ino)?;
+        if self.recall_record(key.clone(), ino)? || self.revoked_lately(&key)? {
             return Ok(Reply::Recall);
         }
+        // Held already by the caller: granted again, and a recall of it still counts.
+        let recalled_us = self
+            .valid_record(&key)?
+            .filter(|d| d.client == self.client)
+            .and_then(|d| d.recalled_us);
         let (epoch, lapsed) = self.renew()?;
         let rec = Delegation {
             client: self.client,
             epoch,
+            recalled_us,
         };
         self.txn.put(key, encode(&rec));
         self.forget_recall(ino)?;
@@ -141,7 +198,8 @@ impl<S: Store + ?Sized> Exec<'_, '_, S> {
             return Ok(reply);
         };
         let locks = self.valid_locks(fh.ino)?;
-        if locks.iter().any(|h| h.owner.client != self.client) {
+        let others = locks.iter().any(|h| h.owner.client != self.client);
+        if others || self.revoked_lately(&key::delegation(fh.ino))? {
             return Ok(Reply::Lock {
                 conflict: None,
                 lapsed,
@@ -153,6 +211,7 @@ impl<S: Store + ?Sized> Exec<'_, '_, S> {
         let d = Delegation {
             client: self.client,
             epoch,
+            recalled_us: None,
         };
         self.txn.put(key::delegation(fh.ino), encode(&d));
         // A recall of an earlier delegation of the file, not given back before the lease

@@ -33,25 +33,12 @@ use crate::proto::reply::Reply;
 use crate::store::Store;
 
 impl<S: Store + ?Sized> Exec<'_, '_, S> {
-    /// Who holds `ino`'s directory delegation, if the holder's lease still covers it.
-    fn dir_holder(&self, ino: u64) -> Res<Option<u64>> {
-        Ok(self
-            .valid_record(&key::dir_delegation(ino))?
-            .map(|d| d.client))
-    }
-
     /// [`Reply::Recall`] if `op` names a directory another session holds, each such
     /// directory put on its holder's recall list; `None` to run `op`.
     pub(crate) fn recall_named_dirs(&mut self, op: &Op) -> Res<Option<Reply>> {
         let mut recalled = false;
         for dir in op.dirs_named() {
-            match self.dir_holder(dir.ino)? {
-                Some(holder) if holder != self.client => {
-                    self.add_recall(holder, dir.ino)?;
-                    recalled = true;
-                }
-                _ => {}
-            }
+            recalled |= self.recall_record(key::dir_delegation(dir.ino), dir.ino)?;
         }
         Ok(recalled.then_some(Reply::Recall))
     }

@@ -606,8 +606,9 @@ mod tests {
                 encode(&Delegation {
                     client: 1,
                     epoch: 2,
+                    recalled_us: Some(3),
                 }),
-                "0102",
+                "01020103",
             ),
             ("recalls", encode(&vec![1u64, 300]), "0201ac02"),
             (

@@ -40,13 +40,6 @@ use crate::proto::reply::Reply;
 use crate::store::Store;
 
 impl<S: Store + ?Sized> Exec<'_, '_, S> {
-    /// Who holds `ino`'s file delegation, if the holder's lease still covers it.
-    fn file_holder(&self, ino: u64) -> Res<Option<u64>> {
-        Ok(self
-            .valid_record(&key::file_delegation(ino))?
-            .map(|d| d.client))
-    }
-
     /// [`Reply::Recall`] if `op` names a file another session holds, each such file put on
     /// its holder's recall list; `None` to run `op`.
     pub(crate) fn recall_named_files(&mut self, op: &Op) -> Res<Option<Reply>> {
@@ -54,13 +47,7 @@ impl<S: Store + ?Sized> Exec<'_, '_, S> {
         let mut files: Vec<u64> = op.files_named().iter().map(|f| f.ino).collect();
         self.names_freeing(op, &mut files)?;
         for ino in files {
-            match self.file_holder(ino)? {
-                Some(holder) if holder != self.client => {
-                    self.add_recall(holder, ino)?;
-                    recalled = true;
-                }
-                _ => {}
-            }
+            recalled |= self.recall_record(key::file_delegation(ino), ino)?;
         }
         Ok(recalled.then_some(Reply::Recall))
     }

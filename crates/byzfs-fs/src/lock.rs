@@ -82,7 +82,7 @@ impl<S: Store + ?Sized> Exec<'_, '_, S> {
         }
     }
 
-    fn lease_us(&self) -> u64 {
+    pub(crate) fn lease_us(&self) -> u64 {
         u64::try_from(self.cfg.lock_lease.as_micros()).unwrap_or(u64::MAX)
     }
 

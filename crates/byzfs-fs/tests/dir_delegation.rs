@@ -155,3 +155,27 @@ fn only_a_writer_of_a_directory_may_hold_it() {
     assert!(fs.run(Op::SetAttr { fh: d, set }).is_ok());
     delegated(fs.run_as(&user, Op::DelegateDir { dir: d }));
 }
+
+/// A directory recalled and never given back by a holder that renews its lease: revoked
+/// two leases after the first recall, as a file's (`file_delegation.rs`).
+#[test]
+fn a_recalled_directory_not_given_back_is_revoked_after_two_leases() {
+    let mut fs = Fs::new();
+    let d = fs.mkdir(ROOT, "d").fh;
+    delegated(fs.run_client(HOLDER, Op::DelegateDir { dir: d }));
+    assert_eq!(fs.run_client(OTHER, create(d, "x")), Ok(Reply::Recall));
+    let recalled = fs.clock_us;
+    // The holder renews its lease within each 30 s.
+    for at in [25, 50] {
+        fs.clock_us = recalled + at * 1_000_000;
+        assert!(fs.run_client(HOLDER, Op::RenewLease).is_ok());
+    }
+    assert_eq!(fs.run_client(OTHER, create(d, "x")), Ok(Reply::Recall));
+    fs.clock_us = recalled + 59_000_000;
+    assert!(fs.run_client(HOLDER, Op::RenewLease).is_ok());
+    assert!(fs.run_client(OTHER, create(d, "x")).is_ok());
+    assert_eq!(
+        fs.run_client(HOLDER, Op::ReturnDir { dir: d }),
+        Err(Errno::ENOLCK)
+    );
+}

@@ -285,3 +285,40 @@ fn a_write_at_the_mounts_time_keeps_it_within_the_skew() {
         Ok(Reply::Recall)
     );
 }
+
+/// A holder that renews its lease but never gives a recalled file back: the delegation
+/// stops counting two leases (60 s of agreed time) after the first recall, the others go
+/// on, the holder's give-back is `ENOLCK`, and it may not take the file back for as long
+/// again (`byzfs_fs::delegation` "Revocation").
+#[test]
+fn a_recalled_file_not_given_back_is_revoked_after_two_leases() {
+    let mut fs = Fs::new();
+    let f = fs.create(ROOT, "f").fh;
+    delegated(fs.run_client(HOLDER, Op::DelegateFile { file: f }));
+    assert_eq!(fs.run_client(OTHER, write(f, b"x")), Ok(Reply::Recall));
+    let recalled = fs.clock_us;
+    // The holder keeps its lease (every 10 s); the file is still its own until 60 s
+    // after the recall, a later recall moving nothing.
+    while fs.clock_us + 11_000_000 < recalled + 60_000_000 {
+        fs.clock_us += 10_000_000;
+        assert!(fs.run_client(HOLDER, Op::RenewLease).is_ok());
+        assert_eq!(fs.run_client(OTHER, write(f, b"x")), Ok(Reply::Recall));
+    }
+    assert_eq!(recalls(&mut fs, HOLDER), [f.ino]);
+    fs.clock_us = fs.clock_us.max(recalled + 60_000_000);
+    assert!(fs.run_client(HOLDER, Op::RenewLease).is_ok());
+    assert!(fs.run_client(OTHER, write(f, b"other's")).is_ok());
+    // Revoked: the holder's own operations run as anyone's, its give-back is refused,
+    // and it may not hold the file again until two more leases have passed.
+    assert_eq!(
+        fs.run_client(HOLDER, Op::DelegateFile { file: f }),
+        Ok(Reply::Recall)
+    );
+    assert_eq!(
+        fs.run_client(HOLDER, Op::ReturnFile { file: f }),
+        Err(Errno::ENOLCK)
+    );
+    fs.clock_us = recalled + 121_000_000;
+    delegated(fs.run_client(HOLDER, Op::DelegateFile { file: f }));
+    assert_eq!(fs.run_client(OTHER, write(f, b"y")), Ok(Reply::Recall));
+}

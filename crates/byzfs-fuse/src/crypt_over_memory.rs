@@ -174,6 +174,17 @@ fn entry(r: FsResult) -> FileHandle {
     }
 }
 
+/// File `f` made at the tree's root through `crypt`: its handle.
+fn create_f(crypt: &mut Crypt, mem: &mut Memory) -> FileHandle {
+    let make = Op::Create {
+        dir: FileHandle::ROOT,
+        name: b"f".to_vec(),
+        mode: 0o644,
+        exclusive: true,
+    };
+    entry(call(crypt, mem, make))
+}
+
 /// What a mount that starts afresh reads of `fh`: its size and contents.
 fn read_afresh(mem: &mut Memory, crypt: &mut Crypt, fh: FileHandle) -> (u64, FsResult) {
     crypt.files.clear();
@@ -204,16 +215,7 @@ fn read_afresh(mem: &mut Memory, crypt: &mut Crypt, fh: FileHandle) -> (u64, FsR
 fn a_truncation_on_a_stale_header_is_refused_and_built_again() {
     let mut mem = Memory::new();
     let mut crypt = writer_layer(&mut mem);
-    let f = entry(call(
-        &mut crypt,
-        &mut mem,
-        Op::Create {
-            dir: FileHandle::ROOT,
-            name: b"f".to_vec(),
-            mode: 0o644,
-            exclusive: true,
-        },
-    ));
+    let f = create_f(&mut crypt, &mut mem);
     let w = Op::Write {
         fh: f,
         offset: 0,
@@ -275,16 +277,7 @@ fn a_read_in_a_lane_answers_as_the_locked_path_or_leaves_it_to_it() {
     let mut mem = Memory::new();
     let mut crypt = writer_layer(&mut mem);
     let cred = crate::own_credentials();
-    let f = entry(call(
-        &mut crypt,
-        &mut mem,
-        Op::Create {
-            dir: FileHandle::ROOT,
-            name: b"f".to_vec(),
-            mode: 0o644,
-            exclusive: true,
-        },
-    ));
+    let f = create_f(&mut crypt, &mut mem);
     // Three chunks and a bit (a chunk is 1 MiB), every byte telling its place.
     let size = 3 * 1024 * 1024 + 100;
     let bytes: Vec<u8> = (0..size).map(|i| (i % 251) as u8).collect();
@@ -434,16 +427,7 @@ fn a_batch_in_flight_on_a_replaced_header_is_refused_and_built_again() {
     let mut crypt = writer_layer(&mut mem);
     let mut other = another_writer(&mut mem, &crypt);
     let cred = crate::own_credentials();
-    let f = entry(call(
-        &mut crypt,
-        &mut mem,
-        Op::Create {
-            dir: FileHandle::ROOT,
-            name: b"f".to_vec(),
-            mode: 0o644,
-            exclusive: true,
-        },
-    ));
+    let f = create_f(&mut crypt, &mut mem);
     let write = |offset: u64, byte: u8, n: usize| Op::Write {
         fh: f,
         offset,

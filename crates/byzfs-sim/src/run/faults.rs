@@ -17,6 +17,21 @@ pub(super) struct Director {
 }
 
 impl Sim {
+    /// Whether a fault that waits for `inst`'s next step may be armed on it: a correct
+    /// replica that is up (the trace says why not otherwise).
+    fn armable(&mut self, inst: usize) -> bool {
+        let node = &self.world.replicas[inst];
+        let ok = node.up && node.adversary.is_none() && node.role == Role::Correct;
+        if !ok {
+            trace_line!(
+                self.trace,
+                self.world.now,
+                "fault skipped: r{inst} is down or not a crash victim"
+            );
+        }
+        ok
+    }
+
     pub(super) fn cut(&mut self, links: &[(NodeIdx, NodeIdx)]) {
         for &(a, b) in links {
             self.world.net.set_link(a, b, false);
@@ -137,39 +152,25 @@ impl Sim {
             }
             Fault::CrashAfterPrepare { replica, down_us } => {
                 let inst = replica as usize;
-                let node = &mut self.world.replicas[inst];
-                if !node.up || node.adversary.is_some() || node.role != Role::Correct {
-                    trace_line!(
-                        self.trace,
-                        self.world.now,
-                        "fault skipped: r{inst} is down or not a crash victim"
-                    );
-                    return;
+                if self.armable(inst) {
+                    let ordered = self.world.now;
+                    self.world.replicas[inst].crash_after_prepare = Some((down_us, ordered));
+                    let lapse = FollowUp::CancelCrashAfterPrepare { inst, ordered };
+                    self.world
+                        .queue
+                        .push(Time(now + 500 * MS), Ev::FollowUp(lapse));
                 }
-                let ordered = self.world.now;
-                node.crash_after_prepare = Some((down_us, ordered));
-                self.world.queue.push(
-                    Time(now + 500 * MS),
-                    Ev::FollowUp(FollowUp::CancelCrashAfterPrepare { inst, ordered }),
-                );
             }
             Fault::CrashAfterProposal { down_us } => {
                 let inst = self.current_primary() as usize;
-                let node = &mut self.world.replicas[inst];
-                if !node.up || node.adversary.is_some() || node.role != Role::Correct {
-                    trace_line!(
-                        self.trace,
-                        self.world.now,
-                        "fault skipped: r{inst} is down or not a crash victim"
-                    );
-                    return;
+                if self.armable(inst) {
+                    let ordered = self.world.now;
+                    self.world.replicas[inst].crash_after_proposal = Some((down_us, ordered));
+                    let lapse = FollowUp::CancelCrashAfterProposal { inst, ordered };
+                    self.world
+                        .queue
+                        .push(Time(now + 500 * MS), Ev::FollowUp(lapse));
                 }
-                let ordered = self.world.now;
-                node.crash_after_proposal = Some((down_us, ordered));
-                self.world.queue.push(
-                    Time(now + 500 * MS),
-                    Ev::FollowUp(FollowUp::CancelCrashAfterProposal { inst, ordered }),
-                );
             }
             Fault::CutAllAfterTransfer {
                 replica,
@@ -178,22 +179,16 @@ impl Sim {
                 amnesiac,
             } => {
                 let inst = replica as usize;
-                let node = &mut self.world.replicas[inst];
-                if !node.up || node.adversary.is_some() || node.role != Role::Correct {
-                    trace_line!(
-                        self.trace,
-                        self.world.now,
-                        "fault skipped: r{inst} is down or not correct"
-                    );
-                    return;
+                if self.armable(inst) {
+                    let ordered = self.world.now;
+                    let amnesiac = amnesiac.map(|a| a as usize);
+                    self.world.replicas[inst].cut_all_after_transfer =
+                        Some((after_us, down_us, amnesiac, ordered));
+                    let lapse = FollowUp::CancelCutAllAfterTransfer { inst, ordered };
+                    self.world
+                        .queue
+                        .push(Time(now + 3_000 * MS), Ev::FollowUp(lapse));
                 }
-                let ordered = self.world.now;
-                let amnesiac = amnesiac.map(|a| a as usize);
-                node.cut_all_after_transfer = Some((after_us, down_us, amnesiac, ordered));
-                self.world.queue.push(
-                    Time(now + 3_000 * MS),
-                    Ev::FollowUp(FollowUp::CancelCutAllAfterTransfer { inst, ordered }),
-                );
             }
             Fault::TwinLinks => {
                 let n = self.config.n();

@@ -763,12 +763,18 @@ fn bad_clients(r: &mut SimRng, params: &mut Params, plan: &mut Plan, _n: usize, 
     params.net = light_net(r);
 }
 
-/// [`Family::StateTransfer`].
-fn state_transfer(r: &mut SimRng, params: &mut Params, plan: &mut Plan, n: usize, _f: usize) {
+/// Checkpoints every 4 batches and a log window of 8, small batches and busy clients:
+/// a replica left behind soon needs a checkpoint fetched.
+fn short_windows(params: &mut Params) {
     params.config.checkpoint_interval = 4;
     params.config.log_window = 8;
     params.config.batch_window = params.config.batch_window.min(4);
     params.workload.think_max_us = params.workload.think_max_us.min(5 * MS);
+}
+
+/// [`Family::StateTransfer`].
+fn state_transfer(r: &mut SimRng, params: &mut Params, plan: &mut Plan, n: usize, _f: usize) {
+    short_windows(params);
     let victim = r.gen_range(0..n as ReplicaId);
     let at = r.gen_range(500 * MS..=2 * S);
     let dur_us = r.gen_range(2 * S..=6 * S);
@@ -916,10 +922,7 @@ fn clock_power_cuts(r: &mut SimRng, params: &mut Params, plan: &mut Plan, n: usi
 
 /// [`Family::TransferPowerCuts`].
 fn transfer_power_cuts(r: &mut SimRng, params: &mut Params, plan: &mut Plan, n: usize, _f: usize) {
-    params.config.checkpoint_interval = 4;
-    params.config.log_window = 8;
-    params.config.batch_window = params.config.batch_window.min(4);
-    params.workload.think_max_us = params.workload.think_max_us.min(5 * MS);
+    short_windows(params);
     params.net = light_net(r);
     // A replica falls behind, now and then, for long enough that the others'
     // stable checkpoint passes it.
@@ -943,10 +946,7 @@ fn transfer_power_cuts(r: &mut SimRng, params: &mut Params, plan: &mut Plan, n: 
 /// comes back from its disk. Again, each time with other replicas, until the safety phase
 /// ends.
 fn transfer_cut(r: &mut SimRng, params: &mut Params, plan: &mut Plan, n: usize, _f: usize) {
-    params.config.checkpoint_interval = 4;
-    params.config.log_window = 8;
-    params.config.batch_window = params.config.batch_window.min(4);
-    params.workload.think_max_us = params.workload.think_max_us.min(5 * MS);
+    short_windows(params);
     params.net = light_net(r);
     // Half the seeds: a third replica loses its disk in the first cut too, so that the
     // checkpoint the returning replica helped make stable may be left with one holder.
@@ -1179,10 +1179,7 @@ fn failed_view(r: &mut SimRng, params: &mut Params, plan: &mut Plan, n: usize, _
 
 /// [`Family::LyingState`].
 fn lying_state(r: &mut SimRng, params: &mut Params, plan: &mut Plan, n: usize, _f: usize) {
-    params.config.checkpoint_interval = 4;
-    params.config.log_window = 8;
-    params.config.batch_window = params.config.batch_window.min(4);
-    params.workload.think_max_us = params.workload.think_max_us.min(5 * MS);
+    short_windows(params);
     let liar = byzantine(r, n, None);
     byz(plan, liar, StrategyKind::LyingState);
     // Correct replicas cut off in turn, long enough to fall behind the stable checkpoint.
