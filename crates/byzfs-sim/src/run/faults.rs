@@ -325,31 +325,22 @@ impl Sim {
                 }
             }
             FollowUp::CancelCrashAfterPrepare { inst, ordered } => {
-                let node = &mut self.world.replicas[inst];
-                if node
+                // A later order stays.
+                self.world.replicas[inst]
                     .crash_after_prepare
-                    .is_some_and(|(_, at)| at == ordered)
-                {
-                    node.crash_after_prepare = None;
-                }
+                    .take_if(|(_, at)| *at == ordered);
             }
             FollowUp::CancelCrashAfterProposal { inst, ordered } => {
-                let node = &mut self.world.replicas[inst];
-                if node
+                // A later order stays.
+                self.world.replicas[inst]
                     .crash_after_proposal
-                    .is_some_and(|(_, at)| at == ordered)
-                {
-                    node.crash_after_proposal = None;
-                }
+                    .take_if(|(_, at)| *at == ordered);
             }
             FollowUp::CancelCutAllAfterTransfer { inst, ordered } => {
-                let node = &mut self.world.replicas[inst];
-                if node
+                // A later order stays.
+                self.world.replicas[inst]
                     .cut_all_after_transfer
-                    .is_some_and(|(_, _, _, at)| at == ordered)
-                {
-                    node.cut_all_after_transfer = None;
-                }
+                    .take_if(|(_, _, _, at)| *at == ordered);
             }
             FollowUp::CutAll { down_us, amnesiac } => {
                 let waiting: Vec<String> = self
