@@ -766,4 +766,41 @@ mod tests {
             .collect();
         assert!(wrong.is_empty(), "changed encodings:\n{}", wrong.join("\n"));
     }
+
+    proptest::proptest! {
+        /// A delegation's, a lease's and a recall list's records as a disk may hand them
+        /// back (random, or a valid record with bytes changed, cut or added): decoded or
+        /// refused as corrupt, never a panic; a decoded one survives its own encoding
+        /// (postcard takes over-long varints, so not always the same bytes).
+        #[test]
+        fn lock_records_from_a_hostile_disk_decode_or_are_refused(
+            random in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..64),
+            flips in proptest::collection::vec((0usize..32, proptest::prelude::any::<u8>()), 0..4),
+            cut in 0usize..40,
+            extra in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..4),
+        ) {
+            let valid = encode(&Delegation {
+                client: 7,
+                epoch: 300,
+                recalled_us: Some(1_700_000_000_000_000),
+            });
+            let mut mutated = valid.clone();
+            for (at, x) in &flips {
+                if let Some(b) = mutated.get_mut(*at) {
+                    *b ^= x;
+                }
+            }
+            mutated.truncate(cut);
+            mutated.extend(&extra);
+            for bytes in [&random, &mutated] {
+                if let Ok(d) = decode::<Delegation>(bytes) {
+                    proptest::prop_assert_eq!(decode::<Delegation>(&encode(&d)).ok(), Some(d));
+                }
+                if let Ok(l) = decode::<Lease>(bytes) {
+                    proptest::prop_assert_eq!(decode::<Lease>(&encode(&l)).ok(), Some(l));
+                }
+                let _ = decode::<Vec<u64>>(bytes);
+            }
+        }
+    }
 }
