@@ -14,6 +14,13 @@ python3 scripts/workloads.py rewrite DIR N ROUNDS
     ROUNDS times over the N files of DIR: open one for writing, write 4 KiB at its start,
     close it, then open, read and close it again; checks the last bytes (docs/BENCHMARKS.md
     "File delegations"). Prints the wall time.
+python3 scripts/workloads.py beside-fsync DIR FILES MIB
+    One process writes FILES files of MIB MiB under DIR/w, each ended by `fsync`, while
+    another opens, reads and closes the N files of DIR/small (made by `make-files` from an
+    earlier mount) over and over; prints the writer's time and the reader's opens and
+    their latency (median, 99th percentile, longest): how long one process's `fsync`
+    holds up another's operations (docs/BENCHMARKS.md "Write-back waited for without the
+    mount's lock").
 Prints nothing else on success; exits non-zero with a message otherwise.
 """
 import multiprocessing
@@ -99,6 +106,48 @@ def names(d, procs, n):
     print("names: %d processes x %d files: %.3f s" % (procs, n, time.monotonic() - began))
 
 
+def beside_fsync_reader(d, stop, out):
+    names = sorted(os.listdir(d))
+    lat = []
+    while not stop.is_set():
+        for n in names:
+            t = time.monotonic()
+            with open(os.path.join(d, n), "rb") as h:
+                if len(h.read()) != 4096:
+                    sys.exit("beside-fsync: a short read")
+            lat.append(time.monotonic() - t)
+    out.put(lat)
+
+
+def beside_fsync(d, files, mib):
+    w = os.path.join(d, "w-%d-%d" % (os.getpid(), time.time_ns()))
+    os.mkdir(w)
+    stop = multiprocessing.Event()
+    out = multiprocessing.Queue()
+    reader = multiprocessing.Process(
+        target=beside_fsync_reader, args=(os.path.join(d, "small"), stop, out)
+    )
+    reader.start()
+    block = bytes(range(256)) * 4096
+    began = time.monotonic()
+    for f in range(files):
+        with open(os.path.join(w, "f%d" % f), "wb") as h:
+            for _ in range(mib):
+                h.write(block)
+            os.fsync(h.fileno())
+    took = time.monotonic() - began
+    stop.set()
+    lat = sorted(out.get())
+    reader.join()
+    if reader.exitcode != 0 or not lat:
+        sys.exit("beside-fsync: the reader failed")
+    ms = lambda q: 1000 * lat[min(len(lat) - 1, int(q * len(lat)))]
+    print(
+        "beside-fsync: writer %.3f s; reader %d opens, median %.2f ms, p99 %.2f ms, longest %.1f ms"
+        % (took, len(lat), ms(0.5), ms(0.99), 1000 * lat[-1])
+    )
+
+
 if __name__ == "__main__":
     what = sys.argv[1]
     if what == "files":
@@ -109,6 +158,8 @@ if __name__ == "__main__":
         make_files(sys.argv[2], int(sys.argv[3]))
     elif what == "rewrite":
         rewrite(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))
+    elif what == "beside-fsync":
+        beside_fsync(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))
     elif what == "sqlite":
         sqlite(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5])
     else:

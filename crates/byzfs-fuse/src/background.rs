@@ -90,13 +90,13 @@ pub(crate) fn spawn_background(
                     let (link, locking, hidden) = inner.for_locks();
                     locks::renew_if_due(link, locking, hidden, &cred);
                     sweep.step(&mut inner.link, &cred);
-                    drive = Some(std::sync::Arc::clone(&inner.link.wire));
+                    drive = Some(std::sync::Arc::clone(inner.link.cluster.wire()));
                 }
                 // Write-back in flight is sent and answered only while someone leads the
                 // client (`wire.rs`), and its writer does not wait: this thread leads.
                 let flying = !inner.link.inflight.is_empty();
                 if flying {
-                    drive = Some(std::sync::Arc::clone(&inner.link.wire));
+                    drive = Some(std::sync::Arc::clone(inner.link.cluster.wire()));
                 }
                 nap = if flying {
                     Duration::ZERO

@@ -72,7 +72,7 @@ pub(crate) fn send_crypt_read_in_lane(
     cred: &Credentials,
     op: &Op,
 ) -> Option<(ReadPlan, InLane)> {
-    if !link.lanes || link.crypt.is_none() || !matches!(op, Op::Read { .. }) {
+    if !link.cluster.lanes() || link.crypt.is_none() || !matches!(op, Op::Read { .. }) {
         return None;
     }
     if link.inflight.must_precede(op) {
@@ -117,7 +117,7 @@ pub(crate) fn ordered_lane_takes(link: &Link, op: &Op) -> bool {
             | Op::Fsync { .. }
     );
     user_op
-        && link.lanes
+        && link.cluster.lanes()
         && link.crypt.is_none()
         && !op.is_read_only()
         && !op.dirs_named().iter().any(|d| link.dirs.holds(d.ino))
@@ -135,7 +135,7 @@ pub(crate) fn finish_ordered(
     sent: InLane,
     out: Option<Outcome>,
 ) -> FsResult {
-    link.ordered_lanes.answered();
+    link.cluster.ordered_lane_answered();
     let r = finish_ordered_in_lane(link, sent, out);
     let recalled = matches!(r, Ok(Reply::Recall)) && !op.dirs_named().is_empty();
     let busy = matches!(r, Err(Errno::EBUSY)) && reclaim::grows(&op).is_some();
@@ -149,7 +149,7 @@ pub(crate) fn finish_ordered(
 /// [`send_in_lane`] for an ordered operation ([`ordered_lane_takes`]), counted.
 pub(crate) fn send_ordered_in_lane(link: &mut Link, cred: &Credentials, op: Op) -> InLane {
     let sent = send_in_lane(link, cred, op);
-    link.ordered_lanes.sent();
+    link.cluster.ordered_lane_sent();
     sent
 }
 

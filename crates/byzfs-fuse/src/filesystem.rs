@@ -53,8 +53,7 @@ impl Filesystem for ByzFuse {
             k.lookups = k.lookups.saturating_sub(nlookup);
             if k.lookups == 0 {
                 inner.files.known.remove(&ino.0);
-                inner.link.stamps.remove(&ino.0);
-                inner.link.opened.remove(&ino.0);
+                inner.link.stamps.forget(ino.0);
                 inner.link.attrs.forget(ino.0);
             }
         }
@@ -588,7 +587,7 @@ impl Filesystem for ByzFuse {
             let own = inner.link.dirs.is_mine(ino.0) || inner.link.files.use_held(ino.0, now);
             let mine = own && sender::may_fly(&inner.link);
             let holds = inner.link.gather.may_hold(data.len()) || (mine && !data.is_empty());
-            if inner.link.gather_writes && fits && holds {
+            if inner.link.gather.holds_back() && fits && holds {
                 let limit = inner.link.gather.limit();
                 let mut carried = None;
                 for (k, piece) in data.chunks(limit).enumerate() {
@@ -680,7 +679,14 @@ impl Filesystem for ByzFuse {
         reply: ReplyEmpty,
     ) {
         let cred = self.credentials(req);
-        let Ok(mut inner) = self.inner.lock() else {
+        let Ok(inner) = self.inner.lock() else {
+            return reply.error(fuser::Errno::EIO);
+        };
+        // Its batches in flight land first, without the mount's lock while they fly
+        // (`lib.rs` `land_unlocked`), unless its `close` sends nothing (below).
+        let Some(mut inner) = self.land_unlocked(inner, |l| {
+            l.dirs.is_mine(ino.0) || l.files.holds(ino.0) || !l.inflight.holds(ino.0)
+        }) else {
             return reply.error(fuser::Errno::EIO);
         };
         inner.files.open.flushed(fh.0, std::time::Instant::now());
@@ -694,16 +700,28 @@ impl Filesystem for ByzFuse {
         // recalls it, and the recall sends its writes first.
         if !inner.link.dirs.is_mine(ino.0) && !inner.link.files.holds(ino.0) {
             // What was answered early of this file goes first, with this caller's gathered
-            // writes: the file (and its name) is then durable when `close` returns.
+            // writes: the file (and its name) is then durable when `close` returns. Sent in
+            // flight where the mount may leave batches so, and waited for without the
+            // mount's lock (`lib.rs` `land_unlocked`): another process's operations go
+            // while this `close` waits.
+            let fly = sender::may_fly(&inner.link);
+            let wait = if fly { Wait::InFlight } else { Wait::Yes };
             if inner.link.dirs.touches(ino.0) {
-                send_queue(&mut inner.link, Wait::Yes);
-            }
-            // Left in flight (no room to hold it): its answer comes before `close` does.
-            if inner.link.inflight.holds(ino.0) {
-                sender::land_all_for(&mut inner.link, "close");
+                send_queue(&mut inner.link, wait);
             }
             if let Some(p) = inner.link.gather.take_file(ino.0) {
-                send_held(&mut inner.link, p);
+                send_writes(&mut inner.link, vec![p], wait);
+            }
+            if fly {
+                inner = match self.land_unlocked(inner, |l| !l.inflight.holds(ino.0)) {
+                    Some(i) => i,
+                    None => return reply.error(fuser::Errno::EIO),
+                };
+            }
+            // Left in flight: its answer comes before `close` does (a soft mount's
+            // timeout above leaves it to this wait, which fails it at its own).
+            if inner.link.inflight.holds(ino.0) {
+                sender::land_all_for(&mut inner.link, "close");
             }
         }
         // POSIX: a process's close of a file drops its locks on it, after its writes.
@@ -918,8 +936,15 @@ impl Filesystem for ByzFuse {
         // The Fsync operation sends the held-back writes first (`invoke`), and every
         // write-back batch in flight is waited for: durable when `fsync` returns.
         let synced = self.call(req, Op::Fsync { fh });
-        if let Ok(mut inner) = self.inner.lock() {
-            sender::land_all_for(&mut inner.link, "fsync");
+        // Those sent before it, without the mount's lock while they fly (`lib.rs`
+        // `land_unlocked`); a soft mount's timeout there leaves them to the locked wait.
+        if let Ok(inner) = self.inner.lock() {
+            let upto = inner.link.inflight.sent_so_far();
+            if let Some(mut inner) = self.land_unlocked(inner, |l| l.inflight.landed() >= upto) {
+                if inner.link.inflight.landed() < upto {
+                    sender::land_all_for(&mut inner.link, "fsync");
+                }
+            }
         }
         let held = self.inner.lock().ok().and_then(|mut i| {
             let early = i.link.dirs.take_error();
@@ -1131,7 +1156,7 @@ impl Filesystem for ByzFuse {
         let now = std::time::Instant::now();
         let (before, mine, want) = match self.inner.lock() {
             Ok(mut i) => {
-                let before = i.link.stamps.get(&ino.0).copied();
+                let before = i.link.stamps.last(ino.0);
                 let mine = i.link.dirs.use_mine(ino.0) || i.link.files.use_held(ino.0, now);
                 if mine && i.link.files.holds(ino.0) {
                     i.link.files.opens_answered += 1;
@@ -1171,11 +1196,7 @@ impl Filesystem for ByzFuse {
                 // Unchanged since an open that dropped the pages: whatever the kernel cached
                 // since came from this version (or from this mount's own writes through
                 // the page cache), so it may stay. Otherwise it drops them (no flag).
-                let keep = inner.link.opened.get(&ino.0) == Some(&now);
-                if !keep {
-                    inner.link.opened.insert(ino.0, now);
-                }
-                keep
+                inner.link.stamps.keeps_pages(ino.0, now)
             }
             Ok(_) => return reply.error(fuser::Errno::EIO),
             Err(e) => return reply.error(errno(e)),
@@ -1361,11 +1382,12 @@ impl Filesystem for ByzFuse {
             crate::recalls::give_back_all(&mut inner.link, &cred);
             send_everything(&mut inner.link, Wait::Yes);
             sender::land_all(&mut inner.link);
-            let total: u64 = inner.link.sent.values().map(|(n, _)| n).sum();
-            let waited: Duration = inner.link.sent.values().map(|(_, t)| *t).sum();
+            let total: u64 = inner.link.cluster.tally().values().map(|(n, _)| n).sum();
+            let waited: Duration = inner.link.cluster.tally().values().map(|(_, t)| *t).sum();
             let by_kind: Vec<String> = inner
                 .link
-                .sent
+                .cluster
+                .tally()
                 .iter()
                 .map(|(k, (n, t))| {
                     let mean = t.as_micros() / u128::from((*n).max(1));
@@ -1391,8 +1413,15 @@ impl Filesystem for ByzFuse {
                     "write-back: batches left in flight; operations that waited for them: {}",
                     waited.join(" ")
                 );
+                tracing::info!(
+                    waits = flown.waited_unlocked,
+                    others = flown.ran_meanwhile,
+                    "write-back: waits without the mount's lock {}, operations run meanwhile {}",
+                    flown.waited_unlocked,
+                    flown.ran_meanwhile
+                );
             }
-            let lanes = inner.link.ordered_lanes;
+            let lanes = inner.link.cluster.ordered_lanes();
             if lanes.sent > 0 {
                 tracing::info!(
                     sent = lanes.sent,
@@ -1426,7 +1455,7 @@ impl Filesystem for ByzFuse {
                     "write-back: writes of files removed before they were sent, never sent"
                 );
             }
-            if let Some(s) = inner.link.wire.stats() {
+            if let Some(s) = inner.link.cluster.wire().stats() {
                 tracing::info!(
                     retransmissions = s.retransmissions,
                     read_only_to_quorum = s.read_only_to_quorum,

@@ -172,6 +172,8 @@ pub struct Gather {
     /// Files whose held writes were dropped unsent, their file removed first, and their
     /// bytes (logged at unmount).
     dropped: (u64, u64),
+    /// Whether writes are held back at all (not `--sync-writes`).
+    holds_back: bool,
 }
 
 /// What one more operation in a batch costs besides its data (handle, offset, lengths).
@@ -188,7 +190,19 @@ impl Gather {
             errors: HashMap::new(),
             sealed: false,
             dropped: (0, 0),
+            holds_back: true,
         }
+    }
+
+    /// For a mount that sends each write as it comes (`--sync-writes`).
+    pub fn sending_each(mut self) -> Gather {
+        self.holds_back = false;
+        self
+    }
+
+    /// Whether writes are held back at all.
+    pub fn holds_back(&self) -> bool {
+        self.holds_back
     }
 
     /// For an encrypted mount, whose writes are sealed in whole blocks.

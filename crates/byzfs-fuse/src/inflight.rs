@@ -73,6 +73,12 @@ pub(crate) struct InFlight {
     /// unmount).
     pub(crate) sent: u64,
     pub(crate) waited_for_room: u64,
+    /// Waits for batches in flight with the mount's lock let go (`lib.rs` `land_unlocked`),
+    /// and operations that took the lock while such a wait went on (logged at unmount).
+    pub(crate) waited_unlocked: u64,
+    pub(crate) ran_meanwhile: u64,
+    /// Batches landed (taken out answered), oldest first: all of the first `landed` sent.
+    landed: u64,
     /// Operations that waited for every batch in flight ([`InFlight::must_precede`]), by
     /// kind (logged at unmount: where a writer still waits for the links).
     pub(crate) waited_by: std::collections::BTreeMap<&'static str, u64>,
@@ -117,6 +123,18 @@ impl InFlight {
         inos.iter().any(|i| self.holds(*i)) || op.dirs_named().iter().any(|d| self.holds(d.ino))
     }
 
+    /// How many batches were sent so far: every one of them has landed once
+    /// [`InFlight::landed`] reaches it (an `fsync` waits for those sent before it, not for
+    /// what other processes send meanwhile).
+    pub(crate) fn sent_so_far(&self) -> u64 {
+        self.sent
+    }
+
+    /// How many batches landed so far.
+    pub(crate) fn landed(&self) -> u64 {
+        self.landed
+    }
+
     /// Counts an operation `why` that waits for every batch in flight.
     pub(crate) fn waits(&mut self, why: &'static str) {
         *self.waited_by.entry(why).or_default() += 1;
@@ -145,6 +163,7 @@ impl InFlight {
     /// out too fast exactly when the mount waited on the links).
     pub(crate) fn pop_oldest(&mut self) -> Option<Flying> {
         let f = self.flying.pop_front()?;
+        self.landed += 1;
         let bytes = f.lane.bytes();
         self.bytes -= bytes;
         self.drain.answered(bytes, f.sent, Instant::now());

@@ -103,6 +103,7 @@ mod attrs;
 mod awaiting;
 mod background;
 mod calls;
+mod cluster;
 mod convert;
 pub mod crypt;
 mod crypt_data;
@@ -136,6 +137,7 @@ mod recalls;
 mod reclaim;
 mod sender;
 mod session;
+mod stamps;
 mod transport;
 mod wire;
 mod writeback;
@@ -161,9 +163,10 @@ use gather::Gather;
 use link::Link;
 use orphans::{own_credentials, to_orphans};
 pub use session::{check_fuse, check_mountpoint, mount, MountOptions, Mounted};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -224,7 +227,14 @@ struct ByzFuse {
     released: Condvar,
     /// Whether another FUSE thread can deliver that RELEASE while one waits (more than one).
     waits_for_release: bool,
+    /// Threads waiting for write-back in flight without the mount's lock
+    /// ([`ByzFuse::land_unlocked`]), to count the operations that run meanwhile.
+    landing: AtomicUsize,
 }
+
+/// Longest wait of [`ByzFuse::land_unlocked`] between two looks at the write-back in flight
+/// (a result is told at once; this bounds a wake-up missed for any other reason).
+const LAND_POLL: Duration = Duration::from_millis(50);
 
 /// Room for a write request's fields besides its data (credentials with supplementary
 /// groups, handle, offset, encoding overhead).
@@ -348,6 +358,27 @@ impl ByzFuse {
         let Ok(mut inner) = self.inner.lock() else {
             return Err(Errno::EIO);
         };
+        if self.landing.load(Ordering::Acquire) > 0 {
+            inner.link.inflight.ran_meanwhile += 1;
+        }
+        // What it must see goes first: the held writes and early answers it may see, sent
+        // in flight, and the write-back in flight it must follow, landed, all without the
+        // lock while the replicas answer (`land_unlocked`). What other threads hold back
+        // meanwhile goes before it, under the lock, where it is sent (`calls.rs`).
+        let upto = if sender::may_fly(&inner.link) {
+            let first = writeback::before(&mut inner.link, &op, writeback::Wait::InFlight);
+            (!first.is_empty()).then(|| {
+                sender::run(&mut inner.link, first);
+                inner.link.inflight.sent_so_far()
+            })
+        } else {
+            None
+        };
+        let Some(mut inner) = self.land_unlocked(inner, |l| {
+            !l.inflight.must_precede(&op) && upto.is_none_or(|u| l.inflight.landed() >= u)
+        }) else {
+            return Err(Errno::EIO);
+        };
         let result = if link::lane_takes(&inner.link, &op) {
             let again = op.may_be_recalled().then(|| op.clone());
             let mut sent = calls::send_in_lane(&mut inner.link, &cred, op);
@@ -419,7 +450,7 @@ impl ByzFuse {
             // Unless a later reply or change of this mount knows better (a lane's reply
             // that came back late: the cache then holds other attributes, or none).
             if inner.link.attrs.last(a.fh.ino) == Some(a) {
-                inner.link.stamps.insert(a.fh.ino, Stamp::of(a));
+                inner.link.stamps.saw(a.fh.ino, Stamp::of(a));
             }
         }
         // A lookup of a file whose held writes say its attributes (`writeback::before`
@@ -436,6 +467,46 @@ impl ByzFuse {
             }
         }
         result
+    }
+
+    /// Lands the write-back in flight (`inflight.rs`), oldest first, until `done` says
+    /// what the caller needs has landed, letting the mount's lock go while the replicas
+    /// answer: other threads' operations go meanwhile (an `fsync` or a writer waiting for
+    /// room held every other process of the mount before). The answers are landed under
+    /// the lock as the background thread lands them (`sender.rs` `land_ready`). A soft
+    /// mount gives up waiting here at its timeout, and the locked path it returns to waits
+    /// (`sender.rs` `land_all_for`) and fails the batch at its own timeout. `None`: the
+    /// mount's lock is poisoned.
+    fn land_unlocked<'a>(
+        &'a self,
+        mut inner: std::sync::MutexGuard<'a, Inner>,
+        done: impl Fn(&Link) -> bool,
+    ) -> Option<std::sync::MutexGuard<'a, Inner>> {
+        let began = std::time::Instant::now();
+        let mut said = began;
+        loop {
+            let wire = Arc::clone(inner.link.cluster.wire());
+            // Read before looking: an answer handed over after this wakes the wait below.
+            let seen = wire.answers();
+            sender::land_ready(&mut inner.link);
+            let timeout = inner.link.cluster.timeout();
+            if done(&inner.link) || timeout.is_some_and(|t| began.elapsed() >= t) {
+                return Some(inner);
+            }
+            drop(inner);
+            self.landing.fetch_add(1, Ordering::AcqRel);
+            if said.elapsed() >= wire::STILL_WAITING {
+                said = std::time::Instant::now();
+                tracing::warn!(
+                    waited_s = began.elapsed().as_secs(),
+                    "still waiting for the write-back in flight (hard mount: retrying)"
+                );
+            }
+            wire.await_answer(seen, LAND_POLL);
+            self.landing.fetch_sub(1, Ordering::AcqRel);
+            inner = self.inner.lock().ok()?;
+            inner.link.inflight.waited_unlocked += 1;
+        }
     }
 
     /// Asks for file `fh`'s delegation (`held_files.rs`) at an `open` for writing; the
@@ -459,7 +530,7 @@ impl ByzFuse {
                     link.dirs.contents_changed(fh.ino);
                     link.files.install(fh, now);
                     link.attrs.learn(&attr, now);
-                    link.stamps.insert(fh.ino, Stamp::of(&attr));
+                    link.stamps.saw(fh.ino, Stamp::of(&attr));
                     Some(attr)
                 }
                 other => {
@@ -483,7 +554,7 @@ impl ByzFuse {
     fn hold_setattr(&self, req: &fuser::Request, fh: FileHandle, set: &SetAttr) -> Option<Attr> {
         let cred = self.credentials(req);
         let mut inner = self.inner.lock().ok()?;
-        if !inner.link.gather_writes || inner.link.gather.error(fh.ino).is_some() {
+        if !inner.link.gather.holds_back() || inner.link.gather.error(fh.ino).is_some() {
             return None;
         }
         let now = timestamp(SystemTime::now());
@@ -580,7 +651,7 @@ impl ByzFuse {
         let Ok(mut inner) = self.inner.lock() else {
             return false;
         };
-        let me = inner.link.wire.id();
+        let me = inner.link.cluster.wire().id();
         let lookup = Op::Lookup {
             dir,
             name: name.to_vec(),
@@ -653,7 +724,7 @@ impl ByzFuse {
         let now = std::time::Instant::now();
         inner.link.attrs.learn(&a, now);
         inner.link.attrs.learn(&d, now);
-        inner.link.stamps.insert(a.fh.ino, Stamp::of(&a));
+        inner.link.stamps.saw(a.fh.ino, Stamp::of(&a));
         let k = inner.files.known.entry(a.fh.ino).or_insert(Known {
             generation: a.fh.generation,
             lookups: 0,
@@ -689,7 +760,7 @@ impl ByzFuse {
         let now = std::time::Instant::now();
         inner.link.attrs.learn(&a, now);
         inner.link.attrs.learn(&d, now);
-        inner.link.stamps.insert(a.fh.ino, Stamp::of(&a));
+        inner.link.stamps.saw(a.fh.ino, Stamp::of(&a));
         if let Some(k) = inner.files.known.get_mut(&a.fh.ino) {
             k.lookups += 1;
         }
@@ -742,7 +813,7 @@ impl ByzFuse {
         };
         link.attrs.forget(ino);
         link.attrs.learn(&d, std::time::Instant::now());
-        link.stamps.remove(&ino);
+        link.stamps.unsee(ino);
         true
     }
 
@@ -789,7 +860,7 @@ impl ByzFuse {
         let now = std::time::Instant::now();
         if let Some(ino) = replaced {
             link.attrs.forget(ino);
-            link.stamps.remove(&ino);
+            link.stamps.unsee(ino);
         }
         link.attrs.learn(&d, now);
         true

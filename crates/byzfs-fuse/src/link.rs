@@ -3,49 +3,38 @@
 //! directory delegations' listings). What must reach the replicas before an operation, and
 //! the retries, are the layers above (`sender.rs`, `calls.rs`).
 
-use crate::attrs::{AttrCache, Effect, Stamp};
+use crate::attrs::{AttrCache, Effect};
+use crate::cluster::Cluster;
 use crate::dirs::Dirs;
 use crate::gather::Gather;
 use crate::handles::{Handles, RESERVE};
 use crate::inflight::InFlight;
-use crate::lane::{InLane, LaneCount, Prep};
+use crate::lane::{InLane, Prep};
 use crate::reclaim::Reclaimer;
+use crate::stamps::Stamps;
 use crate::transport::Transport;
-use crate::wire::{Outcome, Wire};
-use byzfs_fs::{decode_result, Credentials, Errno, FileHandle, FsResult, Op, Reply};
-use std::collections::{BTreeMap, HashMap, HashSet};
-use std::time::{Duration, Instant};
+use crate::wire::Outcome;
+use byzfs_fs::{Credentials, Errno, FileHandle, FsResult, Op, Reply};
+use std::collections::HashSet;
+use std::time::Instant;
 
-/// The cluster and what every call to it passes through: the client and its runtime, the
-/// mount's options for calls, and the books the calls read and their replies fill (writes
-/// held back, the attribute cache, the attributes last seen of each file, directory
-/// delegations, write-back in flight, reserved handles, reclaim). The functions here send
+/// The session: the transport under it (`cluster.rs`) and the books the calls read and
+/// their replies fill, each a layer's own state behind its methods (writes held back, the
+/// attribute cache, close-to-open stamps, directory and file delegations, write-back in
+/// flight, reserved handles, reclaim, the crypto layer). The functions here send
 /// one operation as it is; what must go before it is `calls.rs`'s and `sender.rs`'s. Locks
 /// and delegations borrow this and their own books only (`locks.rs`).
 pub(crate) struct Link {
-    /// The cluster client (`wire.rs`), shared with callers waiting without the mount's
-    /// lock.
-    pub(crate) wire: std::sync::Arc<Wire>,
-    /// Operations sent to the cluster, by kind: how many, and the time spent waiting for
-    /// them (logged at unmount: where a workload's round trips and time go).
-    pub(crate) sent: BTreeMap<&'static str, (u64, Duration)>,
-    /// `None`: a hard mount (see [`crate::MountOptions::timeout`]).
-    pub(crate) timeout: Option<Duration>,
-    /// Send read-only operations as ordered requests.
-    pub(crate) strict: bool,
+    /// The transport: the cluster client and how this mount calls it (`cluster.rs`).
+    pub(crate) cluster: Cluster,
     /// Writes held back (`gather.rs`).
     pub(crate) gather: Gather,
-    /// Hold writes back at all (not `--sync-writes`).
-    pub(crate) gather_writes: bool,
     /// Attributes from the cluster's replies, answering the kernel's `getattr` within the
     /// cache timeout (`attrs.rs`).
     pub(crate) attrs: AttrCache,
-    /// The last attributes seen for each inode the kernel holds, to tell at `open` whether
-    /// another client changed the file since.
-    pub(crate) stamps: HashMap<u64, Stamp>,
-    /// The attributes each inode had at its last `open` that let the kernel drop its cached
-    /// pages: an `open` that finds the same ones keeps the pages (`FOPEN_KEEP_CACHE`).
-    pub(crate) opened: HashMap<u64, Stamp>,
+    /// What each file the kernel holds looked like when last seen and last opened
+    /// (close-to-open: `stamps.rs`).
+    pub(crate) stamps: Stamps,
     /// Whether reclaim steps are due (`reclaim.rs`).
     pub(crate) reclaim: Reclaimer,
     /// Directory delegations and the operations answered early in them (`dirs.rs`).
@@ -56,10 +45,6 @@ pub(crate) struct Link {
     pub(crate) inflight: InFlight,
     /// Handles reserved for new entries (`handles.rs`).
     pub(crate) handles: Handles,
-    /// Read-only operations go in lanes (more than one FUSE thread: `lib.rs` `call`).
-    pub(crate) lanes: bool,
-    /// Ordered operations in lanes, counted (`calls.rs` `ordered_lane_takes`).
-    pub(crate) ordered_lanes: LaneCount,
     /// An encrypted mount's crypto layer (`crypt.rs`), between every operation and the wire.
     pub(crate) crypt: Option<Box<crate::crypt::Crypt>>,
 }
@@ -107,7 +92,7 @@ pub(crate) fn prep_of(link: &mut Link, op: &Op, ordered: bool) -> Prep {
     Prep {
         // The flag is only a hint: replicas decide from the operation itself what is
         // read-only.
-        read_only: op.is_read_only() && !link.strict && !ordered,
+        read_only: op.is_read_only() && !link.cluster.strict() && !ordered,
         effect: Effect::of(op),
         changes_held,
         sets_held,
@@ -147,31 +132,20 @@ fn settle_delegations(link: &mut Link, prep: Prep, result: &FsResult) {
 /// crypto layer (whose reads fetch and check headers in several calls: `crypt.rs`), other
 /// than the recall poll.
 pub(crate) fn lane_takes(link: &Link, op: &Op) -> bool {
-    link.lanes && link.crypt.is_none() && op.is_read_only() && !matches!(op, Op::Recalls)
+    link.cluster.lanes() && link.crypt.is_none() && op.is_read_only() && !matches!(op, Op::Recalls)
 }
 
 /// Sends `op` without waiting (its reply is waited for by whoever holds the returned
 /// lane, without the mount's lock); its place among the mount's requests is fixed here
 /// (`wire.rs`).
 pub(crate) fn send_lane(link: &mut Link, cred: &Credentials, op: Op, prep: Prep) -> InLane {
-    let name = op.name();
-    tracing::trace!(op = name, files = ?files_of(&op), "send in a lane");
-    let request = link.wire.request(cred, op);
-    InLane {
-        mark: link.attrs.mark(),
-        bytes: request.len(),
-        ticket: link.wire.call(request, prep.read_only),
-        wire: std::sync::Arc::clone(&link.wire),
-        prep,
-        name,
-        began: Instant::now(),
-        timeout: link.timeout,
-    }
+    let mark = link.attrs.mark();
+    link.cluster.lane(cred, op, prep, mark)
 }
 
 /// What a lane's reply does, the mount's lock taken again.
 pub(crate) fn finish_in_lane(link: &mut Link, sent: InLane, out: Option<Outcome>) -> FsResult {
-    let result = received(link, sent.name, sent.began, out);
+    let result = link.cluster.received(sent.name, sent.began, out);
     settle(link, sent.prep, sent.mark, &result);
     result
 }
@@ -184,7 +158,7 @@ pub(crate) fn finish_ordered_in_lane(
     sent: InLane,
     out: Option<Outcome>,
 ) -> FsResult {
-    let result = received(link, sent.name, sent.began, out);
+    let result = link.cluster.received(sent.name, sent.began, out);
     let effect = sent.prep.effect;
     link.attrs
         .record_ordered_since(sent.mark, effect, &result, Instant::now());
@@ -202,48 +176,16 @@ pub(crate) fn finish_in_flight(
     later: &HashSet<u64>,
     open: impl FnOnce(&mut Link, FsResult) -> FsResult,
 ) -> FsResult {
-    let result = received(link, sent.name, sent.began, out);
+    let result = link.cluster.received(sent.name, sent.began, out);
     let result = open(link, result);
     settle_but(link, sent.prep, sent.mark, &result, later);
     result
 }
 
-/// The inodes `op` names by handle, for the trace (tests count a file's round trips).
-fn files_of(op: &Op) -> Vec<u64> {
-    match op {
-        Op::DelegateFile { file } | Op::ReturnFile { file } => vec![file.ino],
-        _ => op.files_named().iter().map(|f| f.ino).collect(),
-    }
-}
-
 /// Sends `op` as it is and waits for its result, or up to the soft mount's timeout: the
 /// wire under `sender.rs` `send_op` (and under the crypto layer, `crypt.rs`).
 pub(crate) fn transmit(link: &mut Link, cred: &Credentials, op: Op, read_only: bool) -> FsResult {
-    let name = op.name();
-    tracing::trace!(op = name, files = ?files_of(&op), "send");
-    let began = Instant::now();
-    let ticket = link.wire.call(link.wire.request(cred, op), read_only);
-    let out = link.wire.wait(ticket, link.timeout, name);
-    received(link, name, began, out)
-}
-
-/// The result of an operation `name` sent at `began`, from what its wait got (`None`: the
-/// soft mount's timeout), counted in [`Link::sent`].
-fn received(link: &mut Link, name: &'static str, began: Instant, out: Option<Outcome>) -> FsResult {
-    let tally = link.sent.entry(name).or_default();
-    tally.0 += 1;
-    tally.1 += began.elapsed();
-    match out {
-        Some(Ok(b)) => decode_result(&b).unwrap_or(Err(Errno::EIO)),
-        Some(Err(e)) => {
-            tracing::warn!(op = name, error = %e, "invoke failed");
-            Err(Errno::EIO)
-        }
-        None => {
-            tracing::warn!(op = name, "no reply within the soft mount's timeout: EIO");
-            Err(Errno::EIO)
-        }
-    }
+    link.cluster.transmit(cred, op, read_only)
 }
 
 /// The crypto layer's wire (`transport.rs`): the calls under it go out as they are.
@@ -255,11 +197,11 @@ impl Transport for Link {
     /// Also while a batch is in flight: the crypto layer's reads of headers, nodes and
     /// old blocks then run after it (`crypt_in_flight.rs`), as ordered requests do.
     fn strict(&self) -> bool {
-        self.strict || !self.inflight.is_empty()
+        self.cluster.strict() || !self.inflight.is_empty()
     }
 
     fn granted(&self, cred: &Credentials) -> Credentials {
-        self.wire.granted(cred)
+        self.cluster.granted(cred)
     }
 
     /// From the mount's one pool (`handles.rs`), reserved on the wire if none is left. The

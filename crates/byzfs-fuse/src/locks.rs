@@ -340,11 +340,11 @@ fn granted(
     let changed = match attr {
         Some(a) => {
             let stamp = Stamp::of(a);
-            let before = link.stamps.insert(fh.ino, stamp);
+            let before = link.stamps.saw(fh.ino, stamp);
             let changed = kind.is_some() && before.is_some_and(|b| b != stamp);
             if changed {
                 // The pages are dropped before the reply, so they are this version.
-                link.opened.insert(fh.ino, stamp);
+                link.stamps.pages_dropped(fh.ino, stamp);
             }
             changed
         }

@@ -85,7 +85,7 @@ fn hide(
     a: &Attr,
 ) -> FsResult {
     let what = format!("{:x}-{:x}", a.fh.ino, a.fh.generation);
-    let hidden = byzfs_fs::orphan::hidden_name(inner.link.wire.id(), &what);
+    let hidden = byzfs_fs::orphan::hidden_name(inner.link.cluster.wire().id(), &what);
     if let Some(r) = to_orphans(inner, cred, (dir, name), &hidden) {
         inner.files.silly.insert(a.fh.ino, r);
         return Ok(Reply::Done);

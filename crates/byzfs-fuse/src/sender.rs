@@ -23,7 +23,7 @@ const BUSY_RETRIES: u32 = 16;
 
 /// Whether this mount may leave batches in flight at all (`inflight.rs`).
 pub(crate) fn may_fly(link: &Link) -> bool {
-    link.wire.windowed()
+    link.cluster.windowed()
 }
 
 /// Whether one more batch may fly now: an encrypted mount's, only when none is in flight

@@ -3,10 +3,10 @@
 
 use super::{
     client_key_path, delegations, dirs, groups, locks, reclaim, spawn_background, Arc, AttrCache,
-    BTreeMap, ByzFuse, ClientCredential, ClusterConfig, Duration, Files, Gather, HashMap, Inner,
-    Known, Link, MountOption, Mutex, OnceLock, Path, PathBuf, DEFAULT_CLIENT, MAX_IO,
-    WRITE_OVERHEAD,
+    ByzFuse, ClientCredential, ClusterConfig, Duration, Files, Gather, HashMap, Inner, Known, Link,
+    MountOption, Mutex, OnceLock, Path, PathBuf, DEFAULT_CLIENT, MAX_IO, WRITE_OVERHEAD,
 };
+use crate::cluster::Cluster;
 use crate::wire::Wire;
 use anyhow::{bail, Context as _};
 
@@ -230,21 +230,15 @@ pub fn mount(
         ttl: opts.cache_timeout,
         inner: Arc::new(Mutex::new(Inner {
             link: Link {
-                wire,
-                lanes: opts.threads > 1,
-                ordered_lanes: Default::default(),
-                sent: BTreeMap::new(),
-                timeout: opts.timeout,
-                strict: opts.strict,
-                gather: if sealed {
-                    Gather::new(write_chunk).sealed()
-                } else {
-                    Gather::new(write_chunk)
+                cluster: Cluster::new(wire, opts.timeout, opts.strict, opts.threads > 1),
+                gather: match (sealed, opts.sync_writes) {
+                    (false, false) => Gather::new(write_chunk),
+                    (true, false) => Gather::new(write_chunk).sealed(),
+                    (false, true) => Gather::new(write_chunk).sending_each(),
+                    (true, true) => Gather::new(write_chunk).sealed().sending_each(),
                 },
-                gather_writes: !opts.sync_writes,
                 attrs: AttrCache::default(),
-                stamps: HashMap::new(),
-                opened: HashMap::new(),
+                stamps: Default::default(),
                 reclaim: reclaim::Reclaimer::new(Some(nudge_tx.clone())),
                 dirs: dirs::Dirs::new(opts.delegate_dirs, Some(nudge_tx.clone())),
                 files: crate::held_files::HeldFiles::new(
@@ -280,6 +274,7 @@ pub fn mount(
         grant,
         released: std::sync::Condvar::new(),
         waits_for_release: opts.threads > 1,
+        landing: Default::default(),
     };
     spawn_background(Arc::downgrade(&fs.inner), nudge_rx);
     let mut config = fuser::Config::default();

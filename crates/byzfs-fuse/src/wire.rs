@@ -64,6 +64,28 @@ pub(crate) struct Wire {
     signer: Signer,
     /// The client's counters as of the last result handed over.
     stats: Arc<Mutex<Option<ClientStats>>>,
+    /// Results handed over so far, told to threads waiting for any ([`Wire::await_answer`]).
+    answers: Arc<Answers>,
+}
+
+/// How many results the leader handed over, and a wake-up at each.
+#[derive(Default)]
+struct Answers {
+    count: std::sync::atomic::AtomicU64,
+    told: tokio::sync::Notify,
+}
+
+impl Answers {
+    /// One more result handed over.
+    fn one(&self) {
+        self.count
+            .fetch_add(1, std::sync::atomic::Ordering::Release);
+        self.told.notify_waiters();
+    }
+
+    fn count(&self) -> u64 {
+        self.count.load(std::sync::atomic::Ordering::Acquire)
+    }
 }
 
 /// The replicated client, led by its waiting callers; or the unreplicated one.
@@ -139,6 +161,7 @@ impl Wire {
             mode,
             signer,
             stats: Arc::new(Mutex::new(None)),
+            answers: Arc::default(),
         })
     }
 
@@ -170,13 +193,13 @@ impl Wire {
     /// reconnections, calls left in flight. Returns at once, `false`, if another thread
     /// drives it.
     pub(crate) fn drive_for(&self, d: Duration) -> bool {
-        let stats = Arc::clone(&self.stats);
+        let (stats, answers) = (Arc::clone(&self.stats), Arc::clone(&self.answers));
         match &self.mode {
             Mode::Windowed { leader, .. } => self.rt.block_on(async move {
                 let Ok(mut l) = leader.try_lock() else {
                     return false;
                 };
-                let _ = tokio::time::timeout(d, l.lead(&stats)).await;
+                let _ = tokio::time::timeout(d, l.lead(&stats, &answers)).await;
                 true
             }),
             // The unreplicated client's link runs on the runtime: let it.
@@ -208,7 +231,7 @@ impl Wire {
             }
             _ => return Some(gone()),
         };
-        let stats = Arc::clone(&self.stats);
+        let (stats, answers) = (Arc::clone(&self.stats), Arc::clone(&self.answers));
         self.rt.block_on(async move {
             let start = Instant::now();
             loop {
@@ -222,7 +245,7 @@ impl Wire {
                         tokio::select! {
                             biased;
                             r = &mut done => return Some(r.unwrap_or_else(|_| gone())),
-                            () = l.lead(&stats) => return Some(gone()),
+                            () = l.lead(&stats, &answers) => return Some(gone()),
                             () = &mut sleep => {}
                         }
                     }
@@ -237,6 +260,48 @@ impl Wire {
                 }
             }
         })
+    }
+
+    /// How many results were handed over so far: read before looking at the calls one
+    /// waits for, then given to [`Wire::await_answer`].
+    pub(crate) fn answers(&self) -> u64 {
+        self.answers.count()
+    }
+
+    /// Waits until a result beyond the first `seen` is handed over (to anyone), or up to
+    /// `most`, leading the client meanwhile whenever no other thread does: for a thread
+    /// that waits for calls it does not hold the tickets of (the write-back in flight, kept
+    /// in the mount's books: `lib.rs` `land_unlocked`), without the mount's lock.
+    pub(crate) fn await_answer(&self, seen: u64, most: Duration) {
+        let Mode::Windowed { leader, .. } = &self.mode else {
+            return;
+        };
+        let leader = Arc::clone(leader);
+        let (stats, answers) = (Arc::clone(&self.stats), Arc::clone(&self.answers));
+        self.rt.block_on(async move {
+            let told = answers.told.notified();
+            tokio::pin!(told);
+            // Registered before the count is read: a result handed over in between wakes it.
+            told.as_mut().enable();
+            if answers.count() > seen {
+                return;
+            }
+            let sleep = tokio::time::sleep(most);
+            tokio::pin!(sleep);
+            tokio::select! {
+                biased;
+                () = &mut told => {}
+                mut l = leader.lock() => {
+                    tokio::select! {
+                        biased;
+                        () = &mut told => {}
+                        () = l.lead(&stats, &answers) => {}
+                        () = &mut sleep => {}
+                    }
+                }
+                () = &mut sleep => {}
+            }
+        });
     }
 
     /// The encoded request running `op` as `cred` ([`Signer::request`]).
@@ -307,7 +372,7 @@ impl Leader {
     /// returns only when the client is closed. Cancel-safe (the leader changes by dropping
     /// this future): every await is on a channel or on the client's `next_completed`, and
     /// a call taken from the channel is kept in `queued` until the client has it.
-    async fn lead(&mut self, stats: &Mutex<Option<ClientStats>>) {
+    async fn lead(&mut self, stats: &Mutex<Option<ClientStats>>, answers: &Answers) {
         loop {
             while let Some(c) = self.queued.front() {
                 if !self.client.has_room(c.read_only) {
@@ -322,6 +387,7 @@ impl Leader {
                     }
                     Err(e) => {
                         let _ = c.done.send(Err(e.to_string()));
+                        answers.one();
                     }
                 }
             }
@@ -335,6 +401,7 @@ impl Leader {
                     Ok((rid, result)) => {
                         if let Some(done) = self.waiting.remove(&rid) {
                             let _ = done.send(Ok(result));
+                            answers.one();
                         }
                         if let Ok(mut s) = stats.lock() {
                             *s = self.client.stats();
@@ -346,6 +413,7 @@ impl Leader {
                         for (_, done) in self.waiting.drain() {
                             let _ = done.send(Err(why.clone()));
                         }
+                        answers.one();
                         return;
                     }
                 },

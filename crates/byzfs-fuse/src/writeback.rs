@@ -351,7 +351,7 @@ fn queue_answered(link: &mut Link, q: QueueSent, result: FsResult) -> Vec<Outgoi
         Ok(Reply::Batch(replies)) if replies.len() == q.n => {
             for (ino, reply) in q.joined.iter().zip(&replies[first_write..]) {
                 if let Reply::Write { attr, .. } | Reply::Attr(attr) = reply {
-                    link.stamps.insert(*ino, Stamp::of(attr));
+                    link.stamps.saw(*ino, Stamp::of(attr));
                 }
             }
             Vec::new()
@@ -395,13 +395,13 @@ fn writes_answered(
             vec![again_after_recall(w)]
         }
         Ok(Reply::Write { attr, .. } | Reply::Attr(attr)) if n == 1 => {
-            link.stamps.insert(w.inos[0], Stamp::of(&attr));
+            link.stamps.saw(w.inos[0], Stamp::of(&attr));
             Vec::new()
         }
         Ok(Reply::Batch(replies)) if n > 1 && replies.len() == n => {
             for (ino, reply) in w.inos.into_iter().zip(replies) {
                 if let Reply::Write { attr, .. } | Reply::Attr(attr) = reply {
-                    link.stamps.insert(ino, Stamp::of(&attr));
+                    link.stamps.saw(ino, Stamp::of(&attr));
                 }
             }
             Vec::new()

@@ -220,7 +220,7 @@ fn errno<T: std::fmt::Debug>(r: std::io::Result<T>, want: i32, what: &str) {
 /// it, so every name on the path is B's.
 fn a_second_mount_holding(name: &str) -> (Up, Mount, std::path::PathBuf, std::path::PathBuf) {
     let up = Up::start_mounted(&["--timeout-ms", "120000"]);
-    let log_at = [("RUST_LOG", "byzfs_fuse::link=trace")];
+    let log_at = [("RUST_LOG", "byzfs_fuse::cluster=trace")];
     let (b, log) = Mount::logged(&up, "b", &["--cache-timeout", "0"], &log_at);
     for n in ["a", "b"] {
         fs::write(b.mnt.join(n), n).unwrap();
@@ -311,7 +311,7 @@ fn files_made_in_a_held_directory_are_stated_opened_and_read_without_asking() {
     assert_eq!(fs::read(a.join("z")).unwrap(), z);
 }
 
-/// How many operations named `what` a mount logging `byzfs_fuse::link=trace` to `log`
+/// How many operations named `what` a mount logging `byzfs_fuse::cluster=trace` to `log`
 /// sent, under its lock or in a lane (read-only operations, `link.rs`).
 fn sent(log: &std::path::Path, what: &str) -> usize {
     let text = fs::read_to_string(log).unwrap();
@@ -382,7 +382,7 @@ fn files_made_in_a_held_directory_are_written_back_in_batches() {
     const FILES: usize = 40;
     const REMOVED: usize = 5;
     let up = Up::start_mounted(&["--timeout-ms", "120000"]);
-    let log_at = [("RUST_LOG", "byzfs_fuse=info,byzfs_fuse::link=trace")];
+    let log_at = [("RUST_LOG", "byzfs_fuse=info,byzfs_fuse::cluster=trace")];
     let (c, log) = Mount::logged(&up, "c", &[], &log_at);
     let d = c.mnt.join("wb");
     fs::create_dir(&d).unwrap();

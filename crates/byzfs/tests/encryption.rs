@@ -555,7 +555,7 @@ fn encrypted_reads_in_lanes_get_every_byte_before_and_after_a_rewrite() {
         "team",
         "reader",
         &["--threads", "4", "--cache-timeout", "600"],
-        &[("RUST_LOG", "byzfs_fuse::link=trace")],
+        &[("RUST_LOG", "byzfs_fuse::cluster=trace")],
     );
     let held = std::sync::Arc::new(std::fs::File::open(reader.mnt.join("big")).unwrap());
     let read_in_four = |want: Vec<u8>| {
@@ -1180,7 +1180,7 @@ fn a_new_directory_and_its_header_are_one_request() {
             // Each creation sent as it comes (not answered early and batched).
             "--no-dir-delegations",
         ],
-        &[("RUST_LOG", "byzfs_fuse::link=trace")],
+        &[("RUST_LOG", "byzfs_fuse::cluster=trace")],
     );
     let signed = || {
         std::fs::read_to_string(&log)

@@ -18,7 +18,7 @@ use std::os::unix::fs::MetadataExt as _;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-/// How many operations named `what` a mount logging `byzfs_fuse::link=trace` to `log`
+/// How many operations named `what` a mount logging `byzfs_fuse::cluster=trace` to `log`
 /// sent, under its lock or in a lane.
 fn sent(log: &Path, what: &str) -> usize {
     let text = fs::read_to_string(log).unwrap();
@@ -50,7 +50,7 @@ fn a_file_made_elsewhere() -> (Up, Mount, std::path::PathBuf) {
     f.write_all(b"made on A").unwrap();
     f.sync_all().unwrap();
     File::open(a.join("d")).unwrap().sync_all().unwrap();
-    let log_at = [("RUST_LOG", "byzfs_fuse::link=trace")];
+    let log_at = [("RUST_LOG", "byzfs_fuse::cluster=trace")];
     let (b, log) = Mount::logged(&up, "b", &["--cache-timeout", "0"], &log_at);
     (up, b, log)
 }

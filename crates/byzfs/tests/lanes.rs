@@ -319,3 +319,112 @@ fn ordered_operations_of_several_processes_are_in_flight_together() {
         "ordered operations never in flight together ({most}):\n{log}"
     );
 }
+
+/// A process whose `fsync` waits for its write-back in flight (files bigger than the gather,
+/// made in a directory the mount holds, go in flight as they are written) lets the mount's
+/// lock go while the replicas answer (`byzfs-fuse/src/lib.rs` `land_unlocked`): the other
+/// processes' operations run meanwhile, and every byte an `fsync` covered is at the
+/// replicas, as the other mount reads.
+#[test]
+fn an_fsync_waiting_for_write_back_in_flight_lets_the_others_go() {
+    if skip_without_fuse() {
+        return;
+    }
+    const WRITERS: usize = 3;
+    const ROUNDS: usize = 3;
+    const SIZE: usize = 3 << 20;
+    let up = Up::start_mounted(&["--timeout-ms", "120000"]);
+    let a = up.mountpoint.clone().unwrap();
+    let dir = up.dir.path();
+    // Small files another mount made: their stats and reads go to the replicas.
+    fs::create_dir(a.join("seen")).unwrap();
+    for f in 0..FILES {
+        let name = format!("s{f}");
+        fs::write(a.join("seen").join(&name), content(&name, 0)).unwrap();
+    }
+    let c = Mount::start_with_env(
+        &up.config,
+        &dir.join("mnt-c"),
+        &dir.join("mount-c.log"),
+        &[
+            "--timeout-ms",
+            "120000",
+            "--threads",
+            "4",
+            "--cache-timeout",
+            "0",
+        ],
+        // Its summary at unmount counts the waits without the lock.
+        &[("RUST_LOG", "byzfs_fuse=info")],
+    );
+    fs::create_dir(c.mnt.join("w")).unwrap();
+    let done = Arc::new(AtomicBool::new(false));
+    let writers: Vec<_> = (0..WRITERS)
+        .map(|k| {
+            let w = c.mnt.join("w");
+            std::thread::spawn(move || {
+                use std::io::Write as _;
+                for r in 0..ROUNDS {
+                    let p = w.join(format!("f{k}-{r}"));
+                    let mut f = fs::File::create(&p).unwrap();
+                    f.write_all(&written(k * ROUNDS + r, SIZE / 4096)).unwrap();
+                    f.sync_all().unwrap();
+                }
+            })
+        })
+        .collect();
+    let readers: Vec<_> = (0..2)
+        .map(|_| {
+            let seen = c.mnt.join("seen");
+            let done = Arc::clone(&done);
+            std::thread::spawn(move || {
+                let mut looked = 0u64;
+                while !done.load(Ordering::Relaxed) {
+                    for f in 0..FILES {
+                        let name = format!("s{f}");
+                        let p = seen.join(&name);
+                        assert_eq!(fs::read(&p).unwrap(), content(&name, 0), "{}", p.display());
+                        looked += 1;
+                    }
+                }
+                looked
+            })
+        })
+        .collect();
+    for w in writers {
+        w.join().unwrap();
+    }
+    done.store(true, Ordering::Relaxed);
+    for r in readers {
+        assert!(r.join().unwrap() > 0);
+    }
+    // What each `fsync` covered, through the other mount.
+    for k in 0..WRITERS {
+        for r in 0..ROUNDS {
+            let p = a.join("w").join(format!("f{k}-{r}"));
+            assert!(
+                fs::read(&p).unwrap() == written(k * ROUNDS + r, SIZE / 4096),
+                "{}",
+                p.display()
+            );
+        }
+    }
+    drop(c);
+    let log = fs::read_to_string(dir.join("mount-c.log")).unwrap();
+    assert!(!log.contains("panicked"), "{log}");
+    let counts: Vec<u64> = log
+        .lines()
+        .find_map(|l| l.split("waits without the mount's lock ").nth(1))
+        .map(|rest| {
+            rest.split(|c: char| !c.is_ascii_digit())
+                .filter(|s| !s.is_empty())
+                .take(2)
+                .filter_map(|n| n.parse().ok())
+                .collect()
+        })
+        .unwrap_or_else(|| panic!("no count of waits without the lock:\n{log}"));
+    assert!(
+        counts.len() == 2 && counts[0] >= 1 && counts[1] >= 1,
+        "no operation ran while a wait for the write-back let the lock go ({counts:?}):\n{log}"
+    );
+}
