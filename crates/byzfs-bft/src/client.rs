@@ -4,7 +4,8 @@
 //! "several requests in flight"); they run at the replicas in the order they were invoked
 //! (each names the earlier one it must follow, [`Request::after`]), each at most once. A
 //! read invoked while a read-write request is outstanding is ordered too (a read-only
-//! execution could run before that write). The driver:
+//! execution could run before that write), unless the caller reads it apart from them
+//! ([`Access::ReadApart`]). The driver:
 //!
 //! 1. calls [`Client::invoke`] to start a request, [`Client::handle_message`] for every frame
 //!    received from a replica and [`Client::handle_timeout`] when the deadline returned by
@@ -37,11 +38,13 @@ use rand_chacha::ChaCha8Rng;
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 
+mod access;
 mod certificate;
 mod frame;
 #[cfg(test)]
 mod tests;
 
+pub use access::Access;
 use certificate::{certified, read_may_certify};
 use frame::build_frame;
 
@@ -268,17 +271,24 @@ impl Client {
     }
 
     /// Whether [`Client::invoke`] would accept a request now (the window has room).
-    pub fn can_invoke(&self, read_only: bool) -> bool {
+    pub fn can_invoke(&self, access: impl Into<Access>) -> bool {
         let rid = self.next_rid;
-        let ordered = !self.sent_read_only(read_only);
+        let ordered = !self.sent_read_only(access.into());
         (self.out.len() as u64) < self.config.client_window.max(1)
             && (!ordered || rid.saturating_sub(self.acked()) <= self.config.client_window)
     }
 
-    /// Whether a read invoked now goes as read-only: the optimisation is on and no ordered
-    /// request is outstanding (a read-only execution could run before it).
-    fn sent_read_only(&self, read_only: bool) -> bool {
-        read_only && self.config.read_only_optimisation && self.out.values().all(|o| o.read_only)
+    /// Whether a read invoked now goes as read-only: the optimisation is on and, unless it
+    /// is read apart ([`Access::ReadApart`]), no ordered request is outstanding (a
+    /// read-only execution could run before it).
+    fn sent_read_only(&self, access: Access) -> bool {
+        let after_mine = match access {
+            Access::Ordered => return false,
+            Access::Read => true,
+            Access::ReadApart => false,
+        };
+        self.config.read_only_optimisation
+            && (!after_mine || self.out.values().all(|o| o.read_only))
     }
 
     /// [`Request::acked`] for a request sent now: every id below the lowest outstanding
@@ -329,15 +339,16 @@ impl Client {
         &mut self,
         now: Time,
         op: Vec<u8>,
-        read_only: bool,
+        access: impl Into<Access>,
     ) -> Result<RequestId, ClientError> {
+        let access = access.into();
         if op.len() > self.config.op_bytes_max {
             return Err(ClientError::TooLarge);
         }
-        if !self.can_invoke(read_only) {
+        if !self.can_invoke(access) {
             return Err(ClientError::Busy);
         }
-        let read_only = self.sent_read_only(read_only);
+        let read_only = self.sent_read_only(access);
         let (acked, after) = (self.acked(), self.after());
         let rid = self.next_rid;
         // 2^64 requests never happen; saturating keeps the code panic-free regardless.

@@ -2,13 +2,14 @@
 //! in flight handled, the lock lease renewed, recalls polled for, the orphan directory
 //! swept, reclaim steps sent, and the client driven when no caller does.
 
-use crate::calls::{invoke, send_queue, send_writes};
+use crate::calls::invoke;
 use crate::delegations;
 use crate::gather;
 use crate::link::Link;
 use crate::locks;
 use crate::sender::{self, call};
-use crate::writeback::Wait;
+use crate::unlocked;
+use crate::writeback::{self, Wait};
 use crate::{own_credentials, Inner, SWEEP_EVERY};
 use byzfs_fs::{Credentials, Op, Reply};
 use std::sync::Mutex;
@@ -79,14 +80,29 @@ pub(crate) fn spawn_background(
                 let reclaiming = reclaim_step(&mut inner.link, &cred);
                 // Answers of write-back in flight that came in (`inflight.rs`).
                 sender::land_ready(&mut inner.link);
-                // Old enough: sent, not waited for.
+                // Old enough: sent, not waited for (room in flight waited for without the
+                // mount's lock: `unlocked.rs`).
                 if inner.link.dirs.due(std::time::Instant::now()) {
-                    send_queue(&mut inner.link, Wait::InFlight);
+                    let link = &mut inner.link;
+                    let plan = writeback::queue(
+                        &mut link.dirs,
+                        &mut link.gather,
+                        &link.files,
+                        Wait::InFlight,
+                    );
+                    inner = match unlocked::send(&mount, inner, plan) {
+                        Some(i) => i,
+                        None => return,
+                    };
                 }
                 if chores.elapsed() >= tick {
                     chores = std::time::Instant::now();
                     let stale = inner.link.gather.take_stale();
-                    send_writes(&mut inner.link, stale, Wait::InFlight);
+                    let plan = writeback::writes(&inner.link.gather, stale, Wait::InFlight);
+                    inner = match unlocked::send(&mount, inner, plan) {
+                        Some(i) => i,
+                        None => return,
+                    };
                     let (link, locking, hidden) = inner.for_locks();
                     locks::renew_if_due(link, locking, hidden, &cred);
                     sweep.step(&mut inner.link, &cred);

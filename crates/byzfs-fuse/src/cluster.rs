@@ -5,6 +5,7 @@
 
 use crate::lane::{InLane, LaneCount, Prep};
 use crate::wire::{Outcome, Wire};
+use byzfs_bft::client::Access;
 use byzfs_fs::{decode_result, Credentials, Errno, FsResult, Op};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -94,14 +95,25 @@ impl Cluster {
     /// Sends `op` without waiting; its place among the mount's requests is fixed here
     /// (`wire.rs`). `prep` is what its reply must update, `mark` the attribute cache's
     /// mark now (`attrs.rs` `record_since`): the session layer's, carried back with it.
+    ///
+    /// A read goes read-only even while this mount's ordered requests are outstanding
+    /// (`Access::ReadApart`; docs/PROTOCOL.md §1.8): the session sends one in a lane only
+    /// once every write-back it answered early and the read may see has landed
+    /// (`inflight.rs` `must_precede`, `calls.rs` `send_in_lane`), so what is outstanding
+    /// is what other processes' operations have not completed, which a read may miss.
     pub(crate) fn lane(&self, cred: &Credentials, op: Op, prep: Prep, mark: u64) -> InLane {
         let name = op.name();
         tracing::trace!(op = name, files = ?files_of(&op), "send in a lane");
         let request = self.wire.request(cred, op);
+        let access = if prep.read_only {
+            Access::ReadApart
+        } else {
+            Access::Ordered
+        };
         InLane {
             mark,
             bytes: request.len(),
-            ticket: self.wire.call(request, prep.read_only),
+            ticket: self.wire.call(request, access),
             wire: Arc::clone(&self.wire),
             prep,
             name,
@@ -115,7 +127,9 @@ impl Cluster {
         let name = op.name();
         tracing::trace!(op = name, files = ?files_of(&op), "send");
         let began = Instant::now();
-        let ticket = self.wire.call(self.wire.request(cred, op), read_only);
+        let ticket = self
+            .wire
+            .call(self.wire.request(cred, op), Access::from(read_only));
         let out = self.wire.wait(ticket, self.timeout, name);
         self.received(name, began, out)
     }

@@ -22,7 +22,11 @@ fn call(wire: &Wire, cred: &Credentials, op: Op) -> anyhow::Result<FsResult> {
     let read_only = op.is_read_only();
     let name = op.name();
     let out = wire
-        .wait(wire.call(wire.request(cred, op), read_only), None, name)
+        .wait(
+            wire.call(wire.request(cred, op), read_only.into()),
+            None,
+            name,
+        )
         .unwrap_or_else(|| Err("no answer".into()))
         .map_err(|e| anyhow!("{name} at the cluster: {e}"))?;
     decode_result(&out).ok_or_else(|| {

@@ -10,10 +10,10 @@ use super::{
     WriteFlags, XattrSet, FALLOC_FL_KEEP_SIZE, MAX_IO, O_EXCL, READDIR_BATCH, S_IFBLK, S_IFCHR,
     S_IFIFO, S_IFMT, S_IFREG, S_IFSOCK, TMPFILE_TRIES, XATTR_CREATE, XATTR_REPLACE,
 };
-use crate::calls::{send_everything, send_queue, send_writes};
+use crate::calls::{send_everything, send_writes};
 use crate::early::Make;
 use crate::sender;
-use crate::writeback::Wait;
+use crate::writeback::{self, Wait};
 use std::os::unix::ffi::OsStrExt as _;
 
 impl Filesystem for ByzFuse {
@@ -570,7 +570,15 @@ impl Filesystem for ByzFuse {
         let fh = fh!(self, ino, reply);
         let cred = self.credentials(req);
         {
-            let Ok(mut inner) = self.inner.lock() else {
+            let Ok(inner) = self.inner.lock() else {
+                return reply.error(fuser::Errno::EIO);
+            };
+            // No room for one more batch in flight: the writer waits for the links as it
+            // would below, but without the mount's lock (`unlocked.rs`), so the
+            // others' operations go meanwhile.
+            let Some(mut inner) = crate::unlocked::land(&self.inner, inner, |l| {
+                !sender::may_fly(l) || !l.gather.holds_back() || sender::has_room(l)
+            }) else {
                 return reply.error(fuser::Errno::EIO);
             };
             if let Some(e) = inner.link.gather.error(ino.0) {
@@ -683,8 +691,8 @@ impl Filesystem for ByzFuse {
             return reply.error(fuser::Errno::EIO);
         };
         // Its batches in flight land first, without the mount's lock while they fly
-        // (`lib.rs` `land_unlocked`), unless its `close` sends nothing (below).
-        let Some(mut inner) = self.land_unlocked(inner, |l| {
+        // (`unlocked.rs`), unless its `close` sends nothing (below).
+        let Some(mut inner) = crate::unlocked::land(&self.inner, inner, |l| {
             l.dirs.is_mine(ino.0) || l.files.holds(ino.0) || !l.inflight.holds(ino.0)
         }) else {
             return reply.error(fuser::Errno::EIO);
@@ -702,22 +710,24 @@ impl Filesystem for ByzFuse {
             // What was answered early of this file goes first, with this caller's gathered
             // writes: the file (and its name) is then durable when `close` returns. Sent in
             // flight where the mount may leave batches so, and waited for without the
-            // mount's lock (`lib.rs` `land_unlocked`): another process's operations go
+            // mount's lock (`unlocked.rs`): another process's operations go
             // while this `close` waits.
             let fly = sender::may_fly(&inner.link);
             let wait = if fly { Wait::InFlight } else { Wait::Yes };
-            if inner.link.dirs.touches(ino.0) {
-                send_queue(&mut inner.link, wait);
+            let link = &mut inner.link;
+            let mut plan = Vec::new();
+            if link.dirs.touches(ino.0) {
+                plan = writeback::queue(&mut link.dirs, &mut link.gather, &link.files, wait);
             }
-            if let Some(p) = inner.link.gather.take_file(ino.0) {
-                send_writes(&mut inner.link, vec![p], wait);
+            if let Some(p) = link.gather.take_file(ino.0) {
+                plan.extend(writeback::writes(&link.gather, vec![p], wait));
             }
-            if fly {
-                inner = match self.land_unlocked(inner, |l| !l.inflight.holds(ino.0)) {
-                    Some(i) => i,
-                    None => return reply.error(fuser::Errno::EIO),
-                };
-            }
+            let sent = crate::unlocked::send(&self.inner, inner, plan)
+                .and_then(|i| crate::unlocked::land(&self.inner, i, |l| !l.inflight.holds(ino.0)));
+            inner = match sent {
+                Some(i) => i,
+                None => return reply.error(fuser::Errno::EIO),
+            };
             // Left in flight: its answer comes before `close` does (a soft mount's
             // timeout above leaves it to this wait, which fails it at its own).
             if inner.link.inflight.holds(ino.0) {
@@ -936,11 +946,12 @@ impl Filesystem for ByzFuse {
         // The Fsync operation sends the held-back writes first (`invoke`), and every
         // write-back batch in flight is waited for: durable when `fsync` returns.
         let synced = self.call(req, Op::Fsync { fh });
-        // Those sent before it, without the mount's lock while they fly (`lib.rs`
-        // `land_unlocked`); a soft mount's timeout there leaves them to the locked wait.
+        // Those sent before it, without the mount's lock while they fly (`unlocked.rs`); a soft mount's timeout there leaves them to the locked wait.
         if let Ok(inner) = self.inner.lock() {
             let upto = inner.link.inflight.sent_so_far();
-            if let Some(mut inner) = self.land_unlocked(inner, |l| l.inflight.landed() >= upto) {
+            if let Some(mut inner) =
+                crate::unlocked::land(&self.inner, inner, |l| l.inflight.landed() >= upto)
+            {
                 if inner.link.inflight.landed() < upto {
                     sender::land_all_for(&mut inner.link, "fsync");
                 }

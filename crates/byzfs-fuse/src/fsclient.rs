@@ -6,6 +6,7 @@
 //! Every request it sends carries the credential's grant, with the caller's credentials
 //! mapped into it ([`FsClient::request`], `byzfs_fs::proto::grant`).
 
+use byzfs_bft::client::Access;
 use byzfs_fs::{Credentials, Grant, Op, Request, SignedGrant};
 use byzfs_net::client::UnreplicatedClient;
 use byzfs_net::cluster::ClusterConfig;
@@ -136,9 +137,9 @@ impl FsClient {
 
     /// Whether the window has room now ([`ByzClient::has_room`]; never for the
     /// unreplicated client, which has none).
-    pub fn has_room(&self, read_only: bool) -> bool {
+    pub fn has_room(&self, access: Access) -> bool {
         match &self.wire {
-            Wire::Replicated(c) => c.has_room(read_only),
+            Wire::Replicated(c) => c.has_room(access),
             Wire::Unreplicated(_) => false,
         }
     }
@@ -148,10 +149,10 @@ impl FsClient {
     pub fn submit_now(
         &mut self,
         op: Vec<u8>,
-        read_only: bool,
+        access: Access,
     ) -> Result<byzfs_bft::RequestId, ClientError> {
         match &mut self.wire {
-            Wire::Replicated(c) => c.submit_now(op, read_only),
+            Wire::Replicated(c) => c.submit_now(op, access),
             Wire::Unreplicated(_) => Err(ClientError::Busy),
         }
     }

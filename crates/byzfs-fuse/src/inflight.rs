@@ -73,7 +73,7 @@ pub(crate) struct InFlight {
     /// unmount).
     pub(crate) sent: u64,
     pub(crate) waited_for_room: u64,
-    /// Waits for batches in flight with the mount's lock let go (`lib.rs` `land_unlocked`),
+    /// Waits for batches in flight with the mount's lock let go (`unlocked.rs`),
     /// and operations that took the lock while such a wait went on (logged at unmount).
     pub(crate) waited_unlocked: u64,
     pub(crate) ran_meanwhile: u64,

@@ -139,6 +139,7 @@ mod sender;
 mod session;
 mod stamps;
 mod transport;
+mod unlocked;
 mod wire;
 mod writeback;
 
@@ -166,7 +167,6 @@ pub use session::{check_fuse, check_mountpoint, mount, MountOptions, Mounted};
 use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -227,14 +227,7 @@ struct ByzFuse {
     released: Condvar,
     /// Whether another FUSE thread can deliver that RELEASE while one waits (more than one).
     waits_for_release: bool,
-    /// Threads waiting for write-back in flight without the mount's lock
-    /// ([`ByzFuse::land_unlocked`]), to count the operations that run meanwhile.
-    landing: AtomicUsize,
 }
-
-/// Longest wait of [`ByzFuse::land_unlocked`] between two looks at the write-back in flight
-/// (a result is told at once; this bounds a wake-up missed for any other reason).
-const LAND_POLL: Duration = Duration::from_millis(50);
 
 /// Room for a write request's fields besides its data (credentials with supplementary
 /// groups, handle, offset, encoding overhead).
@@ -358,23 +351,25 @@ impl ByzFuse {
         let Ok(mut inner) = self.inner.lock() else {
             return Err(Errno::EIO);
         };
-        if self.landing.load(Ordering::Acquire) > 0 {
+        if inner.link.cluster.wire().awaiting() > 0 {
             inner.link.inflight.ran_meanwhile += 1;
         }
         // What it must see goes first: the held writes and early answers it may see, sent
         // in flight, and the write-back in flight it must follow, landed, all without the
-        // lock while the replicas answer (`land_unlocked`). What other threads hold back
+        // lock while the replicas answer (`unlocked.rs`). What other threads hold back
         // meanwhile goes before it, under the lock, where it is sent (`calls.rs`).
-        let upto = if sender::may_fly(&inner.link) {
+        let mut upto = None;
+        if sender::may_fly(&inner.link) {
             let first = writeback::before(&mut inner.link, &op, writeback::Wait::InFlight);
-            (!first.is_empty()).then(|| {
-                sender::run(&mut inner.link, first);
-                inner.link.inflight.sent_so_far()
-            })
-        } else {
-            None
-        };
-        let Some(mut inner) = self.land_unlocked(inner, |l| {
+            if !first.is_empty() {
+                inner = match unlocked::send(&self.inner, inner, first) {
+                    Some(i) => i,
+                    None => return Err(Errno::EIO),
+                };
+                upto = Some(inner.link.inflight.sent_so_far());
+            }
+        }
+        let Some(mut inner) = unlocked::land(&self.inner, inner, |l| {
             !l.inflight.must_precede(&op) && upto.is_none_or(|u| l.inflight.landed() >= u)
         }) else {
             return Err(Errno::EIO);
@@ -467,46 +462,6 @@ impl ByzFuse {
             }
         }
         result
-    }
-
-    /// Lands the write-back in flight (`inflight.rs`), oldest first, until `done` says
-    /// what the caller needs has landed, letting the mount's lock go while the replicas
-    /// answer: other threads' operations go meanwhile (an `fsync` or a writer waiting for
-    /// room held every other process of the mount before). The answers are landed under
-    /// the lock as the background thread lands them (`sender.rs` `land_ready`). A soft
-    /// mount gives up waiting here at its timeout, and the locked path it returns to waits
-    /// (`sender.rs` `land_all_for`) and fails the batch at its own timeout. `None`: the
-    /// mount's lock is poisoned.
-    fn land_unlocked<'a>(
-        &'a self,
-        mut inner: std::sync::MutexGuard<'a, Inner>,
-        done: impl Fn(&Link) -> bool,
-    ) -> Option<std::sync::MutexGuard<'a, Inner>> {
-        let began = std::time::Instant::now();
-        let mut said = began;
-        loop {
-            let wire = Arc::clone(inner.link.cluster.wire());
-            // Read before looking: an answer handed over after this wakes the wait below.
-            let seen = wire.answers();
-            sender::land_ready(&mut inner.link);
-            let timeout = inner.link.cluster.timeout();
-            if done(&inner.link) || timeout.is_some_and(|t| began.elapsed() >= t) {
-                return Some(inner);
-            }
-            drop(inner);
-            self.landing.fetch_add(1, Ordering::AcqRel);
-            if said.elapsed() >= wire::STILL_WAITING {
-                said = std::time::Instant::now();
-                tracing::warn!(
-                    waited_s = began.elapsed().as_secs(),
-                    "still waiting for the write-back in flight (hard mount: retrying)"
-                );
-            }
-            wire.await_answer(seen, LAND_POLL);
-            self.landing.fetch_sub(1, Ordering::AcqRel);
-            inner = self.inner.lock().ok()?;
-            inner.link.inflight.waited_unlocked += 1;
-        }
     }
 
     /// Asks for file `fh`'s delegation (`held_files.rs`) at an `open` for writing; the

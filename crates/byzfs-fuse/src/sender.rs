@@ -28,7 +28,7 @@ pub(crate) fn may_fly(link: &Link) -> bool {
 
 /// Whether one more batch may fly now: an encrypted mount's, only when none is in flight
 /// (`crypt_in_flight.rs`).
-fn has_room(link: &Link) -> bool {
+pub(crate) fn has_room(link: &Link) -> bool {
     link.inflight.has_room() && (link.crypt.is_none() || link.inflight.is_empty())
 }
 
@@ -38,6 +38,20 @@ fn has_room(link: &Link) -> bool {
 /// (`InFlight::must_precede`). What an answer asks to send next (a failed batch, file by
 /// file) goes before the rest of the plan.
 pub(crate) fn run(link: &mut Link, plan: Vec<Outgoing>) {
+    let rest = run_until(link, plan, false);
+    debug_assert!(rest.is_empty());
+}
+
+/// [`run`], up to the first request that would wait for the write-back in flight (for room,
+/// or for a batch it must follow): that one and what follows it are returned, for a caller
+/// that waits without the mount's lock (`unlocked.rs`).
+pub(crate) fn run_while_room(link: &mut Link, plan: Vec<Outgoing>) -> Vec<Outgoing> {
+    run_until(link, plan, true)
+}
+
+/// [`run`]; `stop_for_room`: returns the rest of the work at the first request that would
+/// wait for the write-back in flight, instead of landing the oldest batch.
+fn run_until(link: &mut Link, plan: Vec<Outgoing>, stop_for_room: bool) -> Vec<Outgoing> {
     let mut work: VecDeque<Outgoing> = plan.into();
     while let Some(mut o) = work.pop_front() {
         if o.recalled {
@@ -72,6 +86,10 @@ pub(crate) fn run(link: &mut Link, plan: Vec<Outgoing>) {
                     link.inflight.waits(o.op.name());
                 }
             }
+            if stop_for_room {
+                work.push_front(o);
+                return work.into();
+            }
             let follow = land_oldest(link);
             work.push_front(o);
             prepend(&mut work, follow);
@@ -86,6 +104,7 @@ pub(crate) fn run(link: &mut Link, plan: Vec<Outgoing>) {
             prepend(&mut work, follow);
         }
     }
+    Vec::new()
 }
 
 /// What giving back the held files the replicas asked this mount for takes

@@ -274,7 +274,6 @@ pub fn mount(
         grant,
         released: std::sync::Condvar::new(),
         waits_for_release: opts.threads > 1,
-        landing: Default::default(),
     };
     spawn_background(Arc::downgrade(&fs.inner), nudge_rx);
     let mut config = fuser::Config::default();

@@ -22,7 +22,7 @@
 //! it, one at a time, each driven by its own caller (the order is that of the waits).
 
 use crate::fsclient::{FsClient, Signer};
-use byzfs_bft::client::ClientStats;
+use byzfs_bft::client::{Access, ClientStats};
 use byzfs_bft::RequestId;
 use byzfs_fs::{Credentials, Grant, Op};
 use byzfs_net::cluster::ClusterConfig;
@@ -41,7 +41,7 @@ pub(crate) type Outcome = Result<Vec<u8>, String>;
 /// One call, queued for the client.
 struct Call {
     bytes: Vec<u8>,
-    read_only: bool,
+    access: Access,
     done: oneshot::Sender<Outcome>,
 }
 
@@ -73,6 +73,8 @@ pub(crate) struct Wire {
 struct Answers {
     count: std::sync::atomic::AtomicU64,
     told: tokio::sync::Notify,
+    /// Threads in [`Wire::await_answer`] now.
+    awaiting: std::sync::atomic::AtomicUsize,
 }
 
 impl Answers {
@@ -174,14 +176,15 @@ impl Wire {
 
     /// Submits an encoded request ([`Wire::request`]); its place among this mount's
     /// requests is fixed now.
-    pub(crate) fn call(&self, bytes: Vec<u8>, read_only: bool) -> Ticket {
+    pub(crate) fn call(&self, bytes: Vec<u8>, access: Access) -> Ticket {
         let Mode::Windowed { calls, .. } = &self.mode else {
+            let read_only = access.is_read_only();
             return Ticket::Unsent { bytes, read_only };
         };
         let (done, rx) = oneshot::channel();
         if let Err(mpsc::error::SendError(c)) = calls.send(Call {
             bytes,
-            read_only,
+            access,
             done,
         }) {
             let _ = c.done.send(Err("the mount's client is closed".into()));
@@ -271,13 +274,15 @@ impl Wire {
     /// Waits until a result beyond the first `seen` is handed over (to anyone), or up to
     /// `most`, leading the client meanwhile whenever no other thread does: for a thread
     /// that waits for calls it does not hold the tickets of (the write-back in flight, kept
-    /// in the mount's books: `lib.rs` `land_unlocked`), without the mount's lock.
+    /// in the mount's books: `unlocked.rs`), without the mount's lock.
     pub(crate) fn await_answer(&self, seen: u64, most: Duration) {
         let Mode::Windowed { leader, .. } = &self.mode else {
             return;
         };
         let leader = Arc::clone(leader);
         let (stats, answers) = (Arc::clone(&self.stats), Arc::clone(&self.answers));
+        use std::sync::atomic::Ordering::AcqRel;
+        self.answers.awaiting.fetch_add(1, AcqRel);
         self.rt.block_on(async move {
             let told = answers.told.notified();
             tokio::pin!(told);
@@ -302,6 +307,14 @@ impl Wire {
                 () = &mut sleep => {}
             }
         });
+        self.answers.awaiting.fetch_sub(1, AcqRel);
+    }
+
+    /// How many threads wait in [`Wire::await_answer`] now (without the mount's lock).
+    pub(crate) fn awaiting(&self) -> usize {
+        self.answers
+            .awaiting
+            .load(std::sync::atomic::Ordering::Acquire)
     }
 
     /// The encoded request running `op` as `cred` ([`Signer::request`]).
@@ -375,13 +388,13 @@ impl Leader {
     async fn lead(&mut self, stats: &Mutex<Option<ClientStats>>, answers: &Answers) {
         loop {
             while let Some(c) = self.queued.front() {
-                if !self.client.has_room(c.read_only) {
+                if !self.client.has_room(c.access) {
                     break;
                 }
                 let Some(c) = self.queued.pop_front() else {
                     break;
                 };
-                match self.client.submit_now(c.bytes, c.read_only) {
+                match self.client.submit_now(c.bytes, c.access) {
                     Ok(rid) => {
                         self.waiting.insert(rid, c.done);
                     }

@@ -27,6 +27,10 @@ pub struct WorkloadParams {
     pub big_put_ppm: Ppm,
     /// Largest big `Put` value, bytes (300 but in `thin-links`).
     pub big_put_max: usize,
+    /// Reads go read-only even while the client's ordered requests are outstanding
+    /// (`byzfs_bft::client::Access::ReadApart`, as a byzfs mount's reads in lanes): family
+    /// `read-apart`.
+    pub read_apart: bool,
 }
 
 /// One correct client's operation generator.
@@ -122,6 +126,7 @@ mod tests {
             pause_ppm: 0,
             big_put_ppm: 500_000,
             big_put_max: 300,
+            read_apart: false,
         };
         let mut a = Workload::new(p.clone(), 1, substream(9, Purpose::Workload, 1));
         let mut b = Workload::new(p, 1, substream(9, Purpose::Workload, 1));
@@ -154,6 +159,7 @@ mod tests {
             pause_ppm: 0,
             big_put_ppm: 0,
             big_put_max: 300,
+            read_apart: false,
         };
         let mut w = Workload::new(p, 1, substream(1, Purpose::Workload, 0));
         w.observe(

@@ -190,6 +190,11 @@ fn read_race() {
 }
 
 #[test]
+fn read_apart() {
+    family(Family::ReadApart);
+}
+
+#[test]
 fn first_receiver() {
     family(Family::FirstReceiver);
 }
@@ -278,6 +283,7 @@ fn every_family_has_a_test() {
         "forging-primary",
         "failed-view",
         "proposal-cuts",
+        "read-apart",
     ];
     let all: Vec<&str> = byzfs_sim::FAMILIES.iter().map(|f| f.name()).collect();
     assert_eq!(all, tested);

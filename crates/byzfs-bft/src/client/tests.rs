@@ -1209,3 +1209,44 @@ fn zero_timeouts_still_make_progress() {
     c.handle_timeout(Time::from_micros(1));
     assert_eq!(c.poll_timeout(), Some(Time::from_micros(2)));
 }
+
+/// A read while an ordered request is outstanding (docs/PROTOCOL.md §1.8): a plain read goes
+/// ordered after it; one read apart ([`Access::ReadApart`]) goes read-only at once, and
+/// the next ordered request follows the last ordered one, not the read.
+#[test]
+fn a_read_apart_goes_read_only_while_an_ordered_request_is_outstanding() {
+    let mut h = Harness::new(1);
+    h.client.config.client_window = 8;
+    h.client.config.read_only_optimisation = true;
+    h.learn_view(0);
+    let (_, w) = h.invoke_sends(b"w", false);
+    let read = |h: &mut Harness, access: Access| -> Vec<_> {
+        h.client.invoke(Time::ZERO, b"r".to_vec(), access).unwrap();
+        h.actions()
+            .iter()
+            .map(|a| match a {
+                ClientAction::Send { bytes, .. } | ClientAction::Broadcast { bytes } => ids(bytes),
+                other => panic!("{other:?}"),
+            })
+            .collect()
+    };
+    let plain = read(&mut h, Access::Read);
+    let apart = read(&mut h, Access::ReadApart);
+    let (_, w2) = h.invoke_sends(b"w2", false);
+    assert_eq!(
+        (ids(&w[0].1), plain[0], apart[0], ids(&w2[0].1)),
+        (
+            (2, 1, 0, false),
+            // Ordered, after the write.
+            (3, 1, 2, false),
+            // Read-only: the replicas answer it from their state now (a read-only
+            // request never waits for the `after` it names: `execute.rs` `on_read_only`).
+            (4, 1, 3, true),
+            // The next write follows the last ordered request, not the read.
+            (5, 1, 3, false),
+        )
+    );
+    // Without the optimisation a read apart is ordered as any read.
+    h.client.config.read_only_optimisation = false;
+    assert!(!read(&mut h, Access::ReadApart)[0].3);
+}

@@ -14,6 +14,7 @@ use crate::error::SetupError;
 use crate::kdf;
 use crate::keyfile::ClientCredential;
 use crate::queue::{out_queue, OutQueue};
+use byzfs_bft::client::Access;
 use byzfs_bft::{Client, ClientAction, ClientId, MacKey, ReplicaId, RequestId};
 use core::time::Duration;
 use rand_core::{OsRng, RngCore as _};
@@ -237,7 +238,7 @@ enum Until {
     /// This request completed (its result is returned).
     Done(RequestId),
     /// The window has room for a request (read-only or not).
-    Room(bool),
+    Room(Access),
     /// Some submitted request completed (its result is kept for collection).
     Any,
 }
@@ -392,19 +393,24 @@ impl ByzClient {
     }
 
     /// Whether the window has room for a request now ([`ByzClient::submit_now`]).
-    pub fn has_room(&self, read_only: bool) -> bool {
-        self.client.can_invoke(read_only)
+    pub fn has_room(&self, access: impl Into<Access>) -> bool {
+        self.client.can_invoke(access)
     }
 
     /// [`ByzClient::submit`] without waiting: [`ClientError::Busy`] when the window is full
     /// ([`ByzClient::has_room`]). Not async, so a caller that must not lose a request to a
     /// cancelled future (the mount's leader: `byzfs-fuse` `wire.rs`) never holds one half
     /// sent.
-    pub fn submit_now(&mut self, op: Vec<u8>, read_only: bool) -> Result<RequestId, ClientError> {
-        if !self.client.can_invoke(read_only) {
+    pub fn submit_now(
+        &mut self,
+        op: Vec<u8>,
+        access: impl Into<Access>,
+    ) -> Result<RequestId, ClientError> {
+        let access = access.into();
+        if !self.client.can_invoke(access) {
             return Err(ClientError::Busy);
         }
-        let rid = self.invoke_now(op, read_only)?;
+        let rid = self.invoke_now(op, access)?;
         self.submitted.insert(rid, None);
         Ok(rid)
     }
@@ -439,17 +445,18 @@ impl ByzClient {
 
     /// Starts a request once the window has room.
     async fn start(&mut self, op: Vec<u8>, read_only: bool) -> Result<RequestId, ClientError> {
-        if !self.client.can_invoke(read_only) {
-            self.drive(Until::Room(read_only)).await?;
+        let access = Access::from(read_only);
+        if !self.client.can_invoke(access) {
+            self.drive(Until::Room(access)).await?;
         }
-        self.invoke_now(op, read_only)
+        self.invoke_now(op, access)
     }
 
     /// Hands a request to the core client (the window has room).
-    fn invoke_now(&mut self, op: Vec<u8>, read_only: bool) -> Result<RequestId, ClientError> {
+    fn invoke_now(&mut self, op: Vec<u8>, access: Access) -> Result<RequestId, ClientError> {
         let len = op.len();
         self.client
-            .invoke(self.clock.now(), op, read_only)
+            .invoke(self.clock.now(), op, access)
             .map_err(|e| match e {
                 byzfs_bft::ClientError::TooLarge => ClientError::TooLarge {
                     len,

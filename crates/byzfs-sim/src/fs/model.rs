@@ -765,6 +765,7 @@ mod tests {
                 pause_ppm: 0,
                 big_put_ppm: 100_000,
                 big_put_max: 300,
+                read_apart: false,
             };
             let mut real = service(core::time::Duration::from_secs(1));
             let mut model = FsModel::new(ROOT_MODE);

@@ -267,6 +267,7 @@ mod tests {
             pause_ppm: 0,
             big_put_ppm: 200_000,
             big_put_max: 300,
+            read_apart: false,
         };
         let mut a = FsWorkload::new(p.clone(), 100, substream(9, Purpose::Workload, 1));
         let mut b = FsWorkload::new(p, 100, substream(9, Purpose::Workload, 1));

@@ -2,6 +2,7 @@
 //! ones misbehaving on their own clock.
 
 use super::{trace_line, ClientAction, Clock, Dest, Ev, KvResult, Phase, ReplicaId, Sim, Time, MS};
+use byzfs_bft::client::Access;
 
 impl Sim {
     pub(super) fn after_client_step(&mut self, idx: usize) {
@@ -93,6 +94,7 @@ impl Sim {
         let filler = self.phases.filler;
         let cap = self.plan.params.safety_ops_max;
         let fs = self.oracle.fs.is_some();
+        let read_apart = self.plan.params.workload.read_apart;
         let node = &mut self.world.clients[idx];
         node.thinking = false;
         if node.outstanding.len() >= node.window {
@@ -105,9 +107,14 @@ impl Sim {
             _ => {}
         }
         let (bytes, ro) = node.workload.next_op();
+        let access = match (ro, read_apart) {
+            (false, _) => Access::Ordered,
+            (true, false) => Access::Read,
+            (true, true) => Access::ReadApart,
+        };
         match node
             .client
-            .invoke(Clock::default().local(now), bytes.clone(), ro)
+            .invoke(Clock::default().local(now), bytes.clone(), access)
         {
             Ok(rid) => {
                 node.invoked += 1;

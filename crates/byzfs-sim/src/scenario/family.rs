@@ -125,6 +125,11 @@ pub enum Family {
     /// sent COMMIT for batches they have not executed when reads reach them (checker
     /// `read-floor`).
     ReadRace,
+    /// [`Family::ReadRace`] with clients reading apart from their outstanding ordered
+    /// requests (`Access::ReadApart`, docs/PROTOCOL.md §1.8, as a byzfs mount's reads in
+    /// lanes): reads sent read-only while the same client's writes are outstanding (checker
+    /// `linearizability`).
+    ReadApart,
     /// A faulty first receiver of big bodies (issue #30), or a faulty backup down the relay's
     /// fan-out: every request big and relayed
     /// by the primary, which is most often the faulty replica; it withholds, corrupts, or
@@ -234,7 +239,7 @@ pub struct Spec {
 }
 
 /// Every family, in `all`'s order (`all` runs `TABLE[seed % len]`).
-pub const TABLE: [Spec; 40] = [
+pub const TABLE: [Spec; 41] = [
     Spec {
         family: Family::Normal,
         name: "normal",
@@ -434,6 +439,11 @@ pub const TABLE: [Spec; 40] = [
         family: Family::ProposalCuts,
         name: "proposal-cuts",
         plan: proposal_cuts,
+    },
+    Spec {
+        family: Family::ReadApart,
+        name: "read-apart",
+        plan: read_apart,
     },
 ];
 
@@ -1202,6 +1212,12 @@ fn read_race(r: &mut SimRng, params: &mut Params, plan: &mut Plan, _n: usize, _f
         ..NetFaults::benign()
     };
     slow_links(r, params, 30, &mut plan.faults);
+}
+
+/// [`Family::ReadApart`].
+fn read_apart(r: &mut SimRng, params: &mut Params, plan: &mut Plan, n: usize, f: usize) {
+    read_race(r, params, plan, n, f);
+    params.workload.read_apart = true;
 }
 
 /// [`Family::Outrun`]: faulty clients that send some requests to some replicas only (as

@@ -255,6 +255,7 @@ fn sweep(seed: u64, replicas: Option<usize>) -> Result<Params, String> {
             pause_ppm: 300_000,
             big_put_ppm: 200_000,
             big_put_max: 300,
+            read_apart: false,
         },
         safety_us,
         liveness_bound_us: 120 * S,
