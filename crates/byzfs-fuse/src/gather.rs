@@ -44,7 +44,8 @@ pub const MAX_AGE: Duration = Duration::from_secs(1);
 
 /// Which held writes must reach the replicas before `op`: those of the files it names by
 /// handle alone (`Some`: reads, writes, attributes, extended attributes, `fsync`, copies of
-/// ranges, reclaim; none for lease renewals, inode reservations and listings), or every file's (`None`: anything that reads or changes names,
+/// ranges, reclaim; none for lease renewals, inode reservations, listings and sweeps of
+/// orphans), or every file's (`None`: anything that reads or changes names,
 /// counts space, takes or lets go of a lock, or does several things at once).
 pub fn needs(op: &Op) -> Option<Vec<u64>> {
     let one = |fh: &FileHandle| Some(vec![fh.ino]);
@@ -72,6 +73,11 @@ pub fn needs(op: &Op) -> Option<Vec<u64>> {
         // read any more), so held writes, which write-back keeps past `close`, stay.
         Op::Reclaim { file } => Some(file.iter().map(|f| f.ino).collect()),
         Op::RenewLease | Op::Recalls | Op::ReserveInodes { .. } => Some(Vec::new()),
+        // A sweep removes only hidden files of sessions whose lease lapsed, never one this
+        // mount holds writes for (its own session lives); sending every held write first,
+        // synchronously, stalled a writer's write-back at each sweep
+        // (`dir_delegations::a_big_file_made_in_a_held_directory_is_written_back_without_waiting`).
+        Op::SweepOrphans { .. } | Op::SweepDir { .. } => Some(Vec::new()),
         // A file delegation asked for keeps what is held; one given back sends it first.
         Op::DelegateFile { .. } => Some(Vec::new()),
         Op::ReturnFile { file } => one(file),
