@@ -79,11 +79,29 @@ fn setup() -> (Fs, FileHandle) {
 
 /// One input: a seed with edits, or random bytes.
 fn input() -> impl Strategy<Value = Vec<u8>> {
+    edited(seeds)
+}
+
+/// What the replicas answer the seeds (what a mount decodes: `byzfs-fuse` `cluster.rs`).
+fn answers() -> Vec<Vec<u8>> {
+    static ANSWERS: std::sync::OnceLock<Vec<Vec<u8>>> = std::sync::OnceLock::new();
+    ANSWERS
+        .get_or_init(|| {
+            seeds()
+                .iter()
+                .map(|b| setup().0.s.execute(3, b, &(T0 + 50_000_000).to_le_bytes()))
+                .collect()
+        })
+        .clone()
+}
+
+/// One of `valid()`'s byte strings with bytes changed, cut or added, or random bytes.
+fn edited(valid: fn() -> Vec<Vec<u8>>) -> impl Strategy<Value = Vec<u8>> {
     let edits = prop::collection::vec((any::<prop::sample::Index>(), any::<u8>(), 0..3u8), 1..6);
     prop_oneof![
         prop::collection::vec(any::<u8>(), 0..64),
-        (any::<prop::sample::Index>(), edits).prop_map(|(which, edits)| {
-            let all = seeds();
+        (any::<prop::sample::Index>(), edits).prop_map(move |(which, edits)| {
+            let all = valid();
             let mut b = all[which.index(all.len())].clone();
             for (at, byte, how) in edits {
                 match how {
@@ -114,6 +132,20 @@ proptest! {
         let ro_a = a.s.execute_read_only(client, &bytes);
         prop_assert_eq!(ro_a, b.s.execute_read_only(client, &bytes));
         prop_assert_eq!(a.s.current_partition_digests(), b.s.current_partition_digests());
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(2000))]
+
+    /// A result as the mount receives it, changed, cut or lengthened (a corrupt frame, or
+    /// replies a quorum of liars could agree on): decoded or refused, never a panic, and
+    /// what decodes encodes back to bytes that decode to the same result.
+    #[test]
+    fn results_from_the_wire_decode_or_are_refused(bytes in edited(answers)) {
+        if let Some(r) = decode_result(&bytes) {
+            prop_assert_eq!(decode_result(&byzfs_fs::encode_result(&r)), Some(r));
+        }
     }
 }
 

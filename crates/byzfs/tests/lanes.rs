@@ -42,19 +42,7 @@ fn readers_in_lanes_see_whole_versions_while_another_mount_writes() {
     let dir = up.dir.path();
     let b = Mount::start(&up.config, &dir.join("mnt-b"), &dir.join("mount-b.log"));
     // The readers' mount, with lanes (several FUSE threads) and no attribute cache.
-    let c = Mount::start_with(
-        &up.config,
-        &dir.join("mnt-c"),
-        &dir.join("mount-c.log"),
-        &[
-            "--timeout-ms",
-            "120000",
-            "--cache-timeout",
-            "0",
-            "--threads",
-            "4",
-        ],
-    );
+    let (c, _) = Mount::logged(&up, "c", &["--cache-timeout", "0", "--threads", "4"], &[]);
     // B writes the tree; C reads it in lanes; A checks the end.
     for d in 0..DIRS {
         fs::create_dir(b.mnt.join(format!("d{d}"))).unwrap();
@@ -238,19 +226,11 @@ fn ordered_operations_of_several_processes_are_in_flight_together() {
     }
     let up = Up::start_mounted(&["--timeout-ms", "120000"]);
     let a = up.mountpoint.clone().unwrap();
-    let dir = up.dir.path();
-    let c = Mount::start_with_env(
-        &up.config,
-        &dir.join("mnt-c"),
-        &dir.join("mount-c.log"),
-        &[
-            "--timeout-ms",
-            "120000",
-            "--threads",
-            "4",
-            "--no-dir-delegations",
-        ],
-        // Its summary at unmount counts the ordered operations in lanes.
+    // Its summary at unmount counts the ordered operations in lanes.
+    let (c, c_log) = Mount::logged(
+        &up,
+        "c",
+        &["--threads", "4", "--no-dir-delegations"],
         &[("RUST_LOG", "byzfs_fuse=info")],
     );
     for d in 0..DIRS {
@@ -306,7 +286,7 @@ fn ordered_operations_of_several_processes_are_in_flight_together() {
         }
     }
     drop(c);
-    let log = fs::read_to_string(dir.join("mount-c.log")).unwrap();
+    let log = fs::read_to_string(&c_log).unwrap();
     assert!(!log.contains("panicked"), "{log}");
     let most: usize = log
         .lines()
@@ -335,26 +315,17 @@ fn an_fsync_waiting_for_write_back_in_flight_lets_the_others_go() {
     const SIZE: usize = 3 << 20;
     let up = Up::start_mounted(&["--timeout-ms", "120000"]);
     let a = up.mountpoint.clone().unwrap();
-    let dir = up.dir.path();
     // Small files another mount made: their stats and reads go to the replicas.
     fs::create_dir(a.join("seen")).unwrap();
     for f in 0..FILES {
         let name = format!("s{f}");
         fs::write(a.join("seen").join(&name), content(&name, 0)).unwrap();
     }
-    let c = Mount::start_with_env(
-        &up.config,
-        &dir.join("mnt-c"),
-        &dir.join("mount-c.log"),
-        &[
-            "--timeout-ms",
-            "120000",
-            "--threads",
-            "4",
-            "--cache-timeout",
-            "0",
-        ],
-        // Its summary at unmount counts the waits without the lock.
+    // Its summary at unmount counts the waits without the lock.
+    let (c, c_log) = Mount::logged(
+        &up,
+        "c",
+        &["--threads", "4", "--cache-timeout", "0"],
         &[("RUST_LOG", "byzfs_fuse=info")],
     );
     fs::create_dir(c.mnt.join("w")).unwrap();
@@ -410,7 +381,7 @@ fn an_fsync_waiting_for_write_back_in_flight_lets_the_others_go() {
         }
     }
     drop(c);
-    let log = fs::read_to_string(dir.join("mount-c.log")).unwrap();
+    let log = fs::read_to_string(&c_log).unwrap();
     assert!(!log.contains("panicked"), "{log}");
     let counts: Vec<u64> = log
         .lines()
