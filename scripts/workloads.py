@@ -21,8 +21,16 @@ python3 scripts/workloads.py beside-fsync DIR FILES MIB
     their latency (median, 99th percentile, longest): how long one process's `fsync`
     holds up another's operations (docs/BENCHMARKS.md "Write-back waited for without the
     mount's lock").
+python3 scripts/workloads.py beside-locks DIR SECONDS
+    One process takes and drops an exclusive `fcntl` lock (`F_SETLKW`, which the
+    replicas decide: a waiting request is never delegated) on DIR/lockfile for SECONDS,
+    while another opens, reads and closes the files of DIR/small over and over; prints the
+    locker's rounds per second and the reader's opens and their latency: how long one
+    process's lock round trips hold up another's operations (docs/BENCHMARKS.md "Lock
+    calls without the mount's lock").
 Prints nothing else on success; exits non-zero with a message otherwise.
 """
+import fcntl
 import multiprocessing
 import os
 import sqlite3
@@ -148,6 +156,36 @@ def beside_fsync(d, files, mib):
     )
 
 
+def beside_locks(d, seconds):
+    stop = multiprocessing.Event()
+    out = multiprocessing.Queue()
+    reader = multiprocessing.Process(
+        target=beside_fsync_reader, args=(os.path.join(d, "small"), stop, out)
+    )
+    path = os.path.join(d, "lockfile")
+    with open(path, "wb") as h:
+        h.write(b"l" * 4096)
+    reader.start()
+    rounds = 0
+    began = time.monotonic()
+    with open(path, "r+b") as h:
+        while time.monotonic() - began < seconds:
+            fcntl.lockf(h, fcntl.LOCK_EX)
+            fcntl.lockf(h, fcntl.LOCK_UN)
+            rounds += 1
+    took = time.monotonic() - began
+    stop.set()
+    lat = sorted(out.get())
+    reader.join()
+    if reader.exitcode != 0 or not lat:
+        sys.exit("beside-locks: the reader failed")
+    ms = lambda q: 1000 * lat[min(len(lat) - 1, int(q * len(lat)))]
+    print(
+        "beside-locks: locker %.0f rounds/s; reader %d opens, median %.2f ms, p99 %.2f ms, longest %.1f ms"
+        % (rounds / took, len(lat), ms(0.5), ms(0.99), 1000 * lat[-1])
+    )
+
+
 if __name__ == "__main__":
     what = sys.argv[1]
     if what == "files":
@@ -160,6 +198,8 @@ if __name__ == "__main__":
         rewrite(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))
     elif what == "beside-fsync":
         beside_fsync(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))
+    elif what == "beside-locks":
+        beside_locks(sys.argv[2], float(sys.argv[3]))
     elif what == "sqlite":
         sqlite(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5])
     else:

@@ -103,8 +103,12 @@ pub(crate) fn spawn_background(
                         Some(i) => i,
                         None => return,
                     };
-                    let (link, locking, hidden) = inner.for_locks();
-                    locks::renew_if_due(link, locking, hidden, &cred);
+                    drop(inner);
+                    locks::renew_if_due(&mount, &cred);
+                    inner = match mount.lock() {
+                        Ok(i) => i,
+                        Err(_) => return,
+                    };
                     sweep.step(&mut inner.link, &cred);
                     drive = Some(std::sync::Arc::clone(inner.link.cluster.wire()));
                 }

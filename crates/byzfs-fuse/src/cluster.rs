@@ -27,6 +27,10 @@ pub(crate) struct Cluster {
     lanes: bool,
     /// Ordered operations in lanes, counted (`calls.rs` `ordered_lane_takes`).
     ordered_lanes: LaneCount,
+    /// Requests handed to the client so far: the next one's place in the order the
+    /// replicas run this mount's requests in (`lease.rs` tags what a lease-bearing reply
+    /// installs with its request's place).
+    places: u64,
 }
 
 impl Cluster {
@@ -44,7 +48,20 @@ impl Cluster {
             strict,
             lanes,
             ordered_lanes: LaneCount::default(),
+            places: 0,
         }
+    }
+
+    /// The place the next request will take among this mount's requests (`lease.rs`).
+    /// The replicas run a client's requests in the order they were handed to it, which is
+    /// the order of the calls here: each is made under the mount's lock.
+    pub(crate) fn next_place(&self) -> u64 {
+        self.places
+    }
+
+    /// The place of the last request sent ([`Cluster::next_place`]).
+    pub(crate) fn last_place(&self) -> u64 {
+        self.places.saturating_sub(1)
     }
 
     /// The client, for a thread that drives it or asks its counters.
@@ -101,7 +118,7 @@ impl Cluster {
     /// once every write-back it answered early and the read may see has landed
     /// (`inflight.rs` `must_precede`, `calls.rs` `send_in_lane`), so what is outstanding
     /// is what other processes' operations have not completed, which a read may miss.
-    pub(crate) fn lane(&self, cred: &Credentials, op: Op, prep: Prep, mark: u64) -> InLane {
+    pub(crate) fn lane(&mut self, cred: &Credentials, op: Op, prep: Prep, mark: u64) -> InLane {
         let name = op.name();
         tracing::trace!(op = name, files = ?files_of(&op), "send in a lane");
         let request = self.wire.request(cred, op);
@@ -110,7 +127,10 @@ impl Cluster {
         } else {
             Access::Ordered
         };
+        let place = self.places;
+        self.places += 1;
         InLane {
+            place,
             mark,
             bytes: request.len(),
             ticket: self.wire.call(request, access),
@@ -127,6 +147,7 @@ impl Cluster {
         let name = op.name();
         tracing::trace!(op = name, files = ?files_of(&op), "send");
         let began = Instant::now();
+        self.places += 1;
         let ticket = self
             .wire
             .call(self.wire.request(cred, op), Access::from(read_only));

@@ -7,7 +7,7 @@
 //!   this mount's owners already hold there, which the table here starts from.
 //! * **Decided here** with the replicas' own rules ([`byzfs_fs::proto::lock::apply`]): locks,
 //!   unlocks, `F_GETLK` and the release at `close`, as long as the lease was confirmed less
-//!   than [`CONFIRMED_WITHIN`] ago (it lapses after 30 s of agreed time; past that the
+//!   than [`CONFIRMED_WITHIN`](crate::lease::CONFIRMED_WITHIN) ago (it lapses after 30 s of agreed time; past that the
 //!   mount asks the replicas to renew it first).
 //! * **Given back** when another client's lock operation recalls it (polled every
 //!   [`POLL_EVERY`], or [`POLL_ROUND_TRIPS`] round trips on slow links, while any is held), after [`IDLE`] without use, and at unmount: the
@@ -43,15 +43,14 @@ const IDLE: Duration = Duration::from_secs(2);
 const CONTENDED_FOR: Duration = Duration::from_secs(5);
 /// Recalled files remembered before the expired ones are dropped (bounds the map).
 const CONTENDED_KEPT: usize = 256;
-/// Locks are granted here only within this of the lease's last confirmation (the
-/// replicas' lease is 30 s; the mount renews every 10 s while it holds delegations).
-pub(super) const CONFIRMED_WITHIN: Duration = Duration::from_secs(20);
 
 /// One file whose locks this mount keeps.
 struct Delegated {
     fh: FileHandle,
     locks: Vec<Lock>,
     used: Instant,
+    /// The place of the reply that granted it (`lease.rs`).
+    place: u64,
 }
 
 /// The delegations this mount holds.
@@ -132,8 +131,15 @@ impl Delegations {
         }
     }
 
-    /// The replicas granted `fh`'s delegation; `mine` are this mount's locks on it.
-    pub(super) fn install(&mut self, fh: FileHandle, mine: Vec<Returned>, now: Instant) {
+    /// The replicas granted `fh`'s delegation by the reply of place `place`; `mine` are
+    /// this mount's locks on it.
+    pub(super) fn install(
+        &mut self,
+        fh: FileHandle,
+        mine: Vec<Returned>,
+        now: Instant,
+        place: u64,
+    ) {
         let locks = mine
             .into_iter()
             .map(|r| Lock {
@@ -151,6 +157,7 @@ impl Delegations {
                 fh,
                 locks,
                 used: now,
+                place,
             },
         );
         if let Some(n) = &self.nudge {
@@ -204,9 +211,14 @@ impl Delegations {
         true
     }
 
-    /// Forgets every delegation: the lease lapsed, and they lapsed with it.
-    pub(super) fn clear(&mut self) {
-        self.held.clear();
+    /// The place of the reply that granted `ino`'s delegation, if held.
+    pub(super) fn place_of(&self, ino: u64) -> Option<u64> {
+        self.held.get(&ino).map(|d| d.place)
+    }
+
+    /// Forgets the delegations granted before the lease's last lapse: they lapsed with it.
+    pub(super) fn prune(&mut self, lease: &crate::lease::Lease) {
+        self.held.retain(|_, d| !lease.dropped(d.place));
     }
 
     /// Files whose delegation went unused for [`IDLE`].
@@ -360,7 +372,7 @@ mod tests {
     const W: Option<LockKind> = Some(LockKind::Write);
 
     fn delegated(d: &mut Delegations, ino: u64, mine: Vec<Returned>, now: Instant) {
-        d.install(FileHandle { ino, generation: 1 }, mine, now);
+        d.install(FileHandle { ino, generation: 1 }, mine, now, 1);
     }
 
     /// On a fast link the poll comes every 20 ms; across sites every nine round trips (a
@@ -426,7 +438,9 @@ mod tests {
         assert!(!d.wanted(7, t));
         assert!(d.wanted(7, t + CONTENDED_FOR));
         assert!(d.wanted(8, t));
-        d.clear();
-        assert!(!d.any());
+        let mut lease = crate::lease::Lease::default();
+        lease.answered(2, true, t);
+        d.prune(&lease);
+        assert!(!d.any(), "both granted at place 1, before the lapse at 2");
     }
 }

@@ -88,6 +88,9 @@ pub(crate) struct Held {
     pub(crate) stale: bool,
     /// When it last answered early.
     pub(crate) used: Instant,
+    /// The place of the request that asked for it (`lease.rs`): for a directory made here,
+    /// the place the next request had when it was queued (its batch goes later).
+    pub(crate) place: u64,
 }
 
 /// The mount's directory delegations and its queue of early answers.
@@ -391,15 +394,19 @@ impl Dirs {
         self.mine.clear();
     }
 
-    /// The lease lapsed: the replicas dropped every delegation of this session.
-    pub(crate) fn lease_lapsed(&mut self) {
-        if self.any_held() {
+    /// The lease lapsed: the replicas dropped the delegations this session had before
+    /// the lapse, and the entries made in them are no longer surely this mount's.
+    pub(crate) fn lease_lapsed(&mut self, lease: &crate::lease::Lease) {
+        let before = self.held.len();
+        self.held.retain(|_, h| !lease.dropped(h.place));
+        if self.held.len() < before {
             tracing::warn!(
-                dirs = self.held.len(),
+                dirs = before - self.held.len(),
                 "this mount's lease lapsed while it held directories; they are listed again"
             );
         }
-        self.forget_all();
+        let held = &self.held;
+        self.mine.retain_dirs(|d| held.contains_key(&d));
     }
 }
 

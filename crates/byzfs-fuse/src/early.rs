@@ -8,7 +8,8 @@ use crate::dirs::{
     plain_name, Held, CONTENDED_FOR, LIST_PAGES, MAX_HELD, MAX_QUEUE, WANTED_WITHIN,
 };
 use crate::handles::RESERVE;
-use crate::link::Link;
+use crate::lease::Answer;
+use crate::link::{lease_answered, Link};
 use crate::recalls::give_back;
 use crate::sender::{self, run};
 use crate::writeback::{Outgoing, Wait};
@@ -68,8 +69,15 @@ fn ensure(link: &mut Link, cred: &Credentials, dir: FileHandle) -> bool {
         wanted.insert(dir.ino, now);
         return false;
     }
-    match invoke(link, cred, Op::DelegateDir { dir }) {
-        Ok(Reply::Delegated { attr, .. }) => {
+    let sent = Instant::now();
+    let reply = invoke(link, cred, Op::DelegateDir { dir });
+    // It renewed the lease (`lease.rs`): under the mount's lock, it was the last request.
+    let place = link.cluster.last_place();
+    match reply {
+        Ok(Reply::Delegated { lapsed, attr, .. }) => {
+            if lease_answered(link, place, lapsed, sent) == Answer::Late {
+                return false;
+            }
             link.dirs.held.insert(
                 dir.ino,
                 Held {
@@ -79,6 +87,7 @@ fn ensure(link: &mut Link, cred: &Credentials, dir: FileHandle) -> bool {
                     parent: None,
                     stale: true,
                     used: Instant::now(),
+                    place,
                 },
             );
             if let Some(n) = &link.dirs.nudge {
@@ -252,6 +261,7 @@ pub(crate) fn make_early(
                 parent: Some(dir),
                 stale: false,
                 used: Instant::now(),
+                place: link.cluster.next_place(),
             },
         );
     }

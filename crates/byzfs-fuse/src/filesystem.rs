@@ -734,14 +734,11 @@ impl Filesystem for ByzFuse {
                 sender::land_all_for(&mut inner.link, "close");
             }
         }
-        // POSIX: a process's close of a file drops its locks on it, after its writes.
-        {
-            let (link, locking, _) = inner.for_locks();
-            locks::release(link, locking, &cred, ino.0, lock_owner.0);
-        }
         let early = inner.link.dirs.take_error();
         let error = inner.link.gather.take_error(ino.0).or(early);
         drop(inner);
+        // POSIX: a process's close of a file drops its locks on it, after its writes.
+        locks::release(&self.inner, &cred, ino.0, lock_owner.0);
         self.drop_early_attrs();
         match error {
             Some(e) => reply.error(errno(e)),
@@ -1109,10 +1106,7 @@ impl Filesystem for ByzFuse {
         // mount's sweep (`Op::SweepDir`) may take if this mount holds no current lease.
         let cred = self.credentials(req);
         match self.inner.lock() {
-            Ok(mut inner) => {
-                let (link, locking, hidden) = inner.for_locks();
-                locks::hold_for_orphans(link, locking, hidden, &cred)
-            }
+            Ok(mut inner) => locks::hold_for_orphans(&mut inner, &cred),
             Err(_) => return reply.error(fuser::Errno::EIO),
         }
         // A name another mount's tmpfile could take too is skipped: the create is exclusive.
@@ -1242,12 +1236,13 @@ impl Filesystem for ByzFuse {
                     send_held(&mut inner.link, p);
                 }
             }
-            // The kernel names an owner here when the file was `flock`ed: its last close
-            // drops that lock.
-            if let Some(owner) = lock_owner {
-                let (link, locking, _) = inner.for_locks();
-                locks::release(link, locking, &cred, ino.0, owner.0);
-            }
+        }
+        // The kernel names an owner here when the file was `flock`ed: its last close drops
+        // that lock.
+        if let Some(owner) = lock_owner {
+            locks::release(&self.inner, &cred, ino.0, owner.0);
+        }
+        if let Ok(mut inner) = self.inner.lock() {
             if inner.files.open.release(fh.0, ino.0) {
                 // Nobody is left to report it to.
                 if let Some(e) = inner.link.gather.take_error(ino.0) {
@@ -1283,21 +1278,7 @@ impl Filesystem for ByzFuse {
             Ok(None) | Err(_) => return reply.error(fuser::Errno::EINVAL),
         };
         let cred = self.credentials(req);
-        let probe = match self.inner.lock() {
-            Ok(mut inner) => {
-                let (link, locking, _) = inner.for_locks();
-                locks::probe(
-                    link,
-                    &mut locking.delegs,
-                    &cred,
-                    fh,
-                    lock_owner.0,
-                    kind,
-                    (start, end),
-                )
-            }
-            Err(_) => return reply.error(fuser::Errno::EIO),
-        };
+        let probe = locks::probe(&self.inner, &cred, fh, lock_owner.0, kind, (start, end));
         match probe {
             locks::Probe::Answer(c) => locks::answer_getlk(c, self.client_id, (start, end), reply),
             locks::Probe::Recalling => locks::wait(locks::Waiter {
@@ -1355,13 +1336,7 @@ impl Filesystem for ByzFuse {
         } else {
             Op::SetLk(lock)
         };
-        let outcome = match self.inner.lock() {
-            Ok(mut inner) => {
-                let (link, locking, hidden) = inner.for_locks();
-                locks::set(link, locking, hidden, &cred, op.clone())
-            }
-            Err(_) => return reply.error(fuser::Errno::EIO),
-        };
+        let outcome = locks::set(&self.inner, &cred, &op);
         match outcome {
             locks::Outcome::Granted { changed } => {
                 locks::grant(&self.notifier, ino.0, changed, reply)
@@ -1484,6 +1459,13 @@ impl Filesystem for ByzFuse {
                 recalled = inner.locking.delegs.recalled,
                 given_back = inner.locking.delegs.returned,
                 "lock delegations"
+            );
+            let lease = &inner.link.lease;
+            tracing::info!(
+                calls_waited_unlocked = lease.trips_unlocked,
+                lapses = lease.lapses,
+                late_replies = lease.late,
+                "lease-bearing calls (locks, renewals, delegations asked for)"
             );
             for (fh, owner) in inner.locking.held.take_all() {
                 let _ = invoke(&mut inner.link, &cred, Op::ReleaseLocks { fh, owner });

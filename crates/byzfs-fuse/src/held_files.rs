@@ -34,6 +34,8 @@ pub(crate) const IDLE: Duration = Duration::from_secs(120);
 struct Held {
     fh: FileHandle,
     used: Instant,
+    /// The place of the reply that granted it (`lease.rs`).
+    place: u64,
 }
 
 /// The file delegations this mount holds.
@@ -102,10 +104,17 @@ impl HeldFiles {
         }
     }
 
-    /// The replicas granted `fh`'s delegation.
-    pub(crate) fn install(&mut self, fh: FileHandle, now: Instant) {
+    /// The replicas granted `fh`'s delegation, by the reply of place `place`.
+    pub(crate) fn install(&mut self, fh: FileHandle, now: Instant, place: u64) {
         self.granted += 1;
-        self.held.insert(fh.ino, Held { fh, used: now });
+        self.held.insert(
+            fh.ino,
+            Held {
+                fh,
+                used: now,
+                place,
+            },
+        );
     }
 
     /// Another mount holds `ino`, or asked for it: not asked for again for
@@ -157,20 +166,31 @@ impl HeldFiles {
     }
 
     /// The files held.
+    #[cfg(test)]
     pub(crate) fn inos(&self) -> Vec<u64> {
         self.held.keys().copied().collect()
     }
 
-    /// The replicas dropped this session's delegations (its lease lapsed): nothing is
-    /// held; writes held for those files go as any file's.
-    pub(crate) fn lease_lapsed(&mut self) {
-        if !self.held.is_empty() {
+    /// The replicas dropped this session's delegations granted before the lease's last
+    /// lapse: those are no longer held (writes held for them go as any file's). Returns
+    /// them.
+    pub(crate) fn lease_lapsed(&mut self, lease: &crate::lease::Lease) -> Vec<u64> {
+        let gone: Vec<u64> = self
+            .held
+            .iter()
+            .filter(|(_, h)| lease.dropped(h.place))
+            .map(|(&ino, _)| ino)
+            .collect();
+        for ino in &gone {
+            self.held.remove(ino);
+        }
+        if !gone.is_empty() {
             tracing::warn!(
-                files = self.held.len(),
+                files = gone.len(),
                 "the cluster dropped this mount's file delegations: its lease lapsed"
             );
         }
-        self.held.clear();
+        gone
     }
 
     /// The handle of `ino` if this mount gave it back lately: a recall of it means the
@@ -193,7 +213,7 @@ mod tests {
         let t = Instant::now();
         let mut h = HeldFiles::new(true);
         assert!(h.wanted(5, t));
-        h.install(fh(5), t);
+        h.install(fh(5), t, 1);
         assert!(!h.wanted(5, t), "held already");
         assert!(h.use_held(5, t + Duration::from_secs(1)));
         assert_eq!(h.take(5, true, t), Some(fh(5)));
@@ -210,8 +230,8 @@ mod tests {
     fn idle_files_are_taken_and_used_ones_kept() {
         let t = Instant::now();
         let mut h = HeldFiles::new(true);
-        h.install(fh(1), t);
-        h.install(fh(2), t);
+        h.install(fh(1), t, 1);
+        h.install(fh(2), t, 1);
         h.use_held(2, t + IDLE / 2);
         assert_eq!(h.take_idle(t + IDLE, 8), vec![fh(1)]);
         assert!(h.holds(2));
@@ -227,11 +247,19 @@ mod tests {
         let t = Instant::now();
         let mut h = HeldFiles::new(true);
         for i in 0..MAX_HELD as u64 {
-            h.install(fh(i + 10), t);
+            h.install(fh(i + 10), t, i);
         }
         assert!(!h.wanted(1, t));
-        h.lease_lapsed();
-        assert!(!h.any());
+        let mut lease = crate::lease::Lease::default();
+        lease.answered(MAX_HELD as u64 - 1, true, t);
+        let mut gone = h.lease_lapsed(&lease);
+        gone.sort_unstable();
+        assert_eq!(gone, (10..MAX_HELD as u64 + 9).collect::<Vec<_>>());
+        assert_eq!(
+            h.inos(),
+            vec![MAX_HELD as u64 + 9],
+            "granted at the lapse's place"
+        );
         assert!(h.wanted(1, t));
     }
 }

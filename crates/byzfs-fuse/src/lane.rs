@@ -52,6 +52,8 @@ pub(crate) struct InLane {
     pub(crate) prep: Prep,
     /// The request's size.
     pub(crate) bytes: usize,
+    /// Its place among the mount's requests (`cluster.rs` `Cluster::next_place`).
+    pub(crate) place: u64,
     /// The attribute cache's mark when it was sent (`attrs.rs` `record_since`).
     pub(crate) mark: u64,
     pub(crate) wire: Arc<Wire>,

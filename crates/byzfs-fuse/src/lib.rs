@@ -93,9 +93,12 @@
 //!   create, mkdir, unlink, rename, link, extended attributes, unbuffered writes, fsync:
 //!   `calls.rs` `ordered_lane_takes`), in the order it sent them. An encrypted mount's
 //!   reads do too, and open their blocks with no lock held (`crypt_read_lane.rs`), so
-//!   several reads' blocks open on several cores. Locks, delegations, write-back batches
-//!   and an encrypted mount's other operations still hold the lock until their reply (one
-//!   at a time).
+//!   several reads' blocks open on several cores. Lock operations, renewals of the lease
+//!   and file delegations asked for let it go too (`lease_call.rs`): what their replies
+//!   install is tagged with the request's place among the mount's, so a reply telling
+//!   that the lease lapsed drops only what is older (`lease.rs`). Write-back is waited for
+//!   without it (`unlocked.rs`). Still under the lock: a directory asked for (with its
+//!   listing), delegations given back, and an encrypted mount's other operations.
 //! * **Not handled yet:** ACLs are not supported (device nodes are: `mknod` by uid 0).
 //!   go-fuse's POSIX suite passes (docs/CONFORMANCE.md).
 
@@ -126,6 +129,8 @@ mod handles;
 mod held_files;
 mod inflight;
 mod lane;
+mod lease;
+mod lease_call;
 mod link;
 mod listings;
 mod locks;
@@ -248,9 +253,12 @@ struct Inner {
 
 impl Inner {
     /// The parts a lock call borrows, and how many hidden files this mount keeps (it holds
-    /// the lease for them as for locks).
+    /// the lease for them as for locks). The lock books first drop what a lapse of the
+    /// lease told since took (`lease.rs`).
     fn for_locks(&mut self) -> (&mut Link, &mut locks::Locking, usize) {
-        (&mut self.link, &mut self.locking, self.files.silly.len())
+        let hidden = self.files.silly.len();
+        self.locking.follow(&self.link.lease, hidden);
+        (&mut self.link, &mut self.locking, hidden)
     }
 }
 
@@ -465,40 +473,51 @@ impl ByzFuse {
     }
 
     /// Asks for file `fh`'s delegation (`held_files.rs`) at an `open` for writing; the
-    /// reply's attributes as a `getattr`'s. Another mount holding it (asked to give it
-    /// back) or a refusal: the file is not asked for again for a while, and the `open`
-    /// looks at its attributes as usual (after the holder gave it back).
+    /// reply's attributes as a `getattr`'s. The mount's lock is let go while the replicas
+    /// answer (`lease_call.rs`). Another mount holding it (asked to give it back) or a
+    /// refusal: the file is not asked for again for a while, and the `open` looks at its
+    /// attributes as usual (after the holder gave it back).
     fn delegate_file(&self, req: &fuser::Request, fh: FileHandle) -> FsResult {
+        use lease_call::{Answered, Begun};
         let cred = self.credentials(req);
-        let granted = {
-            let Ok(mut inner) = self.inner.lock() else {
-                return Err(Errno::EIO);
-            };
-            let sent = std::time::Instant::now();
-            match invoke(&mut inner.link, &cred, Op::DelegateFile { file: fh }) {
-                Ok(Reply::Delegated { lapsed, attr, .. }) => {
-                    let (link, locking, hidden) = inner.for_locks();
-                    // It renewed the lease: a lapse dropped every other delegation.
-                    locks::lease_renewed(link, locking, hidden, lapsed, sent);
-                    let now = std::time::Instant::now();
-                    // Bytes kept from an earlier delegation may be old now.
-                    link.dirs.contents_changed(fh.ino);
-                    link.files.install(fh, now);
+        let op = Op::DelegateFile { file: fh };
+        let begin = |i: &mut Inner| {
+            if let Some(first) = lease_call::first(&mut i.link, &op) {
+                return first;
+            }
+            Begun::Sent(Box::new(lease_call::send(
+                &mut i.link,
+                &cred,
+                op.clone(),
+                (),
+            )))
+        };
+        let end = |i: &mut Inner, a: Answered<()>| match a.result {
+            Ok(Reply::Delegated { lapsed, attr, .. }) => {
+                // It renewed the lease: a lapse dropped every older delegation. One told by
+                // a later reply already dropped this one.
+                if lease_call::told(i, a.place, lapsed, a.at) == lease::Answer::Late {
+                    return None;
+                }
+                let now = std::time::Instant::now();
+                let link = &mut i.link;
+                // Bytes kept from an earlier delegation may be old now.
+                link.dirs.contents_changed(fh.ino);
+                link.files.install(fh, now, a.place);
+                // Unless this mount changed the file since it asked.
+                if link.attrs.unchanged_since(a.mark, fh.ino) {
                     link.attrs.learn(&attr, now);
                     link.stamps.saw(fh.ino, Stamp::of(&attr));
-                    Some(attr)
                 }
-                other => {
-                    tracing::debug!(ino = fh.ino, ?other, "file delegation not granted");
-                    inner
-                        .link
-                        .files
-                        .contended(fh.ino, std::time::Instant::now());
-                    None
-                }
+                Some(attr)
+            }
+            other => {
+                tracing::debug!(ino = fh.ino, ?other, "file delegation not granted");
+                i.link.files.contended(fh.ino, std::time::Instant::now());
+                None
             }
         };
-        match granted {
+        match lease_call::run(&self.inner, begin, end)? {
             Some(attr) => Ok(Reply::Attr(attr)),
             None => self.call(req, Op::GetAttr { fh }),
         }

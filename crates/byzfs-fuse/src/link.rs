@@ -10,6 +10,7 @@ use crate::gather::Gather;
 use crate::handles::{Handles, RESERVE};
 use crate::inflight::InFlight;
 use crate::lane::{InLane, Prep};
+use crate::lease::{Answer, Lease};
 use crate::reclaim::Reclaimer;
 use crate::stamps::Stamps;
 use crate::transport::Transport;
@@ -47,6 +48,35 @@ pub(crate) struct Link {
     pub(crate) handles: Handles,
     /// An encrypted mount's crypto layer (`crypt.rs`), between every operation and the wire.
     pub(crate) crypt: Option<Box<crate::crypt::Crypt>>,
+    /// The lease every lock and delegation needs (`lease.rs`); the lock books follow its
+    /// lapses when they are next borrowed (`lib.rs` `Inner::for_locks`).
+    pub(crate) lease: Lease,
+}
+
+/// A lease-bearing reply of place `place`, sent at `sent`, in (`lapsed`: it says the lease
+/// had lapsed before it ran): the lease's book, and the delegations a lapse dropped.
+pub(crate) fn lease_answered(link: &mut Link, place: u64, lapsed: bool, sent: Instant) -> Answer {
+    let answer = link.lease.answered(place, lapsed, sent);
+    if let Answer::Lapsed(_) = answer {
+        drop_lapsed(link);
+    }
+    answer
+}
+
+/// A lapse told by a reply whose place is not known exactly: `at_most` is no earlier
+/// (`lease.rs`: a batch's reply).
+pub(crate) fn lapsed_by(link: &mut Link, at_most: u64) {
+    link.lease.lapsed_by(at_most);
+    drop_lapsed(link);
+}
+
+/// The directory and file delegations older than the last lapse, forgotten; bytes kept of
+/// the files may be old now.
+fn drop_lapsed(link: &mut Link) {
+    link.dirs.lease_lapsed(&link.lease);
+    for ino in link.files.lease_lapsed(&link.lease) {
+        link.dirs.contents_changed(ino);
+    }
 }
 
 /// What `op`'s reply must update ([`settle`]), noted just before it is sent (`ordered`: sent

@@ -41,12 +41,13 @@
 //!   too, is known to the replicas. `flock` waits are not checked, as on Linux.
 
 use super::delegations::Delegations;
-use super::delegations::CONFIRMED_WITHIN;
 use super::{errno, invoke, Inner, Link};
 use crate::attrs::Stamp;
+use crate::lease::{Answer, Lease, RENEW_EVERY};
+use crate::lease_call::{self, Answered, Begun};
 use byzfs_fs::proto::lock::{LockInfo, LockKind, LOCK_END_MAX};
 use byzfs_fs::{Credentials, Errno, FileHandle, Op, Reply};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
@@ -55,8 +56,6 @@ const F_RDLCK: i32 = 0;
 const F_WRLCK: i32 = 1;
 const F_UNLCK: i32 = 2;
 
-/// How often a mount that holds locks renews its lease: a third of the replicas' 30 s.
-pub(super) const RENEW_EVERY: Duration = Duration::from_secs(10);
 /// First pause of a blocked lock request between attempts; it doubles up to [`RETRY_MAX`].
 const RETRY_FIRST: Duration = Duration::from_millis(10);
 /// Longest pause between attempts: also the longest a waiter may lag behind a release.
@@ -64,64 +63,99 @@ const RETRY_MAX: Duration = Duration::from_millis(200);
 /// Pause between attempts while another mount gives its delegation of the file back.
 const RECALL_RETRY: Duration = Duration::from_millis(5);
 
-/// The mount's lock books: what it may hold at the replicas and the files it holds the
-/// locks of itself. Lock calls borrow this and the [`Link`] only, and are told how many
-/// hidden files the mount keeps (it holds the lease for those too).
+/// The mount's lock books: what it may hold at the replicas, the files it holds the locks
+/// of itself, and the files with a lock call on its way. Lock calls borrow this and the
+/// [`Link`] only (`lib.rs` `Inner::for_locks`, which first drops what a lapse of the lease
+/// told since took: [`Locking::follow`]).
 pub(super) struct Locking {
     pub(super) held: Held,
     pub(super) delegs: Delegations,
+    /// Files with a lock change or release on its way to the replicas: another lock call
+    /// on the file waits for its reply (`lease_call.rs` `Begun::Wait`), so the file's
+    /// locks change here in the order the replicas change them.
+    busy: HashSet<u64>,
+    /// The lapse of the lease these books last followed (`lease.rs` `Lease::lapsed_at`).
+    followed: u64,
 }
 
-/// The (file, owner) pairs that may hold locks at the replicas, and when the lease was last
-/// renewed.
+impl Locking {
+    pub(super) fn new(delegs: Delegations) -> Locking {
+        Locking {
+            held: Held::default(),
+            delegs,
+            busy: HashSet::new(),
+            followed: 0,
+        }
+    }
+
+    /// Drops what the replicas dropped with a lapse of the lease told since these books
+    /// were last borrowed; `hidden`: files this mount keeps under hidden names.
+    pub(super) fn follow(&mut self, lease: &Lease, hidden: usize) {
+        if lease.lapsed_at() == self.followed {
+            return;
+        }
+        self.followed = lease.lapsed_at();
+        self.held.prune(lease);
+        self.delegs.prune(lease);
+        if hidden > 0 {
+            tracing::warn!(
+                files = hidden,
+                "this mount's lease lapsed while it kept removed files open: another mount may \
+                 have swept them from the orphan directory (they then read as stale)"
+            );
+        }
+    }
+}
+
+/// The (file, owner) pairs that may hold locks at the replicas, each with the place of the
+/// reply that last granted one (`lease.rs`).
 #[derive(Default)]
 pub(super) struct Held {
-    pairs: HashMap<(u64, u64), FileHandle>,
-    renewed: Option<Instant>,
-    /// When the last request that renewed the lease, and whose reply said it had not
-    /// lapsed, was sent.
-    confirmed: Option<Instant>,
+    pairs: HashMap<(u64, u64), (FileHandle, u64)>,
 }
 
 impl Held {
-    /// `owner` may now hold locks on `fh`.
-    fn note(&mut self, fh: FileHandle, owner: u64, now: Instant) {
-        self.pairs.insert((fh.ino, owner), fh);
-        self.renewed.get_or_insert(now);
+    /// `owner` may now hold locks on `fh`, granted by the reply of place `place`.
+    fn note(&mut self, fh: FileHandle, owner: u64, place: u64) {
+        let e = self.pairs.entry((fh.ino, owner)).or_insert((fh, place));
+        e.1 = e.1.max(place);
     }
 
     /// Forgets `owner`'s locks on `ino`, returning the file if it may have held some.
     pub(super) fn take(&mut self, ino: u64, owner: u64) -> Option<FileHandle> {
-        self.pairs.remove(&(ino, owner))
+        self.pairs.remove(&(ino, owner)).map(|(fh, _)| fh)
+    }
+
+    /// The file `owner` may hold locks on, if it may.
+    fn get(&self, ino: u64, owner: u64) -> Option<FileHandle> {
+        self.pairs.get(&(ino, owner)).map(|(fh, _)| *fh)
     }
 
     /// Every pair, forgotten (at unmount).
     pub(super) fn take_all(&mut self) -> Vec<(FileHandle, u64)> {
-        self.pairs.drain().map(|((_, o), fh)| (fh, o)).collect()
+        self.pairs
+            .drain()
+            .map(|((_, o), (fh, _))| (fh, o))
+            .collect()
     }
 
-    /// Whether the lease should be renewed now (`other`: delegations or hidden files are
-    /// held, which need the lease too).
-    fn renewal_due(&self, now: Instant, other: bool) -> bool {
-        (other || !self.pairs.is_empty()) && self.renewed.is_none_or(|t| now - t >= RENEW_EVERY)
+    /// Whether any pair may hold locks (the lease is renewed while one does).
+    fn any(&self) -> bool {
+        !self.pairs.is_empty()
     }
 
-    /// Whether the lease was confirmed recently enough to grant locks here.
-    fn confirmed_recently(&self, now: Instant) -> bool {
-        self.confirmed
-            .is_some_and(|t| now.saturating_duration_since(t) < CONFIRMED_WITHIN)
-    }
-
-    /// The replicas dropped every lock of this session (its lease lapsed).
-    fn lapsed(&mut self) {
-        if !self.pairs.is_empty() {
+    /// The pairs granted before the lease's last lapse, forgotten: the replicas dropped
+    /// their locks.
+    fn prune(&mut self, lease: &Lease) {
+        let before = self.pairs.len();
+        self.pairs.retain(|_, (_, place)| !lease.dropped(*place));
+        if self.pairs.len() < before {
             tracing::error!(
-                files = self.pairs.len(),
+                files = before - self.pairs.len(),
                 "the cluster dropped this mount's locks: its lease lapsed (no lock operation \
                  or renewal reached it for 30 s); programs holding them may now conflict"
             );
         }
-        self.pairs.clear();
     }
 }
 
@@ -154,33 +188,41 @@ pub(super) enum Probe {
 }
 
 /// `F_GETLK` of `owner` for a `kind` lock on `range` of `fh`: answered here if this mount
-/// holds the file's delegation, else by the replicas.
+/// holds the file's delegation, else by the replicas (the mount's lock let go meanwhile:
+/// `lease_call.rs`).
 pub(super) fn probe(
-    link: &mut Link,
-    delegs: &mut Delegations,
+    mount: &Mutex<Inner>,
     cred: &Credentials,
     fh: FileHandle,
     owner: u64,
     kind: LockKind,
     (start, end): (u64, u64),
 ) -> Probe {
-    let now = Instant::now();
-    if let Some(c) = delegs.get(fh.ino, owner, kind, (start, end), now) {
-        return Probe::Answer(c);
-    }
-    let op = Op::GetLk {
-        fh,
-        owner,
-        kind,
-        start,
-        end,
+    let begin = |i: &mut Inner| {
+        let (link, locking, _) = i.for_locks();
+        let now = Instant::now();
+        if let Some(c) = locking.delegs.get(fh.ino, owner, kind, (start, end), now) {
+            return Begun::Done(Probe::Answer(c));
+        }
+        let op = Op::GetLk {
+            fh,
+            owner,
+            kind,
+            start,
+            end,
+        };
+        if let Some(first) = lease_call::first(link, &op) {
+            return first;
+        }
+        Begun::Sent(Box::new(lease_call::send(link, cred, op, ())))
     };
-    match invoke(link, cred, op) {
+    let end = |_: &mut Inner, a: Answered<()>| match a.result {
         Ok(Reply::Lock { conflict, .. }) => Probe::Answer(conflict),
         Ok(Reply::Recall) => Probe::Recalling,
         Ok(_) => Probe::Failed(Errno::EIO),
         Err(e) => Probe::Failed(e),
-    }
+    };
+    lease_call::run(mount, begin, end).unwrap_or(Probe::Failed(Errno::EIO))
 }
 
 /// Answers `F_GETLK`: the first conflicting lock, or `F_UNLCK`. A holder's pid is reported
@@ -215,29 +257,54 @@ pub(super) enum Outcome {
     Failed(Errno),
 }
 
+/// A lock change on its way to the replicas: what its reply applies to.
+struct SetSent {
+    fh: FileHandle,
+    owner: u64,
+    kind: Option<LockKind>,
+}
+
 /// Decides `op` (a `SetLk` or `SetLkWait`): here if this mount holds the file's
 /// delegation, else at the replicas (asking for the delegation unless the file is contended
-/// or the request waits), keeping the mount's books: which pairs may hold locks, the lease,
-/// and the file's last seen attributes.
-pub(super) fn set(
+/// or the request waits), the mount's lock let go while they answer (`lease_call.rs`);
+/// keeps the mount's books: which pairs may hold locks, the lease, and the file's last
+/// seen attributes.
+pub(super) fn set(mount: &Mutex<Inner>, cred: &Credentials, op: &Op) -> Outcome {
+    let mut renewed = false;
+    let begin = |i: &mut Inner| {
+        let (link, locking, _) = i.for_locks();
+        begin_set(link, locking, cred, op, &mut renewed)
+    };
+    lease_call::run(mount, begin, set_answered).unwrap_or(Outcome::Failed(Errno::EIO))
+}
+
+/// [`set`]'s first half, under the mount's lock. `renewed`: the lease was renewed for it
+/// already.
+fn begin_set(
     link: &mut Link,
     locking: &mut Locking,
-    hidden: usize,
     cred: &Credentials,
-    op: Op,
-) -> Outcome {
+    op: &Op,
+    renewed: &mut bool,
+) -> Begun<Outcome, SetSent> {
     let (r, waits) = match op {
         Op::SetLk(r) => (r, false),
         Op::SetLkWait(r) => (r, true),
-        _ => return Outcome::Failed(Errno::EINVAL),
+        _ => return Begun::Done(Outcome::Failed(Errno::EINVAL)),
     };
     let (fh, owner, kind) = (r.fh, r.owner, r.kind);
+    if locking.busy.contains(&fh.ino) {
+        return Begun::Wait;
+    }
     let now = Instant::now();
-    if locking.delegs.holds(fh.ino) && !locking.held.confirmed_recently(now) {
-        // Renew first: the delegation may have lapsed with the lease.
-        if let Err(e) = renew(link, locking, hidden, cred) {
-            return Outcome::Failed(e);
+    if locking.delegs.holds(fh.ino) && !link.lease.confirmed_recently(now) {
+        if *renewed {
+            // The renewal failed (its error is logged): the delegation is not sure.
+            return Begun::Done(Outcome::Failed(Errno::EIO));
         }
+        // Renew first: the delegation may have lapsed with the lease.
+        *renewed = true;
+        return Begun::Renew(cred.clone());
     }
     if let Some(r) = locking
         .delegs
@@ -246,46 +313,81 @@ pub(super) fn set(
         match r {
             Ok(()) => {
                 if kind.is_some() {
-                    locking.held.note(fh, owner, now);
+                    let place = locking.delegs.place_of(fh.ino).unwrap_or(0);
+                    locking.held.note(fh, owner, place);
                 }
-                return Outcome::Granted { changed: false };
+                return Begun::Done(Outcome::Granted { changed: false });
             }
             // A wait the replicas must know of, for deadlock detection: the file goes
             // back to them (and stays there while contended).
             Err(Errno::EAGAIN) if waits => {
                 super::delegations::give_back(link, &mut locking.delegs, cred, fh.ino, true);
                 if locking.delegs.holds(fh.ino) {
-                    return Outcome::Busy; // Not given back (a transient failure).
+                    return Begun::Done(Outcome::Busy); // Not given back (a transient failure).
                 }
             }
-            Err(Errno::EAGAIN) => return Outcome::Busy,
-            Err(e) => return Outcome::Failed(e),
+            Err(Errno::EAGAIN) => return Begun::Done(Outcome::Busy),
+            Err(e) => return Begun::Done(Outcome::Failed(e)),
         }
     }
     let delegate = !waits && kind.is_some() && locking.delegs.wanted(fh.ino, now);
-    let op = if delegate { op.asking_delegation() } else { op };
-    match invoke(link, cred, op) {
+    let op = if delegate {
+        op.clone().asking_delegation()
+    } else {
+        op.clone()
+    };
+    if let Some(first) = lease_call::first(link, &op) {
+        return first;
+    }
+    locking.busy.insert(fh.ino);
+    Begun::Sent(Box::new(lease_call::send(
+        link,
+        cred,
+        op,
+        SetSent { fh, owner, kind },
+    )))
+}
+
+/// [`set`]'s second half, the mount's lock taken again: the reply applied to the books.
+fn set_answered(inner: &mut Inner, a: Answered<SetSent>) -> Outcome {
+    let SetSent { fh, owner, kind } = a.then;
+    inner.locking.busy.remove(&fh.ino);
+    let lapsed = match &a.result {
+        Ok(
+            Reply::Lock { lapsed, .. }
+            | Reply::Deadlock { lapsed }
+            | Reply::Delegated { lapsed, .. },
+        ) => Some(*lapsed),
+        _ => None,
+    };
+    let answer = lapsed.map(|l| lease_call::told(inner, a.place, l, a.at));
+    let (link, locking, _) = inner.for_locks();
+    match a.result {
+        // A `SetLkWait` that must wait (it renewed the lease all the same).
         Ok(Reply::Lock {
-            conflict: Some(_),
-            lapsed,
-            ..
-        }) => {
-            // A `SetLkWait` that must wait (it renewed the lease all the same).
-            renewed(link, locking, hidden, lapsed, now);
-            Outcome::Busy
-        }
-        Ok(Reply::Deadlock { lapsed }) => {
-            renewed(link, locking, hidden, lapsed, now);
-            Outcome::Deadlock
-        }
-        Ok(Reply::Lock { lapsed, attr, .. }) => {
-            renewed(link, locking, hidden, lapsed, now);
-            granted(link, locking, (fh, owner), kind, attr.as_ref(), now)
-        }
-        Ok(Reply::Delegated { lapsed, attr, mine }) => {
-            renewed(link, locking, hidden, lapsed, now);
-            let outcome = granted(link, locking, (fh, owner), kind, Some(&attr), now);
-            locking.delegs.install(fh, mine, now);
+            conflict: Some(_), ..
+        }) => Outcome::Busy,
+        Ok(Reply::Deadlock { .. }) => Outcome::Deadlock,
+        Ok(Reply::Lock { attr, .. }) => granted(
+            link,
+            locking,
+            (fh, owner),
+            kind,
+            attr.as_ref(),
+            (a.place, answer),
+        ),
+        Ok(Reply::Delegated { attr, mine, .. }) => {
+            let outcome = granted(
+                link,
+                locking,
+                (fh, owner),
+                kind,
+                Some(&attr),
+                (a.place, answer),
+            );
+            if answer != Some(Answer::Late) {
+                locking.delegs.install(fh, mine, Instant::now(), a.place);
+            }
             outcome
         }
         Ok(Reply::Recall) => Outcome::Recalling,
@@ -295,47 +397,34 @@ pub(super) fn set(
             // A soft mount's timeout leaves unknown whether the lock was taken: release it
             // at close in case it was.
             if kind.is_some() && e == Errno::EIO {
-                locking.held.note(fh, owner, now);
+                locking.held.note(fh, owner, a.place);
             }
             Outcome::Failed(e)
         }
     }
 }
 
-/// The books after a lock operation sent at `sent` renewed the lease.
-fn renewed(link: &mut Link, locking: &mut Locking, hidden: usize, lapsed: bool, sent: Instant) {
-    if lapsed {
-        lease_lapsed(link, locking, hidden);
-    }
-    locking.held.renewed = Some(sent);
-    locking.held.confirmed = Some(sent);
-}
-
-/// The lease renewed by a request sent at `sent` that is not a lock operation (a file
-/// delegation asked for: `lib.rs` `delegate_file`); `lapsed`: its reply said the lease had
-/// lapsed before.
-pub(super) fn lease_renewed(
-    link: &mut Link,
-    locking: &mut Locking,
-    hidden: usize,
-    lapsed: bool,
-    sent: Instant,
-) {
-    renewed(link, locking, hidden, lapsed, sent);
-}
-
-/// The books after the replicas granted a lock change sent at `sent` (the lease's are
-/// [`renewed`]'s).
+/// The books after the replicas granted a lock change of place `place`, whose reply said
+/// `answer` of the lease. A lock granted by a reply that came in after a later one said the
+/// lease lapsed is lost (the replicas dropped it with the lease): `ENOLCK`.
 fn granted(
     link: &mut Link,
     locking: &mut Locking,
     (fh, owner): (FileHandle, u64),
     kind: Option<LockKind>,
     attr: Option<&byzfs_fs::Attr>,
-    sent: Instant,
+    (place, answer): (u64, Option<Answer>),
 ) -> Outcome {
     if kind.is_some() {
-        locking.held.note(fh, owner, sent);
+        if answer == Some(Answer::Late) {
+            tracing::warn!(
+                ino = fh.ino,
+                "a lock the cluster granted was lost: this mount's lease lapsed after it ran \
+                 (no lock operation or renewal reached the cluster for 30 s); ENOLCK"
+            );
+            return Outcome::Failed(Errno::ENOLCK);
+        }
+        locking.held.note(fh, owner, place);
     }
     let changed = match attr {
         Some(a) => {
@@ -353,106 +442,68 @@ fn granted(
     Outcome::Granted { changed }
 }
 
-/// The replicas dropped every lock and delegation of this session; another mount's sweep
-/// may have removed its hidden files too.
-fn lease_lapsed(link: &mut Link, locking: &mut Locking, hidden: usize) {
-    link.dirs.lease_lapsed();
-    for ino in link.files.inos() {
-        link.dirs.contents_changed(ino);
-    }
-    link.files.lease_lapsed();
-    locking.held.lapsed();
-    locking.delegs.clear();
-    if hidden > 0 {
-        tracing::warn!(
-            files = hidden,
-            "this mount's lease lapsed while it kept removed files open: another mount may \
-             have swept them from the orphan directory (they then read as stale)"
-        );
-    }
-}
-
 /// Holds the lease while this mount keeps hidden files ([`byzfs_fs::orphan`]): renews it
-/// now unless a renewal was confirmed within [`RENEW_EVERY`].
-pub(super) fn hold_for_orphans(
-    link: &mut Link,
-    locking: &mut Locking,
-    hidden: usize,
-    cred: &Credentials,
-) {
-    let now = Instant::now();
-    let fresh = locking
-        .held
-        .confirmed
-        .is_some_and(|t| now.saturating_duration_since(t) < RENEW_EVERY);
-    if !fresh {
-        if let Err(e) = renew(link, locking, hidden, cred) {
-            tracing::warn!(%e, "cannot take the lease that keeps hidden files");
-        }
-    }
-}
-
-/// Renews the lease now.
-fn renew(
-    link: &mut Link,
-    locking: &mut Locking,
-    hidden: usize,
-    cred: &Credentials,
-) -> Result<(), Errno> {
-    let now = Instant::now();
-    locking.held.renewed = Some(now);
-    match invoke(link, cred, Op::RenewLease) {
-        Ok(Reply::Lock { lapsed: true, .. }) => {
-            lease_lapsed(link, locking, hidden);
-            Ok(())
-        }
-        Ok(_) => {
-            locking.held.confirmed = Some(now);
-            Ok(())
-        }
-        Err(e) => Err(e),
+/// now (under the mount's lock, which the caller holds across the rename that follows)
+/// unless a renewal was confirmed within [`RENEW_EVERY`].
+pub(super) fn hold_for_orphans(inner: &mut Inner, cred: &Credentials) {
+    if !inner
+        .link
+        .lease
+        .confirmed_within(Instant::now(), RENEW_EVERY)
+    {
+        lease_call::renew_locked(inner, cred, "cannot take the lease that keeps hidden files");
     }
 }
 
 /// Drops `owner`'s locks on `ino`: here if this mount holds the file's delegation, else at
-/// the replicas if it may hold some there.
-pub(super) fn release(
-    link: &mut Link,
-    locking: &mut Locking,
-    cred: &Credentials,
-    ino: u64,
-    owner: u64,
-) {
-    if locking.delegs.release(ino, owner) {
+/// the replicas if it may hold some there (the mount's lock let go meanwhile).
+pub(super) fn release(mount: &Mutex<Inner>, cred: &Credentials, ino: u64, owner: u64) {
+    let begin = |i: &mut Inner| {
+        let (link, locking, _) = i.for_locks();
+        if locking.busy.contains(&ino) {
+            return Begun::Wait;
+        }
+        if locking.delegs.release(ino, owner) {
+            locking.held.take(ino, owner);
+            return Begun::Done(());
+        }
+        let Some(fh) = locking.held.get(ino, owner) else {
+            return Begun::Done(());
+        };
+        let op = Op::ReleaseLocks { fh, owner };
+        if let Some(first) = lease_call::first(link, &op) {
+            return first;
+        }
         locking.held.take(ino, owner);
-        return;
-    }
-    if let Some(fh) = locking.held.take(ino, owner) {
-        match invoke(link, cred, Op::ReleaseLocks { fh, owner }) {
+        locking.busy.insert(ino);
+        Begun::Sent(Box::new(lease_call::send(link, cred, op, ())))
+    };
+    let end = |i: &mut Inner, a: Answered<()>| {
+        i.locking.busy.remove(&ino);
+        match a.result {
             Ok(_) | Err(Errno::ESTALE) => {}
             Err(e) => tracing::warn!(ino, %e, "cannot release locks; they lapse with the lease"),
         }
-    }
+    };
+    let _ = lease_call::run(mount, begin, end);
 }
 
 /// Renews the lease if this mount holds locks, delegations or hidden files and the last
-/// renewal is [`RENEW_EVERY`] old.
-pub(super) fn renew_if_due(
-    link: &mut Link,
-    locking: &mut Locking,
-    hidden: usize,
-    cred: &Credentials,
-) {
-    let now = Instant::now();
-    if !locking.held.renewal_due(
-        now,
-        locking.delegs.any() || hidden > 0 || link.dirs.any_held() || link.files.any(),
-    ) {
-        return;
-    }
-    if let Err(e) = renew(link, locking, hidden, cred) {
-        tracing::warn!(%e, "cannot renew the lock lease");
-    }
+/// renewal is [`RENEW_EVERY`] old (the mount's lock let go while the replicas answer).
+pub(super) fn renew_if_due(mount: &Mutex<Inner>, cred: &Credentials) {
+    let begin = |i: &mut Inner| {
+        let needed = i.locking.delegs.any()
+            || i.locking.held.any()
+            || !i.files.silly.is_empty()
+            || i.link.dirs.any_held()
+            || i.link.files.any();
+        if i.link.lease.renewal_due(Instant::now(), needed) {
+            Begun::Renew(cred.clone())
+        } else {
+            Begun::Done(())
+        }
+    };
+    let _ = lease_call::run(mount, begin, |_, _: Answered<()>| ());
 }
 
 /// Answers a granted lock: at once, or, if the file changed elsewhere, after dropping the
@@ -536,17 +587,7 @@ pub(super) fn wait(w: Waiter) {
                     me,
                     reply,
                 } => {
-                    let attempt = |i: &mut Inner| {
-                        probe(
-                            &mut i.link,
-                            &mut i.locking.delegs,
-                            &cred,
-                            fh,
-                            owner,
-                            kind,
-                            range,
-                        )
-                    };
+                    let attempt = |m: &Mutex<Inner>| probe(m, &cred, fh, owner, kind, range);
                     loop {
                         match attempt_after(&inner, tid, RECALL_RETRY, attempt) {
                             Err(e) => return reply.error(e),
@@ -581,10 +622,7 @@ fn wait_set(
     let mut busy_nap = RETRY_FIRST;
     let mut nap = RECALL_RETRY;
     loop {
-        let outcome = match attempt_after(inner, tid, nap, |i| {
-            let (link, locking, hidden) = i.for_locks();
-            set(link, locking, hidden, cred, op.clone())
-        }) {
+        let outcome = match attempt_after(inner, tid, nap, |m| set(m, cred, &op)) {
             Ok(o) => o,
             Err(e) => {
                 if let Some((fh, owner)) = waiting {
@@ -628,15 +666,14 @@ fn attempt_after<T>(
     inner: &Weak<Mutex<Inner>>,
     tid: u32,
     nap: Duration,
-    attempt: impl FnOnce(&mut Inner) -> T,
+    attempt: impl FnOnce(&Mutex<Inner>) -> T,
 ) -> Result<T, fuser::Errno> {
     std::thread::sleep(nap);
     if signal_pending(tid) {
         return Err(fuser::Errno::EINTR);
     }
     let inner = inner.upgrade().ok_or(fuser::Errno::EIO)?; // Unmounted.
-    let mut guard = inner.lock().map_err(|_| fuser::Errno::EIO)?;
-    Ok(attempt(&mut guard))
+    Ok(attempt(&inner))
 }
 
 /// Whether thread `tid` has a signal pending that it does not block (`SigPnd`/`ShdPnd`
@@ -686,19 +723,48 @@ mod tests {
     }
 
     #[test]
-    fn renewal_is_due_only_while_locks_are_held() {
-        let mut h = Held::default();
+    fn pairs_granted_before_a_lapse_are_forgotten_and_later_ones_kept() {
         let t = Instant::now();
-        assert!(!h.renewal_due(t + RENEW_EVERY * 2, false));
-        assert!(h.renewal_due(t, true), "delegations need the lease too");
-        h.note(FileHandle::ROOT, 7, t);
-        assert!(!h.renewal_due(t + RENEW_EVERY / 2, false));
-        assert!(h.renewal_due(t + RENEW_EVERY, false));
-        assert_eq!(h.take(FileHandle::ROOT.ino, 7), Some(FileHandle::ROOT));
-        assert!(!h.renewal_due(t + RENEW_EVERY, false));
-        assert!(!h.confirmed_recently(t));
-        h.confirmed = Some(t);
-        assert!(h.confirmed_recently(t + CONFIRMED_WITHIN / 2));
-        assert!(!h.confirmed_recently(t + CONFIRMED_WITHIN));
+        let fh = |ino| FileHandle { ino, generation: 1 };
+        let mut h = Held::default();
+        h.note(fh(2), 7, 3);
+        h.note(fh(4), 7, 9);
+        // Granted again later: the pair counts from its latest grant.
+        h.note(fh(5), 1, 2);
+        h.note(fh(5), 1, 8);
+        h.note(fh(5), 1, 6);
+        let mut lease = Lease::default();
+        assert_eq!(lease.answered(8, true, t), Answer::Lapsed(8));
+        h.prune(&lease);
+        let mut left = h.take_all();
+        left.sort_by_key(|(f, o)| (f.ino, *o));
+        assert_eq!(left, vec![(fh(4), 7), (fh(5), 1)]);
+    }
+
+    #[test]
+    fn the_books_follow_each_lapse_once() {
+        let t = Instant::now();
+        let mut locking = Locking::new(Delegations::new(1, None));
+        let f = FileHandle {
+            ino: 3,
+            generation: 1,
+        };
+        locking.held.note(f, 7, 4);
+        locking.delegs.install(f, Vec::new(), t, 4);
+        let mut lease = Lease::default();
+        locking.follow(&lease, 0);
+        assert!(
+            locking.held.any() && locking.delegs.holds(3),
+            "no lapse told"
+        );
+        lease.answered(5, true, t);
+        locking.follow(&lease, 0);
+        assert!(!locking.held.any() && !locking.delegs.holds(3));
+        assert_eq!(locking.followed, 5);
+        // Installed after the lapse, under the lease place 5 took again.
+        locking.held.note(f, 7, 6);
+        locking.delegs.install(f, Vec::new(), t, 6);
+        locking.follow(&lease, 0);
+        assert!(locking.held.any() && locking.delegs.holds(3));
     }
 }

@@ -92,10 +92,7 @@ fn hide(
     }
     // No orphan directory for this caller: the file's own directory keeps it, under the
     // lease too (`Op::SweepDir` sweeps such names in any directory).
-    {
-        let (link, locking, hidden) = inner.for_locks();
-        locks::hold_for_orphans(link, locking, hidden, cred)
-    };
+    locks::hold_for_orphans(inner, cred);
     let op = Op::Rename {
         from_dir: dir,
         from_name: name.to_vec(),
@@ -166,10 +163,7 @@ pub(crate) fn to_orphans(
 ) -> Option<(FileHandle, Vec<u8>)> {
     let orphans = orphan_dir(inner)?;
     // Held from before the file arrives, so no other mount's sweep can take it.
-    {
-        let (link, locking, hidden) = inner.for_locks();
-        locks::hold_for_orphans(link, locking, hidden, cred)
-    };
+    locks::hold_for_orphans(inner, cred);
     let op = Op::Rename {
         from_dir: dir,
         from_name: name.to_vec(),

@@ -247,6 +247,7 @@ pub fn mount(
                 inflight: Default::default(),
                 handles: Default::default(),
                 crypt,
+                lease: Default::default(),
             },
             files: Files {
                 known: HashMap::from([(
@@ -263,10 +264,7 @@ pub fn mount(
                 tmp_next: 0,
                 orphans: None,
             },
-            locking: locks::Locking {
-                held: locks::Held::default(),
-                delegs: delegations::Delegations::new(client_id, Some(nudge_tx)),
-            },
+            locking: locks::Locking::new(delegations::Delegations::new(client_id, Some(nudge_tx))),
         })),
         notifier: Arc::clone(&notifier),
         groups: groups::GroupCache::default(),

@@ -349,6 +349,15 @@ fn queue_answered(link: &mut Link, q: QueueSent, result: FsResult) -> Vec<Outgoi
     let first_write = q.n - q.joined.len();
     match result {
         Ok(Reply::Batch(replies)) if replies.len() == q.n => {
+            // A directory made here and asked for in the batch renewed the lease: a lapse it
+            // tells is placed no later than now (`lease.rs`).
+            if replies
+                .iter()
+                .any(|r| matches!(r, Reply::Delegated { lapsed: true, .. }))
+            {
+                let now = link.cluster.next_place();
+                crate::link::lapsed_by(link, now);
+            }
             for (ino, reply) in q.joined.iter().zip(&replies[first_write..]) {
                 if let Reply::Write { attr, .. } | Reply::Attr(attr) = reply {
                     link.stamps.saw(*ino, Stamp::of(attr));
@@ -603,7 +612,7 @@ mod tests {
         // 70: a file this mount neither made nor holds; 80: one it holds.
         let mut g = gather_with(&[(70, &a), (80, &a)]);
         let mut files = HeldFiles::new(true);
-        files.install(fh(80), std::time::Instant::now());
+        files.install(fh(80), std::time::Instant::now(), 0);
         let plan = queue(&mut dirs, &mut g, &files, Wait::Yes);
         let shapes: Vec<_> = plan.iter().map(shape).collect();
         assert_eq!(

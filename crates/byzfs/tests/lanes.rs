@@ -302,7 +302,7 @@ fn ordered_operations_of_several_processes_are_in_flight_together() {
 
 /// A process whose `fsync` waits for its write-back in flight (files bigger than the gather,
 /// made in a directory the mount holds, go in flight as they are written) lets the mount's
-/// lock go while the replicas answer (`byzfs-fuse/src/lib.rs` `land_unlocked`): the other
+/// lock go while the replicas answer (`byzfs-fuse/src/unlocked.rs` `land`): the other
 /// processes' operations run meanwhile, and every byte an `fsync` covered is at the
 /// replicas, as the other mount reads.
 #[test]

@@ -562,3 +562,85 @@ fn a_killed_mounts_files_hidden_in_their_own_directory_go_at_rmdir() {
         "swept after {got:?}, before the killed mount's lease lapsed"
     );
 }
+
+/// A mount stopped past its lease (`SIGSTOP` for 35 s, as a laptop suspended) while one
+/// process takes and drops `fcntl` locks on a file another mount locks too (so each goes to
+/// the replicas, in flight without the mount's lock) and another reads: both go on once it
+/// resumes, the lapse is told once, and at unmount the mount leaves no lock behind (the
+/// other mount takes the whole file at once). The mount's books follow the lapse by the
+/// place of the reply that told it (`crates/byzfs-fuse/src/lease.rs`).
+#[test]
+fn a_lapse_of_the_lease_under_load_leaves_no_lock_behind() {
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    use std::sync::Arc;
+    if skip_without_fuse() {
+        return;
+    }
+    let up = Up::start_mounted(&["--timeout-ms", "120000"]);
+    let b = up.mountpoint.clone().unwrap();
+    let (a, a_log) = Mount::logged(&up, "a", &[], &[("RUST_LOG", "info")]);
+    fs::write(b.join("shared"), vec![0u8; 4096]).unwrap();
+    for i in 0..8u8 {
+        fs::write(b.join(format!("r{i}")), vec![i; 2048]).unwrap();
+    }
+    // B's lock on the last byte: nobody's delegation; A's locks go to the replicas.
+    let b_file = rw(&b.join("shared"));
+    setlk(&b_file, RD, 4000, 1, false).unwrap();
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let (locked, read) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+    let locker = {
+        let (stop, locked, path) = (stop.clone(), locked.clone(), a.mnt.join("shared"));
+        in_thread(move || -> nix::Result<()> {
+            let f = rw(&path);
+            while !stop.load(Ordering::Relaxed) {
+                setlk(&f, WR, 0, 100, true)?;
+                f.write_all_at(b"locked", 0).unwrap();
+                setlk(&f, UN, 0, 100, false)?;
+                locked.fetch_add(1, Ordering::Relaxed);
+            }
+            Ok(())
+        })
+    };
+    let reader = {
+        let (stop, read, mnt) = (stop.clone(), read.clone(), a.mnt.clone());
+        in_thread(move || {
+            while !stop.load(Ordering::Relaxed) {
+                for i in 0..8u8 {
+                    assert_eq!(fs::read(mnt.join(format!("r{i}"))).unwrap(), vec![i; 2048]);
+                }
+                read.fetch_add(1, Ordering::Relaxed);
+            }
+        })
+    };
+    poll_until("both processes under way", || {
+        locked.load(Ordering::Relaxed) > 5 && read.load(Ordering::Relaxed) > 5
+    });
+    let pid = Pid::from_raw(a.child.id() as i32);
+    kill(pid, Signal::SIGSTOP).unwrap();
+    std::thread::sleep(Duration::from_secs(35));
+    kill(pid, Signal::SIGCONT).unwrap();
+    let (l0, r0) = (locked.load(Ordering::Relaxed), read.load(Ordering::Relaxed));
+    poll_until("both go on after the lapse", || {
+        locked.load(Ordering::Relaxed) > l0 + 5 && read.load(Ordering::Relaxed) > r0 + 5
+    });
+    stop.store(true, Ordering::Relaxed);
+    locker
+        .recv_timeout(Duration::from_secs(60))
+        .unwrap()
+        .expect("every lock and unlock granted");
+    reader.recv_timeout(Duration::from_secs(60)).unwrap();
+    drop(a);
+
+    // Nothing of A's left at the replicas: B takes the whole file now, not after A's lease.
+    let whole = rw(&b.join("shared"));
+    setlk(&whole, WR, 0, 0, false).expect("a lock of the unmounted mount left behind");
+    let log = fs::read_to_string(&a_log).unwrap();
+    let summary = log
+        .lines()
+        .find(|l| l.contains("lease-bearing calls"))
+        .unwrap_or_else(|| panic!("no unmount summary in the mount's log:\n{log}"));
+    assert!(summary.contains("lapses=1"), "{summary}");
+    assert!(!summary.contains("calls_waited_unlocked=0 "), "{summary}");
+    eprintln!("{summary}");
+}
