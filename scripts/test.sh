@@ -6,7 +6,8 @@
 #                               test-only feature `byzfs/byzantine` (a lying replica for
 #                               tests/faults.rs; release builds lack it)
 #   2. byzfs-sim                the deterministic simulator over every scenario, 2000 seeds,
-#                               then the file-service families (`fs-all`), 165 seeds
+#                               then the file-service families (`fs-all`), 180 seeds, then
+#                               every scenario with the fast path's NEW-VIEW rule, 500 seeds
 #                               (beside step 1, in the idle scheduling class)
 #   3. sans-IO check            byzfs-bft touches no socket, file, thread, clock or ambient RNG
 #   4. citation check           every PROTOCOL.md/STYLE.md section the code cites has a heading
@@ -99,9 +100,15 @@ idle=(chrt --idle 0)
 # `--seeds 1..20001 --scenario fs-all`.
 fs_seeds=1..181
 $quick && fs_seeds=1..41
+# And the fast path's NEW-VIEW rule (docs/PROTOCOL.md §4.7, the walk) in PBFT's normal
+# case over every family: 500 seeds (~45 s of CPU); a longer sweep is
+# `--seeds 1..20001 --scenario all --view-change-rule walk`.
+walk_seeds=1..501
+$quick && walk_seeds=1..51
 sweep() {
     "${idle[@]}" "$sim" --seeds "$seeds" --scenario all || return $?
-    "${idle[@]}" "$sim" --seeds "$fs_seeds" --scenario fs-all
+    "${idle[@]}" "$sim" --seeds "$fs_seeds" --scenario fs-all || return $?
+    "${idle[@]}" "$sim" --seeds "$walk_seeds" --scenario all --view-change-rule walk
 }
 sweep >"$sim_log" 2>&1 &
 sim_pid=$!
@@ -118,7 +125,7 @@ if ! cargo test --workspace "${features[@]}" "${targets[@]}" 2>&1 | tee "$log"; 
     exit 1
 fi
 
-step "simulator: byzfs-sim --seeds $seeds --scenario all, --seeds $fs_seeds --scenario fs-all (rest of the sweep)"
+step "simulator: byzfs-sim --seeds $seeds --scenario all, --seeds $fs_seeds --scenario fs-all, --seeds $walk_seeds --view-change-rule walk (rest of the sweep)"
 sim_rc=0
 wait "$sim_pid" || sim_rc=$?
 sim_pid=""

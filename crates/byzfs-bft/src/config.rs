@@ -105,6 +105,24 @@ pub struct Config {
     /// "Defences under attack").
     #[serde(default)]
     pub monitor: MonitorConfig,
+    /// How a NEW-VIEW decides each sequence number (docs/PROTOCOL.md §3.4, §4.7).
+    #[serde(default)]
+    pub view_change_rule: ViewChangeRule,
+}
+
+/// How a NEW-VIEW decides each sequence number from the VIEW-CHANGEs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ViewChangeRule {
+    /// PBFT's (§3.4): prepared certificates, highest view first, over every VIEW-CHANGE
+    /// the new primary holds.
+    #[default]
+    Pbft,
+    /// The fast path's walk down the views (§4.7, `replica/walk.rs`) over exactly `2f+1`
+    /// VIEW-CHANGEs: it keeps a completion that left no certificate (`3f+1` speculative
+    /// answers). Sound in PBFT's normal case too, where the simulator runs it
+    /// (`byzfs-sim --view-change-rule walk`) until the fast mode exists.
+    Walk,
 }
 
 /// How backups judge the primary's throughput (Aardvark, docs/PROTOCOL.md §5.3 measure 4;
@@ -218,6 +236,7 @@ impl Config {
             op_bytes_max: 1024 * 1024,
             state_chunk_bytes: 1024 * 1024,
             monitor: MonitorConfig::default(),
+            view_change_rule: ViewChangeRule::Pbft,
         }
     }
 

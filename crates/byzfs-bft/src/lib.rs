@@ -81,7 +81,7 @@ pub use action::{
     Action, CheckpointImage, DropReason, Event, PersistRecord, StableVia, StoreRecord,
 };
 pub use client::{Client, ClientAction, ClientError};
-pub use config::{Config, MonitorConfig};
+pub use config::{Config, MonitorConfig, ViewChangeRule};
 pub use crypto::{ClientKeys, Digest, MacKey, ReplicaKeys, TestKeys};
 pub use ids::{ClientId, Principal, ReplicaId, RequestId, Seq, View};
 pub use replica::Replica;

@@ -8,6 +8,7 @@
 //! ```text
 //! f 1                      faults tolerated
 //! window 16                the log window L
+//! rule walk                the fast path's walk (§4.7) instead of PBFT's rule (§3.4)
 //! vc R stable=H:D [checkpoints=S:D,…] [prepared=S@V:D,…] [preprepared=S@V:D,…]
 //! expect min=H:D picks=D,…  or  expect wait
 //! ```
@@ -19,7 +20,7 @@
 use byzfs_bft::batch::null_digest;
 use byzfs_bft::message::{PrePreparedEntry, PreparedEntry, ViewChange};
 use byzfs_bft::replica::new_view::{decide, Broken, Decision};
-use byzfs_bft::{Digest, Seq, View};
+use byzfs_bft::{Digest, Seq, View, ViewChangeRule};
 use std::path::Path;
 
 fn digest(s: &str) -> Digest {
@@ -111,6 +112,7 @@ fn expect_line(d: &Option<Decision>) -> String {
 /// Decides `text`'s set; returns (the file's expect line, the decision's).
 fn run(text: &str) -> (String, String) {
     let (mut f, mut window, mut vcs, mut expect) = (1usize, 16u64, Vec::new(), String::new());
+    let mut rule = ViewChangeRule::Pbft;
     for line in text.lines().map(str::trim) {
         if line.is_empty() || line.starts_with('#') {
             continue;
@@ -119,6 +121,8 @@ fn run(text: &str) -> (String, String) {
         match word {
             "f" => f = rest.parse().expect("f"),
             "window" => window = rest.parse().expect("window"),
+            "rule" if rest == "walk" => rule = ViewChangeRule::Walk,
+            "rule" if rest == "pbft" => rule = ViewChangeRule::Pbft,
             "vc" => vcs.push(view_change(rest)),
             "expect" => expect = line.to_string(),
             other => panic!("unknown line {other:?}"),
@@ -127,7 +131,7 @@ fn run(text: &str) -> (String, String) {
     let refs: Vec<&ViewChange> = vcs.iter().collect();
     (
         expect,
-        expect_line(&decide(&refs, f, window, Broken::default())),
+        expect_line(&decide(&refs, f, window, Broken::default(), rule)),
     )
 }
 

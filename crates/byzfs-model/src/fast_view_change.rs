@@ -15,8 +15,8 @@
 //!   replicas that saw `2f+1` COMMITs, `f+1` of them correct).
 //! * **VIEW-CHANGE** to any higher view, reporting what the replica accepted and prepared
 //!   ([`SlotReport`]); it then takes part in no lower view.
-//! * **NEW-VIEW** of view `w`: `2f+1` VIEW-CHANGEs for `w` — three correct ones, or two and
-//!   the Byzantine replica's, which reports anything (a certificate only if one could have
+//! * **NEW-VIEW** of view `w`: `2f+1` or more VIEW-CHANGEs for `w` — three correct ones,
+//!   two and the Byzantine replica's, or all four; the liar reports anything (a certificate only if one could have
 //!   been made, when `certificates_are_proofs`) — decided by the [`Rule`]. A correct
 //!   primary sends one NEW-VIEW per view, a Byzantine one several. A replica of a lower
 //!   view takes it and accepts (and signs) what it picks.
@@ -269,10 +269,26 @@ impl FastViewChange {
                 }
             }
         }
-        if sent.len() < 2 * F {
-            return;
+        // With the liar's: `2f` correct ones and the liar's (`2f+1`), or every correct one
+        // and the liar's (`3f+1`, where a certificate no `f+1` vouch for cannot be a slow
+        // completion and is walked past: `rule.rs`).
+        for k in [2 * F, 3 * F] {
+            if sent.len() >= k {
+                self.with_lies(state, w, sent, k, out);
+            }
         }
-        for pair in subsets(sent, 2 * F) {
+    }
+
+    /// The NEW-VIEWs from `k` of the correct VIEW-CHANGEs `sent` and one of the liar.
+    fn with_lies(
+        &self,
+        state: &State,
+        w: View,
+        sent: &[Report],
+        k: usize,
+        out: &mut BTreeSet<[Decision; SLOTS_MAX]>,
+    ) {
+        for pair in subsets(sent, k) {
             // Per slot, one liar's report for each distinct (decision, prepared) it leads
             // to: the NEW-VIEW depends on a slot's column and on which slots have a
             // certificate reported.

@@ -172,6 +172,8 @@ impl ProtocolParams {
                 views: self.monitor_views,
                 floor_per_s: self.monitor_floor_per_s,
             },
+            // The walk is the fast mode's (issue #49), not an operator's choice yet.
+            view_change_rule: byzfs_bft::ViewChangeRule::Pbft,
         }
     }
 }

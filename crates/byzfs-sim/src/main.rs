@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! byzfs-sim --seeds 0..2000 [--scenario NAME|all] [--replicas N] [--mutation NAME] [--trace]
-//!           [--threads T] [--verbose]
+//!           [--threads T] [--verbose] [--view-change-rule pbft|walk]
 //! ```
 //! Each seed runs single-threaded and deterministically; output is printed in seed order. A
 //! failing seed prints `FAIL seed=S scenario=X: <checker>: <message>` and the command that
@@ -10,6 +10,7 @@
 //! `BYZFS_SIM_BACKTRACE=1` adds a backtrace to `panic` violations.
 
 use byzfs_bft::mutation::Mutation;
+use byzfs_bft::ViewChangeRule;
 use byzfs_fs::mutation::StoreMutation;
 use byzfs_sim::run::{capture_panics, run, RunConfig, RunReport, EVENTS_MAX};
 use byzfs_sim::scenario::{Family, FAMILIES, FS_FAMILIES};
@@ -67,11 +68,24 @@ struct Cli {
     /// Event budget per run.
     #[arg(long, default_value_t = EVENTS_MAX)]
     max_events: u64,
+    /// How NEW-VIEWs decide: `pbft` (§3.4), or `walk`, the fast path's (§4.7), run here in
+    /// PBFT's normal case.
+    #[arg(long, default_value = "pbft", value_parser = parse_rule)]
+    view_change_rule: ViewChangeRule,
     /// Check these families (comma-separated) for safety only: their liveness, durability,
     /// stable-view, slow-view and event-budget violations are printed as `KNOWN` and not counted. For open problems that
     /// are tracked elsewhere, never to hide a regression.
     #[arg(long, value_delimiter = ',')]
     safety_only: Vec<String>,
+}
+
+/// `--view-change-rule`'s value.
+fn parse_rule(s: &str) -> Result<ViewChangeRule, String> {
+    match s {
+        "pbft" => Ok(ViewChangeRule::Pbft),
+        "walk" => Ok(ViewChangeRule::Walk),
+        other => Err(format!("{other:?}: expected pbft or walk")),
+    }
 }
 
 fn main() -> ExitCode {
@@ -148,6 +162,7 @@ fn main() -> ExitCode {
                     fs_mutation,
                     trace: cli.trace,
                     max_events: cli.max_events,
+                    view_change_rule: cli.view_change_rule,
                 };
                 if tx.send((seed, run(&cfg))).is_err() {
                     break;

@@ -52,6 +52,7 @@ mod timers;
 mod uplink;
 mod view_change;
 mod view_status;
+pub mod walk;
 
 #[cfg(test)]
 mod tests;

@@ -12,13 +12,17 @@
 //!   `d` at a view `≥ v` — trying candidates **highest view first** (pitfall §3.6 #1); else the
 //!   null batch if `2f+1` messages with `last_stable < n` prepared nothing at `n`; else the
 //!   decision must wait for more VIEW-CHANGEs.
+//! * With [`ViewChangeRule::Walk`] (the fast path's, §4.7: `walk.rs`) each sequence number
+//!   is decided by the walk down the views instead, over the same set.
 
 use super::slot::Accepted;
 use super::timers::TimerKind;
 use super::view_change::StoredVc;
+use super::walk::{walk_seq, BrokenWalk};
 use super::{AuthChoice, Replica, M};
 use crate::action::{DropReason, Event, PersistRecord, StableVia};
 use crate::batch::null_digest;
+use crate::config::ViewChangeRule;
 use crate::crypto::Digest;
 use crate::ids::{ClientId, Principal, ReplicaId, RequestId, Seq, View};
 use crate::message::{Message, NewView, Tag, ViewChange};
@@ -45,11 +49,19 @@ pub struct Broken {
     pub lowest_view_first: bool,
     /// Rule A2 satisfied by one VIEW-CHANGE instead of `f+1`.
     pub a2_one: bool,
+    /// The walk's broken versions ([`ViewChangeRule::Walk`]).
+    pub walk: BrokenWalk,
 }
 
 /// Runs the decision over `vcs` (distinct senders, all for the same view). `log_window` is
 /// `L`; `broken` switches deliberately broken rules on (mutation testing only).
-pub fn decide(vcs: &[&ViewChange], f: usize, log_window: u64, broken: Broken) -> Option<Decision> {
+pub fn decide(
+    vcs: &[&ViewChange],
+    f: usize,
+    log_window: u64,
+    broken: Broken,
+    rule: ViewChangeRule,
+) -> Option<Decision> {
     let quorum = 2 * f + 1;
     let weak = f + 1;
     let a2_weak = if broken.a2_one { 1 } else { weak };
@@ -82,13 +94,10 @@ pub fn decide(vcs: &[&ViewChange], f: usize, log_window: u64, broken: Broken) ->
     // 3. Each sequence number.
     let mut picks = Vec::with_capacity((top - min) as usize);
     for n in min + 1..=top {
-        picks.push(decide_seq(
-            vcs,
-            n,
-            quorum,
-            a2_weak,
-            broken.lowest_view_first,
-        )?);
+        picks.push(match rule {
+            ViewChangeRule::Pbft => decide_seq(vcs, n, quorum, a2_weak, broken.lowest_view_first)?,
+            ViewChangeRule::Walk => walk_seq(vcs, n, f, broken.walk)?,
+        });
     }
     Some(Decision {
         min,
@@ -170,7 +179,14 @@ impl<S: Service> Replica<S> {
             return;
         }
         let vcs: Vec<&ViewChange> = set.iter().map(|s| &s.vc).collect();
-        let Some(dec) = decide(&vcs, self.f(), self.config.log_window, self.broken_rules()) else {
+        let rule = self.config.view_change_rule;
+        let Some(dec) = decide(
+            &vcs,
+            self.f(),
+            self.config.log_window,
+            self.broken_rules(),
+            rule,
+        ) else {
             return;
         };
         let frames: Vec<Vec<u8>> = set.iter().map(|s| s.frame.to_vec()).collect();
@@ -258,6 +274,7 @@ impl<S: Service> Replica<S> {
     }
 
     fn verify_new_view(&self, nv: &NewView) -> Option<Decision> {
+        let rule = self.config.view_change_rule;
         if nv.view_changes.len() < self.config.quorum() || nv.view_changes.len() > self.n() {
             return None;
         }
@@ -292,7 +309,13 @@ impl<S: Service> Replica<S> {
                 picks: nv.picks.clone(),
             });
         }
-        let dec = decide(&refs, self.f(), self.config.log_window, self.broken_rules())?;
+        let dec = decide(
+            &refs,
+            self.f(),
+            self.config.log_window,
+            self.broken_rules(),
+            rule,
+        )?;
         (dec.min == nv.min && dec.min_digest == nv.min_digest && dec.picks == nv.picks)
             .then_some(dec)
     }
@@ -302,6 +325,9 @@ impl<S: Service> Replica<S> {
         Broken {
             lowest_view_first: self.mutated(M::NewViewLowestView),
             a2_one: self.mutated(M::NewViewA2One),
+            // The walk's broken versions become mutations with the fast mode (plan 49
+            // "To build" 2); `byzfs-model`'s `core_rule.rs` checks them against the model's.
+            walk: BrokenWalk::default(),
         }
     }
 
@@ -434,7 +460,14 @@ mod tests {
     #[test]
     fn empty_logs_choose_checkpoint_and_nothing() {
         let (a, b, c) = (vc(0, 0, &[], &[]), vc(1, 0, &[], &[]), vc(2, 0, &[], &[]));
-        let dec = decide(&[&a, &b, &c], 1, 256, Broken::default()).unwrap();
+        let dec = decide(
+            &[&a, &b, &c],
+            1,
+            256,
+            Broken::default(),
+            ViewChangeRule::Pbft,
+        )
+        .unwrap();
         assert_eq!(
             dec,
             Decision {
@@ -451,7 +484,14 @@ mod tests {
         let a = vc(0, 0, &[(2, 1, 7)], &[(2, 1, 7)]);
         let b = vc(1, 0, &[(2, 1, 7)], &[(2, 1, 7)]);
         let c = vc(2, 0, &[], &[]);
-        let dec = decide(&[&a, &b, &c], 1, 256, Broken::default()).unwrap();
+        let dec = decide(
+            &[&a, &b, &c],
+            1,
+            256,
+            Broken::default(),
+            ViewChangeRule::Pbft,
+        )
+        .unwrap();
         assert_eq!(dec.picks, vec![null_digest(), d(7)]);
     }
 
@@ -462,7 +502,14 @@ mod tests {
         let b = vc(1, 0, &[(1, 3, 8)], &[(1, 3, 8)]);
         let c = vc(2, 0, &[], &[(1, 3, 8)]);
         let e = vc(3, 0, &[], &[(1, 1, 7)]);
-        let good = decide(&[&a, &b, &c, &e], 1, 256, Broken::default()).unwrap();
+        let good = decide(
+            &[&a, &b, &c, &e],
+            1,
+            256,
+            Broken::default(),
+            ViewChangeRule::Pbft,
+        )
+        .unwrap();
         assert_eq!(good.picks, vec![d(8)]);
         let bad = decide(
             &[&a, &b, &c, &e],
@@ -472,6 +519,7 @@ mod tests {
                 lowest_view_first: true,
                 ..Broken::default()
             },
+            ViewChangeRule::Pbft,
         )
         .unwrap();
         assert_eq!(
@@ -488,12 +536,25 @@ mod tests {
         let liar = vc(0, 0, &[(1, 2, 9)], &[(1, 2, 9)]);
         let b = vc(1, 0, &[], &[]);
         let c = vc(2, 0, &[], &[]);
-        assert!(decide(&[&liar, &b, &c], 1, 256, Broken::default()).is_none());
+        assert!(decide(
+            &[&liar, &b, &c],
+            1,
+            256,
+            Broken::default(),
+            ViewChangeRule::Pbft
+        )
+        .is_none());
         let e = vc(3, 0, &[], &[]);
         assert_eq!(
-            decide(&[&liar, &b, &c, &e], 1, 256, Broken::default())
-                .unwrap()
-                .picks,
+            decide(
+                &[&liar, &b, &c, &e],
+                1,
+                256,
+                Broken::default(),
+                ViewChangeRule::Pbft
+            )
+            .unwrap()
+            .picks,
             vec![null_digest()]
         );
     }
@@ -506,9 +567,15 @@ mod tests {
         let b = vc(1, 0, &[], &[]);
         let c = vc(2, 0, &[], &[]);
         assert_eq!(
-            decide(&[&liar, &b, &c], 1, 256, Broken::default())
-                .unwrap()
-                .min,
+            decide(
+                &[&liar, &b, &c],
+                1,
+                256,
+                Broken::default(),
+                ViewChangeRule::Pbft
+            )
+            .unwrap()
+            .min,
             0
         );
         // Two replicas at stable 128 and one at 0: C1 holds for 128 (all ≤ 128), C2 holds.
@@ -516,7 +583,78 @@ mod tests {
         let y = vc(1, 128, &[], &[]);
         let mut z = vc(2, 0, &[], &[]);
         z.checkpoints.push((128, d(100 + 128)));
-        let dec = decide(&[&x, &y, &z], 1, 256, Broken::default()).unwrap();
+        let dec = decide(
+            &[&x, &y, &z],
+            1,
+            256,
+            Broken::default(),
+            ViewChangeRule::Pbft,
+        )
+        .unwrap();
         assert_eq!((dec.min, dec.min_digest), (128, d(228)));
+    }
+
+    /// The Revisiting counterexample's last set (plan 49): `7` certified in view 0 and held
+    /// by one replica; `8` accepted in view 1 by it and one more (a fast completion leaves
+    /// that in any `2f+1`). The walk takes `8`; PBFT's rule waits (the certificate fails
+    /// A2 and one replica prepared something); Zyzzyva's takes the older certificate.
+    #[test]
+    fn the_walk_keeps_a_fast_completion_over_an_older_certificate() {
+        let a = vc(0, 0, &[(1, 0, 7)], &[(1, 0, 7), (1, 1, 8)]);
+        let b = vc(1, 0, &[], &[(1, 1, 8)]);
+        let c = vc(2, 0, &[], &[]);
+        let picks =
+            |broken: Broken, rule| decide(&[&a, &b, &c], 1, 256, broken, rule).map(|d| d.picks);
+        assert_eq!(
+            picks(Broken::default(), ViewChangeRule::Walk),
+            Some(vec![d(8)])
+        );
+        assert_eq!(picks(Broken::default(), ViewChangeRule::Pbft), None);
+        let zyzzyva = Broken {
+            walk: BrokenWalk {
+                zyzzyva: true,
+                ..BrokenWalk::default()
+            },
+            ..Broken::default()
+        };
+        assert_eq!(picks(zyzzyva, ViewChangeRule::Walk), Some(vec![d(7)]));
+    }
+
+    /// A certificate no `f+1` vouch for stops the walk: it may be a slow completion whose
+    /// other witnesses are outside the set, so the `f+1` reports of another batch at a lower
+    /// view decide nothing (the flaw the model found in the rule as first written).
+    #[test]
+    fn an_unvouched_certificate_stops_the_walk() {
+        let a = vc(0, 0, &[], &[(1, 0, 7)]);
+        let b = vc(1, 0, &[(1, 1, 8)], &[(1, 1, 8)]);
+        let c = vc(2, 0, &[], &[(1, 0, 7)]);
+        let walk = |past_certificates| {
+            let broken = Broken {
+                walk: BrokenWalk {
+                    past_certificates,
+                    ..BrokenWalk::default()
+                },
+                ..Broken::default()
+            };
+            decide(&[&a, &b, &c], 1, 256, broken, ViewChangeRule::Walk).map(|d| d.picks)
+        };
+        assert_eq!(walk(false), None);
+        assert_eq!(walk(true), Some(vec![d(7)]), "walked past it");
+    }
+
+    /// A certificate only its holder reports (the others' votes lost in power cuts, or
+    /// never cast): among `2f+1` VIEW-CHANGEs it may be a slow completion whose other
+    /// witness is missing, and the walk waits; with all `3f+1` in, it cannot be one, and
+    /// the walk passes it (PBFT's null batch then fills the slot). Simulator
+    /// `partition-power-cuts` 1580 waited for ever before.
+    #[test]
+    fn with_every_view_change_in_a_lone_certificate_is_walked_past() {
+        let lone = vc(0, 0, &[(1, 2, 7)], &[(1, 2, 7)]);
+        let (b, c, e) = (vc(1, 0, &[], &[]), vc(2, 0, &[], &[]), vc(3, 0, &[], &[]));
+        let walk = |set: &[&ViewChange]| {
+            decide(set, 1, 256, Broken::default(), ViewChangeRule::Walk).map(|d| d.picks)
+        };
+        assert_eq!(walk(&[&lone, &b, &c]), None);
+        assert_eq!(walk(&[&lone, &b, &c, &e]), Some(vec![null_digest()]));
     }
 }

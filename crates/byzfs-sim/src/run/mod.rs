@@ -30,6 +30,7 @@ use crate::workload::Workload;
 use byzfs_bft::message::Tag;
 use byzfs_bft::mutation::Mutation;
 use byzfs_bft::wire::Frame;
+use byzfs_bft::ViewChangeRule;
 use byzfs_bft::{
     Action, Client, ClientAction, ClientId, Config, Event, PersistRecord, Replica, ReplicaId, Seq,
     StoreRecord, TestKeys, Time, View,
@@ -79,6 +80,9 @@ pub struct RunConfig {
     pub trace: bool,
     /// Event budget.
     pub max_events: u64,
+    /// How NEW-VIEWs decide (`--view-change-rule`): PBFT's, or the fast path's walk,
+    /// which the families run in PBFT's normal case until the fast mode exists (#49).
+    pub view_change_rule: ViewChangeRule,
 }
 
 impl RunConfig {
@@ -92,6 +96,7 @@ impl RunConfig {
             fs_mutation: None,
             trace: false,
             max_events: EVENTS_MAX,
+            view_change_rule: ViewChangeRule::Pbft,
         }
     }
 }
@@ -134,6 +139,8 @@ pub struct RunReport {
     pub n: usize,
     /// Parameter summary.
     pub summary: String,
+    /// How its NEW-VIEWs decided.
+    pub view_change_rule: ViewChangeRule,
     /// Violations (empty: passed).
     pub violations: Vec<Violation>,
     /// Counters.
@@ -152,9 +159,12 @@ impl RunReport {
 
     /// The command that replays this run with the mutation named `mutation`.
     pub fn replay_with(&self, mutation: Option<&str>) -> String {
-        let m = mutation
+        let mut m = mutation
             .map(|m| format!(" --mutation {m}"))
             .unwrap_or_default();
+        if self.view_change_rule == ViewChangeRule::Walk {
+            m.push_str(" --view-change-rule walk");
+        }
         format!(
             "byzfs-sim --seeds {}..{} --scenario {} --replicas {}{m}",
             self.seed,

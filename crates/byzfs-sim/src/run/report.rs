@@ -35,6 +35,7 @@ impl Sim {
             family: self.plan.family,
             n: self.config.n(),
             summary: self.plan.summary(),
+            view_change_rule: self.config.view_change_rule,
             violations: self.oracle.sink.into_violations(),
             stats,
             converged: self.phases.converged,

@@ -36,7 +36,8 @@ pub(super) struct World {
 
 impl Sim {
     pub(super) fn new(cfg: &RunConfig) -> Result<Sim, String> {
-        let plan = scenario::plan(cfg.seed, cfg.family, cfg.replicas)?;
+        let mut plan = scenario::plan(cfg.seed, cfg.family, cfg.replicas)?;
+        plan.params.config.view_change_rule = cfg.view_change_rule;
         let config = plan.params.config.clone();
         let n = config.n();
         let seed = cfg.seed;
