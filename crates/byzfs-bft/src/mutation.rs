@@ -112,11 +112,19 @@ pub enum Mutation {
     /// or the primary's non-deterministic choice itself: with `f = 1`, on nobody's word, so
     /// a faulty primary's forged requests run (`forging-primary`, checker `exactly-once`).
     VouchOnFewer,
+    /// The fast path's NEW-VIEW walk (docs/PROTOCOL.md §4.7) goes past certificates of a
+    /// view of which none passes A1/A2, as plan 49 first wrote it (the model found it
+    /// unsafe: a slow completion whose other witness is outside the set is lost). Only
+    /// with `--view-change-rule walk`.
+    WalkPastCertificates,
+    /// Zyzzyva's published view change in place of the walk: the highest certificate of
+    /// any view first, unchecked (§4.6). Only with `--view-change-rule walk`.
+    ZyzzyvaHighestCertificate,
 }
 
 impl Mutation {
     /// Every mutation.
-    pub const ALL: [Mutation; 29] = [
+    pub const ALL: [Mutation; 31] = [
         Mutation::CommitQuorum2f,
         Mutation::AcceptSecondPrePrepare,
         Mutation::NewViewLowestView,
@@ -146,7 +154,18 @@ impl Mutation {
         Mutation::RecordBeforeStoreSync,
         Mutation::ExecuteBeforeTransferRecorded,
         Mutation::VouchOnFewer,
+        Mutation::WalkPastCertificates,
+        Mutation::ZyzzyvaHighestCertificate,
     ];
+
+    /// Whether it breaks the fast path's NEW-VIEW walk, so has an effect only where
+    /// replicas decide by it (`Config::view_change_rule`).
+    pub fn needs_walk(self) -> bool {
+        matches!(
+            self,
+            Mutation::WalkPastCertificates | Mutation::ZyzzyvaHighestCertificate
+        )
+    }
 
     /// Command-line name.
     pub fn name(self) -> &'static str {
@@ -180,6 +199,8 @@ impl Mutation {
             Mutation::NoIdleCheckpoint => "no-idle-checkpoint",
             Mutation::ExecuteBeforeTransferRecorded => "execute-before-transfer-recorded",
             Mutation::VouchOnFewer => "vouch-on-fewer",
+            Mutation::WalkPastCertificates => "walk-past-certificates",
+            Mutation::ZyzzyvaHighestCertificate => "zyzzyva-highest-cc",
         }
     }
 

@@ -131,6 +131,13 @@ fn main() -> ExitCode {
             }
         },
     };
+    if mutation.is_some_and(Mutation::needs_walk) && cli.view_change_rule != ViewChangeRule::Walk {
+        eprintln!(
+            "mutation {:?} breaks the fast path's NEW-VIEW walk: add --view-change-rule walk",
+            cli.mutation.as_deref().unwrap_or_default()
+        );
+        return ExitCode::from(2);
+    }
     let (start, end) = cli.seeds;
     let threads = cli
         .threads

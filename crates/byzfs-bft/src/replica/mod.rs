@@ -764,6 +764,8 @@ pub(crate) enum MutationStub {
     NoIdleCheckpoint,
     ExecuteBeforeTransferRecorded,
     VouchOnFewer,
+    WalkPastCertificates,
+    ZyzzyvaHighestCertificate,
 }
 
 /// The mutation type call sites name (`M::CommitQuorum2f`).

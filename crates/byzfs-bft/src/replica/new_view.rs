@@ -325,9 +325,11 @@ impl<S: Service> Replica<S> {
         Broken {
             lowest_view_first: self.mutated(M::NewViewLowestView),
             a2_one: self.mutated(M::NewViewA2One),
-            // The walk's broken versions become mutations with the fast mode (plan 49
-            // "To build" 2); `byzfs-model`'s `core_rule.rs` checks them against the model's.
-            walk: BrokenWalk::default(),
+            // `byzfs-model`'s `core_rule.rs` checks these against the model's unsafe rules.
+            walk: BrokenWalk {
+                past_certificates: self.mutated(M::WalkPastCertificates),
+                zyzzyva: self.mutated(M::ZyzzyvaHighestCertificate),
+            },
         }
     }
 
