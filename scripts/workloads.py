@@ -114,7 +114,7 @@ def names(d, procs, n):
     print("names: %d processes x %d files: %.3f s" % (procs, n, time.monotonic() - began))
 
 
-def beside_fsync_reader(d, stop, out):
+def beside_reader(d, stop, out):
     names = sorted(os.listdir(d))
     lat = []
     while not stop.is_set():
@@ -122,20 +122,43 @@ def beside_fsync_reader(d, stop, out):
             t = time.monotonic()
             with open(os.path.join(d, n), "rb") as h:
                 if len(h.read()) != 4096:
-                    sys.exit("beside-fsync: a short read")
+                    sys.exit("a short read")
             lat.append(time.monotonic() - t)
     out.put(lat)
+
+
+class Beside:
+    """A reader of the files of DIR/small, in a process of its own, beside a workload."""
+
+    def __init__(self, d):
+        self.stop = multiprocessing.Event()
+        self.out = multiprocessing.Queue()
+        self.reader = multiprocessing.Process(
+            target=beside_reader, args=(os.path.join(d, "small"), self.stop, self.out)
+        )
+
+    def start(self):
+        self.reader.start()
+
+    def report(self, name, what):
+        """Stops the reader; prints `name: what; reader N opens, latencies`."""
+        self.stop.set()
+        lat = sorted(self.out.get())
+        self.reader.join()
+        if self.reader.exitcode != 0 or not lat:
+            sys.exit("%s: the reader failed" % name)
+        ms = lambda q: 1000 * lat[min(len(lat) - 1, int(q * len(lat)))]
+        print(
+            "%s: %s; reader %d opens, median %.2f ms, p99 %.2f ms, longest %.1f ms"
+            % (name, what, len(lat), ms(0.5), ms(0.99), 1000 * lat[-1])
+        )
 
 
 def beside_fsync(d, files, mib):
     w = os.path.join(d, "w-%d-%d" % (os.getpid(), time.time_ns()))
     os.mkdir(w)
-    stop = multiprocessing.Event()
-    out = multiprocessing.Queue()
-    reader = multiprocessing.Process(
-        target=beside_fsync_reader, args=(os.path.join(d, "small"), stop, out)
-    )
-    reader.start()
+    beside = Beside(d)
+    beside.start()
     block = bytes(range(256)) * 4096
     began = time.monotonic()
     for f in range(files):
@@ -143,29 +166,15 @@ def beside_fsync(d, files, mib):
             for _ in range(mib):
                 h.write(block)
             os.fsync(h.fileno())
-    took = time.monotonic() - began
-    stop.set()
-    lat = sorted(out.get())
-    reader.join()
-    if reader.exitcode != 0 or not lat:
-        sys.exit("beside-fsync: the reader failed")
-    ms = lambda q: 1000 * lat[min(len(lat) - 1, int(q * len(lat)))]
-    print(
-        "beside-fsync: writer %.3f s; reader %d opens, median %.2f ms, p99 %.2f ms, longest %.1f ms"
-        % (took, len(lat), ms(0.5), ms(0.99), 1000 * lat[-1])
-    )
+    beside.report("beside-fsync", "writer %.3f s" % (time.monotonic() - began))
 
 
 def beside_locks(d, seconds):
-    stop = multiprocessing.Event()
-    out = multiprocessing.Queue()
-    reader = multiprocessing.Process(
-        target=beside_fsync_reader, args=(os.path.join(d, "small"), stop, out)
-    )
     path = os.path.join(d, "lockfile")
     with open(path, "wb") as h:
         h.write(b"l" * 4096)
-    reader.start()
+    beside = Beside(d)
+    beside.start()
     rounds = 0
     began = time.monotonic()
     with open(path, "r+b") as h:
@@ -174,16 +183,7 @@ def beside_locks(d, seconds):
             fcntl.lockf(h, fcntl.LOCK_UN)
             rounds += 1
     took = time.monotonic() - began
-    stop.set()
-    lat = sorted(out.get())
-    reader.join()
-    if reader.exitcode != 0 or not lat:
-        sys.exit("beside-locks: the reader failed")
-    ms = lambda q: 1000 * lat[min(len(lat) - 1, int(q * len(lat)))]
-    print(
-        "beside-locks: locker %.0f rounds/s; reader %d opens, median %.2f ms, p99 %.2f ms, longest %.1f ms"
-        % (rounds / took, len(lat), ms(0.5), ms(0.99), 1000 * lat[-1])
-    )
+    beside.report("beside-locks", "locker %.0f rounds/s" % (rounds / took))
 
 
 if __name__ == "__main__":
