@@ -83,14 +83,20 @@ fn in_lane(link: &Link) -> bool {
 
 /// What must happen before `op` is sent ([`Begun::First`], [`Begun::Land`]), where the
 /// write-back may fly; `None`: nothing, or what is left is sent under the lock as any
-/// call's is (`calls.rs` `send_in_lane`).
-pub(crate) fn first<T, K>(link: &mut Link, op: &Op) -> Option<Begun<T, K>> {
+/// call's is (`calls.rs` `send_in_lane`). Held writes are sent once per call (`went`:
+/// they were), as `lib.rs` `ByzFuse::call` does: a process writing the file on and on
+/// meanwhile would otherwise hold the call back for ever.
+pub(crate) fn first<T, K>(link: &mut Link, op: &Op, went: &mut bool) -> Option<Begun<T, K>> {
     if !in_lane(link) || !sender::may_fly(link) {
         return None;
     }
     if link.inflight.must_precede(op) {
         return Some(Begun::Land);
     }
+    if *went {
+        return None;
+    }
+    *went = true;
     let plan = writeback::before(link, op, Wait::InFlight);
     (!plan.is_empty()).then_some(Begun::First(plan))
 }

@@ -481,8 +481,9 @@ impl ByzFuse {
         use lease_call::{Answered, Begun};
         let cred = self.credentials(req);
         let op = Op::DelegateFile { file: fh };
+        let mut went = false;
         let begin = |i: &mut Inner| {
-            if let Some(first) = lease_call::first(&mut i.link, &op) {
+            if let Some(first) = lease_call::first(&mut i.link, &op, &mut went) {
                 return first;
             }
             Begun::Sent(Box::new(lease_call::send(

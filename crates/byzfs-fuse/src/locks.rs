@@ -198,6 +198,7 @@ pub(super) fn probe(
     kind: LockKind,
     (start, end): (u64, u64),
 ) -> Probe {
+    let mut went = false;
     let begin = |i: &mut Inner| {
         let (link, locking, _) = i.for_locks();
         let now = Instant::now();
@@ -211,7 +212,7 @@ pub(super) fn probe(
             start,
             end,
         };
-        if let Some(first) = lease_call::first(link, &op) {
+        if let Some(first) = lease_call::first(link, &op, &mut went) {
             return first;
         }
         Begun::Sent(Box::new(lease_call::send(link, cred, op, ())))
@@ -270,22 +271,22 @@ struct SetSent {
 /// keeps the mount's books: which pairs may hold locks, the lease, and the file's last
 /// seen attributes.
 pub(super) fn set(mount: &Mutex<Inner>, cred: &Credentials, op: &Op) -> Outcome {
-    let mut renewed = false;
+    let (mut renewed, mut went) = (false, false);
     let begin = |i: &mut Inner| {
         let (link, locking, _) = i.for_locks();
-        begin_set(link, locking, cred, op, &mut renewed)
+        begin_set(link, locking, cred, op, (&mut renewed, &mut went))
     };
     lease_call::run(mount, begin, set_answered).unwrap_or(Outcome::Failed(Errno::EIO))
 }
 
 /// [`set`]'s first half, under the mount's lock. `renewed`: the lease was renewed for it
-/// already.
+/// already; `went`: what it must follow was sent ([`lease_call::first`]).
 fn begin_set(
     link: &mut Link,
     locking: &mut Locking,
     cred: &Credentials,
     op: &Op,
-    renewed: &mut bool,
+    (renewed, went): (&mut bool, &mut bool),
 ) -> Begun<Outcome, SetSent> {
     let (r, waits) = match op {
         Op::SetLk(r) => (r, false),
@@ -336,7 +337,7 @@ fn begin_set(
     } else {
         op.clone()
     };
-    if let Some(first) = lease_call::first(link, &op) {
+    if let Some(first) = lease_call::first(link, &op, went) {
         return first;
     }
     locking.busy.insert(fh.ino);
@@ -458,6 +459,7 @@ pub(super) fn hold_for_orphans(inner: &mut Inner, cred: &Credentials) {
 /// Drops `owner`'s locks on `ino`: here if this mount holds the file's delegation, else at
 /// the replicas if it may hold some there (the mount's lock let go meanwhile).
 pub(super) fn release(mount: &Mutex<Inner>, cred: &Credentials, ino: u64, owner: u64) {
+    let mut went = false;
     let begin = |i: &mut Inner| {
         let (link, locking, _) = i.for_locks();
         if locking.busy.contains(&ino) {
@@ -471,7 +473,7 @@ pub(super) fn release(mount: &Mutex<Inner>, cred: &Credentials, ino: u64, owner:
             return Begun::Done(());
         };
         let op = Op::ReleaseLocks { fh, owner };
-        if let Some(first) = lease_call::first(link, &op) {
+        if let Some(first) = lease_call::first(link, &op, &mut went) {
             return first;
         }
         locking.held.take(ino, owner);
